@@ -1,0 +1,13 @@
+# The DSMO worker image for docker-compose.yml (the embedded stack needs no Docker).
+FROM python:3.11-slim
+WORKDIR /app
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY pyproject.toml README.md ./
+COPY workflows ./workflows
+COPY activities ./activities
+COPY starter ./starter
+COPY worker.py ./
+RUN pip install --no-cache-dir .
+RUN useradd --create-home dsmo && mkdir -p /var/lib/dsmo/outbox && chown dsmo /var/lib/dsmo/outbox
+USER dsmo
+CMD ["python", "-m", "worker"]

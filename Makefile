@@ -1,0 +1,43 @@
+# The two commands a fresh machine needs: `make demo` and `make test` (Python 3.11+, make).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install up down demo test unit lint fmt clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: install                 ## start the embedded stack and a background worker
+	$(BIN)/dsmo dev up --worker
+
+down:                        ## stop what `make up` started
+	$(BIN)/dsmo dev down
+
+demo: up                     ## run the sample agent end to end
+	$(BIN)/python examples/demo.py
+
+test: install lint           ## the whole suite against the real embedded stack
+	$(BIN)/python -m pytest -q
+
+unit: install                ## the fast unit tests only
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean: down
+	rm -rf .dsmo

@@ -1,0 +1,1 @@
+"""Every side effect of DSMO: artifact storage, agent processors, messaging."""

@@ -1,0 +1,104 @@
+"""The artifact store: JSON documents in an S3-compatible bucket, addressed by s3:// URIs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from botocore.exceptions import ClientError
+
+from workflows.errors import DsmoError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+class ArtifactError(DsmoError):
+    code = "artifact_error"
+
+
+class ArtifactMissing(ArtifactError):
+    code = "artifact_missing"
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    uri: str
+    sha256: str
+    size: int
+    created: bool  # False: the key already held an artifact, which was kept (write-once)
+
+
+def stage_output_key(workflow_version: str, run_id: str, stage: str, attempt: int) -> str:
+    return f"artifacts/{workflow_version}/{run_id}/{stage}/attempt={attempt}/output.json"
+
+
+def run_input_key(workflow_version: str, run_id: str) -> str:
+    return f"artifacts/{workflow_version}/{run_id}/input.json"
+
+
+def encode_json(document: Any) -> bytes:
+    return json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class ArtifactStore:
+    """Reads and write-once writes of JSON artifacts, keyed deterministically."""
+
+    def __init__(self, s3: S3Client, bucket: str) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def key_of(self, uri: str) -> tuple[str, str]:
+        parsed = urlparse(uri)
+        if parsed.scheme != "s3" or not parsed.netloc or not parsed.path.strip("/"):
+            raise ArtifactError(f"artifact URI {uri!r} is not of the form s3://bucket/key")
+        return parsed.netloc, parsed.path.lstrip("/")
+
+    def put_json_once(self, key: str, document: Any) -> StoredArtifact:
+        """Write ``document`` unless ``key`` exists (``If-None-Match: *``); never overwrite."""
+        body = encode_json(document)
+        digest = hashlib.sha256(body).hexdigest()
+        try:
+            self.s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ContentType="application/json",
+                IfNoneMatch="*",
+                Metadata={"sha256": digest},
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
+                raise
+            existing = self.read_bytes(self.uri(key))
+            return StoredArtifact(self.uri(key), hashlib.sha256(existing).hexdigest(), len(existing), created=False)
+        return StoredArtifact(self.uri(key), digest, len(body), created=True)
+
+    def read_bytes(self, uri: str) -> bytes:
+        bucket, key = self.key_of(uri)
+        try:
+            return self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                raise ArtifactMissing(f"artifact {uri} does not exist") from None
+            raise
+
+    def read_json(self, uri: str) -> Any:
+        data = self.read_bytes(uri)
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise ArtifactError(f"artifact {uri} is not valid JSON") from None
+
+    def list_uris(self, prefix: str) -> list[str]:
+        uris: list[str] = []
+        paginator = self.s3.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            uris.extend(self.uri(item["Key"]) for item in page.get("Contents", []))
+        return sorted(uris)

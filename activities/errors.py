@@ -1,0 +1,48 @@
+"""Turns the project's permanent errors into non-retryable Temporal failures, by type name."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from temporalio.exceptions import ApplicationError
+
+from activities.artifacts import ArtifactError, ArtifactMissing
+from activities.processors import InvalidInput, UnknownAgent
+from workflows.errors import DsmoError
+
+
+class ContractViolation(DsmoError):
+    """A processor broke the stage contract (summary too large, output not a JSON object...)."""
+
+    code = "contract_violation"
+
+
+# Checked in order: the first matching class names the failure type the workflow sees.
+PERMANENT: tuple[tuple[type[DsmoError], str], ...] = (
+    (ContractViolation, "ContractViolation"),
+    (UnknownAgent, "UnknownAgent"),
+    (ArtifactMissing, "MissingArtifact"),
+    (InvalidInput, "InvalidInput"),
+    (ArtifactError, "InvalidInput"),
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def permanent_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Raise known permanent errors as non-retryable ApplicationErrors; let the rest retry."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except DsmoError as err:
+            for cls, type_name in PERMANENT:
+                if isinstance(err, cls):
+                    raise ApplicationError(str(err), type=type_name, non_retryable=True) from err
+            raise
+
+    return wrapper

@@ -1,0 +1,63 @@
+"""`make demo`: one agent run end to end on the embedded stack, through the Python API.
+
+Starts the sample definition, waits until the run is WAITING for a reply, delivers a
+simulated reply the way an outside system would (the validated `deliver_event` update),
+and prints the final status, the audit trail, the artifacts and the Web UI link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from activities.artifacts import ArtifactStore
+from starter.client import DsmoClient
+from starter.definitions import load_definition
+from starter.render import event_lines, status_lines
+from starter.settings import Settings
+from workflows.status import RunStatus
+
+DEFINITION = Path(__file__).with_name("candidate_screening.yaml")
+CANDIDATE = {"candidate": {"name": "ana maría lópez", "phone": "+34 600 111 222", "skills": ["Python", "SQL"]}}
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+
+
+async def main() -> int:
+    settings = Settings.from_env()
+    dsmo = await DsmoClient.connect(settings)
+    definition = load_definition(DEFINITION)
+
+    run_id = await dsmo.start(definition, CANDIDATE)
+    section(f"started {run_id} ({definition.agent}, workflow_version {definition.workflow_version})")
+
+    waiting = await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=60)
+    print("\n".join(status_lines(waiting, run_url=settings.run_url(run_id))))
+
+    section("a reply arrives from outside (MESSAGE_RECEIVED through deliver_event)")
+    ack = await dsmo.respond(run_id, "Sí, sigo interesada", event_id=f"{run_id}-reply-1")
+    print(f"event {ack.event_id}: {'accepted' if ack.accepted else 'not accepted'}")
+
+    result = await dsmo.result(run_id)
+    section("final status")
+    print("\n".join(status_lines(await dsmo.status(run_id), run_url=settings.run_url(run_id))))
+
+    section("audit trail")
+    print("\n".join(event_lines(await dsmo.events(run_id))))
+
+    section("artifacts")
+    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    for uri in store.list_uris(f"artifacts/{definition.workflow_version}/{run_id}/"):
+        print(uri)
+    print(f"messages sent: {settings.outbox_dir / run_id}")
+
+    section("web UI")
+    print(settings.run_url(run_id))
+    return 0 if result.status is RunStatus.COMPLETED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,167 @@
+"""One typed view of the configuration every DSMO process reads.
+
+Temporal and the AWS SDK keep their own variable names (``TEMPORAL_ADDRESS``,
+``AWS_ENDPOINT_URL_S3``, ...) so the official tools read the same environment;
+everything else is ``DSMO_*``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+DEFAULT_TASK_QUEUE = "agent-executions"
+
+# Every environment variable a DSMO process reads, with its default. docker-compose.yml is
+# checked against this table by a test, so the production-like stack uses the same names.
+ENVIRONMENT: dict[str, str] = {
+    "TEMPORAL_ADDRESS": "127.0.0.1:7233",
+    "TEMPORAL_NAMESPACE": "default",
+    "DSMO_TASK_QUEUE": DEFAULT_TASK_QUEUE,
+    "DSMO_UI_PORT": "8233",
+    "DSMO_UI_URL": "",
+    "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:8333",
+    "AWS_ACCESS_KEY_ID": "dsmo",
+    "AWS_SECRET_ACCESS_KEY": "dsmo-dev-secret",
+    "AWS_REGION": "us-east-1",
+    "DSMO_ARTIFACT_BUCKET": "dsmo-artifacts",
+    "DSMO_STATE_DIR": ".dsmo",
+    "DSMO_SEAWEED_PORT_BASE": "19330",
+    "DSMO_OUTBOX_DIR": "",
+}
+
+
+class SettingsError(ValueError):
+    """A configuration value that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the Temporal server, the object store and the local state live."""
+
+    temporal_address: str = ENVIRONMENT["TEMPORAL_ADDRESS"]
+    temporal_namespace: str = ENVIRONMENT["TEMPORAL_NAMESPACE"]
+    task_queue: str = DEFAULT_TASK_QUEUE
+    ui_port: int = 8233
+    ui_url_override: str = ""
+    s3_endpoint: str = ENVIRONMENT["AWS_ENDPOINT_URL_S3"]
+    s3_access_key: str = ENVIRONMENT["AWS_ACCESS_KEY_ID"]
+    s3_secret_key: str = ENVIRONMENT["AWS_SECRET_ACCESS_KEY"]
+    s3_region: str = ENVIRONMENT["AWS_REGION"]
+    artifact_bucket: str = ENVIRONMENT["DSMO_ARTIFACT_BUCKET"]
+    state_dir: Path = field(default_factory=lambda: Path(ENVIRONMENT["DSMO_STATE_DIR"]).resolve())
+    seaweed_port_base: int = 19330
+    outbox_dir_override: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from ``env`` (default: ``os.environ``), validating each value."""
+        source = os.environ if env is None else env
+
+        def get(name: str) -> str:
+            return source.get(name) or ENVIRONMENT[name]
+
+        settings = cls(
+            temporal_address=get("TEMPORAL_ADDRESS"),
+            temporal_namespace=get("TEMPORAL_NAMESPACE"),
+            task_queue=get("DSMO_TASK_QUEUE"),
+            ui_port=_port(get("DSMO_UI_PORT"), "DSMO_UI_PORT"),
+            ui_url_override=get("DSMO_UI_URL"),
+            s3_endpoint=get("AWS_ENDPOINT_URL_S3"),
+            s3_access_key=get("AWS_ACCESS_KEY_ID"),
+            s3_secret_key=get("AWS_SECRET_ACCESS_KEY"),
+            s3_region=source.get("AWS_REGION") or source.get("AWS_DEFAULT_REGION") or "us-east-1",
+            artifact_bucket=get("DSMO_ARTIFACT_BUCKET"),
+            state_dir=Path(get("DSMO_STATE_DIR")).expanduser().resolve(),
+            seaweed_port_base=_port(get("DSMO_SEAWEED_PORT_BASE"), "DSMO_SEAWEED_PORT_BASE"),
+            outbox_dir_override=get("DSMO_OUTBOX_DIR"),
+        )
+        settings.temporal_port  # noqa: B018 - validates the address early
+        settings.s3_port  # noqa: B018
+        return settings
+
+    def with_changes(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that makes another process (worker, CLI, `temporal`) see these settings."""
+        return {
+            "TEMPORAL_ADDRESS": self.temporal_address,
+            "TEMPORAL_NAMESPACE": self.temporal_namespace,
+            "DSMO_TASK_QUEUE": self.task_queue,
+            "DSMO_UI_PORT": str(self.ui_port),
+            "DSMO_UI_URL": self.ui_url_override,
+            "AWS_ENDPOINT_URL_S3": self.s3_endpoint,
+            "AWS_ACCESS_KEY_ID": self.s3_access_key,
+            "AWS_SECRET_ACCESS_KEY": self.s3_secret_key,
+            "AWS_REGION": self.s3_region,
+            "DSMO_ARTIFACT_BUCKET": self.artifact_bucket,
+            "DSMO_STATE_DIR": str(self.state_dir),
+            "DSMO_SEAWEED_PORT_BASE": str(self.seaweed_port_base),
+            "DSMO_OUTBOX_DIR": self.outbox_dir_override,
+        }
+
+    @property
+    def temporal_host(self) -> str:
+        return self.temporal_address.rsplit(":", 1)[0]
+
+    @property
+    def temporal_port(self) -> int:
+        _, _, port = self.temporal_address.rpartition(":")
+        return _port(port, "TEMPORAL_ADDRESS")
+
+    @property
+    def s3_port(self) -> int:
+        parsed = urlparse(self.s3_endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise SettingsError(f"AWS_ENDPOINT_URL_S3: {self.s3_endpoint!r} is not an http(s) URL with a host")
+        return parsed.port or (443 if parsed.scheme == "https" else 80)
+
+    @property
+    def ui_url(self) -> str:
+        return self.ui_url_override or f"http://{self.temporal_host}:{self.ui_port}"
+
+    @property
+    def outbox_dir(self) -> Path:
+        return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
+
+    def run_url(self, run_id: str) -> str:
+        """Link to a run in the Temporal Web UI."""
+        return f"{self.ui_url}/namespaces/{self.temporal_namespace}/workflows/{run_id}"
+
+    def s3_client(self) -> S3Client:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.s3_endpoint,
+            aws_access_key_id=self.s3_access_key,
+            aws_secret_access_key=self.s3_secret_key,
+            region_name=self.s3_region,
+            config=Config(
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=30,
+                # SeaweedFS (like MinIO) serves path-style addressing on a bare host:port.
+                s3={"addressing_style": "path"},
+                max_pool_connections=32,
+            ),
+        )
+
+
+def _port(value: str, name: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise SettingsError(f"{name}: {value!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise SettingsError(f"{name}: {port} is outside 1-65535")
+    return port

@@ -1,0 +1,106 @@
+"""Shared fixtures: one embedded stack per session, one worker per test on its own queue."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from activities.artifacts import ArtifactStore
+from activities.messaging import FileChannel
+from activities.processors import ProcessorRegistry, default_registry
+from starter.client import DsmoClient
+from starter.definitions import parse_definition_text
+from starter.settings import Settings
+from tests.stack import reusable, start_private
+from worker import build_worker
+from workflows.definition import AgentDefinition
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest_asyncio.fixture(scope="session")
+async def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Settings]:
+    configured = Settings.from_env()
+    if os.environ.get("DSMO_TEST_PRIVATE_STACK") != "1" and await reusable(configured):
+        yield configured
+        return
+    settings, stack = await start_private(tmp_path_factory.mktemp("stack"))
+    try:
+        yield settings
+    finally:
+        stack.down()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dsmo(stack_settings: Settings) -> DsmoClient:
+    return await DsmoClient.connect(stack_settings)
+
+
+@pytest.fixture(scope="session")
+def store(stack_settings: Settings) -> ArtifactStore:
+    return ArtifactStore(stack_settings.s3_client(), stack_settings.artifact_bucket)
+
+
+@dataclass
+class Harness:
+    """A worker on a fresh task queue and the means to drive runs through it."""
+
+    dsmo: DsmoClient
+    store: ArtifactStore
+    task_queue: str
+    outbox: Path
+    settings: Settings
+
+    async def start(self, definition: AgentDefinition, variables: dict[str, Any] | None = None, **kwargs: Any) -> str:
+        return await self.dsmo.start(definition, variables or {}, task_queue=self.task_queue, **kwargs)
+
+    def messages(self, run_id: str) -> list[dict[str, Any]]:
+        import json
+
+        folder = self.outbox / run_id
+        if not folder.exists():
+            return []
+        records = [json.loads(path.read_text()) for path in folder.glob("*.json")]
+        return sorted(records, key=lambda record: record["sentAt"])
+
+    def cli_env(self) -> dict[str, str]:
+        return {**os.environ, **self.settings.with_changes(task_queue=self.task_queue).to_env()}
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    return default_registry
+
+
+@pytest_asyncio.fixture
+async def harness(
+    dsmo: DsmoClient, store: ArtifactStore, registry: ProcessorRegistry, tmp_path: Path, stack_settings: Settings
+) -> AsyncIterator[Harness]:
+    task_queue = f"test-{uuid.uuid4().hex[:10]}"
+    outbox = tmp_path / "outbox"
+    worker = build_worker(
+        dsmo.temporal, task_queue=task_queue, store=store, channel=FileChannel(outbox), registry=registry
+    )
+    async with worker:
+        yield Harness(dsmo, store, task_queue, outbox, stack_settings)
+
+
+@pytest.fixture
+def slice_definition() -> AgentDefinition:
+    return definition_from(REPO / "examples" / "candidate_screening.yaml")
+
+
+def definition_from(path: Path) -> AgentDefinition:
+    return parse_definition_text(path.read_text(), source=str(path))
+
+
+@pytest.fixture
+def repo() -> Iterator[Path]:
+    yield REPO

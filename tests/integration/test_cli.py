@@ -1,0 +1,212 @@
+"""The `dsmo` command and the official `temporal` CLI against runs, over real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from tests.conftest import Harness
+from workflows.contracts import StageMessage
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
+
+
+async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run, [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=harness.cli_env(), timeout=60
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+async def test_start_status_respond_and_temporal_list(harness: Harness) -> None:
+    started = await cli(
+        harness,
+        "start",
+        str(EXAMPLE),
+        "--input",
+        '{"candidate": {"name": "Luis", "phone": "600"}}',
+        "--id",
+        f"cli-{harness.task_queue}",
+        "--json",
+    )
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["runId"]
+    assert run_id == f"cli-{harness.task_queue}"
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+
+    status = await cli(harness, "status", run_id, "--json")
+    view = json.loads(status.stdout)
+    assert view["status"] == "waiting" and view["waitingFor"] == "response" and view["waitingUntil"]
+    human = await cli(harness, "status", run_id)
+    assert "waitingFor    response" in human.stdout and "/workflows/" + run_id in human.stdout
+
+    # The official CLI finds the waiting run by the contract's search attribute.
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [
+            str(BIN / "temporal"),
+            "workflow",
+            "list",
+            "--address",
+            harness.settings.temporal_address,
+            "--namespace",
+            harness.settings.temporal_namespace,
+            "--query",
+            f"WaitingFor='response' AND WorkflowId='{run_id}'",
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [row["execution"]["workflowId"] for row in json.loads(listed.stdout)] == [run_id]
+
+    replied = await cli(harness, "respond", run_id, "sí, sigo interesado", "--event-id", "cli-reply")
+    assert replied.returncode == 0 and "delivered: cli-reply" in replied.stdout
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    events = await cli(harness, "events", run_id)
+    assert "RUN_RESUMED" in events.stdout and "RUN_COMPLETED" in events.stdout
+
+
+async def test_bad_definition_is_one_line(harness: Harness, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("next: wait_reply", "next: wait_for_godot"))
+    proc = await cli(harness, "start", str(bad))
+    one_line_error(proc, "nodes.ask.next", "unknown node 'wait_for_godot'")
+
+
+async def test_unknown_run_is_one_line(harness: Harness) -> None:
+    one_line_error(await cli(harness, "status", "no-such-run"), "run 'no-such-run' not found")
+    one_line_error(await cli(harness, "respond", "no-such-run", "hola"), "not found")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--input", "{not json"], ["--input: not valid JSON"]),
+        (["--input", "[1, 2]"], ["--input: must be a JSON object"]),
+    ],
+)
+async def test_bad_arguments_are_one_line(harness: Harness, args: list[str], fragments: list[str]) -> None:
+    one_line_error(await cli(harness, "start", str(EXAMPLE), *args), *fragments)
+
+
+async def test_debug_shows_the_traceback(harness: Harness) -> None:
+    proc = await cli(harness, "--debug", "status", "no-such-run")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+async def test_duplicate_run_id_is_refused(harness: Harness) -> None:
+    run_id = f"dup-{harness.task_queue}"
+    assert (
+        await cli(
+            harness, "start", str(EXAMPLE), "--input", '{"candidate": {"name": "A", "phone": "1"}}', "--id", run_id
+        )
+    ).returncode == 0
+    one_line_error(await cli(harness, "start", str(EXAMPLE), "--id", run_id), f"run '{run_id}' already exists")
+
+
+SLOW = ProcessorRegistry()
+
+
+@SLOW.register("slow-profile", version="1.0.0")
+def _slow(document: object, message: StageMessage) -> ProcessorOutput:
+    import time
+
+    time.sleep(3)
+    return ProcessorOutput(document={"ok": True}, summary={})
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    merged = ProcessorRegistry()
+    for name in default_registry.names():
+        processor = default_registry.get(name)
+        merged.register(processor.name, processor.version)(processor.fn)
+    merged.register("slow-profile", "1.0.0")(_slow)
+    return merged
+
+
+async def test_respond_to_a_run_that_is_not_waiting(harness: Harness, tmp_path: Path) -> None:
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(
+        EXAMPLE.read_text()
+        .replace("agent: candidate-profile", "agent: slow-profile")
+        .replace("{{stages.profile.summary.firstName}}", "{{candidate.name}}")
+    )
+    started = await cli(harness, "start", str(slow), "--input", '{"candidate": {"name": "B", "phone": "2"}}', "--json")
+    run_id = json.loads(started.stdout)["runId"]
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.RUNNING})
+    proc = await cli(harness, "respond", run_id, "too early")
+    one_line_error(proc, "MESSAGE_RECEIVED rejected", "is not waiting for a response", "status: running")
+    # Nothing was written: the run goes on to wait and no event was recorded.
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=30)
+    assert not [e for e in await harness.dsmo.events(run_id) if e.type in ("RUN_RESUMED", "EVENT_REJECTED")]
+
+
+async def temporal_cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    address = ["--address", harness.settings.temporal_address, "--namespace", harness.settings.temporal_namespace]
+    return await asyncio.to_thread(
+        subprocess.run, [str(BIN / "temporal"), *args, *address], capture_output=True, text=True, timeout=60
+    )
+
+
+async def test_official_cli_signal_and_update(harness: Harness) -> None:
+    from tests.conftest import definition_from
+
+    definition = definition_from(EXAMPLE)
+    run_id = await harness.start(definition, {"candidate": {"name": "T", "phone": "3"}})
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+
+    # The update refuses a bad payload with the validator's message, writing nothing...
+    bad = await temporal_cli(
+        harness,
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        run_id,
+        "--name",
+        "deliver_event",
+        "--input",
+        '{"type": "MESSAGE_RECEIVED", "event_id": "t1", "data": {}}',
+    )
+    assert bad.returncode != 0 and "MESSAGE_RECEIVED.text: is required" in bad.stdout + bad.stderr
+    # ...and a plain signal with the contract's flat payload resumes the run.
+    sent = await temporal_cli(
+        harness,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        run_id,
+        "--name",
+        "MESSAGE_RECEIVED",
+        "--input",
+        '{"event_id": "t2", "text": "desde la CLI"}',
+    )
+    assert sent.returncode == 0, sent.stderr
+    result = await harness.dsmo.result(run_id)
+    assert result.variables["lastResponse"] == "desde la CLI"
+    assert not [e for e in await harness.dsmo.events(run_id) if e.type == "EVENT_REJECTED"]

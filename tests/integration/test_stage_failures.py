@@ -1,0 +1,134 @@
+"""run_agent failures: permanent errors fail the run at once, transient ones are retried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry
+from tests.conftest import Harness
+from workflows.contracts import StageMessage
+from workflows.definition import AgentDefinition, parse_definition
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+
+CALLS: dict[str, int] = {}
+
+
+def flaky(document: Any, message: StageMessage) -> ProcessorOutput:
+    CALLS[message.run_id] = CALLS.get(message.run_id, 0) + 1
+    if message.attempt < 3:
+        raise ConnectionError(f"upstream unavailable (attempt {message.attempt})")
+    return ProcessorOutput(document={"attempt": message.attempt}, summary={"ok": True})
+
+
+def picky(document: Any, message: StageMessage) -> ProcessorOutput:
+    CALLS[message.run_id] = CALLS.get(message.run_id, 0) + 1
+    raise InvalidInput("input.amount: must be positive")
+
+
+def chatty(document: Any, message: StageMessage) -> ProcessorOutput:
+    return ProcessorOutput(document={}, summary={"blob": "x" * 5000})
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    registry = ProcessorRegistry()
+    registry.register("flaky", "1.0.0")(flaky)
+    registry.register("picky", "1.0.0")(picky)
+    registry.register("chatty", "2.1.0")(chatty)
+    return registry
+
+
+def one_stage(agent: str, max_attempts: int = 4) -> AgentDefinition:
+    return parse_definition(
+        {
+            "agent": f"stage-{agent}",
+            "start": "work",
+            "nodes": {
+                "work": {
+                    "actionType": "run_agent",
+                    "agent": agent,
+                    "retry": {"maxAttempts": max_attempts, "initialInterval": "1s", "backoffCoefficient": 1.0},
+                }
+            },
+        }
+    )
+
+
+async def test_transient_errors_are_retried_and_the_attempt_is_in_the_key(harness: Harness) -> None:
+    definition = one_stage("flaky")
+    run_id = await harness.start(definition, {"x": 1})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert CALLS[run_id] == 3
+    stage = result.variables["stages"]["work"]
+    assert stage["attempt"] == 3
+    assert stage["outputUri"].endswith(f"/{definition.workflow_version}/{run_id}/work/attempt=3/output.json")
+    assert harness.store.read_json(stage["outputUri"])["output"] == {"attempt": 3}
+
+
+async def test_permanent_error_fails_the_run_without_retry(harness: Harness) -> None:
+    run_id = await harness.start(one_stage("picky"), {"amount": -1})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and result.result_type == "failure"
+    assert result.failed_action_id == "work"
+    assert result.error_message is not None and "input.amount: must be positive" in result.error_message
+    assert CALLS[run_id] == 1
+    view = await harness.dsmo.status(run_id)
+    assert view.status is RunStatus.FAILED and view.error_message == result.error_message
+    types = [e.type for e in await harness.dsmo.events(run_id)]
+    assert types[-2:] == ["STAGE_FAILED", "RUN_ABORTED"]
+    described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
+    assert described.status is not None and described.status.name == "FAILED"
+
+
+async def test_oversized_summary_is_a_contract_violation(harness: Harness) -> None:
+    run_id = await harness.start(one_stage("chatty"), {})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED
+    assert result.error_message is not None and "above the 4096-byte cap" in result.error_message
+
+
+async def test_unknown_agent_fails_clearly(harness: Harness) -> None:
+    run_id = await harness.start(one_stage("ghost"), {})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED
+    assert result.error_message is not None and "agent 'ghost' is not registered" in result.error_message
+
+
+async def test_missing_template_variable_fails_at_its_node(harness: Harness) -> None:
+    definition = parse_definition(
+        {
+            "agent": "tpl",
+            "start": "say",
+            "nodes": {"say": {"actionType": "send_message", "parameters": {"message": "Hi {{who}}"}}},
+        }
+    )
+    run_id = await harness.start(definition, {})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and result.failed_action_id == "say"
+    assert result.error_message == "say: variable who is missing"
+    assert harness.messages(run_id) == []
+
+
+async def test_output_already_committed_is_reused_not_recomputed(harness: Harness) -> None:
+    # As if an earlier attempt wrote its output and the worker died before reporting it.
+    definition = one_stage("flaky")
+    run_id = f"reuse-{harness.task_queue}"
+    key = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/output.json"
+    harness.store.put_json_once(key, {"output": {"from": "earlier attempt"}, "summary": {"ok": "earlier"}})
+    await harness.start(definition, {}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert run_id not in CALLS  # the processor never ran
+    assert result.variables["stages"]["work"] == {
+        "outputUri": harness.store.uri(key),
+        "summary": {"ok": "earlier"},
+        "attempt": 1,
+        "agentVersion": "1.0.0",
+    }
+    succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"]
+    assert succeeded[0].data["reused"] is True

@@ -1,0 +1,80 @@
+"""docker-compose.yml agrees with the embedded stack: same services, ports and setting names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from starter.devstack import TEMPORAL_TUNING
+from starter.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
+from workflows import search_attributes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return data
+
+
+def test_services(compose: dict[str, Any]) -> None:
+    assert {"postgresql", "temporal", "temporal-setup", "temporal-ui", "s3", "worker"} <= set(compose["services"])
+    assert compose["services"]["temporal"]["environment"]["DB"].startswith("postgres")
+    assert compose["services"]["worker"]["build"] == "."
+    assert (REPO / "Dockerfile").exists()
+    assert 'CMD ["python", "-m", "worker"]' in (REPO / "Dockerfile").read_text()
+
+
+def published(service: dict[str, Any]) -> set[int]:
+    return {int(str(port).split(":")[0]) for port in service.get("ports", [])}
+
+
+def test_ports_match_the_embedded_defaults(compose: dict[str, Any]) -> None:
+    defaults = Settings.from_env({})
+    services = compose["services"]
+    assert defaults.temporal_port in published(services["temporal"])
+    assert defaults.ui_port in published(services["temporal-ui"])
+    assert defaults.s3_port in published(services["s3"])
+    assert f"-s3.port={defaults.s3_port}" in services["s3"]["command"]
+
+
+def test_worker_environment_uses_the_settings_names(compose: dict[str, Any]) -> None:
+    env = compose["services"]["worker"]["environment"]
+    assert set(env) <= set(ENVIRONMENT), f"unknown settings: {set(env) - set(ENVIRONMENT)}"
+    required = {
+        "TEMPORAL_ADDRESS",
+        "TEMPORAL_NAMESPACE",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "DSMO_ARTIFACT_BUCKET",
+        "DSMO_TASK_QUEUE",
+    }
+    assert required <= set(env)
+    assert env["DSMO_TASK_QUEUE"] == DEFAULT_TASK_QUEUE
+    assert env["DSMO_ARTIFACT_BUCKET"] == ENVIRONMENT["DSMO_ARTIFACT_BUCKET"]
+    assert env["TEMPORAL_ADDRESS"] == "temporal:7233" and env["AWS_ENDPOINT_URL_S3"] == "http://s3:8333"
+    Settings.from_env({key: str(value) for key, value in env.items()})  # every value is valid
+
+
+def test_search_attributes_are_registered(compose: dict[str, Any]) -> None:
+    command = " ".join(compose["services"]["temporal-setup"]["command"])
+    for key in search_attributes.ALL:
+        assert f"{key.name}={search_attributes.cli_type(key)}" in command
+
+
+def test_same_store_credentials_and_tuning(compose: dict[str, Any]) -> None:
+    identities = json.loads((REPO / "deploy" / "seaweed-s3.json").read_text())["identities"]
+    env = compose["services"]["worker"]["environment"]
+    assert {"accessKey": env["AWS_ACCESS_KEY_ID"], "secretKey": env["AWS_SECRET_ACCESS_KEY"]} in identities[0][
+        "credentials"
+    ]
+    dynamic = yaml.safe_load((REPO / "deploy" / "temporal-dynamicconfig.yaml").read_text())
+    for tuning in TEMPORAL_TUNING:
+        key, value = tuning.split("=")
+        assert dynamic[key][0]["value"] == int(value)

@@ -1,0 +1,132 @@
+"""The definition model: valid files load with a stable version; bad ones name the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from starter.definitions import load_definition, parse_definition_text
+from workflows.definition import RunAgentNode, WaitForResponseNode, parse_definition
+from workflows.errors import DefinitionError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
+
+
+def base() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    return data
+
+
+def test_example_loads_with_defaults() -> None:
+    definition = load_definition(EXAMPLE)
+    assert definition.agent == "candidate-screening"
+    assert definition.start == "profile"
+    profile = definition.nodes["profile"]
+    assert isinstance(profile, RunAgentNode) and profile.retry.max_attempts == 3
+    wait = definition.nodes["wait_reply"]
+    assert isinstance(wait, WaitForResponseNode)
+    assert wait.parameters.timeout == timedelta(hours=24) and wait.parameters.on_timeout == "continue"
+
+
+def test_json_and_yaml_give_the_same_version(tmp_path: Path) -> None:
+    as_json = tmp_path / "d.json"
+    as_json.write_text(json.dumps(base()))
+    assert load_definition(as_json).workflow_version == load_definition(EXAMPLE).workflow_version
+
+
+def test_version_is_a_short_hash_of_the_canonical_form() -> None:
+    one = parse_definition(base())
+    explicit_defaults = base()
+    explicit_defaults["nodes"]["profile"]["timeout"] = "5m"  # the default, written out
+    reordered = dict(reversed(list(base().items())))
+    changed = base()
+    changed["nodes"]["ask"]["parameters"]["message"] = "otro mensaje"
+    assert len(one.workflow_version) == 12
+    assert parse_definition(explicit_defaults).workflow_version == one.workflow_version
+    assert parse_definition(reordered).workflow_version == one.workflow_version
+    assert parse_definition(changed).workflow_version != one.workflow_version
+
+
+def test_wait_defaults_follow_the_seed() -> None:
+    data = {"agent": "a", "start": "w", "nodes": {"w": {"actionType": "wait_for_response"}}}
+    wait = parse_definition(data).nodes["w"]
+    assert isinstance(wait, WaitForResponseNode)
+    assert wait.parameters.timeout == timedelta(hours=24)
+
+
+def mutate(path: str, value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(base())
+    *parents, last = path.split(".")
+    target = data
+    for part in parents:
+        target = target[part]
+    if value is DELETE:
+        del target[last]
+    else:
+        target[last] = value
+    return data
+
+
+DELETE = object()
+
+BAD = [
+    ("nodes.ask.next", "nope", "nodes.ask.next", "unknown node 'nope'"),
+    ("start", "ghost", "start", "unknown node 'ghost'"),
+    ("nodes.ask.actionType", "teleport", "nodes.ask.actionType", "unknown action 'teleport'"),
+    ("nodes.ask.actionType", DELETE, "nodes.ask.actionType", "is required"),
+    ("nodes.wait_reply.parameters.timeout", "8d", "nodes.wait_reply.parameters.timeout", "above the maximum of 7d"),
+    ("nodes.wait_reply.parameters.timeout", "soon", "nodes.wait_reply.parameters.timeout", "invalid duration"),
+    ("nodes.wait_reply.parameters.onTimeout", "explode", "nodes.wait_reply.parameters.onTimeout", "'continue'"),
+    ("nodes.ask.parameters.message", DELETE, "nodes.ask.parameters.message", "is required"),
+    ("nodes.ask.parameters.message", "hi {{ 1+1 }}", "nodes.ask.parameters.message", "invalid placeholder"),
+    ("nodes.ask.colour", "red", "nodes.ask.colour", "is not a known field"),
+    ("nodes.goodbye.next", "profile", "nodes.goodbye.next", "closes a cycle"),
+    ("agent", DELETE, "agent", "is required"),
+    ("agent", "Bad Name", "agent", "should match pattern"),
+    ("nodes.profile.agent", DELETE, "nodes.profile.agent", "is required"),
+    ("nodes.profile.retry", {"maxAttempts": 0}, "nodes.profile.retry.maxAttempts", "greater than or equal to 1"),
+    ("nodes", {}, "nodes", "at least 1 item"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "reason"), BAD, ids=[f"{b[0]}={b[1]!r}"[:60] for b in BAD])
+def test_bad_definition_names_the_field(path: str, value: Any, field: str, reason: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_definition(mutate(path, value), source="def.yaml")
+    err = caught.value
+    assert err.field == field
+    assert reason in err.reason
+    assert str(err).startswith(f"def.yaml: {field}: ")
+    assert "\n" not in str(err)
+
+
+def test_bad_node_id() -> None:
+    data = base()
+    data["nodes"]["bad id"] = data["nodes"].pop("goodbye")
+    data["nodes"]["ask"]["next"] = "wait_reply"
+    with pytest.raises(DefinitionError, match="invalid node id 'bad id'"):
+        parse_definition(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("agent: [unclosed", "not valid YAML/JSON (line 1"),
+        ("- just\n- a list", "a definition is a mapping"),
+        ("", "a definition is a mapping"),
+    ],
+)
+def test_unparseable_files(text: str, reason: str) -> None:
+    with pytest.raises(DefinitionError, match=reason.replace("(", r"\(")):
+        parse_definition_text(text, source="x.yaml")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DefinitionError, match="file not found"):
+        load_definition(tmp_path / "none.yaml")

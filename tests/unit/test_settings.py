@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from starter.settings import ENVIRONMENT, Settings, SettingsError
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.temporal_address == "127.0.0.1:7233" and settings.temporal_port == 7233
+    assert settings.task_queue == "agent-executions"
+    assert settings.s3_port == 8333 and settings.ui_port == 8233
+    assert settings.run_url("r1") == "http://127.0.0.1:8233/namespaces/default/workflows/r1"
+    assert settings.outbox_dir == settings.state_dir / "outbox"
+
+
+def test_round_trip_through_the_environment(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "TEMPORAL_ADDRESS": "127.0.0.1:7300",
+            "DSMO_STATE_DIR": str(tmp_path),
+            "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000",
+            "DSMO_UI_PORT": "9100",
+        }
+    )
+    assert Settings.from_env(settings.to_env()) == settings
+    assert set(settings.to_env()) == set(ENVIRONMENT)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"TEMPORAL_ADDRESS": "localhost"}, "TEMPORAL_ADDRESS: 'localhost' is not a port number"),
+        ({"TEMPORAL_ADDRESS": "h:70000"}, "TEMPORAL_ADDRESS: 70000 is outside"),
+        ({"DSMO_UI_PORT": "ui"}, "DSMO_UI_PORT"),
+        ({"AWS_ENDPOINT_URL_S3": "s3.local:9000"}, "AWS_ENDPOINT_URL_S3"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)

@@ -1,0 +1,81 @@
+"""The DSMO worker: the AgentExecution workflow plus every activity, wired to real clients.
+
+Run it as `python worker.py`, `python -m worker` or `dsmo worker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.artifacts import ArtifactStore
+from activities.messaging import Channel, FileChannel, MessagingActivities
+from activities.processors import ProcessorRegistry, default_registry
+from activities.stage import StageActivities
+from starter.client import connect_temporal
+from starter.settings import Settings
+from starter.stack_checks import ensure_bucket
+from workflows.execution import AgentExecution
+
+log = logging.getLogger("dsmo.worker")
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str,
+    store: ArtifactStore,
+    channel: Channel,
+    registry: ProcessorRegistry = default_registry,
+    max_cached_workflows: int | None = None,
+    activity_threads: int = 16,
+) -> Worker:
+    """One worker for the workflow and all activities; tests build theirs the same way."""
+    stages = StageActivities(store, registry)
+    messaging = MessagingActivities(channel)
+    extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentExecution],
+        activities=[stages.store_run_input, stages.run_stage, messaging.send_message],
+        # boto3 is synchronous: activities run on threads, the workflow loop stays free.
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
+        max_concurrent_activities=activity_threads,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+async def run_worker(settings: Settings) -> None:
+    client = await connect_temporal(settings)
+    await asyncio.to_thread(ensure_bucket, settings)
+    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    worker = build_worker(client, task_queue=settings.task_queue, store=store, channel=FileChannel(settings.outbox_dir))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "worker polling %s on %s (namespace %s), artifacts in s3://%s",
+        settings.task_queue,
+        settings.temporal_address,
+        settings.temporal_namespace,
+        settings.artifact_bucket,
+    )
+    async with worker:
+        await stop.wait()
+    log.info("worker stopped")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_worker(Settings.from_env()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Resume events from people and outside systems, validated before they touch a run.
+
+Signals arrive as a flat JSON object (``{"event_id": ..., <kind's fields>}``); the
+``deliver_event`` update as ``{"type": ..., "event_id": ..., "data": {...}}``. Both are
+parsed from raw mappings here, so a bad event gets a clear reason instead of being dropped
+by the SDK's decoder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workflows.errors import DsmoError
+from workflows.wire import WireModel
+
+MAX_EVENT_ID = 200
+
+
+class EventRejected(DsmoError):
+    """An event that cannot be applied; the message says why and names the field."""
+
+    code = "event_rejected"
+
+
+class MessageReceived(WireModel):
+    """A reply from the person the run waits for (resumes ``waitingFor: response``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1, max_length=20_000)
+    sender: str | None = Field(default=None, alias="from", max_length=500)
+    thread_id: str | int | None = None
+
+
+# Resume event type -> (the waiting kind it resumes, its payload model).
+EVENT_KINDS: dict[str, tuple[str, type[BaseModel]]] = {
+    "MESSAGE_RECEIVED": ("response", MessageReceived),
+}
+
+
+class ResumeEvent(WireModel):
+    type: str
+    event_id: str
+    data: dict[str, Any]
+
+    @property
+    def waiting_kind(self) -> str:
+        return EVENT_KINDS[self.type][0]
+
+
+def parse_signal(event_type: str, raw: Any) -> ResumeEvent:
+    """A signal's flat payload -> ResumeEvent, or EventRejected."""
+    if not isinstance(raw, dict):
+        raise EventRejected(f"{event_type}: payload must be a JSON object, not {type(raw).__name__}")
+    data = {key: value for key, value in raw.items() if key != "event_id"}
+    return _build(event_type, raw.get("event_id"), data)
+
+
+def parse_update(raw: Any) -> ResumeEvent:
+    """The ``deliver_event`` update's envelope -> ResumeEvent, or EventRejected."""
+    if not isinstance(raw, dict):
+        raise EventRejected(f"event: must be a JSON object with type, event_id and data, not {type(raw).__name__}")
+    unknown = sorted(set(raw) - {"type", "event_id", "data"})
+    if unknown:
+        raise EventRejected(f"event.{unknown[0]}: is not a known field (expected type, event_id, data)")
+    data = raw.get("data", {})
+    if not isinstance(data, dict):
+        raise EventRejected("event.data: must be a JSON object")
+    event_type = raw.get("type")
+    if not isinstance(event_type, str):
+        raise EventRejected(f"event.type: is required, one of {', '.join(EVENT_KINDS)}")
+    return _build(event_type, raw.get("event_id"), data)
+
+
+def _build(event_type: str, event_id: Any, data: dict[str, Any]) -> ResumeEvent:
+    if event_type not in EVENT_KINDS:
+        raise EventRejected(f"event.type: unknown event {event_type!r} (expected one of {', '.join(EVENT_KINDS)})")
+    if not isinstance(event_id, str) or not event_id.strip():
+        raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
+    if len(event_id) > MAX_EVENT_ID:
+        raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
+    _, model = EVENT_KINDS[event_type]
+    try:
+        payload = model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"])
+        reason = "is required" if first["type"] == "missing" else str(first["msg"])
+        raise EventRejected(f"{event_type}.{field}: {reason}") from None
+    return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
+
+
+class EventAck(WireModel):
+    """The ``deliver_event`` update's answer."""
+
+    event_id: str
+    accepted: bool
+    duplicate: bool = False
+    status: str

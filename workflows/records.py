@@ -1,0 +1,88 @@
+"""What a run shows the world: its request, status view, terminal record and audit events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from workflows.definition import AgentDefinition
+from workflows.status import RunStatus
+from workflows.wire import WireModel
+
+AuditType = Literal[
+    "RUN_CREATED",
+    "STAGE_ENQUEUED",
+    "STAGE_STARTED",
+    "STAGE_SUCCEEDED",
+    "STAGE_FAILED",
+    "DUPLICATE_IGNORED",
+    "RUN_WAITING",
+    "RUN_RESUMED",
+    "EVENT_REJECTED",
+    "ACTION_COMPLETED",
+    "COMPENSATION_STARTED",
+    "COMPENSATION_SUCCEEDED",
+    "COMPENSATION_FAILED",
+    "RUN_COMPLETED",
+    "RUN_ABORTED",
+]
+
+
+class ExecutionRequest(WireModel):
+    """Input of the AgentExecution workflow: the pinned definition and the run's variables."""
+
+    definition: AgentDefinition
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+
+
+class AuditEvent(WireModel):
+    seq: int
+    type: AuditType
+    run_id: str
+    at: datetime
+    stage: str | None = None
+    attempt: int | None = None
+    workflow_version: str
+    agent_version: str | None = None
+    artifact_uris: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class StatusView(WireModel):
+    """The seed's WAITING structure plus the current node and the terminal record's fields."""
+
+    run_id: str
+    agent: str
+    workflow_version: str
+    status: RunStatus
+    current_node: str | None = None
+    waiting_for: str | None = None
+    waiting_until: datetime | None = None
+    waiting_data: dict[str, Any] | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    completed_at: datetime | None = None
+    result_type: str | None = None
+    result_summary: str | None = None
+    error_message: str | None = None
+    failed_action_id: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+
+
+class ExecutionResult(WireModel):
+    """The seed's terminal record, returned as the workflow result."""
+
+    run_id: str
+    status: RunStatus
+    completed_at: datetime
+    result_type: Literal["success", "failure", "timeout", "cancelled"]
+    result_summary: str | None = None
+    error_message: str | None = None
+    failed_action_id: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    variables: dict[str, Any] = Field(default_factory=dict)

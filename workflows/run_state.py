@@ -1,0 +1,145 @@
+"""The mutable state of one run and the only place that changes its status.
+
+Every status change goes through `next_status` (the seed's table) and is mirrored to the
+run's search attributes, so `temporal workflow list` and the Web UI always agree with the
+`status` query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+from workflows import search_attributes as sa
+from workflows.audit import AuditTrail
+from workflows.events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
+from workflows.records import ExecutionResult, StatusView
+from workflows.status import RunStatus, next_status
+
+
+@dataclass
+class Waiting:
+    kind: str
+    node: str
+    until: datetime | None
+    data: dict[str, Any]
+
+
+@dataclass
+class RunState:
+    run_id: str
+    agent: str
+    workflow_version: str
+    started_at: datetime
+    variables: dict[str, Any]
+    audit: AuditTrail
+    status: RunStatus = RunStatus.PENDING
+    current_node: str | None = None
+    waiting: Waiting | None = None
+    resume_event: ResumeEvent | None = None
+    seen_event_ids: set[str] = field(default_factory=set)
+    updated_at: datetime | None = None
+    result: ExecutionResult | None = None
+
+    # -- status -----------------------------------------------------------------------------
+
+    def enter(self, target: RunStatus) -> None:
+        self.status = next_status(self.status, target)
+        self.updated_at = workflow.now()
+        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
+        if target is not RunStatus.WAITING and self.waiting is not None:
+            self.waiting = None
+        if self.waiting is None:
+            updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
+        else:
+            updates.append(sa.WAITING_FOR.value_set(self.waiting.kind))
+            if self.waiting.until is not None:
+                updates.append(sa.WAITING_UNTIL.value_set(self.waiting.until))
+        workflow.upsert_search_attributes(updates)
+
+    def begin_wait(self, waiting: Waiting) -> None:
+        self.waiting = waiting
+        self.resume_event = None
+        self.enter(RunStatus.WAITING)
+        self.audit.record(
+            "RUN_WAITING",
+            at=workflow.now(),
+            stage=waiting.node,
+            data={"waitingFor": waiting.kind, "waitingUntil": _iso(waiting.until), **waiting.data},
+        )
+
+    # -- resume events ----------------------------------------------------------------------
+
+    def check_event(self, event: ResumeEvent) -> None:
+        """Raise EventRejected if ``event`` cannot be applied now (duplicates pass: they are acked)."""
+        if event.event_id in self.seen_event_ids:
+            return
+        wanted = EVENT_KINDS[event.type][0]
+        if self.waiting is None or self.resume_event is not None:
+            raise EventRejected(
+                f"run {self.run_id} is not waiting for a {wanted} (status: {self.status}); {event.type} was not applied"
+            )
+        if self.waiting.kind != wanted:
+            raise EventRejected(
+                f"run {self.run_id} is waiting for {self.waiting.kind}, not {wanted}; {event.type} was not applied"
+            )
+
+    def apply_event(self, event: ResumeEvent, *, via: str) -> EventAck:
+        """Dedup by event id, then hand the event to the waiting node (or record the rejection)."""
+        if event.event_id in self.seen_event_ids:
+            self.audit.record(
+                "DUPLICATE_IGNORED",
+                at=workflow.now(),
+                stage=self.current_node,
+                data={"eventType": event.type, "eventId": event.event_id, "via": via},
+            )
+            return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
+        self.check_event(event)
+        self.seen_event_ids.add(event.event_id)
+        self.resume_event = event
+        return EventAck(event_id=event.event_id, accepted=True, status=self.status)
+
+    def reject(self, event_type: str, reason: str, *, via: str, event_id: Any = None) -> None:
+        self.audit.record(
+            "EVENT_REJECTED",
+            at=workflow.now(),
+            stage=self.current_node,
+            data={
+                "eventType": event_type,
+                "eventId": event_id if isinstance(event_id, str) else None,
+                "reason": reason,
+                "via": via,
+            },
+        )
+
+    # -- views ------------------------------------------------------------------------------
+
+    def view(self) -> StatusView:
+        result = self.result
+        return StatusView(
+            run_id=self.run_id,
+            agent=self.agent,
+            workflow_version=self.workflow_version,
+            status=self.status,
+            current_node=self.current_node,
+            waiting_for=self.waiting.kind if self.waiting else None,
+            waiting_until=self.waiting.until if self.waiting else None,
+            waiting_data=dict(self.waiting.data) if self.waiting else None,
+            started_at=self.started_at,
+            updated_at=self.updated_at,
+            completed_at=result.completed_at if result else None,
+            result_type=result.result_type if result else None,
+            result_summary=result.result_summary if result else None,
+            error_message=result.error_message if result else None,
+            failed_action_id=result.failed_action_id if result else None,
+            cancelled_by=result.cancelled_by if result else None,
+            cancel_reason=result.cancel_reason if result else None,
+        )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

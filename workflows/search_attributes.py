@@ -1,0 +1,32 @@
+"""The custom search attributes of the external contract.
+
+Temporal reserves ``ExecutionStatus`` for its own workflow status (Running, Completed, ...)
+and refuses to let a workflow set it, so DSMO's status lives in ``AgentExecutionStatus``;
+see the README's migration note.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+
+AGENT_EXECUTION_STATUS = SearchAttributeKey.for_keyword("AgentExecutionStatus")
+WAITING_FOR = SearchAttributeKey.for_keyword("WaitingFor")
+WAITING_UNTIL = SearchAttributeKey.for_datetime("WaitingUntil")
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+WORKFLOW_VERSION = SearchAttributeKey.for_keyword("WorkflowVersion")
+
+ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
+    AGENT_EXECUTION_STATUS,
+    WAITING_FOR,
+    WAITING_UNTIL,
+    AGENT_NAME,
+    WORKFLOW_VERSION,
+)
+
+
+def cli_type(key: SearchAttributeKey) -> str:  # type: ignore[type-arg]
+    """The type name the `temporal` CLI and the operator API use for ``key``."""
+    return {
+        SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+        SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    }[key.indexed_value_type]
