@@ -59,28 +59,18 @@ async def test_start_status_respond_and_temporal_list(harness: Harness) -> None:
     human = await cli(harness, "status", run_id)
     assert "waitingFor    response" in human.stdout and "/workflows/" + run_id in human.stdout
 
-    # The official CLI finds the waiting run by the contract's search attribute.
-    listed = await asyncio.to_thread(
-        subprocess.run,
-        [
-            str(BIN / "temporal"),
-            "workflow",
-            "list",
-            "--address",
-            harness.settings.temporal_address,
-            "--namespace",
-            harness.settings.temporal_namespace,
-            "--query",
-            f"WaitingFor='response' AND WorkflowId='{run_id}'",
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert [row["execution"]["workflowId"] for row in json.loads(listed.stdout)] == [run_id]
+    # The official CLI finds the waiting run by the contract's search attribute. Visibility is
+    # updated asynchronously after the workflow task, so poll briefly before concluding.
+    query = f"WaitingFor='response' AND WorkflowId='{run_id}'"
+    listed_ids: list[str] = []
+    for _ in range(50):
+        listed = await temporal_cli(harness, "workflow", "list", "--query", query, "--output", "json")
+        assert listed.returncode == 0, listed.stderr
+        listed_ids = [row["execution"]["workflowId"] for row in json.loads(listed.stdout or "[]")]
+        if listed_ids:
+            break
+        await asyncio.sleep(0.2)
+    assert listed_ids == [run_id]
 
     replied = await cli(harness, "respond", run_id, "sí, sigo interesado", "--event-id", "cli-reply")
     assert replied.returncode == 0 and "delivered: cli-reply" in replied.stdout
