@@ -9,18 +9,22 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+from collections.abc import Mapping
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.artifacts import ArtifactStore
-from activities.messaging import Channel, FileChannel, MessagingActivities
+from activities.definitions import DefinitionActivities, DefinitionStore
+from activities.limiter import LimiterActivities
+from activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
 from activities.processors import ProcessorRegistry, default_registry
 from activities.stage import StageActivities
 from starter.client import connect_temporal
 from starter.settings import Settings
 from starter.stack_checks import ensure_bucket
 from workflows.execution import AgentExecution
+from workflows.limiter import AgentRateLimiter
 
 log = logging.getLogger("dsmo.worker")
 
@@ -30,20 +34,36 @@ def build_worker(
     *,
     task_queue: str,
     store: ArtifactStore,
-    channel: Channel,
+    channel: Channel | None = None,
+    channels: Mapping[str, Channel] | None = None,
+    default_channel: str = "file",
     registry: ProcessorRegistry = default_registry,
     max_cached_workflows: int | None = None,
     activity_threads: int = 16,
 ) -> Worker:
-    """One worker for the workflow and all activities; tests build theirs the same way."""
+    """One worker for the workflows and all activities; tests build theirs the same way."""
     stages = StageActivities(store, registry)
-    messaging = MessagingActivities(channel)
+    every_channel = dict(channels or {})
+    if channel is not None:
+        every_channel.setdefault(channel.name, channel)
+        default_channel = channel.name if channels is None else default_channel
+    messaging = MessagingActivities(every_channel, default_channel)
+    definitions = DefinitionActivities(DefinitionStore(store))
+    limiter = LimiterActivities(client, task_queue)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentExecution],
-        activities=[stages.store_run_input, stages.run_stage, messaging.send_message],
+        workflows=[AgentExecution, AgentRateLimiter],
+        activities=[
+            stages.store_run_input,
+            stages.run_stage,
+            messaging.send_message,
+            messaging.send_request,
+            definitions.resolve_definition,
+            limiter.request_slot,
+            limiter.release_slot,
+        ],
         # boto3 is synchronous: activities run on threads, the workflow loop stays free.
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
         max_concurrent_activities=activity_threads,
@@ -55,7 +75,12 @@ async def run_worker(settings: Settings) -> None:
     client = await connect_temporal(settings)
     await asyncio.to_thread(ensure_bucket, settings)
     store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
-    worker = build_worker(client, task_queue=settings.task_queue, store=store, channel=FileChannel(settings.outbox_dir))
+    channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir)}
+    if settings.webhook_url:
+        channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
+    worker = build_worker(
+        client, task_queue=settings.task_queue, store=store, channels=channels, default_channel=settings.channel
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

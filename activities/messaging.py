@@ -1,25 +1,51 @@
-"""Outgoing messages through a pluggable channel; the default writes one JSON file per message."""
+"""Outgoing messages and requests (documents, signatures, tests) through pluggable channels.
+
+A channel is anything with `send(message)` and `request(request)`. Two ship with DSMO: the
+file channel (default: one JSON file per message in an outbox folder, written exclusively,
+so a retried activity sends once) and a webhook channel that POSTs JSON to a URL with an
+`Idempotency-Key` header.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from temporalio import activity
 
-from workflows.contracts import SEND_MESSAGE, SendMessageRequest, SentMessage
+from activities.errors import permanent_errors
+from activities.processors import InvalidInput
+from workflows.contracts import (
+    SEND_MESSAGE,
+    SEND_REQUEST,
+    RequestReceipt,
+    SendMessageRequest,
+    SendRequest,
+    SentMessage,
+)
+from workflows.errors import DsmoError
 
 log = logging.getLogger("dsmo.messaging")
+
+
+class ChannelError(DsmoError):
+    """A channel could not deliver (transient: the activity retries)."""
+
+    code = "channel_error"
 
 
 class Channel(Protocol):
     name: str
 
-    def send(self, request: SendMessageRequest) -> SentMessage: ...
+    def send(self, message: SendMessageRequest) -> SentMessage: ...
+
+    def request(self, request: SendRequest) -> RequestReceipt: ...
 
 
 class FileChannel:
@@ -30,25 +56,90 @@ class FileChannel:
     def __init__(self, outbox: Path) -> None:
         self.outbox = outbox
 
-    def send(self, request: SendMessageRequest) -> SentMessage:
-        folder = self.outbox / request.run_id
+    def send(self, message: SendMessageRequest) -> SentMessage:
+        created = self._write(
+            message.run_id, message.idempotency_key, {"kind": "message", **message.model_dump(mode="json")}
+        )
+        if created:
+            log.info("message to %s from %s (%s): %s", message.to or "-", message.run_id, message.node, message.message)
+        return SentMessage(message_id=message.idempotency_key, channel=self.name, duplicate=not created)
+
+    def request(self, request: SendRequest) -> RequestReceipt:
+        created = self._write(request.run_id, request.idempotency_key, request.model_dump(mode="json"))
+        if created:
+            log.info("%s request to %s from %s (%s)", request.kind, request.to or "-", request.run_id, request.node)
+        return RequestReceipt(request_id=request.idempotency_key, channel=self.name, duplicate=not created)
+
+    def _write(self, run_id: str, key: str, record: dict[str, Any]) -> bool:
+        folder = self.outbox / run_id
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{request.idempotency_key}.json"
-        record = {**request.model_dump(mode="json"), "sentAt": datetime.now(UTC).isoformat()}
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(folder / f"{key}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            return SentMessage(message_id=request.idempotency_key, channel=self.name, duplicate=True)
+            return False
         with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle, ensure_ascii=False, indent=2)
-        log.info("message to %s from run %s (%s): %s", request.to or "-", request.run_id, request.node, request.message)
-        return SentMessage(message_id=request.idempotency_key, channel=self.name)
+            json.dump({**record, "sentAt": datetime.now(UTC).isoformat()}, handle, ensure_ascii=False, indent=2)
+        return True
+
+
+class WebhookChannel:
+    """POSTs each message or request as JSON; the receiver deduplicates by `Idempotency-Key`."""
+
+    name = "webhook"
+
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.token = token
+
+    def send(self, message: SendMessageRequest) -> SentMessage:
+        self._post({"kind": "message", **message.model_dump(mode="json")}, message.idempotency_key)
+        return SentMessage(message_id=message.idempotency_key, channel=self.name)
+
+    def request(self, request: SendRequest) -> RequestReceipt:
+        self._post(request.model_dump(mode="json"), request.idempotency_key)
+        return RequestReceipt(request_id=request.idempotency_key, channel=self.name)
+
+    def _post(self, body: dict[str, Any], key: str) -> None:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": key, "User-Agent": "dsmo-webhook/1"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body, ensure_ascii=False).encode()
+        post = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(post, timeout=self.timeout) as response:
+                response.read()
+        except urllib.error.HTTPError as err:
+            if 400 <= err.code < 500 and err.code not in (408, 409, 429):
+                raise InvalidInput(
+                    f"webhook {self.url} refused the {body.get('kind')} ({err.code} {err.reason})"
+                ) from None
+            raise ChannelError(f"webhook {self.url} answered {err.code} {err.reason}") from None
+        except (OSError, ValueError) as err:
+            raise ChannelError(f"webhook {self.url} unreachable: {err}") from None
 
 
 class MessagingActivities:
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
+    def __init__(self, channels: dict[str, Channel], default: str = "file") -> None:
+        if default not in channels:
+            raise ValueError(f"DSMO_CHANNEL: {default!r} is not configured (configured: {', '.join(channels)})")
+        self.channels = channels
+        self.default = default
+
+    def _channel(self, name: str | None) -> Channel:
+        chosen = name or self.default
+        if chosen not in self.channels:
+            raise InvalidInput(
+                f"channel {chosen!r} is not configured on this worker (configured: {', '.join(self.channels)})"
+            )
+        return self.channels[chosen]
 
     @activity.defn(name=SEND_MESSAGE)
-    def send_message(self, request: SendMessageRequest) -> SentMessage:
-        return self.channel.send(request)
+    @permanent_errors
+    def send_message(self, message: SendMessageRequest) -> SentMessage:
+        return self._channel(message.channel).send(message)
+
+    @activity.defn(name=SEND_REQUEST)
+    @permanent_errors
+    def send_request(self, request: SendRequest) -> RequestReceipt:
+        return self._channel(request.channel).request(request)

@@ -35,6 +35,9 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_STATE_DIR": ".dsmo",
     "DSMO_SEAWEED_PORT_BASE": "19330",
     "DSMO_OUTBOX_DIR": "",
+    "DSMO_CHANNEL": "file",
+    "DSMO_WEBHOOK_URL": "",
+    "DSMO_WEBHOOK_TOKEN": "",
 }
 
 
@@ -59,6 +62,9 @@ class Settings:
     state_dir: Path = field(default_factory=lambda: Path(ENVIRONMENT["DSMO_STATE_DIR"]).resolve())
     seaweed_port_base: int = 19330
     outbox_dir_override: str = ""
+    channel: str = "file"
+    webhook_url: str = ""
+    webhook_token: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -82,7 +88,14 @@ class Settings:
             state_dir=Path(get("DSMO_STATE_DIR")).expanduser().resolve(),
             seaweed_port_base=_port(get("DSMO_SEAWEED_PORT_BASE"), "DSMO_SEAWEED_PORT_BASE"),
             outbox_dir_override=get("DSMO_OUTBOX_DIR"),
+            channel=get("DSMO_CHANNEL"),
+            webhook_url=get("DSMO_WEBHOOK_URL"),
+            webhook_token=get("DSMO_WEBHOOK_TOKEN"),
         )
+        if settings.channel not in ("file", "webhook"):
+            raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
+        if settings.channel == "webhook" and not settings.webhook_url:
+            raise SettingsError("DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook")
         settings.temporal_port  # noqa: B018 - validates the address early
         settings.s3_port  # noqa: B018
         return settings
@@ -106,6 +119,9 @@ class Settings:
             "DSMO_STATE_DIR": str(self.state_dir),
             "DSMO_SEAWEED_PORT_BASE": str(self.seaweed_port_base),
             "DSMO_OUTBOX_DIR": self.outbox_dir_override,
+            "DSMO_CHANNEL": self.channel,
+            "DSMO_WEBHOOK_URL": self.webhook_url,
+            "DSMO_WEBHOOK_TOKEN": self.webhook_token,
         }
 
     @property

@@ -91,3 +91,39 @@ def idempotency_key(run_id: str, stage: str, workflow_version: str, partition: s
 
     parts = [run_id, stage, workflow_version] + ([partition] if partition else [])
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+SEND_REQUEST = "send_request"
+RESOLVE_DEFINITION = "resolve_definition"
+REQUEST_SLOT = "request_slot"
+RELEASE_SLOT = "release_slot"
+
+
+class SendRequest(WireModel):
+    """Ask a person for something the run will wait for: documents, a signature, a test."""
+
+    run_id: str
+    node: str
+    kind: str  # document | signature | test
+    to: str | None = None
+    message: str | None = None
+    channel: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: str
+
+
+class RequestReceipt(WireModel):
+    request_id: str
+    channel: str
+    duplicate: bool = False
+
+
+class ResolveDefinition(WireModel):
+    agent: str
+    version: str | None = None
+
+
+class SlotRequest(WireModel):
+    agent: str
+    run_id: str
+    max_concurrent: int = 1

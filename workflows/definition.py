@@ -8,107 +8,65 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from workflows.durations import Duration, format_duration
 from workflows.errors import DefinitionError, TemplateError
+from workflows.nodes import (
+    ACTION_TYPES,
+    AssignTestNode,
+    CamelModel,
+    DelayNode,
+    RequestDocumentNode,
+    RequestSignatureNode,
+    RunAgentNode,
+    SendMessageNode,
+    TriggerAgentNode,
+    WaitForEventNode,
+    WaitForResponseNode,
+)
 from workflows.templating import placeholders
-from workflows.wire import to_camel
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 
-# The seed's timeout table, per waiting kind: (default, maximum).
-WAIT_TIMEOUTS: dict[str, tuple[timedelta, timedelta]] = {
-    "response": (timedelta(hours=24), timedelta(days=7)),
-}
+__all__ = [
+    "ACTION_TYPES",
+    "AgentDefinition",
+    "Node",
+    "RateLimit",
+    "RunAgentNode",
+    "WaitForResponseNode",
+    "parse_definition",
+]
+
+Node = Annotated[
+    SendMessageNode
+    | WaitForResponseNode
+    | RequestDocumentNode
+    | RequestSignatureNode
+    | AssignTestNode
+    | WaitForEventNode
+    | TriggerAgentNode
+    | DelayNode
+    | RunAgentNode,
+    Field(discriminator="action_type"),
+]
 
 
-class _CamelModel(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, frozen=True, alias_generator=to_camel, serialize_by_alias=True
-    )
+class RateLimit(CamelModel):
+    """Runs of this agent allowed at once; the others wait their turn in PENDING."""
+
+    max_concurrent: int = Field(ge=1, le=10_000)
 
 
-class RetrySpec(_CamelModel):
-    """How a stage is retried on transient errors (Temporal's own retry policy)."""
-
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    initial_interval: Duration = timedelta(seconds=1)
-    backoff_coefficient: float = Field(default=2.0, ge=1.0, le=10.0)
-    maximum_interval: Duration = timedelta(minutes=5)
-
-
-class SendMessageParams(_CamelModel):
-    message: str = Field(min_length=1, max_length=4000)
-    to: str | None = Field(default=None, max_length=500)
-    channel: str | None = Field(default=None, max_length=100)
-
-
-class SendMessageNodeAction(_CamelModel):
-    """An action run when a wait times out (the seed's ``timeoutActions``)."""
-
-    action_type: Literal["send_message"]
-    parameters: SendMessageParams
-
-
-class WaitForResponseParams(_CamelModel):
-    timeout: Duration = WAIT_TIMEOUTS["response"][0]
-    on_timeout: Literal["continue", "fail", "retry"] = "continue"
-    max_retries: int = Field(default=1, ge=1, le=10, description="waits repeated by onTimeout: retry")
-    timeout_actions: list[SendMessageNodeAction] = Field(default_factory=list, max_length=10)
-    expected_from: str | None = Field(default=None, max_length=200)
-    thread_id: str | int | None = None
-
-    @field_validator("timeout")
-    @classmethod
-    def _within_maximum(cls, value: timedelta) -> timedelta:
-        maximum = WAIT_TIMEOUTS["response"][1]
-        if value > maximum:
-            raise ValueError(
-                f"{format_duration(value)} is above the maximum of {format_duration(maximum)} for a response wait"
-            )
-        return value
-
-
-class _Node(_CamelModel):
-    next: str | None = None
-    description: str | None = Field(default=None, max_length=500)
-
-
-class SendMessageNode(_Node):
-    action_type: Literal["send_message"]
-    parameters: SendMessageParams
-
-
-class WaitForResponseNode(_Node):
-    action_type: Literal["wait_for_response"]
-    parameters: WaitForResponseParams = Field(default_factory=WaitForResponseParams)
-
-
-class RunAgentNode(_Node):
-    """A DSMO stage: a registered pure processor, artifact in -> artifact out + summary."""
-
-    action_type: Literal["run_agent"]
-    agent: str = Field(min_length=1, max_length=100)
-    agent_version: str | None = Field(default=None, max_length=50)
-    input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
-    timeout: Duration = timedelta(minutes=5)
-    retry: RetrySpec = Field(default_factory=RetrySpec)
-
-
-Node = Annotated[SendMessageNode | WaitForResponseNode | RunAgentNode, Field(discriminator="action_type")]
-ACTION_TYPES = ("send_message", "wait_for_response", "run_agent")
-
-
-class AgentDefinition(_CamelModel):
+class AgentDefinition(CamelModel):
     agent: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     version: str = Field(default="1.0.0", min_length=1, max_length=50)
     description: str | None = Field(default=None, max_length=2000)
     start: str
     nodes: dict[Annotated[str, Field(pattern=NODE_ID_PATTERN)], Node] = Field(min_length=1, max_length=500)
+    rate_limit: RateLimit | None = None
 
     @model_validator(mode="after")
     def _check_graph(self) -> AgentDefinition:
@@ -137,16 +95,23 @@ class AgentDefinition(_CamelModel):
 
 
 def _templates(node: Any) -> list[tuple[str, str]]:
+    """Every string in a node's parameters (templates may appear in any of them)."""
     found: list[tuple[str, str]] = []
-    if isinstance(node, SendMessageNode):
-        found.append(("parameters.message", node.parameters.message))
-        if node.parameters.to:
-            found.append(("parameters.to", node.parameters.to))
-    elif isinstance(node, RunAgentNode) and node.input:
-        found.append(("input", node.input))
-    elif isinstance(node, WaitForResponseNode):
-        for index, action in enumerate(node.parameters.timeout_actions):
-            found.append((f"parameters.timeoutActions.{index}.parameters.message", action.parameters.message))
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, str):
+            found.append((path, value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}.{index}")
+
+    data = node.model_dump(mode="json", by_alias=True, exclude_none=True)
+    walk(data.get("parameters", {}), "parameters")
+    if "input" in data and isinstance(data["input"], str):
+        found.append(("input", data["input"]))
     return found
 
 

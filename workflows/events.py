@@ -3,11 +3,12 @@
 Signals arrive as a flat JSON object (``{"event_id": ..., <kind's fields>}``); the
 ``deliver_event`` update as ``{"type": ..., "event_id": ..., "data": {...}}``. Both are
 parsed from raw mappings here, so a bad event gets a clear reason instead of being dropped
-by the SDK's decoder.
+by the SDK's decoder. What each event sets in the run's variables is decided here too.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -24,20 +25,60 @@ class EventRejected(DsmoError):
     code = "event_rejected"
 
 
-class MessageReceived(WireModel):
-    """A reply from the person the run waits for (resumes ``waitingFor: response``)."""
-
+class _Payload(WireModel):
     model_config = ConfigDict(extra="ignore")
+
+
+class MessageReceived(_Payload):
+    """A reply from the person the run waits for (``waitingFor: response``)."""
 
     text: str = Field(min_length=1, max_length=20_000)
     sender: str | None = Field(default=None, alias="from", max_length=500)
     thread_id: str | int | None = None
 
 
-# Resume event type -> (the waiting kind it resumes, its payload model).
-EVENT_KINDS: dict[str, tuple[str, type[BaseModel]]] = {
-    "MESSAGE_RECEIVED": ("response", MessageReceived),
+class DocumentUploaded(_Payload):
+    """One requested document arrived (``waitingFor: document``)."""
+
+    document: str = Field(min_length=1, max_length=200)
+    url: str = Field(min_length=1, max_length=2000)
+
+
+class SignatureCompleted(_Payload):
+    signed_document_url: str = Field(min_length=1, max_length=2000)
+    signed_at: str | None = Field(default=None, max_length=50)
+
+
+class TestCompleted(_Payload):
+    __test__ = False  # not a pytest test class
+    score: float
+    result: str = Field(min_length=1, max_length=200)
+
+
+class EventCompleted(_Payload):
+    """A calendar event took place (``waitingFor: event``)."""
+
+    result: str = Field(default="completed", min_length=1, max_length=200)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EventKind:
+    waiting_for: str
+    payload: type[BaseModel]
+
+
+# Resume events people and systems send (the contract's signals), by name.
+EVENT_KINDS: dict[str, EventKind] = {
+    "MESSAGE_RECEIVED": EventKind("response", MessageReceived),
+    "DOCUMENT_UPLOADED": EventKind("document", DocumentUploaded),
+    "SIGNATURE_COMPLETED": EventKind("signature", SignatureCompleted),
+    "TEST_COMPLETED": EventKind("test", TestCompleted),
+    "EVENT_COMPLETED": EventKind("event", EventCompleted),
 }
+# Resumes that come from inside Temporal: a child run ending and a timer firing.
+INTERNAL_EVENTS = {"agent": "AGENT_COMPLETED", "delay": "SCHEDULE_REACHED"}
+RESUME_EVENT_FOR = {kind.waiting_for: name for name, kind in EVENT_KINDS.items()} | INTERNAL_EVENTS
 
 
 class ResumeEvent(WireModel):
@@ -46,8 +87,18 @@ class ResumeEvent(WireModel):
     data: dict[str, Any]
 
     @property
-    def waiting_kind(self) -> str:
-        return EVENT_KINDS[self.type][0]
+    def waiting_for(self) -> str:
+        return EVENT_KINDS[self.type].waiting_for
+
+
+class EventAck(WireModel):
+    """The ``deliver_event`` update's answer."""
+
+    event_id: str
+    accepted: bool
+    duplicate: bool = False
+    status: str
+    detail: str | None = None
 
 
 def parse_signal(event_type: str, raw: Any) -> ResumeEvent:
@@ -81,9 +132,8 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any]) -> ResumeEvent:
         raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
     if len(event_id) > MAX_EVENT_ID:
         raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
-    _, model = EVENT_KINDS[event_type]
     try:
-        payload = model.model_validate(data)
+        payload = EVENT_KINDS[event_type].payload.model_validate(data)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"])
@@ -92,10 +142,17 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any]) -> ResumeEvent:
     return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
 
 
-class EventAck(WireModel):
-    """The ``deliver_event`` update's answer."""
-
-    event_id: str
-    accepted: bool
-    duplicate: bool = False
-    status: str
+def variables_after(event: ResumeEvent, received_documents: dict[str, str], requested: list[str]) -> dict[str, Any]:
+    """The seed's variables a resume event sets."""
+    data = event.data
+    if event.type == "MESSAGE_RECEIVED":
+        return {"lastResponse": data["text"]}
+    if event.type == "DOCUMENT_UPLOADED":
+        return {"documentUrls": [received_documents[name] for name in requested]}
+    if event.type == "SIGNATURE_COMPLETED":
+        return {"signedDocumentUrl": data["signedDocumentUrl"], "signedAt": data.get("signedAt")}
+    if event.type == "TEST_COMPLETED":
+        return {"testScore": data["score"], "testResult": data["result"]}
+    if event.type == "EVENT_COMPLETED":
+        return {"eventResult": data["result"], "eventData": data.get("data", {})}
+    return {}

@@ -2,93 +2,156 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
+    from workflows.actions import SERVICE_RETRY, NodeActions, failure_message
     from workflows.audit import AuditTrail
-    from workflows.definition import (
-        AgentDefinition,
+    from workflows.control import ContinueAsNewDue, RunEnded
+    from workflows.definition import AgentDefinition
+    from workflows.errors import TemplateError
+    from workflows.events import EVENT_KINDS, EventAck, EventRejected, parse_signal, parse_update
+    from workflows.nodes import (
+        AssignTestNode,
+        DelayNode,
+        RequestDocumentNode,
+        RequestSignatureNode,
         RunAgentNode,
         SendMessageNode,
-        SendMessageParams,
+        TriggerAgentNode,
+        WaitForEventNode,
         WaitForResponseNode,
+        WaitOptions,
     )
-    from workflows.durations import format_duration
-    from workflows.errors import TemplateError
-    from workflows.events import EventAck, EventRejected, parse_signal, parse_update
-    from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
-    from workflows.run_state import RunState, Waiting
+    from workflows.records import AuditEvent, Checkpoint, ExecutionRequest, ExecutionResult, StatusView, WaitCheckpoint
+    from workflows.run_state import RunState
     from workflows.status import RunStatus
     from workflows.templating import render
 
-# Bookkeeping activities (input snapshot, messaging) retry on their own; stages use the node's policy.
-SERVICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-PERMANENT_ERRORS = ["ContractViolation", "InvalidInput", "UnknownAgent", "MissingArtifact"]
-
-
-class _RunEnded(Exception):
-    """Internal: a node ended the run early (never leaves the workflow as this type)."""
-
-    def __init__(self, status: RunStatus, node: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.node, self.message = status, node, message
+CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 
 
 @workflow.defn(name="AgentExecution")
-class AgentExecution:
+class AgentExecution(NodeActions):
     @workflow.init
     def __init__(self, request: ExecutionRequest) -> None:
         info = workflow.info()
         definition = request.definition
+        checkpoint = request.checkpoint
         self._definition: AgentDefinition = definition
+        self._request = request
         self._correlation_id = request.correlation_id or info.workflow_id
-        self._input_uri: str | None = None
-        self._step = 0
+        self._input_uri = checkpoint.input_uri if checkpoint else None
+        self._step = checkpoint.step if checkpoint else 0
+        self._slot_held = checkpoint.slot_held if checkpoint else False
+        self._slot_granted = self._slot_held
         self._state = RunState(
             run_id=info.workflow_id,
             agent=definition.agent,
             workflow_version=definition.workflow_version,
-            started_at=info.start_time,
-            variables=dict(request.input),
+            started_at=checkpoint.started_at if checkpoint else info.start_time,
+            variables=dict(checkpoint.variables if checkpoint else request.input),
             audit=AuditTrail(info.workflow_id, definition.workflow_version),
         )
+        if checkpoint:
+            self._state.audit.events = list(checkpoint.audit)
+            self._state.seen_event_ids = set(checkpoint.seen_event_ids)
 
     @workflow.run
     async def run(self, request: ExecutionRequest) -> ExecutionResult:
         state = self._state
-        state.enter(RunStatus.RUNNING)
+        checkpoint = request.checkpoint
+        try:
+            if checkpoint is None:
+                await self._begin()
+                node_id: str | None = self._definition.start
+            else:
+                state.status = RunStatus.RUNNING
+                state.audit.record(
+                    "RUN_CONTINUED",
+                    at=workflow.now(),
+                    stage=checkpoint.node,
+                    data={"generation": checkpoint.generation},
+                )
+                node_id = checkpoint.node
+                if checkpoint.wait is not None and node_id is not None:
+                    node_id = await self._execute(node_id, resume=checkpoint.wait)
+            while node_id is not None:
+                if self._continue_as_new_due():
+                    raise ContinueAsNewDue(node_id)
+                node_id = await self._execute(node_id)
+        except RunEnded as ended:
+            return await self._finish_early(ended)
+        except ContinueAsNewDue as due:
+            await self._continue_as_new(due)
+        except asyncio.CancelledError:
+            return await self._finish_cancelled()
+        return await self._finish_completed()
+
+    async def _begin(self) -> None:
+        state = self._state
         state.audit.record(
             "RUN_CREATED",
             at=workflow.now(),
-            data={"agent": state.agent, "version": self._definition.version, "correlationId": self._correlation_id},
+            data={
+                "agent": state.agent,
+                "version": self._definition.version,
+                "correlationId": self._correlation_id,
+                **({"parentRunId": self._request.parent_run_id} if self._request.parent_run_id else {}),
+            },
         )
         workflow.logger.info("Starting execution %s (%s@%s)", state.run_id, state.agent, state.workflow_version)
+        state.publish()
+        limit = self._definition.rate_limit
+        if limit is not None:
+            # PENDING while queued behind the agent's concurrency limit.
+            state.pending_reason = f"queued: agent {state.agent} allows {limit.max_concurrent} concurrent runs"
+            await self._slot_activity(contracts.REQUEST_SLOT, limit.max_concurrent)
+            self._slot_held = True
+            await workflow.wait_condition(lambda: self._slot_granted)
+        state.enter(RunStatus.RUNNING)
         self._input_uri = await workflow.execute_activity(
             contracts.STORE_RUN_INPUT,
-            contracts.StoreRunInput(run_id=state.run_id, workflow_version=state.workflow_version, input=request.input),
+            contracts.StoreRunInput(
+                run_id=state.run_id, workflow_version=state.workflow_version, input=state.variables
+            ),
             result_type=str,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=SERVICE_RETRY,
         )
-        node_id: str | None = self._definition.start
-        try:
-            while node_id is not None:
-                node_id = await self._execute(node_id)
-        except _RunEnded as ended:
-            return await self._finish_early(ended)
-        return await self._finish_completed()
 
     # -- messages in ------------------------------------------------------------------------
 
     @workflow.signal(name="MESSAGE_RECEIVED")
     def message_received(self, payload: Any = None) -> None:
         self._on_signal("MESSAGE_RECEIVED", payload)
+
+    @workflow.signal(name="DOCUMENT_UPLOADED")
+    def document_uploaded(self, payload: Any = None) -> None:
+        self._on_signal("DOCUMENT_UPLOADED", payload)
+
+    @workflow.signal(name="SIGNATURE_COMPLETED")
+    def signature_completed(self, payload: Any = None) -> None:
+        self._on_signal("SIGNATURE_COMPLETED", payload)
+
+    @workflow.signal(name="TEST_COMPLETED")
+    def test_completed(self, payload: Any = None) -> None:
+        self._on_signal("TEST_COMPLETED", payload)
+
+    @workflow.signal(name="EVENT_COMPLETED")
+    def event_completed(self, payload: Any = None) -> None:
+        self._on_signal("EVENT_COMPLETED", payload)
+
+    @workflow.signal(name="SLOT_GRANTED")
+    def slot_granted(self, payload: Any = None) -> None:
+        self._slot_granted = True
 
     @workflow.update(name="deliver_event")
     def deliver_event(self, event: Any) -> EventAck:
@@ -116,6 +179,7 @@ class AgentExecution:
 
     def _on_signal(self, event_type: str, payload: Any) -> None:
         # A bad signal never crashes or blocks the run: it is recorded as rejected.
+        assert event_type in EVENT_KINDS
         try:
             self._state.apply_event(parse_signal(event_type, payload), via="signal")
         except EventRejected as err:
@@ -125,150 +189,90 @@ class AgentExecution:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    async def _execute(self, node_id: str) -> str | None:
+    async def _execute(self, node_id: str, *, resume: WaitCheckpoint | None = None) -> str | None:
         node = self._definition.nodes[node_id]
-        self._step += 1
-        self._state.current_node = node_id
+        state = self._state
+        if resume is None:
+            self._step += 1
+        state.current_node = node_id
         workflow.logger.info("Action %d: %s (%s) - starting", self._step, node.action_type, node_id)
         try:
-            if isinstance(node, RunAgentNode):
-                await self._run_agent(node_id, node)
-            elif isinstance(node, SendMessageNode):
-                await self._send_message(node_id, node.parameters)
-            elif isinstance(node, WaitForResponseNode):
-                await self._wait_for_response(node_id, node)
+            await self._dispatch(node_id, node, resume)
         except TemplateError as err:
-            raise _RunEnded(RunStatus.FAILED, node_id, f"{node_id}: {err}") from None
+            raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: {err}") from None
         workflow.logger.info("Action %d: %s (%s) - completed", self._step, node.action_type, node_id)
         return node.next
 
-    async def _run_agent(self, node_id: str, node: RunAgentNode) -> None:
-        state = self._state
-        input_uri = render(node.input, state.variables) if node.input else self._input_uri
-        assert input_uri is not None
-        task = contracts.StageTask(
-            run_id=state.run_id,
-            correlation_id=self._correlation_id,
-            stage=node_id,
-            workflow_version=state.workflow_version,
-            agent=node.agent,
-            agent_version=node.agent_version,
-            artifact_in_uri=input_uri,
-            idempotency_key=contracts.idempotency_key(state.run_id, node_id, state.workflow_version),
-            created_at=workflow.now(),
-        )
-        state.audit.record(
-            "STAGE_ENQUEUED",
-            at=task.created_at,
-            stage=node_id,
-            artifact_uris=[input_uri],
-            data={"agent": node.agent, "idempotencyKey": task.idempotency_key},
-        )
-        retry = node.retry
-        try:
-            summary = await workflow.execute_activity(
-                contracts.RUN_STAGE,
-                task,
-                result_type=contracts.StageSummary,
-                start_to_close_timeout=node.timeout,
-                retry_policy=RetryPolicy(
-                    maximum_attempts=retry.max_attempts,
-                    initial_interval=retry.initial_interval,
-                    backoff_coefficient=retry.backoff_coefficient,
-                    maximum_interval=retry.maximum_interval,
-                    non_retryable_error_types=PERMANENT_ERRORS,
-                ),
-                summary=f"{node_id}: {node.agent}",
+    async def _dispatch(self, node_id: str, node: Any, resume: WaitCheckpoint | None) -> None:
+        if isinstance(node, RunAgentNode):
+            await self._run_agent(node_id, node)
+        elif isinstance(node, SendMessageNode):
+            await self._send_message(node_id, node.parameters)
+        elif isinstance(node, WaitForResponseNode):
+            reply = node.parameters
+            data = {k: v for k, v in (("expectedFrom", reply.expected_from), ("threadId", reply.thread_id)) if v}
+            await self._await_event(node_id, "response", reply, data, resume=resume)
+        elif isinstance(node, RequestDocumentNode):
+            docs = node.parameters
+            await self._request_and_wait(
+                node_id, "document", docs, {"documents": list(docs.documents)}, resume, requested=list(docs.documents)
             )
-        except ActivityError as err:
-            reason = _failure_message(err)
-            state.audit.record("STAGE_FAILED", at=workflow.now(), stage=node_id, data={"error": reason})
-            raise _RunEnded(RunStatus.FAILED, node_id, f"stage {node_id} ({node.agent}) failed: {reason}") from None
-        common = {"stage": node_id, "attempt": summary.attempt, "agent_version": summary.agent_version}
-        state.audit.record("STAGE_STARTED", at=summary.started_at, artifact_uris=[input_uri], **common)
-        state.audit.record(
-            "STAGE_SUCCEEDED",
-            at=summary.finished_at,
-            artifact_uris=[summary.artifact_out_uri],
-            data={"summary": summary.summary, "outputSha256": summary.output_sha256, "reused": summary.reused},
-            **common,
-        )
-        state.variables.setdefault("stages", {})[node_id] = {
-            "outputUri": summary.artifact_out_uri,
-            "summary": summary.summary,
-            "attempt": summary.attempt,
-            "agentVersion": summary.agent_version,
-        }
-
-    async def _send_message(self, node_id: str, params: SendMessageParams) -> None:
-        state = self._state
-        request = contracts.SendMessageRequest(
-            run_id=state.run_id,
-            node=node_id,
-            message=render(params.message, state.variables),
-            to=render(params.to, state.variables) if params.to else None,
-            channel=params.channel,
-            idempotency_key=contracts.idempotency_key(state.run_id, node_id, state.workflow_version, str(self._step)),
-        )
-        try:
-            sent = await workflow.execute_activity(
-                contracts.SEND_MESSAGE,
-                request,
-                result_type=contracts.SentMessage,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_attempts=5, non_retryable_error_types=PERMANENT_ERRORS),
-                summary=f"{node_id}: send_message",
+        elif isinstance(node, RequestSignatureNode):
+            sign = node.parameters
+            await self._request_and_wait(node_id, "signature", sign, {"document": sign.document}, resume)
+        elif isinstance(node, AssignTestNode):
+            await self._request_and_wait(node_id, "test", node.parameters, {"test": node.parameters.test}, resume)
+        elif isinstance(node, WaitForEventNode):
+            event = node.parameters
+            details = {"event": render(event.event, self._state.variables)}
+            await self._await_event(
+                node_id, "event", event, details | ({"title": event.title} if event.title else {}), resume=resume
             )
-        except ActivityError as err:
-            raise _RunEnded(
-                RunStatus.FAILED, node_id, f"send_message {node_id} failed: {_failure_message(err)}"
-            ) from None
-        state.audit.record(
-            "ACTION_COMPLETED",
-            at=workflow.now(),
-            stage=node_id,
-            data={"actionType": "send_message", "messageId": sent.message_id, "channel": sent.channel},
-        )
+        elif isinstance(node, DelayNode):
+            await self._delay(node_id, node.parameters, resume)
+        elif isinstance(node, TriggerAgentNode):
+            await self._trigger_agent(node_id, node.parameters)
 
-    async def _wait_for_response(self, node_id: str, node: WaitForResponseNode) -> None:
-        state, params = self._state, node.parameters
-        for attempt in range(1, params.max_retries + 2):
-            data: dict[str, Any] = {"timeout": format_duration(params.timeout), "attempt": attempt}
-            if params.expected_from:
-                data["expectedFrom"] = params.expected_from
-            if params.thread_id is not None:
-                data["threadId"] = params.thread_id
-            state.begin_wait(Waiting("response", node_id, workflow.now() + params.timeout, data))
-            workflow.logger.info("Execution %s entering WAITING state (waitingFor: response)", state.run_id)
-            try:
-                await workflow.wait_condition(lambda: state.resume_event is not None, timeout=params.timeout)
-            except TimeoutError:
-                timed_out = True
-            else:
-                timed_out = False
-            if not timed_out:
-                event = state.resume_event
-                assert event is not None
-                state.variables["lastResponse"] = event.data["text"]
-                state.enter(RunStatus.RUNNING)
-                state.audit.record(
-                    "RUN_RESUMED",
-                    at=workflow.now(),
-                    stage=node_id,
-                    data={"eventType": event.type, "eventId": event.event_id},
-                )
-                workflow.logger.info("Resuming execution %s", state.run_id)
-                return
-            retry_left = params.on_timeout == "retry" and attempt <= params.max_retries
-            if params.on_timeout == "continue" or retry_left:
-                state.enter(RunStatus.RUNNING)
-                state.audit.record("RUN_RESUMED", at=workflow.now(), stage=node_id, data={"timeout": True})
-            for index, action in enumerate(params.timeout_actions):
-                await self._send_message(f"{node_id}.timeoutActions.{index}", action.parameters)
-            if params.on_timeout == "continue":
-                return
-            if not retry_left:
-                raise _RunEnded(RunStatus.TIMEOUT, node_id, "Timeout waiting for the user's response")
+    async def _request_and_wait(
+        self,
+        node_id: str,
+        kind: str,
+        params: WaitOptions,
+        details: dict[str, Any],
+        resume: WaitCheckpoint | None,
+        *,
+        requested: list[str] | None = None,
+    ) -> None:
+        """Send the request (documents, signature, test) once, then wait for its completion event."""
+        data: dict[str, Any] = dict(details)
+        if resume is None:
+            data["requestId"] = await self._send_request(node_id, kind, params, details)
+        await self._await_event(node_id, kind, params, data, requested=requested, resume=resume)
+
+    # -- continue-as-new --------------------------------------------------------------------
+
+    def _continue_as_new_due(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self._request.history_limit
+
+    async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
+        state = self._state
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        previous = self._request.checkpoint
+        checkpoint = Checkpoint(
+            node=due.node,
+            step=self._step,
+            variables=state.variables,
+            seen_event_ids=sorted(state.seen_event_ids),
+            audit=state.audit.events,
+            input_uri=self._input_uri,
+            wait=due.wait,
+            generation=(previous.generation + 1) if previous else 2,
+            slot_held=self._slot_held,
+            started_at=state.started_at,
+        )
+        workflow.logger.info("Execution %s continues as new (generation %d)", state.run_id, checkpoint.generation)
+        workflow.continue_as_new(self._request.model_copy(update={"checkpoint": checkpoint}))
 
     # -- endings ----------------------------------------------------------------------------
 
@@ -283,59 +287,88 @@ class AgentExecution:
             result_summary="Flow completed successfully",
             variables=state.variables,
         )
-        await self._settle(RunStatus.COMPLETED, result, "RUN_COMPLETED")
+        await self._settle(result)
         workflow.logger.info("Execution %s completed with result: success", state.run_id)
+        if self._request.parent_run_id:
+            workflow.logger.info("Emitting AGENT_COMPLETED event to %s", self._request.parent_run_id)
         return result
 
-    async def _finish_early(self, ended: _RunEnded) -> ExecutionResult:
+    async def _finish_early(self, ended: RunEnded) -> ExecutionResult:
         state = self._state
-        if ended.status is RunStatus.TIMEOUT:
-            result = ExecutionResult(
-                run_id=state.run_id,
-                status=RunStatus.TIMEOUT,
-                completed_at=workflow.now(),
-                result_type="timeout",
-                result_summary=ended.message,
-                failed_action_id=ended.node,
-                variables=state.variables,
-            )
-        else:
-            result = ExecutionResult(
-                run_id=state.run_id,
-                status=RunStatus.FAILED,
-                completed_at=workflow.now(),
-                result_type="failure",
-                error_message=ended.message,
-                failed_action_id=ended.node,
-                variables=state.variables,
-            )
-        await self._settle(ended.status, result, "RUN_ABORTED")
-        workflow.logger.info("Execution %s ended: %s (%s)", state.run_id, ended.status, ended.message)
+        timeout = ended.status is RunStatus.TIMEOUT
+        result = ExecutionResult(
+            run_id=state.run_id,
+            status=ended.status,
+            completed_at=workflow.now(),
+            result_type="timeout" if timeout else "failure",
+            result_summary=ended.message if timeout else None,
+            error_message=None if timeout else ended.message,
+            failed_action_id=ended.node,
+            variables=state.variables,
+        )
+        await self._settle(result)
+        workflow.logger.info("Execution %s ended %s: %s", state.run_id, ended.status, ended.message)
         # Failed and timed-out runs end as Failed in Temporal too, carrying the seed's record.
         raise ApplicationError(
             ended.message,
             result.model_dump(mode="json"),
-            type="AgentExecutionTimeout" if ended.status is RunStatus.TIMEOUT else "AgentExecutionFailed",
+            type="AgentExecutionTimeout" if timeout else "AgentExecutionFailed",
             non_retryable=True,
         )
 
-    async def _settle(self, status: RunStatus, result: ExecutionResult, event: str) -> None:
+    async def _finish_cancelled(self) -> ExecutionResult:
+        state = self._state
+        by, reason = _cancellation(workflow.cancellation_reason())
+        result = ExecutionResult(
+            run_id=state.run_id,
+            status=RunStatus.CANCELLED,
+            completed_at=workflow.now(),
+            result_type="cancelled",
+            cancelled_by=by,
+            cancel_reason=reason,
+            failed_action_id=state.current_node,
+            variables=state.variables,
+        )
+        await self._settle(result)
+        workflow.logger.info("Execution %s cancelled by %s: %s", state.run_id, by, reason)
+        raise CancelledError(f"cancelled by {by}: {reason}", result.model_dump(mode="json"))
+
+    async def _settle(self, result: ExecutionResult) -> None:
         state = self._state
         state.result = result
-        state.enter(status)
+        state.enter(result.status)
         state.audit.record(
-            "RUN_COMPLETED" if event == "RUN_COMPLETED" else "RUN_ABORTED",
+            "RUN_COMPLETED" if result.status is RunStatus.COMPLETED else "RUN_ABORTED",
             at=result.completed_at,
             stage=result.failed_action_id,
-            data={"status": status.value, "resultType": result.result_type},
+            data={"status": result.status.value, "resultType": result.result_type},
         )
+        if self._slot_held:
+            await self._slot_activity(contracts.RELEASE_SLOT, 1)
         # In-flight update handlers would be lost if the run returned under them.
         await workflow.wait_condition(workflow.all_handlers_finished)
 
+    async def _slot_activity(self, name: str, max_concurrent: int) -> None:
+        try:
+            await workflow.execute_activity(
+                name,
+                contracts.SlotRequest(
+                    agent=self._state.agent, run_id=self._state.run_id, max_concurrent=max_concurrent
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SERVICE_RETRY,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("%s failed for %s: %s", name, self._state.run_id, failure_message(err))
 
-def _failure_message(err: ActivityError) -> str:
-    """The innermost failure's message: what the activity said, not Temporal's wrapper."""
-    cause: BaseException | None = err.cause
-    while isinstance(cause, FailureError) and not isinstance(cause, ApplicationError) and cause.cause is not None:
-        cause = cause.cause
-    return str(cause or err)
+
+def _cancellation(reason: str | None) -> tuple[str, str]:
+    """`dsmo cancel` sends {"cancelledBy", "cancelReason"} as the reason; anything else is the system's."""
+    if reason:
+        try:
+            data = json.loads(reason)
+        except ValueError:
+            return "system", reason
+        if isinstance(data, dict):
+            return str(data.get("cancelledBy") or "system"), str(data.get("cancelReason") or CANCEL_REASON_DEFAULT)
+    return "system", CANCEL_REASON_DEFAULT

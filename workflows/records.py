@@ -20,7 +20,9 @@ AuditType = Literal[
     "DUPLICATE_IGNORED",
     "RUN_WAITING",
     "RUN_RESUMED",
+    "EVENT_RECEIVED",
     "EVENT_REJECTED",
+    "RUN_CONTINUED",
     "ACTION_COMPLETED",
     "COMPENSATION_STARTED",
     "COMPENSATION_SUCCEEDED",
@@ -28,14 +30,6 @@ AuditType = Literal[
     "RUN_COMPLETED",
     "RUN_ABORTED",
 ]
-
-
-class ExecutionRequest(WireModel):
-    """Input of the AgentExecution workflow: the pinned definition and the run's variables."""
-
-    definition: AgentDefinition
-    input: dict[str, Any] = Field(default_factory=dict)
-    correlation_id: str | None = None
 
 
 class AuditEvent(WireModel):
@@ -51,6 +45,43 @@ class AuditEvent(WireModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class WaitCheckpoint(WireModel):
+    kind: str
+    node: str
+    until: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    requested: list[str] = Field(default_factory=list)
+    received: dict[str, str] = Field(default_factory=dict)
+    attempt: int = 1
+
+
+class Checkpoint(WireModel):
+    """What a run carries into its next Temporal run when it continues as new."""
+
+    node: str | None
+    step: int
+    variables: dict[str, Any]
+    seen_event_ids: list[str]
+    audit: list[AuditEvent]
+    input_uri: str | None
+    wait: WaitCheckpoint | None = None
+    generation: int = 1
+    slot_held: bool = False
+    started_at: datetime
+
+
+class ExecutionRequest(WireModel):
+    """Input of the AgentExecution workflow: the pinned definition and the run's variables."""
+
+    definition: AgentDefinition
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    parent_run_id: str | None = None
+    # Continue as new once the history has this many events (Temporal's own suggestion also counts).
+    history_limit: int = Field(default=10_000, ge=20)
+    checkpoint: Checkpoint | None = None
+
+
 class StatusView(WireModel):
     """The seed's WAITING structure plus the current node and the terminal record's fields."""
 
@@ -62,6 +93,7 @@ class StatusView(WireModel):
     waiting_for: str | None = None
     waiting_until: datetime | None = None
     waiting_data: dict[str, Any] | None = None
+    pending_reason: str | None = None
     started_at: datetime | None = None
     updated_at: datetime | None = None
     completed_at: datetime | None = None

@@ -27,6 +27,8 @@ class Waiting:
     node: str
     until: datetime | None
     data: dict[str, Any]
+    requested: list[str] = field(default_factory=list)  # documents a document wait needs
+    received: dict[str, str] = field(default_factory=dict)  # document name -> URL, so far
 
 
 @dataclass
@@ -44,33 +46,43 @@ class RunState:
     seen_event_ids: set[str] = field(default_factory=set)
     updated_at: datetime | None = None
     result: ExecutionResult | None = None
+    pending_reason: str | None = None
 
     # -- status -----------------------------------------------------------------------------
 
     def enter(self, target: RunStatus) -> None:
         self.status = next_status(self.status, target)
         self.updated_at = workflow.now()
-        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
-        if target is not RunStatus.WAITING and self.waiting is not None:
+        if target is not RunStatus.WAITING:
             self.waiting = None
+        if target is not RunStatus.PENDING:
+            self.pending_reason = None
+        self.publish()
+
+    def publish(self) -> None:
+        """Mirror status and wait to the search attributes."""
+        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
         if self.waiting is None:
             updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
         else:
             updates.append(sa.WAITING_FOR.value_set(self.waiting.kind))
             if self.waiting.until is not None:
                 updates.append(sa.WAITING_UNTIL.value_set(self.waiting.until))
+            else:
+                updates.append(sa.WAITING_UNTIL.value_unset())
         workflow.upsert_search_attributes(updates)
 
-    def begin_wait(self, waiting: Waiting) -> None:
+    def begin_wait(self, waiting: Waiting, *, record: bool = True) -> None:
         self.waiting = waiting
         self.resume_event = None
         self.enter(RunStatus.WAITING)
-        self.audit.record(
-            "RUN_WAITING",
-            at=workflow.now(),
-            stage=waiting.node,
-            data={"waitingFor": waiting.kind, "waitingUntil": _iso(waiting.until), **waiting.data},
-        )
+        if record:
+            self.audit.record(
+                "RUN_WAITING",
+                at=workflow.now(),
+                stage=waiting.node,
+                data={"waitingFor": waiting.kind, "waitingUntil": _iso(waiting.until), **waiting.data},
+            )
 
     # -- resume events ----------------------------------------------------------------------
 
@@ -78,7 +90,7 @@ class RunState:
         """Raise EventRejected if ``event`` cannot be applied now (duplicates pass: they are acked)."""
         if event.event_id in self.seen_event_ids:
             return
-        wanted = EVENT_KINDS[event.type][0]
+        wanted = EVENT_KINDS[event.type].waiting_for
         if self.waiting is None or self.resume_event is not None:
             raise EventRejected(
                 f"run {self.run_id} is not waiting for a {wanted} (status: {self.status}); {event.type} was not applied"
@@ -87,9 +99,14 @@ class RunState:
             raise EventRejected(
                 f"run {self.run_id} is waiting for {self.waiting.kind}, not {wanted}; {event.type} was not applied"
             )
+        if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in self.waiting.requested:
+            requested = ", ".join(self.waiting.requested)
+            raise EventRejected(
+                f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested (requested: {requested})"
+            )
 
     def apply_event(self, event: ResumeEvent, *, via: str) -> EventAck:
-        """Dedup by event id, then hand the event to the waiting node (or record the rejection)."""
+        """Dedup by event id, then hand the event to the waiting node (or raise EventRejected)."""
         if event.event_id in self.seen_event_ids:
             self.audit.record(
                 "DUPLICATE_IGNORED",
@@ -100,6 +117,31 @@ class RunState:
             return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
         self.check_event(event)
         self.seen_event_ids.add(event.event_id)
+        waiting = self.waiting
+        assert waiting is not None
+        if event.type == "DOCUMENT_UPLOADED":
+            waiting.received[event.data["document"]] = event.data["url"]
+            missing = [name for name in waiting.requested if name not in waiting.received]
+            if missing:
+                # A partial upload is recorded and the run keeps waiting for the rest.
+                self.audit.record(
+                    "EVENT_RECEIVED",
+                    at=workflow.now(),
+                    stage=waiting.node,
+                    data={
+                        "eventType": event.type,
+                        "eventId": event.event_id,
+                        "document": event.data["document"],
+                        "missing": missing,
+                    },
+                )
+                waiting.data["received"] = sorted(waiting.received)
+                return EventAck(
+                    event_id=event.event_id,
+                    accepted=True,
+                    status=self.status,
+                    detail=f"still waiting for: {', '.join(missing)}",
+                )
         self.resume_event = event
         return EventAck(event_id=event.event_id, accepted=True, status=self.status)
 
@@ -120,15 +162,17 @@ class RunState:
 
     def view(self) -> StatusView:
         result = self.result
+        waiting = self.waiting
         return StatusView(
             run_id=self.run_id,
             agent=self.agent,
             workflow_version=self.workflow_version,
             status=self.status,
             current_node=self.current_node,
-            waiting_for=self.waiting.kind if self.waiting else None,
-            waiting_until=self.waiting.until if self.waiting else None,
-            waiting_data=dict(self.waiting.data) if self.waiting else None,
+            waiting_for=waiting.kind if waiting else None,
+            waiting_until=waiting.until if waiting else None,
+            waiting_data=dict(waiting.data) if waiting else None,
+            pending_reason=self.pending_reason,
             started_at=self.started_at,
             updated_at=self.updated_at,
             completed_at=result.completed_at if result else None,

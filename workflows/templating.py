@@ -76,3 +76,23 @@ def render(template: str, variables: Mapping[str, Any]) -> str:
         return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
     return _PLACEHOLDER.sub(substitute, template)
+
+
+def render_values(value: Any, variables: Mapping[str, Any]) -> Any:
+    """Render every string inside ``value`` (dicts and lists walked); a whole ``{{path}}`` keeps its type."""
+    if isinstance(value, str):
+        whole = _PLACEHOLDER.fullmatch(value.strip())
+        if whole:
+            path, default = _split(whole.group(1))
+            try:
+                return lookup(variables, path)
+            except TemplateError:
+                if default is None:
+                    raise
+                return default
+        return render(value, variables)
+    if isinstance(value, dict):
+        return {key: render_values(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [render_values(item, variables) for item in value]
+    return value

@@ -95,7 +95,7 @@ async def test_response_default_24h_then_continue(
     events = await skipping.dsmo.events(run_id)
     assert waited(events) == [timedelta(hours=24)]
     resumed = next(e for e in events if e.type == "RUN_RESUMED")
-    assert resumed.data == {"timeout": True}
+    assert resumed.data == {"eventType": "TIMEOUT", "attempt": 1, "onTimeout": "continue"}
     assert [m["message"] for m in skipping.messages(run_id)] == [
         "Hola Eva, ¿sigues interesado en la posición?",
         "No recibimos tu respuesta. Te contactaremos pronto.",

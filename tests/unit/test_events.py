@@ -8,7 +8,7 @@ from workflows.events import EventRejected, parse_signal, parse_update
 def test_signal_payload_is_flat_with_event_id() -> None:
     event = parse_signal("MESSAGE_RECEIVED", {"event_id": "e1", "text": "si", "from": "+34", "extra": 1})
     assert (event.type, event.event_id, event.data) == ("MESSAGE_RECEIVED", "e1", {"text": "si", "from": "+34"})
-    assert event.waiting_kind == "response"
+    assert event.waiting_for == "response"
 
 
 def test_update_envelope() -> None:

@@ -1,0 +1,76 @@
+"""Published agent definitions in the object store, for `trigger_agent` and `dsmo definitions`.
+
+`configs/{workflow_version}.json` holds a definition's immutable snapshot; the index
+`definitions/{agent}.json` names the latest published version of each agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import activity
+
+from activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
+from activities.errors import permanent_errors
+from activities.processors import UnknownAgent
+from workflows.contracts import RESOLVE_DEFINITION, ResolveDefinition
+from workflows.definition import AgentDefinition
+
+
+def config_key(workflow_version: str) -> str:
+    return f"configs/{workflow_version}.json"
+
+
+def index_key(agent: str) -> str:
+    return f"definitions/{agent}.json"
+
+
+class DefinitionStore:
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+
+    def publish(self, definition: AgentDefinition) -> str:
+        """Snapshot the definition (write-once) and make it the agent's latest; returns the config URI."""
+        version = definition.workflow_version
+        snapshot = {"workflowVersion": version, "definition": definition.model_dump(mode="json", exclude_none=True)}
+        uri = self.store.put_json_once(config_key(version), snapshot).uri
+        index = self._index(definition.agent)
+        versions = [v for v in index.get("versions", []) if v != version] + [version]
+        self.store.s3.put_object(
+            Bucket=self.store.bucket,
+            Key=index_key(definition.agent),
+            ContentType="application/json",
+            Body=encode_json({"agent": definition.agent, "latest": version, "versions": versions}),
+        )
+        return uri
+
+    def resolve(self, agent: str, version: str | None = None) -> AgentDefinition:
+        if version is None:
+            version = self._index(agent).get("latest")
+            if not version:
+                raise UnknownAgent(f"agent {agent!r} has no published definition; run `dsmo definitions publish FILE`")
+        try:
+            snapshot = self.store.read_json(self.store.uri(config_key(version)))
+        except ArtifactMissing:
+            raise UnknownAgent(f"agent {agent!r} has no published version {version!r}") from None
+        definition = AgentDefinition.model_validate(snapshot["definition"])
+        if definition.agent != agent:
+            raise UnknownAgent(f"version {version!r} belongs to agent {definition.agent!r}, not {agent!r}")
+        return definition
+
+    def _index(self, agent: str) -> dict[str, Any]:
+        try:
+            data = self.store.read_json(self.store.uri(index_key(agent)))
+        except ArtifactMissing:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+class DefinitionActivities:
+    def __init__(self, definitions: DefinitionStore) -> None:
+        self.definitions = definitions
+
+    @activity.defn(name=RESOLVE_DEFINITION)
+    @permanent_errors
+    def resolve_definition(self, request: ResolveDefinition) -> AgentDefinition:
+        return self.definitions.resolve(request.agent, request.version)

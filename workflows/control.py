@@ -1,0 +1,22 @@
+"""Internal control flow of a run: exceptions that never leave the workflow as themselves."""
+
+from __future__ import annotations
+
+from workflows.records import WaitCheckpoint
+from workflows.status import RunStatus
+
+
+class RunEnded(Exception):
+    """A node ended the run early: FAILED or TIMEOUT, with the seed's record fields."""
+
+    def __init__(self, status: RunStatus, node: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.node, self.message = status, node, message
+
+
+class ContinueAsNewDue(Exception):
+    """The history is long: carry the run into a fresh Temporal run at this point."""
+
+    def __init__(self, node: str | None, wait: WaitCheckpoint | None = None) -> None:
+        super().__init__(f"continue as new at {node}")
+        self.node, self.wait = node, wait

@@ -1,0 +1,234 @@
+"""The node types of an agent definition, one per action of the seed, with their parameters.
+
+Every wait has the seed's timeout options; a missing timeout takes the kind's default and one
+above the kind's maximum is refused when the definition is validated.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workflows.durations import Duration, format_duration
+from workflows.wire import to_camel
+
+# The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
+# table; it gets the same bounds as the other human actions (document, signature, test).
+WAIT_TIMEOUTS: dict[str, tuple[timedelta, timedelta]] = {
+    "response": (timedelta(hours=24), timedelta(days=7)),
+    "agent": (timedelta(hours=1), timedelta(hours=24)),
+    "document": (timedelta(days=7), timedelta(days=30)),
+    "signature": (timedelta(days=7), timedelta(days=30)),
+    "test": (timedelta(days=7), timedelta(days=30)),
+    "event": (timedelta(days=7), timedelta(days=30)),
+}
+MAX_DELAY = timedelta(days=30)
+
+OnTimeout = Literal["continue", "fail", "retry"]
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, frozen=True, alias_generator=to_camel, serialize_by_alias=True
+    )
+
+
+class RetrySpec(CamelModel):
+    """How a stage is retried on transient errors (Temporal's own retry policy)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    initial_interval: Duration = timedelta(seconds=1)
+    backoff_coefficient: float = Field(default=2.0, ge=1.0, le=10.0)
+    maximum_interval: Duration = timedelta(minutes=5)
+
+
+class SendMessageParams(CamelModel):
+    message: str = Field(min_length=1, max_length=4000)
+    to: str | None = Field(default=None, max_length=500)
+    channel: str | None = Field(default=None, max_length=100)
+
+
+class TimeoutAction(CamelModel):
+    """An action run when a wait times out (the seed's ``timeoutActions``)."""
+
+    action_type: Literal["send_message"]
+    parameters: SendMessageParams
+
+
+class WaitOptions(CamelModel):
+    """What every wait shares: how long, and what happens when that time is up."""
+
+    kind: ClassVar[str]
+
+    timeout: Duration
+    on_timeout: OnTimeout = "continue"
+    max_retries: int = Field(default=1, ge=1, le=10, description="extra waits allowed by onTimeout: retry")
+    timeout_actions: list[TimeoutAction] = Field(default_factory=list, max_length=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_timeout(cls, data: Any) -> Any:
+        # Filled in before validation, so the canonical form (and the version hash) includes it.
+        if isinstance(data, dict) and data.get("timeout") is None:
+            return {**data, "timeout": format_duration(WAIT_TIMEOUTS[cls.kind][0])}
+        return data
+
+    @field_validator("timeout")
+    @classmethod
+    def _within_maximum(cls, value: timedelta) -> timedelta:
+        maximum = WAIT_TIMEOUTS[cls.kind][1]
+        if value > maximum:
+            raise ValueError(
+                f"{format_duration(value)} is above the maximum of {format_duration(maximum)} for {cls.kind} waits"
+            )
+        return value
+
+
+class _Outgoing(CamelModel):
+    to: str | None = Field(default=None, max_length=500)
+    message: str | None = Field(default=None, max_length=4000)
+    channel: str | None = Field(default=None, max_length=100)
+
+
+class WaitForResponseParams(WaitOptions):
+    kind = "response"
+    expected_from: str | None = Field(default=None, max_length=200)
+    thread_id: str | int | None = None
+
+
+class RequestDocumentParams(WaitOptions, _Outgoing):
+    kind = "document"
+    documents: list[str] = Field(min_length=1, max_length=20)
+
+    @field_validator("documents")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value) or not all(name.strip() for name in value):
+            raise ValueError("document names must be distinct and non-empty")
+        return value
+
+
+class RequestSignatureParams(WaitOptions, _Outgoing):
+    kind = "signature"
+    document: str = Field(min_length=1, max_length=2000, description="URL (or template) of the document to sign")
+
+
+class AssignTestParams(WaitOptions, _Outgoing):
+    kind = "test"
+    test: str = Field(min_length=1, max_length=200)
+
+
+class WaitForEventParams(WaitOptions):
+    kind = "event"
+    event: str = Field(min_length=1, max_length=500, description="calendar event id (or template)")
+    title: str | None = Field(default=None, max_length=500)
+
+
+class TriggerAgentParams(WaitOptions):
+    kind = "agent"
+    agent: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    version: str | None = Field(default=None, max_length=50, description="a published workflow_version")
+    input: dict[str, Any] = Field(default_factory=dict)
+    wait_for_completion: bool = True
+    on_child_failure: Literal["fail", "continue"] = "fail"
+
+
+class DelayParams(CamelModel):
+    duration: Duration | None = None
+    until: str | None = Field(default=None, max_length=200, description="ISO 8601 time with zone, or a template")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DelayParams:
+        if (self.duration is None) == (self.until is None):
+            raise ValueError("give exactly one of duration or until")
+        if self.duration is not None and self.duration > MAX_DELAY:
+            raise ValueError(f"duration {format_duration(self.duration)} is above the maximum of 30d")
+        if self.until is not None and "{{" not in self.until:
+            parse_until(self.until)
+        return self
+
+
+def parse_until(text: str) -> datetime:
+    """An absolute time with its zone (``2026-01-15T10:00:00Z``), or ValueError."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"until {text!r} is not an ISO 8601 time like 2026-01-15T10:00:00Z") from None
+    if value.tzinfo is None:
+        raise ValueError(f"until {text!r} has no time zone; add Z or +01:00")
+    return value
+
+
+class _Node(CamelModel):
+    next: str | None = None
+    description: str | None = Field(default=None, max_length=500)
+
+
+class SendMessageNode(_Node):
+    action_type: Literal["send_message"]
+    parameters: SendMessageParams
+
+
+class WaitForResponseNode(_Node):
+    action_type: Literal["wait_for_response"]
+    parameters: WaitForResponseParams = Field(default_factory=lambda: WaitForResponseParams.model_validate({}))
+
+
+class RequestDocumentNode(_Node):
+    action_type: Literal["request_document"]
+    parameters: RequestDocumentParams
+
+
+class RequestSignatureNode(_Node):
+    action_type: Literal["request_signature"]
+    parameters: RequestSignatureParams
+
+
+class AssignTestNode(_Node):
+    action_type: Literal["assign_test"]
+    parameters: AssignTestParams
+
+
+class WaitForEventNode(_Node):
+    action_type: Literal["wait_for_event"]
+    parameters: WaitForEventParams
+
+
+class TriggerAgentNode(_Node):
+    action_type: Literal["trigger_agent"]
+    parameters: TriggerAgentParams
+
+
+class DelayNode(_Node):
+    action_type: Literal["delay"]
+    parameters: DelayParams
+
+
+class RunAgentNode(_Node):
+    """A DSMO stage: a registered pure processor, artifact in -> artifact out + summary."""
+
+    action_type: Literal["run_agent"]
+    agent: str = Field(min_length=1, max_length=100)
+    agent_version: str | None = Field(default=None, max_length=50)
+    input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
+    timeout: Duration = timedelta(minutes=5)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+
+
+NODE_TYPES: tuple[type[_Node], ...] = (
+    SendMessageNode,
+    WaitForResponseNode,
+    RequestDocumentNode,
+    RequestSignatureNode,
+    AssignTestNode,
+    WaitForEventNode,
+    TriggerAgentNode,
+    DelayNode,
+    RunAgentNode,
+)
+ACTION_TYPES: tuple[str, ...] = tuple(
+    node.model_fields["action_type"].annotation.__args__[0]  # type: ignore[union-attr]
+    for node in NODE_TYPES
+)
