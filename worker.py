@@ -98,8 +98,11 @@ async def run_worker(settings: Settings) -> None:
 
 
 def main() -> None:
+    from starter.cli import hard_exit
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(run_worker(Settings.from_env()))
+    hard_exit(0)
 
 
 if __name__ == "__main__":

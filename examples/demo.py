@@ -8,10 +8,10 @@ and prints the final status, the audit trail, the artifacts and the Web UI link.
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 from activities.artifacts import ArtifactStore
+from starter.cli import hard_exit
 from starter.client import DsmoClient
 from starter.definitions import load_definition
 from starter.render import event_lines, status_lines
@@ -60,4 +60,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    hard_exit(asyncio.run(main()))

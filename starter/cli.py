@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
 
 from starter.client import DsmoClient
 from starter.definitions import load_definition
-from starter.devstack import DevStack
-from starter.render import event_lines, stack_lines, status_lines
+from starter.render import event_lines, status_lines
 from starter.settings import Settings, SettingsError
+from workflows.durations import parse_duration
 from workflows.errors import DsmoError
+from workflows.events import EVENT_KINDS
 
 T = TypeVar("T")
 
@@ -54,51 +58,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = Context(debug)
 
 
-# -- the embedded stack ---------------------------------------------------------------------
-
-
-@cli.group()
-def dev() -> None:
-    """Start, check and stop the embedded stack (Temporal dev server + SeaweedFS S3)."""
-
-
-@dev.command("up")
-@click.option("--worker", "with_worker", is_flag=True, help="Also start a background worker.")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for each service.")
-@pass_context
-def dev_up(obj: Context, with_worker: bool, timeout: float) -> None:
-    """Start the stack (idempotent: a running stack is found and reused)."""
-    stack = DevStack(obj.settings)
-    reports = run(lambda: stack.up(with_worker=with_worker, timeout=timeout))
-    click.echo("\n".join(stack_lines(reports)))
-    click.echo(f"state and logs in {obj.settings.state_dir}")
-
-
-@dev.command("down")
-@pass_context
-def dev_down(obj: Context) -> None:
-    """Stop what `dsmo dev up` started (by pid file); anything else is left running."""
-    click.echo("\n".join(stack_lines(DevStack(obj.settings).down())))
-
-
-@dev.command("status")
-@pass_context
-def dev_status(obj: Context) -> None:
-    """Show whether each service is running and healthy."""
-    reports = run(lambda: DevStack(obj.settings).status())
-    click.echo("\n".join(stack_lines(reports)))
-    if not all(report.up for report in reports):
-        sys.exit(1)
-
-
-@cli.command()
-def worker() -> None:
-    """Run a worker in the foreground (same as `python worker.py`)."""
-    import worker as worker_module
-
-    worker_module.main()
-
-
 # -- runs -----------------------------------------------------------------------------------
 
 
@@ -107,18 +66,26 @@ def worker() -> None:
 @click.option("--input", "input_json", default="{}", help="The run's input variables as a JSON object.")
 @click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
 @click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
+@click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @pass_context
 def start(
-    obj: Context, definition_file: str, input_json: str, run_id: str | None, task_queue: str | None, as_json: bool
+    obj: Context,
+    definition_file: str,
+    input_json: str,
+    run_id: str | None,
+    task_queue: str | None,
+    delay_text: str | None,
+    as_json: bool,
 ) -> None:
     """Start a run of the agent definition in DEFINITION_FILE."""
     definition = load_definition(definition_file)
     variables = _json_object(input_json, "--input")
+    delay = _duration(delay_text, "--delay") if delay_text else None
 
     async def go() -> str:
         client = await obj.client()
-        return await client.start(definition, variables, run_id=run_id, task_queue=task_queue)
+        return await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
 
     started = run(go)
     if as_json:
@@ -168,21 +135,74 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
+@click.option("--type", "event_type", type=click.Choice(sorted(EVENT_KINDS)), help="Send this resume event.")
+@click.option("--data", "data_json", default="{}", help="The event's fields as a JSON object (with --type).")
+@click.option("--event-id", help="Idempotency id of the event (with --type; default: random).")
+@click.option("--signal", "as_signal", is_flag=True, help="Send as a fire-and-forget signal, not the update.")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit events as JSON lines.")
 @pass_context
-def events(obj: Context, run_id: str, as_json: bool) -> None:
-    """Show a run's audit trail."""
+def events(
+    obj: Context,
+    run_id: str,
+    event_type: str | None,
+    data_json: str,
+    event_id: str | None,
+    as_signal: bool,
+    as_json: bool,
+) -> None:
+    """Show a run's audit trail, or with --type deliver a resume event to it."""
+    if event_type is None:
+
+        async def trail() -> Any:
+            client = await obj.client()
+            return await client.events(run_id)
+
+        found = run(trail)
+        if as_json:
+            for event in found:
+                click.echo(event.model_dump_json())
+        else:
+            click.echo("\n".join(event_lines(found)))
+        return
+    data = _json_object(data_json, "--data")
+    chosen = event_id or str(uuid.uuid4())
+
+    async def deliver() -> Any:
+        client = await obj.client()
+        if as_signal:
+            return await client.signal_event(run_id, event_type, {"event_id": chosen, **data})
+        return await client.deliver_event(run_id, event_type, data, event_id=chosen)
+
+    ack = run(deliver)
+    if as_signal:
+        click.echo(f"signalled: {event_type} {chosen} to {run_id} (see `dsmo events {run_id}` for the outcome)")
+    else:
+        state = "duplicate, ignored" if ack.duplicate else "delivered"
+        click.echo(f"{state}: {event_type} {chosen} to {run_id}" + (f" ({ack.detail})" if ack.detail else ""))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--reason", required=True, help="Why the run is cancelled (kept in its record).")
+@click.option("--by", "cancelled_by", default="user", show_default=True, help="Who cancels it.")
+@pass_context
+def cancel(obj: Context, run_id: str, reason: str, cancelled_by: str) -> None:
+    """Cancel a run that has not ended (pending, running or waiting)."""
 
     async def go() -> Any:
         client = await obj.client()
-        return await client.events(run_id)
+        await client.cancel(run_id, reason=reason, by=cancelled_by)
+        return await client.result(run_id)
 
-    trail = run(go)
-    if as_json:
-        for event in trail:
-            click.echo(event.model_dump_json())
-    else:
-        click.echo("\n".join(event_lines(trail)))
+    result = run(go)
+    click.echo(f"{result.status.value}: {run_id} by {result.cancelled_by} ({result.cancel_reason})")
+
+
+def _duration(text: str, option: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise DsmoError(f"{option}: {err}") from None
 
 
 def _json_object(text: str, option: str) -> dict[str, Any]:
@@ -195,9 +215,37 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
     return value
 
 
+def _register_operations() -> None:
+    from starter import cli_ops
+
+    cli_ops.register(cli)
+
+
+_register_operations()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one-line errors and a non-zero exit; tracebacks only with --debug."""
-    args = sys.argv[1:] if argv is None else argv
+    code = 0
+    try:
+        _main(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    hard_exit(code)
+
+
+def hard_exit(code: int) -> None:
+    """Exit without interpreter teardown.
+
+    The Temporal client's native threads can abort a finishing interpreter ("PyGILState_Release
+    ... finalizing", temporalio/sdk-python#300), turning a successful command into exit code -6.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(args: list[str]) -> None:
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="dsmo", standalone_mode=False)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -15,7 +17,7 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.settings import Settings
@@ -43,6 +45,10 @@ class RunClosed(DsmoError):
 
 class EventNotAccepted(DsmoError):
     code = "event_rejected"
+
+
+class RunNotStarted(DsmoError):
+    code = "run_not_started"
 
 
 class TemporalUnavailable(DsmoError):
@@ -83,10 +89,17 @@ class DsmoClient:
         run_id: str | None = None,
         task_queue: str | None = None,
         correlation_id: str | None = None,
+        start_delay: timedelta | None = None,
+        history_limit: int | None = None,
     ) -> str:
-        """Start a run; returns its id (the Temporal workflow id). Run ids are never reused."""
+        """Start a run; returns its id (the Temporal workflow id). Run ids are never reused.
+
+        With ``start_delay`` the run stays ``pending`` until then (and can be cancelled meanwhile).
+        """
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
+        if history_limit is not None:
+            request.history_limit = history_limit
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_TYPE,
@@ -95,6 +108,7 @@ class DsmoClient:
                 task_queue=task_queue or self.settings.task_queue,
                 # A run id names one audit trail for good: refuse to reuse it even after it closed.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                start_delay=start_delay,
                 search_attributes=TypedSearchAttributes(
                     [
                         # Set at start, so a run shows `pending` before its first workflow task.
@@ -109,8 +123,35 @@ class DsmoClient:
         return run_id
 
     async def status(self, run_id: str) -> StatusView:
-        view: StatusView = await self._query(run_id, "status", StatusView)
+        try:
+            view: StatusView = await self._query(run_id, "status", StatusView)
+        except RunNotStarted:
+            return await self._pending_view(run_id)
         return view
+
+    async def _pending_view(self, run_id: str) -> StatusView:
+        """A run whose start is delayed has no workflow task yet: build its view from visibility."""
+        described = await self._handle(run_id).describe()
+        attrs = described.typed_search_attributes
+        delay_until = described.execution_time or described.start_time
+        return StatusView(
+            run_id=run_id,
+            agent=attrs.get(sa.AGENT_NAME) or "",
+            workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
+            status=RunStatus(attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value),
+            pending_reason=f"scheduled to start at {delay_until.isoformat(timespec='seconds')}",
+            started_at=described.start_time,
+        )
+
+    async def cancel(self, run_id: str, *, reason: str, by: str = "user") -> None:
+        """Cancel a run in any non-terminal state (PENDING included); the run records who and why."""
+        view = await self.status(run_id)
+        if view.status.terminal:
+            raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to cancel")
+        try:
+            await self._handle(run_id).cancel(reason=json.dumps({"cancelledBy": by, "cancelReason": reason}))
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
 
     async def events(self, run_id: str) -> list[AuditEvent]:
         trail: list[AuditEvent] = await self._query(run_id, "events", list[AuditEvent])
@@ -128,11 +169,32 @@ class DsmoClient:
             return result
         except WorkflowFailureError as err:
             cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.details:
+            # Failed, timed-out and cancelled runs carry the seed's record as the failure's details.
+            if isinstance(cause, ApplicationError | CancelledError) and cause.details:
                 return ExecutionResult.model_validate(cause.details[0])
+            if isinstance(cause, CancelledError):
+                # Temporal keeps no details on a cancelled run: read the record from the run itself.
+                return await self._record_from_queries(run_id)
             raise
         except RPCError as err:
             raise self._rpc_error(run_id, err) from None
+
+    async def _record_from_queries(self, run_id: str) -> ExecutionResult:
+        view = await self.status(run_id)
+        if view.completed_at is None or view.result_type is None:
+            raise DsmoError(f"run {run_id!r} ended without its record")
+        return ExecutionResult(
+            run_id=run_id,
+            status=view.status,
+            completed_at=view.completed_at,
+            result_type=view.result_type,
+            result_summary=view.result_summary,
+            error_message=view.error_message,
+            failed_action_id=view.failed_action_id,
+            cancelled_by=view.cancelled_by,
+            cancel_reason=view.cancel_reason,
+            variables=await self.variables(run_id),
+        )
 
     async def wait_for_status(
         self, run_id: str, statuses: set[RunStatus], *, timeout: float = 30.0, interval: float = 0.1
@@ -186,10 +248,12 @@ class DsmoClient:
     async def _query(self, run_id: str, name: str, result_type: Any) -> Any:
         try:
             return await self._handle(run_id).query(name, result_type=result_type)
+        except RPCError as err:
+            if "not scheduled yet" in str(err) or "first workflow task" in str(err).lower():
+                raise RunNotStarted(f"run {run_id!r} has not started yet") from None
+            raise self._rpc_error(run_id, err) from None
         except WorkflowQueryFailedError as err:
             raise DsmoError(f"run {run_id}: query {name} failed: {err}") from None
-        except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
 
     def _rpc_error(self, run_id: str, err: RPCError) -> DsmoError:
         if err.status == RPCStatusCode.NOT_FOUND:

@@ -138,7 +138,7 @@ class NodeActions(WaitActions):
             to=render(params.to, state.variables) if params.to else None,
             message=render(params.message, state.variables) if params.message else None,
             channel=params.channel,
-            details=render_values(details, state.variables),
+            details=details,
             idempotency_key=self._key(node_id),
         )
         try:

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.records import AuditEvent, Checkpoint, ExecutionRequest, ExecutionResult, StatusView, WaitCheckpoint
     from workflows.run_state import RunState
     from workflows.status import RunStatus
-    from workflows.templating import render
+    from workflows.templating import render, render_values
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 
@@ -244,6 +244,7 @@ class AgentExecution(NodeActions):
         requested: list[str] | None = None,
     ) -> None:
         """Send the request (documents, signature, test) once, then wait for its completion event."""
+        details = render_values(details, self._state.variables)
         data: dict[str, Any] = dict(details)
         if resume is None:
             data["requestId"] = await self._send_request(node_id, kind, params, details)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import uuid
@@ -16,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.artifacts import ArtifactStore
+from activities.definitions import DefinitionStore
 from activities.messaging import FileChannel
 from starter.client import DsmoClient
 from starter.settings import Settings
@@ -80,8 +82,14 @@ async def finish(harness: Harness, env: WorkflowEnvironment, run_id: str, advanc
     # Handles fetched by id do not skip time on their own (only start_workflow's do), so the
     # test moves the clock explicitly: the waits below really last 24 h or 7 d of server time.
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    await env.sleep(advance)
-    return await harness.dsmo.result(run_id)
+    await env.sleep(advance - timedelta(minutes=1))
+    # The last minute is skipped while the result is awaited: once a run has cancelled a child,
+    # the test server's sleep call may never return, but the clock moves and the run ends.
+    last_minute = asyncio.ensure_future(env.sleep(timedelta(minutes=1)))
+    try:
+        return await harness.dsmo.result(run_id)
+    finally:
+        last_minute.cancel()
 
 
 async def test_response_default_24h_then_continue(
@@ -133,3 +141,73 @@ async def test_reply_before_the_timeout_wins(skipping: Harness, time_env: Workfl
     result = await skipping.dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED
     assert [m["message"] for m in skipping.messages(run_id)] == ["after: just in time"]
+
+
+def single_wait(action: str, parameters: dict[str, Any]) -> AgentDefinition:
+    return parse_definition(
+        {
+            "agent": f"table-{action.replace('_', '-')}",
+            "start": "wait",
+            "nodes": {"wait": {"actionType": action, "parameters": parameters}},
+        }
+    )
+
+
+KIND_PARAMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "document": ("request_document", {"documents": ["id_card"]}),
+    "signature": ("request_signature", {"document": "https://example.com/c.pdf"}),
+    "test": ("assign_test", {"test": "t-1"}),
+    "event": ("wait_for_event", {"event": "cal-1"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_PARAMS))
+async def test_timeout_table_default_7d(skipping: Harness, time_env: WorkflowEnvironment, kind: str) -> None:
+    """Seed's timeout table: document, signature and test wait 7 days by default (event: same, our choice)."""
+    action, params = KIND_PARAMS[kind]
+    run_id = await skipping.start(single_wait(action, {**params, "onTimeout": "fail"}))
+    result = await finish(skipping, time_env, run_id, timedelta(days=7, minutes=1))
+    assert result.status is RunStatus.TIMEOUT
+    assert waited(await skipping.dsmo.events(run_id)) == [timedelta(days=7)]
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_PARAMS))
+async def test_timeout_table_maximum_30d(skipping: Harness, time_env: WorkflowEnvironment, kind: str) -> None:
+    """Seed's timeout table: the maximum for document, signature and test is 30 days."""
+    action, params = KIND_PARAMS[kind]
+    run_id = await skipping.start(single_wait(action, {**params, "timeout": "30d", "onTimeout": "continue"}))
+    result = await finish(skipping, time_env, run_id, timedelta(days=30, minutes=1))
+    assert result.status is RunStatus.COMPLETED
+    assert waited(await skipping.dsmo.events(run_id)) == [timedelta(days=30)]
+
+
+async def test_delay_maximum_30d(skipping: Harness, time_env: WorkflowEnvironment) -> None:
+    """Seed's timeout table: a delay may last up to 30 days; SCHEDULE_REACHED resumes it."""
+    run_id = await skipping.start(single_wait("delay", {"duration": "30d"}))
+    result = await finish(skipping, time_env, run_id, timedelta(days=30, minutes=1))
+    assert result.status is RunStatus.COMPLETED
+    events = await skipping.dsmo.events(run_id)
+    assert waited(events) == [timedelta(days=30)]
+    assert [e.data.get("eventType") for e in events if e.type == "RUN_RESUMED"] == ["SCHEDULE_REACHED"]
+
+
+async def test_delay_until_an_absolute_time(skipping: Harness, time_env: WorkflowEnvironment) -> None:
+    run_id = await skipping.start(single_wait("delay", {"until": "{{when}}"}), {"when": "2099-01-01T00:00:00Z"})
+    result = await skipping.dsmo.result(run_id)
+    # Further than 30 days away: refused at the node, naming it.
+    assert result.status is RunStatus.FAILED and "more than 30d away" in (result.error_message or "")
+
+
+async def test_agent_default_1h_then_fail_cancels_the_child(
+    skipping: Harness, time_env: WorkflowEnvironment, store: ArtifactStore
+) -> None:
+    """Seed's timeout table: a wait for a child agent lasts 1 hour by default."""
+    child = parse_definition({"agent": "slow-child", "start": "w", "nodes": {"w": {"actionType": "wait_for_response"}}})
+    DefinitionStore(store).publish(child)
+    parent = single_wait("trigger_agent", {"agent": "slow-child", "onTimeout": "fail"})
+    run_id = await skipping.start(parent)
+    result = await finish(skipping, time_env, run_id, timedelta(hours=1, minutes=1))
+    assert result.status is RunStatus.TIMEOUT and result.result_summary == "Timeout waiting for the child agent"
+    assert waited(await skipping.dsmo.events(run_id)) == [timedelta(hours=1)]
+    child_result = await skipping.dsmo.result(f"{run_id}.wait.1")
+    assert child_result.status is RunStatus.CANCELLED

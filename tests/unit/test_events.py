@@ -46,3 +46,48 @@ def test_bad_signal_payloads(payload: object, message: str) -> None:
 def test_bad_update_envelopes(envelope: object, message: str) -> None:
     with pytest.raises(EventRejected, match=message):
         parse_update(envelope)
+
+
+@pytest.mark.parametrize(
+    ("event_type", "payload", "variables"),
+    [
+        ("MESSAGE_RECEIVED", {"text": "sí"}, {"lastResponse": "sí"}),
+        (
+            "SIGNATURE_COMPLETED",
+            {"signedDocumentUrl": "s3://x", "signedAt": "2026-01-01T00:00:00Z"},
+            {"signedDocumentUrl": "s3://x", "signedAt": "2026-01-01T00:00:00Z"},
+        ),
+        ("TEST_COMPLETED", {"score": 91, "result": "passed"}, {"testScore": 91, "testResult": "passed"}),
+        (
+            "EVENT_COMPLETED",
+            {"result": "attended", "data": {"room": 1}},
+            {"eventResult": "attended", "eventData": {"room": 1}},
+        ),
+    ],
+)
+def test_seed_variables_after_resume(event_type: str, payload: dict[str, object], variables: dict[str, object]) -> None:
+    from workflows.events import variables_after
+
+    event = parse_signal(event_type, {"event_id": "e", **payload})
+    assert variables_after(event, {}, []) == variables
+
+
+def test_document_urls_follow_the_requested_order() -> None:
+    from workflows.events import variables_after
+
+    event = parse_signal("DOCUMENT_UPLOADED", {"event_id": "e", "document": "a", "url": "u-a"})
+    assert variables_after(event, {"b": "u-b", "a": "u-a"}, ["a", "b"]) == {"documentUrls": ["u-a", "u-b"]}
+
+
+@pytest.mark.parametrize(
+    ("event_type", "payload", "message"),
+    [
+        ("DOCUMENT_UPLOADED", {"document": "id"}, "DOCUMENT_UPLOADED.url: is required"),
+        ("SIGNATURE_COMPLETED", {}, "SIGNATURE_COMPLETED.signedDocumentUrl: is required"),
+        ("TEST_COMPLETED", {"score": "high", "result": "x"}, "TEST_COMPLETED.score"),
+        ("TEST_COMPLETED", {"score": 1}, "TEST_COMPLETED.result: is required"),
+    ],
+)
+def test_bad_payload_per_kind(event_type: str, payload: dict[str, object], message: str) -> None:
+    with pytest.raises(EventRejected, match=message):
+        parse_signal(event_type, {"event_id": "e", **payload})

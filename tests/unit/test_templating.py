@@ -54,3 +54,19 @@ def test_anything_but_a_path_is_refused(template: str) -> None:
 def test_lookup_does_not_touch_python_attributes() -> None:
     with pytest.raises(TemplateError):
         lookup({"s": "text"}, "s.upper")
+
+
+def test_render_values_keeps_types_of_whole_placeholders() -> None:
+    from workflows.templating import render_values
+
+    rendered = render_values(
+        {
+            "c": "{{candidate}}",
+            "n": "{{n}}",
+            "s": "hi {{candidate.name}}",
+            "l": ["{{n}}", 2],
+            "d": "{{x | default('y')}}",
+        },
+        VARS,
+    )
+    assert rendered == {"c": VARS["candidate"], "n": 3, "s": "hi Ana", "l": [3, 2], "d": "y"}

@@ -1,0 +1,163 @@
+"""`dsmo dev`, `dsmo worker`, `dsmo definitions` and `dsmo runs`: commands for operators."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import click
+
+from starter import monitoring
+from starter.cli import Context, pass_context, run
+from starter.definitions import load_definition
+from starter.devstack import DevStack
+from starter.render import stack_lines
+
+
+def register(cli: click.Group) -> None:
+    for command in (dev, worker, definitions, runs):
+        cli.add_command(command)
+
+
+# -- the embedded stack ---------------------------------------------------------------------
+
+
+@click.group()
+def dev() -> None:
+    """Start, check and stop the embedded stack (Temporal dev server + SeaweedFS S3)."""
+
+
+@dev.command("up")
+@click.option("--worker", "with_worker", is_flag=True, help="Also start a background worker.")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for each service.")
+@pass_context
+def dev_up(obj: Context, with_worker: bool, timeout: float) -> None:
+    """Start the stack (idempotent: a running stack is found and reused)."""
+    stack = DevStack(obj.settings)
+    reports = run(lambda: stack.up(with_worker=with_worker, timeout=timeout))
+    click.echo("\n".join(stack_lines(reports)))
+    click.echo(f"state and logs in {obj.settings.state_dir}")
+
+
+@dev.command("down")
+@pass_context
+def dev_down(obj: Context) -> None:
+    """Stop what `dsmo dev up` started (by pid file); anything else is left running."""
+    click.echo("\n".join(stack_lines(DevStack(obj.settings).down())))
+
+
+@dev.command("status")
+@pass_context
+def dev_status(obj: Context) -> None:
+    """Show whether each service is running and healthy."""
+    reports = run(lambda: DevStack(obj.settings).status())
+    click.echo("\n".join(stack_lines(reports)))
+    if not all(report.up for report in reports):
+        sys.exit(1)
+
+
+@click.command()
+def worker() -> None:
+    """Run a worker in the foreground (same as `python worker.py`)."""
+    import worker as worker_module
+
+    worker_module.main()
+
+
+# -- definitions ----------------------------------------------------------------------------
+
+
+@click.group()
+def definitions() -> None:
+    """Validate and publish agent definitions."""
+
+
+@definitions.command("validate")
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+def definitions_validate(definition_file: str) -> None:
+    """Check a definition file; prints its workflow_version."""
+    definition = load_definition(definition_file)
+    click.echo(f"valid: {definition.agent} {definition.version} workflow_version {definition.workflow_version}")
+
+
+@definitions.command("publish")
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+@pass_context
+def definitions_publish(obj: Context, definition_file: str) -> None:
+    """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
+    from activities.artifacts import ArtifactStore
+    from activities.definitions import DefinitionStore
+
+    definition = load_definition(definition_file)
+    store = ArtifactStore(obj.settings.s3_client(), obj.settings.artifact_bucket)
+    uri = DefinitionStore(store).publish(definition)
+    click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
+
+
+# -- monitoring -----------------------------------------------------------------------------
+
+
+@click.group()
+def runs() -> None:
+    """The seed's monitoring queries, on Temporal visibility."""
+
+
+def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:
+    dicts = [asdict(row) for row in rows]
+    if as_json:
+        click.echo(json.dumps(dicts, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)))
+        return
+    table = [columns] + [[_cell(d[c]) for c in columns] for d in dicts]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+@runs.command("stats")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_stats(obj: Context, as_json: bool) -> None:
+    """Count and average age (seconds) of active runs per status."""
+
+    async def go() -> Any:
+        return await monitoring.stats((await obj.client()).temporal)
+
+    _print(run(go), as_json, ["status", "count", "avg_age_seconds"])
+
+
+@runs.command("waiting")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_waiting(obj: Context, as_json: bool) -> None:
+    """Runs in WAITING, ordered by waitingUntil."""
+
+    async def go() -> Any:
+        return await monitoring.waiting((await obj.client()).temporal)
+
+    _print(run(go), as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
+
+
+@runs.command("stuck")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_stuck(obj: Context, as_json: bool) -> None:
+    """Runs still WAITING after their waitingUntil (exit code 1 if there are any)."""
+
+    async def go() -> Any:
+        return await monitoring.stuck((await obj.client()).temporal)
+
+    rows = run(go)
+    _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
+    if rows:
+        sys.exit(1)

@@ -1,0 +1,86 @@
+"""The seed's three monitoring queries, on Temporal visibility instead of SQL.
+
+Each function also documents the `temporal workflow list --query` that gives the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio.client import Client, WorkflowExecution
+
+from workflows import search_attributes as sa
+from workflows.status import RunStatus
+
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
+BASE = "WorkflowType='AgentExecution'"
+STATS_QUERY = f"{BASE} AND AgentExecutionStatus IN ('pending', 'running', 'waiting')"
+WAITING_QUERY = f"{BASE} AND AgentExecutionStatus='waiting'"
+
+
+def stuck_query(now: datetime) -> str:
+    return f"{WAITING_QUERY} AND WaitingUntil < '{now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}'"
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    status: str
+    count: int
+    avg_age_seconds: float
+
+
+@dataclass(frozen=True)
+class WaitingRun:
+    run_id: str
+    agent: str
+    waiting_for: str
+    waiting_until: datetime | None
+    age_hours: float  # since the run started (visibility keeps no last-change time)
+
+
+async def _list(client: Client, query: str, limit: int) -> list[WorkflowExecution]:
+    return [execution async for execution in client.list_workflows(query, limit=limit)]
+
+
+async def stats(client: Client, *, now: datetime | None = None, limit: int = 10_000) -> list[StatusCount]:
+    """Seed: SELECT status, COUNT(*), AVG(age) FROM agent_execution WHERE status IN active GROUP BY status."""
+    now = now or datetime.now(UTC)
+    ages: dict[str, list[float]] = {status.value: [] for status in ACTIVE}
+    for execution in await _list(client, STATS_QUERY, limit):
+        status = execution.typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS)
+        if status in ages:
+            ages[status].append((now - execution.start_time).total_seconds())
+    return [
+        StatusCount(status, len(values), sum(values) / len(values) if values else 0.0)
+        for status, values in ages.items()
+    ]
+
+
+async def waiting(client: Client, *, now: datetime | None = None, limit: int = 1_000) -> list[WaitingRun]:
+    """Seed: the runs in WAITING, ordered by waitingUntil."""
+    return _waiting_rows(await _list(client, WAITING_QUERY, limit), now or datetime.now(UTC))
+
+
+async def stuck(client: Client, *, now: datetime | None = None, limit: int = 1_000) -> list[WaitingRun]:
+    """Seed: runs still WAITING after their waitingUntil (a timeout that was never processed)."""
+    now = now or datetime.now(UTC)
+    return _waiting_rows(await _list(client, stuck_query(now), limit), now)
+
+
+def _waiting_rows(executions: list[WorkflowExecution], now: datetime) -> list[WaitingRun]:
+    rows = []
+    for execution in executions:
+        attrs = execution.typed_search_attributes
+        changed = execution.execution_time or execution.start_time
+        rows.append(
+            WaitingRun(
+                run_id=execution.id,
+                agent=attrs.get(sa.AGENT_NAME) or "",
+                waiting_for=attrs.get(sa.WAITING_FOR) or "",
+                waiting_until=attrs.get(sa.WAITING_UNTIL),
+                age_hours=round((now - changed).total_seconds() / 3600, 2),
+            )
+        )
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(rows, key=lambda row: (row.waiting_until or far, row.run_id))
