@@ -1,0 +1,103 @@
+"""The seed's monitoring queries as `dsmo runs stats|waiting|stuck`, on Temporal visibility."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.messaging import FileChannel
+from starter import monitoring
+from tests.conftest import Harness
+from worker import build_worker
+from workflows.definition import parse_definition
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+BIN = Path(sys.executable).parent
+
+
+def waiting(timeout: str) -> Any:
+    return parse_definition(
+        {
+            "agent": "monitored",
+            "start": "w",
+            "nodes": {"w": {"actionType": "wait_for_response", "parameters": {"timeout": timeout}}},
+        }
+    )
+
+
+async def runs_cli(harness: Harness, *args: str) -> tuple[int, Any]:
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "runs", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=60,
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+async def eventually(check: Any, timeout: float = 15.0) -> Any:
+    # Visibility is updated asynchronously after each workflow task.
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(0.2)
+
+
+async def test_stats_and_waiting_order(harness: Harness) -> None:
+    later = await harness.start(waiting("48h"))
+    sooner = await harness.start(waiting("2h"))
+    for run_id in (later, sooner):
+        await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+
+    async def both_listed() -> list[str]:
+        rows = await monitoring.waiting(harness.dsmo.temporal)
+        ids = [row.run_id for row in rows if row.run_id in (later, sooner)]
+        return ids if len(ids) == 2 else []
+
+    assert await eventually(both_listed) == [sooner, later]  # ordered by waitingUntil
+    code, rows = await runs_cli(harness, "waiting")
+    assert code == 0 and {sooner, later} <= {row["run_id"] for row in rows}
+    mine = next(row for row in rows if row["run_id"] == sooner)
+    assert mine["waiting_for"] == "response" and mine["agent"] == "monitored"
+
+    code, stats = await runs_cli(harness, "stats")
+    assert code == 0 and [row["status"] for row in stats] == ["pending", "running", "waiting"]
+    assert next(row for row in stats if row["status"] == "waiting")["count"] >= 2
+
+
+async def test_stuck_lists_a_wait_whose_timeout_was_never_processed(harness: Harness) -> None:
+    """Seed's 'Detectar Stuck': waiting past waitingUntil, e.g. while no worker runs."""
+    dsmo = harness.dsmo
+    task_queue = f"stuck-{uuid.uuid4().hex[:8]}"
+    channel = FileChannel(harness.outbox)
+    async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
+        run_id = await dsmo.start(waiting("2s"), task_queue=task_queue)
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await asyncio.sleep(3)  # the timer fires, but no worker processes it
+
+    async def listed() -> bool:
+        return run_id in [row.run_id for row in await monitoring.stuck(dsmo.temporal)]
+
+    assert await eventually(listed)
+    code, rows = await runs_cli(harness, "stuck")
+    assert code == 1 and run_id in [row["run_id"] for row in rows]
+    async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
+        result = await dsmo.result(run_id)  # a worker comes back and processes the timeout
+    assert result.status is RunStatus.COMPLETED
+
+    async def gone() -> bool:
+        return run_id not in [row.run_id for row in await monitoring.stuck(dsmo.temporal)]
+
+    assert await eventually(gone)
