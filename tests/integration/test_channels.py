@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from activities.messaging import FileChannel, WebhookChannel
+from activities.messaging import Channel, FileChannel, WebhookChannel
 from tests.conftest import Harness
 from worker import build_worker
 from workflows.definition import parse_definition
@@ -68,7 +68,7 @@ async def test_webhook_channel_posts_json(harness: Harness, receiver: Receiver) 
         }
     )
     receiver.fail_next = 1  # a 503 is retried by the activity
-    channels = {"file": FileChannel(harness.outbox), "webhook": WebhookChannel(receiver.url)}
+    channels: dict[str, Channel] = {"file": FileChannel(harness.outbox), "webhook": WebhookChannel(receiver.url)}
     queue = harness.task_queue + "-hook"
     async with build_worker(harness.dsmo.temporal, task_queue=queue, store=harness.store, channels=channels):
         run_id = await harness.dsmo.start(definition, {"name": "Ana"}, task_queue=queue)
