@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -79,6 +80,7 @@ class NodeActions(WaitActions):
                 summary=f"{node_id}: {node.agent}",
             )
         except ActivityError as err:
+            raise_if_cancelled(err)
             reason = failure_message(err)
             state.audit.record("STAGE_FAILED", at=workflow.now(), stage=node_id, data={"error": reason})
             raise RunEnded(RunStatus.FAILED, node_id, f"stage {node_id} ({node.agent}) failed: {reason}") from None
@@ -118,6 +120,7 @@ class NodeActions(WaitActions):
                 summary=f"{node_id}: send_message",
             )
         except ActivityError as err:
+            raise_if_cancelled(err)
             raise RunEnded(
                 RunStatus.FAILED, node_id, f"send_message {node_id} failed: {failure_message(err)}"
             ) from None
@@ -151,6 +154,7 @@ class NodeActions(WaitActions):
                 summary=f"{node_id}: request {kind}",
             )
         except ActivityError as err:
+            raise_if_cancelled(err)
             raise RunEnded(
                 RunStatus.FAILED, node_id, f"{kind} request {node_id} failed: {failure_message(err)}"
             ) from None
@@ -174,6 +178,7 @@ class NodeActions(WaitActions):
                 retry_policy=RetryPolicy(maximum_attempts=5, non_retryable_error_types=PERMANENT_ERRORS),
             )
         except ActivityError as err:
+            raise_if_cancelled(err)
             raise RunEnded(RunStatus.FAILED, node_id, f"trigger_agent {node_id}: {failure_message(err)}") from None
         child_id = f"{state.run_id}.{node_id}.{self._step}"
         handle = await workflow.start_child_workflow(
@@ -269,6 +274,12 @@ class NodeActions(WaitActions):
             raise RunEnded(RunStatus.FAILED, node_id, f"child run {child_id} ended {status.value}: {detail}")
 
 
+def raise_if_cancelled(err: ActivityError) -> None:
+    """An activity cancelled because the run was cancelled is the run's cancellation, not a failure."""
+    if isinstance(err.cause, CancelledError):
+        raise asyncio.CancelledError(str(err.cause)) from err
+
+
 def child_record(err: ChildWorkflowError) -> ExecutionResult | None:
     cause = err.cause
     details = getattr(cause, "details", None)
@@ -281,8 +292,6 @@ def child_record(err: ChildWorkflowError) -> ExecutionResult | None:
 
 
 def _cancelled(err: ChildWorkflowError) -> bool:
-    from temporalio.exceptions import CancelledError
-
     return isinstance(err.cause, CancelledError)
 
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
-    from workflows.actions import SERVICE_RETRY, NodeActions, failure_message
+    from workflows.actions import SERVICE_RETRY, NodeActions, failure_message, raise_if_cancelled
     from workflows.audit import AuditTrail
     from workflows.control import ContinueAsNewDue, RunEnded
     from workflows.definition import AgentDefinition
+    from workflows.endings import RunEndings
     from workflows.errors import TemplateError
     from workflows.events import EVENT_KINDS, EventAck, EventRejected, parse_signal, parse_update
     from workflows.nodes import (
@@ -35,11 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
 
-CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
-
 
 @workflow.defn(name="AgentExecution")
-class AgentExecution(NodeActions):
+class AgentExecution(RunEndings, NodeActions):
     @workflow.init
     def __init__(self, request: ExecutionRequest) -> None:
         info = workflow.info()
@@ -117,15 +115,20 @@ class AgentExecution(NodeActions):
             self._slot_held = True
             await workflow.wait_condition(lambda: self._slot_granted)
         state.enter(RunStatus.RUNNING)
-        self._input_uri = await workflow.execute_activity(
-            contracts.STORE_RUN_INPUT,
-            contracts.StoreRunInput(
-                run_id=state.run_id, workflow_version=state.workflow_version, input=state.variables
-            ),
-            result_type=str,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=SERVICE_RETRY,
+        snapshot = contracts.StoreRunInput(
+            run_id=state.run_id, workflow_version=state.workflow_version, input=state.variables
         )
+        try:
+            self._input_uri = await workflow.execute_activity(
+                contracts.STORE_RUN_INPUT,
+                snapshot,
+                result_type=str,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SERVICE_RETRY,
+            )
+        except ActivityError as err:
+            raise_if_cancelled(err)
+            raise RunEnded(RunStatus.FAILED, "", f"storing the run input failed: {failure_message(err)}") from None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -274,102 +277,3 @@ class AgentExecution(NodeActions):
         )
         workflow.logger.info("Execution %s continues as new (generation %d)", state.run_id, checkpoint.generation)
         workflow.continue_as_new(self._request.model_copy(update={"checkpoint": checkpoint}))
-
-    # -- endings ----------------------------------------------------------------------------
-
-    async def _finish_completed(self) -> ExecutionResult:
-        state = self._state
-        state.current_node = None
-        result = ExecutionResult(
-            run_id=state.run_id,
-            status=RunStatus.COMPLETED,
-            completed_at=workflow.now(),
-            result_type="success",
-            result_summary="Flow completed successfully",
-            variables=state.variables,
-        )
-        await self._settle(result)
-        workflow.logger.info("Execution %s completed with result: success", state.run_id)
-        if self._request.parent_run_id:
-            workflow.logger.info("Emitting AGENT_COMPLETED event to %s", self._request.parent_run_id)
-        return result
-
-    async def _finish_early(self, ended: RunEnded) -> ExecutionResult:
-        state = self._state
-        timeout = ended.status is RunStatus.TIMEOUT
-        result = ExecutionResult(
-            run_id=state.run_id,
-            status=ended.status,
-            completed_at=workflow.now(),
-            result_type="timeout" if timeout else "failure",
-            result_summary=ended.message if timeout else None,
-            error_message=None if timeout else ended.message,
-            failed_action_id=ended.node,
-            variables=state.variables,
-        )
-        await self._settle(result)
-        workflow.logger.info("Execution %s ended %s: %s", state.run_id, ended.status, ended.message)
-        # Failed and timed-out runs end as Failed in Temporal too, carrying the seed's record.
-        raise ApplicationError(
-            ended.message,
-            result.model_dump(mode="json"),
-            type="AgentExecutionTimeout" if timeout else "AgentExecutionFailed",
-            non_retryable=True,
-        )
-
-    async def _finish_cancelled(self) -> ExecutionResult:
-        state = self._state
-        by, reason = _cancellation(workflow.cancellation_reason())
-        result = ExecutionResult(
-            run_id=state.run_id,
-            status=RunStatus.CANCELLED,
-            completed_at=workflow.now(),
-            result_type="cancelled",
-            cancelled_by=by,
-            cancel_reason=reason,
-            failed_action_id=state.current_node,
-            variables=state.variables,
-        )
-        await self._settle(result)
-        workflow.logger.info("Execution %s cancelled by %s: %s", state.run_id, by, reason)
-        raise CancelledError(f"cancelled by {by}: {reason}", result.model_dump(mode="json"))
-
-    async def _settle(self, result: ExecutionResult) -> None:
-        state = self._state
-        state.result = result
-        state.enter(result.status)
-        state.audit.record(
-            "RUN_COMPLETED" if result.status is RunStatus.COMPLETED else "RUN_ABORTED",
-            at=result.completed_at,
-            stage=result.failed_action_id,
-            data={"status": result.status.value, "resultType": result.result_type},
-        )
-        if self._slot_held:
-            await self._slot_activity(contracts.RELEASE_SLOT, 1)
-        # In-flight update handlers would be lost if the run returned under them.
-        await workflow.wait_condition(workflow.all_handlers_finished)
-
-    async def _slot_activity(self, name: str, max_concurrent: int) -> None:
-        try:
-            await workflow.execute_activity(
-                name,
-                contracts.SlotRequest(
-                    agent=self._state.agent, run_id=self._state.run_id, max_concurrent=max_concurrent
-                ),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SERVICE_RETRY,
-            )
-        except ActivityError as err:
-            workflow.logger.warning("%s failed for %s: %s", name, self._state.run_id, failure_message(err))
-
-
-def _cancellation(reason: str | None) -> tuple[str, str]:
-    """`dsmo cancel` sends {"cancelledBy", "cancelReason"} as the reason; anything else is the system's."""
-    if reason:
-        try:
-            data = json.loads(reason)
-        except ValueError:
-            return "system", reason
-        if isinstance(data, dict):
-            return str(data.get("cancelledBy") or "system"), str(data.get("cancelReason") or CANCEL_REASON_DEFAULT)
-    return "system", CANCEL_REASON_DEFAULT

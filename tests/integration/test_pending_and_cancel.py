@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 
 import pytest
 
+from activities.processors import ProcessorOutput, ProcessorRegistry
 from tests.conftest import Harness
 from workflows import search_attributes as sa
+from workflows.contracts import StageMessage
 from workflows.definition import AgentDefinition, parse_definition
 from workflows.status import RunStatus
 
@@ -106,3 +109,31 @@ async def test_rate_limit_queues_runs_in_pending(harness: Harness) -> None:
     assert view.waiting_for == "response"
     await harness.dsmo.respond(third, "done too")
     assert (await harness.dsmo.result(third)).status is RunStatus.COMPLETED
+
+
+SLOW = ProcessorRegistry()
+
+
+@SLOW.register("slow-stage", "1.0.0")
+def _slow_stage(document: object, message: StageMessage) -> ProcessorOutput:
+    time.sleep(3)
+    return ProcessorOutput(document={}, summary={})
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    return SLOW
+
+
+async def test_cancel_a_running_run(harness: Harness) -> None:
+    """Seed: RUNNING -> CANCELLED (cancelled while an action is under way)."""
+    definition = parse_definition(
+        {"agent": "slow", "start": "work", "nodes": {"work": {"actionType": "run_agent", "agent": "slow-stage"}}}
+    )
+    run_id = await harness.start(definition)
+    while (await harness.dsmo.status(run_id)).current_node != "work":
+        await asyncio.sleep(0.05)
+    await harness.dsmo.cancel(run_id, reason="taking too long", by="ops")
+    result = await harness.dsmo.result(run_id)
+    assert (result.status, result.cancelled_by, result.failed_action_id) == (RunStatus.CANCELLED, "ops", "work")
+    assert [e.type for e in await harness.dsmo.events(run_id)][-1] == "RUN_ABORTED"

@@ -1,0 +1,126 @@
+"""How a run ends: the seed's terminal records, mirrored to Temporal's own run status."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import contracts
+    from workflows.actions import SERVICE_RETRY, failure_message, raise_if_cancelled
+    from workflows.control import RunEnded
+    from workflows.records import ExecutionRequest, ExecutionResult
+    from workflows.run_state import RunState
+    from workflows.status import RunStatus
+
+CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
+
+
+class RunEndings:
+    """Mixed into AgentExecution: COMPLETED, FAILED, TIMEOUT and CANCELLED endings."""
+
+    _state: RunState
+    _request: ExecutionRequest
+    _slot_held: bool
+
+    async def _finish_completed(self) -> ExecutionResult:
+        state = self._state
+        state.current_node = None
+        result = ExecutionResult(
+            run_id=state.run_id,
+            status=RunStatus.COMPLETED,
+            completed_at=workflow.now(),
+            result_type="success",
+            result_summary="Flow completed successfully",
+            variables=state.variables,
+        )
+        await self._settle(result)
+        workflow.logger.info("Execution %s completed with result: success", state.run_id)
+        if self._request.parent_run_id:
+            workflow.logger.info("Emitting AGENT_COMPLETED event to %s", self._request.parent_run_id)
+        return result
+
+    async def _finish_early(self, ended: RunEnded) -> ExecutionResult:
+        state = self._state
+        timeout = ended.status is RunStatus.TIMEOUT
+        result = ExecutionResult(
+            run_id=state.run_id,
+            status=ended.status,
+            completed_at=workflow.now(),
+            result_type="timeout" if timeout else "failure",
+            result_summary=ended.message if timeout else None,
+            error_message=None if timeout else ended.message,
+            failed_action_id=ended.node,
+            variables=state.variables,
+        )
+        await self._settle(result)
+        workflow.logger.info("Execution %s ended %s: %s", state.run_id, ended.status, ended.message)
+        # Failed and timed-out runs end as Failed in Temporal too, carrying the seed's record.
+        raise ApplicationError(
+            ended.message,
+            result.model_dump(mode="json"),
+            type="AgentExecutionTimeout" if timeout else "AgentExecutionFailed",
+            non_retryable=True,
+        )
+
+    async def _finish_cancelled(self) -> ExecutionResult:
+        state = self._state
+        by, reason = _cancellation(workflow.cancellation_reason())
+        result = ExecutionResult(
+            run_id=state.run_id,
+            status=RunStatus.CANCELLED,
+            completed_at=workflow.now(),
+            result_type="cancelled",
+            cancelled_by=by,
+            cancel_reason=reason,
+            failed_action_id=state.current_node,
+            variables=state.variables,
+        )
+        await self._settle(result)
+        workflow.logger.info("Execution %s cancelled by %s: %s", state.run_id, by, reason)
+        raise CancelledError(f"cancelled by {by}: {reason}", result.model_dump(mode="json"))
+
+    async def _settle(self, result: ExecutionResult) -> None:
+        state = self._state
+        state.result = result
+        state.enter(result.status)
+        state.audit.record(
+            "RUN_COMPLETED" if result.status is RunStatus.COMPLETED else "RUN_ABORTED",
+            at=result.completed_at,
+            stage=result.failed_action_id,
+            data={"status": result.status.value, "resultType": result.result_type},
+        )
+        if self._slot_held:
+            await self._slot_activity(contracts.RELEASE_SLOT, 1)
+        # In-flight update handlers would be lost if the run returned under them.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _slot_activity(self, name: str, max_concurrent: int) -> None:
+        try:
+            await workflow.execute_activity(
+                name,
+                contracts.SlotRequest(
+                    agent=self._state.agent, run_id=self._state.run_id, max_concurrent=max_concurrent
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SERVICE_RETRY,
+            )
+        except ActivityError as err:
+            if name == contracts.REQUEST_SLOT:
+                raise_if_cancelled(err)
+            workflow.logger.warning("%s failed for %s: %s", name, self._state.run_id, failure_message(err))
+
+
+def _cancellation(reason: str | None) -> tuple[str, str]:
+    """`dsmo cancel` sends {"cancelledBy", "cancelReason"} as the reason; anything else is the system's."""
+    if reason:
+        try:
+            data = json.loads(reason)
+        except ValueError:
+            return "system", reason
+        if isinstance(data, dict):
+            return str(data.get("cancelledBy") or "system"), str(data.get("cancelReason") or CANCEL_REASON_DEFAULT)
+    return "system", CANCEL_REASON_DEFAULT
