@@ -102,8 +102,12 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         definition = definition_from(EXAMPLE)
         channel = FileChannel(tmp_path / "outbox")
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
-            run_id = await dsmo.start(definition, {"candidate": {"name": "R", "phone": "1"}}, task_queue="restart")
-            await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+            run_ids = [
+                await dsmo.start(definition, {"candidate": {"name": "R", "phone": str(n)}}, task_queue="restart")
+                for n in range(3)
+            ]
+            for run_id in run_ids:
+                await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         pids = [stack.temporal.pid(), stack.s3.pid()]
         assert {r.name: r.state for r in stack.down()} == {
             "worker": "not running",
@@ -117,11 +121,13 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         dsmo = await DsmoClient.connect(settings)
         store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
-            assert (await dsmo.status(run_id)).status is RunStatus.WAITING
-            await dsmo.respond(run_id, "after restart")
-            result = await dsmo.result(run_id)
-        assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "after restart"
-        # The artifact written before the restart is still in the store.
-        assert store.read_json(result.variables["stages"]["profile"]["outputUri"])["summary"]["firstName"] == "R"
+            for run_id in run_ids:
+                assert (await dsmo.status(run_id)).status is RunStatus.WAITING
+                await dsmo.respond(run_id, "after restart")
+            results = [await dsmo.result(run_id) for run_id in run_ids]
+        for result in results:
+            assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "after restart"
+            # The artifact written before the restart is still in the store.
+            assert store.read_json(result.variables["stages"]["profile"]["outputUri"])["summary"]["firstName"] == "R"
     finally:
         stack.down()

@@ -18,6 +18,7 @@ CANDIDATE = {"candidate": {"name": "  ana   maría lópez ", "phone": "+34 600-1
 
 
 async def test_run_waits_resumes_and_completes(harness: Harness, slice_definition: AgentDefinition) -> None:
+    """Seed: PENDING -> RUNNING -> WAITING -> RUNNING (resume) -> COMPLETED."""
     dsmo, version = harness.dsmo, slice_definition.workflow_version
     run_id = await harness.start(slice_definition, CANDIDATE)
 

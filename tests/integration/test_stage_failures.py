@@ -71,6 +71,7 @@ async def test_transient_errors_are_retried_and_the_attempt_is_in_the_key(harnes
 
 
 async def test_permanent_error_fails_the_run_without_retry(harness: Harness) -> None:
+    """Seed: RUNNING -> FAILED ("Error en alguna accion"), with the FAILED record."""
     run_id = await harness.start(one_stage("picky"), {"amount": -1})
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.FAILED and result.result_type == "failure"

@@ -127,6 +127,7 @@ async def test_response_maximum_7d_then_fail_is_terminal_timeout(
 
 
 async def test_retry_repeats_the_wait_then_times_out(skipping: Harness, time_env: WorkflowEnvironment) -> None:
+    """Seed: onTimeout retry repeats the wait (WAITING -> RUNNING -> WAITING), bounded, then TIMEOUT."""
     run_id = await skipping.start(waiting_definition(timeout="24h", onTimeout="retry", maxRetries=2))
     result = await finish(skipping, time_env, run_id, timedelta(hours=73))
     assert result.status is RunStatus.TIMEOUT
@@ -134,6 +135,7 @@ async def test_retry_repeats_the_wait_then_times_out(skipping: Harness, time_env
 
 
 async def test_reply_before_the_timeout_wins(skipping: Harness, time_env: WorkflowEnvironment) -> None:
+    """Seed: WAITING -> RUNNING on resume, 23 h into a 24 h wait with onTimeout fail."""
     run_id = await skipping.start(waiting_definition(timeout="24h", onTimeout="fail"))
     await skipping.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await time_env.sleep(timedelta(hours=23))
