@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.artifacts import ArtifactStore
+from activities.audit_log import AuditActivities
 from activities.definitions import DefinitionActivities, DefinitionStore
 from activities.limiter import LimiterActivities
 from activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
@@ -49,6 +50,7 @@ def build_worker(
         default_channel = channel.name if channels is None else default_channel
     messaging = MessagingActivities(every_channel, default_channel)
     definitions = DefinitionActivities(DefinitionStore(store))
+    audit = AuditActivities(store)
     limiter = LimiterActivities(client, task_queue)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     return Worker(
@@ -56,8 +58,10 @@ def build_worker(
         task_queue=task_queue,
         workflows=[AgentExecution, AgentRateLimiter],
         activities=[
-            stages.store_run_input,
+            stages.prepare_run,
             stages.run_stage,
+            stages.write_dead_letter,
+            audit.export_audit,
             messaging.send_message,
             messaging.send_request,
             definitions.resolve_definition,

@@ -62,14 +62,17 @@ class ArtifactStore:
 
     def put_json_once(self, key: str, document: Any) -> StoredArtifact:
         """Write ``document`` unless ``key`` exists (``If-None-Match: *``); never overwrite."""
-        body = encode_json(document)
+        return self.put_json_bytes_once(key, encode_json(document))
+
+    def put_json_bytes_once(self, key: str, body: bytes, *, content_type: str = "application/json") -> StoredArtifact:
+        """Write ``body`` unless ``key`` exists; the conditional put makes concurrent writers agree."""
         digest = hashlib.sha256(body).hexdigest()
         try:
             self.s3.put_object(
                 Bucket=self.bucket,
                 Key=key,
                 Body=body,
-                ContentType="application/json",
+                ContentType=content_type,
                 IfNoneMatch="*",
                 Metadata={"sha256": digest},
             )

@@ -27,8 +27,12 @@ class InvalidInput(DsmoError):
 
 @dataclass(frozen=True)
 class ProcessorOutput:
+    """All a processor returns: its output document and a small summary. There is deliberately
+    no field for a next stage; whatever routing hint a processor puts in either is just data."""
+
     document: dict[str, Any]
     summary: dict[str, Any] = field(default_factory=dict)
+    inference: dict[str, Any] = field(default_factory=dict)  # model, temperature, top_p, seed, promptVersion
 
 
 ProcessorFn = Callable[[Any, StageMessage], ProcessorOutput]

@@ -1,27 +1,34 @@
-"""The stage activity: run one registered processor on artifacts, effectively once."""
+"""The stage activities: prepare a run, run one processor attempt on artifacts, dead-letter a stage."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import activity
 
 from activities.artifacts import ArtifactStore, encode_json, run_input_key, stage_output_key
+from activities.definitions import config_key
 from activities.errors import ContractViolation, permanent_errors
-from activities.processors import ProcessorRegistry
+from activities.processors import ProcessorOutput, ProcessorRegistry
+from activities.schemas import check_output
 from workflows.contracts import (
+    PREPARE_RUN,
     RUN_STAGE,
-    STORE_RUN_INPUT,
     SUMMARY_MAX_BYTES,
+    WRITE_DEAD_LETTER,
+    DeadLetter,
+    PreparedRun,
+    PrepareRun,
     StageMessage,
     StageSummary,
     StageTask,
-    StoreRunInput,
 )
 
 _ATTEMPT = re.compile(r"/attempt=(\d+)/output\.json$")
+STAGE_OUTPUT_KIND = "dsmo.stage-output/v1"
 
 
 class StageActivities:
@@ -32,37 +39,33 @@ class StageActivities:
         self.registry = registry
         self.summary_max_bytes = summary_max_bytes
 
-    @activity.defn(name=STORE_RUN_INPUT)
+    @activity.defn(name=PREPARE_RUN)
     @permanent_errors
-    def store_run_input(self, request: StoreRunInput) -> str:
-        """Snapshot the run's input as its first artifact; write-once, so retries are harmless."""
-        return self.store.put_json_once(run_input_key(request.workflow_version, request.run_id), request.input).uri
+    def prepare_run(self, request: PrepareRun) -> PreparedRun:
+        """Write the run's input artifact and its version's immutable config snapshot (both write-once)."""
+        input_uri = self.store.put_json_once(run_input_key(request.workflow_version, request.run_id), request.input).uri
+        snapshot = {
+            "workflowVersion": request.workflow_version,
+            "definition": request.definition,
+            "effective": request.effective,
+        }
+        config = self.store.put_json_once(config_key(request.workflow_version), snapshot)
+        if not config.created:
+            existing = self.store.read_json(config.uri)
+            if existing.get("definition") != request.definition:
+                raise ContractViolation(f"config snapshot {config.uri} holds another definition for this version")
+        return PreparedRun(input_uri=input_uri, config_ref=config.uri)
 
     @activity.defn(name=RUN_STAGE)
     @permanent_errors
     def run_stage(self, task: StageTask) -> StageSummary:
         started = datetime.now(UTC)
-        attempt = activity.info().attempt
         processor = self.registry.get(task.agent, task.agent_version)
-        committed = self._committed_output(task)
-        if committed is not None:
-            # An earlier attempt wrote its output and then failed to report it: reuse, never redo.
-            uri, committed_attempt = committed
-            body = self.store.read_bytes(uri)
-            return StageSummary(
-                stage=task.stage,
-                agent=task.agent,
-                agent_version=processor.version,
-                attempt=committed_attempt,
-                artifact_out_uri=uri,
-                output_sha256=hashlib.sha256(body).hexdigest(),
-                output_bytes=len(body),
-                summary=self._summary_of_reused(uri),
-                reused=True,
-                started_at=started,
-                finished_at=datetime.now(UTC),
-            )
-        key = stage_output_key(task.workflow_version, task.run_id, task.stage, attempt)
+        reuse = task.reuse_uri or self._committed_output(task)
+        if reuse is not None:
+            # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
+            return self._report_existing(task, reuse, processor.version, started)
+        key = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
         message = StageMessage(
             run_id=task.run_id,
             correlation_id=task.correlation_id,
@@ -72,49 +75,91 @@ class StageActivities:
             artifact_in_uri=task.artifact_in_uri,
             artifact_out_uri=self.store.uri(key),
             idempotency_key=task.idempotency_key,
-            attempt=attempt,
+            attempt=task.attempt,
             created_at=task.created_at,
             config_ref=task.config_ref,
         )
-        document = self.store.read_json(task.artifact_in_uri)
-        output = processor.fn(document, message)
-        if not isinstance(output.document, dict):
-            raise ContractViolation(f"agent {task.agent}: output must be a JSON object")
-        summary_size = len(encode_json(output.summary))
-        if summary_size > self.summary_max_bytes:
-            raise ContractViolation(
-                f"agent {task.agent}: summary is {summary_size} bytes, above the {self.summary_max_bytes}-byte cap; "
-                "put large data in the output artifact"
-            )
-        # The summary travels inside the artifact too, so a reused output can be reported alike.
-        stored = self.store.put_json_once(key, {"output": output.document, "summary": output.summary})
+        output = processor.fn(read_stage_input(self.store, task.artifact_in_uri), message)
+        self._check(task, output)
+        stored = self.store.put_json_once(
+            key,
+            {
+                "kind": STAGE_OUTPUT_KIND,
+                "output": output.document,
+                "summary": output.summary,
+                "inference": output.inference,
+            },
+        )
         return StageSummary(
             stage=task.stage,
             agent=task.agent,
             agent_version=processor.version,
-            attempt=attempt,
+            attempt=task.attempt,
             artifact_out_uri=stored.uri,
             output_sha256=stored.sha256,
             output_bytes=stored.size,
             summary=output.summary,
+            inference=output.inference,
             reused=not stored.created,
+            workflow_version=task.workflow_version,
             started_at=started,
             finished_at=datetime.now(UTC),
         )
 
-    def _committed_output(self, task: StageTask) -> tuple[str, int] | None:
-        prefix = f"artifacts/{task.workflow_version}/{task.run_id}/{task.stage}/"
-        found = []
-        for uri in self.store.list_uris(prefix):
-            match = _ATTEMPT.search(uri)
-            if match:
-                found.append((int(match.group(1)), uri))
-        if not found:
-            return None
-        attempt, uri = min(found)
-        return uri, attempt
+    def _check(self, task: StageTask, output: ProcessorOutput) -> None:
+        if not isinstance(output.document, dict):
+            raise ContractViolation(f"agent {task.agent}: output must be a JSON object")
+        size = len(encode_json(output.summary))
+        if size > self.summary_max_bytes:
+            raise ContractViolation(
+                f"agent {task.agent}: summary is {size} bytes, above the {self.summary_max_bytes}-byte cap; "
+                "put large data in the output artifact"
+            )
+        check_output(task.output_schema, output.document, agent=task.agent)
 
-    def _summary_of_reused(self, uri: str) -> dict[str, object]:
-        document = self.store.read_json(uri)
-        summary = document.get("summary") if isinstance(document, dict) else None
-        return summary if isinstance(summary, dict) else {}
+    def _committed_output(self, task: StageTask) -> str | None:
+        prefix = f"artifacts/{task.workflow_version}/{task.run_id}/{task.stage_path}/"
+        found = sorted(
+            (int(match.group(1)), uri)
+            for uri in self.store.list_uris(prefix)
+            if (match := _ATTEMPT.search(uri)) is not None
+        )
+        return found[0][1] if found else None
+
+    def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
+        body = self.store.read_bytes(uri)
+        stored = self.store.read_json(uri)
+        match = _ATTEMPT.search(uri)
+        return StageSummary(
+            stage=task.stage,
+            agent=task.agent,
+            agent_version=version,
+            attempt=int(match.group(1)) if match else task.attempt,
+            artifact_out_uri=uri,
+            output_sha256=hashlib.sha256(body).hexdigest(),
+            output_bytes=len(body),
+            summary=_field(stored, "summary"),
+            inference=_field(stored, "inference"),
+            reused=True,
+            workflow_version=task.workflow_version,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+        )
+
+    @activity.defn(name=WRITE_DEAD_LETTER)
+    def write_dead_letter(self, letter: DeadLetter) -> str:
+        """`dlq/{run_id}/{stage}.json`, write-once (a retried activity keeps the first)."""
+        return self.store.put_json_once(f"dlq/{letter.run_id}/{letter.stage}.json", letter.model_dump(mode="json")).uri
+
+
+def read_stage_input(store: ArtifactStore, uri: str) -> Any:
+    """A stage reads the previous stage's output document, not its envelope."""
+    document = store.read_json(uri)
+    if isinstance(document, dict) and document.get("kind") == STAGE_OUTPUT_KIND:
+        return document.get("output")
+    return document
+
+
+def _field(document: Any, name: str) -> dict[str, Any]:
+    value = document.get(name) if isinstance(document, dict) else None
+    return value if isinstance(value, dict) else {}

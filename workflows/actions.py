@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control import RunEnded
     from workflows.definition import AgentDefinition
     from workflows.durations import format_duration
-    from workflows.nodes import RunAgentNode, SendMessageParams, TriggerAgentParams
+    from workflows.nodes import SendMessageParams, TriggerAgentParams
     from workflows.records import ExecutionRequest, ExecutionResult
     from workflows.run_state import RunState, Waiting
     from workflows.status import RunStatus
@@ -30,9 +30,10 @@ MESSAGING_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=PERM
 
 
 class NodeActions(WaitActions):
-    """Mixed into AgentExecution: how each kind of node does its work."""
+    """Mixed into AgentExecution: messages, requests and child agents."""
 
     _state: RunState
+    _request: ExecutionRequest
     _correlation_id: str
     _input_uri: str | None
     _step: int
@@ -41,67 +42,18 @@ class NodeActions(WaitActions):
         state = self._state
         return contracts.idempotency_key(state.run_id, node_id, state.workflow_version, str(self._step))
 
-    async def _run_agent(self, node_id: str, node: RunAgentNode) -> None:
-        state = self._state
-        input_uri = render(node.input, state.variables) if node.input else self._input_uri
-        assert input_uri is not None
-        task = contracts.StageTask(
-            run_id=state.run_id,
-            correlation_id=self._correlation_id,
-            stage=node_id,
-            workflow_version=state.workflow_version,
-            agent=node.agent,
-            agent_version=node.agent_version,
-            artifact_in_uri=input_uri,
-            idempotency_key=contracts.idempotency_key(state.run_id, node_id, state.workflow_version),
-            created_at=workflow.now(),
-        )
-        state.audit.record(
-            "STAGE_ENQUEUED",
-            at=task.created_at,
-            stage=node_id,
-            artifact_uris=[input_uri],
-            data={"agent": node.agent, "idempotencyKey": task.idempotency_key},
-        )
-        retry = node.retry
-        try:
-            summary = await workflow.execute_activity(
-                contracts.RUN_STAGE,
-                task,
-                result_type=contracts.StageSummary,
-                start_to_close_timeout=node.timeout,
-                retry_policy=RetryPolicy(
-                    maximum_attempts=retry.max_attempts,
-                    initial_interval=retry.initial_interval,
-                    backoff_coefficient=retry.backoff_coefficient,
-                    maximum_interval=retry.maximum_interval,
-                    non_retryable_error_types=PERMANENT_ERRORS,
-                ),
-                summary=f"{node_id}: {node.agent}",
-            )
-        except ActivityError as err:
-            raise_if_cancelled(err)
-            reason = failure_message(err)
-            state.audit.record("STAGE_FAILED", at=workflow.now(), stage=node_id, data={"error": reason})
-            raise RunEnded(RunStatus.FAILED, node_id, f"stage {node_id} ({node.agent}) failed: {reason}") from None
-        common: dict[str, Any] = {"stage": node_id, "attempt": summary.attempt, "agent_version": summary.agent_version}
-        state.audit.record("STAGE_STARTED", at=summary.started_at, artifact_uris=[input_uri], **common)
-        state.audit.record(
-            "STAGE_SUCCEEDED",
-            at=summary.finished_at,
-            artifact_uris=[summary.artifact_out_uri],
-            data={"summary": summary.summary, "outputSha256": summary.output_sha256, "reused": summary.reused},
-            **common,
-        )
-        state.variables.setdefault("stages", {})[node_id] = {
-            "outputUri": summary.artifact_out_uri,
-            "summary": summary.summary,
-            "attempt": summary.attempt,
-            "agentVersion": summary.agent_version,
-        }
-
     async def _send_message(self, node_id: str, params: SendMessageParams) -> None:
         state = self._state
+        if self._request.replay is not None:
+            # A replay re-decides the path; it never messages people again.
+            render(params.message, state.variables)  # but a missing variable still fails the same way
+            state.audit.record(
+                "ACTION_COMPLETED",
+                at=workflow.now(),
+                stage=node_id,
+                data={"actionType": "send_message", "replayed": True},
+            )
+            return
         request = contracts.SendMessageRequest(
             run_id=state.run_id,
             node=node_id,
@@ -134,6 +86,14 @@ class NodeActions(WaitActions):
     async def _send_request(self, node_id: str, kind: str, params: Any, details: dict[str, Any]) -> str:
         """Ask for documents, a signature or a test through the channel; returns the request id."""
         state = self._state
+        if self._request.replay is not None:
+            state.audit.record(
+                "ACTION_COMPLETED",
+                at=workflow.now(),
+                stage=node_id,
+                data={"actionType": f"request_{kind}", "replayed": True},
+            )
+            return "replayed"
         request = contracts.SendRequest(
             run_id=state.run_id,
             node=node_id,
@@ -169,6 +129,9 @@ class NodeActions(WaitActions):
 
     async def _trigger_agent(self, node_id: str, params: TriggerAgentParams) -> None:
         state = self._state
+        if self._request.replay is not None:
+            await self._replay_child(node_id, params)
+            return
         try:
             definition = await workflow.execute_activity(
                 contracts.RESOLVE_DEFINITION,
@@ -262,16 +225,35 @@ class NodeActions(WaitActions):
             detail = (record.error_message or record.result_summary) if record else failure_message(err)
         # The child's variables become the parent's (the seed's "variables del hijo"), but the
         # parent keeps its own stage outputs.
-        state.variables.update({key: value for key, value in child_variables.items() if key != "stages"})
         success = status is RunStatus.COMPLETED
-        state.variables.update(
-            triggeredExecutionId=child_id, childExecutionStatus=status.value, childExecutionSuccess=success
-        )
+        updates = {key: value for key, value in child_variables.items() if key != "stages"}
+        updates.update(triggeredExecutionId=child_id, childExecutionStatus=status.value, childExecutionSuccess=success)
+        state.variables.update(updates)
         self._resume(
-            node_id, {"eventType": "AGENT_COMPLETED", "childExecutionId": child_id, "childStatus": status.value}
+            node_id,
+            {"eventType": "AGENT_COMPLETED", "childExecutionId": child_id, "childStatus": status.value, "set": updates},
         )
         if not success and params.on_child_failure == "fail":
             raise RunEnded(RunStatus.FAILED, node_id, f"child run {child_id} ended {status.value}: {detail}")
+
+    async def _replay_child(self, node_id: str, params: TriggerAgentParams) -> None:
+        """A replay takes the child's recorded outcome instead of starting it again."""
+        state = self._state
+        if not params.wait_for_completion:
+            state.audit.record(
+                "ACTION_COMPLETED",
+                at=workflow.now(),
+                stage=node_id,
+                data={"actionType": "trigger_agent", "replayed": True},
+            )
+            return
+        recorded = self._recorded_resume(node_id)
+        state.variables.update(recorded.set)
+        self._resume(node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
+        if recorded.event_type == "TIMEOUT" or (
+            state.variables.get("childExecutionSuccess") is False and params.on_child_failure == "fail"
+        ):
+            raise RunEnded(RunStatus.FAILED, node_id, f"replayed child of {node_id} did not succeed")
 
 
 def raise_if_cancelled(err: ActivityError) -> None:

@@ -8,12 +8,21 @@ from typing import Any
 
 from workflows.records import AuditEvent, AuditType
 
+# The paper's "essential" trail is every contract event; these are added at the "extended" level,
+# as are the inference metadata processors report (model, temperature, top_p, seed, prompt version).
+EXTENDED_ONLY: frozenset[str] = frozenset({"ACTION_COMPLETED"})
+
 
 class AuditTrail:
-    def __init__(self, run_id: str, workflow_version: str) -> None:
+    def __init__(self, run_id: str, workflow_version: str, level: str = "essential") -> None:
         self.run_id = run_id
         self.workflow_version = workflow_version
+        self.level = level
         self.events: list[AuditEvent] = []
+
+    @property
+    def extended(self) -> bool:
+        return self.level == "extended"
 
     def record(
         self,
@@ -25,7 +34,9 @@ class AuditTrail:
         agent_version: str | None = None,
         artifact_uris: Iterable[str] = (),
         data: dict[str, Any] | None = None,
-    ) -> AuditEvent:
+    ) -> AuditEvent | None:
+        if event_type in EXTENDED_ONLY and not self.extended:
+            return None
         event = AuditEvent(
             seq=len(self.events) + 1,
             type=event_type,

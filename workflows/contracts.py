@@ -10,32 +10,72 @@ from pydantic import Field
 from workflows.wire import WireModel
 
 # Activity names, so the workflow can call them without importing their I/O code.
-STORE_RUN_INPUT = "store_run_input"
+PREPARE_RUN = "prepare_run"
 RUN_STAGE = "run_stage"
 SEND_MESSAGE = "send_message"
+WRITE_DEAD_LETTER = "write_dead_letter"
+EXPORT_AUDIT = "export_audit"
 
 SUMMARY_MAX_BYTES = 4096
 
 
-class StoreRunInput(WireModel):
+class PrepareRun(WireModel):
+    """Snapshot what a run starts from: its input artifact and its immutable config."""
+
     run_id: str
     workflow_version: str
     input: dict[str, Any]
+    definition: dict[str, Any]
+    effective: dict[str, Any]
+
+
+class PreparedRun(WireModel):
+    input_uri: str
+    config_ref: str
 
 
 class StageTask(WireModel):
-    """The orchestrator's half of the paper's message contract; the activity adds the attempt."""
+    """The orchestrator's half of the paper's message contract, for one attempt."""
 
     run_id: str
     correlation_id: str
     stage: str
+    stage_path: str  # the stage's folder: the node id, or `{node}.v{n}` when a loop visits it again
     workflow_version: str
     agent: str
     agent_version: str | None = None
     artifact_in_uri: str
     idempotency_key: str
+    attempt: int = 1
     created_at: datetime
     config_ref: str | None = None
+    output_schema: str | None = None
+    reuse_uri: str | None = None  # replay: report this earlier output instead of running the agent
+
+
+class DeadLetter(WireModel):
+    """Everything needed to reprocess a stage that could not succeed (`dlq/{run_id}/{stage}.json`)."""
+
+    run_id: str
+    stage: str
+    agent: str
+    agent_version: str | None = None
+    workflow_version: str
+    config_ref: str | None = None
+    correlation_id: str
+    artifact_in_uri: str
+    idempotency_key: str
+    attempts: int
+    error_type: str
+    errors: list[str]
+    variables: dict[str, Any]
+    task_queue: str
+    created_at: datetime
+
+
+class AuditExport(WireModel):
+    run_id: str
+    events: list[dict[str, Any]]
 
 
 class StageMessage(WireModel):
@@ -65,7 +105,9 @@ class StageSummary(WireModel):
     output_sha256: str
     output_bytes: int
     summary: dict[str, Any] = Field(default_factory=dict)
-    reused: bool = False  # the output of this attempt was already written (a retried activity)
+    inference: dict[str, Any] = Field(default_factory=dict)  # model, temperature, top_p, seed, prompt version
+    reused: bool = False  # an earlier attempt's committed output was reported instead of running again
+    workflow_version: str = ""  # echoed from the task; the orchestrator rejects a mismatch
     started_at: datetime
     finished_at: datetime
 

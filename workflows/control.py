@@ -20,3 +20,11 @@ class ContinueAsNewDue(Exception):
     def __init__(self, node: str | None, wait: WaitCheckpoint | None = None) -> None:
         super().__init__(f"continue as new at {node}")
         self.node, self.wait = node, wait
+
+
+class RouteTo(Exception):
+    """A contract violation sends the run to the definition's fail-safe node."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(reason)
+        self.node, self.reason = node, reason

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from workflows.conditions import ConditionError, check_condition
 from workflows.errors import DefinitionError, TemplateError
 from workflows.nodes import (
     ACTION_TYPES,
@@ -67,21 +68,17 @@ class AgentDefinition(CamelModel):
     start: str
     nodes: dict[Annotated[str, Field(pattern=NODE_ID_PATTERN)], Node] = Field(min_length=1, max_length=500)
     rate_limit: RateLimit | None = None
+    # Parameters conditions read as `config.<key>` (thresholds, enabled routes...); part of the version.
+    config: dict[str, Any] = Field(default_factory=dict)
+    # Run input variables conditions may read; anything else is refused when the definition is checked.
+    inputs: list[str] = Field(default_factory=list, max_length=200)
+    # Where a run goes on a contract violation (no route matched, bad output, version mismatch).
+    fail_safe: str | None = None
+    audit_level: Literal["essential", "extended"] = "essential"
 
     @model_validator(mode="after")
     def _check_graph(self) -> AgentDefinition:
-        known = ", ".join(sorted(self.nodes))
-        if self.start not in self.nodes:
-            raise ValueError(f"@start: unknown node {self.start!r} (nodes: {known})")
-        for node_id, node in self.nodes.items():
-            if node.next is not None and node.next not in self.nodes:
-                raise ValueError(f"@nodes.{node_id}.next: unknown node {node.next!r} (nodes: {known})")
-            for field, template in _templates(node):
-                try:
-                    placeholders(template)
-                except TemplateError as err:
-                    raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
-        _check_acyclic(self)
+        check_graph(self)
         return self
 
     @property
@@ -115,16 +112,115 @@ def _templates(node: Any) -> list[tuple[str, str]]:
     return found
 
 
-def _check_acyclic(definition: AgentDefinition) -> None:
-    # Until conditional transitions land, a cycle of `next` links could never exit.
-    for start in definition.nodes:
-        seen = {start}
-        current = start
-        while (following := definition.nodes[current].next) is not None:
-            if following in seen:
-                raise ValueError(f"@nodes.{current}.next: {following!r} closes a cycle with no exit")
-            seen.add(following)
-            current = following
+def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
+    """What the config snapshot records besides the definition: the values a run will use."""
+    nodes: dict[str, Any] = {}
+    for node_id, node in definition.nodes.items():
+        entry: dict[str, Any] = {"actionType": node.action_type}
+        if isinstance(node, RunAgentNode):
+            entry.update(
+                agent=node.agent,
+                agentVersion=node.agent_version,
+                timeout=node.timeout.total_seconds(),
+                retry=node.retry.model_dump(mode="json", by_alias=True),
+                outputSchema=node.output_schema,
+            )
+        params: Any = getattr(node, "parameters", None)
+        timeout = getattr(params, "timeout", None)
+        if timeout is not None:
+            entry.update(
+                timeoutSeconds=timeout.total_seconds(), onTimeout=params.on_timeout, maxRetries=params.max_retries
+            )
+        entry["routes"] = [t.to for t in node.transitions] if node.transitions else ([node.next] if node.next else [])
+        nodes[node_id] = entry
+    return {
+        "thresholds": definition.config,
+        "failSafe": definition.fail_safe,
+        "auditLevel": definition.audit_level,
+        "rateLimit": definition.rate_limit.model_dump(mode="json", by_alias=True) if definition.rate_limit else None,
+        "nodes": nodes,
+    }
+
+
+def check_graph(definition: AgentDefinition) -> None:
+    """The paper's static checks; each error names the node (raised as '@field: reason')."""
+    nodes = definition.nodes
+    known = ", ".join(sorted(nodes))
+    if definition.start not in nodes:
+        raise ValueError(f"@start: unknown node {definition.start!r} (nodes: {known})")
+    if definition.fail_safe is not None and definition.fail_safe not in nodes:
+        raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
+    stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode)]
+    for node_id, node in nodes.items():
+        _check_links(node_id, node, nodes, known)
+        for index, transition in enumerate(node.transitions):
+            if transition.when is None:
+                continue
+            try:
+                check_condition(
+                    transition.when, inputs=definition.inputs, stages=stages, config_keys=definition.config.keys()
+                )
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.transitions.{index}.when: {err}") from None
+        for field, template in _templates(node):
+            try:
+                placeholders(template)
+            except TemplateError as err:
+                raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
+    _check_reachability(definition)
+
+
+def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> None:
+    if node.next is not None and node.transitions:
+        raise ValueError(f"@nodes.{node_id}.transitions: give either next or transitions, not both")
+    if node.next is not None and node.next not in nodes:
+        raise ValueError(f"@nodes.{node_id}.next: unknown node {node.next!r} (nodes: {known})")
+    seen_conditions: set[str] = set()
+    for index, transition in enumerate(node.transitions):
+        where = f"@nodes.{node_id}.transitions.{index}"
+        if transition.to not in nodes:
+            raise ValueError(f"{where}.to: unknown node {transition.to!r} (nodes: {known})")
+        if transition.when is None and index != len(node.transitions) - 1:
+            raise ValueError(
+                f"{where}.when: only the last transition may omit `when` (the ones after it could never be taken)"
+            )
+        if transition.when is not None:
+            normalized = " ".join(transition.when.split())
+            if normalized in seen_conditions:
+                raise ValueError(f"{where}.when: same condition as an earlier transition (ambiguous ordering)")
+            seen_conditions.add(normalized)
+
+
+def _successors(node: Any) -> list[str]:
+    return [node.next] if node.next is not None else [transition.to for transition in node.transitions]
+
+
+def _check_reachability(definition: AgentDefinition) -> None:
+    nodes = definition.nodes
+    roots = [definition.start] + ([definition.fail_safe] if definition.fail_safe else [])
+    reached: set[str] = set()
+    pending = list(roots)
+    while pending:
+        current = pending.pop()
+        if current not in reached:
+            reached.add(current)
+            pending.extend(_successors(nodes[current]))
+    unreachable = sorted(set(nodes) - reached)
+    if unreachable:
+        raise ValueError(f"@nodes.{unreachable[0]}: unreachable from start {definition.start!r}")
+    # Every node must be able to reach an end (a node with no way out), or runs could never finish.
+    ends = {node_id for node_id, node in nodes.items() if not _successors(node)}
+    can_end = set(ends)
+    changed = True
+    while changed:
+        changed = False
+        for node_id, node in nodes.items():
+            if node_id not in can_end and any(target in can_end for target in _successors(node)):
+                can_end.add(node_id)
+                changed = True
+    stuck = sorted(set(nodes) - can_end)
+    if stuck:
+        raise ValueError(f"@nodes.{stuck[0]}: no path to an end node (a cycle with no exit)")
 
 
 def parse_definition(data: Any, *, source: str | None = None) -> AgentDefinition:

@@ -95,8 +95,24 @@ class RunEndings:
         )
         if self._slot_held:
             await self._slot_activity(contracts.RELEASE_SLOT, 1)
+        await self._export_audit()
         # In-flight update handlers would be lost if the run returned under them.
         await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _export_audit(self) -> None:
+        """Append-only copy of the trail in the object store, hash-chained (`dsmo audit verify`)."""
+        state = self._state
+        events = [event.model_dump(mode="json") for event in state.audit.events]
+        try:
+            await workflow.execute_activity(
+                contracts.EXPORT_AUDIT,
+                contracts.AuditExport(run_id=state.run_id, events=events),
+                result_type=str,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SERVICE_RETRY,
+            )
+        except ActivityError as err:
+            workflow.logger.warning("audit export failed for %s: %s", state.run_id, failure_message(err))
 
     async def _slot_activity(self, name: str, max_concurrent: int) -> None:
         try:

@@ -13,8 +13,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import contracts
     from workflows.actions import SERVICE_RETRY, NodeActions, failure_message, raise_if_cancelled
     from workflows.audit import AuditTrail
-    from workflows.control import ContinueAsNewDue, RunEnded
-    from workflows.definition import AgentDefinition
+    from workflows.control import ContinueAsNewDue, RouteTo, RunEnded
+    from workflows.definition import AgentDefinition, effective_parameters
     from workflows.endings import RunEndings
     from workflows.errors import TemplateError
     from workflows.events import EVENT_KINDS, EventAck, EventRejected, parse_signal, parse_update
@@ -31,13 +31,15 @@ with workflow.unsafe.imports_passed_through():
         WaitOptions,
     )
     from workflows.records import AuditEvent, Checkpoint, ExecutionRequest, ExecutionResult, StatusView, WaitCheckpoint
+    from workflows.routing import Routing
     from workflows.run_state import RunState
+    from workflows.stages import StageActions
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
 
 
 @workflow.defn(name="AgentExecution")
-class AgentExecution(RunEndings, NodeActions):
+class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
     @workflow.init
     def __init__(self, request: ExecutionRequest) -> None:
         info = workflow.info()
@@ -50,17 +52,23 @@ class AgentExecution(RunEndings, NodeActions):
         self._step = checkpoint.step if checkpoint else 0
         self._slot_held = checkpoint.slot_held if checkpoint else False
         self._slot_granted = self._slot_held
+        self._visits: dict[str, int] = dict(checkpoint.visits) if checkpoint else {}
+        self._committed: set[str] = set(checkpoint.committed) if checkpoint else set()
+        self._routed_to_fail_safe = checkpoint.routed_to_fail_safe if checkpoint else False
+        self._replayed = 0
         self._state = RunState(
             run_id=info.workflow_id,
             agent=definition.agent,
             workflow_version=definition.workflow_version,
             started_at=checkpoint.started_at if checkpoint else info.start_time,
             variables=dict(checkpoint.variables if checkpoint else request.input),
-            audit=AuditTrail(info.workflow_id, definition.workflow_version),
+            audit=AuditTrail(info.workflow_id, definition.workflow_version, definition.audit_level),
         )
         if checkpoint:
             self._state.audit.events = list(checkpoint.audit)
             self._state.seen_event_ids = set(checkpoint.seen_event_ids)
+            self._state.path = list(checkpoint.path)
+            self._state.config_ref = checkpoint.config_ref
 
     @workflow.run
     async def run(self, request: ExecutionRequest) -> ExecutionResult:
@@ -69,7 +77,7 @@ class AgentExecution(RunEndings, NodeActions):
         try:
             if checkpoint is None:
                 await self._begin()
-                node_id: str | None = self._definition.start
+                node_id: str | None = request.start_at or self._definition.start
             else:
                 state.status = RunStatus.RUNNING
                 state.audit.record(
@@ -80,11 +88,11 @@ class AgentExecution(RunEndings, NodeActions):
                 )
                 node_id = checkpoint.node
                 if checkpoint.wait is not None and node_id is not None:
-                    node_id = await self._execute(node_id, resume=checkpoint.wait)
+                    node_id = await self._step_from(node_id, resume=checkpoint.wait)
             while node_id is not None:
                 if self._continue_as_new_due():
                     raise ContinueAsNewDue(node_id)
-                node_id = await self._execute(node_id)
+                node_id = await self._step_from(node_id)
         except RunEnded as ended:
             return await self._finish_early(ended)
         except ContinueAsNewDue as due:
@@ -93,8 +101,18 @@ class AgentExecution(RunEndings, NodeActions):
             return await self._finish_cancelled()
         return await self._finish_completed()
 
+    async def _step_from(self, node_id: str, *, resume: WaitCheckpoint | None = None) -> str | None:
+        """Run one node and pick the next; a contract violation reroutes to the fail-safe node."""
+        try:
+            node = await self._execute(node_id, resume=resume)
+            return self._next_node(node_id, node)
+        except RouteTo as route:
+            workflow.logger.warning("Execution %s routed to %s: %s", self._state.run_id, route.node, route.reason)
+            return route.node
+
     async def _begin(self) -> None:
         state = self._state
+        request = self._request
         state.audit.record(
             "RUN_CREATED",
             at=workflow.now(),
@@ -102,7 +120,9 @@ class AgentExecution(RunEndings, NodeActions):
                 "agent": state.agent,
                 "version": self._definition.version,
                 "correlationId": self._correlation_id,
-                **({"parentRunId": self._request.parent_run_id} if self._request.parent_run_id else {}),
+                **({"parentRunId": request.parent_run_id} if request.parent_run_id else {}),
+                **request.origin,
+                **({"startAt": request.start_at} if request.start_at else {}),
             },
         )
         workflow.logger.info("Starting execution %s (%s@%s)", state.run_id, state.agent, state.workflow_version)
@@ -115,20 +135,27 @@ class AgentExecution(RunEndings, NodeActions):
             self._slot_held = True
             await workflow.wait_condition(lambda: self._slot_granted)
         state.enter(RunStatus.RUNNING)
-        snapshot = contracts.StoreRunInput(
-            run_id=state.run_id, workflow_version=state.workflow_version, input=state.variables
+        definition = self._definition
+        snapshot = contracts.PrepareRun(
+            run_id=state.run_id,
+            workflow_version=state.workflow_version,
+            input=state.variables,
+            definition=definition.model_dump(mode="json", exclude_none=True),
+            effective=effective_parameters(definition),
         )
         try:
-            self._input_uri = await workflow.execute_activity(
-                contracts.STORE_RUN_INPUT,
+            prepared = await workflow.execute_activity(
+                contracts.PREPARE_RUN,
                 snapshot,
-                result_type=str,
+                result_type=contracts.PreparedRun,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=SERVICE_RETRY,
             )
         except ActivityError as err:
             raise_if_cancelled(err)
-            raise RunEnded(RunStatus.FAILED, "", f"storing the run input failed: {failure_message(err)}") from None
+            raise RunEnded(RunStatus.FAILED, "", f"preparing the run failed: {failure_message(err)}") from None
+        self._input_uri, state.config_ref = prepared.input_uri, prepared.config_ref
+        state.variables.setdefault("stages", {})
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -192,11 +219,12 @@ class AgentExecution(RunEndings, NodeActions):
 
     # -- nodes ------------------------------------------------------------------------------
 
-    async def _execute(self, node_id: str, *, resume: WaitCheckpoint | None = None) -> str | None:
+    async def _execute(self, node_id: str, *, resume: WaitCheckpoint | None = None) -> Any:
         node = self._definition.nodes[node_id]
         state = self._state
         if resume is None:
             self._step += 1
+            state.path.append(node_id)
         state.current_node = node_id
         workflow.logger.info("Action %d: %s (%s) - starting", self._step, node.action_type, node_id)
         try:
@@ -204,7 +232,7 @@ class AgentExecution(RunEndings, NodeActions):
         except TemplateError as err:
             raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: {err}") from None
         workflow.logger.info("Action %d: %s (%s) - completed", self._step, node.action_type, node_id)
-        return node.next
+        return node
 
     async def _dispatch(self, node_id: str, node: Any, resume: WaitCheckpoint | None) -> None:
         if isinstance(node, RunAgentNode):
@@ -274,6 +302,11 @@ class AgentExecution(RunEndings, NodeActions):
             generation=(previous.generation + 1) if previous else 2,
             slot_held=self._slot_held,
             started_at=state.started_at,
+            path=state.path,
+            visits=self._visits,
+            committed=sorted(self._committed),
+            config_ref=state.config_ref,
+            routed_to_fail_safe=self._routed_to_fail_safe,
         )
         workflow.logger.info("Execution %s continues as new (generation %d)", state.run_id, checkpoint.generation)
         workflow.continue_as_new(self._request.model_copy(update={"checkpoint": checkpoint}))

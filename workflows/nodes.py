@@ -36,12 +36,19 @@ class CamelModel(BaseModel):
 
 
 class RetrySpec(CamelModel):
-    """How a stage is retried on transient errors (Temporal's own retry policy)."""
+    """The central failure policy for a stage: attempts, exponential backoff, jitter."""
 
     max_attempts: int = Field(default=3, ge=1, le=100)
     initial_interval: Duration = timedelta(seconds=1)
     backoff_coefficient: float = Field(default=2.0, ge=1.0, le=10.0)
     maximum_interval: Duration = timedelta(minutes=5)
+    jitter: float = Field(default=0.2, ge=0.0, le=1.0, description="each delay grows by up to this fraction")
+
+    def delay(self, attempt: int, draw: float) -> timedelta:
+        """Backoff before attempt ``attempt + 1``; ``draw`` in [0, 1) comes from workflow.random()."""
+        base = self.initial_interval.total_seconds() * self.backoff_coefficient ** (attempt - 1)
+        capped = min(base, self.maximum_interval.total_seconds())
+        return timedelta(seconds=capped * (1 + self.jitter * draw))
 
 
 class SendMessageParams(CamelModel):
@@ -161,8 +168,16 @@ def parse_until(text: str) -> datetime:
     return value
 
 
+class Transition(CamelModel):
+    """One outgoing edge: taken when ``when`` (CEL) is true; the last one may omit it (default)."""
+
+    when: str | None = Field(default=None, min_length=1, max_length=2000)
+    to: str
+
+
 class _Node(CamelModel):
     next: str | None = None
+    transitions: list[Transition] = Field(default_factory=list, max_length=50)
     description: str | None = Field(default=None, max_length=500)
 
 
@@ -213,6 +228,7 @@ class RunAgentNode(_Node):
     agent: str = Field(min_length=1, max_length=100)
     agent_version: str | None = Field(default=None, max_length=50)
     input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
+    output_schema: str | None = Field(default=None, max_length=100, description="a schema registered on the worker")
     timeout: Duration = timedelta(minutes=5)
     retry: RetrySpec = Field(default_factory=RetrySpec)
 

@@ -23,6 +23,10 @@ AuditType = Literal[
     "EVENT_RECEIVED",
     "EVENT_REJECTED",
     "RUN_CONTINUED",
+    "TRANSITION",
+    "CONTRACT_VIOLATION",
+    "INCONSISTENCY",
+    "DEAD_LETTERED",
     "ACTION_COMPLETED",
     "COMPENSATION_STARTED",
     "COMPENSATION_SUCCEEDED",
@@ -68,6 +72,28 @@ class Checkpoint(WireModel):
     generation: int = 1
     slot_held: bool = False
     started_at: datetime
+    path: list[str] = Field(default_factory=list)
+    visits: dict[str, int] = Field(default_factory=dict)
+    committed: list[str] = Field(default_factory=list)
+    config_ref: str | None = None
+    routed_to_fail_safe: bool = False
+
+
+class RecordedResume(WireModel):
+    """How a wait of the original run ended, for a replay: the event and the variables it set."""
+
+    node: str
+    event_type: str
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReplayPlan(WireModel):
+    """Re-execute a run: recorded outside events instead of live waits, no messages sent, and
+    (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
+
+    of: str
+    resumes: list[RecordedResume] = Field(default_factory=list)
+    reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
 
 
 class ExecutionRequest(WireModel):
@@ -80,6 +106,9 @@ class ExecutionRequest(WireModel):
     # Continue as new once the history has this many events (Temporal's own suggestion also counts).
     history_limit: int = Field(default=10_000, ge=20)
     checkpoint: Checkpoint | None = None
+    start_at: str | None = None  # a redrive starts at the failed stage
+    origin: dict[str, str] = Field(default_factory=dict)  # {"redriveOf": run} or {"replayOf": run}
+    replay: ReplayPlan | None = None
 
 
 class StatusView(WireModel):
@@ -94,6 +123,8 @@ class StatusView(WireModel):
     waiting_until: datetime | None = None
     waiting_data: dict[str, Any] | None = None
     pending_reason: str | None = None
+    path: list[str] = Field(default_factory=list)
+    config_ref: str | None = None
     started_at: datetime | None = None
     updated_at: datetime | None = None
     completed_at: datetime | None = None

@@ -47,6 +47,8 @@ class RunState:
     updated_at: datetime | None = None
     result: ExecutionResult | None = None
     pending_reason: str | None = None
+    path: list[str] = field(default_factory=list)  # nodes in the order they ran: the state path
+    config_ref: str | None = None
 
     # -- status -----------------------------------------------------------------------------
 
@@ -173,6 +175,8 @@ class RunState:
             waiting_until=waiting.until if waiting else None,
             waiting_data=dict(waiting.data) if waiting else None,
             pending_reason=self.pending_reason,
+            path=list(self.path),
+            config_ref=self.config_ref,
             started_at=self.started_at,
             updated_at=self.updated_at,
             completed_at=result.completed_at if result else None,

@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.durations import format_duration
     from workflows.events import RESUME_EVENT_FOR, variables_after
     from workflows.nodes import DelayParams, SendMessageParams, WaitOptions, parse_until
-    from workflows.records import WaitCheckpoint
+    from workflows.records import ExecutionRequest, RecordedResume, WaitCheckpoint
     from workflows.run_state import RunState, Waiting
     from workflows.status import RunStatus
     from workflows.templating import render
@@ -31,6 +31,19 @@ class WaitActions:
     """Mixed into AgentExecution: everything that puts a run in WAITING and takes it out."""
 
     _state: RunState
+    _request: ExecutionRequest
+    _replayed: int
+
+    def _recorded_resume(self, node_id: str) -> RecordedResume:
+        """Replay: the original run's next resume at this node, in order."""
+        plan = self._request.replay
+        assert plan is not None
+        while self._replayed < len(plan.resumes):
+            recorded = plan.resumes[self._replayed]
+            self._replayed += 1
+            if recorded.node == node_id:
+                return recorded
+        raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
 
     def _continue_as_new_due(self) -> bool:
         raise NotImplementedError
@@ -51,6 +64,9 @@ class WaitActions:
         """Wait for the resume event of ``kind``; on timeout apply ``onTimeout`` (continue/fail/retry)."""
         state = self._state
         attempt = resume.attempt if resume else 1
+        if self._request.replay is not None:
+            await self._replay_wait(node_id, kind, options, data)
+            return
         while True:
             if resume is not None:
                 until = resume.until or workflow.now()
@@ -89,8 +105,22 @@ class WaitActions:
             if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
                 updates["signedAt"] = workflow.now().isoformat()
             state.variables.update(updates)
-            self._resume(node_id, {"eventType": event.type, "eventId": event.event_id})
+            self._resume(node_id, {"eventType": event.type, "eventId": event.event_id, "set": updates})
             return
+
+    async def _replay_wait(self, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:
+        """Replay a wait from the original's record: its event's variables, or its timeouts."""
+        state, attempt = self._state, 1
+        while True:
+            state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
+            recorded = self._recorded_resume(node_id)
+            if recorded.event_type != "TIMEOUT":
+                state.variables.update(recorded.set)
+                self._resume(node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
+                return
+            attempt = await self._on_timeout(node_id, kind, options, attempt)
+            if attempt == 0:
+                return
 
     async def _on_timeout(self, node_id: str, kind: str, options: WaitOptions, attempt: int) -> int:
         """Apply onTimeout; returns the next attempt number, or 0 to go on to the next node."""
@@ -107,6 +137,10 @@ class WaitActions:
 
     async def _delay(self, node_id: str, params: DelayParams, resume: WaitCheckpoint | None = None) -> None:
         state = self._state
+        if self._request.replay is not None:  # a replay does not sit out the original's timers
+            self._recorded_resume(node_id)
+            self._resume(node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
+            return
         if resume is not None and resume.until is not None:
             until = resume.until
         elif params.duration is not None:

@@ -81,7 +81,9 @@ async def test_permanent_error_fails_the_run_without_retry(harness: Harness) -> 
     view = await harness.dsmo.status(run_id)
     assert view.status is RunStatus.FAILED and view.error_message == result.error_message
     types = [e.type for e in await harness.dsmo.events(run_id)]
-    assert types[-2:] == ["STAGE_FAILED", "RUN_ABORTED"]
+    assert types[-3:] == ["STAGE_FAILED", "DEAD_LETTERED", "RUN_ABORTED"]
+    letter = harness.store.read_json(harness.store.uri(f"dlq/{run_id}/work.json"))
+    assert letter["errorType"] == "InvalidInput" and letter["attempts"] == 1 and letter["variables"]["amount"] == -1
     described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
     assert described.status is not None and described.status.name == "FAILED"
 
@@ -126,6 +128,7 @@ async def test_output_already_committed_is_reused_not_recomputed(harness: Harnes
     assert result.status is RunStatus.COMPLETED
     assert run_id not in CALLS  # the processor never ran
     assert result.variables["stages"]["work"] == {
+        "status": "succeeded",
         "outputUri": harness.store.uri(key),
         "summary": {"ok": "earlier"},
         "attempt": 1,

@@ -86,7 +86,7 @@ BAD = [
     ("nodes.ask.parameters.message", DELETE, "nodes.ask.parameters.message", "is required"),
     ("nodes.ask.parameters.message", "hi {{ 1+1 }}", "nodes.ask.parameters.message", "invalid placeholder"),
     ("nodes.ask.colour", "red", "nodes.ask.colour", "is not a known field"),
-    ("nodes.goodbye.next", "profile", "nodes.goodbye.next", "closes a cycle"),
+    ("nodes.goodbye.next", "profile", "nodes.ask", "no path to an end node"),
     ("agent", DELETE, "agent", "is required"),
     ("agent", "Bad Name", "agent", "should match pattern"),
     ("nodes.profile.agent", DELETE, "nodes.profile.agent", "is required"),

@@ -1,0 +1,92 @@
+"""The audit trail exported to `audit/{run_id}.jsonl`: one event per line, hash-chained.
+
+Each line carries `prevHash` (the previous line's hash, or 64 zeros) and `hash` =
+sha256(prevHash + the event's canonical JSON). Changing, removing or reordering any line
+breaks the chain from that line on; `verify_trail` also compares the file with the run's own
+trail in Temporal, so a rewritten chain is caught as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+
+from activities.artifacts import ArtifactMissing, ArtifactStore
+from workflows.contracts import EXPORT_AUDIT, AuditExport
+
+GENESIS = "0" * 64
+
+
+def audit_key(run_id: str) -> str:
+    return f"audit/{run_id}.jsonl"
+
+
+def _canonical(event: dict[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def chain(events: list[dict[str, Any]]) -> bytes:
+    lines, previous = [], GENESIS
+    for event in events:
+        digest = hashlib.sha256((previous + _canonical(event)).encode()).hexdigest()
+        lines.append(_canonical({**event, "prevHash": previous, "hash": digest}))
+        previous = digest
+    return ("\n".join(lines) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    lines: int
+    problem: str | None = None
+
+
+def verify_lines(body: bytes, expected: list[dict[str, Any]] | None = None) -> Verification:
+    """Check the chain line by line, and (given the run's trail) that the content matches it."""
+    previous = GENESIS
+    lines = body.decode(errors="replace").splitlines()
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return Verification(False, len(lines), f"line {number}: not JSON")
+        claimed, prev = record.pop("hash", None), record.pop("prevHash", None)
+        if prev != previous:
+            return Verification(False, len(lines), f"line {number}: prevHash does not match line {number - 1}")
+        digest = hashlib.sha256((previous + _canonical(record)).encode()).hexdigest()
+        if claimed != digest:
+            return Verification(
+                False, len(lines), f"line {number}: hash does not match its content (seq {record.get('seq')})"
+            )
+        if expected is not None and (number > len(expected) or _canonical(expected[number - 1]) != _canonical(record)):
+            return Verification(False, len(lines), f"line {number}: differs from the run's own audit trail")
+        previous = digest
+    if expected is not None and len(expected) != len(lines):
+        return Verification(False, len(lines), f"the file has {len(lines)} events, the run has {len(expected)}")
+    return Verification(True, len(lines))
+
+
+class AuditActivities:
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+
+    @activity.defn(name=EXPORT_AUDIT)
+    def export_audit(self, export: AuditExport) -> str:
+        """Write the chained trail once; a retry or a later export of a longer trail must extend it."""
+        key = audit_key(export.run_id)
+        body = chain(export.events)
+        stored = self.store.put_json_bytes_once(key, body, content_type="application/x-ndjson")
+        if not stored.created:
+            existing = self.store.read_bytes(stored.uri)
+            if not body.startswith(existing) and existing != body:
+                raise ArtifactMissing(f"{stored.uri} exists with other content; refusing to rewrite an audit trail")
+            if existing != body:
+                self.store.s3.put_object(
+                    Bucket=self.store.bucket, Key=key, Body=body, ContentType="application/x-ndjson"
+                )
+        uri: str = stored.uri
+        return uri
