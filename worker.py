@@ -9,8 +9,10 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+import temporalio.activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -41,6 +43,7 @@ def build_worker(
     registry: ProcessorRegistry = default_registry,
     max_cached_workflows: int | None = None,
     activity_threads: int = 16,
+    overrides: Sequence[Callable[..., Any]] = (),
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way."""
     stages = StageActivities(store, registry)
@@ -57,22 +60,51 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[AgentExecution, AgentRateLimiter],
-        activities=[
-            stages.prepare_run,
-            stages.run_stage,
-            stages.write_dead_letter,
-            audit.export_audit,
-            messaging.send_message,
-            messaging.send_request,
-            definitions.resolve_definition,
-            limiter.request_slot,
-            limiter.release_slot,
-        ],
+        activities=_with_overrides(
+            [
+                stages.prepare_run,
+                stages.run_stage,
+                stages.write_dead_letter,
+                audit.export_audit,
+                messaging.send_message,
+                messaging.send_request,
+                definitions.resolve_definition,
+                limiter.request_slot,
+                limiter.release_slot,
+            ],
+            overrides,
+        ),
         # boto3 is synchronous: activities run on threads, the workflow loop stays free.
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
         max_concurrent_activities=activity_threads,
         **extra,  # type: ignore[arg-type]
     )
+
+
+def _with_overrides(
+    defaults: list[Callable[..., Any]], overrides: Sequence[Callable[..., Any]]
+) -> list[Callable[..., Any]]:
+    """Activities in ``overrides`` replace the default of the same name (how tests inject faults)."""
+    names = {_activity_name(fn) for fn in overrides}
+    return [fn for fn in defaults if _activity_name(fn) not in names] + list(overrides)
+
+
+def _activity_name(fn: Callable[..., Any]) -> str:
+    definition = temporalio.activity._Definition.must_from_callable(fn)
+    return str(definition.name)
+
+
+def configured_registry(settings: Settings) -> ProcessorRegistry:
+    """The example agents, plus the LLM processor when an OpenAI-compatible endpoint is configured."""
+    import activities.agents  # noqa: F401 - registers the example processors
+
+    if settings.llm_base_url:
+        from activities.agents.llm import LlmProcessor
+
+        default_registry.register("llm-summarize", "1.0.0")(
+            LlmProcessor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
+        )
+    return default_registry
 
 
 async def run_worker(settings: Settings) -> None:
@@ -83,7 +115,12 @@ async def run_worker(settings: Settings) -> None:
     if settings.webhook_url:
         channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
     worker = build_worker(
-        client, task_queue=settings.task_queue, store=store, channels=channels, default_channel=settings.channel
+        client,
+        task_queue=settings.task_queue,
+        store=store,
+        channels=channels,
+        default_channel=settings.channel,
+        registry=configured_registry(settings),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

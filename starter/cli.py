@@ -216,9 +216,10 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 
 def _register_operations() -> None:
-    from starter import cli_ops
+    from starter import cli_dsmo, cli_ops
 
     cli_ops.register(cli)
+    cli_dsmo.register(cli)
 
 
 _register_operations()

@@ -96,10 +96,22 @@ class DsmoClient:
 
         With ``start_delay`` the run stays ``pending`` until then (and can be cancelled meanwhile).
         """
-        run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
         if history_limit is not None:
             request.history_limit = history_limit
+        return await self.start_request(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+
+    async def start_request(
+        self,
+        request: ExecutionRequest,
+        *,
+        run_id: str | None = None,
+        task_queue: str | None = None,
+        start_delay: timedelta | None = None,
+    ) -> str:
+        """Start a run from a complete request (redrives and replays set start_at, origin, replay)."""
+        definition = request.definition
+        run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_TYPE,

@@ -38,6 +38,9 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_CHANNEL": "file",
     "DSMO_WEBHOOK_URL": "",
     "DSMO_WEBHOOK_TOKEN": "",
+    "DSMO_LLM_BASE_URL": "",
+    "DSMO_LLM_MODEL": "gpt-4o-mini",
+    "DSMO_LLM_API_KEY": "",
 }
 
 
@@ -65,6 +68,9 @@ class Settings:
     channel: str = "file"
     webhook_url: str = ""
     webhook_token: str = ""
+    llm_base_url: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +97,9 @@ class Settings:
             channel=get("DSMO_CHANNEL"),
             webhook_url=get("DSMO_WEBHOOK_URL"),
             webhook_token=get("DSMO_WEBHOOK_TOKEN"),
+            llm_base_url=get("DSMO_LLM_BASE_URL"),
+            llm_model=get("DSMO_LLM_MODEL"),
+            llm_api_key=get("DSMO_LLM_API_KEY"),
         )
         if settings.channel not in ("file", "webhook"):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
@@ -122,6 +131,9 @@ class Settings:
             "DSMO_CHANNEL": self.channel,
             "DSMO_WEBHOOK_URL": self.webhook_url,
             "DSMO_WEBHOOK_TOKEN": self.webhook_token,
+            "DSMO_LLM_BASE_URL": self.llm_base_url,
+            "DSMO_LLM_MODEL": self.llm_model,
+            "DSMO_LLM_API_KEY": self.llm_api_key,
         }
 
     @property

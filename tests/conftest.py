@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+import activities.agents  # noqa: F401 - registers the example processors
 from activities.artifacts import ArtifactStore
 from activities.messaging import FileChannel
 from activities.processors import ProcessorRegistry, default_registry

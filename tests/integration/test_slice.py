@@ -88,7 +88,11 @@ async def test_run_waits_resumes_and_completes(harness: Harness, slice_definitio
     assert all(e.run_id == run_id and e.workflow_version == version for e in events)
     succeeded = events[3]
     assert succeeded.stage == "profile" and succeeded.attempt == 1 and succeeded.artifact_uris == [stage["outputUri"]]
-    assert events[6].data == {"eventType": "MESSAGE_RECEIVED", "eventId": "reply-1", "set": {"lastResponse": "Sí, claro"}}
+    assert events[6].data == {
+        "eventType": "MESSAGE_RECEIVED",
+        "eventId": "reply-1",
+        "set": {"lastResponse": "Sí, claro"},
+    }
 
 
 async def test_events_are_validated_and_deduplicated(harness: Harness, slice_definition: AgentDefinition) -> None:

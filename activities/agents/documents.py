@@ -1,0 +1,109 @@
+"""Deterministic document processors for the paper's pipelines: extract, classify, enrich, validate.
+
+Each is a pure function of its input document (no clock, no randomness, no network), so the same
+input always gives the same output: replaying a run reproduces its artifacts byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from activities.processors import InvalidInput, ProcessorOutput, default_registry
+from workflows.contracts import StageMessage
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_AMOUNT = re.compile(
+    r"(?:(?P<cur1>EUR|USD|GBP|€|\$|£)\s?(?P<v1>\d+(?:[.,]\d{1,2})?))|(?:(?P<v2>\d+(?:[.,]\d{1,2})?)\s?(?P<cur2>EUR|USD|GBP|€|\$|£))"
+)
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_CURRENCY = {"€": "EUR", "$": "USD", "£": "GBP"}
+RULES: dict[str, tuple[str, ...]] = {
+    "invoice": ("invoice", "factura", "total", "amount due", "vat", "iva", "payment"),
+    "complaint": ("complaint", "queja", "refund", "broken", "unhappy", "reclamación", "damaged"),
+    "application": ("curriculum", "resume", "cv", "application", "candidatura", "experience"),
+}
+
+
+def _text_of(document: Any) -> str:
+    if isinstance(document, dict):
+        inner = document.get("document", document)
+        text = inner.get("text") if isinstance(inner, dict) else None
+        if isinstance(text, str):
+            return text
+    raise InvalidInput("input: expected an object with document.text (or text)")
+
+
+@default_registry.register("text-extract", version="1.0.0")
+def text_extract(document: Any, message: StageMessage) -> ProcessorOutput:
+    text = _text_of(document)
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    words = " ".join(lines).split()
+    amounts = []
+    for match in _AMOUNT.finditer(text):
+        raw = (match.group("v1") or match.group("v2") or "0").replace(",", ".")
+        symbol = match.group("cur1") or match.group("cur2") or ""
+        amounts.append({"value": float(raw), "currency": _CURRENCY.get(symbol, symbol)})
+    emails = sorted(set(_EMAIL.findall(text)))
+    output = {
+        "text": "\n".join(lines),
+        "lines": lines,
+        "wordCount": len(words),
+        "emails": emails,
+        "amounts": amounts,
+        "dates": sorted(set(_DATE.findall(text))),
+    }
+    summary = {"wordCount": len(words), "hasAmount": bool(amounts), "emailCount": len(emails)}
+    return ProcessorOutput(document=output, summary=summary)
+
+
+@default_registry.register("rule-classify", version="1.0.0")
+def rule_classify(document: Any, message: StageMessage) -> ProcessorOutput:
+    if not isinstance(document, dict) or "text" not in document:
+        raise InvalidInput("input: expected the output of text-extract (an object with text)")
+    lowered = str(document["text"]).lower()
+    scores = {category: [word for word in words if word in lowered] for category, words in RULES.items()}
+    if document.get("amounts"):
+        scores["invoice"].append("<amount>")
+    category, matched = max(scores.items(), key=lambda item: (len(item[1]), item[0] == "invoice"))
+    if not matched:
+        category = "other"
+    confidence = round(min(1.0, len(matched) / 3), 2)
+    output = {**document, "category": category, "confidence": confidence, "matched": matched}
+    return ProcessorOutput(document=output, summary={"category": category, "confidence": confidence})
+
+
+@default_registry.register("invoice-enrich", version="1.0.0")
+def invoice_enrich(document: Any, message: StageMessage) -> ProcessorOutput:
+    if not isinstance(document, dict) or "lines" not in document:
+        raise InvalidInput("input: expected a classified document (an object with lines)")
+    amounts = document.get("amounts") or []
+    total = max((amount["value"] for amount in amounts), default=0.0)
+    currency = next((a["currency"] for a in amounts if a["value"] == total and a["currency"]), "EUR")
+    emails = document.get("emails") or []
+    vendor = emails[0].split("@", 1)[1] if emails else (document["lines"][0] if document["lines"] else "unknown")
+    status = "ok" if amounts else "needs_review"
+    output = {
+        "vendor": vendor,
+        "total": total,
+        "currency": currency,
+        "status": status,
+        "dates": document.get("dates", []),
+        "category": document.get("category"),
+    }
+    return ProcessorOutput(document=output, summary={"total": total, "currency": currency, "status": status})
+
+
+@default_registry.register("record-validate", version="1.0.0")
+def record_validate(document: Any, message: StageMessage) -> ProcessorOutput:
+    if not isinstance(document, dict):
+        raise InvalidInput("input: expected an object")
+    problems = []
+    if not document.get("text"):
+        problems.append("empty text")
+    if not document.get("emails"):
+        problems.append("no contact e-mail")
+    if int(document.get("wordCount", 0)) < 5:
+        problems.append("fewer than 5 words")
+    output = {"valid": not problems, "problems": problems, "category": document.get("category", "other")}
+    return ProcessorOutput(document=output, summary={"valid": not problems, "problemCount": len(problems)})

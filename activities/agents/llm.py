@@ -1,0 +1,100 @@
+"""An LLM processor for any OpenAI-compatible chat endpoint, held to a JSON schema.
+
+The model is asked for JSON (`response_format: json_object`), with temperature 0 and a fixed
+seed; its answer is validated by a pydantic schema (a failure is a contract violation, routed to
+the fail-safe path) and the inference metadata (model, temperature, top_p, seed, prompt version)
+is reported for the extended audit trail. The request, never the payload, is what is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from activities.errors import ContractViolation
+from activities.processors import InvalidInput, ProcessorOutput
+from workflows.contracts import StageMessage
+from workflows.errors import DsmoError
+
+PROMPT_VERSION = "summarize-v1"
+SYSTEM_PROMPT = (
+    "You summarise a document for a business workflow. Answer only with a JSON object with keys: "
+    '"summary" (one sentence), "sentiment" ("positive", "neutral" or "negative") and "entities" (a list of names).'
+)
+
+
+class LlmAnswer(BaseModel):
+    summary: str = Field(min_length=1, max_length=2000)
+    sentiment: Literal["positive", "neutral", "negative"]
+    entities: list[str] = Field(default_factory=list, max_length=100)
+
+
+class LlmUnavailable(DsmoError):
+    """The endpoint is down or rate-limited (transient: the stage is retried)."""
+
+    code = "llm_unavailable"
+
+
+@dataclass(frozen=True)
+class LlmProcessor:
+    base_url: str
+    model: str
+    api_key: str = ""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 7
+    timeout: float = 60.0
+
+    def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
+        text = document.get("text") if isinstance(document, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("input.text: a non-empty string is required")
+        body = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text[:20_000]}],
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "response_format": {"type": "json_object"},
+        }
+        reply = self._post(body, message.idempotency_key)
+        try:
+            content = reply["choices"][0]["message"]["content"]
+            answer = LlmAnswer.model_validate(json.loads(content))
+        except (KeyError, IndexError, TypeError, ValueError, ValidationError) as err:
+            raise ContractViolation(f"LLM answer does not match LlmAnswer: {str(err).splitlines()[0][:200]}") from None
+        inference = {
+            "model": reply.get("model", self.model),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "promptVersion": PROMPT_VERSION,
+            **({"systemFingerprint": reply["system_fingerprint"]} if reply.get("system_fingerprint") else {}),
+            **({"usage": reply["usage"]} if isinstance(reply.get("usage"), dict) else {}),
+        }
+        summary = {"sentiment": answer.sentiment, "entityCount": len(answer.entities)}
+        return ProcessorOutput(document=answer.model_dump(), summary=summary, inference=inference)
+
+    def _post(self, body: dict[str, Any], key: str) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                reply = json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            if err.code in (408, 409, 429) or err.code >= 500:
+                raise LlmUnavailable(f"LLM endpoint answered {err.code} {err.reason}") from None
+            raise InvalidInput(f"LLM endpoint refused the request: {err.code} {err.reason}") from None
+        except (OSError, ValueError) as err:
+            raise LlmUnavailable(f"LLM endpoint unreachable: {err}") from None
+        if not isinstance(reply, dict):
+            raise ContractViolation("LLM endpoint answered something other than a JSON object")
+        return reply

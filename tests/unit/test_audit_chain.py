@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+
+from activities.audit_log import chain, verify_lines
+
+EVENTS = [{"seq": i, "type": "STAGE_SUCCEEDED", "runId": "r", "data": {"n": i}} for i in range(1, 5)]
+
+
+def test_intact_chain_verifies() -> None:
+    assert verify_lines(chain(EVENTS), EVENTS).ok
+    assert verify_lines(chain(EVENTS)).lines == 4
+
+
+def test_any_change_is_found_at_its_line() -> None:
+    lines = chain(EVENTS).decode().splitlines()
+    edited = json.loads(lines[2])
+    edited["data"]["n"] = 99
+    lines[2] = json.dumps(edited)
+    result = verify_lines(("\n".join(lines) + "\n").encode())
+    assert not result.ok and result.problem is not None and result.problem.startswith("line 3")
+
+
+def test_removed_or_reordered_lines_break_the_chain() -> None:
+    lines = chain(EVENTS).decode().splitlines()
+    assert not verify_lines(("\n".join(lines[:1] + lines[2:]) + "\n").encode()).ok
+    assert not verify_lines(("\n".join([lines[1], lines[0], *lines[2:]]) + "\n").encode()).ok
+
+
+def test_a_recomputed_chain_still_differs_from_the_run() -> None:
+    forged = [dict(event) for event in EVENTS]
+    forged[1]["data"] = {"n": -1}
+    result = verify_lines(chain(forged), EVENTS)
+    assert not result.ok and "differs from the run's own audit trail" in (result.problem or "")
