@@ -16,16 +16,20 @@ import temporalio.activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.actions import ActionActivities, ActionRegistry
 from activities.artifacts import ArtifactStore
 from activities.audit_log import AuditActivities
 from activities.definitions import DefinitionActivities, DefinitionStore
 from activities.limiter import LimiterActivities
 from activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
+from activities.orders.actions import order_actions
+from activities.orders.db import OrderDatabase
 from activities.processors import ProcessorRegistry, default_registry
 from activities.stage import StageActivities
 from starter.client import connect_temporal
 from starter.settings import Settings
 from starter.stack_checks import ensure_bucket
+from workflows.compensation import CompensationRetry
 from workflows.execution import AgentExecution
 from workflows.limiter import AgentRateLimiter
 
@@ -44,6 +48,7 @@ def build_worker(
     max_cached_workflows: int | None = None,
     activity_threads: int = 16,
     overrides: Sequence[Callable[..., Any]] = (),
+    actions: ActionRegistry | None = None,
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way."""
     stages = StageActivities(store, registry)
@@ -54,12 +59,13 @@ def build_worker(
     messaging = MessagingActivities(every_channel, default_channel)
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store)
+    side_effects = ActionActivities(actions or ActionRegistry())
     limiter = LimiterActivities(client, task_queue)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentExecution, AgentRateLimiter],
+        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry],
         activities=_with_overrides(
             [
                 stages.prepare_run,
@@ -71,6 +77,8 @@ def build_worker(
                 definitions.resolve_definition,
                 limiter.request_slot,
                 limiter.release_slot,
+                side_effects.invoke_action,
+                side_effects.compensate_action,
             ],
             overrides,
         ),
@@ -121,6 +129,7 @@ async def run_worker(settings: Settings) -> None:
         channels=channels,
         default_channel=settings.channel,
         registry=configured_registry(settings),
+        actions=order_actions(OrderDatabase(settings.orders_db_url)),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -19,6 +19,12 @@ class ContractViolation(DsmoError):
     code = "contract_violation"
 
 
+def _action_errors() -> tuple[tuple[type[DsmoError], str], ...]:
+    from activities.actions import ActionRefused, UnknownAction
+
+    return ((ActionRefused, "ActionRefused"), (UnknownAction, "UnknownAction"))
+
+
 # Checked in order: the first matching class names the failure type the workflow sees.
 PERMANENT: tuple[tuple[type[DsmoError], str], ...] = (
     (ContractViolation, "ContractViolation"),
@@ -40,7 +46,7 @@ def permanent_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except DsmoError as err:
-            for cls, type_name in PERMANENT:
+            for cls, type_name in PERMANENT + _action_errors():
                 if isinstance(err, cls):
                     raise ApplicationError(str(err), type=type_name, non_retryable=True) from err
             raise

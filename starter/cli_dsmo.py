@@ -18,7 +18,7 @@ from workflows.errors import DsmoError
 
 
 def register(cli: click.Group) -> None:
-    for command in (replay, verify, dlq, audit):
+    for command in (replay, verify, dlq, audit, compensations_group):
         cli.add_command(command)
 
 
@@ -136,3 +136,40 @@ def audit_verify(obj: Context, run_id: str) -> None:
     else:
         click.echo(f"TAMPERED: {result.problem}")
         sys.exit(1)
+
+
+@click.group("compensations")
+def compensations_group() -> None:
+    """Saga compensations whose retries ran out."""
+
+
+@compensations_group.command("failed")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def compensations_failed(obj: Context, as_json: bool) -> None:
+    """List compensations recorded as failed for manual action."""
+    from starter import compensations
+
+    async def go() -> list[compensations.FailedCompensation]:
+        return await compensations.failed(await obj.client())
+
+    rows = run(go)
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows]))
+        return
+    for row in rows:
+        click.echo(f"{row.id}  run={row.run_id} node={row.node} attempts={row.attempts}  {row.last_error}")
+
+
+@compensations_group.command("retry")
+@click.argument("compensation_id")
+@pass_context
+def compensations_retry(obj: Context, compensation_id: str) -> None:
+    """Try a failed compensation once more (ID from `dsmo compensations failed`)."""
+    from starter import compensations
+
+    async def go() -> Any:
+        return await compensations.retry(await obj.client(), compensation_id)
+
+    state = run(go)
+    click.echo(f"{state.status}: {compensation_id} after {state.attempts} attempts")

@@ -205,6 +205,7 @@ class DsmoClient:
             failed_action_id=view.failed_action_id,
             cancelled_by=view.cancelled_by,
             cancel_reason=view.cancel_reason,
+            compensation=view.compensation,
             variables=await self.variables(run_id),
         )
 

@@ -41,6 +41,7 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_LLM_BASE_URL": "",
     "DSMO_LLM_MODEL": "gpt-4o-mini",
     "DSMO_LLM_API_KEY": "",
+    "DSMO_ORDERS_DB_URL": "",
 }
 
 
@@ -71,6 +72,7 @@ class Settings:
     llm_base_url: str = ""
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
+    orders_db_override: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -100,6 +102,7 @@ class Settings:
             llm_base_url=get("DSMO_LLM_BASE_URL"),
             llm_model=get("DSMO_LLM_MODEL"),
             llm_api_key=get("DSMO_LLM_API_KEY"),
+            orders_db_override=get("DSMO_ORDERS_DB_URL"),
         )
         if settings.channel not in ("file", "webhook"):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
@@ -134,6 +137,7 @@ class Settings:
             "DSMO_LLM_BASE_URL": self.llm_base_url,
             "DSMO_LLM_MODEL": self.llm_model,
             "DSMO_LLM_API_KEY": self.llm_api_key,
+            "DSMO_ORDERS_DB_URL": self.orders_db_override,
         }
 
     @property
@@ -159,6 +163,11 @@ class Settings:
     @property
     def outbox_dir(self) -> Path:
         return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
+
+    @property
+    def orders_db_url(self) -> str:
+        """The order-saga example's database: SQLite under the state folder unless a URL is set."""
+        return self.orders_db_override or f"sqlite:///{self.state_dir / 'orders.db'}"
 
     def run_url(self, run_id: str) -> str:
         """Link to a run in the Temporal Web UI."""

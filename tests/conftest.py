@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -11,14 +13,20 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 import activities.agents  # noqa: F401 - registers the example processors
+from activities.actions import ActionRegistry
 from activities.artifacts import ArtifactStore
 from activities.messaging import FileChannel
+from activities.orders.actions import order_actions
+from activities.orders.db import OrderDatabase
 from activities.processors import ProcessorRegistry, default_registry
 from starter.client import DsmoClient
 from starter.definitions import parse_definition_text
 from starter.settings import Settings
+from starter.stack_checks import ensure_search_attributes_on
 from tests.stack import reusable, start_private
 from worker import build_worker
 from workflows.definition import AgentDefinition
@@ -80,14 +88,36 @@ def registry() -> ProcessorRegistry:
     return default_registry
 
 
+@pytest.fixture
+def order_db(tmp_path: Path) -> OrderDatabase:
+    db = OrderDatabase(f"sqlite:///{tmp_path / 'orders.db'}")
+    db.set_stock("lamp", 10)
+    return db
+
+
+@pytest.fixture
+def actions(order_db: OrderDatabase) -> ActionRegistry:
+    return order_actions(order_db)
+
+
 @pytest_asyncio.fixture
 async def harness(
-    dsmo: DsmoClient, store: ArtifactStore, registry: ProcessorRegistry, tmp_path: Path, stack_settings: Settings
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    registry: ProcessorRegistry,
+    actions: ActionRegistry,
+    tmp_path: Path,
+    stack_settings: Settings,
 ) -> AsyncIterator[Harness]:
     task_queue = f"test-{uuid.uuid4().hex[:10]}"
     outbox = tmp_path / "outbox"
     worker = build_worker(
-        dsmo.temporal, task_queue=task_queue, store=store, channel=FileChannel(outbox), registry=registry
+        dsmo.temporal,
+        task_queue=task_queue,
+        store=store,
+        channel=FileChannel(outbox),
+        registry=registry,
+        actions=actions,
     )
     async with worker:
         yield Harness(dsmo, store, task_queue, outbox, stack_settings)
@@ -105,3 +135,38 @@ def definition_from(path: Path) -> AgentDefinition:
 @pytest.fixture
 def repo() -> Iterator[Path]:
     yield REPO
+
+
+async def start_time_skipping() -> WorkflowEnvironment:
+    binary = str(Path(sys.executable).parent / "temporal-test-server")
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=binary if Path(binary).exists() else shutil.which("temporal-test-server"),
+    )
+    await ensure_search_attributes_on(env.client)
+    return env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_time_skipping()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def skipping(
+    time_env: WorkflowEnvironment,
+    store: ArtifactStore,
+    stack_settings: Settings,
+    actions: ActionRegistry,
+    tmp_path: Path,
+) -> AsyncIterator[Harness]:
+    task_queue = f"skip-{uuid.uuid4().hex[:10]}"
+    outbox = tmp_path / "outbox"
+    async with build_worker(
+        time_env.client, task_queue=task_queue, store=store, channel=FileChannel(outbox), actions=actions
+    ):
+        yield Harness(DsmoClient(time_env.client, stack_settings), store, task_queue, outbox, stack_settings)

@@ -169,3 +169,39 @@ class SlotRequest(WireModel):
     agent: str
     run_id: str
     max_concurrent: int = 1
+
+
+INVOKE_ACTION = "invoke_action"
+COMPENSATE = "compensate_action"
+
+
+class ActionTask(WireModel):
+    """One side-effecting action; the key makes a retried attempt apply its effect once."""
+
+    run_id: str
+    node: str
+    action: str
+    input: dict[str, Any]
+    idempotency_key: str
+    attempt: int = 1
+
+
+class ActionResult(WireModel):
+    output: dict[str, Any] = Field(default_factory=dict)  # small: ids and statuses, never payloads
+
+
+class CompensationTask(WireModel):
+    """Undo one completed step: `comp:{run_id}:{node}` makes a second execution a no-op."""
+
+    run_id: str
+    node: str
+    action: str
+    kind: str
+    output: dict[str, Any]
+    key: str
+    attempt: int = 1
+
+
+class CompensationResult(WireModel):
+    applied: bool  # False: already compensated (by this key) or nothing left to undo
+    detail: str = ""

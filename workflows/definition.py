@@ -18,7 +18,9 @@ from workflows.nodes import (
     ACTION_TYPES,
     AssignTestNode,
     CamelModel,
+    CompensationPolicy,
     DelayNode,
+    InvokeNode,
     RequestDocumentNode,
     RequestSignatureNode,
     RunAgentNode,
@@ -50,7 +52,8 @@ Node = Annotated[
     | WaitForEventNode
     | TriggerAgentNode
     | DelayNode
-    | RunAgentNode,
+    | RunAgentNode
+    | InvokeNode,
     Field(discriminator="action_type"),
 ]
 
@@ -75,6 +78,7 @@ class AgentDefinition(CamelModel):
     # Where a run goes on a contract violation (no route matched, bad output, version mismatch).
     fail_safe: str | None = None
     audit_level: Literal["essential", "extended"] = "essential"
+    compensation: CompensationPolicy = Field(default_factory=CompensationPolicy)
 
     @model_validator(mode="after")
     def _check_graph(self) -> AgentDefinition:
@@ -109,6 +113,8 @@ def _templates(node: Any) -> list[tuple[str, str]]:
     walk(data.get("parameters", {}), "parameters")
     if "input" in data and isinstance(data["input"], str):
         found.append(("input", data["input"]))
+    elif "input" in data:
+        walk(data["input"], "input")
     return found
 
 
@@ -117,6 +123,8 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
     nodes: dict[str, Any] = {}
     for node_id, node in definition.nodes.items():
         entry: dict[str, Any] = {"actionType": node.action_type}
+        if getattr(node, "compensate", None) is not None:
+            entry["compensate"] = node.compensate.model_dump(mode="json", by_alias=True)  # type: ignore[union-attr]
         if isinstance(node, RunAgentNode):
             entry.update(
                 agent=node.agent,
@@ -138,6 +146,7 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
         "failSafe": definition.fail_safe,
         "auditLevel": definition.audit_level,
         "rateLimit": definition.rate_limit.model_dump(mode="json", by_alias=True) if definition.rate_limit else None,
+        "compensation": definition.compensation.model_dump(mode="json", by_alias=True),
         "nodes": nodes,
     }
 
@@ -162,6 +171,16 @@ def check_graph(definition: AgentDefinition) -> None:
                 )
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.transitions.{index}.when: {err}") from None
+        spec = getattr(node, "compensate", None)
+        if spec is not None and spec.when is not None:
+            try:
+                check_condition(spec.when, inputs=["output"], stages=stages, config_keys=definition.config.keys())
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.compensate.when: {err}") from None
+            if spec.action is None and not isinstance(node, InvokeNode):
+                raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
+        elif spec is not None and spec.action is None and not isinstance(node, InvokeNode):
+            raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
         for field, template in _templates(node):
             try:
                 placeholders(template)

@@ -14,13 +14,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control import RunEnded
     from workflows.records import ExecutionRequest, ExecutionResult
     from workflows.run_state import RunState
+    from workflows.saga import SagaActions
     from workflows.status import RunStatus
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 
 
-class RunEndings:
-    """Mixed into AgentExecution: COMPLETED, FAILED, TIMEOUT and CANCELLED endings."""
+class RunEndings(SagaActions):
+    """Mixed into AgentExecution: COMPLETED, FAILED, TIMEOUT and CANCELLED endings (unwinding the saga)."""
 
     _state: RunState
     _request: ExecutionRequest
@@ -46,6 +47,7 @@ class RunEndings:
     async def _finish_early(self, ended: RunEnded) -> ExecutionResult:
         state = self._state
         timeout = ended.status is RunStatus.TIMEOUT
+        compensation = await self._unwind("timeout" if timeout else "failed")
         result = ExecutionResult(
             run_id=state.run_id,
             status=ended.status,
@@ -54,6 +56,7 @@ class RunEndings:
             result_summary=ended.message if timeout else None,
             error_message=None if timeout else ended.message,
             failed_action_id=ended.node,
+            compensation=compensation,
             variables=state.variables,
         )
         await self._settle(result)
@@ -69,6 +72,7 @@ class RunEndings:
     async def _finish_cancelled(self) -> ExecutionResult:
         state = self._state
         by, reason = _cancellation(workflow.cancellation_reason())
+        compensation = await self._unwind("cancelled")
         result = ExecutionResult(
             run_id=state.run_id,
             status=RunStatus.CANCELLED,
@@ -76,6 +80,7 @@ class RunEndings:
             result_type="cancelled",
             cancelled_by=by,
             cancel_reason=reason,
+            compensation=compensation,
             failed_action_id=state.current_node,
             variables=state.variables,
         )

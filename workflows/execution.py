@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes import (
         AssignTestNode,
         DelayNode,
+        InvokeNode,
         RequestDocumentNode,
         RequestSignatureNode,
         RunAgentNode,
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.records import AuditEvent, Checkpoint, ExecutionRequest, ExecutionResult, StatusView, WaitCheckpoint
     from workflows.routing import Routing
     from workflows.run_state import RunState
+    from workflows.saga import Compensation
     from workflows.stages import StageActions
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
@@ -56,6 +58,7 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         self._committed: set[str] = set(checkpoint.committed) if checkpoint else set()
         self._routed_to_fail_safe = checkpoint.routed_to_fail_safe if checkpoint else False
         self._replayed = 0
+        self._saga: list[Compensation] = [Compensation.model_validate(c) for c in checkpoint.saga] if checkpoint else []
         self._state = RunState(
             run_id=info.workflow_id,
             agent=definition.agent,
@@ -263,6 +266,8 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             await self._delay(node_id, node.parameters, resume)
         elif isinstance(node, TriggerAgentNode):
             await self._trigger_agent(node_id, node.parameters)
+        elif isinstance(node, InvokeNode):
+            await self._invoke(node_id, node)
 
     async def _request_and_wait(
         self,
@@ -307,6 +312,7 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             committed=sorted(self._committed),
             config_ref=state.config_ref,
             routed_to_fail_safe=self._routed_to_fail_safe,
+            saga=[entry.model_dump(mode="json") for entry in self._saga],
         )
         workflow.logger.info("Execution %s continues as new (generation %d)", state.run_id, checkpoint.generation)
         workflow.continue_as_new(self._request.model_copy(update={"checkpoint": checkpoint}))

@@ -175,6 +175,38 @@ class Transition(CamelModel):
     to: str
 
 
+CompensationKind = Literal["reversal", "annulment", "counter_operation", "noop"]
+UnwindTrigger = Literal["failed", "cancelled", "timeout"]
+UNWIND_TRIGGERS: tuple[UnwindTrigger, ...] = ("failed", "cancelled", "timeout")
+
+
+class CompensationSpec(CamelModel):
+    """How to undo a step that succeeded, if a later one fails (the seed's CompensableAction)."""
+
+    action: str | None = Field(
+        default=None, max_length=100, description="a registered action; default: the invoked action's own undo"
+    )
+    kind: CompensationKind = "reversal"
+    when: str | None = Field(default=None, max_length=2000, description="CEL over `output`: is it compensatable?")
+
+
+def _all_triggers() -> list[UnwindTrigger]:
+    return list(UNWIND_TRIGGERS)
+
+
+class CompensationPolicy(CamelModel):
+    """When a run unwinds, and how a failed compensation is retried (the seed: 1, 2, 4, 8, 16 min)."""
+
+    on: list[UnwindTrigger] = Field(default_factory=_all_triggers)
+    max_retries: int = Field(default=5, ge=0, le=20)
+    initial_interval: Duration = timedelta(minutes=1)
+    backoff_coefficient: float = Field(default=2.0, ge=1.0, le=10.0)
+
+    def delay(self, retry: int) -> timedelta:
+        """Wait before retry number ``retry`` (1-based): 1, 2, 4, 8, 16 minutes by default."""
+        return timedelta(seconds=self.initial_interval.total_seconds() * self.backoff_coefficient ** (retry - 1))
+
+
 class _Node(CamelModel):
     next: str | None = None
     transitions: list[Transition] = Field(default_factory=list, max_length=50)
@@ -221,10 +253,22 @@ class DelayNode(_Node):
     parameters: DelayParams
 
 
+class InvokeNode(_Node):
+    """A side effect through a registered action (order, stock, payment...), idempotent by key."""
+
+    action_type: Literal["invoke"]
+    action: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    input: dict[str, Any] = Field(default_factory=dict)
+    timeout: Duration = timedelta(seconds=30)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+    compensate: CompensationSpec | None = None
+
+
 class RunAgentNode(_Node):
     """A DSMO stage: a registered pure processor, artifact in -> artifact out + summary."""
 
     action_type: Literal["run_agent"]
+    compensate: CompensationSpec | None = None
     agent: str = Field(min_length=1, max_length=100)
     agent_version: str | None = Field(default=None, max_length=50)
     input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
@@ -243,6 +287,7 @@ NODE_TYPES: tuple[type[_Node], ...] = (
     TriggerAgentNode,
     DelayNode,
     RunAgentNode,
+    InvokeNode,
 )
 ACTION_TYPES: tuple[str, ...] = tuple(
     node.model_fields["action_type"].annotation.__args__[0]  # type: ignore[union-attr]

@@ -77,6 +77,7 @@ class Checkpoint(WireModel):
     committed: list[str] = Field(default_factory=list)
     config_ref: str | None = None
     routed_to_fail_safe: bool = False
+    saga: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class RecordedResume(WireModel):
@@ -134,6 +135,7 @@ class StatusView(WireModel):
     failed_action_id: str | None = None
     cancelled_by: str | None = None
     cancel_reason: str | None = None
+    compensation: dict[str, Any] | None = None
 
 
 class ExecutionResult(WireModel):
@@ -148,4 +150,5 @@ class ExecutionResult(WireModel):
     failed_action_id: str | None = None
     cancelled_by: str | None = None
     cancel_reason: str | None = None
+    compensation: dict[str, Any] | None = None  # {status: complete|partial, compensated, failed}
     variables: dict[str, Any] = Field(default_factory=dict)

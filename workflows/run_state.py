@@ -186,6 +186,7 @@ class RunState:
             failed_action_id=result.failed_action_id if result else None,
             cancelled_by=result.cancelled_by if result else None,
             cancel_reason=result.cancel_reason if result else None,
+            compensation=result.compensation if result else None,
         )
 
 

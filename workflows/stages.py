@@ -9,6 +9,7 @@ reuses it and the orchestrator records the duplicate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -68,8 +69,9 @@ class StageActions:
     _visits: dict[str, int]
     _committed: set[str]
 
-    def _contract_violation(self, node_id: str, reason: str) -> None:
-        raise NotImplementedError
+    # Provided by Routing and SagaActions in AgentExecution.
+    _contract_violation: Callable[[str, str], None]
+    _push: Callable[[str, Any, str | None, dict[str, Any]], None]
 
     async def _run_agent(self, node_id: str, node: RunAgentNode) -> None:
         state = self._state
@@ -182,6 +184,8 @@ class StageActions:
             "STAGE_SUCCEEDED", at=summary.finished_at, artifact_uris=[summary.artifact_out_uri], data=data, **common
         )
         self._committed.add(task.idempotency_key)
+        if node.compensate is not None:
+            self._push(task.stage_path, node.compensate, None, summary.summary)
         state.variables.setdefault("stages", {})[node_id] = {
             "status": "succeeded",
             "outputUri": summary.artifact_out_uri,

@@ -3,55 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
-import sys
-import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
-from activities.messaging import FileChannel
-from starter.client import DsmoClient
-from starter.settings import Settings
-from starter.stack_checks import ensure_search_attributes_on
 from tests.conftest import Harness
-from worker import build_worker
 from workflows.definition import AgentDefinition, parse_definition
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
-
-
-@pytest_asyncio.fixture(scope="session")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    binary = str(Path(sys.executable).parent / "temporal-test-server")
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=binary if Path(binary).exists() else shutil.which("temporal-test-server"),
-    )
-    await ensure_search_attributes_on(env.client)
-    try:
-        yield env
-    finally:
-        await env.shutdown()
-
-
-@pytest_asyncio.fixture
-async def skipping(
-    time_env: WorkflowEnvironment, store: ArtifactStore, stack_settings: Settings, tmp_path: Path
-) -> AsyncIterator[Harness]:
-    task_queue = f"skip-{uuid.uuid4().hex[:10]}"
-    outbox = tmp_path / "outbox"
-    async with build_worker(time_env.client, task_queue=task_queue, store=store, channel=FileChannel(outbox)):
-        yield Harness(DsmoClient(time_env.client, stack_settings), store, task_queue, outbox, stack_settings)
 
 
 def waiting_definition(**parameters: Any) -> AgentDefinition:

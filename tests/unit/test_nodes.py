@@ -45,6 +45,7 @@ def test_every_seed_action_is_known() -> None:
         "wait_for_event",
         "delay",
         "run_agent",
+        "invoke",
     }
 
 

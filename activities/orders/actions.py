@@ -1,0 +1,248 @@
+"""The four compensable steps of the order saga (the seed's CompensableAction, on the database).
+
+Each step and each compensation runs in one transaction together with its ledger row, so a
+retried activity (or a repeated compensation) finds the ledger and applies nothing twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from activities.actions import ActionContext, ActionRefused, ActionRegistry
+from activities.orders.db import (
+    OrderDatabase,
+    compensations,
+    faults,
+    inventory,
+    now,
+    operations,
+    orders,
+    payments,
+    reservations,
+    saga_log,
+    shipments,
+)
+from activities.processors import InvalidInput
+
+
+class GatewayUnavailable(RuntimeError):
+    """The (simulated) payment gateway is down: transient, the compensation is retried."""
+
+
+def _field(data: dict[str, Any], name: str, kind: type) -> Any:
+    value = data.get(name)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (isinstance(value, str) and not value.strip()):
+        raise InvalidInput(f"input.{name}: a {kind.__name__} is required")
+    return value
+
+
+class _Step:
+    name = ""
+    db: OrderDatabase
+
+    def __init__(self, db: OrderDatabase) -> None:
+        self.db = db
+
+    def execute(self, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        with self.db.transaction() as conn:
+            done = conn.execute(select(operations.c.result).where(operations.c.key == ctx.key)).first()
+            if done is not None:
+                return dict(done.result)  # this step already happened under this key
+            result = self._do(conn, data, ctx)
+            conn.execute(insert(operations).values(key=ctx.key, action=self.name, result=result, at=now()))
+            return result
+
+    def compensate(self, output: dict[str, Any], ctx: ActionContext) -> bool:
+        self._fail_if_faulty()
+        with self.db.transaction() as conn:
+            if conn.execute(select(compensations.c.id).where(compensations.c.id == ctx.key)).first() is not None:
+                return False  # compensated before under this key: apply once
+            self._undo(conn, output)
+            conn.execute(insert(compensations).values(id=ctx.key, status="completed", completed_at=now()))
+            return True
+
+    def is_compensatable(self, output: dict[str, Any]) -> bool:
+        return True
+
+    def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _undo(self, conn: Connection, output: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _fail_if_faulty(self) -> None:
+        return None
+
+    @staticmethod
+    def _log(conn: Connection, order_id: str, effect: str) -> None:
+        conn.execute(insert(saga_log).values(order_id=order_id, effect=effect, at=now()))
+
+
+class CreateOrder(_Step):
+    name = "create-order"
+
+    def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        order_id = ctx.run_id
+        conn.execute(
+            insert(orders).values(
+                id=order_id,
+                customer=_field(data, "customer", str),
+                product_id=_field(data, "productId", str),
+                quantity=_field(data, "quantity", int),
+                amount=_field(data, "amount", float),
+                status="pending",
+                created_at=now(),
+            )
+        )
+        self._log(conn, order_id, "create_order")
+        return {"orderId": order_id, "status": "pending"}
+
+    def _undo(self, conn: Connection, output: dict[str, Any]) -> None:
+        conn.execute(update(orders).where(orders.c.id == output["orderId"]).values(status="cancelled"))
+        self._log(conn, output["orderId"], "cancel_order")
+
+    def is_compensatable(self, output: dict[str, Any]) -> bool:
+        return output.get("status") in ("pending", "confirmed")
+
+
+class ReserveStock(_Step):
+    name = "reserve-stock"
+
+    def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        order_id, product, quantity = (
+            _field(data, "orderId", str),
+            _field(data, "productId", str),
+            _field(data, "quantity", int),
+        )
+        # One conditional update: stock is reserved only if it is there, so concurrent sagas cannot oversell.
+        taken = conn.execute(
+            update(inventory)
+            .where(inventory.c.product_id == product, inventory.c.stock - inventory.c.reserved >= quantity)
+            .values(reserved=inventory.c.reserved + quantity)
+        ).rowcount
+        if taken == 0:
+            raise ActionRefused(f"product {product}: fewer than {quantity} unit(s) available")
+        reservation_id = f"res-{order_id}"
+        conn.execute(
+            insert(reservations).values(
+                id=reservation_id,
+                order_id=order_id,
+                product_id=product,
+                quantity=quantity,
+                status="active",
+                created_at=now(),
+            )
+        )
+        self._log(conn, order_id, "reserve_stock")
+        return {
+            "reservationId": reservation_id,
+            "orderId": order_id,
+            "productId": product,
+            "quantity": quantity,
+            "status": "active",
+        }
+
+    def _undo(self, conn: Connection, output: dict[str, Any]) -> None:
+        released = conn.execute(
+            update(reservations)
+            .where(reservations.c.id == output["reservationId"], reservations.c.status == "active")
+            .values(status="released")
+        ).rowcount
+        if released:
+            conn.execute(
+                update(inventory)
+                .where(inventory.c.product_id == output["productId"])
+                .values(reserved=inventory.c.reserved - output["quantity"])
+            )
+        self._log(conn, output["orderId"], "release_stock")
+
+    def is_compensatable(self, output: dict[str, Any]) -> bool:
+        return output.get("status") == "active"
+
+
+class ProcessPayment(_Step):
+    name = "process-payment"
+
+    def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        order_id, amount, card = _field(data, "orderId", str), _field(data, "amount", float), _field(data, "card", str)
+        if card.replace(" ", "").endswith("0002"):
+            raise ActionRefused("payment declined by the issuer (card ending 0002)")
+        payment_id = f"pay-{order_id}"
+        conn.execute(
+            insert(payments).values(
+                id=payment_id, order_id=order_id, amount=amount, status="captured", created_at=now()
+            )
+        )
+        conn.execute(update(orders).where(orders.c.id == order_id).values(status="confirmed"))
+        self._log(conn, order_id, "capture_payment")
+        return {"paymentId": payment_id, "orderId": order_id, "amount": amount, "status": "captured"}
+
+    def _undo(self, conn: Connection, output: dict[str, Any]) -> None:
+        conn.execute(update(payments).where(payments.c.id == output["paymentId"]).values(status="refunded"))
+        self._log(conn, output["orderId"], "refund_payment")
+
+    def _fail_if_faulty(self) -> None:
+        with self.db.transaction() as conn:
+            left = conn.execute(select(faults.c.remaining).where(faults.c.name == "refund")).scalar()
+            if left:
+                conn.execute(update(faults).where(faults.c.name == "refund").values(remaining=left - 1))
+                failing = True
+            else:
+                failing = False
+        if failing:
+            raise GatewayUnavailable("payment gateway unavailable (refund not processed)")
+
+
+class CreateShipment(_Step):
+    name = "create-shipment"
+
+    def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        order_id, address = _field(data, "orderId", str), str(data.get("address") or "")
+        if not address.strip() or address.strip().lower() == "nowhere":
+            raise ActionRefused(f"address {address!r} is not deliverable")
+        reservation = conn.execute(select(reservations).where(reservations.c.order_id == order_id)).mappings().one()
+        conn.execute(update(reservations).where(reservations.c.id == reservation["id"]).values(status="fulfilled"))
+        conn.execute(
+            update(inventory)
+            .where(inventory.c.product_id == reservation["product_id"])
+            .values(
+                stock=inventory.c.stock - reservation["quantity"],
+                reserved=inventory.c.reserved - reservation["quantity"],
+            )
+        )
+        shipment_id = f"ship-{order_id}"
+        conn.execute(
+            insert(shipments).values(
+                id=shipment_id, order_id=order_id, address=address, status="created", created_at=now()
+            )
+        )
+        conn.execute(update(orders).where(orders.c.id == order_id).values(status="shipped"))
+        self._log(conn, order_id, "create_shipment")
+        return {
+            "shipmentId": shipment_id,
+            "orderId": order_id,
+            "status": "created",
+            "productId": reservation["product_id"],
+            "quantity": reservation["quantity"],
+        }
+
+    def _undo(self, conn: Connection, output: dict[str, Any]) -> None:
+        # The counter-operation: the goods come back to stock and the shipment is void.
+        conn.execute(update(shipments).where(shipments.c.id == output["shipmentId"]).values(status="cancelled"))
+        conn.execute(
+            update(inventory)
+            .where(inventory.c.product_id == output["productId"])
+            .values(stock=inventory.c.stock + output["quantity"])
+        )
+        self._log(conn, output["orderId"], "cancel_shipment")
+
+
+def order_actions(db: OrderDatabase, registry: ActionRegistry | None = None) -> ActionRegistry:
+    registry = registry or ActionRegistry()
+    for step in (CreateOrder(db), ReserveStock(db), ProcessPayment(db), CreateShipment(db)):
+        registry.add(step)
+    return registry

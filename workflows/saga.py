@@ -1,0 +1,215 @@
+"""The saga: compensations pushed on a typed stack as steps succeed, unwound in reverse (LIFO).
+
+Unwinding runs for completed, compensable steps only (never the step that failed), goes on past
+a failing compensation (collecting its error), and is shielded from cancellation: it runs to the
+end even while the run is being cancelled. A compensation that fails is handed to a durable
+CompensationRetry workflow (1, 2, 4, 8, 16 minutes by default) and the run records a partial
+result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import Field
+
+    from workflows import contracts
+    from workflows.actions import failure_message, raise_if_cancelled
+    from workflows.compensation import CompensationRetry, CompensationRetryRequest, retry_id
+    from workflows.conditions import ConditionError, evaluate_condition
+    from workflows.control import RunEnded
+    from workflows.definition import AgentDefinition
+    from workflows.nodes import CompensationSpec, InvokeNode
+    from workflows.records import ExecutionRequest
+    from workflows.run_state import RunState
+    from workflows.status import RunStatus
+    from workflows.templating import render_values
+    from workflows.wire import WireModel
+
+T = TypeVar("T")
+
+
+class Compensation(WireModel):
+    """One entry of the saga stack."""
+
+    node: str
+    action: str
+    kind: str
+    output: dict[str, Any] = Field(default_factory=dict)
+    key: str
+
+
+async def shielded(work: Awaitable[T]) -> T:
+    """Await ``work`` to the end even if the run is cancelled meanwhile."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return task.result()
+
+
+class SagaActions:
+    """Mixed into AgentExecution: `invoke` nodes and the compensation stack."""
+
+    _state: RunState
+    _definition: AgentDefinition
+    _request: ExecutionRequest
+    _saga: list[Compensation]
+    _visits: dict[str, int]
+
+    async def _invoke(self, node_id: str, node: InvokeNode) -> None:
+        state = self._state
+        visit = self._visits[node_id] = self._visits.get(node_id, 0) + 1
+        step = node_id if visit == 1 else f"{node_id}.v{visit}"
+        task = contracts.ActionTask(
+            run_id=state.run_id,
+            node=step,
+            action=node.action,
+            input=render_values(node.input, state.variables),
+            idempotency_key=f"op:{state.run_id}:{step}",
+        )
+        retry = node.retry
+        try:
+            result = await workflow.execute_activity(
+                contracts.INVOKE_ACTION,
+                task,
+                result_type=contracts.ActionResult,
+                start_to_close_timeout=node.timeout,
+                retry_policy=RetryPolicy(
+                    maximum_attempts=retry.max_attempts,
+                    initial_interval=retry.initial_interval,
+                    backoff_coefficient=retry.backoff_coefficient,
+                    maximum_interval=retry.maximum_interval,
+                    non_retryable_error_types=["InvalidInput", "ActionRefused", "UnknownAction", "ContractViolation"],
+                ),
+                summary=f"{node_id}: {node.action}",
+            )
+        except ActivityError as err:
+            raise_if_cancelled(err)
+            reason = failure_message(err)
+            state.audit.record(
+                "STAGE_FAILED", at=workflow.now(), stage=node_id, data={"action": node.action, "error": reason}
+            )
+            raise RunEnded(RunStatus.FAILED, node_id, f"{node_id} ({node.action}) failed: {reason}") from None
+        state.audit.record(
+            "STAGE_SUCCEEDED",
+            at=workflow.now(),
+            stage=node_id,
+            data={"action": node.action, "output": result.output, "idempotencyKey": task.idempotency_key},
+        )
+        state.variables.setdefault("steps", {})[node_id] = result.output
+        if node.compensate is not None:
+            self._push(step, node.compensate, node.action, result.output)
+
+    def _push(self, step: str, spec: CompensationSpec, own_action: str | None, output: dict[str, Any]) -> None:
+        """After a step succeeds: remember how to undo it (if its output says it can be undone)."""
+        if spec.when is not None:
+            try:
+                compensatable = evaluate_condition(spec.when, {"output": output})
+            except ConditionError as err:
+                compensatable = True
+                workflow.logger.warning("isCompensatable of %s failed (%s); kept on the stack", step, err)
+            if not compensatable:
+                return
+        action = spec.action or own_action
+        assert action is not None  # the definition check requires one for non-invoke nodes
+        self._saga.append(
+            Compensation(
+                node=step, action=action, kind=spec.kind, output=output, key=f"comp:{self._state.run_id}:{step}"
+            )
+        )
+
+    async def _unwind(self, trigger: str) -> dict[str, Any] | None:
+        """Compensate completed steps in reverse; returns the run's compensation record."""
+        if not self._saga or trigger not in self._definition.compensation.on:
+            return None
+        return await shielded(self._unwind_all(trigger))
+
+    async def _unwind_all(self, trigger: str) -> dict[str, Any]:
+        state, policy = self._state, self._definition.compensation
+        compensated: list[str] = []
+        failed: list[dict[str, Any]] = []
+        workflow.logger.info("Execution %s compensating %d step(s) (%s)", state.run_id, len(self._saga), trigger)
+        while self._saga:
+            entry = self._saga.pop()  # LIFO
+            task = contracts.CompensationTask(
+                run_id=state.run_id,
+                node=entry.node,
+                action=entry.action,
+                kind=entry.kind,
+                output=entry.output,
+                key=entry.key,
+            )
+            state.audit.record(
+                "COMPENSATION_STARTED",
+                at=workflow.now(),
+                stage=entry.node,
+                attempt=1,
+                data={"action": entry.action, "kind": entry.kind, "key": entry.key, "trigger": trigger},
+            )
+            try:
+                result = await workflow.execute_activity(
+                    contracts.COMPENSATE,
+                    task,
+                    result_type=contracts.CompensationResult,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                )
+            except ActivityError as err:
+                error = failure_message(err)
+                retry = await self._hand_over(task, error, policy.max_retries)
+                state.audit.record(
+                    "COMPENSATION_FAILED",
+                    at=workflow.now(),
+                    stage=entry.node,
+                    attempt=1,
+                    data={"action": entry.action, "error": error, "retriedBy": retry},
+                )
+                failed.append({"node": entry.node, "action": entry.action, "error": error, "retriedBy": retry})
+                continue
+            state.audit.record(
+                "COMPENSATION_SUCCEEDED",
+                at=workflow.now(),
+                stage=entry.node,
+                attempt=1,
+                data={"action": entry.action, "applied": result.applied, "detail": result.detail},
+            )
+            compensated.append(entry.node)
+        return {
+            "status": "partial" if failed else "complete",
+            "trigger": trigger,
+            "compensated": compensated,
+            "failed": failed,
+        }
+
+    async def _hand_over(self, task: contracts.CompensationTask, error: str, retries: int) -> str | None:
+        """Start the durable retry of a failed compensation; it outlives this run."""
+        if retries == 0:
+            return None
+        policy = self._definition.compensation
+        child_id = retry_id(task.run_id, task.node)
+        await workflow.start_child_workflow(
+            CompensationRetry.run,
+            CompensationRetryRequest(
+                task=task,
+                retries=retries,
+                initial_interval_seconds=policy.initial_interval.total_seconds(),
+                backoff_coefficient=policy.backoff_coefficient,
+                errors=[error],
+            ),
+            id=child_id,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            memo={"compensation": {"task": task.model_dump(mode="json")}},
+        )
+        return child_id
