@@ -7,7 +7,7 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY starter ./starter
 COPY worker.py ./
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir '.[postgres]'
 RUN useradd --create-home dsmo && mkdir -p /var/lib/dsmo/outbox && chown dsmo /var/lib/dsmo/outbox
 USER dsmo
 CMD ["python", "-m", "worker"]

@@ -23,7 +23,10 @@ def compose() -> dict[str, Any]:
 
 
 def test_services(compose: dict[str, Any]) -> None:
-    assert {"postgresql", "temporal", "temporal-setup", "temporal-ui", "s3", "worker"} <= set(compose["services"])
+    assert {"postgresql", "temporal", "temporal-setup", "temporal-ui", "s3", "worker", "orders-db"} <= set(
+        compose["services"]
+    )
+    assert compose["services"]["worker"]["environment"]["DSMO_ORDERS_DB_URL"].startswith("postgresql+psycopg://")
     assert compose["services"]["temporal"]["environment"]["DB"].startswith("postgres")
     assert compose["services"]["worker"]["build"] == "."
     assert (REPO / "Dockerfile").exists()

@@ -117,3 +117,42 @@ def test_rate_limit() -> None:
     assert definition.rate_limit is not None and definition.rate_limit.max_concurrent == 2
     with pytest.raises(DefinitionError, match=r"rateLimit\.maxConcurrent"):
         parse_definition({**data, "rateLimit": {"maxConcurrent": 0}})
+
+
+def test_compensation_policy_follows_the_seed() -> None:
+    from workflows.nodes import CompensationPolicy
+
+    policy = CompensationPolicy()
+    assert policy.max_retries == 5 and policy.on == ["failed", "cancelled", "timeout"]
+    assert [policy.delay(n).total_seconds() / 60 for n in range(1, 6)] == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize(
+    ("node", "field", "reason"),
+    [
+        (
+            {"actionType": "run_agent", "agent": "a", "compensate": {"kind": "annulment"}},
+            "nodes.n.compensate.action",
+            "required for a run_agent node",
+        ),
+        (
+            {"actionType": "invoke", "action": "x", "compensate": {"kind": "refund"}},
+            "nodes.n.compensate.kind",
+            "'reversal'",
+        ),
+        (
+            {"actionType": "invoke", "action": "x", "compensate": {"when": "output.status =="}},
+            "nodes.n.compensate.when",
+            "does not compile",
+        ),
+        (
+            {"actionType": "invoke", "action": "x", "compensate": {"when": "status == 'a'"}},
+            "nodes.n.compensate.when",
+            "unknown field 'status'",
+        ),
+    ],
+)
+def test_bad_compensation_names_the_field(node: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse_definition({"agent": "a", "start": "n", "nodes": {"n": node}})
+    assert caught.value.field == field and reason in caught.value.reason
