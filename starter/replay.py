@@ -17,7 +17,7 @@ from workflows.errors import DsmoError
 from workflows.execution import AgentExecution
 from workflows.limiter import AgentRateLimiter
 from workflows.nodes import RunAgentNode
-from workflows.records import AuditEvent, ExecutionRequest, RecordedResume, ReplayPlan
+from workflows.records import AuditEvent, ExecutionRequest, RecordedResume, ReplayPlan, StatusView
 
 
 @dataclass
@@ -62,9 +62,16 @@ async def load_snapshot(store: ArtifactStore, config_ref: str | None) -> AgentDe
     return AgentDefinition.model_validate(snapshot["definition"])
 
 
+@dataclass(frozen=True)
+class ReplayPlanned:
+    request: ExecutionRequest
+    original: StatusView
+    events: list[AuditEvent]
+
+
 async def plan_replay(
     dsmo: DsmoClient, store: ArtifactStore, run_id: str, from_stage: str | None = None
-) -> tuple[ExecutionRequest, list[str]]:
+) -> ReplayPlanned:
     view = await dsmo.status(run_id)
     if not view.status.terminal:
         raise DsmoError(f"run {run_id!r} is {view.status}; replay a run that has ended")
@@ -100,7 +107,7 @@ async def plan_replay(
         origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
         replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse),
     )
-    return request, view.path
+    return ReplayPlanned(request, view, events)
 
 
 async def replay(
@@ -112,21 +119,21 @@ async def replay(
     task_queue: str | None = None,
     new_id: str | None = None,
 ) -> ReplayReport:
-    request, original_path = await plan_replay(dsmo, store, run_id, from_stage)
+    planned = await plan_replay(dsmo, store, run_id, from_stage)
     replay_id = await dsmo.start_request(
-        request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        planned.request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )
     result = await dsmo.result(replay_id)
     replay_view = await dsmo.status(replay_id)
-    original_view = await dsmo.status(run_id)
-    original_outputs = _outputs(await dsmo.events(run_id))
+    original_outputs = _outputs(planned.events)
     replay_outputs = _outputs(await dsmo.events(replay_id))
+    original_path = planned.original.path
     return ReplayReport(
         original=run_id,
         replay=replay_id,
         original_path=original_path,
         replay_path=replay_view.path,
-        original_status=original_view.status.value,
+        original_status=planned.original.status.value,
         replay_status=result.status.value,
         first_divergence=first_divergence(original_path, replay_view.path),
         outputs={
