@@ -118,8 +118,11 @@ async def replay(
     from_stage: str | None = None,
     task_queue: str | None = None,
     new_id: str | None = None,
+    planned: ReplayPlanned | None = None,
 ) -> ReplayReport:
-    planned = await plan_replay(dsmo, store, run_id, from_stage)
+    """Replay ``run_id``; pass ``planned`` to replay many times from one reading of the original
+    (queries on a closed run are answered by a worker replaying it, so they are not free)."""
+    planned = planned or await plan_replay(dsmo, store, run_id, from_stage)
     replay_id = await dsmo.start_request(
         planned.request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )

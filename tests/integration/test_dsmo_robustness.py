@@ -73,12 +73,15 @@ async def test_g3_replaying_a_run_20_times_gives_the_same_path(harness: Harness)
     run_id = await harness.start(definition, {"document": {"text": INVOICE}})
     original = await harness.dsmo.result(run_id)
     assert original.status is RunStatus.COMPLETED
-    # Five at a time: each replay queries the original run, which a worker answers by replaying it.
+    # One reading of the original, twenty replays of it, five running at a time.
+    planned = await replays.plan_replay(harness.dsmo, harness.store, run_id)
     gate = asyncio.Semaphore(5)
 
     async def one() -> replays.ReplayReport:
         async with gate:
-            return await replays.replay(harness.dsmo, harness.store, run_id, task_queue=harness.task_queue)
+            return await replays.replay(
+                harness.dsmo, harness.store, run_id, task_queue=harness.task_queue, planned=planned
+            )
 
     reports = await asyncio.gather(*(one() for _ in range(20)))
     assert {tuple(r.replay_path) for r in reports} == {("extract", "classify", "enrich", "notify")}
