@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down demo test unit lint fmt clean
+.PHONY: install up down demo test unit lint fmt clean ui-check openapi
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -25,7 +25,14 @@ demo: up                     ## run the sample agent end to end
 	$(BIN)/python examples/demo.py
 
 test: install lint           ## the whole suite against the real embedded stack
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --ignore=tests/ui
+
+ui-check: install            ## open the Web UI in headless Chromium, find a waiting run, save a screenshot
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(BIN)/python -m pytest -q tests/ui -rs
+
+openapi: install             ## regenerate docs/openapi.json from the ingress
+	$(BIN)/python -c 'import json, pathlib; from starter.ingress.app import create_app; from starter.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
 
 unit: install                ## the fast unit tests only
 	$(BIN)/python -m pytest -q tests/unit

@@ -14,6 +14,7 @@ from typing import Any
 
 import temporalio.activity
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.actions import ActionActivities, ActionRegistry
@@ -29,6 +30,7 @@ from activities.stage import StageActivities
 from starter.client import connect_temporal
 from starter.settings import Settings
 from starter.stack_checks import ensure_bucket
+from starter.telemetry import metrics_runtime, setup_tracing
 from workflows.compensation import CompensationRetry
 from workflows.execution import AgentExecution
 from workflows.limiter import AgentRateLimiter
@@ -115,8 +117,21 @@ def configured_registry(settings: Settings) -> ProcessorRegistry:
     return default_registry
 
 
+def _metrics_runtime(settings: Settings) -> Runtime | None:
+    if not settings.metrics_bind:
+        return None
+    try:
+        runtime = metrics_runtime(settings.metrics_bind)
+    except Exception as err:  # noqa: BLE001 - metrics must not stop the worker
+        log.warning("metrics endpoint %s not started: %s", settings.metrics_bind, err)
+        return None
+    log.info("Prometheus metrics on http://%s/metrics", settings.metrics_bind)
+    return runtime
+
+
 async def run_worker(settings: Settings) -> None:
-    client = await connect_temporal(settings)
+    setup_tracing("dsmo-worker")
+    client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
     store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
     channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir)}

@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
 from temporalio import activity
 
 from activities.artifacts import ArtifactStore, encode_json, run_input_key, stage_output_key
@@ -61,6 +62,33 @@ class StageActivities:
     def run_stage(self, task: StageTask) -> StageSummary:
         started = datetime.now(UTC)
         processor = self.registry.get(task.agent, task.agent_version)
+        info = activity.info()
+        # The stage's span (Temporal's RunActivity span) carries the paper's message contract ids.
+        trace.get_current_span().set_attributes(
+            {
+                "dsmo.run_id": task.run_id,
+                "dsmo.stage": task.stage,
+                "dsmo.workflow_version": task.workflow_version,
+                "dsmo.agent": task.agent,
+                "dsmo.agent_version": processor.version,
+                "dsmo.attempt": task.attempt,
+                "dsmo.idempotency_key": task.idempotency_key,
+            }
+        )
+        meter = activity.metric_meter()
+        labels = {"agent": task.agent, "stage": task.stage}
+        queued = (info.started_time - info.current_attempt_scheduled_time).total_seconds()
+        meter.create_histogram_float("dsmo_stage_queue_seconds", "time a stage waited for a worker", "s").record(
+            max(queued, 0.0), labels
+        )
+        try:
+            return self._run(task, processor, started)
+        finally:
+            meter.create_histogram_float("dsmo_agent_processing_seconds", "time an agent took", "s").record(
+                (datetime.now(UTC) - started).total_seconds(), {"agent": task.agent}
+            )
+
+    def _run(self, task: StageTask, processor: Any, started: datetime) -> StageSummary:
         reuse = task.reuse_uri or self._committed_output(task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.

@@ -54,7 +54,11 @@ async def _call(coro_fn: Callable[[], Awaitable[T]]) -> T:
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """DSMO: durable, deterministic, auditable agent executions on Temporal."""
+    """DSMO: durable, deterministic, auditable agent executions on Temporal.
+
+    Exit codes: 0 ok, 1 error, 2 usage. Tab completion (bash):
+    eval "$(_DSMO_COMPLETE=bash_source dsmo)"
+    """
     ctx.obj = Context(debug)
 
 
@@ -78,7 +82,12 @@ def start(
     delay_text: str | None,
     as_json: bool,
 ) -> None:
-    """Start a run of the agent definition in DEFINITION_FILE."""
+    """Start a run of the agent definition in DEFINITION_FILE.
+
+    \b
+    Example:
+      dsmo start examples/candidate_screening.yaml --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
+    """
     definition = load_definition(definition_file)
     variables = _json_object(input_json, "--input")
     delay = _duration(delay_text, "--delay") if delay_text else None
@@ -105,7 +114,12 @@ def start(
 @click.option("--event-id", help="Idempotency id of this reply (default: random).")
 @pass_context
 def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
-    """Deliver a user's reply (MESSAGE_RECEIVED) to a run waiting for a response."""
+    """Deliver a user's reply (MESSAGE_RECEIVED) to a run waiting for a response.
+
+    \b
+    Example:
+      dsmo respond ana-1 "Sí, sigo interesada" --event-id whatsapp-msg-981
+    """
 
     async def go() -> Any:
         client = await obj.client()
@@ -120,7 +134,12 @@ def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status structure as JSON.")
 @pass_context
 def status(obj: Context, run_id: str, as_json: bool) -> None:
-    """Show a run's status (the seed's WAITING structure and the terminal record)."""
+    """Show a run's status (the seed's WAITING structure and the terminal record).
+
+    \b
+    Example:
+      dsmo status ana-1 --json
+    """
 
     async def go() -> Any:
         client = await obj.client()
@@ -150,7 +169,13 @@ def events(
     as_signal: bool,
     as_json: bool,
 ) -> None:
-    """Show a run's audit trail, or with --type deliver a resume event to it."""
+    """Show a run's audit trail, or with --type deliver a resume event to it.
+
+    \b
+    Examples:
+      dsmo events ana-1
+      dsmo events ana-1 --type DOCUMENT_UPLOADED --data '{"document": "id_card", "url": "s3://docs/id.pdf"}'
+    """
     if event_type is None:
 
         async def trail() -> Any:
@@ -182,12 +207,30 @@ def events(
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--reason", required=True, help="Why the run is cancelled (kept in its record).")
 @click.option("--by", "cancelled_by", default="user", show_default=True, help="Who cancels it.")
+@click.option("--query", help="Cancel every live run matching this visibility query (with a progress bar).")
 @pass_context
-def cancel(obj: Context, run_id: str, reason: str, cancelled_by: str) -> None:
-    """Cancel a run that has not ended (pending, running or waiting)."""
+def cancel(obj: Context, run_id: str | None, reason: str, cancelled_by: str, query: str | None) -> None:
+    """Cancel a run that has not ended (pending, running or waiting), or many with --query.
+
+    \b
+    Examples:
+      dsmo cancel ana-1 --reason "candidate withdrew"
+      dsmo cancel --query "AgentName='candidate-screening' AND WaitingFor='response'" --reason "campaign closed"
+    """
+    if (run_id is None) == (query is None):
+        raise click.UsageError("give either RUN_ID or --query")
+    if query is not None:
+        from starter.bulk import cancel_matching
+
+        done, failed = run(lambda: cancel_matching(obj.settings, query, reason=reason, by=cancelled_by))
+        click.echo(f"cancelled {done} run(s)" + (f", {failed} could not be cancelled" if failed else ""))
+        if failed:
+            sys.exit(1)
+        return
+    assert run_id is not None
 
     async def go() -> Any:
         client = await obj.client()
@@ -216,10 +259,14 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 
 def _register_operations() -> None:
-    from starter import cli_dsmo, cli_ops
+    from starter import cli_dsmo, cli_ops, cli_serve
 
     cli_ops.register(cli)
     cli_dsmo.register(cli)
+    cli_serve.register(cli)
+    from starter.cli_examples import add_examples
+
+    add_examples(cli)
 
 
 _register_operations()

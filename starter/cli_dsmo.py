@@ -94,11 +94,27 @@ def dlq_list(obj: Context, as_json: bool) -> None:
 
 
 @dlq.command("redrive")
-@click.argument("letter_id")
+@click.argument("letter_id", required=False)
+@click.option("--all", "everything", is_flag=True, help="Redrive every dead letter not redriven yet.")
 @click.option("--task-queue", help="Task queue (default: the failed run's).")
 @pass_context
-def dlq_redrive(obj: Context, letter_id: str, task_queue: str | None) -> None:
-    """Reprocess a dead letter (ID is RUN/STAGE) from its stage, same version and config."""
+def dlq_redrive(obj: Context, letter_id: str | None, everything: bool, task_queue: str | None) -> None:
+    """Reprocess a dead letter (ID is RUN/STAGE) from its stage, same version and config.
+
+    \b
+    Examples:
+      dsmo dlq redrive document-triage-1a2b/classify
+      dsmo dlq redrive --all
+    """
+    if everything == (letter_id is not None):
+        raise click.UsageError("give either LETTER_ID or --all")
+    if everything:
+        from starter.bulk import redrive_all
+
+        for letter, new_run in run(lambda: redrive_all(obj.settings)):
+            click.echo(f"redriving {letter} as {new_run}")
+        return
+    assert letter_id is not None
 
     async def go() -> str:
         return await dead_letters.redrive(await obj.client(), _store(obj), letter_id, task_queue=task_queue)

@@ -161,3 +161,21 @@ def runs_stuck(obj: Context, as_json: bool) -> None:
     _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
     if rows:
         sys.exit(1)
+
+
+@runs.command("watch")
+@click.argument("run_id")
+@click.option("--interval", default=0.5, show_default=True, help="Seconds between polls.")
+@pass_context
+def runs_watch(obj: Context, run_id: str, interval: float) -> None:
+    """Follow a run live: status changes and audit events as they happen, until it ends.
+
+    \b
+    Example:
+      dsmo runs watch ana-1
+    """
+    from starter.bulk import watch
+
+    view = run(lambda: watch(obj.settings, run_id, interval=interval))
+    if view.status.value != "completed":
+        sys.exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from datetime import timedelta
@@ -17,10 +18,14 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
+from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
+from starter.telemetry import context_from, trace_carrier, tracer, tracing_interceptors
 from workflows import search_attributes as sa
 from workflows.definition import AgentDefinition
 from workflows.errors import DsmoError
@@ -55,12 +60,22 @@ class TemporalUnavailable(DsmoError):
     code = "temporal_unavailable"
 
 
-async def connect_temporal(settings: Settings) -> Client:
+def data_converter(settings: Settings) -> DataConverter:
+    """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
+    keys = keys_from_env(settings.codec_env())
+    if not keys:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
+
+
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     try:
         return await Client.connect(
             settings.temporal_address,
             namespace=settings.temporal_namespace,
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(settings),
+            interceptors=tracing_interceptors(),
+            runtime=runtime,
         )
     except RuntimeError as err:
         raise TemporalUnavailable(
@@ -112,6 +127,14 @@ class DsmoClient:
         """Start a run from a complete request (redrives and replays set start_at, origin, replay)."""
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
+        with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
+            await self._start(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+        return run_id
+
+    async def _start(
+        self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
+    ) -> None:
+        definition = request.definition
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_TYPE,
@@ -121,6 +144,8 @@ class DsmoClient:
                 # A run id names one audit trail for good: refuse to reuse it even after it closed.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 start_delay=start_delay,
+                # The run's trace context: resume events sent later join the same trace.
+                memo={"trace": trace_carrier()},
                 search_attributes=TypedSearchAttributes(
                     [
                         # Set at start, so a run shows `pending` before its first workflow task.
@@ -132,7 +157,6 @@ class DsmoClient:
             )
         except WorkflowAlreadyStartedError:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
-        return run_id
 
     async def status(self, run_id: str) -> StatusView:
         try:
@@ -234,7 +258,10 @@ class DsmoClient:
         """Deliver a resume event through the validated `deliver_event` update."""
         event = {"type": event_type, "event_id": event_id or str(uuid.uuid4()), "data": data}
         try:
-            ack: EventAck = await self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
+            with tracer.start_as_current_span(
+                f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
+            ):
+                ack: EventAck = await self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
             return ack
         except WorkflowUpdateFailedError as err:
             cause = err.cause
@@ -254,6 +281,15 @@ class DsmoClient:
             raise self._rpc_error(run_id, err) from None
 
     # -- helpers ----------------------------------------------------------------------------
+
+    async def _run_trace(self, run_id: str) -> Any:
+        """The trace the run started in (from its memo), so events extend it; empty if unknown."""
+        try:
+            memo = await (await self._handle(run_id).describe()).memo()
+        except (RPCError, ValueError, TypeError):
+            return None
+        carrier = memo.get("trace")
+        return context_from(carrier) if isinstance(carrier, dict) else None
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.temporal.get_workflow_handle(run_id)

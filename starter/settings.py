@@ -42,6 +42,11 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_LLM_MODEL": "gpt-4o-mini",
     "DSMO_LLM_API_KEY": "",
     "DSMO_ORDERS_DB_URL": "",
+    "DSMO_CODEC_KEYS": "",
+    "DSMO_CODEC_KEYS_FILE": "",
+    "DSMO_METRICS_BIND": "127.0.0.1:9464",
+    "DSMO_API_KEYS_FILE": "",
+    "DSMO_INGRESS_BIND": "127.0.0.1:8080",
 }
 
 
@@ -73,6 +78,11 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
     orders_db_override: str = ""
+    codec_keys: str = ""
+    codec_keys_file: str = ""
+    metrics_bind: str = "127.0.0.1:9464"
+    api_keys_file: str = ""
+    ingress_bind: str = "127.0.0.1:8080"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -103,6 +113,11 @@ class Settings:
             llm_model=get("DSMO_LLM_MODEL"),
             llm_api_key=get("DSMO_LLM_API_KEY"),
             orders_db_override=get("DSMO_ORDERS_DB_URL"),
+            codec_keys=get("DSMO_CODEC_KEYS"),
+            codec_keys_file=get("DSMO_CODEC_KEYS_FILE"),
+            metrics_bind="" if source.get("DSMO_METRICS_BIND") == "off" else get("DSMO_METRICS_BIND"),
+            api_keys_file=get("DSMO_API_KEYS_FILE"),
+            ingress_bind=get("DSMO_INGRESS_BIND"),
         )
         if settings.channel not in ("file", "webhook"):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
@@ -138,6 +153,11 @@ class Settings:
             "DSMO_LLM_MODEL": self.llm_model,
             "DSMO_LLM_API_KEY": self.llm_api_key,
             "DSMO_ORDERS_DB_URL": self.orders_db_override,
+            "DSMO_CODEC_KEYS": self.codec_keys,
+            "DSMO_CODEC_KEYS_FILE": self.codec_keys_file,
+            "DSMO_METRICS_BIND": self.metrics_bind or "off",
+            "DSMO_API_KEYS_FILE": self.api_keys_file,
+            "DSMO_INGRESS_BIND": self.ingress_bind,
         }
 
     @property
@@ -163,6 +183,13 @@ class Settings:
     @property
     def outbox_dir(self) -> Path:
         return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
+
+    def codec_env(self) -> dict[str, str]:
+        return {"DSMO_CODEC_KEYS": self.codec_keys, "DSMO_CODEC_KEYS_FILE": self.codec_keys_file}
+
+    @property
+    def api_keys_path(self) -> Path:
+        return Path(self.api_keys_file) if self.api_keys_file else self.state_dir / "api-keys.json"
 
     @property
     def orders_db_url(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -14,11 +14,18 @@ EXTENDED_ONLY: frozenset[str] = frozenset({"ACTION_COMPLETED"})
 
 
 class AuditTrail:
-    def __init__(self, run_id: str, workflow_version: str, level: str = "essential") -> None:
+    def __init__(
+        self,
+        run_id: str,
+        workflow_version: str,
+        level: str = "essential",
+        on_record: Callable[[AuditEvent], None] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.workflow_version = workflow_version
         self.level = level
         self.events: list[AuditEvent] = []
+        self.on_record = on_record
 
     @property
     def extended(self) -> bool:
@@ -50,6 +57,8 @@ class AuditTrail:
             data=data or {},
         )
         self.events.append(event)
+        if self.on_record is not None:
+            self.on_record(event)
         return event
 
     def of_type(self, event_type: AuditType) -> list[AuditEvent]:

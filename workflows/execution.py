@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.endings import RunEndings
     from workflows.errors import TemplateError
     from workflows.events import EVENT_KINDS, EventAck, EventRejected, parse_signal, parse_update
+    from workflows.metrics import count_event
     from workflows.nodes import (
         AssignTestNode,
         DelayNode,
@@ -65,7 +66,12 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             workflow_version=definition.workflow_version,
             started_at=checkpoint.started_at if checkpoint else info.start_time,
             variables=dict(checkpoint.variables if checkpoint else request.input),
-            audit=AuditTrail(info.workflow_id, definition.workflow_version, definition.audit_level),
+            audit=AuditTrail(
+                info.workflow_id,
+                definition.workflow_version,
+                definition.audit_level,
+                on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
+            ),
         )
         if checkpoint:
             self._state.audit.events = list(checkpoint.audit)

@@ -200,3 +200,51 @@ async def test_official_cli_signal_and_update(harness: Harness) -> None:
     result = await harness.dsmo.result(run_id)
     assert result.variables["lastResponse"] == "desde la CLI"
     assert not [e for e in await harness.dsmo.events(run_id) if e.type == "EVENT_REJECTED"]
+
+
+async def test_watch_follows_a_run_live(harness: Harness) -> None:
+    from tests.conftest import definition_from
+
+    run_id = await harness.start(definition_from(EXAMPLE), {"candidate": {"name": "W", "phone": "5"}})
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    watcher = await asyncio.create_subprocess_exec(
+        str(BIN / "dsmo"),
+        "runs",
+        "watch",
+        run_id,
+        "--interval",
+        "0.2",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=harness.cli_env(),
+    )
+    await asyncio.sleep(1.5)
+    await harness.dsmo.respond(run_id, "visto")
+    out, err = await asyncio.wait_for(watcher.communicate(), timeout=60)
+    text = out.decode()
+    assert watcher.returncode == 0, err.decode()
+    assert text.index("waiting") < text.index("RUN_RESUMED") < text.index("RUN_COMPLETED")
+    assert f"{run_id}: completed" in text
+
+
+async def test_bulk_cancel_with_a_query(harness: Harness) -> None:
+    from tests.conftest import definition_from
+
+    run_ids = [
+        await harness.start(definition_from(EXAMPLE), {"candidate": {"name": f"B{i}", "phone": "1"}}) for i in range(3)
+    ]
+    for run_id in run_ids:
+        await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    query = f"TaskQueue='{harness.task_queue}'"
+    for _ in range(50):  # visibility catches up asynchronously
+        listed = [
+            r.id async for r in harness.dsmo.temporal.list_workflows(f"{query} AND AgentExecutionStatus='waiting'")
+        ]
+        if len(listed) == 3:
+            break
+        await asyncio.sleep(0.2)
+    proc = await cli(harness, "cancel", "--query", query, "--reason", "campaign closed", "--by", "ops")
+    assert proc.returncode == 0 and "cancelled 3 run(s)" in proc.stdout, proc.stdout + proc.stderr
+    for run_id in run_ids:
+        result = await harness.dsmo.result(run_id)
+        assert (result.status, result.cancelled_by) == (RunStatus.CANCELLED, "ops")

@@ -1,0 +1,43 @@
+"""One example per command, shown at the end of its --help (commands with their own keep theirs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+
+EXAMPLES: dict[str, str] = {
+    "dev up": "dsmo dev up --worker",
+    "dev down": "dsmo dev down",
+    "dev status": "dsmo dev status",
+    "worker": "DSMO_TASK_QUEUE=agent-executions dsmo worker",
+    "definitions validate": "dsmo definitions validate examples/triage.yaml",
+    "definitions publish": "dsmo definitions publish examples/background_check.yaml",
+    "runs stats": "dsmo runs stats --json",
+    "runs waiting": "dsmo runs waiting",
+    "runs stuck": "dsmo runs stuck || echo 'some runs are stuck'",
+    "replay": "dsmo replay document-triage-1a2b --from-stage classify",
+    "verify": "dsmo verify document-triage-1a2b",
+    "dlq list": "dsmo dlq list --json",
+    "audit verify": "dsmo audit verify document-triage-1a2b",
+    "compensations failed": "dsmo compensations failed",
+    "compensations retry": "dsmo compensations retry comp-retry:order-saga-1a2b:process_payment",
+    "keys add": "dsmo keys add crm --scope start --scope read --scope events:MESSAGE_RECEIVED",
+    "keys list": "dsmo keys list",
+    "keys revoke": "dsmo keys revoke crm",
+    "codec-server": "DSMO_CODEC_KEYS=k1:$(cat key.b64) dsmo codec-server --bind 127.0.0.1:8081",
+}
+
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from commands(command, (*path, name))
+        else:
+            yield " ".join((*path, name)), command
+
+
+def add_examples(group: click.Group) -> None:
+    for path, command in commands(group):
+        if path in EXAMPLES and "Example" not in (command.help or ""):
+            command.epilog = f"Example:  {EXAMPLES[path]}"

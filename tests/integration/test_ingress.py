@@ -1,0 +1,184 @@
+"""The HTTP ingress over real HTTP on loopback: a whole candidate-screening flow, keys, scopes, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from activities.definitions import DefinitionStore
+from starter.ingress.app import create_app
+from starter.ingress.keys import KeyStore
+from tests.conftest import Harness, definition_from
+from tests.stack import free_port_block
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+CANDIDATE = {"candidate": {"name": "Marta", "phone": "+34 611"}}
+
+
+@dataclass
+class Ingress:
+    url: str
+    keys: dict[str, str]
+
+    def client(self, key: str | None = "crm") -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.keys[key]}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@pytest.fixture
+def ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
+    DefinitionStore(harness.store).publish(definition_from(REPO / "examples" / "candidate_screening.yaml"))
+    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    store = KeyStore(settings.api_keys_path)
+    keys = {
+        "crm": store.add("crm", ["start", "read", "cancel", "events:MESSAGE_RECEIVED"]),
+        "docs": store.add("docs-portal", ["events:DOCUMENT_UPLOADED"]),
+    }
+    port = free_port_block(1)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "ingress did not start"
+    yield Ingress(f"http://127.0.0.1:{port}", keys)
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+async def call(method: str, client: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
+    return await asyncio.to_thread(client.request, method, path, **kwargs)
+
+
+async def until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    for _ in range(200):
+        body = (await call("GET", client, f"/executions/{run_id}")).json()
+        if body.get("status") == status:
+            return body  # type: ignore[no-any-return]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{run_id} never reached {status}")
+
+
+async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
+    crm = ingress.client()
+    started = await call(
+        "POST",
+        crm,
+        "/executions",
+        json={"agent": "candidate-screening", "input": CANDIDATE},
+        headers={"Idempotency-Key": "crm-lead-77"},
+    )
+    assert started.status_code == 201, started.text
+    run_id = started.json()["runId"]
+    again = await call(
+        "POST",
+        crm,
+        "/executions",
+        json={"agent": "candidate-screening", "input": CANDIDATE},
+        headers={"Idempotency-Key": "crm-lead-77"},
+    )
+    assert again.status_code == 200 and again.json()["runId"] == run_id  # a retried start gets the same run
+
+    waiting = await until(crm, run_id, "waiting")
+    assert waiting["waitingFor"] == "response"
+    listed = await call(
+        "GET",
+        crm,
+        "/executions",
+        params={"status": "waiting", "waitingFor": "response", "agent": "candidate-screening"},
+    )
+    for _ in range(50):  # visibility is updated asynchronously
+        if run_id in [run["runId"] for run in listed.json()["runs"]]:
+            break
+        await asyncio.sleep(0.2)
+        listed = await call("GET", crm, "/executions", params={"status": "waiting", "waitingFor": "response"})
+    assert run_id in [run["runId"] for run in listed.json()["runs"]]
+
+    reply = {"type": "MESSAGE_RECEIVED", "data": {"text": "Sí, me interesa"}}
+    delivered = await call(
+        "POST", crm, f"/executions/{run_id}/events", json=reply, headers={"Idempotency-Key": "msg-1"}
+    )
+    assert delivered.status_code == 202 and delivered.json()["accepted"] is True
+    repeated = await call("POST", crm, f"/executions/{run_id}/events", json=reply, headers={"Idempotency-Key": "msg-1"})
+    assert repeated.status_code == 202 and repeated.json()["duplicate"] is True
+    done = await until(crm, run_id, "completed")
+    assert done["resultType"] == "success"
+    late = await call("POST", crm, f"/executions/{run_id}/events", json=reply, headers={"Idempotency-Key": "msg-2"})
+    assert late.status_code == 409 and late.json()["error"]["code"] == "not_accepted"
+
+
+async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
+    crm, docs, anonymous = ingress.client(), ingress.client("docs"), ingress.client(None)
+    run_id = (await call("POST", crm, "/executions", json={"agent": "candidate-screening", "input": CANDIDATE})).json()[
+        "runId"
+    ]
+    await until(crm, run_id, "waiting")
+    event = {"type": "MESSAGE_RECEIVED", "event_id": "e1", "data": {"text": "hola"}}
+
+    no_key = await call("POST", anonymous, f"/executions/{run_id}/events", json=event)
+    assert no_key.status_code == 401 and "API key" in no_key.json()["error"]["message"]
+    wrong = await call("GET", anonymous, f"/executions/{run_id}", headers={"X-API-Key": "dsmo_not-a-key"})
+    assert wrong.status_code == 401
+    out_of_scope = await call("POST", docs, f"/executions/{run_id}/events", json=event)
+    assert out_of_scope.status_code == 403 and "events:MESSAGE_RECEIVED" in out_of_scope.json()["error"]["message"]
+    cannot_read = await call("GET", docs, f"/executions/{run_id}")
+    assert cannot_read.status_code == 403
+
+    malformed = await call(
+        "POST", crm, f"/executions/{run_id}/events", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert malformed.status_code == 422
+    bad_payload = await call(
+        "POST",
+        crm,
+        f"/executions/{run_id}/events",
+        json={"type": "MESSAGE_RECEIVED", "event_id": "e2", "data": {"txt": "typo"}},
+    )
+    assert (
+        bad_payload.status_code == 422
+        and "MESSAGE_RECEIVED.text: is required" in bad_payload.json()["error"]["message"]
+    )
+    no_id = await call(
+        "POST", crm, f"/executions/{run_id}/events", json={"type": "MESSAGE_RECEIVED", "data": {"text": "x"}}
+    )
+    assert no_id.status_code == 422 and "Idempotency-Key" in no_id.json()["error"]["message"]
+    huge = await call(
+        "POST",
+        crm,
+        f"/executions/{run_id}/events",
+        json={"type": "MESSAGE_RECEIVED", "event_id": "e3", "data": {"text": "x" * 70_000}},
+    )
+    assert huge.status_code == 413
+    unknown_run = await call("GET", crm, "/executions/no-such-run")
+    assert unknown_run.status_code == 404
+    unknown_agent = await call("POST", crm, "/executions", json={"agent": "nobody-here", "input": {}})
+    assert unknown_agent.status_code == 404
+    extra = await call("POST", crm, "/executions", json={"agent": "candidate-screening", "colour": "red"})
+    assert extra.status_code == 422 and "colour" in extra.json()["error"]["message"]
+
+    # Nothing above touched the run: it still waits, and a good event still resumes it.
+    assert (await call("GET", crm, f"/executions/{run_id}")).json()["status"] == "waiting"
+    cancelled = await call("POST", crm, f"/executions/{run_id}/cancel", json={"reason": "lead lost"})
+    assert cancelled.status_code == 202
+    final = await until(crm, run_id, "cancelled")
+    assert final["cancelledBy"] == "crm" and final["cancelReason"] == "lead lost"
+
+
+def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
+    from starter.settings import Settings
+
+    spec = create_app(Settings(state_dir=tmp_path)).openapi()
+    committed = json.loads((REPO / "docs" / "openapi.json").read_text())
+    assert committed == json.loads(json.dumps(spec)), "run `make openapi` and commit docs/openapi.json"

@@ -1,0 +1,137 @@
+"""Traces (one connected trace per run), metrics (Prometheus) and payload encryption."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
+
+from activities.messaging import FileChannel
+from starter.client import DsmoClient, connect_temporal
+from starter.telemetry import metrics_runtime
+from tests.conftest import Harness, definition_from
+from tests.stack import free_port_block
+from worker import build_worker
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
+CANDIDATE = {"candidate": {"name": "Tomás", "phone": "+34 622"}}
+
+_SPANS = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module")
+def spans() -> Iterator[InMemorySpanExporter]:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(_SPANS))
+    yield _SPANS
+
+
+async def test_one_connected_trace_from_start_to_resume(harness: Harness, spans: InMemorySpanExporter) -> None:
+    spans.clear()
+    dsmo = await DsmoClient.connect(harness.settings)  # with the tracing interceptor
+    queue = f"traced-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, "sí")  # a separate call, later: it joins the run's trace
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    finished = [
+        span
+        for span in spans.get_finished_spans()
+        if span.attributes
+        and (span.attributes.get("temporalWorkflowID") == run_id or span.attributes.get("dsmo.run_id") == run_id)
+    ]
+    names = {span.name for span in finished}
+    assert {
+        "dsmo.start candidate-screening",
+        "StartWorkflow:AgentExecution",
+        "RunWorkflow:AgentExecution",
+        "RunActivity:run_stage",
+        "dsmo.event MESSAGE_RECEIVED",
+    } <= names, names
+    assert any(name.startswith("HandleUpdate") or name.startswith("ValidateUpdate") for name in names), names
+    # One connected trace for the run (status polls are separate reads, with their own traces).
+    run_trace = [span for span in finished if "Query" not in span.name]
+    assert len({span.context.trace_id for span in run_trace}) == 1
+    stage = next(span for span in finished if span.name == "RunActivity:run_stage")
+    assert stage.attributes is not None
+    assert {key: stage.attributes.get(key) for key in ("dsmo.stage", "dsmo.attempt", "dsmo.agent_version")} == {
+        "dsmo.stage": "profile",
+        "dsmo.attempt": 1,
+        "dsmo.agent_version": "1.0.0",
+    }
+    assert stage.attributes.get("dsmo.run_id") == run_id and stage.attributes.get("dsmo.idempotency_key")
+    assert stage.attributes.get("dsmo.workflow_version") == definition_from(EXAMPLE).workflow_version
+
+
+async def test_worker_metrics_on_prometheus(harness: Harness) -> None:
+    port = free_port_block(1)
+    client = await connect_temporal(harness.settings, runtime=metrics_runtime(f"127.0.0.1:{port}"))
+    dsmo = DsmoClient(client, harness.settings)
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, "sí", event_id="m-1")
+        await dsmo.respond(run_id, "sí", event_id="m-1")  # a duplicate, counted
+        await dsmo.result(run_id)
+        await asyncio.sleep(0.5)
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        )
+    for metric in (
+        "dsmo_duplicates_ignored",
+        "dsmo_audit_events",
+        "dsmo_stage_queue_seconds",
+        "dsmo_agent_processing_seconds",
+        "temporal_workflow_completed",
+        "temporal_activity_execution_latency",
+    ):
+        assert metric in body, metric
+    assert 'type="STAGE_SUCCEEDED"' in body
+
+
+async def test_encrypted_payloads_never_reach_the_server_in_clear(harness: Harness) -> None:
+    secret = f"top-secret-{uuid.uuid4().hex}"
+    key = base64.b64encode(b"k" * 32).decode()
+    settings = harness.settings.with_changes(codec_keys=f"k1:{key}")
+    dsmo = await DsmoClient.connect(settings)
+    queue = f"codec-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, secret)
+        result = await dsmo.result(run_id)
+    assert result.variables["lastResponse"] == secret  # decoded for whoever holds the key
+    plain = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    raw = (await plain.get_workflow_handle(run_id).fetch_history()).to_json()
+    assert secret not in raw and "Tom\\u00e1s" not in raw and "Tomás" not in raw
+    assert "encryption-key-id" in raw or "ZW5jcnlwdGlvbi1rZXktaWQ" in raw  # the key id travels in metadata
+    decoded = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    assert secret in str(await _decode_all(dsmo, decoded))
+
+
+async def _decode_all(dsmo: DsmoClient, history: object) -> list[object]:
+    codec = dsmo.temporal.data_converter.payload_codec
+    assert codec is not None
+    payloads = []
+    for event in history.events:  # type: ignore[attr-defined]
+        attributes = event.workflow_execution_update_accepted_event_attributes
+        if attributes.accepted_request.input.args.payloads:
+            payloads.extend(await codec.decode(list(attributes.accepted_request.input.args.payloads)))
+    return [payload.data.decode(errors="replace") for payload in payloads]
