@@ -4,13 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down demo test unit lint fmt clean ui-check openapi
+.PHONY: install up down demo test unit lint fmt clean ui-check openapi bench
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,6 +33,9 @@ ui-check: install            ## open the Web UI in headless Chromium, find a wai
 
 openapi: install             ## regenerate docs/openapi.json from the ingress
 	$(BIN)/python -c 'import json, pathlib; from starter.ingress.app import create_app; from starter.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
+
+bench: install               ## Table 1 + the raw-Temporal floor; QUICK=1 for ~2 minutes, UPDATE=1 rewrites BENCHMARKS.md
+	$(BIN)/dsmo bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,)
 
 unit: install                ## the fast unit tests only
 	$(BIN)/python -m pytest -q tests/unit

@@ -15,7 +15,8 @@ from typing import Any
 import temporalio.activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.actions import ActionActivities, ActionRegistry
 from activities.artifacts import ArtifactStore
@@ -51,6 +52,7 @@ def build_worker(
     activity_threads: int = 16,
     overrides: Sequence[Callable[..., Any]] = (),
     actions: ActionRegistry | None = None,
+    workflow_runner: WorkflowRunner | None = None,
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way."""
     stages = StageActivities(store, registry)
@@ -63,7 +65,13 @@ def build_worker(
     audit = AuditActivities(store)
     side_effects = ActionActivities(actions or ActionRegistry())
     limiter = LimiterActivities(client, task_queue)
-    extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    extra: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    # The sandbox would re-import `workflows` for every run (~30 ms each, measured by `make bench`);
+    # it is deterministic by construction (tests/unit/test_determinism.py, replay tests), so it is
+    # imported once and passed through, while the sandbox still guards everything else.
+    extra["workflow_runner"] = workflow_runner or SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows")
+    )
     return Worker(
         client,
         task_queue=task_queue,
@@ -87,7 +95,7 @@ def build_worker(
         # boto3 is synchronous: activities run on threads, the workflow loop stays free.
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
         max_concurrent_activities=activity_threads,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
 
 

@@ -18,8 +18,23 @@ from workflows.errors import DsmoError
 
 
 def register(cli: click.Group) -> None:
-    for command in (replay, verify, dlq, audit, compensations_group):
+    for command in (replay, verify, dlq, audit, compensations_group, bench):
         cli.add_command(command)
+
+
+@click.command()
+@click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
+@click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
+def bench(quick: bool, update: bool) -> None:
+    """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
+
+    \b
+    Example:
+      dsmo bench --quick
+    """
+    from bench.cli import main as bench_main
+
+    bench_main(quick, update)
 
 
 def _store(obj: Context) -> ArtifactStore:

@@ -230,6 +230,7 @@ class DsmoClient:
             cancelled_by=view.cancelled_by,
             cancel_reason=view.cancel_reason,
             compensation=view.compensation,
+            path=view.path,
             variables=await self.variables(run_id),
         )
 
@@ -256,7 +257,8 @@ class DsmoClient:
         self, run_id: str, event_type: str, data: dict[str, Any], *, event_id: str | None = None
     ) -> EventAck:
         """Deliver a resume event through the validated `deliver_event` update."""
-        event = {"type": event_type, "event_id": event_id or str(uuid.uuid4()), "data": data}
+        event_id = event_id or str(uuid.uuid4())
+        event = {"type": event_type, "event_id": event_id, "data": data}
         try:
             with tracer.start_as_current_span(
                 f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
@@ -268,7 +270,11 @@ class DsmoClient:
             message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             raise EventNotAccepted(f"{event_type} rejected: {message}") from None
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            problem = await self._closed_or_missing(run_id, err)
+            if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):
+                # A retry of an event the run already took: idempotent, even after the run ended.
+                return EventAck(event_id=event_id, accepted=False, duplicate=True, status="ended")
+            raise problem from None
 
     async def respond(self, run_id: str, text: str, *, event_id: str | None = None) -> EventAck:
         return await self.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": text}, event_id=event_id)
@@ -303,6 +309,25 @@ class DsmoClient:
             raise self._rpc_error(run_id, err) from None
         except WorkflowQueryFailedError as err:
             raise DsmoError(f"run {run_id}: query {name} failed: {err}") from None
+
+    async def _applied_before(self, run_id: str, event_id: str) -> bool:
+        try:
+            trail = await self.events(run_id)
+        except DsmoError:
+            return False
+        return any(e.data.get("eventId") == event_id and e.type in ("RUN_RESUMED", "EVENT_RECEIVED") for e in trail)
+
+    async def _closed_or_missing(self, run_id: str, err: RPCError) -> DsmoError:
+        """NOT_FOUND for an update means either no such run or one that has ended: ask which."""
+        if err.status != RPCStatusCode.NOT_FOUND:
+            return self._rpc_error(run_id, err)
+        try:
+            described = await self._handle(run_id).describe()
+        except RPCError:
+            return self._rpc_error(run_id, err)
+        if described.close_time is not None:
+            return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
+        return self._rpc_error(run_id, err)
 
     def _rpc_error(self, run_id: str, err: RPCError) -> DsmoError:
         if err.status == RPCStatusCode.NOT_FOUND:

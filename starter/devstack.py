@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from starter.processes import ManagedProcess, StackError, find_binary
 from starter.settings import Settings
@@ -28,6 +29,7 @@ from workflows import search_attributes
 # Measured on this machine kind: the default dev server adds ~50 ms to every workflow task;
 # raising this poll rate cuts raw Temporal latency about 4x (see DESIGN.md).
 TEMPORAL_TUNING = ("history.transferProcessorMaxPollRPS=1000",)
+SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,8 @@ class DevStack:
             argv += ["--search-attribute", f"{key.name}={search_attributes.cli_type(key)}"]
         for value in TEMPORAL_TUNING:
             argv += ["--dynamic-config-value", value]
+        for pragma in SQLITE_PRAGMAS:
+            argv += ["--sqlite-pragma", pragma]
         return argv
 
     def _s3_argv(self) -> list[str]:
@@ -248,3 +252,49 @@ def _seaweed_identities(access_key: str, secret_key: str) -> str:
         },
         indent=2,
     )
+
+
+def free_port_block(size: int, *, low: int = 20000, high: int = 32000) -> int:
+    """The first port of ``size`` consecutive free ports, below Linux's ephemeral range."""
+    import random
+    import socket
+
+    def free(port: int) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As servers bind: connections lingering in TIME_WAIT do not make a port busy.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    for _ in range(200):
+        base = random.randrange(low, high - size)
+        if all(free(base + offset) for offset in range(size)):
+            return base
+    raise StackError("no block of free ports found")
+
+
+def private_settings(state_dir: Path, base: Settings | None = None) -> Settings:
+    """Settings for a stack of our own on free ports (tests, benchmarks)."""
+    port = free_port_block(10)
+    return (base or Settings()).with_changes(
+        temporal_address=f"127.0.0.1:{port}",
+        ui_port=port + 1,
+        s3_endpoint=f"http://127.0.0.1:{port + 2}",
+        seaweed_port_base=port + 3,  # uses port+3 .. port+9
+        state_dir=state_dir,
+    )
+
+
+async def reusable(settings: Settings) -> bool:
+    """True if a stack already answers at ``settings`` (e.g. `make up`): reuse it."""
+    if not await temporal_reachable(settings.temporal_address, settings.temporal_namespace, timeout=1.0):
+        return False
+    try:
+        await asyncio.to_thread(ensure_bucket, settings)
+        await ensure_search_attributes(settings.temporal_address, settings.temporal_namespace)
+    except Exception:  # noqa: BLE001 - anything wrong with it: start our own instead
+        return False
+    return True

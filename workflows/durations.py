@@ -1,4 +1,4 @@
-"""Human durations (``30s``, ``15m``, ``24h``, ``7d``, ``1h30m``) as pydantic-friendly timedeltas."""
+"""Human durations (``250ms``, ``1.5s``, ``30s``, ``15m``, ``24h``, ``7d``, ``1h30m``) as timedeltas."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_PATTERN = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_PATTERN = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -25,9 +25,9 @@ def parse_duration(value: Any) -> timedelta:
         match = _PATTERN.match(text)
         if not text or match is None or not any(match.groups()):
             raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d or 1h30m")
-        seconds = float(
-            sum(int(part) * factor for part, factor in zip(match.groups(), _UNITS.values(), strict=True) if part)
-        )
+        *whole, milliseconds = match.groups()
+        seconds = sum(float(part) * factor for part, factor in zip(whole, _UNITS.values(), strict=True) if part)
+        seconds += int(milliseconds) / 1000 if milliseconds else 0.0
     else:
         raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d")
     if seconds <= 0:
@@ -39,7 +39,9 @@ def format_duration(value: timedelta) -> str:
     """A compact exact form as people write it: 24h -> ``"24h"``, 7 days -> ``"7d"``, ``"1h30m"``."""
     remaining = int(value.total_seconds())
     if remaining != value.total_seconds():
-        return f"{value.total_seconds()}s"
+        if value.total_seconds() < 1:
+            return f"{round(value.total_seconds() * 1000)}ms"
+        return f"{value.total_seconds():g}s"
     # Whole days from two days up read as days (7d, 30d); a single day reads as 24h, as in the seed.
     units = (
         _UNITS if remaining % 86400 == 0 and remaining >= 2 * 86400 else {k: v for k, v in _UNITS.items() if k != "d"}

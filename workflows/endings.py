@@ -36,6 +36,7 @@ class RunEndings(SagaActions):
             completed_at=workflow.now(),
             result_type="success",
             result_summary="Flow completed successfully",
+            path=list(state.path),
             variables=state.variables,
         )
         await self._settle(result)
@@ -57,6 +58,7 @@ class RunEndings(SagaActions):
             error_message=None if timeout else ended.message,
             failed_action_id=ended.node,
             compensation=compensation,
+            path=list(state.path),
             variables=state.variables,
         )
         await self._settle(result)
@@ -82,6 +84,7 @@ class RunEndings(SagaActions):
             cancel_reason=reason,
             compensation=compensation,
             failed_action_id=state.current_node,
+            path=list(state.path),
             variables=state.variables,
         )
         await self._settle(result)
@@ -109,7 +112,8 @@ class RunEndings(SagaActions):
         state = self._state
         events = [event.model_dump(mode="json") for event in state.audit.events]
         try:
-            await workflow.execute_activity(
+            # Local: the export is one put at the very end; a task-queue round trip would add latency.
+            await workflow.execute_local_activity(
                 contracts.EXPORT_AUDIT,
                 contracts.AuditExport(run_id=state.run_id, events=events),
                 result_type=str,

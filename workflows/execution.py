@@ -153,7 +153,8 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             effective=effective_parameters(definition),
         )
         try:
-            prepared = await workflow.execute_activity(
+            # Local: two small write-once puts need no round trip through a task queue.
+            prepared = await workflow.execute_local_activity(
                 contracts.PREPARE_RUN,
                 snapshot,
                 result_type=contracts.PreparedRun,

@@ -151,4 +151,5 @@ class ExecutionResult(WireModel):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     compensation: dict[str, Any] | None = None  # {status: complete|partial, compensated, failed}
+    path: list[str] = Field(default_factory=list)  # the nodes that ran, in order (the state path)
     variables: dict[str, Any] = Field(default_factory=dict)

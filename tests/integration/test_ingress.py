@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,12 +74,13 @@ async def until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any
 
 async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
     crm = ingress.client()
+    lead = f"crm-lead-{uuid.uuid4().hex[:8]}"  # an id of the calling system, unique to this test run
     started = await call(
         "POST",
         crm,
         "/executions",
         json={"agent": "candidate-screening", "input": CANDIDATE},
-        headers={"Idempotency-Key": "crm-lead-77"},
+        headers={"Idempotency-Key": lead},
     )
     assert started.status_code == 201, started.text
     run_id = started.json()["runId"]
@@ -87,7 +89,7 @@ async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
         crm,
         "/executions",
         json={"agent": "candidate-screening", "input": CANDIDATE},
-        headers={"Idempotency-Key": "crm-lead-77"},
+        headers={"Idempotency-Key": lead},
     )
     assert again.status_code == 200 and again.json()["runId"] == run_id  # a retried start gets the same run
 

@@ -22,6 +22,7 @@ from starter.telemetry import metrics_runtime
 from tests.conftest import Harness, definition_from
 from tests.stack import free_port_block
 from worker import build_worker
+from workflows.definition import parse_definition
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
@@ -85,10 +86,15 @@ async def test_worker_metrics_on_prometheus(harness: Harness) -> None:
     dsmo = DsmoClient(client, harness.settings)
     queue = f"metrics-{uuid.uuid4().hex[:8]}"
     async with build_worker(client, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
-        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        data = definition_from(EXAMPLE).model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["nodes"]["goodbye"]["next"] = "again"  # a second wait keeps the run open for the duplicate
+        data["nodes"]["again"] = {"actionType": "wait_for_response"}
+        run_id = await dsmo.start(parse_definition(data), CANDIDATE, task_queue=queue)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, "sí", event_id="m-1")
         await dsmo.respond(run_id, "sí", event_id="m-1")  # a duplicate, counted
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, "fin", event_id="m-2")
         await dsmo.result(run_id)
         await asyncio.sleep(0.5)
         body = await asyncio.to_thread(

@@ -9,7 +9,7 @@ import pytest
 from starter.client import EventNotAccepted
 from tests.conftest import Harness
 from workflows import search_attributes as sa
-from workflows.definition import AgentDefinition
+from workflows.definition import AgentDefinition, parse_definition
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
@@ -123,12 +123,17 @@ async def test_events_are_validated_and_deduplicated(harness: Harness, slice_def
 
 async def test_event_for_a_run_not_waiting_is_rejected(harness: Harness, slice_definition: AgentDefinition) -> None:
     dsmo = harness.dsmo
-    run_id = await harness.start(slice_definition, CANDIDATE)
+    data = slice_definition.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["nodes"]["goodbye"]["next"] = "second_wait"  # keep the run open after the first reply
+    data["nodes"]["second_wait"] = {"actionType": "wait_for_response"}
+    run_id = await harness.start(parse_definition(data), CANDIDATE)
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.respond(run_id, "sí", event_id="first")
     # The same id again is an idempotent duplicate, not an error...
     again = await dsmo.respond(run_id, "sí", event_id="first")
     assert again.duplicate and not again.accepted
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "bye", event_id="closing")
     await dsmo.result(run_id)
     # ...a new one to an ended run is refused with a clear reason.
     with pytest.raises(Exception, match="has already ended"):

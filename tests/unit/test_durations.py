@@ -18,6 +18,8 @@ from workflows.durations import format_duration, parse_duration
         (" 2D ", timedelta(days=2)),
         (90, timedelta(seconds=90)),
         (1.5, timedelta(seconds=1.5)),
+        ("250ms", timedelta(milliseconds=250)),
+        ("1.5s", timedelta(seconds=1.5)),
     ],
 )
 def test_parse(text: object, expected: timedelta) -> None:
@@ -39,6 +41,8 @@ def test_parse_rejects(bad: object) -> None:
         (timedelta(minutes=90), "1h30m"),
         (timedelta(hours=36), "36h"),
         (timedelta(seconds=1), "1s"),
+        (timedelta(milliseconds=200), "200ms"),
+        (timedelta(seconds=2.5), "2.5s"),
     ],
 )
 def test_format_round_trips(value: timedelta, text: str) -> None:

@@ -1,0 +1,79 @@
+"""`dsmo bench` / `make bench`: run the benchmark on the embedded stack, print and save results."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.report import machine, markdown, write
+from bench.runner import Bench, BenchConfig
+from starter.devstack import DevStack, private_settings, reusable
+from starter.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, scale: bool = True) -> dict[str, Any]:
+    config = BenchConfig() if quick else BenchConfig.full()
+    settings = Settings.from_env().with_changes(metrics_bind="")
+    stack = None
+    if not await reusable(settings):
+        settings = private_settings(Path(tempfile.mkdtemp(prefix="dsmo-bench-")), settings)
+        stack = DevStack(settings)
+        await stack.up(timeout=90)
+    try:
+        started = time.perf_counter()
+        bench = Bench(settings, config)
+        results = await bench.run()
+        if scale:
+            from bench.scale import scale_test
+
+            print(f"scale: {config.scale_runs} waiting runs", flush=True)
+            results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
+        results.update(
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            machine=machine(),
+            seconds=round(time.perf_counter() - started, 1),
+            command="make bench" + (" QUICK=1" if quick else ""),
+        )
+    finally:
+        if stack is not None:
+            stack.down()
+    paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
+    text = markdown(results)
+    print(text)
+    print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
+    if update_benchmarks:
+        (REPO / "BENCHMARKS.md").write_text(benchmarks_page(results, text))
+    return results
+
+
+def benchmarks_page(results: dict[str, Any], tables: str) -> str:
+    return f"""# Benchmarks
+
+Measured by `{results["command"]}` on {results["started_at"]} ({results["seconds"]} s), on
+{results["machine"]}, against the embedded stack (Temporal dev server with SQLite, SeaweedFS).
+These machines are shared and noisy: compare ratios measured in one run, not absolute figures
+across runs. Reproduce with `make bench` (full) or `make bench QUICK=1` (about two minutes).
+
+The modes share one infrastructure (Temporal + the S3 store): **B3** is DSMO's orchestrator;
+**B1** choreography (each stage is a message; the agent enqueues the next stage itself, without
+dedup, and a lost ack after the enqueue makes the broker redeliver); **B2** agent decides next
+(one loop runs whatever stage the agent names; {results["config"]["ambiguity"]:.0%} of its
+choices are ambiguous, as an LLM router's would be). W3 injects timeouts (4%), transient failures
+(10%) and permanent failures (2%) in stages B and C. A replay is a new run of the same input,
+which meets new faults as a re-execution would. Metric formulas: `bench/metrics.py`.
+
+{tables}
+
+![latency CDF](docs/bench/latency_cdf.png)
+![Table 1 metrics](docs/bench/table1_bars.png)
+"""
+
+
+def main(quick: bool, update: bool) -> None:
+    asyncio.run(run(quick, out_dir=REPO / "bench" / "results", update_benchmarks=update))

@@ -1,0 +1,212 @@
+"""Markdown tables, JSON and PNG charts from a benchmark's results."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+# The paper's Table 1 (DSMO, choreography, agent decides), printed beside ours.
+PAPER = {
+    "success_rate": (0.88, 0.89, 0.83),
+    "sps": (0.7775, 0.775, 0.56),
+    "rsr": (0.8725, 0.8525, 0.855),
+    "duplicates_per_run": (0.165, 0.19, 0.22),
+    "orphans_per_run": (0.0, 3.735, 0.96),
+    "dlq_per_run": (0.12, 0.11, 0.17),
+    "latency_p50_s": (0.241, 0.205, 18.626),
+    "latency_p95_s": (0.540, 0.537, 19.296),
+    "latency_mean_s": (0.273, 0.252, 17.941),
+}
+ROWS = [
+    ("success_rate", "Base success rate", "{:.3f}"),
+    ("sps", "SPS (state-path stability)", "{:.3f}"),
+    ("rsr", "RSR (replay success rate)", "{:.3f}"),
+    ("divergence", "DS (divergence score)", "{:.3f}"),
+    ("duplicates_per_run", "Duplicates ignored / run", "{:.3f}"),
+    ("orphans_per_run", "Orphan events / run", "{:.3f}"),
+    ("dlq_per_run", "DLQ / run", "{:.3f}"),
+    ("latency_p50_s", "Latency p50 (s)", "{:.3f}"),
+    ("latency_p95_s", "Latency p95 (s)", "{:.3f}"),
+    ("latency_mean_s", "Latency mean (s)", "{:.3f}"),
+    ("events_per_run", "Events / run", "{:.1f}"),
+    ("bytes_per_run", "Bytes stored / run", "{:,.0f}"),
+    ("throughput_runs_per_min", "Throughput (runs/min)", "{:,.0f}"),
+]
+MODES = ("B3", "B1", "B2")
+NAMES = {"B3": "DSMO (B3)", "B1": "Choreography (B1)", "B2": "Agent decides (B2)"}
+
+
+def _fmt(value: float, pattern: str) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else pattern.format(value)
+
+
+def aggregate(results: dict[str, Any], workloads: tuple[str, ...] = ("W1", "W2", "W3")) -> dict[str, dict[str, float]]:
+    """Table 1 over W1-W3 (run-weighted means); W4 is reported for throughput."""
+    table: dict[str, dict[str, float]] = {}
+    for mode in MODES:
+        summaries = [results["workloads"][w][mode]["summary"] for w in workloads if w in results["workloads"]]
+        runs = [s["runs"] for s in summaries]
+        table[mode] = {
+            key: sum(s[key] * n for s, n in zip(summaries, runs, strict=True) if not math.isnan(s[key]))
+            / max(1.0, sum(n for s, n in zip(summaries, runs, strict=True) if not math.isnan(s[key])))
+            for key, _, _ in ROWS
+        }
+    return table
+
+
+def table1(results: dict[str, Any]) -> str:
+    table = aggregate(results)
+    lines = [
+        "| Metric | " + " | ".join(NAMES[m] for m in MODES) + " | paper (B3 / B1 / B2) |",
+        "|---|" + "---|" * (len(MODES) + 1),
+    ]
+    for key, label, pattern in ROWS:
+        ours = " | ".join(_fmt(table[m][key], pattern) for m in MODES)
+        paper = " / ".join(str(v) for v in PAPER[key]) if key in PAPER else ""
+        lines.append(f"| {label} | {ours} | {paper} |")
+    return "\n".join(lines)
+
+
+def per_workload(results: dict[str, Any]) -> str:
+    keys = (
+        "success_rate",
+        "sps",
+        "rsr",
+        "orphans_per_run",
+        "duplicates_per_run",
+        "dlq_per_run",
+        "latency_p50_s",
+        "throughput_runs_per_min",
+    )
+    lines = ["| Workload | Mode | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for workload, modes in results["workloads"].items():
+        for mode in MODES:
+            summary = modes[mode]["summary"]
+            lines.append(f"| {workload} | {mode} | " + " | ".join(_fmt(summary[k], "{:.3f}") for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def floor_table(results: dict[str, Any]) -> str:
+    floor, ratios = results["floor"], results["floor"]["ratios"]
+    b3_w1 = results["workloads"]["W1"]["B3"]["summary"]
+    b3_w4 = results["workloads"]["W4"]["B3"]["summary"]
+    resume = results["resume"]
+    rows = [
+        ("W1 latency p50 (s)", b3_w1["latency_p50_s"], floor["W1"]["p50"], ratios["w1_p50"], "≤ 1.5"),
+        ("W1 latency p95 (s)", b3_w1["latency_p95_s"], floor["W1"]["p95"], ratios["w1_p95"], ""),
+        (
+            "W1 throughput (runs/min)",
+            b3_w1["throughput_runs_per_min"],
+            floor["W1"]["throughput"],
+            ratios["w1_throughput"],
+            "",
+        ),
+        (
+            "W4 throughput (runs/min)",
+            b3_w4["throughput_runs_per_min"],
+            floor["W4"]["throughput"],
+            ratios["w4_throughput"],
+            "≥ 0.7",
+        ),
+        ("Resume: event → run done p50 (s)", resume["b3_p50"], resume["bare_p50"], resume["ratio"], "≤ 1.3"),
+    ]
+    lines = ["| Measure | DSMO (B3) | Raw Temporal floor | Ratio | Target |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {label} | {ours:.3f} | {base:.3f} | {ratio:.2f}x | {target} |" for label, ours, base, ratio, target in rows
+    ]
+    lines.append("")
+    lines.append("| Artifact size | History bytes of the run |")
+    lines.append("|---|---|")
+    lines += [f"| {int(size):,} B | {history:,} |" for size, history in results["history_bytes"].items()]
+    if "scale" in results:
+        scale = results["scale"]
+        lines += [
+            "",
+            "| Scale | Value |",
+            "|---|---|",
+            f"| Runs waiting at once | {scale['runs']:,} |",
+            f"| Time to start them all (s) | {scale['start_seconds']:.1f} |",
+            f"| Worker RSS (MB) | {scale['worker_rss_mb']:.0f} |",
+            f"| Temporal server RSS (MB) | {scale['server_rss_mb']:.0f} |",
+            f"| Resume p50 at {scale['runs']:,} waiting (s) | {scale['resume_p50_at_scale']:.3f} |",
+            f"| Resume p50 at 10 waiting (s) | {scale['resume_p50_at_10']:.3f} |",
+        ]
+    return "\n".join(lines)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    return "\n\n".join(
+        [
+            "### Table 1 (W1-W3, originals and replays)",
+            table1(results),
+            "### Per workload",
+            per_workload(results),
+            "### Against the raw-Temporal floor (same run)",
+            floor_table(results),
+        ]
+    )
+
+
+def machine() -> str:
+    import os
+
+    return f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
+
+
+def write(results: dict[str, Any], out_dir: Path, charts_dir: Path | None = None) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = results["started_at"].replace(":", "").replace("-", "")[:15]
+    paths = {"json": out_dir / f"bench-{stamp}.json", "latest": out_dir / "latest.json"}
+    text = json.dumps(results, indent=2, default=str)
+    paths["json"].write_text(text)
+    paths["latest"].write_text(text)
+    charts = charts_dir or out_dir
+    paths.update(draw(results, charts))
+    return paths
+
+
+def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    figure, axes = plt.subplots(1, 4, figsize=(16, 3.6), sharey=True)
+    for axis, workload in zip(axes, ("W1", "W2", "W3", "W4"), strict=True):
+        for mode in MODES:
+            values = sorted(results["workloads"][workload][mode]["latencies"])
+            if values:
+                axis.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=NAMES[mode])
+        axis.set_title(f"{workload} latency CDF")
+        axis.set_xlabel("seconds")
+    axes[0].set_ylabel("fraction of runs")
+    axes[-1].legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    paths["latency_cdf"] = out_dir / "latency_cdf.png"
+    figure.savefig(paths["latency_cdf"], dpi=110)
+    plt.close(figure)
+
+    table = aggregate(results)
+    keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "orphans_per_run", "dlq_per_run"]
+    figure, axis = plt.subplots(figsize=(10, 4))
+    width = 0.27
+    for index, mode in enumerate(MODES):
+        axis.bar(
+            [k + (index - 1) * width for k in range(len(keys))],
+            [table[mode][key] for key in keys],
+            width,
+            label=NAMES[mode],
+        )
+    axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "orphans/run", "DLQ/run"])
+    axis.set_title("Table 1 metrics (W1-W3)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    paths["table1_bars"] = out_dir / "table1_bars.png"
+    figure.savefig(paths["table1_bars"], dpi=110)
+    plt.close(figure)
+    return paths

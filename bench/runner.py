@@ -1,0 +1,333 @@
+"""Run the benchmark: modes B1-B3 on W1-W4, the raw-Temporal floor, resume latency, history size
+per artifact size, and the scale test. Everything runs against the embedded stack."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.artifacts import ArtifactStore
+from activities.audit_log import audit_key
+from activities.messaging import FileChannel
+from bench import modes
+from bench.agents import ExecutionLog, Faults, bench_registry
+from bench.metrics import RunRecord, percentile, summarize
+from bench.workloads import definition, wait_definition
+from starter.client import DsmoClient
+from starter.settings import Settings
+from worker import build_worker
+from workflows.status import RunStatus
+
+
+def faults_for(workload: str, seed: int) -> Faults:
+    """W3 injects timeouts, transient failures and a few permanent ones in B and C."""
+    if workload == "W3":
+        return Faults(seed=seed, timeout_rate=0.04, transient_rate=0.10, permanent_rate=0.02)
+    return Faults(seed=seed)
+
+
+@dataclass
+class BenchConfig:
+    quick: bool = True
+    seed: int = 7
+    inputs: int = 12
+    replays: int = 2
+    concurrency: int = 4
+    w4_runs: int = 40
+    w4_concurrency: int = 20
+    ambiguity: float = 0.15
+    scale_runs: int = 200
+    artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
+    resume_samples: int = 10
+
+    @classmethod
+    def full(cls) -> BenchConfig:
+        return cls(quick=False, inputs=50, replays=3, w4_runs=300, w4_concurrency=50, scale_runs=10_000)
+
+
+@dataclass
+class FaultSwitch:
+    """The faults in force; swapped per workload while one worker serves the whole bench."""
+
+    current: Faults = field(default_factory=Faults)
+
+    def draw(self, run_id: str, stage: str, attempt: int) -> str | None:
+        return self.current.draw(run_id, stage, attempt)
+
+    @property
+    def seed(self) -> int:
+        return self.current.seed
+
+
+async def bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> Any:
+        async with gate:
+            return await job()
+
+    return await asyncio.gather(*(one(job) for job in jobs))
+
+
+class Bench:
+    def __init__(self, settings: Settings, config: BenchConfig, progress: Callable[[str], None] = print) -> None:
+        self.settings = settings
+        self.config = config
+        self.progress = progress
+        self.store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        self.log = ExecutionLog()
+        self.faults = FaultSwitch()
+        self.queue = f"bench-{uuid.uuid4().hex[:8]}"
+        self.done: dict[str, tuple[float, bool]] = {}
+        self.rng = random.Random(config.seed)
+
+    async def run(self) -> dict[str, Any]:
+        self.dsmo = await DsmoClient.connect(self.settings)
+        client = self.dsmo.temporal
+        self.choreo = modes.ChoreoActivities(client, self.queue, self.faults, self.log, self.done)
+        decide = modes.DecideActivities(self.faults, self.log)
+        base = build_worker(
+            client,
+            task_queue=self.queue,
+            store=self.store,
+            channel=FileChannel(self.settings.state_dir / "bench-outbox"),
+            registry=bench_registry(self.faults, self.log),
+            activity_threads=32,
+        )
+        extra = Worker(
+            client,
+            task_queue=self.queue + "-modes",
+            workflows=[modes.ChoreoStage, modes.AgentDecidesRun, modes.FloorRun, modes.FloorWait],
+            activities=[self.choreo.choreo_work, self.choreo.choreo_dead_letter, decide.decide_work, modes.noop],
+            activity_executor=ThreadPoolExecutor(max_workers=32),
+            max_concurrent_activities=32,
+        )
+        self.choreo.task_queue = self.queue + "-modes"
+        results: dict[str, Any] = {"config": {k: v for k, v in vars(self.config).items()}, "workloads": {}}
+        async with base, extra:
+            for workload in ("W1", "W2", "W3", "W4"):
+                self.faults.current = faults_for(workload, self.config.seed)
+                results["workloads"][workload] = {}
+                for mode in ("B3", "B1", "B2"):
+                    self.progress(f"{workload} {mode}")
+                    records, wall = await self.run_mode(mode, workload)
+                    results["workloads"][workload][mode] = {
+                        "summary": summarize(records, wall),
+                        "latencies": [r.latency_s for r in records],
+                    }
+            self.faults.current = Faults(seed=self.config.seed)
+            self.progress("floor")
+            results["floor"] = await self.floor(results["workloads"])
+            self.progress("resume latency")
+            results["resume"] = await self.resume_latency(self.config.resume_samples)
+            self.progress("history bytes per artifact size")
+            results["history_bytes"] = await self.history_bytes()
+        return results
+
+    # -- modes ---------------------------------------------------------------------------------
+
+    async def run_mode(self, mode: str, workload: str) -> tuple[list[RunRecord], float]:
+        config = self.config
+        w4 = workload == "W4"
+        count = config.w4_runs if w4 else config.inputs
+        replays = 0 if w4 else config.replays
+        jobs = []
+        for index in range(count):
+            route = "b" if self.rng.random() < 0.5 else "c"
+            input_id = f"{mode}-{workload}-{index}-{uuid.uuid4().hex[:6]}"
+            for copy in range(replays + 1):
+                jobs.append((input_id, copy > 0, {"route": route, "input": input_id}))
+        started = time.perf_counter()
+        runner = {"B3": self.b3, "B1": self.b1, "B2": self.b2}[mode]
+        records = await bounded(
+            config.w4_concurrency if w4 else config.concurrency,
+            [partial(runner, workload, *job) for job in jobs],
+        )
+        return records, time.perf_counter() - started
+
+    async def b3(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+        run_id = f"b3-{uuid.uuid4().hex[:10]}"
+        began = time.perf_counter()
+        await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.queue)
+        result = await self.dsmo.result(run_id)
+        latency = time.perf_counter() - began
+        events = self._audit(run_id)
+        executions = {e.stage for e in self.log.for_run(run_id)}
+        return RunRecord(
+            run_id,
+            input_id,
+            replay,
+            path=result.path,
+            success=result.status is RunStatus.COMPLETED,
+            latency_s=latency,
+            duplicates=sum(e["type"] == "DUPLICATE_IGNORED" for e in events),
+            orphans=len(executions - set(result.path)),
+            dlq=sum(e["type"] == "DEAD_LETTERED" for e in events),
+            events=len(events),
+            bytes_stored=await self._bytes_b3(run_id, definition(workload).workflow_version),
+        )
+
+    async def b1(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+        run_id = f"b1-{uuid.uuid4().hex[:10]}"
+        began = time.time()
+        await self.dsmo.temporal.start_workflow(
+            modes.ChoreoStage.run,
+            modes.StageMessageB(run_id=run_id, stage="A", workload=workload, input=data),
+            id=f"choreo-{run_id}-A",
+            task_queue=self.queue + "-modes",
+        )
+        deadline = time.monotonic() + 60
+        while run_id not in self.done and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        finished, success = self.done.get(run_id, (time.time(), False))
+        await asyncio.sleep(1.0)  # duplicate chains keep running after the first completion
+        executions = [e for e in self.log.for_run(run_id) if e.outcome in ("ok", "timeout")]
+        path: list[str] = []
+        for execution in executions:
+            if execution.stage not in path and "-ack" not in execution.stage:
+                path.append(execution.stage)
+        stage_runs = [e for e in executions if "-ack" not in e.stage]
+        per_stage = {stage: sum(e.stage == stage for e in stage_runs) for stage in path}
+        duplicates = sum(count - 1 for count in per_stage.values())
+        return RunRecord(
+            run_id,
+            input_id,
+            replay,
+            path=path,
+            success=success,
+            latency_s=finished - began,
+            duplicates=duplicates,
+            orphans=len(stage_runs) - len(path),
+            dlq=self.choreo.dead_letters.get(run_id, 0),
+            events=len(self.log.for_run(run_id)),
+        )
+
+    async def b2(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+        run_id = f"b2-{uuid.uuid4().hex[:10]}"
+        began = time.perf_counter()
+        result = await self.dsmo.temporal.execute_workflow(
+            modes.AgentDecidesRun.run,
+            modes.B2Request(run_id=run_id, workload=workload, input=data, ambiguity=self.config.ambiguity),
+            id=run_id,
+            task_queue=self.queue + "-modes",
+        )
+        latency = time.perf_counter() - began
+        graph = modes.graph_of(workload)
+        invalid = next((i for i in range(1, len(result.path)) if result.path[i] not in graph[result.path[i - 1]]), None)
+        orphans = 0 if invalid is None else len(result.path) - invalid
+        duplicates = len(result.path) - len(set(result.path))
+        return RunRecord(
+            run_id,
+            input_id,
+            replay,
+            path=result.path,
+            success=result.success and invalid is None,
+            latency_s=latency,
+            duplicates=duplicates,
+            orphans=orphans,
+            dlq=result.dlq,
+            events=len(self.log.for_run(run_id)),
+            bytes_stored=await self._history_bytes(run_id),
+        )
+
+    # -- measurements --------------------------------------------------------------------------
+
+    def _audit(self, run_id: str) -> list[dict[str, Any]]:
+        import json
+
+        try:
+            body = self.store.read_bytes(self.store.uri(audit_key(run_id)))
+        except Exception:  # noqa: BLE001 - an unexported trail counts as empty
+            return []
+        return [json.loads(line) for line in body.decode().splitlines() if line]
+
+    async def _history_bytes(self, run_id: str) -> int:
+        described = await self.dsmo.temporal.get_workflow_handle(run_id).describe()
+        return int(described.raw_description.workflow_execution_info.history_size_bytes)
+
+    async def _bytes_b3(self, run_id: str, version: str) -> int:
+        history = await self._history_bytes(run_id)
+        prefix = f"artifacts/{version}/{run_id}/"
+        listed = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=prefix).get("Contents", [])
+        audit = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=audit_key(run_id)).get("Contents", [])
+        return history + sum(int(item["Size"]) for item in listed + audit)
+
+    async def floor(self, workloads: dict[str, Any]) -> dict[str, Any]:
+        client: Client = self.dsmo.temporal
+        queue = self.queue + "-modes"
+
+        async def one() -> float:
+            began = time.perf_counter()
+            await client.execute_workflow(modes.FloorRun.run, 3, id=f"floor-{uuid.uuid4().hex[:10]}", task_queue=queue)
+            return time.perf_counter() - began
+
+        count = self.config.inputs * (self.config.replays + 1)
+        started = time.perf_counter()
+        w1 = await bounded(self.config.concurrency, [one] * count)
+        w1_wall = time.perf_counter() - started
+        started = time.perf_counter()
+        await bounded(self.config.w4_concurrency, [one] * self.config.w4_runs)
+        w4_wall = time.perf_counter() - started
+        floor = {
+            "W1": {"p50": percentile(w1, 50), "p95": percentile(w1, 95), "throughput": count / w1_wall * 60},
+            "W4": {"throughput": self.config.w4_runs / w4_wall * 60},
+        }
+        b3_w1, b3_w4 = workloads["W1"]["B3"]["summary"], workloads["W4"]["B3"]["summary"]
+        floor["ratios"] = {
+            "w1_p50": b3_w1["latency_p50_s"] / floor["W1"]["p50"],
+            "w1_p95": b3_w1["latency_p95_s"] / floor["W1"]["p95"],
+            "w1_throughput": b3_w1["throughput_runs_per_min"] / floor["W1"]["throughput"],
+            "w4_throughput": b3_w4["throughput_runs_per_min"] / floor["W4"]["throughput"],
+        }
+        return floor
+
+    async def resume_latency(self, samples: int = 10) -> dict[str, float]:
+        client: Client = self.dsmo.temporal
+        b3, bare = [], []
+        for _ in range(samples):
+            run_id = f"resume-{uuid.uuid4().hex[:10]}"
+            await self.dsmo.start(wait_definition(), {}, run_id=run_id, task_queue=self.queue)
+            await self.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, interval=0.02)
+            began = time.perf_counter()
+            await self.dsmo.respond(run_id, "ok")
+            await self.dsmo.result(run_id)
+            b3.append(time.perf_counter() - began)
+            handle = await client.start_workflow(
+                modes.FloorWait.run, id=f"bare-{uuid.uuid4().hex[:10]}", task_queue=self.queue + "-modes"
+            )
+            await asyncio.sleep(0.05)
+            began = time.perf_counter()
+            await handle.signal(modes.FloorWait.resume)
+            await handle.result()
+            bare.append(time.perf_counter() - began)
+        return {
+            "b3_p50": percentile(b3, 50),
+            "bare_p50": percentile(bare, 50),
+            "ratio": percentile(b3, 50) / percentile(bare, 50),
+        }
+
+    async def history_bytes(self) -> dict[str, int]:
+        one_stage = definition("W1").model_copy(
+            update={"nodes": {"A": definition("W1").nodes["A"].model_copy(update={"next": None, "input": "{{doc}}"})}}
+        )
+        sizes: dict[str, int] = {}
+        for size in self.config.artifact_sizes:
+            items = max(1, size // 30)
+            stored = self.store.put_json_once(
+                f"bench-inputs/{uuid.uuid4().hex[:8]}/doc-{size:09d}.json", {"route": "b", "items": ["x" * 22] * items}
+            )
+            run_id = f"bytes-{uuid.uuid4().hex[:10]}"
+            await self.dsmo.start(one_stage, {"doc": stored.uri}, run_id=run_id, task_queue=self.queue)
+            await self.dsmo.result(run_id)
+            sizes[str(size)] = await self._history_bytes(run_id)
+        return sizes

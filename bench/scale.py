@@ -1,0 +1,91 @@
+"""Many runs waiting at once on one worker process: memory, start time, resume latency."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import uuid
+from functools import partial
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]
+
+from bench.metrics import percentile
+from bench.runner import bounded
+from bench.workloads import wait_definition
+from starter.client import DsmoClient
+from starter.devstack import DevStack
+from starter.settings import Settings
+from workflows.status import RunStatus
+
+
+def _rss_mb(pid: int) -> float:
+    return float(psutil.Process(pid).memory_info().rss) / 1_000_000
+
+
+def _server_pid(settings: Settings, stack: DevStack | None) -> int | None:
+    if stack is not None:
+        return stack.temporal.pid()
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.laddr and connection.laddr.port == settings.temporal_port and connection.status == "LISTEN":
+            return int(connection.pid) if connection.pid else None
+    return None
+
+
+async def _resume_p50(dsmo: DsmoClient, run_ids: list[str]) -> float:
+    times = []
+    for run_id in run_ids:
+        began = time.perf_counter()
+        await dsmo.respond(run_id, "go")
+        times.append(time.perf_counter() - began)
+    return percentile(times, 50)
+
+
+async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: DevStack | None) -> dict[str, Any]:
+    queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, **settings.to_env(), "DSMO_TASK_QUEUE": queue, "DSMO_METRICS_BIND": "off"}
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "worker", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    definition = wait_definition()
+    run_ids = [f"scale-{queue}-{index}" for index in range(runs)]
+    try:
+        small = run_ids[:10]
+        for run_id in small:
+            await dsmo.start(definition, {}, run_id=run_id, task_queue=queue)
+        for run_id in small:
+            await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=120)
+        at_10 = await _resume_p50(dsmo, small)
+        began = time.perf_counter()
+        await bounded(
+            40, [partial(dsmo.start, definition, {}, run_id=run_id, task_queue=queue) for run_id in run_ids[10:]]
+        )
+        for run_id in run_ids[-5:]:
+            await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=600)
+        start_seconds = time.perf_counter() - began
+        await asyncio.sleep(2)
+        worker_rss = _rss_mb(worker.pid)
+        server_pid = _server_pid(settings, stack)
+        server_rss = _rss_mb(server_pid) if server_pid else float("nan")
+        sample = run_ids[10:][:: max(1, (runs - 10) // 20)][:20]
+        at_scale = await _resume_p50(dsmo, sample)
+        return {
+            "runs": runs,
+            "start_seconds": start_seconds,
+            "worker_rss_mb": worker_rss,
+            "server_rss_mb": server_rss,
+            "resume_p50_at_scale": at_scale,
+            "resume_p50_at_10": at_10,
+        }
+    finally:
+        await bounded(40, [partial(_terminate, dsmo, run_id) for run_id in run_ids])
+        worker.terminate()
+        await worker.wait()
+
+
+async def _terminate(dsmo: DsmoClient, run_id: str) -> None:
+    with contextlib.suppress(Exception):  # already ended, or never started
+        await dsmo.temporal.get_workflow_handle(run_id).terminate("benchmark over")

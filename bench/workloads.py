@@ -1,0 +1,46 @@
+"""W1-W4 as DSMO definitions (B3), with the bench agent on every stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows.definition import AgentDefinition, parse_definition
+
+STAGE = {
+    "actionType": "run_agent",
+    "agent": "bench-stage",
+    "timeout": "1.5s",
+    "retry": {"maxAttempts": 3, "initialInterval": "200ms", "backoffCoefficient": 2.0, "jitter": 0.2},
+}
+
+
+def _stage(**extra: Any) -> dict[str, Any]:
+    return {**STAGE, **extra}
+
+
+def definition(workload: str) -> AgentDefinition:
+    if workload in ("W1", "W4"):
+        nodes = {
+            "A": _stage(next="B"),
+            "B": _stage(input="{{stages.A.outputUri}}", next="C"),
+            "C": _stage(input="{{stages.B.outputUri}}"),
+        }
+    else:  # W2, W3: A -> (B or C) -> D; the orchestrator branches on A's summary
+        nodes = {
+            "A": _stage(transitions=[{"when": 'stages.A.summary.route == "b"', "to": "B"}, {"to": "C"}]),
+            "B": _stage(input="{{stages.A.outputUri}}", next="D"),
+            "C": _stage(input="{{stages.A.outputUri}}", next="D"),
+            "D": _stage(input="{{stages.A.outputUri}}"),
+        }
+    return parse_definition({"agent": f"bench-{workload.lower()}", "start": "A", "nodes": nodes})
+
+
+def wait_definition() -> AgentDefinition:
+    """One wait, for resume latency and the scale test."""
+    return parse_definition(
+        {
+            "agent": "bench-wait",
+            "start": "w",
+            "nodes": {"w": {"actionType": "wait_for_response", "parameters": {"timeout": "7d"}}},
+        }
+    )

@@ -1,0 +1,30 @@
+"""The benchmark harness runs end to end on a tiny workload and its report is computed."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.report import markdown
+from bench.runner import Bench, BenchConfig
+from starter.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
+    config = BenchConfig(
+        inputs=2, replays=1, concurrency=2, w4_runs=4, w4_concurrency=4, artifact_sizes=(1_000,), resume_samples=2
+    )
+    results = await Bench(stack_settings.with_changes(metrics_bind=""), config, progress=lambda _: None).run()
+    for workload in ("W1", "W2", "W3", "W4"):
+        for mode in ("B3", "B1", "B2"):
+            summary = results["workloads"][workload][mode]["summary"]
+            assert summary["runs"] == (4 if workload == "W4" else 4.0)
+            assert summary["latency_p50_s"] > 0
+    w1 = results["workloads"]["W1"]["B3"]["summary"]
+    assert w1["success_rate"] == 1.0 and w1["sps"] == 1.0 and w1["orphans_per_run"] == 0.0
+    assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
+    assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
+    results["started_at"] = "now"
+    table = markdown(results)
+    assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table

@@ -1,0 +1,51 @@
+"""The paper's metrics, computed on hand-made runs whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
+
+
+def run(input_id: str, replay: bool, path: str, success: bool = True, **counts: int) -> RunRecord:
+    return RunRecord(f"{input_id}-{replay}-{path}", input_id, replay, path=list(path), success=success, **counts)
+
+
+RECORDS = [
+    run("i1", False, "ABC"),
+    run("i1", True, "ABC"),
+    run("i1", True, "ABD", success=False),
+    run("i2", False, "ACD"),
+    run("i2", True, "ACD"),
+    run("i2", True, "ACD", orphans=2, duplicates=1, dlq=1),
+]
+
+
+def test_success_rate_counts_originals_only() -> None:
+    assert success_rate(RECORDS) == 1.0
+
+
+def test_sps_is_the_share_of_replays_on_the_original_path() -> None:
+    assert sps(RECORDS) == 3 / 4
+
+
+def test_rsr_is_the_share_of_successful_replays() -> None:
+    assert rsr(RECORDS) == 3 / 4
+
+
+def test_divergence_scores_terminal_mismatches() -> None:
+    assert divergence(RECORDS) == 1 / 4  # ABD ends at D, its original at C
+
+
+def test_per_run_counts_and_latency() -> None:
+    summary = summarize(RECORDS, wall_seconds=60)
+    assert summary["orphans_per_run"] == pytest.approx(2 / 6) and summary["dlq_per_run"] == pytest.approx(1 / 6)
+    assert summary["throughput_runs_per_min"] == 6
+    assert math.isnan(sps([run("x", False, "A")]))
+
+
+@pytest.mark.parametrize(("q", "expected"), [(50, 3), (95, 5), (100, 5), (1, 1)])
+def test_nearest_rank_percentile(q: float, expected: float) -> None:
+    assert percentile([5, 1, 4, 2, 3], q) == expected
