@@ -29,17 +29,21 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
         started = time.perf_counter()
         bench = Bench(settings, config)
         results = await bench.run()
+        results.update(
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            machine=machine(),
+            command="make bench" + (" QUICK=1" if quick else ""),
+        )
+        write(results, out_dir)  # kept even if the scale test fails
         if scale:
             from bench.scale import scale_test
 
             print(f"scale: {config.scale_runs} waiting runs", flush=True)
-            results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
-        results.update(
-            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            machine=machine(),
-            seconds=round(time.perf_counter() - started, 1),
-            command="make bench" + (" QUICK=1" if quick else ""),
-        )
+            try:
+                results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
+            except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
+                print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
+        results["seconds"] = round(time.perf_counter() - started, 1)
     finally:
         if stack is not None:
             stack.down()

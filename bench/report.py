@@ -121,7 +121,7 @@ def floor_table(results: dict[str, Any]) -> str:
     lines.append("| Artifact size | History bytes of the run |")
     lines.append("|---|---|")
     lines += [f"| {int(size):,} B | {history:,} |" for size, history in results["history_bytes"].items()]
-    if "scale" in results:
+    if results.get("scale"):
         scale = results["scale"]
         lines += [
             "",

@@ -63,8 +63,11 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
         await bounded(
             40, [partial(dsmo.start, definition, {}, run_id=run_id, task_queue=queue) for run_id in run_ids[10:]]
         )
-        for run_id in run_ids[-5:]:
-            await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=600)
+        # All waiting: counted through visibility, not by querying runs whose first task may still be queued.
+        query = f"TaskQueue='{queue}' AND AgentExecutionStatus='waiting'"
+        deadline = time.monotonic() + 1800
+        while (await dsmo.temporal.count_workflows(query)).count < runs and time.monotonic() < deadline:
+            await asyncio.sleep(2)
         start_seconds = time.perf_counter() - began
         await asyncio.sleep(2)
         worker_rss = _rss_mb(worker.pid)

@@ -7,7 +7,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +67,27 @@ class Harness:
     outbox: Path
     settings: Settings
 
+    started: list[str] = field(default_factory=list)
+
     async def start(self, definition: AgentDefinition, variables: dict[str, Any] | None = None, **kwargs: Any) -> str:
-        return await self.dsmo.start(definition, variables or {}, task_queue=self.task_queue, **kwargs)
+        run_id = await self.dsmo.start(definition, variables or {}, task_queue=self.task_queue, **kwargs)
+        self.started.append(run_id)
+        return run_id
+
+    async def replay_all(self) -> None:
+        """Replay every run this test started on the current code: nondeterminism fails the test."""
+        from tests.unit.test_golden_histories import replayer
+
+        for run_id in self.started:
+            handle = self.dsmo.temporal.get_workflow_handle(run_id)
+            try:
+                if (await handle.describe()).close_time is None:
+                    continue  # still running (e.g. a fire-and-forget child): nothing final to check
+                history = await handle.fetch_history()
+            except Exception:  # noqa: BLE001 - a run on another server (time-skipping) is checked there
+                continue
+            result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+            assert result.replay_failure is None, f"{run_id} does not replay: {result.replay_failure}"
 
     def messages(self, run_id: str) -> list[dict[str, Any]]:
         import json
@@ -118,9 +137,13 @@ async def harness(
         channel=FileChannel(outbox),
         registry=registry,
         actions=actions,
+        # DSMO_TEST_MAX_CACHED=0 makes every workflow task replay the whole history.
+        max_cached_workflows=int(os.environ["DSMO_TEST_MAX_CACHED"]) if "DSMO_TEST_MAX_CACHED" in os.environ else None,
     )
     async with worker:
-        yield Harness(dsmo, store, task_queue, outbox, stack_settings)
+        harness = Harness(dsmo, store, task_queue, outbox, stack_settings)
+        yield harness
+    await harness.replay_all()
 
 
 @pytest.fixture

@@ -1,0 +1,135 @@
+"""Record golden histories of the examples: `make golden` (needs the embedded stack).
+
+Each file is one workflow history as JSON; `tests/unit/test_golden_histories.py` replays them on
+the current code in every CI run, so a change that would break runs in flight fails CI. Add a
+history when you add a feature whose runs may be in flight during a deploy; never regenerate an
+existing one to make a failing replay pass (use `workflow.patched` instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from activities.definitions import DefinitionStore
+from activities.messaging import FileChannel
+from activities.orders.actions import order_actions
+from activities.orders.db import OrderDatabase
+from starter.client import DsmoClient
+from starter.definitions import load_definition
+from starter.settings import Settings
+from worker import build_worker
+from workflows.status import RunStatus
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parents[1] / "examples"
+
+
+async def screening(dsmo: DsmoClient, queue: str) -> str:
+    run_id = await dsmo.start(
+        load_definition(EXAMPLES / "candidate_screening.yaml"),
+        {"candidate": {"name": "Golden", "phone": "+34 600"}},
+        task_queue=queue,
+    )
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "sí", event_id="golden-1")
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def triage(dsmo: DsmoClient, queue: str) -> str:
+    text = "ACME\\nInvoice 1\\nTotal due: 10.00 EUR\\nbilling@acme.example"
+    run_id = await dsmo.start(load_definition(EXAMPLES / "triage.yaml"), {"document": {"text": text}}, task_queue=queue)
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def saga_failure(dsmo: DsmoClient, queue: str) -> str:
+    order = {
+        "order": {
+            "customer": "g",
+            "productId": "lamp",
+            "quantity": 1,
+            "amount": 5.0,
+            "card": "4000 0000 0000 0002",
+            "address": "x",
+        }
+    }
+    run_id = await dsmo.start(load_definition(EXAMPLES / "order_saga.yaml"), order, task_queue=queue)
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def onboarding(dsmo: DsmoClient, queue: str) -> str:
+    run_id = await dsmo.start(
+        load_definition(EXAMPLES / "onboarding.yaml"),
+        {"candidate": {"id": "g1", "name": "G", "phone": "1", "email": "g@example.com"}},
+        task_queue=queue,
+    )
+    steps: list[tuple[str, str, dict[str, Any]]] = [
+        ("response", "MESSAGE_RECEIVED", {"text": "ok"}),
+        ("document", "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}),
+        ("document", "DOCUMENT_UPLOADED", {"document": "diploma", "url": "s3://d/2"}),
+        ("signature", "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://d/s", "signedAt": "2026-01-01T00:00:00Z"}),
+        ("test", "TEST_COMPLETED", {"score": 90, "result": "passed"}),
+        ("event", "EVENT_COMPLETED", {"result": "attended"}),
+    ]
+    for index, (kind, event_type, data) in enumerate(steps):
+        view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        while view.waiting_for != kind:
+            await asyncio.sleep(0.1)
+            view = await dsmo.status(run_id)
+        await dsmo.deliver_event(run_id, event_type, data, event_id=f"golden-{index}")
+    view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=60)
+    while view.waiting_for != "agent":
+        await asyncio.sleep(0.2)
+        view = await dsmo.status(run_id)
+    child = str((view.waiting_data or {})["childExecutionId"])
+    await dsmo.wait_for_status(child, {RunStatus.WAITING})
+    await dsmo.respond(child, "clean", event_id="golden-child")
+    await dsmo.result(run_id)
+    return run_id
+
+
+FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
+    "candidate_screening": screening,
+    "triage_invoice": triage,
+    "order_saga_payment_declined": saga_failure,
+    "onboarding_every_wait": onboarding,
+}
+
+
+async def main(names: list[str]) -> None:
+    settings = Settings.from_env()
+    dsmo = await DsmoClient.connect(settings.with_changes(codec_keys="", codec_keys_file=""))
+    from activities.artifacts import ArtifactStore
+
+    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    for child in ("background_check.yaml", "welcome_pack.yaml"):
+        DefinitionStore(store).publish(load_definition(EXAMPLES / child))
+    db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")
+    db.set_stock("lamp", 5)
+    queue = f"golden-{uuid.uuid4().hex[:6]}"
+    async with build_worker(
+        dsmo.temporal,
+        task_queue=queue,
+        store=store,
+        channel=FileChannel(settings.outbox_dir),
+        actions=order_actions(db),
+    ):
+        for name in names or list(FLOWS):
+            run_id = await FLOWS[name](dsmo, queue)
+            history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+            (HERE / f"{name}.json").write_text(history.to_json())
+            print(f"recorded {name} ({run_id}, {len(history.events)} events)")
+
+
+if __name__ == "__main__":
+    from starter.cli import hard_exit
+
+    asyncio.run(main(sys.argv[1:]))
+    hard_exit(0)

@@ -1,0 +1,42 @@
+"""Golden histories of the examples replay on the current workflow code (no server needed).
+
+A failure here means a change would break runs in flight: guard it with `workflow.patched`
+(see the README) instead of re-recording the history.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from workflows.compensation import CompensationRetry
+from workflows.execution import AgentExecution
+from workflows.limiter import AgentRateLimiter
+
+HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
+
+
+def replayer() -> Replayer:
+    return Replayer(
+        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry],
+        data_converter=pydantic_data_converter,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows")
+        ),
+    )
+
+
+def test_there_are_golden_histories() -> None:
+    assert len(HISTORIES) >= 4
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_golden_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
