@@ -1,14 +1,16 @@
 """Record golden histories of the examples: `make golden` (needs the embedded stack).
 
-Each file is one workflow history as JSON; `tests/unit/test_golden_histories.py` replays them on
-the current code in every CI run, so a change that would break runs in flight fails CI. Add a
-history when you add a feature whose runs may be in flight during a deploy; never regenerate an
-existing one to make a failing replay pass (use `workflow.patched` instead).
+Each file is `{"workflowId": ..., "history": <Temporal's history JSON>}`;
+`tests/unit/test_golden_histories.py` replays them on the current code in every CI run, so a
+change that would break runs in flight fails CI. Add a history when you add a feature whose runs
+may be in flight during a deploy; never regenerate an existing one to make a failing replay pass
+(use `workflow.patched` instead).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -124,7 +126,8 @@ async def main(names: list[str]) -> None:
         for name in names or list(FLOWS):
             run_id = await FLOWS[name](dsmo, queue)
             history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
-            (HERE / f"{name}.json").write_text(history.to_json())
+            document = {"workflowId": run_id, "history": json.loads(history.to_json())}
+            (HERE / f"{name}.json").write_text(json.dumps(document, indent=1))
             print(f"recorded {name} ({run_id}, {len(history.events)} events)")
 
 

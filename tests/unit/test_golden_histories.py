@@ -6,6 +6,7 @@ A failure here means a change would break runs in flight: guard it with `workflo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def test_there_are_golden_histories() -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_golden_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    document = json.loads(path.read_text())
+    history = WorkflowHistory.from_json(document["workflowId"], document["history"])
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
