@@ -47,12 +47,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
     finally:
         if stack is not None:
             stack.down()
-    paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
-    text = markdown(results)
-    print(text)
-    print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
-    if update_benchmarks:
-        (REPO / "BENCHMARKS.md").write_text(benchmarks_page(results, text))
+    finish(results, out_dir, update_benchmarks)
     return results
 
 
@@ -79,5 +74,35 @@ which meets new faults as a re-execution would. Metric formulas: `bench/metrics.
 """
 
 
-def main(quick: bool, update: bool) -> None:
-    asyncio.run(run(quick, out_dir=REPO / "bench" / "results", update_benchmarks=update))
+async def scale_only(quick: bool, *, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
+    """Run just the scale test and merge it into the latest results."""
+    import json
+
+    from bench.scale import scale_test
+    from starter.client import DsmoClient
+
+    results: dict[str, Any] = json.loads((out_dir / "latest.json").read_text())
+    config = BenchConfig() if quick else BenchConfig.full()
+    settings = Settings.from_env().with_changes(metrics_bind="")
+    if not await reusable(settings):
+        raise SystemExit("--scale-only needs a running stack (make up)")
+    results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), config.scale_runs, None)
+    finish(results, out_dir, update_benchmarks)
+    return results
+
+
+def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> None:
+    paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
+    text = markdown(results)
+    print(text)
+    print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
+    if update_benchmarks:
+        (REPO / "BENCHMARKS.md").write_text(benchmarks_page(results, text))
+
+
+def main(quick: bool, update: bool, scale_alone: bool = False) -> None:
+    out_dir = REPO / "bench" / "results"
+    if scale_alone:
+        asyncio.run(scale_only(quick, out_dir=out_dir, update_benchmarks=update))
+    else:
+        asyncio.run(run(quick, out_dir=out_dir, update_benchmarks=update))

@@ -15,7 +15,7 @@ from starter.render import event_lines, status_lines
 from starter.settings import Settings
 from workflows.errors import DsmoError
 
-LIVE = "AgentExecutionStatus IN ('pending', 'running', 'waiting')"
+LIVE = "ExecutionStatus='Running'"
 
 
 def _progress(console: Console) -> Progress:

@@ -25,7 +25,8 @@ def register(cli: click.Group) -> None:
 @click.command()
 @click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
 @click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
-def bench(quick: bool, update: bool) -> None:
+@click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
+def bench(quick: bool, update: bool, scale_only: bool) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
 
     \b
@@ -34,7 +35,7 @@ def bench(quick: bool, update: bool) -> None:
     """
     from bench.cli import main as bench_main
 
-    bench_main(quick, update)
+    bench_main(quick, update, scale_only)
 
 
 def _store(obj: Context) -> ArtifactStore:

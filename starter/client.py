@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -34,6 +35,22 @@ from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, Sta
 from workflows.status import RunStatus
 
 WORKFLOW_TYPE = "AgentExecution"
+
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
+
+
+class InvalidRunId(DsmoError):
+    code = "invalid_run_id"
+
+
+def check_run_id(run_id: str) -> None:
+    """Run ids become parts of object keys (`artifacts/{version}/{run_id}/...`): no escaping the prefix."""
+    if not RUN_ID.match(run_id) or ".." in run_id:
+        raise InvalidRunId(
+            f"run id {run_id!r}: use 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or "
+            "digit, and no '..'"
+        )
 
 
 class RunNotFound(DsmoError):
@@ -76,6 +93,7 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
             data_converter=data_converter(settings),
             interceptors=tracing_interceptors(),
             runtime=runtime,
+            tls=settings.temporal_tls(),
         )
     except RuntimeError as err:
         raise TemporalUnavailable(
@@ -127,6 +145,7 @@ class DsmoClient:
         """Start a run from a complete request (redrives and replays set start_at, origin, replay)."""
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
+        check_run_id(run_id)
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             await self._start(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
         return run_id

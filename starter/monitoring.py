@@ -14,7 +14,9 @@ from workflows import search_attributes as sa
 from workflows.status import RunStatus
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
-BASE = "WorkflowType='AgentExecution'"
+# Live runs only: a run terminated from outside (`temporal workflow terminate`) keeps its last
+# AgentExecutionStatus, since no workflow code ran to change it.
+BASE = "WorkflowType='AgentExecution' AND ExecutionStatus='Running'"
 STATS_QUERY = f"{BASE} AND AgentExecutionStatus IN ('pending', 'running', 'waiting')"
 WAITING_QUERY = f"{BASE} AND AgentExecutionStatus='waiting'"
 

@@ -47,6 +47,11 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_METRICS_BIND": "127.0.0.1:9464",
     "DSMO_API_KEYS_FILE": "",
     "DSMO_INGRESS_BIND": "127.0.0.1:8080",
+    # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
+    "TEMPORAL_TLS_CERT": "",
+    "TEMPORAL_TLS_KEY": "",
+    "TEMPORAL_TLS_CA": "",
+    "TEMPORAL_TLS_SERVER_NAME": "",
 }
 
 
@@ -83,6 +88,10 @@ class Settings:
     metrics_bind: str = "127.0.0.1:9464"
     api_keys_file: str = ""
     ingress_bind: str = "127.0.0.1:8080"
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    tls_server_name: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -118,7 +127,13 @@ class Settings:
             metrics_bind="" if source.get("DSMO_METRICS_BIND") == "off" else get("DSMO_METRICS_BIND"),
             api_keys_file=get("DSMO_API_KEYS_FILE"),
             ingress_bind=get("DSMO_INGRESS_BIND"),
+            tls_cert=get("TEMPORAL_TLS_CERT"),
+            tls_key=get("TEMPORAL_TLS_KEY"),
+            tls_ca=get("TEMPORAL_TLS_CA"),
+            tls_server_name=get("TEMPORAL_TLS_SERVER_NAME"),
         )
+        if bool(settings.tls_cert) != bool(settings.tls_key):
+            raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both (mTLS) or neither")
         if settings.channel not in ("file", "webhook"):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
         if settings.channel == "webhook" and not settings.webhook_url:
@@ -158,6 +173,10 @@ class Settings:
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_API_KEYS_FILE": self.api_keys_file,
             "DSMO_INGRESS_BIND": self.ingress_bind,
+            "TEMPORAL_TLS_CERT": self.tls_cert,
+            "TEMPORAL_TLS_KEY": self.tls_key,
+            "TEMPORAL_TLS_CA": self.tls_ca,
+            "TEMPORAL_TLS_SERVER_NAME": self.tls_server_name,
         }
 
     @property
@@ -183,6 +202,27 @@ class Settings:
     @property
     def outbox_dir(self) -> Path:
         return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
+
+    def temporal_tls(self) -> Any:
+        """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
+        if not (self.tls_cert or self.tls_ca):
+            return False
+        from temporalio.service import TLSConfig
+
+        def read(path: str, name: str) -> bytes | None:
+            if not path:
+                return None
+            try:
+                return Path(path).read_bytes()
+            except OSError as err:
+                raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
+
+        return TLSConfig(
+            client_cert=read(self.tls_cert, "TEMPORAL_TLS_CERT"),
+            client_private_key=read(self.tls_key, "TEMPORAL_TLS_KEY"),
+            server_root_ca_cert=read(self.tls_ca, "TEMPORAL_TLS_CA"),
+            domain=self.tls_server_name or None,
+        )
 
     def codec_env(self) -> dict[str, str]:
         return {"DSMO_CODEC_KEYS": self.codec_keys, "DSMO_CODEC_KEYS_FILE": self.codec_keys_file}

@@ -192,6 +192,8 @@ def create_app(settings: Settings) -> FastAPI:
         clauses = ["WorkflowType='AgentExecution'"]
         if status:
             clauses.append(f"AgentExecutionStatus='{status}'")
+            if status in ("pending", "running", "waiting"):
+                clauses.append("ExecutionStatus='Running'")  # a terminated run keeps its last status
         if waiting_for:
             clauses.append(f"WaitingFor='{waiting_for}'")
         if agent:

@@ -41,3 +41,24 @@ def test_round_trip_through_the_environment(tmp_path: Path) -> None:
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
+
+
+def test_tls_for_temporal(tmp_path: Path) -> None:
+    cert, key, ca = (tmp_path / name for name in ("c.pem", "k.pem", "ca.pem"))
+    for path in (cert, key, ca):
+        path.write_bytes(b"-----BEGIN " + path.name.encode() + b"-----")
+    assert Settings.from_env({}).temporal_tls() is False
+    tls = Settings.from_env(
+        {
+            "TEMPORAL_TLS_CERT": str(cert),
+            "TEMPORAL_TLS_KEY": str(key),
+            "TEMPORAL_TLS_CA": str(ca),
+            "TEMPORAL_TLS_SERVER_NAME": "temporal.internal",
+        }
+    ).temporal_tls()
+    assert tls.client_cert.startswith(b"-----BEGIN c.pem") and tls.server_root_ca_cert.endswith(b"ca.pem-----")
+    assert tls.domain == "temporal.internal"
+    with pytest.raises(SettingsError, match="give both"):
+        Settings.from_env({"TEMPORAL_TLS_CERT": str(cert)})
+    with pytest.raises(SettingsError, match="TEMPORAL_TLS_CA: cannot read"):
+        Settings.from_env({"TEMPORAL_TLS_CA": str(tmp_path / "missing.pem")}).temporal_tls()

@@ -1,0 +1,63 @@
+"""Effectively once under concurrency: one writer wins a key, an event applies once however it
+is delivered, a run id names one run."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from starter.client import RunAlreadyExists
+from tests.conftest import Harness, definition_from
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
+
+
+def test_32_concurrent_conditional_writes_one_wins(harness: Harness) -> None:
+    key = f"race/{uuid.uuid4().hex}/output.json"
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(lambda n: harness.store.put_json_once(key, {"writer": n}), range(32)))
+    winners = [r for r in results if r.created]
+    assert len(winners) == 1
+    stored = harness.store.read_json(harness.store.uri(key))
+    assert all(r.sha256 == winners[0].sha256 for r in results)  # every loser reports the winner's content
+    assert stored == {"writer": stored["writer"]}
+
+
+async def test_the_same_event_ten_times_mixed_applies_once(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(definition_from(EXAMPLE), {"candidate": {"name": "C", "phone": "1"}})
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    payload = {"event_id": "once", "text": "sí"}
+
+    async def by_update() -> object:
+        try:
+            return await dsmo.respond(run_id, "sí", event_id="once")
+        except Exception as err:  # noqa: BLE001 - the run may already have ended: that is fine here
+            return err
+
+    deliveries = [by_update() if n % 2 else dsmo.signal_event(run_id, "MESSAGE_RECEIVED", payload) for n in range(10)]
+    await asyncio.gather(*deliveries)
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "sí"
+    events = await dsmo.events(run_id)
+    assert [e.type for e in events].count("RUN_RESUMED") == 1
+    assert len(harness.messages(run_id)) == 2  # the goodbye went out once
+
+
+async def test_two_starts_with_one_run_id_make_one_run(harness: Harness) -> None:
+    run_id = f"single-{uuid.uuid4().hex[:8]}"
+    definition = definition_from(EXAMPLE)
+    outcomes = await asyncio.gather(
+        *(harness.start(definition, {"candidate": {"name": "D", "phone": "1"}}, run_id=run_id) for _ in range(2)),
+        return_exceptions=True,
+    )
+    assert sorted(type(o).__name__ for o in outcomes) == ["RunAlreadyExists", "str"]
+    assert [o for o in outcomes if not isinstance(o, RunAlreadyExists)] == [run_id]
+    listed = [w async for w in harness.dsmo.temporal.list_workflows(f"WorkflowId='{run_id}'")]
+    assert len({w.run_id for w in listed}) <= 1
