@@ -173,10 +173,16 @@ class Settings:
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_API_KEYS_FILE": self.api_keys_file,
             "DSMO_INGRESS_BIND": self.ingress_bind,
-            "TEMPORAL_TLS_CERT": self.tls_cert,
-            "TEMPORAL_TLS_KEY": self.tls_key,
-            "TEMPORAL_TLS_CA": self.tls_ca,
-            "TEMPORAL_TLS_SERVER_NAME": self.tls_server_name,
+        } | {
+            # Only when set: the `temporal` CLI turns TLS on when these variables merely exist.
+            name: value
+            for name, value in (
+                ("TEMPORAL_TLS_CERT", self.tls_cert),
+                ("TEMPORAL_TLS_KEY", self.tls_key),
+                ("TEMPORAL_TLS_CA", self.tls_ca),
+                ("TEMPORAL_TLS_SERVER_NAME", self.tls_server_name),
+            )
+            if value
         }
 
     @property

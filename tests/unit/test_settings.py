@@ -26,7 +26,7 @@ def test_round_trip_through_the_environment(tmp_path: Path) -> None:
         }
     )
     assert Settings.from_env(settings.to_env()) == settings
-    assert set(settings.to_env()) == set(ENVIRONMENT)
+    assert set(settings.to_env()) == {name for name in ENVIRONMENT if not name.startswith("TEMPORAL_TLS")}
 
 
 @pytest.mark.parametrize(
