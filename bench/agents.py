@@ -11,6 +11,7 @@ import hashlib
 import random
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,16 @@ class ExecutionLog:
     def for_run(self, run_id: str) -> list[Execution]:
         with self.lock:
             return [entry for entry in self.entries if entry.run_id == run_id]
+
+
+def work_on_artifacts(
+    store: Any, mode: str, message: Any, attempt: int, faults: Any, log: ExecutionLog
+) -> dict[str, Any]:
+    """B1/B2 agents do the same artifact I/O as a DSMO stage: read the input, write the output."""
+    document = store.read_json(message.input["uri"]) if "uri" in message.input else message.input
+    output = work(document, message.run_id, message.stage, attempt, faults, log)
+    store.put_json_once(f"artifacts/bench-{mode}/{message.run_id}/{message.stage}/{uuid.uuid4().hex}.json", output)
+    return output
 
 
 def work(document: Any, run_id: str, stage: str, attempt: int, faults: Any, log: ExecutionLog) -> dict[str, Any]:

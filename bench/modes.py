@@ -81,16 +81,15 @@ class ChoreoActivities:
     faults: Any
     log: Any
     done: dict[str, tuple[float, bool]]  # run -> (finished at, success): its first terminal outcome
+    store: Any = None
     dead_letters: dict[str, int] = field(default_factory=dict)
 
     @activity.defn(name="choreo_work")
     async def choreo_work(self, message: StageMessageB) -> None:
-        from bench.agents import work
+        from bench.agents import work_on_artifacts
 
         attempt = activity.info().attempt
-        output = await asyncio.to_thread(
-            work, message.input, message.run_id, message.stage, attempt, self.faults, self.log
-        )
+        output = await asyncio.to_thread(work_on_artifacts, self.store, "b1", message, attempt, self.faults, self.log)
         following = valid_next(message.workload, message.stage, output["route"])
         if following is None:
             self.done.setdefault(message.run_id, (time.time(), True))
@@ -161,15 +160,17 @@ class AgentDecidesRun:
 class DecideActivities:
     faults: Any
     log: Any
+    store: Any = None
 
     @activity.defn(name="decide_work")
     def decide_work(self, payload: dict[str, Any]) -> DecideResult:
-        from bench.agents import work
+        from bench.agents import work_on_artifacts
 
         request = B2Request.model_validate(payload["request"])
         stage = payload["stage"]
         attempt = activity.info().attempt
-        output = work(request.input, request.run_id, stage, attempt, self.faults, self.log)
+        message = StageMessageB(run_id=request.run_id, stage=stage, workload=request.workload, input=request.input)
+        output = work_on_artifacts(self.store, "b2", message, attempt, self.faults, self.log)
         correct = valid_next(request.workload, stage, output["route"])
         rng = random.Random(f"{self.faults.seed}|decide|{request.run_id}|{stage}|{attempt}")
         if rng.random() < request.ambiguity:

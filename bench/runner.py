@@ -52,7 +52,7 @@ class BenchConfig:
 
     @classmethod
     def full(cls) -> BenchConfig:
-        return cls(quick=False, inputs=50, replays=3, w4_runs=300, w4_concurrency=50, scale_runs=10_000)
+        return cls(quick=False, inputs=30, replays=3, w4_runs=200, w4_concurrency=50, scale_runs=10_000)
 
 
 @dataclass
@@ -94,8 +94,8 @@ class Bench:
     async def run(self) -> dict[str, Any]:
         self.dsmo = await DsmoClient.connect(self.settings)
         client = self.dsmo.temporal
-        self.choreo = modes.ChoreoActivities(client, self.queue, self.faults, self.log, self.done)
-        decide = modes.DecideActivities(self.faults, self.log)
+        self.choreo = modes.ChoreoActivities(client, self.queue, self.faults, self.log, self.done, store=self.store)
+        decide = modes.DecideActivities(self.faults, self.log, store=self.store)
         base = build_worker(
             client,
             task_queue=self.queue,
@@ -177,9 +177,14 @@ class Bench:
             bytes_stored=await self._bytes_b3(run_id, definition(workload).workflow_version),
         )
 
+    def _input_artifact(self, mode: str, run_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        """B1/B2 runs start, like B3's, from an input artifact in the store."""
+        return {"uri": self.store.put_json_once(f"artifacts/bench-{mode}/{run_id}/input.json", data).uri}
+
     async def b1(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
         run_id = f"b1-{uuid.uuid4().hex[:10]}"
         began = time.time()
+        data = await asyncio.to_thread(self._input_artifact, "b1", run_id, data)
         await self.dsmo.temporal.start_workflow(
             modes.ChoreoStage.run,
             modes.StageMessageB(run_id=run_id, stage="A", workload=workload, input=data),
@@ -190,7 +195,7 @@ class Bench:
         while run_id not in self.done and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         finished, success = self.done.get(run_id, (time.time(), False))
-        await asyncio.sleep(1.0)  # duplicate chains keep running after the first completion
+        await asyncio.sleep(0.5)  # duplicate chains keep running after the first completion
         executions = [e for e in self.log.for_run(run_id) if e.outcome in ("ok", "timeout")]
         path: list[str] = []
         for execution in executions:
@@ -210,11 +215,13 @@ class Bench:
             orphans=len(stage_runs) - len(path),
             dlq=self.choreo.dead_letters.get(run_id, 0),
             events=len(self.log.for_run(run_id)),
+            bytes_stored=self._prefix_bytes(f"artifacts/bench-b1/{run_id}/"),  # + its stage workflows' histories
         )
 
     async def b2(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
         run_id = f"b2-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
+        data = await asyncio.to_thread(self._input_artifact, "b2", run_id, data)
         result = await self.dsmo.temporal.execute_workflow(
             modes.AgentDecidesRun.run,
             modes.B2Request(run_id=run_id, workload=workload, input=data, ambiguity=self.config.ambiguity),
@@ -237,7 +244,7 @@ class Bench:
             orphans=orphans,
             dlq=result.dlq,
             events=len(self.log.for_run(run_id)),
-            bytes_stored=await self._history_bytes(run_id),
+            bytes_stored=await self._history_bytes(run_id) + self._prefix_bytes(f"artifacts/bench-b2/{run_id}/"),
         )
 
     # -- measurements --------------------------------------------------------------------------
@@ -255,12 +262,13 @@ class Bench:
         described = await self.dsmo.temporal.get_workflow_handle(run_id).describe()
         return int(described.raw_description.workflow_execution_info.history_size_bytes)
 
+    def _prefix_bytes(self, prefix: str) -> int:
+        listed = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=prefix).get("Contents", [])
+        return sum(int(item["Size"]) for item in listed)
+
     async def _bytes_b3(self, run_id: str, version: str) -> int:
         history = await self._history_bytes(run_id)
-        prefix = f"artifacts/{version}/{run_id}/"
-        listed = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=prefix).get("Contents", [])
-        audit = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=audit_key(run_id)).get("Contents", [])
-        return history + sum(int(item["Size"]) for item in listed + audit)
+        return history + self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
 
     async def floor(self, workloads: dict[str, Any]) -> dict[str, Any]:
         client: Client = self.dsmo.temporal
