@@ -91,8 +91,11 @@ def keys_revoke(obj: Context, name: str) -> None:
     show_default=True,
     help="Web UI origins allowed by CORS.",
 )
+@click.option(
+    "--token", envvar="DSMO_CODEC_SERVER_TOKEN", help="Require this bearer token (env DSMO_CODEC_SERVER_TOKEN)."
+)
 @pass_context
-def codec_server(obj: Context, bind: str, origins: tuple[str, ...]) -> None:
+def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str | None) -> None:
     """Decode payloads for the Web UI and `temporal workflow show --codec-endpoint`."""
     import uvicorn
 
@@ -100,4 +103,5 @@ def codec_server(obj: Context, bind: str, origins: tuple[str, ...]) -> None:
     from starter.codec_server import create_codec_app
 
     host, port = _split(bind)
-    uvicorn.run(create_codec_app(keys_from_env(obj.settings.codec_env()), list(origins)), host=host, port=port)
+    app = create_codec_app(keys_from_env(obj.settings.codec_env()), list(origins), token)
+    uvicorn.run(app, host=host, port=port)

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from starter.codec import EncryptionCodec
 
 
-def create_codec_app(keys: list[tuple[str, bytes]], origins: list[str]) -> FastAPI:
+def create_codec_app(keys: list[tuple[str, bytes]], origins: list[str], token: str | None = None) -> FastAPI:
+    """With ``token``, only requests bearing it are served (the Web UI can pass an access token)."""
     codec = EncryptionCodec(keys)
     app = FastAPI(title="DSMO codec server", version="1.0.0")
+
+    @app.middleware("http")
+    async def authorize(request: Request, call_next: Any) -> Any:
+        if token and request.method != "OPTIONS":
+            presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(presented, token):
+                return JSONResponse(
+                    status_code=401,
+                    content={"error": {"code": "unauthenticated", "message": "a valid bearer token is required"}},
+                )
+        return await call_next(request)
+
     # The Web UI calls the codec from the browser, with its namespace header.
     app.add_middleware(
         CORSMiddleware,

@@ -1,0 +1,65 @@
+"""The AES-GCM codec and the codec server (Temporal's remote codec protocol)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from fastapi.testclient import TestClient
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+
+from starter.codec import CodecError, EncryptionCodec, keys_from_env, new_key, parse_keys
+from starter.codec_server import create_codec_app
+
+K1, K2 = ("k1", b"1" * 32), ("k2", b"2" * 32)
+PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"secret": "s3cr3t"}')
+
+
+async def test_round_trip_and_rotation() -> None:
+    old = EncryptionCodec([K1])
+    [sealed] = await old.encode([PLAIN])
+    assert b"s3cr3t" not in sealed.data and sealed.metadata["encryption-key-id"] == b"k1"
+    rotated = EncryptionCodec([K2, K1])  # a new key encrypts; the old one still decrypts
+    assert (await rotated.decode([sealed]))[0] == PLAIN
+    assert (await rotated.encode([PLAIN]))[0].metadata["encryption-key-id"] == b"k2"
+    with pytest.raises(CodecError, match="unknown key 'k1'"):
+        await EncryptionCodec([K2]).decode([sealed])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("k1", "id:base64key"),
+        ("k1:@@@", "not valid base64"),
+        (f"k1:{base64.b64encode(b'short').decode()}", "16, 24 or 32"),
+    ],
+)
+def test_bad_keys_name_the_variable(text: str, message: str) -> None:
+    with pytest.raises(CodecError, match=message):
+        parse_keys(text, source="DSMO_CODEC_KEYS")
+
+
+def test_keys_from_env_and_file(tmp_path: object) -> None:
+    key = new_key()
+    assert keys_from_env({"DSMO_CODEC_KEYS": f"a:{key}"})[0][0] == "a"
+    assert keys_from_env({}) == []
+
+
+def _body(payloads: list[Payload]) -> str:
+    return json_format.MessageToJson(Payloads(payloads=payloads))
+
+
+def test_codec_server_decodes_for_the_ui_with_a_token() -> None:
+    app = create_codec_app([K1], ["http://localhost:8233"], token="t0k")
+    client = TestClient(app)
+    encoded = client.post("/encode", content=_body([PLAIN]), headers={"Authorization": "Bearer t0k"})
+    assert encoded.status_code == 200 and "s3cr3t" not in encoded.text
+    sealed = json_format.ParseDict(encoded.json(), Payloads()).payloads
+    decoded = client.post("/decode", content=_body(list(sealed)), headers={"Authorization": "Bearer t0k"})
+    assert json_format.ParseDict(decoded.json(), Payloads()).payloads[0] == PLAIN
+    assert client.post("/decode", content=_body(list(sealed))).status_code == 401
+    preflight = client.options(
+        "/decode", headers={"Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"}
+    )
+    assert preflight.headers["access-control-allow-origin"] == "http://localhost:8233"
