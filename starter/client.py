@@ -30,7 +30,7 @@ from starter.telemetry import context_from, trace_carrier, tracer, tracing_inter
 from workflows import search_attributes as sa
 from workflows.definition import AgentDefinition
 from workflows.errors import DsmoError
-from workflows.events import EventAck
+from workflows.events import EventAck, EventRejected, parse_signal
 from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
 from workflows.status import RunStatus
 
@@ -218,6 +218,7 @@ class DsmoClient:
 
     async def result(self, run_id: str) -> ExecutionResult:
         """Wait for the run to end; failed and timed-out runs return their record too."""
+        check_run_id(run_id)
         handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
         try:
             result: ExecutionResult = await handle.result()
@@ -299,7 +300,14 @@ class DsmoClient:
         return await self.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": text}, event_id=event_id)
 
     async def signal_event(self, run_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        """Fire-and-forget: the run records the event as applied, duplicate or rejected."""
+        """Fire-and-forget: the run records the event as applied, duplicate or rejected.
+
+        A malformed event is refused here, before it reaches the run's history.
+        """
+        try:
+            parse_signal(event_type, payload)
+        except EventRejected as err:
+            raise EventNotAccepted(f"{event_type} rejected: {err}") from None
         try:
             await self._handle(run_id).signal(event_type, payload)
         except RPCError as err:
@@ -317,6 +325,7 @@ class DsmoClient:
         return context_from(carrier) if isinstance(carrier, dict) else None
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
+        check_run_id(run_id)  # a malformed id is named as such, not reported as "not found"
         return self.temporal.get_workflow_handle(run_id)
 
     async def _query(self, run_id: str, name: str, result_type: Any) -> Any:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 import cel
-from cel.stdlib import add_stdlib_to_context
+from cel.stdlib import EXTENSIONS, add_stdlib_to_context
 
 from workflows.errors import DsmoError
 
@@ -37,6 +37,44 @@ SEED_VARIABLES = (
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MEMBER = re.compile(r"\b(stages|config)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Functions the Rust core provides (macros such as has/all/exists expand before this list).
+NATIVE_FUNCTIONS = frozenset(
+    [
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "bool",
+        "timestamp",
+        "duration",
+        "dyn",
+        "type",
+        "size",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "max",
+        "min",
+        "getFullYear",
+        "getMonth",
+        "getDate",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+    ]
+)
+# The cel-go style extensions registered for evaluation; a namespaced one (math.greatest) is
+# reported by the compiler under its last segment.
+KNOWN_FUNCTIONS = NATIVE_FUNCTIONS | frozenset(
+    part for library in EXTENSIONS.values() for name in library for part in (name, name.rsplit(".", 1)[-1])
+)
 
 
 class ConditionError(DsmoError):
@@ -50,8 +88,17 @@ def compile_condition(expression: str) -> Any:
     try:
         return cel.compile(expression)
     except (ValueError, RuntimeError) as err:
-        message = str(err).splitlines()[-1] if str(err) else type(err).__name__
-        raise ConditionError(f"does not compile: {message.strip()}") from None
+        raise ConditionError(f"does not compile: {_first_error(str(err)) or type(err).__name__}") from None
+
+
+def _first_error(text: str) -> str:
+    """The parser's first `ERROR: <input>:L:C: reason` as `reason at column C` (no caret art)."""
+    found = re.search(r"ERROR: <input>:\d+:(\d+): ([^\n]+)", text)
+    if found is None:
+        return text.strip().splitlines()[0][:200] if text.strip() else ""
+    # ANTLR's "expecting {'[', '{', ...}" lists every token; the position says more.
+    reason = found.group(2).split(" expecting {", 1)[0].strip()[:160]
+    return f"{reason} (at column {found.group(1)})"
 
 
 def check_condition(
@@ -59,6 +106,10 @@ def check_condition(
 ) -> None:
     """Static checks at publish time: it compiles and refers only to known fields."""
     program = compile_condition(expression)
+    for function in program.functions():
+        # Operators come as `_+_`, `!_`, `@in`...; only named calls can be unknown.
+        if _IDENTIFIER.fullmatch(function) and function not in KNOWN_FUNCTIONS:
+            raise ConditionError(f"calls unknown function {function!r}")
     bound = set(_MACRO_VARIABLE.findall(expression))
     known = set(BUILTIN_ROOTS) | set(SEED_VARIABLES) | set(inputs)
     for name in program.variables():

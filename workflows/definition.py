@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from workflows.conditions import ConditionError, check_condition
+from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
 from workflows.errors import DefinitionError, TemplateError
 from workflows.nodes import (
     ACTION_TYPES,
@@ -183,10 +183,37 @@ def check_graph(definition: AgentDefinition) -> None:
             raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
         for field, template in _templates(node):
             try:
-                placeholders(template)
+                paths = placeholders(template)
             except TemplateError as err:
                 raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
+            for path in paths:
+                problem = _unknown_variable(path, definition, stages)
+                if problem:
+                    raise ValueError(f"@nodes.{node_id}.{field}: {problem}")
     _check_reachability(definition)
+
+
+def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str]) -> str | None:
+    """Why a template's variable can never exist, or None.
+
+    Stage and step references are always checkable; other roots only once the definition
+    declares its run `inputs` (as for conditions), since undeclared inputs could be anything.
+    """
+    root, _, rest = path.partition(".")
+    root = root.split("[", 1)[0]
+    member = rest.split(".", 1)[0].split("[", 1)[0]
+    if root == "stages" and member and member not in stages:
+        return f"refers to unknown stage {member!r} (stages: {', '.join(sorted(stages)) or 'none'})"
+    steps = sorted(node_id for node_id, node in definition.nodes.items() if isinstance(node, InvokeNode))
+    if root == "steps" and member and member not in steps:
+        return f"refers to unknown step {member!r} (invoke steps: {', '.join(steps) or 'none'})"
+    known = {*BUILTIN_ROOTS, "steps", *SEED_VARIABLES, *definition.inputs}
+    if definition.inputs and root not in known:
+        return (
+            f"refers to unknown variable {root!r} (run inputs: {', '.join(definition.inputs)}; "
+            "also stages, steps, run, config and the seed's variables)"
+        )
+    return None
 
 
 def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> None:

@@ -8,6 +8,7 @@ by the SDK's decoder. What each event sets in the run's variables is decided her
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,9 @@ from workflows.errors import DsmoError
 from workflows.wire import WireModel
 
 MAX_EVENT_ID = 200
+# An event's data lands in the run's history and variables; big content belongs in an artifact.
+# The same cap as the HTTP ingress's bodies, well under Temporal's 2 MB payload limit.
+MAX_EVENT_BYTES = 64 * 1024
 
 
 class EventRejected(DsmoError):
@@ -132,6 +136,12 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any]) -> ResumeEvent:
         raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
     if len(event_id) > MAX_EVENT_ID:
         raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
+    size = len(json.dumps(data, ensure_ascii=False, default=str).encode())
+    if size > MAX_EVENT_BYTES:
+        raise EventRejected(
+            f"{event_type}.data: {size} bytes, above the {MAX_EVENT_BYTES}-byte limit "
+            "(store large content as an artifact and send its URI)"
+        )
     try:
         payload = EVENT_KINDS[event_type].payload.model_validate(data)
     except ValidationError as err:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
 from activities.processors import UnknownAgent
-from starter.client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
+from starter.client import DsmoClient, EventNotAccepted, InvalidRunId, RunAlreadyExists, RunClosed, RunNotFound
 from starter.ingress.keys import ApiKey, KeyStore
 from starter.settings import Settings
 from workflows import search_attributes as sa
@@ -92,6 +92,10 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(Problem)
     async def problem(_: Request, err: Problem) -> JSONResponse:
         return _error(err.status, err.code, err.message)
+
+    @app.exception_handler(InvalidRunId)
+    async def bad_run_id(_: Request, err: InvalidRunId) -> JSONResponse:
+        return _error(422, err.code, str(err))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -222,6 +226,8 @@ def create_app(settings: Settings) -> FastAPI:
             raise Problem(404, "run_not_found", str(err)) from None
         except RunClosed as err:
             raise Problem(409, "run_closed", str(err)) from None
+        except InvalidRunId:
+            raise
         except DsmoError as err:
             raise Problem(409, err.code, str(err)) from None
         return {"runId": run_id, "cancelRequested": True}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,13 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from activities.definitions import DefinitionStore
 from starter.ingress.app import create_app
 from starter.ingress.keys import KeyStore
 from tests.conftest import Harness, definition_from
-from tests.stack import free_port_block
+from tests.ingress_server import serving
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -46,17 +43,8 @@ def ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
         "crm": store.add("crm", ["start", "read", "cancel", "events:MESSAGE_RECEIVED"]),
         "docs": store.add("docs-portal", ["events:DOCUMENT_UPLOADED"]),
     }
-    port = free_port_block(1)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "ingress did not start"
-    yield Ingress(f"http://127.0.0.1:{port}", keys)
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(settings) as url:
+        yield Ingress(url, keys)
 
 
 async def call(method: str, client: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:

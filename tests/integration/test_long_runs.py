@@ -40,7 +40,7 @@ async def test_duplicates_are_ignored_across_continue_as_new(harness: Harness) -
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     # Noise grows the history past the limit while the run waits at `second`.
     for index in range(12):
-        await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"text": f"no id {index}"})
+        await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"text": f"no id {index}"})
     for _ in range(100):
         described = await dsmo.temporal.get_workflow_handle(run_id).describe()
         if described.run_id != first_run:

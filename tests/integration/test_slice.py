@@ -103,8 +103,11 @@ async def test_events_are_validated_and_deduplicated(harness: Harness, slice_def
     # A bad payload through the update is rejected before anything is written.
     with pytest.raises(EventNotAccepted, match=r"MESSAGE_RECEIVED\.text: is required"):
         await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"txt": "typo"})
-    # A bad signal is recorded as rejected and the run keeps waiting.
-    await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"text": "no id"})
+    # DsmoClient refuses a bad signal before sending it...
+    with pytest.raises(EventNotAccepted, match=r"MESSAGE_RECEIVED\.event_id: is required"):
+        await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"text": "no id"})
+    # ...and one sent around it (a raw Temporal client) is recorded as rejected; the run keeps waiting.
+    await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"text": "no id"})
     # A good signal resumes it; the same id again (signal or update) is a recorded duplicate.
     await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "sig-1", "text": "vale"})
     await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "sig-1", "text": "vale"})
