@@ -79,6 +79,17 @@ class ManagedProcess:
         except OSError:
             return ""
 
+    def kill(self) -> bool:
+        """SIGKILL our process at once, as a crash would (no shutdown); False if it was not running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        _signal_group(pid, signal.SIGKILL)
+        while process_alive(pid):
+            time.sleep(0.02)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
     def stop(self, timeout: float = 15.0) -> bool:
         """Stop our process (SIGTERM, then SIGKILL); False if it was not running."""
         pid = self.pid()

@@ -1,0 +1,1 @@
+"""Crash, restart and storage-fault scenarios against the real embedded stack (`make reliability`)."""

@@ -1,0 +1,50 @@
+"""A private embedded stack whose parts a scenario can crash, stop and bring back."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from starter.client import DsmoClient
+from starter.devstack import DevStack, private_settings
+
+TASK_QUEUE = "reliability"
+
+
+class FaultStack(DevStack):
+    """Temporal, SeaweedFS and a worker process (with the slow agent) on free ports of their own.
+
+    Never the developer's stack: a scenario kills processes, so it only ever kills its own.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(private_settings(state_dir).with_changes(task_queue=TASK_QUEUE))
+        self.execution_log = state_dir / "executions.jsonl"
+
+    def _worker_argv(self) -> list[str]:
+        return [sys.executable, "-m", "bench.reliability.worker", "--log", str(self.execution_log)]
+
+    async def start(self) -> DsmoClient:
+        await self.up(with_worker=True, timeout=120)
+        return await DsmoClient.connect(self.settings)
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def crash_worker(self) -> None:
+        if not self.worker.kill():
+            raise RuntimeError("the worker was not running")
+
+    def crash_temporal(self) -> None:
+        if not self.temporal.kill():
+            raise RuntimeError("the Temporal server was not running")
+
+    def stop_s3(self) -> None:
+        if not self.s3.stop(timeout=3.0):
+            raise RuntimeError("the S3 store was not running")
+
+    async def restore(self) -> float:
+        """Start whatever is down again (same state folder, same ports); seconds until healthy."""
+        began = time.monotonic()
+        await self.up(with_worker=True, timeout=120)
+        return time.monotonic() - began
