@@ -64,7 +64,14 @@ class ArtifactStore:
         """Write ``document`` unless ``key`` exists (``If-None-Match: *``); never overwrite."""
         return self.put_json_bytes_once(key, encode_json(document))
 
-    def put_json_bytes_once(self, key: str, body: bytes, *, content_type: str = "application/json") -> StoredArtifact:
+    def put_json_bytes_once(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        metadata: dict[str, str] | None = None,
+    ) -> StoredArtifact:
         """Write ``body`` unless ``key`` exists; the conditional put makes concurrent writers agree."""
         digest = hashlib.sha256(body).hexdigest()
         try:
@@ -74,7 +81,7 @@ class ArtifactStore:
                 Body=body,
                 ContentType=content_type,
                 IfNoneMatch="*",
-                Metadata={"sha256": digest},
+                Metadata={**(metadata or {}), "sha256": digest},
             )
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
@@ -82,6 +89,11 @@ class ArtifactStore:
             existing = self.read_bytes(self.uri(key))
             return StoredArtifact(self.uri(key), hashlib.sha256(existing).hexdigest(), len(existing), created=False)
         return StoredArtifact(self.uri(key), digest, len(body), created=True)
+
+    def metadata(self, key: str) -> dict[str, str]:
+        """The user metadata (``x-amz-meta-*``) of an existing object."""
+        found: dict[str, str] = self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {})
+        return found
 
     def read_bytes(self, uri: str) -> bytes:
         bucket, key = self.key_of(uri)

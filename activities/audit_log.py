@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from activities.artifacts import ArtifactMissing, ArtifactStore
+from activities.artifacts import ArtifactStore
 from workflows.contracts import EXPORT_AUDIT, AuditExport
 
 GENESIS = "0" * 64
+# The Temporal run id of the execution that exported the file (object metadata).
+EXECUTION_META = "workflow-run-id"
 
 
 def audit_key(run_id: str) -> str:
@@ -76,17 +79,38 @@ class AuditActivities:
 
     @activity.defn(name=EXPORT_AUDIT)
     def export_audit(self, export: AuditExport) -> str:
-        """Write the chained trail once; a retry or a later export of a longer trail must extend it."""
+        """Write the chained trail once; a retry or a later export of a longer trail must extend it.
+
+        One exception: a file written by this same workflow execution from a workflow task that
+        never committed (the worker died between the export and the task's completion). Its last
+        events were never in the history; the re-run task records them again with its own
+        timestamps, and the history is the truth, so that file is replaced.
+        """
         key = audit_key(export.run_id)
         body = chain(export.events)
-        stored = self.store.put_json_bytes_once(key, body, content_type="application/x-ndjson")
-        if not stored.created:
-            existing = self.store.read_bytes(stored.uri)
-            if not body.startswith(existing) and existing != body:
-                raise ArtifactMissing(f"{stored.uri} exists with other content; refusing to rewrite an audit trail")
-            if existing != body:
-                self.store.s3.put_object(
-                    Bucket=self.store.bucket, Key=key, Body=body, ContentType="application/x-ndjson"
+        execution = activity.info().workflow_run_id or ""
+        stored = self.store.put_json_bytes_once(
+            key, body, content_type="application/x-ndjson", metadata={EXECUTION_META: execution}
+        )
+        if stored.created:
+            return stored.uri
+        existing = self.store.read_bytes(stored.uri)
+        if existing == body:
+            return stored.uri
+        if not body.startswith(existing):
+            if not execution or self.store.metadata(key).get(EXECUTION_META) != execution:
+                # Non-retryable: retrying cannot change the file, and the run must still end.
+                raise ApplicationError(
+                    f"{stored.uri} exists with other content; refusing to rewrite an audit trail",
+                    type="AuditConflict",
+                    non_retryable=True,
                 )
-        uri: str = stored.uri
-        return uri
+            activity.logger.warning("replacing %s: written by a workflow task that never committed", stored.uri)
+        self.store.s3.put_object(
+            Bucket=self.store.bucket,
+            Key=key,
+            Body=body,
+            ContentType="application/x-ndjson",
+            Metadata={EXECUTION_META: execution, "sha256": hashlib.sha256(body).hexdigest()},
+        )
+        return stored.uri
