@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.reliability import report as reliability_report
 from bench.report import machine, markdown, write
 from bench.runner import Bench, BenchConfig
 from starter.devstack import DevStack, private_settings, reusable
@@ -97,7 +98,11 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
     print(text)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
-        (REPO / "BENCHMARKS.md").write_text(benchmarks_page(results, text))
+        page = REPO / "BENCHMARKS.md"
+        # The reliability section comes from `make reliability`; a bench run keeps it as it is.
+        kept = reliability_report.existing(page.read_text()) if page.exists() else None
+        new_page = benchmarks_page(results, text)
+        page.write_text(reliability_report.splice(new_page, kept) if kept else new_page)
 
 
 def main(quick: bool, update: bool, scale_alone: bool = False) -> None:
