@@ -17,7 +17,12 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
@@ -162,6 +167,10 @@ class DsmoClient:
                 task_queue=task_queue or self.settings.task_queue,
                 # A run id names one audit trail for good: refuse to reuse it even after it closed.
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # A second start while the first is open is refused too, never merged into it
+                # (USE_EXISTING) or allowed to replace it (TERMINATE_EXISTING); the ingress turns the
+                # refusal into "the same run" for a retry that carries the same Idempotency-Key.
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 start_delay=start_delay,
                 # The run's trace context: resume events sent later join the same trace.
                 memo={"trace": trace_carrier()},
