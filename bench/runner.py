@@ -69,6 +69,20 @@ class FaultSwitch:
         return self.current.seed
 
 
+@dataclass
+class Executed:
+    """One run as the timed phase saw it; ``outcome`` is the mode's own result."""
+
+    run_id: str
+    input_id: str
+    replay: bool
+    latency_s: float
+    outcome: Any
+
+    def record(self, **measured: Any) -> RunRecord:
+        return RunRecord(self.run_id, self.input_id, self.replay, latency_s=self.latency_s, **measured)
+
+
 async def bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
     gate = asyncio.Semaphore(limit)
 
@@ -137,6 +151,12 @@ class Bench:
     # -- modes ---------------------------------------------------------------------------------
 
     async def run_mode(self, mode: str, workload: str) -> tuple[list[RunRecord], float]:
+        """Execute the runs (timed: latency and throughput), then read what each left behind.
+
+        The second phase (audit trails, histories, stored bytes) is measurement, not the system
+        under test: it runs after the wall clock stops, and its blocking S3 reads stay off the
+        event loop the in-process workers share.
+        """
         config = self.config
         w4 = workload == "W4"
         count = config.w4_runs if w4 else config.inputs
@@ -147,41 +167,48 @@ class Bench:
             input_id = f"{mode}-{workload}-{index}-{uuid.uuid4().hex[:6]}"
             for copy in range(replays + 1):
                 jobs.append((input_id, copy > 0, {"route": route, "input": input_id}))
+        execute, record = {
+            "B3": (self.b3, self.record_b3),
+            "B1": (self.b1, self.record_b1),
+            "B2": (self.b2, self.record_b2),
+        }[mode]
         started = time.perf_counter()
-        runner = {"B3": self.b3, "B1": self.b1, "B2": self.b2}[mode]
-        records = await bounded(
+        executed = await bounded(
             config.w4_concurrency if w4 else config.concurrency,
-            [partial(runner, workload, *job) for job in jobs],
+            [partial(execute, workload, *job) for job in jobs],
         )
-        return records, time.perf_counter() - started
+        wall = time.perf_counter() - started
+        if mode == "B1":
+            await asyncio.sleep(0.5)  # duplicate chains keep running after a run's first completion
+        records = await bounded(8, [partial(record, workload, run) for run in executed])
+        return records, wall
 
-    async def b3(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+    async def b3(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> Executed:
         run_id = f"b3-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
         await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.queue)
         result = await self.dsmo.result(run_id)
-        latency = time.perf_counter() - began
-        events = self._audit(run_id)
-        executions = {e.stage for e in self.log.for_run(run_id)}
-        return RunRecord(
-            run_id,
-            input_id,
-            replay,
+        return Executed(run_id, input_id, replay, time.perf_counter() - began, result)
+
+    async def record_b3(self, workload: str, run: Executed) -> RunRecord:
+        result = run.outcome
+        events = await asyncio.to_thread(self._audit, run.run_id)
+        executions = {e.stage for e in self.log.for_run(run.run_id)}
+        return run.record(
             path=result.path,
             success=result.status is RunStatus.COMPLETED,
-            latency_s=latency,
             duplicates=sum(e["type"] == "DUPLICATE_IGNORED" for e in events),
             orphans=len(executions - set(result.path)),
             dlq=sum(e["type"] == "DEAD_LETTERED" for e in events),
             events=len(events),
-            bytes_stored=await self._bytes_b3(run_id, definition(workload).workflow_version),
+            bytes_stored=await self._bytes_b3(run.run_id, definition(workload).workflow_version),
         )
 
     def _input_artifact(self, mode: str, run_id: str, data: dict[str, Any]) -> dict[str, Any]:
         """B1/B2 runs start, like B3's, from an input artifact in the store."""
         return {"uri": self.store.put_json_once(f"artifacts/bench-{mode}/{run_id}/input.json", data).uri}
 
-    async def b1(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+    async def b1(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> Executed:
         run_id = f"b1-{uuid.uuid4().hex[:10]}"
         began = time.time()
         data = await asyncio.to_thread(self._input_artifact, "b1", run_id, data)
@@ -195,30 +222,28 @@ class Bench:
         while run_id not in self.done and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         finished, success = self.done.get(run_id, (time.time(), False))
-        await asyncio.sleep(0.5)  # duplicate chains keep running after the first completion
-        executions = [e for e in self.log.for_run(run_id) if e.outcome in ("ok", "timeout")]
+        return Executed(run_id, input_id, replay, finished - began, success)
+
+    async def record_b1(self, workload: str, run: Executed) -> RunRecord:
+        executions = [e for e in self.log.for_run(run.run_id) if e.outcome in ("ok", "timeout")]
         path: list[str] = []
         for execution in executions:
             if execution.stage not in path and "-ack" not in execution.stage:
                 path.append(execution.stage)
         stage_runs = [e for e in executions if "-ack" not in e.stage]
         per_stage = {stage: sum(e.stage == stage for e in stage_runs) for stage in path}
-        duplicates = sum(count - 1 for count in per_stage.values())
-        return RunRecord(
-            run_id,
-            input_id,
-            replay,
+        return run.record(
             path=path,
-            success=success,
-            latency_s=finished - began,
-            duplicates=duplicates,
+            success=run.outcome,
+            duplicates=sum(count - 1 for count in per_stage.values()),
             orphans=len(stage_runs) - len(path),
-            dlq=self.choreo.dead_letters.get(run_id, 0),
-            events=len(self.log.for_run(run_id)),
-            bytes_stored=self._prefix_bytes(f"artifacts/bench-b1/{run_id}/"),  # + its stage workflows' histories
+            dlq=self.choreo.dead_letters.get(run.run_id, 0),
+            events=len(self.log.for_run(run.run_id)),
+            # + its stage workflows' histories, not counted
+            bytes_stored=await asyncio.to_thread(self._prefix_bytes, f"artifacts/bench-b1/{run.run_id}/"),
         )
 
-    async def b2(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> RunRecord:
+    async def b2(self, workload: str, input_id: str, replay: bool, data: dict[str, Any]) -> Executed:
         run_id = f"b2-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
         data = await asyncio.to_thread(self._input_artifact, "b2", run_id, data)
@@ -228,23 +253,21 @@ class Bench:
             id=run_id,
             task_queue=self.queue + "-modes",
         )
-        latency = time.perf_counter() - began
+        return Executed(run_id, input_id, replay, time.perf_counter() - began, result)
+
+    async def record_b2(self, workload: str, run: Executed) -> RunRecord:
+        result = run.outcome
         graph = modes.graph_of(workload)
         invalid = next((i for i in range(1, len(result.path)) if result.path[i] not in graph[result.path[i - 1]]), None)
-        orphans = 0 if invalid is None else len(result.path) - invalid
-        duplicates = len(result.path) - len(set(result.path))
-        return RunRecord(
-            run_id,
-            input_id,
-            replay,
+        stored = await asyncio.to_thread(self._prefix_bytes, f"artifacts/bench-b2/{run.run_id}/")
+        return run.record(
             path=result.path,
             success=result.success and invalid is None,
-            latency_s=latency,
-            duplicates=duplicates,
-            orphans=orphans,
+            duplicates=len(result.path) - len(set(result.path)),
+            orphans=0 if invalid is None else len(result.path) - invalid,
             dlq=result.dlq,
-            events=len(self.log.for_run(run_id)),
-            bytes_stored=await self._history_bytes(run_id) + self._prefix_bytes(f"artifacts/bench-b2/{run_id}/"),
+            events=len(self.log.for_run(run.run_id)),
+            bytes_stored=await self._history_bytes(run.run_id) + stored,
         )
 
     # -- measurements --------------------------------------------------------------------------
@@ -268,7 +291,10 @@ class Bench:
 
     async def _bytes_b3(self, run_id: str, version: str) -> int:
         history = await self._history_bytes(run_id)
-        return history + self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
+        stored = await asyncio.to_thread(
+            lambda: self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
+        )
+        return history + stored
 
     async def floor(self, workloads: dict[str, Any]) -> dict[str, Any]:
         client: Client = self.dsmo.temporal
