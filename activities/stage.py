@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -39,23 +40,34 @@ class StageActivities:
         self.store = store
         self.registry = registry
         self.summary_max_bytes = summary_max_bytes
+        # Config snapshots this process has written or checked: they are write-once, so a
+        # version's snapshot is confirmed once per worker instead of once per run.
+        self._confirmed_configs: dict[str, str] = {}
 
     @activity.defn(name=PREPARE_RUN)
     @permanent_errors
     def prepare_run(self, request: PrepareRun) -> PreparedRun:
         """Write the run's input artifact and its version's immutable config snapshot (both write-once)."""
         input_uri = self.store.put_json_once(run_input_key(request.workflow_version, request.run_id), request.input).uri
+        config_ref = self._confirmed_configs.get(request.workflow_version)
+        if config_ref is None:
+            config_ref = self._snapshot_config(request)
+            self._confirmed_configs[request.workflow_version] = config_ref
+        return PreparedRun(input_uri=input_uri, config_ref=config_ref)
+
+    def _snapshot_config(self, request: PrepareRun) -> str:
         snapshot = {
             "workflowVersion": request.workflow_version,
             "definition": request.definition,
             "effective": request.effective,
         }
-        config = self.store.put_json_once(config_key(request.workflow_version), snapshot)
-        if not config.created:
+        body = encode_json(snapshot)
+        config = self.store.put_json_bytes_once(config_key(request.workflow_version), body)
+        if not config.created and config.sha256 != hashlib.sha256(body).hexdigest():
             existing = self.store.read_json(config.uri)
             if existing.get("definition") != request.definition:
                 raise ContractViolation(f"config snapshot {config.uri} holds another definition for this version")
-        return PreparedRun(input_uri=input_uri, config_ref=config.uri)
+        return config.uri
 
     @activity.defn(name=RUN_STAGE)
     @permanent_errors
@@ -89,7 +101,10 @@ class StageActivities:
             )
 
     def _run(self, task: StageTask, processor: Any, started: datetime) -> StageSummary:
-        reuse = task.reuse_uri or self._committed_output(task)
+        reuse = task.reuse_uri
+        if reuse is None and (task.attempt > 1 or activity.info().attempt > 1):
+            # Only a retry can find output an earlier execution committed without reporting it.
+            reuse = self._committed_output(task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
             return self._report_existing(task, reuse, processor.version, started)
@@ -118,6 +133,10 @@ class StageActivities:
                 "inference": output.inference,
             },
         )
+        if not stored.created:
+            # Another execution of this attempt committed first (a reset, a duplicate task): its
+            # output is the stage's output, and this one's is dropped.
+            return self._report_existing(task, stored.uri, processor.version, started)
         return StageSummary(
             stage=task.stage,
             agent=task.agent,
@@ -128,7 +147,7 @@ class StageActivities:
             output_bytes=stored.size,
             summary=output.summary,
             inference=output.inference,
-            reused=not stored.created,
+            reused=False,
             workflow_version=task.workflow_version,
             started_at=started,
             finished_at=datetime.now(UTC),
@@ -156,7 +175,10 @@ class StageActivities:
 
     def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
         body = self.store.read_bytes(uri)
-        stored = self.store.read_json(uri)
+        try:
+            stored = json.loads(body)
+        except ValueError:
+            raise ContractViolation(f"committed output {uri} is not JSON") from None
         match = _ATTEMPT.search(uri)
         return StageSummary(
             stage=task.stage,

@@ -29,6 +29,11 @@ def picky(document: Any, message: StageMessage) -> ProcessorOutput:
     raise InvalidInput("input.amount: must be positive")
 
 
+def steady(document: Any, message: StageMessage) -> ProcessorOutput:
+    CALLS[message.run_id] = CALLS.get(message.run_id, 0) + 1
+    return ProcessorOutput(document={"from": "second"}, summary={"ok": "second"})
+
+
 def chatty(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document={}, summary={"blob": "x" * 5000})
 
@@ -39,6 +44,7 @@ def registry() -> ProcessorRegistry:
     registry.register("flaky", "1.0.0")(flaky)
     registry.register("picky", "1.0.0")(picky)
     registry.register("chatty", "2.1.0")(chatty)
+    registry.register("steady", "1.0.0")(steady)
     return registry
 
 
@@ -117,8 +123,9 @@ async def test_missing_template_variable_fails_at_its_node(harness: Harness) -> 
     assert harness.messages(run_id) == []
 
 
-async def test_output_already_committed_is_reused_not_recomputed(harness: Harness) -> None:
-    # As if an earlier attempt wrote its output and the worker died before reporting it.
+async def test_output_committed_by_an_unreported_attempt_is_reused_not_recomputed(harness: Harness) -> None:
+    # As if attempt 1 wrote its output and the worker died before reporting it: the workflow
+    # sees attempt 1 fail (here: flaky raises) and retries; attempt 2 finds the committed output.
     definition = one_stage("flaky")
     run_id = f"reuse-{harness.task_queue}"
     key = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/output.json"
@@ -126,7 +133,7 @@ async def test_output_already_committed_is_reused_not_recomputed(harness: Harnes
     await harness.start(definition, {}, run_id=run_id)
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED
-    assert run_id not in CALLS  # the processor never ran
+    assert CALLS[run_id] == 1  # attempt 1 only: attempt 2 never ran the processor
     assert result.variables["stages"]["work"] == {
         "status": "succeeded",
         "outputUri": harness.store.uri(key),
@@ -134,5 +141,22 @@ async def test_output_already_committed_is_reused_not_recomputed(harness: Harnes
         "attempt": 1,
         "agentVersion": "1.0.0",
     }
+    succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"]
+    assert succeeded[0].data["reused"] is True
+
+
+async def test_a_second_first_execution_keeps_the_committed_output(harness: Harness) -> None:
+    # A first execution never looks for earlier output (only retries can meet it), but if the
+    # attempt's key is taken (a workflow reset), the committed output wins over the new one.
+    definition = one_stage("steady")
+    run_id = f"again-{harness.task_queue}"
+    key = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/output.json"
+    harness.store.put_json_once(key, {"output": {"from": "first"}, "summary": {"ok": "first"}})
+    await harness.start(definition, {}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert CALLS[run_id] == 1
+    assert result.variables["stages"]["work"]["summary"] == {"ok": "first"}
+    assert harness.store.read_json(harness.store.uri(key))["output"] == {"from": "first"}
     succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"]
     assert succeeded[0].data["reused"] is True
