@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 import uuid
+from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +41,7 @@ from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, Sta
 from workflows.status import RunStatus
 
 WORKFLOW_TYPE = "AgentExecution"
+TRACE_CACHE_RUNS = 10_000
 
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
@@ -111,6 +113,9 @@ class DsmoClient:
     def __init__(self, client: Client, settings: Settings) -> None:
         self.temporal = client
         self.settings = settings
+        # Each run's start trace context (fixed in its memo at start), so events join the run's
+        # trace without a describe call per event. Bounded: oldest runs are forgotten first.
+        self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> DsmoClient:
@@ -159,6 +164,7 @@ class DsmoClient:
         self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
     ) -> None:
         definition = request.definition
+        carrier = trace_carrier()
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_TYPE,
@@ -173,7 +179,7 @@ class DsmoClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 start_delay=start_delay,
                 # The run's trace context: resume events sent later join the same trace.
-                memo={"trace": trace_carrier()},
+                memo={"trace": carrier},
                 search_attributes=TypedSearchAttributes(
                     [
                         # Set at start, so a run shows `pending` before its first workflow task.
@@ -185,6 +191,7 @@ class DsmoClient:
             )
         except WorkflowAlreadyStartedError:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
+        self._remember_trace(run_id, carrier)
 
     async def status(self, run_id: str) -> StatusView:
         try:
@@ -326,12 +333,21 @@ class DsmoClient:
 
     async def _run_trace(self, run_id: str) -> Any:
         """The trace the run started in (from its memo), so events extend it; empty if unknown."""
-        try:
-            memo = await (await self._handle(run_id).describe()).memo()
-        except (RPCError, ValueError, TypeError):
-            return None
-        carrier = memo.get("trace")
-        return context_from(carrier) if isinstance(carrier, dict) else None
+        carrier = self._run_traces.get(run_id)
+        if carrier is None:
+            try:
+                memo = await (await self._handle(run_id).describe()).memo()
+            except (RPCError, ValueError, TypeError):
+                return None
+            found = memo.get("trace")
+            carrier = found if isinstance(found, dict) else {}
+            self._remember_trace(run_id, carrier)
+        return context_from(carrier) if carrier else None
+
+    def _remember_trace(self, run_id: str, carrier: dict[str, str]) -> None:
+        self._run_traces[run_id] = carrier
+        if len(self._run_traces) > TRACE_CACHE_RUNS:
+            self._run_traces.popitem(last=False)
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         check_run_id(run_id)  # a malformed id is named as such, not reported as "not found"
