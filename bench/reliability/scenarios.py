@@ -253,21 +253,7 @@ async def worker_crash(
     results = await _results(client, run_ids, timeout=240)
     done = time.monotonic()
 
-    tally = checks.Tally()
-    executed = checks.executions(stack.execution_log)
-    store = _store(stack)
-    for run_id in run_ids:
-        checks.check_run(
-            tally,
-            run_id,
-            results[run_id],
-            workflow_version=definition.workflow_version,
-            agent_nodes=W3_AGENT_NODES,
-            effect_nodes=EFFECTS,
-            store=store,
-            db=db,
-            executed=executed,
-        )
+    tally = _tally(stack, [(run_id, definition) for run_id in run_ids], results, W3_AGENT_NODES, EFFECTS, db)
     return ScenarioResult(
         scenario="worker killed",
         fault="worker SIGKILL, restarted 1 s later",
@@ -302,22 +288,8 @@ async def temporal_restart(
     results = await _results(client, run_ids, timeout=240)
     done = time.monotonic()
 
-    tally = checks.Tally()
-    executed = checks.executions(stack.execution_log)
-    store = _store(stack)
-    for run_id in run_ids:
-        checks.check_run(
-            tally,
-            run_id,
-            results[run_id],
-            workflow_version=definition.workflow_version,
-            agent_nodes={"pause"},
-            effect_nodes=EFFECTS,
-            store=store,
-            db=db,
-            executed=executed,
-            resumes_expected=1,
-        )
+    checked = [(run_id, definition) for run_id in run_ids]
+    tally = _tally(stack, checked, results, {"pause"}, EFFECTS, db, resumes_expected=1)
     return ScenarioResult(
         scenario="Temporal killed",
         fault=f"Temporal server SIGKILL with every run waiting, restarted {down_s:.0f} s later",
@@ -364,23 +336,11 @@ async def s3_outage(
     results = await _results(client, run_ids, timeout=300)
     done = time.monotonic()
 
-    tally = checks.Tally()
-    executed = checks.executions(stack.execution_log)
+    tally = _tally(stack, plans, results, {"pause", "extract"}, {}, None)
     store = _store(stack)
     dead = 0
-    for run_id, definition in plans:
+    for run_id, _ in plans:
         result = results[run_id]
-        checks.check_run(
-            tally,
-            run_id,
-            result,
-            workflow_version=definition.workflow_version,
-            agent_nodes={"pause", "extract"},
-            effect_nodes={},
-            store=store,
-            db=None,
-            executed=executed,
-        )
         letters = checks.dead_letters(store, run_id)
         dead += letters
         failed = result is not None and result.status is not RunStatus.COMPLETED
@@ -400,6 +360,36 @@ async def s3_outage(
         tally=tally,
         dead_letters=dead,
     )
+
+
+def _tally(
+    stack: FaultStack,
+    plans: list[tuple[str, AgentDefinition]],
+    results: dict[str, ExecutionResult | None],
+    agent_nodes: set[str],
+    effect_nodes: dict[str, str],
+    db: OrderDatabase | None,
+    *,
+    resumes_expected: int = 0,
+) -> checks.Tally:
+    """Count every run of a scenario against what the store, the database and the agent's log hold."""
+    tally = checks.Tally()
+    executed = checks.executions(stack.execution_log)
+    store = _store(stack)
+    for run_id, definition in plans:
+        checks.check_run(
+            tally,
+            run_id,
+            results[run_id],
+            workflow_version=definition.workflow_version,
+            agent_nodes=agent_nodes,
+            effect_nodes=effect_nodes,
+            store=store,
+            db=db,
+            executed=executed,
+            resumes_expected=resumes_expected,
+        )
+    return tally
 
 
 async def _waiting_all(client: DsmoClient, query: str, runs: int) -> bool:
