@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
 from workflows.errors import DefinitionError, TemplateError
@@ -32,6 +32,8 @@ from workflows.nodes import (
 from workflows.templating import placeholders
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# Validation context key: set by parse_definition, where a definition is admitted (see check_graph).
+ADMISSION = "dsmo.admission"
 
 __all__ = [
     "ACTION_TYPES",
@@ -81,8 +83,8 @@ class AgentDefinition(CamelModel):
     compensation: CompensationPolicy = Field(default_factory=CompensationPolicy)
 
     @model_validator(mode="after")
-    def _check_graph(self) -> AgentDefinition:
-        check_graph(self)
+    def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
+        check_graph(self, admitting=bool(info.context and info.context.get(ADMISSION)))
         return self
 
     @property
@@ -151,8 +153,14 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
     }
 
 
-def check_graph(definition: AgentDefinition) -> None:
-    """The paper's static checks; each error names the node (raised as '@field: reason')."""
+def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
+    """The paper's static checks; each error names the node (raised as '@field: reason').
+
+    Checks added after runs may have started (unknown functions, template variables) apply only
+    when ``admitting`` a definition (`parse_definition`: files, publish, the ingress), not when a
+    running workflow decodes the definition it is pinned to: a run admitted under older checks
+    must keep decoding, and so keep replaying.
+    """
     nodes = definition.nodes
     known = ", ".join(sorted(nodes))
     if definition.start not in nodes:
@@ -167,14 +175,24 @@ def check_graph(definition: AgentDefinition) -> None:
                 continue
             try:
                 check_condition(
-                    transition.when, inputs=definition.inputs, stages=stages, config_keys=definition.config.keys()
+                    transition.when,
+                    inputs=definition.inputs,
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
                 )
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.transitions.{index}.when: {err}") from None
         spec = getattr(node, "compensate", None)
         if spec is not None and spec.when is not None:
             try:
-                check_condition(spec.when, inputs=["output"], stages=stages, config_keys=definition.config.keys())
+                check_condition(
+                    spec.when,
+                    inputs=["output"],
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
+                )
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.compensate.when: {err}") from None
             if spec.action is None and not isinstance(node, InvokeNode):
@@ -186,7 +204,7 @@ def check_graph(definition: AgentDefinition) -> None:
                 paths = placeholders(template)
             except TemplateError as err:
                 raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
-            for path in paths:
+            for path in paths if admitting else ():
                 problem = _unknown_variable(path, definition, stages)
                 if problem:
                     raise ValueError(f"@nodes.{node_id}.{field}: {problem}")
@@ -278,7 +296,7 @@ def parse_definition(data: Any, *, source: str | None = None) -> AgentDefinition
             "", f"a definition is a mapping with agent, start and nodes, not {type(data).__name__}", source=source
         )
     try:
-        return AgentDefinition.model_validate(data)
+        return AgentDefinition.model_validate(data, context={ADMISSION: True})
     except ValidationError as err:
         raise _first_error(err, source) from None
 

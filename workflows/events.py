@@ -105,12 +105,15 @@ class EventAck(WireModel):
     detail: str | None = None
 
 
-def parse_signal(event_type: str, raw: Any) -> ResumeEvent:
-    """A signal's flat payload -> ResumeEvent, or EventRejected."""
+def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True) -> ResumeEvent:
+    """A signal's flat payload -> ResumeEvent, or EventRejected.
+
+    ``size_cap=False`` only for runs that took signals before MAX_EVENT_BYTES existed.
+    """
     if not isinstance(raw, dict):
         raise EventRejected(f"{event_type}: payload must be a JSON object, not {type(raw).__name__}")
     data = {key: value for key, value in raw.items() if key != "event_id"}
-    return _build(event_type, raw.get("event_id"), data)
+    return _build(event_type, raw.get("event_id"), data, size_cap=size_cap)
 
 
 def parse_update(raw: Any) -> ResumeEvent:
@@ -129,14 +132,14 @@ def parse_update(raw: Any) -> ResumeEvent:
     return _build(event_type, raw.get("event_id"), data)
 
 
-def _build(event_type: str, event_id: Any, data: dict[str, Any]) -> ResumeEvent:
+def _build(event_type: str, event_id: Any, data: dict[str, Any], *, size_cap: bool = True) -> ResumeEvent:
     if event_type not in EVENT_KINDS:
         raise EventRejected(f"event.type: unknown event {event_type!r} (expected one of {', '.join(EVENT_KINDS)})")
     if not isinstance(event_id, str) or not event_id.strip():
         raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
     if len(event_id) > MAX_EVENT_ID:
         raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
-    size = len(json.dumps(data, ensure_ascii=False, default=str).encode())
+    size = len(json.dumps(data, ensure_ascii=False, default=str).encode()) if size_cap else 0
     if size > MAX_EVENT_BYTES:
         raise EventRejected(
             f"{event_type}.data: {size} bytes, above the {MAX_EVENT_BYTES}-byte limit "

@@ -40,6 +40,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
 
+# workflow.patched ids: each names a change to what running executions do.
+EVENT_SIZE_CAP_PATCH = "event-size-cap"
+
 
 @workflow.defn(name="AgentExecution")
 class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
@@ -221,7 +224,9 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         # A bad signal never crashes or blocks the run: it is recorded as rejected.
         assert event_type in EVENT_KINDS
         try:
-            self._state.apply_event(parse_signal(event_type, payload), via="signal")
+            # Runs that applied a bigger signal before the size cap existed must replay as they ran.
+            capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
+            self._state.apply_event(parse_signal(event_type, payload, size_cap=capped), via="signal")
         except EventRejected as err:
             event_id = payload.get("event_id") if isinstance(payload, dict) else None
             self._state.reject(event_type, str(err), via="signal", event_id=event_id)

@@ -1,0 +1,112 @@
+"""Checks added after runs were in flight must not break those runs.
+
+Two such changes: publish-time checks on definitions (template variables, unknown CEL functions)
+and the 64 KiB cap on event data. A run admitted or signalled before them must still decode,
+run and replay; new runs get the new rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+
+from tests.conftest import Harness
+from tests.unit.test_golden_histories import replayer
+from workflows.definition import parse_definition
+from workflows.errors import DefinitionError
+from workflows.events import MAX_EVENT_BYTES
+from workflows.execution import EVENT_SIZE_CAP_PATCH
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+
+# Admitted before template variables were checked: `legacyName` is neither an input nor a variable.
+LEGACY: dict[str, Any] = {
+    "agent": "legacy-greeting",
+    "inputs": ["customer"],
+    "start": "hello",
+    "nodes": {
+        "hello": {
+            "actionType": "send_message",
+            "parameters": {"to": "{{customer}}", "message": "Hi {{legacyName | default('there')}}"},
+        }
+    },
+}
+
+WAIT_THEN_DONE: dict[str, Any] = {
+    "agent": "evolution-wait",
+    "start": "wait",
+    "nodes": {"wait": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
+}
+
+
+async def has_patch_marker(harness: Harness, run_id: str) -> bool:
+    """Whether the run's history records the size-cap patch (local activities add markers too)."""
+    events = harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history_events()
+    return any(
+        [
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and EVENT_SIZE_CAP_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
+            async for e in events
+        ]
+    )
+
+
+async def replays(harness: Harness, run_id: str) -> None:
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_run_admitted_under_older_definition_checks_still_runs(harness: Harness) -> None:
+    with pytest.raises(DefinitionError, match="unknown variable 'legacyName'"):
+        parse_definition(LEGACY)
+    # The run was started (as by an older client) with the definition the new checks refuse.
+    run_id = "legacy-greeting-1"
+    await harness.dsmo.temporal.start_workflow(
+        "AgentExecution",
+        {"definition": LEGACY, "input": {"customer": "ann"}},
+        id=f"{run_id}-{harness.task_queue}",
+        task_queue=harness.task_queue,
+    )
+    run_id = f"{run_id}-{harness.task_queue}"
+    harness.started.append(run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert [m["message"] for m in harness.messages(run_id)] == ["Hi there"]
+    await replays(harness, run_id)
+
+
+async def test_a_big_signal_taken_before_the_cap_replays_and_new_runs_refuse_one(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = parse_definition(WAIT_THEN_DONE)
+    # Within the payload's own rules (unknown fields are ignored), above the size cap.
+    big = {"text": "hi", "attachment": "x" * (MAX_EVENT_BYTES + 10)}
+
+    # A run on the code before the cap: no patch marker, the big reply is applied.
+    old = await harness.start(definition)
+    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
+    with monkeypatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda patch_id: False)
+        await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", {"event_id": "big-1", **big})
+        result = await harness.dsmo.result(old)
+    assert result.status is RunStatus.COMPLETED
+    assert result.variables["lastResponse"] == "hi"
+    assert not await has_patch_marker(harness, old)
+    await replays(harness, old)  # the current code, with the cap, replays it as it ran
+
+    # A new run: the patch is recorded and the same reply is refused; the run keeps waiting.
+    new = await harness.start(definition)
+    await harness.dsmo.wait_for_status(new, {RunStatus.WAITING})
+    await harness.dsmo.temporal.get_workflow_handle(new).signal("MESSAGE_RECEIVED", {"event_id": "big-2", **big})
+    await harness.dsmo.respond(new, "short", event_id="small-2")
+    result = await harness.dsmo.result(new)
+    assert result.variables["lastResponse"] == "short"
+    rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
+    assert len(rejected) == 1 and f"above the {MAX_EVENT_BYTES}-byte limit" in str(rejected[0].data)
+    assert await has_patch_marker(harness, new)
+    await replays(harness, new)
