@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import temporalio.activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker, WorkflowRunner
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.actions import ActionActivities, ActionRegistry
@@ -29,7 +30,7 @@ from activities.orders.db import OrderDatabase
 from activities.processors import ProcessorRegistry, default_registry
 from activities.stage import StageActivities
 from starter.client import connect_temporal
-from starter.settings import Settings
+from starter.settings import Settings, workflow_sandbox_from
 from starter.stack_checks import ensure_bucket
 from starter.telemetry import metrics_runtime, setup_tracing
 from workflows.compensation import CompensationRetry
@@ -53,8 +54,12 @@ def build_worker(
     overrides: Sequence[Callable[..., Any]] = (),
     actions: ActionRegistry | None = None,
     workflow_runner: WorkflowRunner | None = None,
+    sandboxed: bool | None = None,
 ) -> Worker:
-    """One worker for the workflows and all activities; tests build theirs the same way."""
+    """One worker for the workflows and all activities; tests build theirs the same way.
+
+    ``sandboxed`` (default: ``DSMO_WORKFLOW_SANDBOX``) runs the workflows in Temporal's sandbox.
+    """
     stages = StageActivities(store, registry)
     every_channel = dict(channels or {})
     if channel is not None:
@@ -66,11 +71,8 @@ def build_worker(
     side_effects = ActionActivities(actions or ActionRegistry())
     limiter = LimiterActivities(client, task_queue)
     extra: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
-    # The sandbox would re-import `workflows` for every run (~30 ms each, measured by `make bench`);
-    # it is deterministic by construction (tests/unit/test_determinism.py, replay tests), so it is
-    # imported once and passed through, while the sandbox still guards everything else.
-    extra["workflow_runner"] = workflow_runner or SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows")
+    extra["workflow_runner"] = workflow_runner or workflow_runner_for(
+        workflow_sandbox_from(os.environ) if sandboxed is None else sandboxed
     )
     return Worker(
         client,
@@ -97,6 +99,22 @@ def build_worker(
         max_concurrent_activities=activity_threads,
         **extra,
     )
+
+
+def workflow_runner_for(sandboxed: bool) -> WorkflowRunner:
+    """Temporal's sandbox, or none.
+
+    DSMO's workflow code is fixed (definitions are data, agents are activities) and deterministic
+    by construction: tests/unit/test_determinism.py checks it statically, the suite runs it inside
+    the sandbox, and golden histories and every bench run are replayed. The sandbox's runtime
+    guard then costs more than it finds in production: ~10 ms of worker CPU per three-stage run
+    (a serialization-context lookup through the sandbox per payload), measured by `make bench`.
+    """
+    if not sandboxed:
+        return UnsandboxedWorkflowRunner()
+    # Inside the sandbox `workflows` is imported once and passed through; re-importing it for
+    # every run cost ~30 ms each.
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
 
 
 def _with_overrides(
@@ -141,7 +159,7 @@ async def run_worker(settings: Settings) -> None:
     setup_tracing("dsmo-worker")
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
-    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    store = settings.artifact_store(cache=True)
     channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir)}
     if settings.webhook_url:
         channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
@@ -153,6 +171,7 @@ async def run_worker(settings: Settings) -> None:
         default_channel=settings.channel,
         registry=configured_registry(settings),
         actions=order_actions(OrderDatabase(settings.orders_db_url)),
+        sandboxed=settings.workflow_sandbox,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

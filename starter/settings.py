@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from obstore.store import S3Store
+
+    from activities.artifacts import ArtifactStore
 
 DEFAULT_TASK_QUEUE = "agent-executions"
 
@@ -47,6 +51,11 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_METRICS_BIND": "127.0.0.1:9464",
     "DSMO_API_KEYS_FILE": "",
     "DSMO_INGRESS_BIND": "127.0.0.1:8080",
+    # Temporal's workflow sandbox: off by default (DSMO's workflow code is fixed and checked for
+    # determinism by its tests; the sandbox costs ~10 ms of worker CPU per run); the suite runs with it on.
+    "DSMO_WORKFLOW_SANDBOX": "off",
+    # Worker-local cache of the immutable artifacts it wrote (stage outputs, run inputs); 0 turns it off.
+    "DSMO_ARTIFACT_CACHE_MB": "64",
     # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
     "TEMPORAL_TLS_CERT": "",
     "TEMPORAL_TLS_KEY": "",
@@ -88,6 +97,8 @@ class Settings:
     metrics_bind: str = "127.0.0.1:9464"
     api_keys_file: str = ""
     ingress_bind: str = "127.0.0.1:8080"
+    workflow_sandbox: bool = False
+    artifact_cache_mb: int = 64
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
@@ -127,6 +138,8 @@ class Settings:
             metrics_bind="" if source.get("DSMO_METRICS_BIND") == "off" else get("DSMO_METRICS_BIND"),
             api_keys_file=get("DSMO_API_KEYS_FILE"),
             ingress_bind=get("DSMO_INGRESS_BIND"),
+            workflow_sandbox=workflow_sandbox_from(source),
+            artifact_cache_mb=_whole_number(get("DSMO_ARTIFACT_CACHE_MB"), "DSMO_ARTIFACT_CACHE_MB"),
             tls_cert=get("TEMPORAL_TLS_CERT"),
             tls_key=get("TEMPORAL_TLS_KEY"),
             tls_ca=get("TEMPORAL_TLS_CA"),
@@ -173,6 +186,8 @@ class Settings:
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_API_KEYS_FILE": self.api_keys_file,
             "DSMO_INGRESS_BIND": self.ingress_bind,
+            "DSMO_WORKFLOW_SANDBOX": "on" if self.workflow_sandbox else "off",
+            "DSMO_ARTIFACT_CACHE_MB": str(self.artifact_cache_mb),
         } | {
             # Only when set: the `temporal` CLI turns TLS on when these variables merely exist.
             name: value
@@ -270,6 +285,42 @@ class Settings:
             ),
         )
 
+    def object_store(self) -> S3Store:
+        """The artifact bucket through obstore (the worker's hot path), configured as `s3_client`."""
+        from obstore.store import S3Store
+
+        client_options: dict[str, Any] = {
+            "allow_http": urlparse(self.s3_endpoint).scheme == "http",
+            "connect_timeout": timedelta(seconds=5),
+            "timeout": timedelta(seconds=30),
+        }
+        # boto3 trusts AWS_CA_BUNDLE by itself; obstore is told.
+        if ca_bundle := os.environ.get("AWS_CA_BUNDLE"):
+            client_options["root_certificate"] = Path(ca_bundle).read_bytes()
+        return S3Store(
+            self.artifact_bucket,
+            endpoint=self.s3_endpoint,
+            access_key_id=self.s3_access_key,
+            secret_access_key=self.s3_secret_key,
+            region=self.s3_region,
+            virtual_hosted_style_request=False,
+            client_options=client_options,  # type: ignore[arg-type]
+            # Like boto3's standard mode here: a few quick retries; the activity retries the rest.
+            retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=10)},
+        )
+
+    def artifact_store(self, *, cache: bool = False) -> ArtifactStore:
+        """The store a worker uses: obstore for stage I/O, boto3 for the rest, optionally cached."""
+        from activities.artifact_cache import MIB
+        from activities.artifacts import ArtifactStore
+
+        return ArtifactStore(
+            self.s3_client(),
+            self.artifact_bucket,
+            objects=self.object_store(),
+            cache_bytes=self.artifact_cache_mb * MIB if cache else 0,
+        )
+
 
 def _port(value: str, name: str) -> int:
     try:
@@ -279,3 +330,24 @@ def _port(value: str, name: str) -> int:
     if not 0 < port < 65536:
         raise SettingsError(f"{name}: {port} is outside 1-65535")
     return port
+
+
+_SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
+
+
+def workflow_sandbox_from(env: Mapping[str, str]) -> bool:
+    """``DSMO_WORKFLOW_SANDBOX``: run workflows inside Temporal's sandbox (on/off)."""
+    value = (env.get("DSMO_WORKFLOW_SANDBOX") or ENVIRONMENT["DSMO_WORKFLOW_SANDBOX"]).strip().lower()
+    if value not in _SWITCH:
+        raise SettingsError(f"DSMO_WORKFLOW_SANDBOX: {value!r} is not on or off")
+    return _SWITCH[value]
+
+
+def _whole_number(value: str, name: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingsError(f"{name}: {value!r} is not a whole number") from None
+    if number < 0:
+        raise SettingsError(f"{name}: {number} is negative")
+    return number

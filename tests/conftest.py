@@ -33,6 +33,12 @@ from workflows.definition import AgentDefinition
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The suite runs workflows inside Temporal's sandbox, so a clock read, an import of an I/O module
+# or another non-deterministic call added to workflows/ fails here even where the static checks
+# miss it. Production workers run without it (see worker.workflow_runner_for); the bench smoke
+# test runs that configuration.
+os.environ.setdefault("DSMO_WORKFLOW_SANDBOX", "on")
+
 
 @pytest_asyncio.fixture(scope="session")
 async def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Settings]:
@@ -54,7 +60,8 @@ async def dsmo(stack_settings: Settings) -> DsmoClient:
 
 @pytest.fixture(scope="session")
 def store(stack_settings: Settings) -> ArtifactStore:
-    return ArtifactStore(stack_settings.s3_client(), stack_settings.artifact_bucket)
+    # The worker's store (obstore for stage I/O) without its cache: assertions read the bucket.
+    return stack_settings.artifact_store()
 
 
 @dataclass

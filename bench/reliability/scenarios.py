@@ -420,4 +420,4 @@ async def _deliver_replies(client: DsmoClient, run_ids: list[str], timeout: floa
 
 
 def _store(stack: FaultStack) -> ArtifactStore:
-    return ArtifactStore(stack.settings.s3_client(), stack.settings.artifact_bucket)
+    return stack.settings.artifact_store()

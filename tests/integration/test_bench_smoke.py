@@ -15,7 +15,9 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     config = BenchConfig(
         inputs=2, replays=1, concurrency=2, w4_runs=4, w4_concurrency=4, artifact_sizes=(1_000,), resume_samples=2
     )
-    results = await Bench(stack_settings.with_changes(metrics_bind=""), config, progress=lambda _: None).run()
+    # The production worker configuration: no workflow sandbox, the artifact cache on.
+    settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
+    results = await Bench(settings, config, progress=lambda _: None).run()
     for workload in ("W1", "W2", "W3", "W4"):
         for mode in ("B3", "B1", "B2"):
             summary = results["workloads"][workload][mode]["summary"]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import SSLError
+from obstore.exceptions import GenericError
 
 from activities.artifacts import ArtifactStore
 from starter.client import DsmoClient, TemporalUnavailable
@@ -69,8 +71,25 @@ async def test_tls_to_a_server_the_ca_does_not_vouch_for_is_refused(harness: Har
             await DsmoClient.connect(settings)
 
 
+def _boto3_store(settings: Settings) -> ArtifactStore:
+    return ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+
+
+def _worker_store(settings: Settings) -> ArtifactStore:
+    return settings.artifact_store()  # stage I/O through obstore
+
+
+@pytest.mark.parametrize(
+    ("make_store", "refusal"),
+    [(_boto3_store, SSLError), (_worker_store, GenericError)],
+    ids=["boto3", "obstore"],
+)
 async def test_artifacts_over_https_with_a_ca_bundle(
-    stack_settings: Settings, pki: Pki, monkeypatch: pytest.MonkeyPatch
+    stack_settings: Settings,
+    pki: Pki,
+    monkeypatch: pytest.MonkeyPatch,
+    make_store: Callable[[Settings], ArtifactStore],
+    refusal: type[Exception],
 ) -> None:
     async with tls_terminator(stack_settings.s3_endpoint, pki, require_client_cert=False) as addr:
         settings = stack_settings.with_changes(s3_endpoint=f"https://{addr}")
@@ -78,13 +97,13 @@ async def test_artifacts_over_https_with_a_ca_bundle(
 
         # Without the CA the store's certificate is not trusted: nothing is written.
         monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
-        untrusted = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
-        with pytest.raises(SSLError):
+        untrusted = make_store(settings)
+        with pytest.raises(refusal, match=r"(?i)certificate"):
             await asyncio.to_thread(untrusted.put_json_once, key, {"secret": False})
 
-        # AWS_CA_BUNDLE (read by botocore) makes the same endpoint work.
+        # AWS_CA_BUNDLE (read by botocore, passed to obstore) makes the same endpoint work.
         monkeypatch.setenv("AWS_CA_BUNDLE", str(pki.ca))
-        trusted = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        trusted = make_store(settings)
         stored = await asyncio.to_thread(trusted.put_json_once, key, {"over": "https"})
         assert stored.created
         assert await asyncio.to_thread(trusted.read_json, stored.uri) == {"over": "https"}
