@@ -111,8 +111,11 @@ def floor_table(results: dict[str, Any]) -> str:
             ratios["w4_throughput"],
             "≥ 0.7",
         ),
-        ("Resume: event → run done p50 (s)", resume["b3_p50"], resume["bare_p50"], resume["ratio"], "≤ 1.3"),
+        ("Resume: event → next action started p50 (s)", resume["b3_p50"], resume["bare_p50"], resume["ratio"], "≤ 1.3"),
     ]
+    if "b3_done_p50" in resume:  # results written before this row existed lack it
+        done = resume["b3_done_p50"]
+        rows.append(("Resume: event → run done p50 (s)", done, resume["bare_p50"], done / resume["bare_p50"], ""))
     lines = ["| Measure | DSMO (B3) | Raw Temporal floor | Ratio | Target |", "|---|---|---|---|---|"]
     lines += [
         f"| {label} | {ours:.3f} | {base:.3f} | {ratio:.2f}x | {target} |" for label, ours, base, ratio, target in rows

@@ -35,8 +35,25 @@ def definition(workload: str) -> AgentDefinition:
     return parse_definition({"agent": f"bench-{workload.lower()}", "start": "A", "nodes": nodes})
 
 
+RESUMED_STAGE = "after"
+
+
+def resume_definition() -> AgentDefinition:
+    """One wait, then one stage: resume latency is the event until that stage's agent starts."""
+    return parse_definition(
+        {
+            "agent": "bench-resume",
+            "start": "w",
+            "nodes": {
+                "w": {"actionType": "wait_for_response", "parameters": {"timeout": "7d"}, "next": RESUMED_STAGE},
+                RESUMED_STAGE: _stage(),
+            },
+        }
+    )
+
+
 def wait_definition() -> AgentDefinition:
-    """One wait, for resume latency and the scale test."""
+    """One wait, for the scale test."""
     return parse_definition(
         {
             "agent": "bench-wait",
