@@ -16,6 +16,8 @@ from activities.artifact_cache import ImmutableCache
 from workflows.errors import DsmoError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mypy_boto3_s3 import S3Client
     from obstore.store import S3Store
 
@@ -66,11 +68,28 @@ class ArtifactStore:
     stays for everything else (listing, metadata, replacing an audit file).
     """
 
-    def __init__(self, s3: S3Client, bucket: str, *, objects: S3Store | None = None, cache_bytes: int = 0) -> None:
-        self.s3 = s3
+    def __init__(
+        self,
+        s3: S3Client | Callable[[], S3Client],
+        bucket: str,
+        *,
+        objects: S3Store | None = None,
+        cache_bytes: int = 0,
+    ) -> None:
+        # A factory defers creating the boto3 client (~0.3 s) until a call needs it: with
+        # `objects`, preparing a run or running a stage never does.
+        self._s3_factory = s3 if callable(s3) else None
+        self._s3: S3Client | None = None if callable(s3) else s3
         self.bucket = bucket
         self.objects = objects
         self.cache = ImmutableCache(cache_bytes) if cache_bytes > 0 else None
+
+    @property
+    def s3(self) -> S3Client:
+        if self._s3 is None:
+            assert self._s3_factory is not None
+            self._s3 = self._s3_factory()
+        return self._s3
 
     def _cacheable(self, bucket: str, key: str) -> bool:
         return self.cache is not None and bucket == self.bucket and key.startswith(ARTIFACT_PREFIX)

@@ -11,9 +11,9 @@ from typing import Any
 from opentelemetry import trace
 from temporalio import activity
 
-from activities.artifacts import ArtifactStore, encode_json, run_input_key, stage_output_key
-from activities.definitions import config_key
+from activities.artifacts import ArtifactStore, encode_json, stage_output_key
 from activities.errors import ContractViolation, permanent_errors
+from activities.preparation import RunPreparer
 from activities.processors import ProcessorOutput, ProcessorRegistry
 from activities.schemas import check_output
 from workflows.contracts import (
@@ -40,34 +40,13 @@ class StageActivities:
         self.store = store
         self.registry = registry
         self.summary_max_bytes = summary_max_bytes
-        # Config snapshots this process has written or checked: they are write-once, so a
-        # version's snapshot is confirmed once per worker instead of once per run.
-        self._confirmed_configs: dict[str, str] = {}
+        self.preparer = RunPreparer(store)
 
     @activity.defn(name=PREPARE_RUN)
     @permanent_errors
     def prepare_run(self, request: PrepareRun) -> PreparedRun:
-        """Write the run's input artifact and its version's immutable config snapshot (both write-once)."""
-        input_uri = self.store.put_json_once(run_input_key(request.workflow_version, request.run_id), request.input).uri
-        config_ref = self._confirmed_configs.get(request.workflow_version)
-        if config_ref is None:
-            config_ref = self._snapshot_config(request)
-            self._confirmed_configs[request.workflow_version] = config_ref
-        return PreparedRun(input_uri=input_uri, config_ref=config_ref)
-
-    def _snapshot_config(self, request: PrepareRun) -> str:
-        snapshot = {
-            "workflowVersion": request.workflow_version,
-            "definition": request.definition,
-            "effective": request.effective,
-        }
-        body = encode_json(snapshot)
-        config = self.store.put_json_bytes_once(config_key(request.workflow_version), body)
-        if not config.created and config.sha256 != hashlib.sha256(body).hexdigest():
-            existing = self.store.read_json(config.uri)
-            if existing.get("definition") != request.definition:
-                raise ContractViolation(f"config snapshot {config.uri} holds another definition for this version")
-        return config.uri
+        """Write the run's input artifact and its version's config snapshot (both write-once)."""
+        return self.preparer.prepare(request)
 
     @activity.defn(name=RUN_STAGE)
     @permanent_errors

@@ -67,6 +67,10 @@ dedup, and a lost ack after the enqueue makes the broker redeliver); **B2** agen
 choices are ambiguous, as an LLM router's would be). W3 injects timeouts (4%), transient failures
 (10%) and permanent failures (2%) in stages B and C. A replay is a new run of the same input,
 which meets new faults as a re-execution would. Metric formulas: `bench/metrics.py`.
+W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]["w4_concurrency"]}; on two cores
+that keeps the machine busy, so latency there includes queueing for CPU. Resume latency is the
+issue's definition: from sending the event until the next action's agent starts working (B3 waits
+for a response, then runs one stage), against a bare signal until a plain workflow completes.
 
 {tables}
 

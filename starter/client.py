@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import re
 import uuid
 from collections import OrderedDict
@@ -30,15 +31,19 @@ from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlre
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.preparation import RunPreparer
 from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
 from starter.telemetry import context_from, trace_carrier, tracer, tracing_interceptors
 from workflows import search_attributes as sa
-from workflows.definition import AgentDefinition
+from workflows.contracts import PreparedRun, PrepareRun
+from workflows.definition import AgentDefinition, effective_parameters
 from workflows.errors import DsmoError
 from workflows.events import EventAck, EventRejected, parse_signal
 from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
 from workflows.status import RunStatus
+
+log = logging.getLogger("dsmo.client")
 
 WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
@@ -110,9 +115,13 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
 
 
 class DsmoClient:
-    def __init__(self, client: Client, settings: Settings) -> None:
+    def __init__(self, client: Client, settings: Settings, *, prepare_runs: bool = True) -> None:
         self.temporal = client
         self.settings = settings
+        # Runs are prepared here (input artifact, config snapshot) so the workflow need not; the
+        # store is opened on the first start.
+        self.prepare_runs = prepare_runs
+        self._preparer: RunPreparer | None = None
         # Each run's start trace context (fixed in its memo at start), so events join the run's
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
@@ -164,6 +173,8 @@ class DsmoClient:
         self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
     ) -> None:
         definition = request.definition
+        if self.prepare_runs and request.checkpoint is None and request.prepared is None:
+            request = request.model_copy(update={"prepared": await self._prepare(request, run_id)})
         carrier = trace_carrier()
         try:
             await self.temporal.start_workflow(
@@ -192,6 +203,29 @@ class DsmoClient:
         except WorkflowAlreadyStartedError:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
         self._remember_trace(run_id, carrier)
+
+    async def _prepare(self, request: ExecutionRequest, run_id: str) -> PreparedRun | None:
+        """Write the run's input artifact and config snapshot; None leaves it to the workflow.
+
+        The workflow would otherwise do it in a local activity at its start (two more workflow
+        activations per run). If the store cannot be reached now, the run still starts and its
+        workflow prepares it, retrying until the store is back.
+        """
+        definition = request.definition
+        snapshot = PrepareRun(
+            run_id=run_id,
+            workflow_version=definition.workflow_version,
+            input=request.input,
+            definition=definition.model_dump(mode="json", exclude_none=True),
+            effective=effective_parameters(definition),
+        )
+        try:
+            if self._preparer is None:
+                self._preparer = RunPreparer(await asyncio.to_thread(self.settings.artifact_store))
+            return await asyncio.to_thread(self._preparer.prepare, snapshot)
+        except Exception as err:  # noqa: BLE001 - the workflow prepares the run itself
+            log.warning("run %s: preparing at start failed (%s); the workflow will prepare it", run_id, err)
+            return None
 
     async def status(self, run_id: str) -> StatusView:
         try:

@@ -315,7 +315,7 @@ class Settings:
         from activities.artifacts import ArtifactStore
 
         return ArtifactStore(
-            self.s3_client(),
+            self.s3_client,
             self.artifact_bucket,
             objects=self.object_store(),
             cache_bytes=self.artifact_cache_mb * MIB if cache else 0,

@@ -138,7 +138,9 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             },
         )
         workflow.logger.info("Starting execution %s (%s@%s)", state.run_id, state.agent, state.workflow_version)
-        state.publish()
+        if request.prepared is None:
+            # A starter that is not DSMO's may not have set the start search attributes.
+            state.publish()
         limit = self._definition.rate_limit
         if limit is not None:
             # PENDING while queued behind the agent's concurrency limit.
@@ -147,7 +149,19 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             self._slot_held = True
             await workflow.wait_condition(lambda: self._slot_granted)
         state.enter(RunStatus.RUNNING)
-        definition = self._definition
+        if request.prepared is None:
+            prepared = await self._prepare()
+        else:
+            prepared = request.prepared
+            # Yield once, as awaiting the preparation did: a cancel requested before the run
+            # started ends it here, before its first node does anything.
+            await asyncio.sleep(0)
+        self._input_uri, state.config_ref = prepared.input_uri, prepared.config_ref
+        state.variables.setdefault("stages", {})
+
+    async def _prepare(self) -> contracts.PreparedRun:
+        """Write the input artifact and config snapshot when the starter did not (see ExecutionRequest)."""
+        state, definition = self._state, self._definition
         snapshot = contracts.PrepareRun(
             run_id=state.run_id,
             workflow_version=state.workflow_version,
@@ -157,7 +171,7 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         )
         try:
             # Local: two small write-once puts need no round trip through a task queue.
-            prepared = await workflow.execute_local_activity(
+            prepared: contracts.PreparedRun = await workflow.execute_local_activity(
                 contracts.PREPARE_RUN,
                 snapshot,
                 result_type=contracts.PreparedRun,
@@ -167,8 +181,7 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         except ActivityError as err:
             raise_if_cancelled(err)
             raise RunEnded(RunStatus.FAILED, "", f"preparing the run failed: {failure_message(err)}") from None
-        self._input_uri, state.config_ref = prepared.input_uri, prepared.config_ref
-        state.variables.setdefault("stages", {})
+        return prepared
 
     # -- messages in ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition
 from workflows.status import RunStatus
 from workflows.wire import WireModel
@@ -110,6 +111,11 @@ class ExecutionRequest(WireModel):
     start_at: str | None = None  # a redrive starts at the failed stage
     origin: dict[str, str] = Field(default_factory=dict)  # {"redriveOf": run} or {"replayOf": run}
     replay: ReplayPlan | None = None
+    # Set by a DSMO starter that wrote the input artifact and config snapshot and set the start
+    # search attributes itself: the workflow then skips its own preparation (a local activity).
+    # Runs started before this field existed lack it and replay as they ran; a worker older than
+    # it refuses such a request (extra fields are forbidden) rather than run it another way.
+    prepared: PreparedRun | None = None
 
 
 class StatusView(WireModel):

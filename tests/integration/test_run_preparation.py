@@ -1,0 +1,141 @@
+"""Who prepares a run (input artifact, config snapshot): the DSMO starter, else the workflow.
+
+A run started through `DsmoClient` is prepared before it starts and skips the workflow's local
+activity; a run started any other way (the `temporal` CLI, a client that cannot reach the store)
+is prepared by its workflow. Both leave the same artifacts and the same audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.common import SearchAttributeKey
+
+from activities.artifacts import run_input_key
+from activities.definitions import config_key
+from starter.client import DsmoClient
+from tests.conftest import Harness
+from workflows.contracts import PreparedRun
+from workflows.definition import AgentDefinition, parse_definition
+from workflows.records import ExecutionRequest
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+
+STATUS = SearchAttributeKey.for_keyword("AgentExecutionStatus")
+
+
+@pytest.fixture
+def two_stages() -> AgentDefinition:
+    return parse_definition(
+        {
+            "agent": "prepare-check",
+            "start": "extract",
+            "nodes": {
+                "extract": {"actionType": "run_agent", "agent": "text-extract", "next": "classify"},
+                "classify": {
+                    "actionType": "run_agent",
+                    "agent": "rule-classify",
+                    "input": "{{stages.extract.outputUri}}",
+                },
+            },
+        }
+    )
+
+
+async def _local_activities(harness: Harness, run_id: str) -> list[str]:
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    names = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            details = event.marker_recorded_event_attributes.details
+            if "data" in details:
+                names.append(json.loads(details["data"].payloads[0].data)["activity_type"])
+    return names
+
+
+async def _check_prepared(
+    harness: Harness, definition: AgentDefinition, run_id: str, variables: dict[str, Any]
+) -> None:
+    store = harness.store
+    version = definition.workflow_version
+    stored_input = await asyncio.to_thread(store.read_json, store.uri(run_input_key(version, run_id)))
+    assert stored_input == variables
+    snapshot = await asyncio.to_thread(store.read_json, store.uri(config_key(version)))
+    assert snapshot["workflowVersion"] == version and snapshot["definition"]["agent"] == definition.agent
+    assert (await harness.dsmo.status(run_id)).config_ref == store.uri(config_key(version))
+    described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
+    assert described.typed_search_attributes.get(STATUS) == "completed"
+
+
+VARIABLES = {"document": {"text": "Invoice 40 EUR due 2026-12-01, billing@example.com"}}
+
+
+async def test_a_dsmo_starter_prepares_the_run_itself(harness: Harness, two_stages: AgentDefinition) -> None:
+    run_id = await harness.start(two_stages, VARIABLES)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.path == ["extract", "classify"]
+    assert await _local_activities(harness, run_id) == ["export_audit"]  # no prepare_run
+    await _check_prepared(harness, two_stages, run_id, VARIABLES)
+    await harness.replay_all()
+
+
+async def test_a_run_started_without_preparation_is_prepared_by_its_workflow(
+    harness: Harness, two_stages: AgentDefinition
+) -> None:
+    # As the `temporal` CLI or any other Temporal client would start it: the bare request.
+    plain = DsmoClient(harness.dsmo.temporal, harness.settings, prepare_runs=False)
+    run_id = await plain.start(two_stages, VARIABLES, task_queue=harness.task_queue)
+    harness.started.append(run_id)
+    assert (await plain.result(run_id)).status is RunStatus.COMPLETED
+    assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]
+    await _check_prepared(harness, two_stages, run_id, VARIABLES)
+    await harness.replay_all()
+
+
+async def test_a_starter_that_cannot_reach_the_store_still_starts_the_run(
+    harness: Harness, two_stages: AgentDefinition, caplog: pytest.LogCaptureFixture
+) -> None:
+    unreachable = harness.settings.with_changes(s3_endpoint="http://127.0.0.1:9")  # nothing listens
+    client = DsmoClient(harness.dsmo.temporal, unreachable)
+    run_id = await client.start(two_stages, VARIABLES, task_queue=harness.task_queue)
+    harness.started.append(run_id)
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]
+    assert f"run {run_id}: preparing at start failed" in caplog.text
+    await _check_prepared(harness, two_stages, run_id, VARIABLES)
+
+
+async def test_a_refused_start_leaves_the_existing_runs_input_alone(
+    harness: Harness, two_stages: AgentDefinition
+) -> None:
+    run_id = await harness.start(two_stages, VARIABLES)
+    await harness.dsmo.result(run_id)
+    with pytest.raises(Exception, match="already exists"):
+        await harness.dsmo.start(
+            two_stages, {"document": {"text": "other"}}, run_id=run_id, task_queue=harness.task_queue
+        )
+    stored = await asyncio.to_thread(
+        harness.store.read_json, harness.store.uri(run_input_key(two_stages.workflow_version, run_id))
+    )
+    assert stored == VARIABLES  # write-once: the refused start's input was not written over it
+
+
+def test_prepared_travels_on_the_wire_and_unknown_fields_are_refused(two_stages: AgentDefinition) -> None:
+    # Extra fields are forbidden on the wire: an older worker fails the workflow task (and
+    # Temporal retries it on a newer one) instead of running the request another way.
+    prepared = ExecutionRequest(
+        definition=two_stages, prepared=PreparedRun(input_uri="s3://b/artifacts/i.json", config_ref="s3://b/c.json")
+    )
+    body = json.loads(prepared.model_dump_json())
+    assert body["prepared"] == {"inputUri": "s3://b/artifacts/i.json", "configRef": "s3://b/c.json"}
+    assert ExecutionRequest.model_validate(body) == prepared
+    body["unknownField"] = 1
+    # What a worker that predates `prepared` sees: a field it does not know, refused.
+    body["unknownField"] = body.pop("prepared")
+    with pytest.raises(ValueError, match="unknownField"):
+        ExecutionRequest.model_validate(body)
