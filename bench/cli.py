@@ -70,7 +70,8 @@ which meets new faults as a re-execution would. Metric formulas: `bench/metrics.
 W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]["w4_concurrency"]}; on two cores
 that keeps the machine busy, so latency there includes queueing for CPU. Against the floor, B3
 and the floor run the W1 and W4 shapes in {results["floor"].get("rounds", 1)} interleaved rounds each, so both meet
-the same load on this shared machine (the B3 column there is those runs). Resume latency is the
+the same load on this shared machine (the B3 column there is those runs; throughput is the median
+over rounds, its ratio the median of the rounds' ratios). Resume latency is the
 issue's definition: from sending the event until the next action's agent starts working (B3 waits
 for a response, then runs one stage), against a bare signal until a plain workflow completes.
 
