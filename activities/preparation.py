@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from activities.artifacts import ArtifactStore, encode_json, run_input_key
 from activities.definitions import config_key
@@ -25,25 +27,36 @@ class RunPreparer:
         self._lock = threading.Lock()
 
     def prepare(self, request: PrepareRun) -> PreparedRun:
-        input_uri = self.store.put_json_once(run_input_key(request.workflow_version, request.run_id), request.input).uri
+        """The local activity's way in: everything comes in the request."""
+        return self.prepare_run(
+            request.run_id, request.workflow_version, request.input, lambda: (request.definition, request.effective)
+        )
+
+    def prepare_run(
+        self,
+        run_id: str,
+        workflow_version: str,
+        run_input: dict[str, Any],
+        config: Callable[[], tuple[dict[str, Any], dict[str, Any]]],
+    ) -> PreparedRun:
+        """``config`` gives (definition, effective parameters); it is called only for a version
+        this process has not confirmed yet, so most runs skip serializing their definition."""
+        input_uri = self.store.put_json_once(run_input_key(workflow_version, run_id), run_input).uri
         with self._lock:
-            config_ref = self._confirmed_configs.get(request.workflow_version)
+            config_ref = self._confirmed_configs.get(workflow_version)
         if config_ref is None:
-            config_ref = self._snapshot_config(request)
+            definition, effective = config()
+            config_ref = self._snapshot_config(workflow_version, definition, effective)
             with self._lock:
-                self._confirmed_configs[request.workflow_version] = config_ref
+                self._confirmed_configs[workflow_version] = config_ref
         return PreparedRun(input_uri=input_uri, config_ref=config_ref)
 
-    def _snapshot_config(self, request: PrepareRun) -> str:
-        snapshot = {
-            "workflowVersion": request.workflow_version,
-            "definition": request.definition,
-            "effective": request.effective,
-        }
+    def _snapshot_config(self, workflow_version: str, definition: dict[str, Any], effective: dict[str, Any]) -> str:
+        snapshot = {"workflowVersion": workflow_version, "definition": definition, "effective": effective}
         body = encode_json(snapshot)
-        config = self.store.put_json_bytes_once(config_key(request.workflow_version), body)
+        config = self.store.put_json_bytes_once(config_key(workflow_version), body)
         if not config.created and config.sha256 != hashlib.sha256(body).hexdigest():
             existing = self.store.read_json(config.uri)
-            if existing.get("definition") != request.definition:
+            if existing.get("definition") != definition:
                 raise ContractViolation(f"config snapshot {config.uri} holds another definition for this version")
         return config.uri

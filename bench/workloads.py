@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from workflows.definition import AgentDefinition, parse_definition
@@ -18,6 +19,7 @@ def _stage(**extra: Any) -> dict[str, Any]:
     return {**STAGE, **extra}
 
 
+@functools.cache  # parsed once, as a client reuses its definitions; never mutated
 def definition(workload: str) -> AgentDefinition:
     if workload in ("W1", "W4"):
         nodes = {
@@ -38,6 +40,7 @@ def definition(workload: str) -> AgentDefinition:
 RESUMED_STAGE = "after"
 
 
+@functools.cache
 def resume_definition() -> AgentDefinition:
     """One wait, then one stage: resume latency is the event until that stage's agent starts."""
     return parse_definition(

@@ -36,7 +36,7 @@ from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
 from starter.telemetry import context_from, trace_carrier, tracer, tracing_interceptors
 from workflows import search_attributes as sa
-from workflows.contracts import PreparedRun, PrepareRun
+from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition, effective_parameters
 from workflows.errors import DsmoError
 from workflows.events import EventAck, EventRejected, parse_signal
@@ -173,8 +173,9 @@ class DsmoClient:
         self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
     ) -> None:
         definition = request.definition
+        version = definition.workflow_version  # a hash of the canonical definition: computed once
         if self.prepare_runs and request.checkpoint is None and request.prepared is None:
-            request = request.model_copy(update={"prepared": await self._prepare(request, run_id)})
+            request = request.model_copy(update={"prepared": await self._prepare(request, run_id, version)})
         carrier = trace_carrier()
         try:
             await self.temporal.start_workflow(
@@ -196,7 +197,7 @@ class DsmoClient:
                         # Set at start, so a run shows `pending` before its first workflow task.
                         SearchAttributePair(sa.AGENT_EXECUTION_STATUS, RunStatus.PENDING.value),
                         SearchAttributePair(sa.AGENT_NAME, definition.agent),
-                        SearchAttributePair(sa.WORKFLOW_VERSION, definition.workflow_version),
+                        SearchAttributePair(sa.WORKFLOW_VERSION, version),
                     ]
                 ),
             )
@@ -204,7 +205,7 @@ class DsmoClient:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
         self._remember_trace(run_id, carrier)
 
-    async def _prepare(self, request: ExecutionRequest, run_id: str) -> PreparedRun | None:
+    async def _prepare(self, request: ExecutionRequest, run_id: str, version: str) -> PreparedRun | None:
         """Write the run's input artifact and config snapshot; None leaves it to the workflow.
 
         The workflow would otherwise do it in a local activity at its start (two more workflow
@@ -212,17 +213,16 @@ class DsmoClient:
         workflow prepares it, retrying until the store is back.
         """
         definition = request.definition
-        snapshot = PrepareRun(
-            run_id=run_id,
-            workflow_version=definition.workflow_version,
-            input=request.input,
-            definition=definition.model_dump(mode="json", exclude_none=True),
-            effective=effective_parameters(definition),
-        )
+
+        def config() -> tuple[dict[str, Any], dict[str, Any]]:
+            return definition.model_dump(mode="json", exclude_none=True), effective_parameters(definition)
+
         try:
             if self._preparer is None:
                 self._preparer = RunPreparer(await asyncio.to_thread(self.settings.artifact_store))
-            return await asyncio.to_thread(self._preparer.prepare, snapshot)
+            return await asyncio.to_thread(self._preparer.prepare_run, run_id, version, request.input, config)
+        except DsmoError:
+            raise  # the store answered, and refused (a config snapshot that contradicts this version)
         except Exception as err:  # noqa: BLE001 - the workflow prepares the run itself
             log.warning("run %s: preparing at start failed (%s); the workflow will prepare it", run_id, err)
             return None

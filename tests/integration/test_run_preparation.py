@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError
 
 from activities.artifacts import run_input_key
 from activities.definitions import config_key
+from activities.errors import ContractViolation
 from starter.client import DsmoClient
 from tests.conftest import Harness
 from workflows.contracts import PreparedRun
@@ -139,3 +141,18 @@ def test_prepared_travels_on_the_wire_and_unknown_fields_are_refused(two_stages:
     body["unknownField"] = body.pop("prepared")
     with pytest.raises(ValueError, match="unknownField"):
         ExecutionRequest.model_validate(body)
+
+
+async def test_a_config_snapshot_that_contradicts_its_version_refuses_the_start(
+    harness: Harness, two_stages: AgentDefinition
+) -> None:
+    # Someone wrote another definition under this version's snapshot key: the start is refused,
+    # with the reason, and no run exists.
+    other = two_stages.model_copy(update={"agent": "not-this-one"})
+    version = other.workflow_version
+    tampered = {"workflowVersion": version, "definition": {"agent": "tampered"}, "effective": {}}
+    await asyncio.to_thread(harness.store.put_json_once, config_key(version), tampered)
+    with pytest.raises(ContractViolation, match="holds another definition for this version"):
+        await harness.dsmo.start(other, VARIABLES, run_id=f"tampered-{version}", task_queue=harness.task_queue)
+    with pytest.raises(RPCError, match="not found"):
+        await harness.dsmo.temporal.get_workflow_handle(f"tampered-{version}").describe()
