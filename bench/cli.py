@@ -52,6 +52,13 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
     return results
 
 
+def _rounds(results: dict[str, Any]) -> str:
+    rounds = results["floor"].get("rounds", 1)
+    if isinstance(rounds, dict):
+        return ", ".join(f"{shape}: {count}" for shape, count in rounds.items())
+    return str(rounds)
+
+
 def benchmarks_page(results: dict[str, Any], tables: str) -> str:
     return f"""# Benchmarks
 
@@ -69,7 +76,7 @@ choices are ambiguous, as an LLM router's would be). W3 injects timeouts (4%), t
 which meets new faults as a re-execution would. Metric formulas: `bench/metrics.py`.
 W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]["w4_concurrency"]}; on two cores
 that keeps the machine busy, so latency there includes queueing for CPU. Against the floor, B3
-and the floor run the W1 and W4 shapes in {results["floor"].get("rounds", 1)} interleaved rounds each, so both meet
+and the floor run the W1 and W4 shapes in interleaved rounds ({_rounds(results)}), so both meet
 the same load on this shared machine (the B3 column there is those runs; throughput is the median
 over rounds, its ratio the median of the rounds' ratios). Resume latency is the
 issue's definition: from sending the event until the next action's agent starts working (B3 waits
