@@ -307,10 +307,10 @@ class Bench:
         Each shape runs as up to ``rounds`` pairs of batches (B3 then floor, floor then B3, ...),
         each batch at least two waves of the shape's concurrency.
         Throughput is the median over rounds and its ratio the median of the rounds' ratios, so a
-        stall that hits one batch (a full bench once saw a 20 s one in a floor batch) does not
-        decide the result; latency percentiles pool every run. Measured minutes apart, the two
-        would also compare the machine's load at two moments: these machines are shared, and
-        that drift was as large as the differences being measured.
+        stall that hits one batch (a full bench once measured the floor's W4 at a quarter of its
+        usual rate that way) does not decide the result; latency percentiles pool every run.
+        Measured minutes apart, the two would also compare the machine's load at two moments:
+        these machines are shared, and that drift was as large as the differences measured.
         """
         client: Client = self.dsmo.temporal
         queue = self.queue + "-modes"

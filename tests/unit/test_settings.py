@@ -36,6 +36,9 @@ def test_round_trip_through_the_environment(tmp_path: Path) -> None:
         ({"TEMPORAL_ADDRESS": "h:70000"}, "TEMPORAL_ADDRESS: 70000 is outside"),
         ({"DSMO_UI_PORT": "ui"}, "DSMO_UI_PORT"),
         ({"AWS_ENDPOINT_URL_S3": "s3.local:9000"}, "AWS_ENDPOINT_URL_S3"),
+        ({"DSMO_WORKFLOW_SANDBOX": "maybe"}, "DSMO_WORKFLOW_SANDBOX: 'maybe' is not on or off"),
+        ({"DSMO_ARTIFACT_CACHE_MB": "lots"}, "DSMO_ARTIFACT_CACHE_MB: 'lots' is not a whole number"),
+        ({"DSMO_ARTIFACT_CACHE_MB": "-1"}, "DSMO_ARTIFACT_CACHE_MB: -1 is negative"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
