@@ -3,6 +3,7 @@ seed-style log lines appear once even when every workflow task replays."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 
@@ -38,13 +39,21 @@ async def test_duplicates_are_ignored_across_continue_as_new(harness: Harness) -
     first_run = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
     await dsmo.respond(run_id, "one", event_id="evt-1")
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    # Noise grows the history past the limit while the run waits at `second`.
-    for index in range(12):
-        await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"text": f"no id {index}"})
-    for _ in range(100):
-        described = await dsmo.temporal.get_workflow_handle(run_id).describe()
+    # Noise grows the history past the limit while the run waits at `second`. Signals that
+    # arrive together share one workflow task (fewer events), so send until the run rolls over.
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    described = await handle.describe()
+    for index in range(60):
+        await handle.signal("MESSAGE_RECEIVED", {"text": f"no id {index}"})
+        await asyncio.sleep(0.05)
+        described = await handle.describe()
         if described.run_id != first_run:
             break
+    for _ in range(100):
+        if described.run_id != first_run:
+            break
+        await asyncio.sleep(0.1)
+        described = await handle.describe()
     assert described.run_id != first_run, "the run did not continue as new"
     view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     assert view.current_node == "second" and view.waiting_for == "response"
