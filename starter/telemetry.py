@@ -47,7 +47,15 @@ def setup_tracing(service: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def tracing_interceptors() -> list[Interceptor]:
-    """On the client only: workers built from it inherit the interceptor."""
+    """On the client only: workers built from it inherit the interceptor.
+
+    None while no tracer provider records spans (no `OTEL_*` exporter, no provider set by the
+    embedding application): every span would be a no-op, yet the interceptor still wraps each
+    start, workflow task and activity and adds a header to each, ~3% of a worker's Python time
+    in `make bench`. Install the provider before connecting to trace.
+    """
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        return []
     return [TracingInterceptor()]
 
 

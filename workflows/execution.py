@@ -11,6 +11,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
+    from workflows import search_attributes as sa
     from workflows.actions import SERVICE_RETRY, NodeActions, failure_message, raise_if_cancelled
     from workflows.audit import AuditTrail
     from workflows.control import ContinueAsNewDue, RouteTo, RunEnded
@@ -63,15 +64,16 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         self._routed_to_fail_safe = checkpoint.routed_to_fail_safe if checkpoint else False
         self._replayed = 0
         self._saga: list[Compensation] = [Compensation.model_validate(c) for c in checkpoint.saga] if checkpoint else []
+        version = definition.workflow_version  # a hash of the canonical definition: computed once
         self._state = RunState(
             run_id=info.workflow_id,
             agent=definition.agent,
-            workflow_version=definition.workflow_version,
+            workflow_version=version,
             started_at=checkpoint.started_at if checkpoint else info.start_time,
             variables=dict(checkpoint.variables if checkpoint else request.input),
             audit=AuditTrail(
                 info.workflow_id,
-                definition.workflow_version,
+                version,
                 definition.audit_level,
                 on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
             ),
@@ -148,7 +150,13 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             await self._slot_activity(contracts.REQUEST_SLOT, limit.max_concurrent)
             self._slot_held = True
             await workflow.wait_condition(lambda: self._slot_granted)
-        state.enter(RunStatus.RUNNING)
+        # A DSMO starter starts a run it prepared, with no delay and no rate limit, as `running`
+        # (see DsmoClient._start_status): the value is in the start event, so this is decided
+        # the same way on replay, and runs started `pending` (all older ones) upsert as before.
+        started_running = (
+            workflow.info().typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS) == RunStatus.RUNNING.value
+        )
+        state.enter(RunStatus.RUNNING, published=request.prepared is not None and started_running)
         if request.prepared is None:
             prepared = await self._prepare()
         else:

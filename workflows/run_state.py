@@ -52,14 +52,16 @@ class RunState:
 
     # -- status -----------------------------------------------------------------------------
 
-    def enter(self, target: RunStatus) -> None:
+    def enter(self, target: RunStatus, *, published: bool = False) -> None:
+        """Move to ``target``; ``published`` when the search attributes already say so."""
         self.status = next_status(self.status, target)
         self.updated_at = workflow.now()
         if target is not RunStatus.WAITING:
             self.waiting = None
         if target is not RunStatus.PENDING:
             self.pending_reason = None
-        self.publish()
+        if not published:
+            self.publish()
 
     def publish(self) -> None:
         """Mirror status and wait to the search attributes."""

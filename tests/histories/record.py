@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import activities.agents  # noqa: F401 - registers the example processors the flows run
 from activities.definitions import DefinitionStore
 from activities.messaging import FileChannel
 from activities.orders.actions import order_actions
@@ -102,6 +103,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "triage_invoice": triage,
     "order_saga_payment_declined": saga_failure,
     "onboarding_every_wait": onboarding,
+    # Started by a starter that prepared the run and set it `running` at start (no local
+    # activity, no first upsert): the same flows, as runs started since then are in flight.
+    "prepared_triage_invoice": triage,
+    "prepared_candidate_screening": screening,
 }
 
 

@@ -60,6 +60,20 @@ async def _local_activities(harness: Harness, run_id: str) -> list[str]:
     return names
 
 
+async def _status_upserts(harness: Harness, run_id: str) -> tuple[str | None, list[str]]:
+    """The status the run was started with, and each value an upsert set it to later."""
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    started, upserted = None, []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            fields = event.workflow_execution_started_event_attributes.search_attributes.indexed_fields
+            started = json.loads(fields[STATUS.name].data)
+        elif event.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            upserted.append(json.loads(fields[STATUS.name].data))
+    return started, upserted
+
+
 async def _check_prepared(
     harness: Harness, definition: AgentDefinition, run_id: str, variables: dict[str, Any]
 ) -> None:
@@ -82,6 +96,8 @@ async def test_a_dsmo_starter_prepares_the_run_itself(harness: Harness, two_stag
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED and result.path == ["extract", "classify"]
     assert await _local_activities(harness, run_id) == ["export_audit"]  # no prepare_run
+    # Started `running` (prepared, no delay, no rate limit): no upsert repeats it.
+    assert await _status_upserts(harness, run_id) == ("running", ["completed"])
     await _check_prepared(harness, two_stages, run_id, VARIABLES)
     await harness.replay_all()
 
@@ -95,6 +111,7 @@ async def test_a_run_started_without_preparation_is_prepared_by_its_workflow(
     harness.started.append(run_id)
     assert (await plain.result(run_id)).status is RunStatus.COMPLETED
     assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]
+    assert await _status_upserts(harness, run_id) == ("pending", ["pending", "running", "completed"])
     await _check_prepared(harness, two_stages, run_id, VARIABLES)
     await harness.replay_all()
 
@@ -109,6 +126,8 @@ async def test_a_starter_that_cannot_reach_the_store_still_starts_the_run(
     assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
     assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]
     assert f"run {run_id}: preparing at start failed" in caplog.text
+    # Not prepared at start: started `pending`, as its workflow may wait on the store.
+    assert (await _status_upserts(harness, run_id))[0] == "pending"
     await _check_prepared(harness, two_stages, run_id, VARIABLES)
 
 
