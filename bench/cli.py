@@ -53,13 +53,17 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
 
 
 def _rounds(results: dict[str, Any]) -> str:
-    rounds = results["floor"].get("rounds", 1)
+    rounds, batches = results["floor"].get("rounds", 1), results["floor"].get("batch", {})
     if isinstance(rounds, dict):
-        return ", ".join(f"{shape}: {count}" for shape, count in rounds.items())
+        return ", ".join(
+            f"{shape}: {count} of {batches[shape]} runs a side" if shape in batches else f"{shape}: {count}"
+            for shape, count in rounds.items()
+        )
     return str(rounds)
 
 
 def benchmarks_page(results: dict[str, Any], tables: str) -> str:
+    waves = results["config"].get("paired_waves", 2)
     return f"""# Benchmarks
 
 Measured by `{results["command"]}` on {results["started_at"]} ({results["seconds"]} s), on
@@ -77,8 +81,9 @@ which meets new faults as a re-execution would. Metric formulas: `bench/metrics.
 W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]["w4_concurrency"]}; on two cores
 that keeps the machine busy, so latency there includes queueing for CPU. Against the floor, B3
 and the floor run the W1 and W4 shapes in interleaved rounds ({_rounds(results)}), so both meet
-the same load on this shared machine (the B3 column there is those runs; throughput is the median
-over rounds, its ratio the median of the rounds' ratios). Resume latency is the
+the same load on this shared machine (the B3 column there is those runs; each batch is at least
+{waves} waves of the shape's concurrency, so throughput is a sustained rate; throughput is the
+median over rounds, its ratio the median of the rounds' ratios). Resume latency is the
 issue's definition: from sending the event until the next action's agent starts working (B3 waits
 for a response, then runs one stage), against a bare signal until a plain workflow completes.
 

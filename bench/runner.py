@@ -49,12 +49,21 @@ class BenchConfig:
     scale_runs: int = 200
     artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
     resume_samples: int = 10
+    # Against the floor, each batch is at least this many waves of the shape's concurrency.
+    paired_waves: int = 2
 
     @classmethod
     def full(cls) -> BenchConfig:
         # 50 resume samples: with 10, the p50 ratio swung 0.9x-1.6x between full runs.
         return cls(
-            quick=False, inputs=30, replays=3, w4_runs=200, w4_concurrency=50, scale_runs=10_000, resume_samples=50
+            quick=False,
+            inputs=30,
+            replays=3,
+            w4_runs=200,
+            w4_concurrency=50,
+            scale_runs=10_000,
+            resume_samples=50,
+            paired_waves=4,
         )
 
 
@@ -304,8 +313,10 @@ class Bench:
     async def floor(self, rounds: int = 4) -> dict[str, Any]:
         """B3 against the raw-Temporal floor on the W1 and W4 shapes, in interleaved rounds.
 
-        Each shape runs as up to ``rounds`` pairs of batches (B3 then floor, floor then B3, ...),
-        each batch at least two waves of the shape's concurrency.
+        Each shape runs as ``rounds`` pairs of batches (B3 then floor, floor then B3, ...), each
+        batch at least ``paired_waves`` waves of the shape's concurrency: throughput is a rate
+        sustained over several waves. Two waves of W4 (100 runs at 50) mostly timed how long
+        the slowest runs of a burst took, so B3's longer tail counted twice.
         Throughput is the median over rounds and its ratio the median of the rounds' ratios, so a
         stall that hits one batch (a full bench once measured the floor's W4 at a quarter of its
         usual rate that way) does not decide the result; latency percentiles pool every run.
@@ -333,16 +344,11 @@ class Bench:
         }
         measured: dict[str, dict[str, Any]] = {"b3": {}, "floor": {}}
         round_ratios: dict[str, list[float]] = {}
-        rounds_run: dict[str, int] = {}
         for shape, (count, concurrency) in shapes.items():
             latencies: dict[str, list[float]] = {"b3": [], "floor": []}
             per_round: dict[str, list[float]] = {"b3": [], "floor": []}
-            # A batch of at least two waves of `concurrency`, or it times one burst's slowest run
-            # instead of throughput at that concurrency.
-            shape_rounds = max(2, min(rounds, count // (2 * concurrency)))
-            rounds_run[shape] = shape_rounds
-            for index in range(shape_rounds):
-                batch = max(1, count // shape_rounds)
+            batch = max(count // rounds, self.config.paired_waves * concurrency)
+            for index in range(rounds):
                 order = ("b3", "floor") if index % 2 == 0 else ("floor", "b3")
                 for side in order:
                     job = b3_run(shape) if side == "b3" else floor_run
@@ -361,7 +367,11 @@ class Bench:
         return {
             **floor,
             "b3": b3,
-            "rounds": rounds_run,
+            "rounds": {shape: rounds for shape in shapes},
+            "batch": {
+                shape: max(count // rounds, self.config.paired_waves * concurrency)
+                for shape, (count, concurrency) in shapes.items()
+            },
             "ratios": {
                 "w1_p50": b3["W1"]["p50"] / floor["W1"]["p50"],
                 "w1_p95": b3["W1"]["p95"] / floor["W1"]["p95"],

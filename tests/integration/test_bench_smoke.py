@@ -13,7 +13,14 @@ pytestmark = pytest.mark.integration
 
 async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     config = BenchConfig(
-        inputs=2, replays=1, concurrency=2, w4_runs=4, w4_concurrency=4, artifact_sizes=(1_000,), resume_samples=2
+        inputs=2,
+        replays=1,
+        concurrency=2,
+        w4_runs=4,
+        w4_concurrency=4,
+        artifact_sizes=(1_000,),
+        resume_samples=2,
+        paired_waves=1,
     )
     # The production worker configuration: no workflow sandbox, the artifact cache on.
     settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
@@ -26,6 +33,9 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     w1 = results["workloads"]["W1"]["B3"]["summary"]
     assert w1["success_rate"] == 1.0 and w1["sps"] == 1.0 and w1["orphans_per_run"] == 0.0
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
+    # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
+    assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
+    assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     results["started_at"] = "now"
     table = markdown(results)
