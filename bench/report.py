@@ -97,6 +97,24 @@ def _b3_from_workloads(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     }
 
 
+def cpu_table(floor: dict[str, Any], b3: dict[str, Any]) -> list[str]:
+    """CPU ms per run by process in the paired batches (median over rounds); older results lack it."""
+    if "cpu_ms_per_run" not in b3.get("W4", {}):
+        return []
+    roles = [role for role in ("python", "temporal", "s3") if role in b3["W4"]["cpu_ms_per_run"]]
+    names = {"python": "bench process (client + workers)", "temporal": "Temporal server", "s3": "S3 store"}
+    lines = ["", "| CPU ms per run (paired batches) | W1 B3 | W1 floor | W4 B3 | W4 floor |", "|---|---|---|---|---|"]
+    for role in [*roles, "total"]:
+        cells = []
+        for shape in ("W1", "W4"):
+            for side in (b3[shape], floor[shape]):
+                spent = side["cpu_ms_per_run"]
+                cells.append(sum(spent.values()) if role == "total" else spent.get(role, 0.0))
+        label = names.get(role, "total")
+        lines.append(f"| {label} | " + " | ".join(f"{value:.1f}" for value in cells) + " |")
+    return lines
+
+
 def floor_table(results: dict[str, Any]) -> str:
     floor, ratios = results["floor"], results["floor"]["ratios"]
     b3 = floor.get("b3") or _b3_from_workloads(results)  # older results: B3 from Table 1's runs
@@ -121,6 +139,7 @@ def floor_table(results: dict[str, Any]) -> str:
     lines += [
         f"| {label} | {ours:.3f} | {base:.3f} | {ratio:.2f}x | {target} |" for label, ours, base, ratio, target in rows
     ]
+    lines += cpu_table(floor, b3)
     lines.append("")
     lines.append("| Artifact size | History bytes of the run |")
     lines.append("|---|---|")

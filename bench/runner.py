@@ -21,6 +21,7 @@ from activities.audit_log import audit_key
 from activities.messaging import FileChannel
 from bench import modes
 from bench.agents import ExecutionLog, Faults, bench_registry
+from bench.cpu import CpuMeter, per_run_ms
 from bench.metrics import RunRecord, percentile, summarize
 from bench.workloads import RESUMED_STAGE, definition, resume_definition
 from starter.client import DsmoClient
@@ -344,23 +345,34 @@ class Bench:
         }
         measured: dict[str, dict[str, Any]] = {"b3": {}, "floor": {}}
         round_ratios: dict[str, list[float]] = {}
-        for shape, (count, concurrency) in shapes.items():
+        meter = CpuMeter.for_stack(self.settings)
+        batches = {
+            shape: max(count // rounds, self.config.paired_waves * concurrency)
+            for shape, (count, concurrency) in shapes.items()
+        }
+        for shape, (_, concurrency) in shapes.items():
             latencies: dict[str, list[float]] = {"b3": [], "floor": []}
             per_round: dict[str, list[float]] = {"b3": [], "floor": []}
-            batch = max(count // rounds, self.config.paired_waves * concurrency)
+            cpu: dict[str, list[dict[str, float]]] = {"b3": [], "floor": []}
+            batch = batches[shape]
             for index in range(rounds):
                 order = ("b3", "floor") if index % 2 == 0 else ("floor", "b3")
                 for side in order:
                     job = b3_run(shape) if side == "b3" else floor_run
-                    started = time.perf_counter()
+                    before, started = meter.sample(), time.perf_counter()
                     latencies[side] += await bounded(concurrency, [job] * batch)
                     per_round[side].append(batch / (time.perf_counter() - started) * 60)
+                    cpu[side].append(per_run_ms(before, meter.sample(), batch))
             for side in ("b3", "floor"):
                 measured[side][shape] = {
                     "p50": percentile(latencies[side], 50),
                     "p95": percentile(latencies[side], 95),
                     "throughput": statistics.median(per_round[side]),
                     "throughput_per_round": per_round[side],
+                    # Median over rounds, per process: where each run's CPU went.
+                    "cpu_ms_per_run": {
+                        role: statistics.median(sample[role] for sample in cpu[side]) for role in cpu[side][0]
+                    },
                 }
             round_ratios[shape] = [ours / base for ours, base in zip(per_round["b3"], per_round["floor"], strict=True)]
         b3, floor = measured["b3"], measured["floor"]
@@ -368,10 +380,7 @@ class Bench:
             **floor,
             "b3": b3,
             "rounds": {shape: rounds for shape in shapes},
-            "batch": {
-                shape: max(count // rounds, self.config.paired_waves * concurrency)
-                for shape, (count, concurrency) in shapes.items()
-            },
+            "batch": batches,
             "ratios": {
                 "w1_p50": b3["W1"]["p50"] / floor["W1"]["p50"],
                 "w1_p95": b3["W1"]["p95"] / floor["W1"]["p95"],

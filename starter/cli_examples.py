@@ -10,6 +10,7 @@ EXAMPLES: dict[str, str] = {
     "dev up": "dsmo dev up --worker",
     "dev down": "dsmo dev down",
     "dev status": "dsmo dev status",
+    "dev reset": "dsmo dev reset --yes && dsmo dev up",
     "worker": "DSMO_TASK_QUEUE=agent-executions dsmo worker",
     "definitions validate": "dsmo definitions validate examples/triage.yaml",
     "definitions publish": "dsmo definitions publish examples/background_check.yaml",

@@ -49,6 +49,31 @@ def dev_down(obj: Context) -> None:
     click.echo("\n".join(stack_lines(DevStack(obj.settings).down())))
 
 
+@dev.command("reset")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def dev_reset(obj: Context, yes: bool) -> None:
+    """Stop the stack and delete its data: every run's history and every stored artifact.
+
+    For a clean slate, e.g. before `make bench`: the dev server's database only grows, and a
+    large one slows every workflow task. Logs and the examples' own files are kept.
+    """
+    stack = DevStack(obj.settings)
+    found = stack.stored_data()
+    if not found:
+        click.echo(f"nothing to delete under {obj.settings.state_dir}")
+        return
+    if not yes:
+        click.confirm(
+            f"Delete {', '.join(path.name for path in found)} under {obj.settings.state_dir} "
+            "(every run and artifact of this stack)?",
+            abort=True,
+        )
+    removed = run(stack.reset)
+    click.echo(f"deleted {', '.join(path.name for path in removed) or 'nothing'} under {obj.settings.state_dir}")
+    click.echo("start again with `dsmo dev up`")
+
+
 @dev.command("status")
 @pass_context
 def dev_status(obj: Context) -> None:

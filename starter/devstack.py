@@ -7,6 +7,7 @@ configured port) is reused and reported. `down` stops only what `up` started.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import time
 import urllib.error
@@ -30,6 +31,9 @@ from workflows import search_attributes
 # raising this poll rate cuts raw Temporal latency about 4x (see DESIGN.md).
 TEMPORAL_TUNING = ("history.transferProcessorMaxPollRPS=1000",)
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+# What the services keep under the state directory: every run's history and visibility rows
+# (Temporal's SQLite file and its journal), every object in the store (SeaweedFS's volumes).
+STORED_DATA = ("temporal.db", "temporal.db-wal", "temporal.db-shm", "seaweed")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,32 @@ class DevStack:
             state = "stopped" if stopped else "not running"
             reports.append(ServiceReport(proc.name, state, self._endpoint(proc), pid, str(proc.log_file)))
         return reports
+
+    def stored_data(self) -> list[Path]:
+        """The files and directories `reset` deletes, those that exist."""
+        return [path for path in (self.settings.state_dir / name for name in STORED_DATA) if path.exists()]
+
+    async def reset(self) -> list[Path]:
+        """Stop what `up` started and delete the services' data; returns what was deleted.
+
+        The dev server's SQLite file only grows (runs are kept for the namespace's retention),
+        and a larger one makes every workflow task slower: `make bench` measured it. Nothing is
+        deleted while a service still answers on a configured port, e.g. one not started by dsmo.
+        """
+        self.down()
+        answering = [report.name for report in await self.status() if report.up]
+        if answering:
+            raise StackError(
+                f"{', '.join(answering)}: still answering on its configured port (not started by "
+                "`dsmo dev up`); stop it first. Nothing was deleted."
+            )
+        removed = self.stored_data()
+        for path in removed:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        return removed
 
     # -- one service ------------------------------------------------------------------------
 

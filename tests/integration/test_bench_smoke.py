@@ -36,7 +36,12 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
     assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
+    # Where each run's CPU went, for both sides: this process and the two servers, found by port.
+    for side in (results["floor"]["b3"], results["floor"]):
+        spent = side["W4"]["cpu_ms_per_run"]
+        assert set(spent) == {"python", "temporal", "s3"} and spent["python"] > 0 and spent["temporal"] > 0
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
+    assert "| Temporal server |" in table and "| S3 store |" in table

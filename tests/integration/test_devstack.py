@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.artifacts import ArtifactStore
+from activities.artifacts import ArtifactMissing, ArtifactStore
 from activities.messaging import FileChannel
-from starter.client import DsmoClient
+from starter.client import DsmoClient, RunNotFound
 from starter.devstack import DevStack
 from starter.processes import process_alive
 from starter.settings import Settings
@@ -129,5 +129,38 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
             assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "after restart"
             # The artifact written before the restart is still in the store.
             assert store.read_json(result.variables["stages"]["profile"]["outputUri"])["summary"]["firstName"] == "R"
+
+        # `dsmo dev reset`: stopped, and the stack starts again with no runs and no artifacts.
+        reset = await dsmo_cli(settings, "dev", "reset", "--yes")
+        assert reset.returncode == 0, reset.stderr
+        assert "temporal.db" in reset.stdout and "seaweed" in reset.stdout
+        assert stack.stored_data() == [] and (settings.state_dir / "logs" / "temporal.log").exists()
+        assert not await temporal_reachable(settings.temporal_address, settings.temporal_namespace, timeout=1)
+        await stack.up(timeout=90)
+        dsmo = await DsmoClient.connect(settings)
+        with pytest.raises(RunNotFound):
+            await dsmo.status(run_ids[0])
+        store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        with pytest.raises(ArtifactMissing):
+            store.read_json(results[0].variables["stages"]["profile"]["outputUri"])
     finally:
         stack.down()
+
+
+async def test_reset_deletes_nothing_while_a_service_it_did_not_start_answers(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
+    # The session's stack answers on these ports but was not started from this state directory.
+    settings = stack_settings.with_changes(state_dir=tmp_path / "state")
+    kept = settings.state_dir / "temporal.db"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"runs")
+    refused = await dsmo_cli(settings, "dev", "reset", "--yes")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("stop it first. Nothing was deleted.")
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    assert kept.read_bytes() == b"runs"
+    assert await temporal_reachable(stack_settings.temporal_address, stack_settings.temporal_namespace)
+
+    asked = await dsmo_cli(settings, "dev", "reset")  # no --yes, no answer: aborted, as Ctrl-C
+    assert asked.returncode == 130 and "aborted" in asked.stderr and kept.exists()

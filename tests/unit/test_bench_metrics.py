@@ -49,3 +49,12 @@ def test_per_run_counts_and_latency() -> None:
 @pytest.mark.parametrize(("q", "expected"), [(50, 3), (95, 5), (100, 5), (1, 1)])
 def test_nearest_rank_percentile(q: float, expected: float) -> None:
     assert percentile([5, 1, 4, 2, 3], q) == expected
+
+
+def test_cpu_per_run_counts_only_roles_sampled_twice() -> None:
+    from bench.cpu import per_run_ms
+
+    before = {"python": 1.0, "temporal": 10.0, "s3": 2.0}
+    after = {"python": 1.5, "temporal": 12.0}  # the store went away between the samples
+    assert per_run_ms(before, after, 100) == {"python": 5.0, "temporal": 20.0}
+    assert per_run_ms(before, after, 0) == {}
