@@ -45,3 +45,4 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
     assert "| Temporal server |" in table and "| S3 store |" in table
+    assert "| W4 runs per CPU-second (whole stack) |" in table
