@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
+from bench.cpu import listening_pid
 from bench.metrics import percentile
 from bench.runner import bounded
 from bench.workloads import wait_definition
@@ -29,10 +30,7 @@ def _rss_mb(pid: int) -> float:
 def _server_pid(settings: Settings, stack: DevStack | None) -> int | None:
     if stack is not None:
         return stack.temporal.pid()
-    for connection in psutil.net_connections(kind="tcp"):
-        if connection.laddr and connection.laddr.port == settings.temporal_port and connection.status == "LISTEN":
-            return int(connection.pid) if connection.pid else None
-    return None
+    return listening_pid(settings.temporal_port)
 
 
 async def _resume_p50(dsmo: DsmoClient, run_ids: list[str]) -> float:
