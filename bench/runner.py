@@ -375,8 +375,11 @@ class Bench:
                     "throughput": statistics.median(per_round[side]),
                     "throughput_per_round": per_round[side],
                     # Median over rounds, per process: where each run's CPU went.
+                    # A process that went away mid-batch is left out rather than half-counted.
                     "cpu_ms_per_run": {
-                        role: statistics.median(sample[role] for sample in cpu[side]) for role in cpu[side][0]
+                        role: statistics.median(sample[role] for sample in cpu[side])
+                        for role in cpu[side][0]
+                        if all(role in sample for sample in cpu[side])
                     },
                 }
             round_ratios[shape] = [ours / base for ours, base in zip(per_round["b3"], per_round["floor"], strict=True)]
