@@ -93,4 +93,4 @@ def test_same_store_credentials_and_tuning(compose: dict[str, Any]) -> None:
     dynamic = yaml.safe_load((REPO / "deploy" / "temporal-dynamicconfig.yaml").read_text())
     for tuning in TEMPORAL_TUNING:
         key, value = tuning.split("=")
-        assert dynamic[key][0]["value"] == int(value)
+        assert dynamic[key][0]["value"] == yaml.safe_load(value)
