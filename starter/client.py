@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.preparation import RunPreparer
 from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
-from starter.telemetry import context_from, trace_carrier, tracer, tracing_interceptors
+from starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
 from workflows import search_attributes as sa
 from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition, effective_parameters
@@ -386,6 +386,10 @@ class DsmoClient:
 
     async def _run_trace(self, run_id: str) -> Any:
         """The trace the run started in (from its memo), so events extend it; empty if unknown."""
+        if not tracing_enabled():
+            # The event's span would be a no-op: skip the describe call that looks up the run's
+            # trace (a round trip before every event from a process that did not start the run).
+            return None
         carrier = self._run_traces.get(run_id)
         if carrier is None:
             try:

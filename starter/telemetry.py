@@ -54,9 +54,12 @@ def tracing_interceptors() -> list[Interceptor]:
     start, workflow task and activity and adds a header to each, ~3% of a worker's Python time
     in `make bench`. Install the provider before connecting to trace.
     """
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        return []
-    return [TracingInterceptor()]
+    return [TracingInterceptor()] if tracing_enabled() else []
+
+
+def tracing_enabled() -> bool:
+    """True once an SDK tracer provider is installed: only then are spans recorded."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
 
 
 def metrics_runtime(bind_address: str) -> Runtime:

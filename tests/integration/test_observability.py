@@ -8,6 +8,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -78,6 +79,57 @@ async def test_one_connected_trace_from_start_to_resume(harness: Harness, spans:
     }
     assert stage.attributes.get("dsmo.run_id") == run_id and stage.attributes.get("dsmo.idempotency_key")
     assert stage.attributes.get("dsmo.workflow_version") == definition_from(EXAMPLE).workflow_version
+
+
+async def test_an_event_from_another_process_joins_the_run_trace(
+    harness: Harness, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingress is not the starter: it finds the run's trace in the run's memo (one describe)."""
+    spans.clear()
+    starter = await DsmoClient.connect(harness.settings)
+    queue = f"traced-{uuid.uuid4().hex[:8]}"
+    async with build_worker(
+        starter.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)
+    ):
+        run_id = await starter.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        await starter.wait_for_status(run_id, {RunStatus.WAITING})
+        ingress = await DsmoClient.connect(harness.settings)
+        described = _count_describes(monkeypatch)
+        await ingress.respond(run_id, "sí")
+        assert (await starter.result(run_id)).status is RunStatus.COMPLETED
+    assert described == [run_id]
+    by_name = {span.name: span for span in spans.get_finished_spans()}
+    start, event = by_name["dsmo.start candidate-screening"], by_name["dsmo.event MESSAGE_RECEIVED"]
+    assert event.context.trace_id == start.context.trace_id
+
+
+async def test_without_tracing_an_event_costs_no_extra_round_trip(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No recording tracer: the event's span is a no-op, so the run's trace is not looked up."""
+    monkeypatch.setattr("starter.client.tracing_enabled", lambda: False)
+    run_id = await harness.start(definition_from(EXAMPLE), CANDIDATE)
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    ingress = DsmoClient(harness.dsmo.temporal, harness.settings)  # knows nothing of the run
+    described = _count_describes(monkeypatch)
+    ack = await ingress.respond(run_id, "sí")
+    assert ack.accepted and described == []
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+def _count_describes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every describe call from now on, by workflow id."""
+    from temporalio.client import WorkflowHandle
+
+    calls: list[str] = []
+    original = WorkflowHandle.describe
+
+    async def describe(self: WorkflowHandle[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        calls.append(self.id)
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkflowHandle, "describe", describe)
+    return calls
 
 
 async def test_worker_metrics_on_prometheus(harness: Harness) -> None:
