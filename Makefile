@@ -34,8 +34,8 @@ ui-check: install            ## open the Web UI in headless Chromium, find a wai
 openapi: install             ## regenerate docs/openapi.json from the ingress
 	$(BIN)/python -c 'import json, pathlib; from starter.ingress.app import create_app; from starter.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
 
-bench: install               ## Table 1 + the raw-Temporal floor; QUICK=1 for ~2 minutes, UPDATE=1 rewrites BENCHMARKS.md
-	$(BIN)/dsmo bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,)
+bench: install               ## Table 1 + the raw-Temporal floor; QUICK=1 for ~2 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times
+	$(BIN)/dsmo bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),)
 
 reliability: install         ## crash/restart/storage-fault scenarios at larger counts (RUNS=300); writes BENCHMARKS.md
 	$(BIN)/python -m bench.reliability $(if $(RUNS),--runs $(RUNS),) --update

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench.reliability import report as reliability_report
-from bench.report import machine, markdown, write
+from bench.report import floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
 from starter.devstack import DevStack, private_settings, reusable
 from starter.settings import Settings
@@ -18,15 +20,25 @@ from starter.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 
 
+@contextlib.asynccontextmanager
+async def bench_stack() -> AsyncIterator[tuple[Settings, DevStack | None]]:
+    """The running stack if one answers (`make up`), else a private one started and stopped here."""
+    settings = Settings.from_env().with_changes(metrics_bind="")
+    if await reusable(settings):
+        yield settings, None
+        return
+    settings = private_settings(Path(tempfile.mkdtemp(prefix="dsmo-bench-")), settings)
+    stack = DevStack(settings)
+    await stack.up(timeout=90)
+    try:
+        yield settings, stack
+    finally:
+        stack.down()
+
+
 async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, scale: bool = True) -> dict[str, Any]:
     config = BenchConfig() if quick else BenchConfig.full()
-    settings = Settings.from_env().with_changes(metrics_bind="")
-    stack = None
-    if not await reusable(settings):
-        settings = private_settings(Path(tempfile.mkdtemp(prefix="dsmo-bench-")), settings)
-        stack = DevStack(settings)
-        await stack.up(timeout=90)
-    try:
+    async with bench_stack() as (settings, stack):
         started = time.perf_counter()
         bench = Bench(settings, config)
         results = await bench.run()
@@ -45,9 +57,6 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
             except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
                 print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
         results["seconds"] = round(time.perf_counter() - started, 1)
-    finally:
-        if stack is not None:
-            stack.down()
     finish(results, out_dir, update_benchmarks)
     return results
 
@@ -111,6 +120,31 @@ async def scale_only(quick: bool, *, out_dir: Path, update_benchmarks: bool) -> 
     return results
 
 
+async def floor_only(quick: bool, repeats: int, *, out_dir: Path) -> dict[str, Any]:
+    """The floor comparison and resume latency only, ``repeats`` times: the targets' spread."""
+    import json
+
+    config = BenchConfig() if quick else BenchConfig.full()
+    started, stamp = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
+    async with bench_stack() as (settings, _):
+        measured = await Bench(settings, config).run_against_floor(repeats)
+    results: dict[str, Any] = {
+        "config": {k: v for k, v in vars(config).items()},
+        "repeats": measured,
+        "started_at": stamp,
+        "machine": machine(),
+        "command": f"make bench FLOOR={repeats}" + (" QUICK=1" if quick else ""),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"floor-{stamp.replace(':', '').replace('-', '')[:15]}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    print(f"### Against the raw-Temporal floor, {repeats} repeats ({results['seconds']} s, {results['machine']})\n")
+    print(floor_spread(measured))
+    print(f"\nresults: {path}")
+    return results
+
+
 def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> None:
     paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
     text = markdown(results)
@@ -124,9 +158,11 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         page.write_text(reliability_report.splice(new_page, kept) if kept else new_page)
 
 
-def main(quick: bool, update: bool, scale_alone: bool = False) -> None:
+def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: int = 0) -> None:
     out_dir = REPO / "bench" / "results"
     if scale_alone:
         asyncio.run(scale_only(quick, out_dir=out_dir, update_benchmarks=update))
+    elif floor_repeats:
+        asyncio.run(floor_only(quick, floor_repeats, out_dir=out_dir))
     else:
         asyncio.run(run(quick, out_dir=out_dir, update_benchmarks=update))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import platform
+import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +169,49 @@ def floor_table(results: dict[str, Any]) -> str:
             f"| Resume p50 at {scale['runs']:,} waiting (s) | {scale['resume_p50_at_scale']:.3f} |",
             f"| Resume p50 at 10 waiting (s) | {scale['resume_p50_at_10']:.3f} |",
         ]
+    return "\n".join(lines)
+
+
+# What the issue's targets are judged on, per repeat of the floor comparison: (label, value, target).
+SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
+    ("W1 latency p50, B3 / floor", lambda r: r["floor"]["ratios"]["w1_p50"], "≤ 1.5"),
+    ("W1 latency p95, B3 / floor", lambda r: r["floor"]["ratios"]["w1_p95"], ""),
+    ("W1 throughput, B3 / floor", lambda r: r["floor"]["ratios"]["w1_throughput"], ""),
+    ("W4 throughput, B3 / floor", lambda r: r["floor"]["ratios"]["w4_throughput"], "≥ 0.7"),
+    (
+        "W4 runs per CPU-second, B3 / floor",
+        lambda r: _runs_per_cpu_second(r["floor"]["b3"]["W4"]) / _runs_per_cpu_second(r["floor"]["W4"]),
+        "",
+    ),
+    ("Resume p50, B3 / bare signal", lambda r: r["resume"]["ratio"], "≤ 1.3"),
+)
+
+
+def meets(value: float, target: str) -> bool | None:
+    """Whether ``value`` meets a target written as "≤ x" or "≥ x"; None without a target."""
+    if not target:
+        return None
+    bound = float(target[1:])
+    return value <= bound if target.startswith("≤") else value >= bound
+
+
+def floor_spread(repeats: list[dict[str, Any]]) -> str:
+    """The floor ratios of each repeat, their median and range, and how many repeats met each target."""
+    count = len(repeats)
+    header = " | ".join(f"#{index + 1}" for index in range(count))
+    lines = [
+        f"| Ratio | {header} | median | range | target | met |",
+        "|---|" + "---|" * count + "---|---|---|---|",
+    ]
+    for label, value_of, target in SPREAD_ROWS:
+        values = [value_of(result) for result in repeats]
+        verdicts = [meets(value, target) for value in values]
+        met = f"{sum(bool(v) for v in verdicts)} of {count}" if target else ""
+        cells = " | ".join(f"{value:.2f}" for value in values)
+        lines.append(
+            f"| {label} | {cells} | {statistics.median(values):.2f} | "
+            f"{min(values):.2f}-{max(values):.2f} | {target} | {met} |"
+        )
     return "\n".join(lines)
 
 

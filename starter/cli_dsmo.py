@@ -26,16 +26,27 @@ def register(cli: click.Group) -> None:
 @click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
 @click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
 @click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
-def bench(quick: bool, update: bool, scale_only: bool) -> None:
+@click.option(
+    "--floor-only",
+    "floor_repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
+)
+def bench(quick: bool, update: bool, scale_only: bool, floor_repeats: int | None) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
 
     \b
-    Example:
+    Examples:
       dsmo bench --quick
+      dsmo bench --floor-only 3      # the targets' ratios, three times, with their spread
     """
     from bench.cli import main as bench_main
 
-    bench_main(quick, update, scale_only)
+    if floor_repeats and (scale_only or update):
+        raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
+    bench_main(quick, update, scale_only, floor_repeats or 0)
 
 
 def _store(obj: Context) -> ArtifactStore:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report import markdown
+from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from starter.settings import Settings
 
@@ -46,3 +46,15 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
     assert "| Temporal server |" in table and "| S3 store |" in table
     assert "| W4 runs per CPU-second (whole stack) |" in table
+
+
+async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) -> None:
+    config = BenchConfig(inputs=1, replays=1, concurrency=2, w4_runs=4, w4_concurrency=4, resume_samples=2)
+    config.paired_rounds, config.paired_waves = 2, 1
+    settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
+    repeats = await Bench(settings, config, progress=lambda _: None).run_against_floor(2)
+    assert len(repeats) == 2
+    for measured in repeats:
+        assert measured["floor"]["rounds"] == {"W1": 2, "W4": 2} and measured["resume"]["ratio"] > 0
+    table = floor_spread(repeats)
+    assert "| W4 throughput, B3 / floor |" in table and "of 2 |" in table

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
+from bench.report import floor_spread, meets
 
 
 def run(input_id: str, replay: bool, path: str, success: bool = True, **counts: int) -> RunRecord:
@@ -58,3 +59,31 @@ def test_cpu_per_run_counts_only_roles_sampled_twice() -> None:
     after = {"python": 1.5, "temporal": 12.0}  # the store went away between the samples
     assert per_run_ms(before, after, 100) == {"python": 5.0, "temporal": 20.0}
     assert per_run_ms(before, after, 0) == {}
+
+
+def _repeat(w1_p50: float, w4: float, resume: float) -> dict[str, object]:
+    shape = {"cpu_ms_per_run": {"python": 10.0, "temporal": 40.0}}
+    return {
+        "floor": {
+            "ratios": {"w1_p50": w1_p50, "w1_p95": 1.2, "w1_throughput": 0.8, "w4_throughput": w4},
+            "W4": shape,
+            "b3": {"W4": {"cpu_ms_per_run": {"python": 25.0, "temporal": 50.0}}},
+        },
+        "resume": {"ratio": resume},
+    }
+
+
+def test_meets_reads_the_targets_direction() -> None:
+    assert meets(1.5, "≤ 1.5") and not meets(1.51, "≤ 1.5")
+    assert meets(0.7, "≥ 0.7") and not meets(0.69, "≥ 0.7")
+    assert meets(3.0, "") is None
+
+
+def test_floor_spread_reports_each_repeat_median_range_and_targets_met() -> None:
+    table = floor_spread([_repeat(1.4, 0.72, 1.1), _repeat(1.6, 0.68, 1.2), _repeat(1.45, 0.75, 1.4)])
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert rows["W1 latency p50, B3 / floor"].endswith("| 1.40 | 1.60 | 1.45 | 1.45 | 1.40-1.60 | ≤ 1.5 | 2 of 3 |")
+    assert rows["W4 throughput, B3 / floor"].endswith("| 0.72 | 0.68 | 0.75 | 0.72 | 0.68-0.75 | ≥ 0.7 | 2 of 3 |")
+    assert rows["Resume p50, B3 / bare signal"].endswith("| 1.10 | 1.20 | 1.40 | 1.20 | 1.10-1.40 | ≤ 1.3 | 2 of 3 |")
+    # runs per CPU-second: floor 1000/50 = 20, B3 1000/75 = 13.3 -> 0.67, no target
+    assert rows["W4 runs per CPU-second, B3 / floor"].endswith("| 0.67 | 0.67 | 0.67 | 0.67 | 0.67-0.67 |  |  |")

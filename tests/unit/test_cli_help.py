@@ -20,7 +20,15 @@ def test_help_has_an_example(path: str, command: object) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["start"], ["cancel", "--reason", "x"], ["events", "r", "--type", "NOPE"], ["dlq", "redrive"], ["nope"]],
+    [
+        ["start"],
+        ["cancel", "--reason", "x"],
+        ["events", "r", "--type", "NOPE"],
+        ["dlq", "redrive"],
+        ["nope"],
+        ["bench", "--floor-only", "0"],
+        ["bench", "--floor-only", "2", "--update"],
+    ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(cli, args).exit_code == 2
