@@ -17,6 +17,7 @@ from starter.client import DsmoClient
 from starter.definitions import load_definition
 from starter.render import event_lines, status_lines
 from starter.settings import Settings, SettingsError
+from starter.telemetry import flush_tracing, setup_tracing
 from workflows.durations import parse_duration
 from workflows.errors import DsmoError
 from workflows.events import EVENT_KINDS
@@ -288,6 +289,7 @@ def hard_exit(code: int) -> None:
     The Temporal client's native threads can abort a finishing interpreter ("PyGILState_Release
     ... finalizing", temporalio/sdk-python#300), turning a successful command into exit code -6.
     """
+    flush_tracing()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -296,6 +298,9 @@ def hard_exit(code: int) -> None:
 def _main(args: list[str]) -> None:
     debug = "--debug" in args
     try:
+        # Before any client connects: with an `OTEL_*` exporter, starts and events are traced
+        # (an event joins the run's trace), as from the worker and the ingress.
+        setup_tracing("dsmo-cli")
         cli.main(args=args, prog_name="dsmo", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -20,6 +20,8 @@ from temporalio.client import Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from starter.settings import SettingsError
+
 _installed: dict[str, bool] = {"tracing": False}
 tracer = trace.get_tracer("dsmo")
 
@@ -38,7 +40,7 @@ def setup_tracing(service: str, env: Mapping[str, str] | None = None) -> str:
 
         exporter = OTLPSpanExporter()
     else:
-        raise ValueError(f"OTEL_TRACES_EXPORTER: {choice!r} is not supported (otlp, console, none)")
+        raise SettingsError(f"OTEL_TRACES_EXPORTER: {choice!r} is not supported (otlp, console, none)")
     provider = TracerProvider(resource=Resource.create({"service.name": source.get("OTEL_SERVICE_NAME", service)}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
@@ -55,6 +57,16 @@ def tracing_interceptors() -> list[Interceptor]:
     in `make bench`. Install the provider before connecting to trace.
     """
     return [TracingInterceptor()] if tracing_enabled() else []
+
+
+def flush_tracing(timeout_millis: int = 5_000) -> None:
+    """Export the spans still buffered: a process about to exit without teardown would lose them.
+
+    Bounded, so an unreachable collector delays an exit by at most ``timeout_millis``.
+    """
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush(timeout_millis)
 
 
 def tracing_enabled() -> bool:

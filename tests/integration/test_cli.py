@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,3 +249,33 @@ async def test_bulk_cancel_with_a_query(harness: Harness) -> None:
     for run_id in run_ids:
         result = await harness.dsmo.result(run_id)
         assert (result.status, result.cancelled_by) == (RunStatus.CANCELLED, "ops")
+
+
+async def test_cli_start_and_respond_join_one_trace(harness: Harness) -> None:
+    """With an `OTEL_*` exporter the CLI traces too: `dsmo respond`, a separate process, joins the
+    trace `dsmo start` opened (through the run's memo), and its spans are exported before exit."""
+    env = {**harness.cli_env(), "OTEL_TRACES_EXPORTER": "console"}
+    run_id = f"traced-cli-{harness.task_queue}"
+
+    def dsmo(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "dsmo"), *args], check=False, capture_output=True, text=True, env=env, timeout=60
+        )
+
+    started = await asyncio.to_thread(
+        dsmo, "start", str(EXAMPLE), "--input", '{"candidate": {"name": "Eva", "phone": "611"}}', "--id", run_id
+    )
+    assert started.returncode == 0, started.stderr
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    replied = await asyncio.to_thread(dsmo, "respond", run_id, "sí")
+    assert replied.returncode == 0, replied.stderr
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    start_spans, event_spans = _console_spans(started.stdout), _console_spans(replied.stdout)
+    assert "dsmo.start candidate-screening" in start_spans, started.stdout
+    assert event_spans["dsmo.event MESSAGE_RECEIVED"] == start_spans["dsmo.start candidate-screening"]
+
+
+def _console_spans(output: str) -> dict[str, str]:
+    """Span name -> trace id, from OpenTelemetry's console exporter (one JSON object per span)."""
+    found = re.findall(r'"name": "([^"]+)",\s*"context": \{\s*"trace_id": "(0x[0-9a-f]+)"', output)
+    return dict(found)

@@ -65,3 +65,11 @@ def test_tls_for_temporal(tmp_path: Path) -> None:
         Settings.from_env({"TEMPORAL_TLS_CERT": str(cert)})
     with pytest.raises(SettingsError, match="TEMPORAL_TLS_CA: cannot read"):
         Settings.from_env({"TEMPORAL_TLS_CA": str(tmp_path / "missing.pem")}).temporal_tls()
+
+
+def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
+    from starter.telemetry import setup_tracing
+
+    with pytest.raises(SettingsError, match="OTEL_TRACES_EXPORTER: 'bogus' is not supported"):
+        setup_tracing("dsmo-test", env={"OTEL_TRACES_EXPORTER": "bogus"})
+    assert setup_tracing("dsmo-test", env={}) == "none"  # nothing set: no provider, no error
