@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reliability import report as reliability_report
-from bench.report import floor_spread, machine, markdown, write
+from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
 from starter.devstack import DevStack, private_settings, reusable
 from starter.settings import Settings
@@ -137,7 +137,7 @@ async def floor_only(quick: bool, repeats: int, *, out_dir: Path) -> dict[str, A
         "seconds": round(time.perf_counter() - started, 1),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"floor-{stamp.replace(':', '').replace('-', '')[:15]}.json"
+    path = out_dir / f"floor-{file_stamp(stamp)}.json"
     path.write_text(json.dumps(results, indent=2, default=str))
     print(f"### Against the raw-Temporal floor, {repeats} repeats ({results['seconds']} s, {results['machine']})\n")
     print(floor_spread(measured))

@@ -234,9 +234,14 @@ def machine() -> str:
     return f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
 
 
+def file_stamp(started_at: str) -> str:
+    """An ISO timestamp as it appears in result file names: 2026-11-22T09:31:29+00:00 -> 20261122T093129."""
+    return started_at.replace(":", "").replace("-", "")[:15]
+
+
 def write(results: dict[str, Any], out_dir: Path, charts_dir: Path | None = None) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = results["started_at"].replace(":", "").replace("-", "")[:15]
+    stamp = file_stamp(results["started_at"])
     paths = {"json": out_dir / f"bench-{stamp}.json", "latest": out_dir / "latest.json"}
     text = json.dumps(results, indent=2, default=str)
     paths["json"].write_text(text)

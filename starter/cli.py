@@ -37,6 +37,10 @@ class Context:
         return self._settings
 
     async def client(self) -> DsmoClient:
+        # Before the client connects: with an `OTEL_*` exporter, starts and events are traced (an
+        # event joins the run's trace). Here rather than at start-up, so `dsmo worker` and
+        # `dsmo serve` keep installing theirs under their own service names.
+        setup_tracing("dsmo-cli")
         return await DsmoClient.connect(self.settings)
 
 
@@ -298,9 +302,6 @@ def hard_exit(code: int) -> None:
 def _main(args: list[str]) -> None:
     debug = "--debug" in args
     try:
-        # Before any client connects: with an `OTEL_*` exporter, starts and events are traced
-        # (an event joins the run's trace), as from the worker and the ingress.
-        setup_tracing("dsmo-cli")
         cli.main(args=args, prog_name="dsmo", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
