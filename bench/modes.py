@@ -210,3 +210,57 @@ class FloorWait:
     @workflow.signal
     def resume(self) -> None:
         self.go = True
+
+
+# -- the floor plus artifact I/O ----------------------------------------------------------------
+
+
+class FloorIoStage(BaseModel):
+    run_id: str
+    stage: str
+    input_uri: str
+
+
+@workflow.defn(name="FloorIoRun", sandboxed=False)
+class FloorIoRun:
+    """The floor plus the S3 requests a DSMO run makes, and nothing else.
+
+    Each stage reads its input by reference and writes its output write-once, on the same
+    thread-pool activities as DSMO's stages and through the same store (so the same cache); a
+    local activity at the end writes a trail file, as DSMO's audit export does. The starter
+    writes the input first. No definition, no audit events, no search attributes, no saga:
+    what B3 costs beyond this is the orchestration itself.
+    """
+
+    @workflow.run
+    async def run(self, run_id: str, input_uri: str, stages: int) -> None:
+        uris, uri = [], input_uri
+        for index in range(stages):
+            uri = await workflow.execute_activity(
+                "floor_io_stage",
+                FloorIoStage(run_id=run_id, stage=chr(ord("A") + index), input_uri=uri),
+                result_type=str,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
+            uris.append(uri)
+        await workflow.execute_local_activity(
+            "floor_io_trail", args=[run_id, uris], start_to_close_timeout=timedelta(seconds=10)
+        )
+
+
+@dataclass
+class FloorIoActivities:
+    store: Any
+
+    @activity.defn(name="floor_io_stage")
+    def stage(self, task: FloorIoStage) -> str:
+        document = self.store.read_json(task.input_uri)
+        output = {"stage": task.stage, "route": document.get("route", "b"), "digest": uuid.uuid4().hex[:16]}
+        return str(self.store.put_json_once(f"artifacts/bench-floor-io/{task.run_id}/{task.stage}.json", output).uri)
+
+    @activity.defn(name="floor_io_trail")
+    def trail(self, run_id: str, uris: list[str]) -> None:
+        lines = "".join(f'{{"seq":{seq},"artifact":"{uri}"}}\n' for seq, uri in enumerate(uris, start=1))
+        self.store.put_json_bytes_once(
+            f"audit/bench-floor-io/{run_id}.jsonl", lines.encode(), content_type="application/x-ndjson"
+        )

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.breakdown import breakdown_table
+
 # The paper's Table 1 (DSMO, choreography, agent decides), printed beside ours.
 PAPER = {
     "success_rate": (0.88, 0.89, 0.83),
@@ -152,6 +154,7 @@ def floor_table(results: dict[str, Any]) -> str:
         f"| {label} | {ours:.3f} | {base:.3f} | {ratio:.2f}x | {target} |" for label, ours, base, ratio, target in rows
     ]
     lines += cpu_table(floor, b3)
+    lines += breakdown_table(floor)
     lines.append("")
     lines.append("| Artifact size | History bytes of the run |")
     lines.append("|---|---|")
@@ -184,6 +187,10 @@ SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
         "",
     ),
     ("Resume p50, B3 / bare signal", lambda r: r["resume"]["ratio"], "≤ 1.3"),
+    ("W1 latency p50, floor + artifact I/O / floor", lambda r: r["floor"]["io_ratios"]["w1_p50_io"], ""),
+    ("W1 latency p50, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w1_p50_b3"], ""),
+    ("W4 throughput, floor + artifact I/O / floor", lambda r: r["floor"]["io_ratios"]["w4_throughput_io"], ""),
+    ("W4 throughput, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w4_throughput_b3"], ""),
 )
 
 

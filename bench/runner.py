@@ -6,25 +6,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.audit_log import audit_key
 from activities.messaging import FileChannel
 from bench import modes
 from bench.agents import ExecutionLog, Faults, bench_registry
-from bench.cpu import CpuMeter, per_run_ms
-from bench.metrics import RunRecord, percentile, summarize
-from bench.workloads import RESUMED_STAGE, definition, resume_definition
+from bench.floor import FloorComparison
+from bench.jobs import bounded
+from bench.metrics import RunRecord, summarize
+from bench.workloads import definition
 from starter.client import DsmoClient
 from starter.settings import Settings
 from worker import build_worker
@@ -101,23 +100,15 @@ class Executed:
         return RunRecord(self.run_id, self.input_id, self.replay, latency_s=self.latency_s, **measured)
 
 
-async def bounded(limit: int, jobs: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(job: Callable[[], Awaitable[Any]]) -> Any:
-        async with gate:
-            return await job()
-
-    return await asyncio.gather(*(one(job) for job in jobs))
-
-
-class Bench:
+class Bench(FloorComparison):
     def __init__(self, settings: Settings, config: BenchConfig, progress: Callable[[str], None] = print) -> None:
         self.settings = settings
         self.config = config
         self.progress = progress
         # As a worker's store: artifacts it writes are served from memory to the next stage.
         self.store = settings.artifact_store(cache=True)
+        # As a starter's: DsmoClient writes run inputs through a store of its own, uncached.
+        self.starter_store = settings.artifact_store()
         self.log = ExecutionLog()
         self.faults = FaultSwitch()
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"
@@ -166,6 +157,7 @@ class Bench:
         client = self.dsmo.temporal
         self.choreo = modes.ChoreoActivities(client, self.queue, self.faults, self.log, self.done, store=self.store)
         decide = modes.DecideActivities(self.faults, self.log, store=self.store)
+        floor_io = modes.FloorIoActivities(self.store)
         base = build_worker(
             client,
             task_queue=self.queue,
@@ -178,8 +170,15 @@ class Bench:
         extra = Worker(
             client,
             task_queue=self.queue + "-modes",
-            workflows=[modes.ChoreoStage, modes.AgentDecidesRun, modes.FloorRun, modes.FloorWait],
-            activities=[self.choreo.choreo_work, self.choreo.choreo_dead_letter, decide.decide_work, modes.noop],
+            workflows=[modes.ChoreoStage, modes.AgentDecidesRun, modes.FloorRun, modes.FloorIoRun, modes.FloorWait],
+            activities=[
+                self.choreo.choreo_work,
+                self.choreo.choreo_dead_letter,
+                decide.decide_work,
+                modes.noop,
+                floor_io.stage,
+                floor_io.trail,
+            ],
             activity_executor=ThreadPoolExecutor(max_workers=32),
             max_concurrent_activities=32,
         )
@@ -334,122 +333,6 @@ class Bench:
             lambda: self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
         )
         return history + stored
-
-    async def floor(self) -> dict[str, Any]:
-        """B3 against the raw-Temporal floor on the W1 and W4 shapes, in interleaved rounds.
-
-        Each shape runs as ``paired_rounds`` pairs of batches (B3 then floor, floor then B3, ...), each
-        batch at least ``paired_waves`` waves of the shape's concurrency: throughput is a rate
-        sustained over several waves. Two waves of W4 (100 runs at 50) mostly timed how long
-        the slowest runs of a burst took, so B3's longer tail counted twice.
-        Throughput is the median over rounds and its ratio the median of the rounds' ratios, so a
-        stall that hits one batch (a full bench once measured the floor's W4 at a quarter of its
-        usual rate that way) does not decide the result; latency percentiles pool every run.
-        Measured minutes apart, the two would also compare the machine's load at two moments:
-        these machines are shared, and that drift was as large as the differences measured.
-        """
-        client: Client = self.dsmo.temporal
-        queue = self.queue + "-modes"
-        rounds = self.config.paired_rounds
-
-        async def floor_run() -> float:
-            began = time.perf_counter()
-            await client.execute_workflow(modes.FloorRun.run, 3, id=f"floor-{uuid.uuid4().hex[:10]}", task_queue=queue)
-            return time.perf_counter() - began
-
-        def b3_run(workload: str) -> Callable[[], Awaitable[float]]:
-            async def run() -> float:
-                executed = await self.b3(workload, "paired", False, {"route": "b", "input": "paired"})
-                return executed.latency_s
-
-            return run
-
-        shapes = {
-            "W1": (self.config.inputs * (self.config.replays + 1), self.config.concurrency),
-            "W4": (self.config.w4_runs, self.config.w4_concurrency),
-        }
-        measured: dict[str, dict[str, Any]] = {"b3": {}, "floor": {}}
-        round_ratios: dict[str, list[float]] = {}
-        meter = CpuMeter.for_stack(self.settings)
-        batches = {
-            shape: max(count // rounds, self.config.paired_waves * concurrency)
-            for shape, (count, concurrency) in shapes.items()
-        }
-        for shape, (_, concurrency) in shapes.items():
-            latencies: dict[str, list[float]] = {"b3": [], "floor": []}
-            per_round: dict[str, list[float]] = {"b3": [], "floor": []}
-            cpu: dict[str, list[dict[str, float]]] = {"b3": [], "floor": []}
-            batch = batches[shape]
-            for index in range(rounds):
-                order = ("b3", "floor") if index % 2 == 0 else ("floor", "b3")
-                for side in order:
-                    job = b3_run(shape) if side == "b3" else floor_run
-                    before, started = meter.sample(), time.perf_counter()
-                    latencies[side] += await bounded(concurrency, [job] * batch)
-                    per_round[side].append(batch / (time.perf_counter() - started) * 60)
-                    cpu[side].append(per_run_ms(before, meter.sample(), batch))
-            for side in ("b3", "floor"):
-                measured[side][shape] = {
-                    "p50": percentile(latencies[side], 50),
-                    "p95": percentile(latencies[side], 95),
-                    "throughput": statistics.median(per_round[side]),
-                    "throughput_per_round": per_round[side],
-                    # Median over rounds, per process: where each run's CPU went.
-                    # A process that went away mid-batch is left out rather than half-counted.
-                    "cpu_ms_per_run": {
-                        role: statistics.median(sample[role] for sample in cpu[side])
-                        for role in cpu[side][0]
-                        if all(role in sample for sample in cpu[side])
-                    },
-                }
-            round_ratios[shape] = [ours / base for ours, base in zip(per_round["b3"], per_round["floor"], strict=True)]
-        b3, floor = measured["b3"], measured["floor"]
-        return {
-            **floor,
-            "b3": b3,
-            "rounds": {shape: rounds for shape in shapes},
-            "batch": batches,
-            "ratios": {
-                "w1_p50": b3["W1"]["p50"] / floor["W1"]["p50"],
-                "w1_p95": b3["W1"]["p95"] / floor["W1"]["p95"],
-                "w1_throughput": statistics.median(round_ratios["W1"]),
-                "w4_throughput": statistics.median(round_ratios["W4"]),
-            },
-        }
-
-    async def resume_latency(self, samples: int = 10) -> dict[str, float]:
-        """Resume latency as the issue defines it: the event sent until the next action starts.
-
-        B3 waits for a response, then runs one stage: the clock runs from the moment the response
-        is sent until that stage's agent starts working (both in this process). Event → run done is
-        kept beside it. The bare floor is a signal to a plain workflow waiting on a condition,
-        until its completion.
-        """
-        client: Client = self.dsmo.temporal
-        to_action, to_done, bare = [], [], []
-        for _ in range(samples):
-            run_id = f"resume-{uuid.uuid4().hex[:10]}"
-            await self.dsmo.start(resume_definition(), {}, run_id=run_id, task_queue=self.queue)
-            await self.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, interval=0.02)
-            sent = time.time()
-            await self.dsmo.respond(run_id, "ok")
-            await self.dsmo.result(run_id)
-            to_done.append(time.time() - sent)
-            to_action.append(next(e.at for e in self.log.for_run(run_id) if e.stage == RESUMED_STAGE) - sent)
-            handle = await client.start_workflow(
-                modes.FloorWait.run, id=f"bare-{uuid.uuid4().hex[:10]}", task_queue=self.queue + "-modes"
-            )
-            await asyncio.sleep(0.05)
-            began = time.perf_counter()
-            await handle.signal(modes.FloorWait.resume)
-            await handle.result()
-            bare.append(time.perf_counter() - began)
-        return {
-            "b3_p50": percentile(to_action, 50),
-            "b3_done_p50": percentile(to_done, 50),
-            "bare_p50": percentile(bare, 50),
-            "ratio": percentile(to_action, 50) / percentile(bare, 50),
-        }
 
     async def history_bytes(self) -> dict[str, int]:
         one_stage = definition("W1").model_copy(

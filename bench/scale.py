@@ -14,8 +14,8 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from bench.cpu import listening_pid
+from bench.jobs import bounded
 from bench.metrics import percentile
-from bench.runner import bounded
 from bench.workloads import wait_definition
 from starter.client import DsmoClient
 from starter.devstack import DevStack

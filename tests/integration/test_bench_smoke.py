@@ -10,6 +10,8 @@ from starter.settings import Settings
 
 pytestmark = pytest.mark.integration
 
+FLOOR_IO_PREFIXES = ("artifacts/bench-floor-io/", "audit/bench-floor-io/")
+
 
 async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     config = BenchConfig(
@@ -24,7 +26,9 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     )
     # The production worker configuration: no workflow sandbox, the artifact cache on.
     settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
-    results = await Bench(settings, config, progress=lambda _: None).run()
+    bench = Bench(settings, config, progress=lambda _: None)
+    floor_io_objects = {prefix: len(bench.store.list_uris(prefix)) for prefix in FLOOR_IO_PREFIXES}
+    results = await bench.run()
     for workload in ("W1", "W2", "W3", "W4"):
         for mode in ("B3", "B1", "B2"):
             summary = results["workloads"][workload][mode]["summary"]
@@ -37,15 +41,23 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
     assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
     # Where each run's CPU went, for both sides: this process and the two servers, found by port.
-    for side in (results["floor"]["b3"], results["floor"]):
+    for side in (results["floor"]["b3"], results["floor"], results["floor"]["floor_io"]):
         spent = side["W4"]["cpu_ms_per_run"]
         assert set(spent) == {"python", "temporal", "s3"} and spent["python"] > 0 and spent["temporal"] > 0
+    # The artifact-I/O floor did the S3 work of a DSMO run: 8 W1 + 16 W4 runs, each an input,
+    # three stage outputs and a trail file; the store's CPU shows it, the raw floor's does not.
+    runs = 2 * 4 + 4 * 4
+    written = {prefix: len(bench.store.list_uris(prefix)) - floor_io_objects[prefix] for prefix in FLOOR_IO_PREFIXES}
+    assert written == {"artifacts/bench-floor-io/": runs * 4, "audit/bench-floor-io/": runs}
+    assert results["floor"]["floor_io"]["W4"]["cpu_ms_per_run"]["s3"] > results["floor"]["W4"]["cpu_ms_per_run"]["s3"]
+    assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
     assert "| Temporal server |" in table and "| S3 store |" in table
     assert "| W4 runs per CPU-second (whole stack) |" in table
+    assert "| Where B3's overhead goes |" in table and "| W4 CPU ms per run, S3 store |" in table
 
 
 async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) -> None:
@@ -58,3 +70,4 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
         assert measured["floor"]["rounds"] == {"W1": 2, "W4": 2} and measured["resume"]["ratio"] > 0
     table = floor_spread(repeats)
     assert "| W4 throughput, B3 / floor |" in table and "of 2 |" in table
+    assert "| W4 throughput, B3 / (floor + artifact I/O) |" in table

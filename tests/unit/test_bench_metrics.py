@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from bench.breakdown import breakdown_table
 from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
 from bench.report import floor_spread, meets
 
@@ -68,6 +69,7 @@ def _repeat(w1_p50: float, w4: float, resume: float) -> dict[str, object]:
             "ratios": {"w1_p50": w1_p50, "w1_p95": 1.2, "w1_throughput": 0.8, "w4_throughput": w4},
             "W4": shape,
             "b3": {"W4": {"cpu_ms_per_run": {"python": 25.0, "temporal": 50.0}}},
+            "io_ratios": {"w1_p50_io": 1.3, "w1_p50_b3": 1.1, "w4_throughput_io": 0.8, "w4_throughput_b3": 0.9},
         },
         "resume": {"ratio": resume},
     }
@@ -87,3 +89,27 @@ def test_floor_spread_reports_each_repeat_median_range_and_targets_met() -> None
     assert rows["Resume p50, B3 / bare signal"].endswith("| 1.10 | 1.20 | 1.40 | 1.20 | 1.10-1.40 | ≤ 1.3 | 2 of 3 |")
     # runs per CPU-second: floor 1000/50 = 20, B3 1000/75 = 13.3 -> 0.67, no target
     assert rows["W4 runs per CPU-second, B3 / floor"].endswith("| 0.67 | 0.67 | 0.67 | 0.67 | 0.67-0.67 |  |  |")
+    assert rows["W4 throughput, B3 / (floor + artifact I/O)"].endswith(
+        "| 0.90 | 0.90 | 0.90 | 0.90 | 0.90-0.90 |  |  |"
+    )
+
+
+def test_breakdown_puts_b3_beside_both_floors() -> None:
+    def side(p50: float, rate: float, python: float, temporal: float, s3: float) -> dict[str, object]:
+        cpu = {"python": python, "temporal": temporal, "s3": s3}
+        return {"W1": {"p50": p50}, "W4": {"throughput": rate, "cpu_ms_per_run": cpu}}
+
+    floor = {
+        **side(0.100, 2000, 10.0, 30.0, 0.0),
+        "floor_io": side(0.130, 1600, 14.0, 31.0, 9.0),
+        "b3": side(0.150, 1400, 20.0, 35.0, 9.0),
+        "io_ratios": {"w1_p50_io": 1.3, "w1_p50_b3": 150 / 130, "w4_throughput_io": 0.8, "w4_throughput_b3": 0.875},
+    }
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in breakdown_table(floor) if line.startswith("|")}
+    assert rows["W1 latency p50 (s)"] == "| W1 latency p50 (s) | 0.100 | 0.130 | 0.150 | 1.30x | 1.15x |"
+    assert rows["W4 throughput (runs/min)"] == "| W4 throughput (runs/min) | 2,000 | 1,600 | 1,400 | 0.80x | 0.88x |"
+    # whole stack: 40 -> 54 -> 64 ms per run
+    assert rows["W4 CPU ms per run, whole stack"].endswith("| 40.0 | 54.0 | 64.0 | 1.35x | 1.19x |")
+    assert rows["W4 CPU ms per run, S3 store"] == "| W4 CPU ms per run, S3 store | 0.0 | 9.0 | 9.0 |  |  |"
+    # results written before the artifact-I/O floor existed: no table
+    assert breakdown_table({"b3": floor["b3"]}) == []
