@@ -36,6 +36,12 @@ async def dsmo_cli(settings: Settings, *args: str) -> subprocess.CompletedProces
     )
 
 
+def process_environ(pid: int | None) -> dict[str, str]:
+    assert pid is not None
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
 def states(output: str) -> dict[str, str]:
     """``name  state  endpoint`` lines -> {name: state}."""
     found = {}
@@ -92,6 +98,11 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         assert {r.name: r.state for r in reports} == {"s3": "started", "temporal": "started"}
         assert {r.name: r.state for r in await stack.up()} == {"s3": "already running", "temporal": "already running"}
         assert (settings.state_dir / "temporal.db").exists()
+        # The store's Go scheduler gets half the cores; Temporal's is left alone.
+        s3_env, temporal_env = (process_environ(proc.pid()) for proc in (stack.s3, stack.temporal))
+        expected = os.environ.get("GOMAXPROCS") or str(max(1, (os.cpu_count() or 2) // 2))
+        assert s3_env.get("GOMAXPROCS") == expected
+        assert temporal_env.get("GOMAXPROCS") == os.environ.get("GOMAXPROCS")
         assert (settings.state_dir / "logs" / "temporal.log").exists() and (
             settings.state_dir / "logs" / "s3.log"
         ).exists()

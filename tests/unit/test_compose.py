@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from starter.devstack import TEMPORAL_TUNING
+from starter.devstack import TEMPORAL_TUNING, store_go_procs
 from starter.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
 from workflows import search_attributes
 
@@ -94,3 +94,11 @@ def test_same_store_credentials_and_tuning(compose: dict[str, Any]) -> None:
     for tuning in TEMPORAL_TUNING:
         key, value = tuning.split("=")
         assert dynamic[key][0]["value"] == yaml.safe_load(value)
+
+
+def test_store_gets_half_the_cores_unless_gomaxprocs_is_set() -> None:
+    assert store_go_procs(2, {}) == {"GOMAXPROCS": "1"}
+    assert store_go_procs(8, {}) == {"GOMAXPROCS": "4"}
+    assert store_go_procs(1, {}) == {"GOMAXPROCS": "1"}
+    assert store_go_procs(None, {}) == {"GOMAXPROCS": "1"}
+    assert store_go_procs(8, {"GOMAXPROCS": "3"}) == {}  # the user's own setting is inherited as is
