@@ -40,16 +40,15 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
     assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
-    # Where each run's CPU went, for both sides: this process and the two servers, found by port.
+    # Where each run's CPU went, for every side: this process and the two servers, found by port.
     for side in (results["floor"]["b3"], results["floor"], results["floor"]["floor_io"]):
         spent = side["W4"]["cpu_ms_per_run"]
         assert set(spent) == {"python", "temporal", "s3"} and spent["python"] > 0 and spent["temporal"] > 0
     # The artifact-I/O floor did the S3 work of a DSMO run: 8 W1 + 16 W4 runs, each an input,
-    # three stage outputs and a trail file; the store's CPU shows it, the raw floor's does not.
+    # three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to compare here).
     runs = 2 * 4 + 4 * 4
     written = {prefix: len(bench.store.list_uris(prefix)) - floor_io_objects[prefix] for prefix in FLOOR_IO_PREFIXES}
     assert written == {"artifacts/bench-floor-io/": runs * 4, "audit/bench-floor-io/": runs}
-    assert results["floor"]["floor_io"]["W4"]["cpu_ms_per_run"]["s3"] > results["floor"]["W4"]["cpu_ms_per_run"]["s3"]
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     results["started_at"] = "now"
