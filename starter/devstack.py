@@ -43,9 +43,9 @@ def store_go_procs(cpus: int | None, environ: Mapping[str, str]) -> dict[str, st
 
     SeaweedFS needs a fraction of a core at the bench's highest load, but with one scheduler
     thread per core its idle threads spin for work beside Temporal's and the worker's. Capped
-    at one on two cores, the store's CPU per run fell ~1 ms and the whole stack's CPU per run
-    with artifact I/O ~10% (`make bench FLOOR=1` on fresh stacks, alternated: W4 throughput
-    against the floor 0.71-0.72x against 0.66-0.68x); latency did not move measurably.
+    at one on two cores, the store's CPU per run under load fell from ~10 ms to ~8, and the
+    others' with it (`make bench FLOOR=1` on fresh stacks, alternated: W4 throughput against
+    the floor 0.71-0.72x against 0.66-0.68x); latency did not move measurably.
     """
     if "GOMAXPROCS" in environ:
         return {}
