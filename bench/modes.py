@@ -23,6 +23,8 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from activities.audit_log import chain
+
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
@@ -225,8 +227,8 @@ class FloorIoStage(BaseModel):
 class FloorIoRun:
     """The floor plus the S3 requests a DSMO run makes, and nothing else.
 
-    Each stage reads its input by reference and writes its output write-once, on the same
-    thread-pool activities as DSMO's stages and through the same store (so the same cache); a
+    Each stage reads its input by reference and writes its output write-once, on thread-pool
+    activities like DSMO's stages and through the same store (so the same cache); a
     local activity at the end writes a trail file, as DSMO's audit export does. The starter
     writes the input first. No definition, no audit events, no search attributes, no saga:
     what B3 costs beyond this is the orchestration itself.
@@ -260,7 +262,8 @@ class FloorIoActivities:
 
     @activity.defn(name="floor_io_trail")
     def trail(self, run_id: str, uris: list[str]) -> None:
-        lines = "".join(f'{{"seq":{seq},"artifact":"{uri}"}}\n' for seq, uri in enumerate(uris, start=1))
+        # Hash-chained like DSMO's export, so the floor pays for building the file as well.
+        body = chain([{"seq": seq, "artifact": uri} for seq, uri in enumerate(uris, start=1)])
         self.store.put_json_bytes_once(
-            f"audit/bench-floor-io/{run_id}.jsonl", lines.encode(), content_type="application/x-ndjson"
+            f"audit/bench-floor-io/{run_id}.jsonl", body, content_type="application/x-ndjson"
         )
