@@ -101,7 +101,9 @@ class StageActivities:
             created_at=task.created_at,
             config_ref=task.config_ref,
         )
-        output = processor.fn(read_stage_input(self.store, task.artifact_in_uri), message)
+        # A small run input comes with the task (the same document as the artifact); else read it.
+        raw = task.input_document if task.input_document is not None else self.store.read_json(task.artifact_in_uri)
+        output = processor.fn(stage_input(raw), message)
         self._check(task, output)
         stored = self.store.put_json_once(
             key,
@@ -181,9 +183,8 @@ class StageActivities:
         return self.store.put_json_once(f"dlq/{letter.run_id}/{letter.stage}.json", letter.model_dump(mode="json")).uri
 
 
-def read_stage_input(store: ArtifactStore, uri: str) -> Any:
+def stage_input(document: Any) -> Any:
     """A stage reads the previous stage's output document, not its envelope."""
-    document = store.read_json(uri)
     if isinstance(document, dict) and document.get("kind") == STAGE_OUTPUT_KIND:
         return document.get("output")
     return document

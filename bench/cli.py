@@ -91,10 +91,10 @@ W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]
 that keeps the machine busy, so latency there includes queueing for CPU. Against the floor, B3
 and the floor run the W1 and W4 shapes in interleaved rounds ({_rounds(results)}), so both meet
 the same load on this shared machine, and so does a second floor, the floor plus the S3 requests
-a DSMO run makes (the input, each stage's read and write-once output, a trail file), which splits B3's overhead
-into artifact I/O and orchestration (the B3 column there is those runs; each batch is at least
-{waves} waves of the shape's concurrency, so throughput is a sustained rate; throughput is the
-median over rounds, its ratio the median of the rounds' ratios). Resume latency is the
+a DSMO run makes (the input, each later stage's read, each stage's write-once output, a trail
+file), which splits B3's overhead into artifact I/O and orchestration (the B3 column there is
+those runs; each batch is at least {waves} waves of the shape's concurrency, so throughput is a
+sustained rate; throughput is the median over rounds, its ratio the median of the rounds' ratios). Resume latency is the
 issue's definition: from sending the event until the next action's agent starts working (B3 waits
 for a response, then runs one stage), against a bare signal until a plain workflow completes.
 

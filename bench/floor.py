@@ -127,16 +127,19 @@ class FloorComparison:
         return time.perf_counter() - began
 
     async def _floor_io_run(self) -> float:
-        """Like a DSMO start: the starter writes the input (its own store, no shared cache), then starts."""
+        """Like a DSMO start: the starter writes the input (its own store, no shared cache), then starts
+        the run with the input in its request."""
         run_id = f"floorio-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
+        document = {"route": "b", "input": "paired"}
         stored = await asyncio.to_thread(
-            self.starter_store.put_json_once,
-            f"artifacts/bench-floor-io/{run_id}/input.json",
-            {"route": "b", "input": "paired"},
+            self.starter_store.put_json_once, f"artifacts/bench-floor-io/{run_id}/input.json", document
         )
         await self.dsmo.temporal.execute_workflow(
-            modes.FloorIoRun.run, args=[run_id, stored.uri, STAGES], id=run_id, task_queue=self.queue + "-modes"
+            modes.FloorIoRun.run,
+            args=[run_id, stored.uri, STAGES, document],
+            id=run_id,
+            task_queue=self.queue + "-modes",
         )
         return time.perf_counter() - began
 

@@ -221,30 +221,33 @@ class FloorIoStage(BaseModel):
     run_id: str
     stage: str
     input_uri: str
+    input_document: dict[str, Any] | None = None  # as DSMO sends a small run input with the task
 
 
 @workflow.defn(name="FloorIoRun", sandboxed=False)
 class FloorIoRun:
     """The floor plus the S3 requests a DSMO run makes, and nothing else.
 
-    Each stage reads its input by reference and writes its output write-once, on thread-pool
-    activities like DSMO's stages and through the same store (so the same cache); a
-    local activity at the end writes a trail file, as DSMO's audit export does. The starter
-    writes the input first. No definition, no audit events, no search attributes, no saga:
-    what B3 costs beyond this is the orchestration itself.
+    The starter writes the input first. The first stage gets that input with its task, as DSMO
+    sends a small run input, and later stages read their input by reference; each writes its
+    output write-once, on thread-pool activities like DSMO's stages and through the same store
+    (so the same cache); a local activity at the end writes a trail file, as DSMO's audit export
+    does. No definition, no audit events, no search attributes, no saga: what B3 costs beyond
+    this is the orchestration itself.
     """
 
     @workflow.run
-    async def run(self, run_id: str, input_uri: str, stages: int) -> None:
-        uris, uri = [], input_uri
+    async def run(self, run_id: str, input_uri: str, stages: int, input_document: dict[str, Any]) -> None:
+        uris, uri, document = [], input_uri, input_document
         for index in range(stages):
             uri = await workflow.execute_activity(
                 "floor_io_stage",
-                FloorIoStage(run_id=run_id, stage=chr(ord("A") + index), input_uri=uri),
+                FloorIoStage(run_id=run_id, stage=chr(ord("A") + index), input_uri=uri, input_document=document),
                 result_type=str,
                 start_to_close_timeout=timedelta(seconds=10),
             )
             uris.append(uri)
+            document = None
         await workflow.execute_local_activity(
             "floor_io_trail", args=[run_id, uris], start_to_close_timeout=timedelta(seconds=10)
         )
@@ -256,7 +259,7 @@ class FloorIoActivities:
 
     @activity.defn(name="floor_io_stage")
     def stage(self, task: FloorIoStage) -> str:
-        document = self.store.read_json(task.input_uri)
+        document = task.input_document if task.input_document is not None else self.store.read_json(task.input_uri)
         output = {"stage": task.stage, "route": document.get("route", "b"), "digest": uuid.uuid4().hex[:16]}
         return str(self.store.put_json_once(f"artifacts/bench-floor-io/{task.run_id}/{task.stage}.json", output).uri)
 

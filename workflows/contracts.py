@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from workflows.wire import WireModel
 
@@ -17,6 +18,8 @@ WRITE_DEAD_LETTER = "write_dead_letter"
 EXPORT_AUDIT = "export_audit"
 
 SUMMARY_MAX_BYTES = 4096
+# A run input up to this size travels with the tasks of the stages that read it (see StageTask).
+INLINE_INPUT_MAX_BYTES = 4096
 
 
 class PrepareRun(WireModel):
@@ -37,6 +40,10 @@ class PreparedRun(WireModel):
 class StageTask(WireModel):
     """The orchestrator's half of the paper's message contract, for one attempt."""
 
+    # Fields added later are hints a worker may do without (``input_document``): a worker that
+    # predates one ignores it and does what it did before, instead of failing the attempt.
+    model_config = ConfigDict(extra="ignore")  # merged with WireModel's (camelCase aliases)
+
     run_id: str
     correlation_id: str
     stage: str
@@ -51,6 +58,18 @@ class StageTask(WireModel):
     config_ref: str | None = None
     output_schema: str | None = None
     reuse_uri: str | None = None  # replay: report this earlier output instead of running the agent
+    # The document at ``artifact_in_uri`` when that is the run's own input and it is small: the
+    # workflow has it already (it came with the run's request, from which the starter wrote the
+    # artifact), so the stage need not read it back from the store. The artifact stays the
+    # stage's input of record (the audit trail names its URI).
+    input_document: dict[str, Any] | None = None
+
+
+def inline_input(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The run input to send with its stages' tasks, or None when repeating it would grow the
+    history by more than a summary's worth (the stage then reads the artifact)."""
+    size = len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode())
+    return document if size <= INLINE_INPUT_MAX_BYTES else None
 
 
 class DeadLetter(WireModel):

@@ -56,6 +56,9 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         self._request = request
         self._correlation_id = request.correlation_id or info.workflow_id
         self._input_uri = checkpoint.input_uri if checkpoint else None
+        # The input artifact is written from request.input (by the starter or by _prepare) and a
+        # continued run carries the same request: the two are the same document.
+        self._input_document = contracts.inline_input(request.input)
         self._step = checkpoint.step if checkpoint else 0
         self._slot_held = checkpoint.slot_held if checkpoint else False
         self._slot_granted = self._slot_held

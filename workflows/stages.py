@@ -66,6 +66,7 @@ class StageActions:
     _request: ExecutionRequest
     _correlation_id: str
     _input_uri: str | None
+    _input_document: dict[str, Any] | None  # the run input, when small enough to send with tasks
     _visits: dict[str, int]
     _committed: set[str]
 
@@ -80,6 +81,8 @@ class StageActions:
         key = contracts.idempotency_key(state.run_id, node_id, state.workflow_version, partition)
         input_uri = render(node.input, state.variables) if node.input else self._input_uri
         assert input_uri is not None
+        # A stage on the run's own input gets the document with its task: one read less.
+        input_document = None if node.input else self._input_document
         replay = self._request.replay
         errors: list[str] = []
         for attempt in range(1, node.retry.max_attempts + 1):
@@ -98,6 +101,7 @@ class StageActions:
                 config_ref=state.config_ref,
                 output_schema=node.output_schema,
                 reuse_uri=replay.reuse.get(node_id) if replay and visit == 1 else None,
+                input_document=input_document,
             )
             state.audit.record(
                 "STAGE_ENQUEUED",

@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
+from temporalio.testing import ActivityEnvironment
 
-from activities.artifacts import run_input_key
+from activities.artifacts import ArtifactStore, run_input_key
 from activities.definitions import config_key
 from activities.errors import ContractViolation
+from activities.processors import default_registry
+from activities.stage import StageActivities
 from starter.client import DsmoClient
 from tests.conftest import Harness
-from workflows.contracts import PreparedRun
+from workflows.contracts import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
 from workflows.definition import AgentDefinition, parse_definition
 from workflows.records import ExecutionRequest
 from workflows.status import RunStatus
@@ -175,3 +181,74 @@ async def test_a_config_snapshot_that_contradicts_its_version_refuses_the_start(
         await harness.dsmo.start(other, VARIABLES, run_id=f"tampered-{version}", task_queue=harness.task_queue)
     with pytest.raises(RPCError, match="not found"):
         await harness.dsmo.temporal.get_workflow_handle(f"tampered-{version}").describe()
+
+
+# -- the run input with its stages' tasks ---------------------------------------------------------
+
+
+async def _task_inputs(harness: Harness, run_id: str) -> list[tuple[str, Any]]:
+    """Each stage task the run scheduled, in order: (stage, the input document it carried)."""
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    found = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            task = json.loads(event.activity_task_scheduled_event_attributes.input.payloads[0].data)
+            found.append((task["stage"], task.get("inputDocument")))
+    return found
+
+
+async def test_a_small_run_input_travels_with_the_task_of_the_stage_that_reads_it(
+    harness: Harness, two_stages: AgentDefinition
+) -> None:
+    run_id = await harness.start(two_stages, VARIABLES)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert result.variables["stages"]["extract"]["summary"] == {"wordCount": 6, "hasAmount": True, "emailCount": 1}
+    # extract reads the run input: it came with the task; classify reads extract's output by reference.
+    assert await _task_inputs(harness, run_id) == [("extract", VARIABLES), ("classify", None)]
+    # The artifact is still the stage's input of record.
+    started = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_STARTED" and e.stage == "extract"]
+    assert started[0].artifact_uris == [harness.store.uri(run_input_key(two_stages.workflow_version, run_id))]
+    await harness.replay_all()
+
+
+async def test_a_large_run_input_is_read_by_reference(harness: Harness, two_stages: AgentDefinition) -> None:
+    large = {"document": {"text": "Invoice 40 EUR, billing@example.com " + "word " * INLINE_INPUT_MAX_BYTES}}
+    run_id = await harness.start(two_stages, large)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert result.variables["stages"]["extract"]["summary"]["wordCount"] == 4 + INLINE_INPUT_MAX_BYTES
+    assert await _task_inputs(harness, run_id) == [("extract", None), ("classify", None)]
+    await harness.replay_all()
+
+
+def _task(uri: str, document: dict[str, Any] | None) -> StageTask:
+    run_id = f"inline-{uuid.uuid4().hex[:8]}"
+    return StageTask(
+        run_id=run_id,
+        correlation_id=run_id,
+        stage="extract",
+        stage_path="extract",
+        workflow_version="v-inline",
+        agent="text-extract",
+        artifact_in_uri=uri,
+        idempotency_key=f"{run_id}:extract",
+        created_at=datetime.now(UTC),
+        input_document=document,
+    )
+
+
+def test_a_stage_given_its_input_does_not_read_the_artifact(store: ArtifactStore) -> None:
+    stages = StageActivities(store, default_registry)
+    absent = store.uri(f"artifacts/v-inline/{uuid.uuid4().hex}/input.json")
+    summary = ActivityEnvironment().run(stages.run_stage, _task(absent, VARIABLES))
+    assert summary.summary["hasAmount"] is True
+    # The same task without the document reads the artifact, which is not there.
+    with pytest.raises(ApplicationError, match="does not exist"):
+        ActivityEnvironment().run(stages.run_stage, _task(absent, None))
+
+
+def test_a_stage_task_ignores_fields_a_later_version_adds() -> None:
+    body = json.loads(_task("s3://b/artifacts/i.json", None).model_dump_json())
+    body["someLaterHint"] = {"x": 1}
+    assert StageTask.model_validate(body).input_document is None
