@@ -238,7 +238,8 @@ class FloorIoRun:
 
     @workflow.run
     async def run(self, run_id: str, input_uri: str, stages: int, input_document: dict[str, Any]) -> None:
-        uris, uri, document = [], input_uri, input_document
+        uris, uri = [], input_uri
+        document: dict[str, Any] | None = input_document
         for index in range(stages):
             uri = await workflow.execute_activity(
                 "floor_io_stage",
