@@ -9,7 +9,7 @@ from workflows.contracts import INLINE_INPUT_MAX_BYTES, inline_input
 
 
 def _sized(size: int, char: str = "x") -> dict[str, str]:
-    """A document whose compact JSON is exactly ``size`` bytes (``char`` of one UTF-8 width)."""
+    """A document whose compact JSON is exactly ``size`` bytes, made of ``char`` repeated."""
     width = len(char.encode())
     overhead = len(json.dumps({"t": ""}, separators=(",", ":")).encode())
     assert (size - overhead) % width == 0
