@@ -6,11 +6,15 @@ checked when the definition is loaded, so a run never starts on a broken one.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_validator
 
 from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
 from workflows.errors import DefinitionError, TemplateError
@@ -87,14 +91,73 @@ class AgentDefinition(CamelModel):
         check_graph(self, admitting=bool(info.context and info.context.get(ADMISSION)))
         return self
 
-    @property
+    @model_validator(mode="wrap")
+    @classmethod
+    def _reuse_decoded(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        # Wraps the whole validation, graph check included. Admission always validates in full.
+        if info.context and info.context.get(ADMISSION):
+            return handler(data)
+        return _DECODED.get_or_validate(data, handler)
+
+    @functools.cached_property
     def workflow_version(self) -> str:
-        """Short hash of the canonical definition: equal graphs, equal versions."""
+        """Short hash of the canonical definition: equal graphs, equal versions.
+
+        Computed once per instance (the model is frozen, so it cannot go stale)."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> AgentDefinition:
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("workflow_version", None)  # another graph: hash it again
+        return copied
 
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class DecodedDefinitions:
+    """The definitions a process has decoded, by content: each run carries its definition in its
+    request, and a worker decodes it at every run start and every replay of an evicted run.
+
+    Validation is a pure function of the document and the model is frozen, so handing every run
+    of a version the same instance changes nothing they can observe; it skips revalidating and
+    re-checking the graph (~30 us per node) and rehashing the version. Documents that do not
+    validate are not kept. The SDK decodes on several workflow-task threads: each operation on the
+    OrderedDict is atomic, and two threads decoding the same new version at once both validate
+    it, which costs time, not correctness.
+    """
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[str, AgentDefinition] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get_or_validate(self, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if not isinstance(data, dict):
+            return handler(data)
+        try:
+            key = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError):  # built from Python objects, not decoded: nothing to share
+            return handler(data)
+        found = self._items.get(key)
+        if found is not None:
+            return found
+        decoded = handler(data)
+        if len(self._items) >= self.max_entries:
+            with contextlib.suppress(KeyError):  # KeyError: another thread emptied it meanwhile
+                self._items.popitem(last=False)  # the oldest: versions come and go
+        self._items[key] = decoded
+        return decoded
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+_DECODED = DecodedDefinitions()
 
 
 def _templates(node: Any) -> list[tuple[str, str]]:
