@@ -140,7 +140,8 @@ class DecodedDefinitions:
         if not isinstance(data, dict):
             return handler(data)
         try:
-            key = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            # The document as it came, keys in its order: only the same document shares an instance.
+            key = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError):  # built from Python objects, not decoded: nothing to share
             return handler(data)
         found = self._items.get(key)
