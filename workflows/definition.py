@@ -154,9 +154,6 @@ class DecodedDefinitions:
         self._items[key] = decoded
         return decoded
 
-    def clear(self) -> None:
-        self._items.clear()
-
 
 _DECODED = DecodedDefinitions()
 
