@@ -34,7 +34,14 @@ from workflows import search_attributes
 # that scheduled it, to the same worker, instead of going through matching to a poller. Off by
 # default in the server (the SDKs ask for it); it cut the schedule-to-start of a stage from
 # ~2.5 ms to ~0.1 ms here, one hop of every stage and of every resume (`make bench`).
-TEMPORAL_TUNING = ("history.transferProcessorMaxPollRPS=1000", "system.enableActivityEagerExecution=true")
+# Task issues: after two workflow task failures or timeouts in a row the server tags the run's
+# TemporalReportedProblems search attribute (cleared when a task succeeds); `dsmo runs stuck`
+# lists such runs. Off unless configured.
+TEMPORAL_TUNING = (
+    "history.transferProcessorMaxPollRPS=1000",
+    "system.enableActivityEagerExecution=true",
+    "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2",
+)
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 
 

@@ -247,6 +247,8 @@ class NodeActions(WaitActions):
                 data={"actionType": "trigger_agent", "replayed": True},
             )
             return
+        # Enter the wait as the original did: resuming is only legal from WAITING.
+        state.begin_wait(Waiting("agent", node_id, None, {"childAgent": params.agent, "replay": True}))
         recorded = self._recorded_resume(node_id)
         state.variables.update(recorded.set)
         self._resume(node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})

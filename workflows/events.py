@@ -9,10 +9,11 @@ by the SDK's decoder. What each event sets in the run's variables is decided her
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.errors import DsmoError
 from workflows.wire import WireModel
@@ -55,8 +56,23 @@ class SignatureCompleted(_Payload):
 
 class TestCompleted(_Payload):
     __test__ = False  # not a pytest test class
-    score: float
+    # An integer score stays an integer (87, not 87.0) in variables, audit and messages.
+    score: int | float
     result: str = Field(min_length=1, max_length=200)
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, str):  # "87" from a form or a query string
+            for number in (int, float):
+                try:
+                    value = number(value)
+                    break
+                except ValueError:
+                    continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError("must be a number")
+        return value
 
 
 class EventCompleted(_Payload):
@@ -150,7 +166,7 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any], *, size_cap: bo
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"])
-        reason = "is required" if first["type"] == "missing" else str(first["msg"])
+        reason = "is required" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
         raise EventRejected(f"{event_type}.{field}: {reason}") from None
     return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
 

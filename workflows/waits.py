@@ -138,6 +138,8 @@ class WaitActions:
     async def _delay(self, node_id: str, params: DelayParams, resume: WaitCheckpoint | None = None) -> None:
         state = self._state
         if self._request.replay is not None:  # a replay does not sit out the original's timers
+            # It still enters the wait, as the original did: resuming is only legal from WAITING.
+            state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
             self._recorded_resume(node_id)
             self._resume(node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
             return

@@ -91,3 +91,15 @@ def test_document_urls_follow_the_requested_order() -> None:
 def test_bad_payload_per_kind(event_type: str, payload: dict[str, object], message: str) -> None:
     with pytest.raises(EventRejected, match=message):
         parse_signal(event_type, {"event_id": "e", **payload})
+
+
+@pytest.mark.parametrize(("score", "kept"), [(87, 87), (87.5, 87.5), (87.0, 87.0), ("87", 87), ("87.5", 87.5)])
+def test_a_score_keeps_its_number_type(score: object, kept: object) -> None:
+    data = parse_signal("TEST_COMPLETED", {"event_id": "e", "score": score, "result": "ok"}).data
+    assert data["score"] == kept and type(data["score"]) is type(kept)
+
+
+@pytest.mark.parametrize("score", [True, None, "high", "nan", [1]])
+def test_a_score_must_be_a_finite_number(score: object) -> None:
+    with pytest.raises(EventRejected, match=r"^TEST_COMPLETED\.score: must be a number$"):
+        parse_signal("TEST_COMPLETED", {"event_id": "e", "score": score, "result": "ok"})
