@@ -122,6 +122,23 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
     click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
 
 
+@definitions.command("schema")
+@click.option(
+    "--request", "request", is_flag=True, help="The workflow start request (for `temporal workflow start`) instead."
+)
+def definitions_schema(request: bool) -> None:
+    """Print the JSON Schema of an agent definition, or of the request that starts a run.
+
+    \b
+    Example:
+      dsmo definitions schema > definition.schema.json
+      dsmo definitions schema --request
+    """
+    from starter.wire_schemas import definition_schema, start_request_schema
+
+    click.echo(json.dumps(start_request_schema() if request else definition_schema(), indent=2))
+
+
 # -- monitoring -----------------------------------------------------------------------------
 
 

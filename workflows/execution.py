@@ -81,6 +81,10 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
                 on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
             ),
         )
+        started_with = info.typed_search_attributes
+        self._state.identity_unpublished = (
+            started_with.get(sa.AGENT_NAME) is None or started_with.get(sa.WORKFLOW_VERSION) is None
+        )
         if checkpoint:
             self._state.audit.events = list(checkpoint.audit)
             self._state.seen_event_ids = set(checkpoint.seen_event_ids)

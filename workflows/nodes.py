@@ -64,8 +64,17 @@ class TimeoutAction(CamelModel):
     parameters: SendMessageParams
 
 
+def _timeout_optional(schema: dict[str, Any]) -> None:
+    """The JSON Schema says what a document may omit: a wait's timeout has a default per kind."""
+    schema["required"] = [name for name in schema.get("required", []) if name != "timeout"]
+    if not schema["required"]:
+        del schema["required"]
+
+
 class WaitOptions(CamelModel):
     """What every wait shares: how long, and what happens when that time is up."""
+
+    model_config = ConfigDict(json_schema_extra=_timeout_optional)
 
     kind: ClassVar[str]
 

@@ -49,6 +49,9 @@ class RunState:
     pending_reason: str | None = None
     path: list[str] = field(default_factory=list)  # nodes in the order they ran: the state path
     config_ref: str | None = None
+    # A run started without DSMO's client (`temporal workflow start`) has no AgentName or
+    # WorkflowVersion: the first upsert sets them too.
+    identity_unpublished: bool = False
 
     # -- status -----------------------------------------------------------------------------
 
@@ -60,12 +63,15 @@ class RunState:
             self.waiting = None
         if target is not RunStatus.PENDING:
             self.pending_reason = None
-        if not published:
+        if not published or self.identity_unpublished:
             self.publish()
 
     def publish(self) -> None:
         """Mirror status and wait to the search attributes."""
         updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
+        if self.identity_unpublished:
+            updates += [sa.AGENT_NAME.value_set(self.agent), sa.WORKFLOW_VERSION.value_set(self.workflow_version)]
+            self.identity_unpublished = False
         if self.waiting is None:
             updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
         else:

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from activities.audit_log import audit_key
+from starter import monitoring
+from starter.wire_schemas import start_request_schema
 from tests.conftest import Harness
 from workflows.definition import parse_definition
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
 
 
 async def test_an_integer_score_stays_an_integer_end_to_end(harness: Harness) -> None:
@@ -38,3 +48,43 @@ async def test_an_integer_score_stays_an_integer_end_to_end(harness: Harness) ->
     exported = [json.loads(line) for line in lines]
     resumed_line = next(e for e in exported if e.get("type") == "RUN_RESUMED")
     assert type(resumed_line["data"]["set"]["testScore"]) is int  # JSON 87, not 87.0
+
+
+async def test_a_run_started_with_the_official_cli_gets_every_search_attribute(harness: Harness) -> None:
+    raw_definition = {
+        "agent": "raw-started",
+        "start": "ask",
+        "nodes": {"ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
+    }
+    request = {"definition": raw_definition, "input": {"who": "outside"}}
+    jsonschema.validate(request, start_request_schema())  # the documented shape
+    run_id = f"raw-{uuid.uuid4().hex[:8]}"
+    harness.started.append(run_id)
+    settings = harness.settings
+    address = ["--address", settings.temporal_address, "--namespace", settings.temporal_namespace]
+    await temporal_cli(
+        "workflow", "start", "--type", "AgentExecution", "--task-queue", harness.task_queue,
+        "--workflow-id", run_id, "--input", json.dumps(request), *address,
+    )  # fmt: skip
+    view = await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    version = parse_definition(raw_definition).workflow_version
+    assert (view.agent, view.workflow_version) == ("raw-started", version)
+    query = f"AgentName='raw-started' AND WorkflowVersion='{version}' AND WaitingFor='response'"
+    for _ in range(50):  # visibility is eventually consistent
+        listed = await temporal_cli("workflow", "list", "--query", query, "--output", "json", *address)
+        if run_id in listed:
+            break
+        await asyncio.sleep(0.1)
+    assert run_id in listed
+    waiting = [row for row in await monitoring.waiting(harness.dsmo.temporal) if row.run_id == run_id]
+    assert [row.agent for row in waiting] == ["raw-started"]
+    await harness.dsmo.respond(run_id, "hola")
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+async def temporal_cli(*args: str) -> str:
+    proc = await asyncio.to_thread(
+        subprocess.run, [str(BIN / "temporal"), *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc.stdout
