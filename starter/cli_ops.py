@@ -194,13 +194,14 @@ def runs_waiting(obj: Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def runs_stuck(obj: Context, as_json: bool) -> None:
-    """Runs still WAITING after their waitingUntil (exit code 1 if there are any)."""
+    """Runs that do not move: WAITING past their waitingUntil, or whose workflow task keeps
+    failing (exit code 1 if there are any)."""
 
     async def go() -> Any:
         return await monitoring.stuck((await obj.client()).temporal)
 
     rows = run(go)
-    _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
+    _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours", "problem"])
     if rows:
         sys.exit(1)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -32,6 +33,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.preparation import RunPreparer
+from starter import run_health
 from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
 from starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
@@ -40,13 +42,20 @@ from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition, effective_parameters
 from workflows.errors import DsmoError
 from workflows.events import EventAck, EventRejected, parse_signal
-from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
+from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
 from workflows.status import RunStatus
 
 log = logging.getLogger("dsmo.client")
 
 WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
+# A query waits for a worker to answer; one that has not in this long is not coming.
+QUERY_TIMEOUT = timedelta(seconds=10)
+# A task queue seen with a live poller is not asked again for this long (seconds).
+POLLERS_SEEN_FOR = 5.0
+# How often a wait for a run's result looks for a failing workflow task: first after this
+# long (seconds), then twice as long each time up to the maximum.
+WATCH_FIRST, WATCH_MAX = 1.0, 10.0
 
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
@@ -89,6 +98,16 @@ class TemporalUnavailable(DsmoError):
     code = "temporal_unavailable"
 
 
+class WorkflowTaskFailing(DsmoError):
+    """The run's workflow task keeps failing: it cannot move until the cause is fixed."""
+
+    code = "workflow_task_failing"
+
+
+class NoWorker(DsmoError):
+    code = "no_worker"
+
+
 def data_converter(settings: Settings) -> DataConverter:
     """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
     keys = keys_from_env(settings.codec_env())
@@ -125,6 +144,7 @@ class DsmoClient:
         # Each run's start trace context (fixed in its memo at start), so events join the run's
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._pollers_seen: dict[str, float] = {}  # task queue -> when a live poller was last seen
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> DsmoClient:
@@ -241,31 +261,75 @@ class DsmoClient:
             return None
 
     async def status(self, run_id: str) -> StatusView:
+        """The run's status; from visibility, with ``problem`` set, when no worker can answer.
+
+        A run whose workflow task keeps failing, or whose task queue no worker polls, cannot
+        answer the `status` query: the view then holds what visibility knows (status, wait,
+        deadline) and says why in ``problem``.
+        """
+        described = await self._describe(run_id)
+        failure = await run_health.workflow_task_failure(self.temporal, described)
+        if failure is not None:
+            return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
+        if not await self._worker_polling(described.task_queue):
+            return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
         try:
             view: StatusView = await self._query(run_id, "status", StatusView)
         except RunNotStarted:
-            return await self._pending_view(run_id)
+            return self._visibility_view(described)
+        except (WorkflowTaskFailing, NoWorker) as err:  # it began failing, or its worker stopped, just now
+            described = await self._describe(run_id)
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
         return view
 
-    async def _pending_view(self, run_id: str) -> StatusView:
-        """A run whose start is delayed has no workflow task yet: build its view from visibility."""
-        described = await self._handle(run_id).describe()
+    def _visibility_view(
+        self,
+        described: WorkflowExecutionDescription,
+        *,
+        problem: str | None = None,
+        failure: WorkflowTaskFailure | None = None,
+    ) -> StatusView:
+        """What visibility knows of a run: for a run whose start is delayed (no workflow task
+        yet) and for one no worker can answer for."""
         attrs = described.typed_search_attributes
         delay_until = described.execution_time or described.start_time
         status = RunStatus(attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value)
+        delayed = status is RunStatus.PENDING and delay_until > described.start_time
+        waiting_for = attrs.get(sa.WAITING_FOR)
         return StatusView(
-            run_id=run_id,
+            run_id=described.id,
             agent=attrs.get(sa.AGENT_NAME) or "",
             workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
             status=status,
-            # A run started `running` that no worker has taken yet has no reason to give.
-            pending_reason=(
-                f"scheduled to start at {delay_until.isoformat(timespec='seconds')}"
-                if status is RunStatus.PENDING
-                else None
-            ),
+            waiting_for=waiting_for,
+            waiting_until=attrs.get(sa.WAITING_UNTIL) if waiting_for else None,
+            pending_reason=f"scheduled to start at {delay_until.isoformat(timespec='seconds')}" if delayed else None,
             started_at=described.start_time,
+            completed_at=described.close_time,
+            problem=problem,
+            workflow_task_failure=failure,
         )
+
+    async def _describe(self, run_id: str) -> WorkflowExecutionDescription:
+        try:
+            return await self._handle(run_id).describe()
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+
+    async def _worker_polling(self, task_queue: str) -> bool:
+        """Is a live worker polling ``task_queue``? A yes is remembered for a few seconds."""
+        now = asyncio.get_running_loop().time()
+        seen = self._pollers_seen.get(task_queue)
+        if seen is not None and now - seen < POLLERS_SEEN_FOR:
+            return True
+        try:
+            polling = bool(await run_health.live_pollers(self.temporal, task_queue))
+        except RPCError:
+            return True  # cannot tell: let the query decide
+        if polling:
+            self._pollers_seen[task_queue] = now
+        return polling
 
     async def cancel(self, run_id: str, *, reason: str, by: str = "user") -> None:
         """Cancel a run in any non-terminal state (PENDING included); the run records who and why."""
@@ -286,8 +350,39 @@ class DsmoClient:
         return values
 
     async def result(self, run_id: str) -> ExecutionResult:
-        """Wait for the run to end; failed and timed-out runs return their record too."""
+        """Wait for the run to end; failed and timed-out runs return their record too.
+
+        Raises WorkflowTaskFailing instead of waiting for ever when the run's workflow task
+        keeps failing (the run cannot end until its cause is fixed).
+        """
         check_run_id(run_id)
+        outcome = asyncio.ensure_future(self._result(run_id))
+        watch = asyncio.ensure_future(self._watch_workflow_task(run_id))
+        try:
+            await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (outcome, watch):
+                if not task.done():
+                    task.cancel()
+        if outcome.done() and not outcome.cancelled():
+            return outcome.result()
+        watch.result()  # raises WorkflowTaskFailing
+        raise AssertionError("unreachable: the watch only ends by raising")
+
+    async def _watch_workflow_task(self, run_id: str) -> None:
+        delay = WATCH_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, WATCH_MAX)
+            try:
+                described = await self._handle(run_id).describe()
+                failure = await run_health.workflow_task_failure(self.temporal, described)
+            except RPCError:
+                continue  # the result's own call reports what is wrong with the server
+            if failure is not None:
+                raise WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+
+    async def _result(self, run_id: str) -> ExecutionResult:
         handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
         try:
             result: ExecutionResult = await handle.result()
@@ -329,8 +424,10 @@ class DsmoClient:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             view = await self.status(run_id)
-            if view.status in statuses:
+            if view.status in statuses and view.problem is None:
                 return view
+            if view.workflow_task_failure is not None:
+                raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
             if view.status.terminal:
                 detail = view.error_message or view.result_summary or ""
                 raise DsmoError(f"run {run_id} ended {view.status}, not {'/'.join(sorted(statuses))}: {detail}")
@@ -412,13 +509,37 @@ class DsmoClient:
 
     async def _query(self, run_id: str, name: str, result_type: Any) -> Any:
         try:
-            return await self._handle(run_id).query(name, result_type=result_type)
+            return await self._handle(run_id).query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
         except RPCError as err:
             if "not scheduled yet" in str(err) or "first workflow task" in str(err).lower():
                 raise RunNotStarted(f"run {run_id!r} has not started yet") from None
-            raise self._rpc_error(run_id, err) from None
+            raise await self._query_error(run_id, name, err) from None
         except WorkflowQueryFailedError as err:
             raise DsmoError(f"run {run_id}: query {name} failed: {err}") from None
+
+    async def _query_error(self, run_id: str, name: str, err: RPCError) -> DsmoError:
+        """Why a query got no answer: a failing workflow task, no worker, or the server."""
+        failed_task = "workflow task in failed state" in str(err).lower()
+        # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
+        timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
+        if not failed_task and not timed_out:
+            return self._rpc_error(run_id, err)
+        try:
+            described = await self._handle(run_id).describe()
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            polling = await run_health.live_pollers(self.temporal, described.task_queue)
+        except RPCError:
+            return self._rpc_error(run_id, err)
+        if failure is not None:
+            return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+        if not polling:
+            return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
+        if failed_task:
+            return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")
+        return NoWorker(
+            f"run {run_id!r}: no worker answered the {name} query within {QUERY_TIMEOUT.seconds} s "
+            f"(task queue `{described.task_queue}`); is the worker busy or stopped?"
+        )
 
     async def _applied_before(self, run_id: str, event_id: str) -> bool:
         try:

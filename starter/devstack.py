@@ -20,6 +20,7 @@ from pathlib import Path
 from starter.processes import ManagedProcess, StackError, find_binary
 from starter.settings import Settings
 from starter.stack_checks import (
+    any_worker_polling,
     ensure_bucket,
     ensure_search_attributes,
     s3_round_trip,
@@ -108,6 +109,8 @@ class DevStack:
         ]
         if self.worker.pid() is not None:
             reports.append(self._report(self.worker, await self._worker_healthy()))
+        else:  # a worker started by hand, or none: ask the task queue
+            reports.append(self._report(self.worker, await any_worker_polling(self.settings)))
         return reports
 
     def down(self) -> list[ServiceReport]:

@@ -5,11 +5,12 @@ Each function also documents the `temporal workflow list --query` that gives the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from temporalio.client import Client, WorkflowExecution
 
+from starter import run_health
 from workflows import search_attributes as sa
 from workflows.status import RunStatus
 
@@ -19,6 +20,12 @@ ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
 BASE = "WorkflowType='AgentExecution' AND ExecutionStatus='Running'"
 STATS_QUERY = f"{BASE} AND AgentExecutionStatus IN ('pending', 'running', 'waiting')"
 WAITING_QUERY = f"{BASE} AND AgentExecutionStatus='waiting'"
+
+
+# Temporal tags a run whose workflow task failed or timed out twice in a row (the embedded
+# stack and the compose stack turn this on) and clears the tag when a task succeeds.
+FAILING_QUERY = f"{BASE} AND TemporalReportedProblems IS NOT NULL"
+PAST_DEADLINE = "past waitingUntil"
 
 
 def stuck_query(now: datetime) -> str:
@@ -39,6 +46,7 @@ class WaitingRun:
     waiting_for: str
     waiting_until: datetime | None
     age_hours: float  # since the run started (visibility keeps no last-change time)
+    problem: str = ""  # why `runs stuck` lists it
 
 
 async def _list(client: Client, query: str, limit: int) -> list[WorkflowExecution]:
@@ -65,9 +73,20 @@ async def waiting(client: Client, *, now: datetime | None = None, limit: int = 1
 
 
 async def stuck(client: Client, *, now: datetime | None = None, limit: int = 1_000) -> list[WaitingRun]:
-    """Seed: runs still WAITING after their waitingUntil (a timeout that was never processed)."""
+    """Runs that do not move on their own: still WAITING after their waitingUntil (the seed's
+    query: a timeout that was never processed), then runs whose workflow task keeps failing."""
     now = now or datetime.now(UTC)
-    return _waiting_rows(await _list(client, stuck_query(now), limit), now)
+    late = [
+        replace(row, problem=PAST_DEADLINE) for row in _waiting_rows(await _list(client, stuck_query(now), limit), now)
+    ]
+    failing = []
+    for row in _waiting_rows(await _list(client, FAILING_QUERY, limit), now):
+        failure = await run_health.workflow_task_failure(
+            client, await client.get_workflow_handle(row.run_id).describe()
+        )
+        if failure is not None:  # none: a task succeeded since visibility was written
+            failing.append(replace(row, problem=run_health.failing_hint(failure)))
+    return late + sorted(failing, key=lambda row: row.run_id)
 
 
 def _waiting_rows(executions: list[WorkflowExecution], now: datetime) -> list[WaitingRun]:

@@ -14,8 +14,9 @@ from workflows.records import AuditEvent, StatusView
 def status_lines(view: StatusView, *, run_url: str) -> list[str]:
     rows: list[tuple[str, Any]] = [
         ("run", view.run_id),
-        ("agent", f"{view.agent} (workflow_version {view.workflow_version})"),
+        ("agent", f"{view.agent} (workflow_version {view.workflow_version})" if view.agent else None),
         ("status", view.status.value),
+        ("problem", view.problem),
         ("node", view.current_node),
         ("waitingFor", view.waiting_for),
         ("waitingUntil", _when(view.waiting_until)),

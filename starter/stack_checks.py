@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.processes import StackError
+from starter.run_health import live_pollers
 from starter.settings import Settings
 from workflows import search_attributes
 
@@ -86,6 +87,15 @@ def s3_round_trip(settings: Settings) -> bool:
         s3.put_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY, Body=b"ok")
         return s3.get_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY)["Body"].read() == b"ok"
     except (StackError, ClientError, BotoCoreError):
+        return False
+
+
+async def any_worker_polling(settings: Settings) -> bool:
+    """True if a live worker (any process) polls the settings' task queue."""
+    try:
+        client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+        return bool(await live_pollers(client, settings.task_queue))
+    except Exception:  # noqa: BLE001 - no server, no worker
         return False
 
 

@@ -118,6 +118,14 @@ class ExecutionRequest(WireModel):
     prepared: PreparedRun | None = None
 
 
+class WorkflowTaskFailure(WireModel):
+    """A run whose workflow task keeps failing: Temporal retries it and the run cannot move."""
+
+    attempts: int
+    since: datetime | None = None
+    error: str
+
+
 class StatusView(WireModel):
     """The seed's WAITING structure plus the current node and the terminal record's fields."""
 
@@ -142,6 +150,10 @@ class StatusView(WireModel):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     compensation: dict[str, Any] | None = None
+    # Set by the client, never by the run: why the run cannot answer or move (no worker polls
+    # its task queue, its workflow task keeps failing). The rest then comes from visibility.
+    problem: str | None = None
+    workflow_task_failure: WorkflowTaskFailure | None = None
 
 
 class ExecutionResult(WireModel):

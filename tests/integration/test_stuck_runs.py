@@ -1,0 +1,149 @@
+"""Runs that cannot move are said to be so: a workflow task that keeps failing, a task queue no
+worker polls. `dsmo status`, `dsmo runs stuck` and every command that waits say why, at once."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from starter.client import DsmoClient, WorkflowTaskFailing
+from tests.conftest import Harness, definition_from
+from workflows.definition import parse_definition
+from workflows.records import ExecutionRequest
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# A node kind this worker does not know, as a definition from a newer DSMO would carry.
+FROM_THE_FUTURE = {"agent": "future", "start": "a", "nodes": {"a": {"actionType": "teleport"}}}
+
+
+def dsmo_cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "dsmo"), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest_asyncio.fixture
+async def cleanup(harness: Harness) -> AsyncIterator[list[str]]:
+    """Runs that never end by themselves, terminated after the test."""
+    runs: list[str] = []
+    yield runs
+    for run_id in runs:
+        try:
+            await harness.dsmo.temporal.get_workflow_handle(run_id).terminate("test over")
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+async def eventually(check: Any, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await check()
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.5)
+
+
+async def test_a_failing_workflow_task_shows_in_status_and_runs_stuck(harness: Harness, cleanup: list[str]) -> None:
+    run_id = f"future-{uuid.uuid4().hex[:8]}"
+    cleanup.append(run_id)
+    # Started as an outside system would, with a short task timeout so the retries come quickly.
+    await harness.dsmo.temporal.start_workflow(
+        "AgentExecution",
+        {"definition": FROM_THE_FUTURE, "input": {}},
+        id=run_id,
+        task_queue=harness.task_queue,
+        task_timeout=timedelta(seconds=1),
+    )
+
+    async def failing() -> Any:
+        view = await harness.dsmo.status(run_id)
+        return view if view.workflow_task_failure else None
+
+    view = await eventually(failing)
+    assert view is not None and view.workflow_task_failure.attempts >= 2
+    assert "teleport" in view.workflow_task_failure.error and view.workflow_task_failure.since is not None
+    assert view.problem.startswith("workflow task failing since")
+
+    shown = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "status", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "workflow task failing" in shown.stdout and "teleport" in shown.stdout
+
+    async def stuck_row() -> Any:
+        listed = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "runs", "stuck", "--json")
+        rows = [row for row in json.loads(listed.stdout or "[]") if row["run_id"] == run_id]
+        return (listed.returncode, rows[0]) if rows else None
+
+    found = await eventually(stuck_row)
+    assert found is not None, "dsmo runs stuck never listed the failing run"
+    code, row = found
+    assert code == 1 and "workflow task failing" in row["problem"] and "teleport" in row["problem"]
+
+    with pytest.raises(WorkflowTaskFailing, match="teleport"):
+        await asyncio.wait_for(harness.dsmo.result(run_id), 30)
+
+
+async def test_replay_stops_with_the_error_when_its_task_fails(harness: Harness, cleanup: list[str]) -> None:
+    run_id = await harness.start(
+        definition_from(EXAMPLES / "welcome_pack.yaml"), {"candidate": {"name": "A", "email": "a@x"}}
+    )
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    # This CLI encrypts payloads with a key the test's worker does not have: the replay's
+    # workflow task cannot decode its input and fails on every attempt.
+    key = base64.b64encode(b"r" * 32).decode()
+    env = {**harness.cli_env(), "DSMO_CODEC_KEYS": f"k9:{key}"}
+    began = time.monotonic()
+    replayed = await asyncio.to_thread(dsmo_cli, env, "replay", run_id, timeout=90)
+    elapsed = time.monotonic() - began
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "workflow task failing" in replayed.stderr and "binary/encrypted" in replayed.stderr, replayed.stderr
+    assert elapsed < 60  # it stopped on the failure instead of waiting for the run
+    failing = [
+        execution.id
+        async for execution in harness.dsmo.temporal.list_workflows(f"WorkflowId STARTS_WITH '{run_id}.replay-'")
+    ]
+    cleanup.extend(failing)
+    assert len(failing) == 1
+
+
+async def test_no_worker_is_named_at_once(harness: Harness, cleanup: list[str], tmp_path: Path) -> None:
+    nobody = f"nobody-{uuid.uuid4().hex[:8]}"
+    definition = parse_definition({"agent": "unserved", "start": "a", "nodes": {"a": {"actionType": "delay",
+                                   "parameters": {"duration": "1s"}}}})  # fmt: skip
+    run_id = await harness.dsmo.start(definition, {}, task_queue=nobody)
+    cleanup.append(run_id)
+    env = {**harness.cli_env(), "DSMO_TASK_QUEUE": nobody}
+    began = time.monotonic()
+    shown = await asyncio.to_thread(dsmo_cli, env, "status", run_id, timeout=30)
+    elapsed = time.monotonic() - began
+    assert shown.returncode == 0, shown.stderr
+    assert f"no worker is polling task queue `{nobody}`" in shown.stdout
+    assert "dsmo dev up --worker" in shown.stdout and "unserved" in shown.stdout
+    assert elapsed < 5, f"dsmo status took {elapsed:.1f} s"
+    stack = await asyncio.to_thread(dsmo_cli, {**env, "DSMO_STATE_DIR": str(tmp_path)}, "dev", "status")
+    worker_lines = [line for line in stack.stdout.splitlines() if line.startswith("worker")]
+    assert len(worker_lines) == 1 and "not running" in worker_lines[0], stack.stdout
+    # The Python API says the same, and so do the queries that cannot be answered.
+    view = await harness.dsmo.status(run_id)
+    assert view.status is RunStatus.RUNNING and "no worker is polling" in (view.problem or "")
+
+
+def test_start_request_model_is_what_the_raw_start_sends() -> None:
+    with pytest.raises(ValueError, match="teleport"):
+        ExecutionRequest.model_validate({"definition": FROM_THE_FUTURE, "input": {}})
+
+
+__all__ = ["DsmoClient"]
