@@ -268,17 +268,22 @@ class DsmoClient:
         deadline) and says why in ``problem``.
         """
         described = await self._describe(run_id)
-        failure = await run_health.workflow_task_failure(self.temporal, described)
-        if failure is not None:
-            return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
-        if not await self._worker_polling(described.task_queue):
-            return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
+        if described is not None:
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            if failure is not None:
+                return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
+            if not await self._worker_polling(described.task_queue):
+                return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
         try:
             view: StatusView = await self._query(run_id, "status", StatusView)
         except RunNotStarted:
+            if described is None:
+                raise
             return self._visibility_view(described)
         except (WorkflowTaskFailing, NoWorker) as err:  # it began failing, or its worker stopped, just now
             described = await self._describe(run_id)
+            if described is None:
+                raise
             failure = await run_health.workflow_task_failure(self.temporal, described)
             return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
         return view
@@ -311,11 +316,15 @@ class DsmoClient:
             workflow_task_failure=failure,
         )
 
-    async def _describe(self, run_id: str) -> WorkflowExecutionDescription:
+    async def _describe(self, run_id: str) -> WorkflowExecutionDescription | None:
+        """The run's description; None if the server's answer cannot be decoded (Temporal's
+        time-skipping test server sends search attributes the SDK cannot parse)."""
         try:
             return await self._handle(run_id).describe()
         except RPCError as err:
             raise self._rpc_error(run_id, err) from None
+        except (TypeError, ValueError):
+            return None
 
     async def _worker_polling(self, task_queue: str) -> bool:
         """Is a live worker polling ``task_queue``? A yes is remembered for a few seconds."""
@@ -377,7 +386,7 @@ class DsmoClient:
             try:
                 described = await self._handle(run_id).describe()
                 failure = await run_health.workflow_task_failure(self.temporal, described)
-            except RPCError:
+            except (RPCError, TypeError, ValueError):
                 continue  # the result's own call reports what is wrong with the server
             if failure is not None:
                 raise WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
@@ -528,7 +537,7 @@ class DsmoClient:
             described = await self._handle(run_id).describe()
             failure = await run_health.workflow_task_failure(self.temporal, described)
             polling = await run_health.live_pollers(self.temporal, described.task_queue)
-        except RPCError:
+        except (RPCError, TypeError, ValueError):
             return self._rpc_error(run_id, err)
         if failure is not None:
             return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")

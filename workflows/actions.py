@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.templating import render, render_values
     from workflows.waits import WaitActions
 
-SERVICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 PERMANENT_ERRORS = ["ContractViolation", "InvalidInput", "UnknownAgent", "MissingArtifact"]
 MESSAGING_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=PERMANENT_ERRORS)
 

@@ -82,10 +82,13 @@ class DeadLetter(WireModel):
     workflow_version: str
     config_ref: str | None = None
     correlation_id: str
-    artifact_in_uri: str
+    artifact_in_uri: str = ""  # none when the run failed before its first stage
     idempotency_key: str
     attempts: int
     error_type: str
+    # The infrastructure activity whose retry budget ran out, for a run dead-lettered before its
+    # first node (stage is then the node a redrive starts at); None for a stage's own failure.
+    service: str | None = None
     errors: list[str]
     variables: dict[str, Any]
     task_queue: str

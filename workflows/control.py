@@ -28,3 +28,11 @@ class RouteTo(Exception):
     def __init__(self, node: str, reason: str) -> None:
         super().__init__(reason)
         self.node, self.reason = node, reason
+
+
+class ServiceFailed(Exception):
+    """An infrastructure activity spent its retry budget before the run's first node."""
+
+    def __init__(self, activity: str, message: str) -> None:
+        super().__init__(message)
+        self.activity, self.message = activity, message

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
-    from workflows.actions import SERVICE_RETRY, failure_message, raise_if_cancelled
-    from workflows.control import RunEnded
+    from workflows.actions import failure_message, raise_if_cancelled
+    from workflows.control import RunEnded, ServiceFailed
     from workflows.records import ExecutionRequest, ExecutionResult
     from workflows.run_state import RunState
     from workflows.saga import SagaActions
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS
+    from workflows.stages import record_service_failure
     from workflows.status import RunStatus
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
@@ -111,32 +112,41 @@ class RunEndings(SagaActions):
         """Append-only copy of the trail in the object store, hash-chained (`dsmo audit verify`)."""
         state = self._state
         events = [event.model_dump(mode="json") for event in state.audit.events]
+        budget = BUDGETS[contracts.EXPORT_AUDIT]
         try:
             # Local: the export is one put at the very end; a task-queue round trip would add latency.
             await workflow.execute_local_activity(
                 contracts.EXPORT_AUDIT,
                 contracts.AuditExport(run_id=state.run_id, events=events),
                 result_type=str,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SERVICE_RETRY,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                schedule_to_close_timeout=budget.total,
+                retry_policy=budget.retry_policy,
             )
         except ActivityError as err:
+            # The trail in the run's history (the `events` query) still has every event.
+            record_service_failure(state, budget, err, stage=state.result.failed_action_id if state.result else None)
             workflow.logger.warning("audit export failed for %s: %s", state.run_id, failure_message(err))
 
     async def _slot_activity(self, name: str, max_concurrent: int) -> None:
+        budget = BUDGETS[name]
         try:
             await workflow.execute_activity(
                 name,
                 contracts.SlotRequest(
                     agent=self._state.agent, run_id=self._state.run_id, max_concurrent=max_concurrent
                 ),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SERVICE_RETRY,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                schedule_to_close_timeout=budget.total,
+                retry_policy=budget.retry_policy,
             )
         except ActivityError as err:
             if name == contracts.REQUEST_SLOT:
                 raise_if_cancelled(err)
-            workflow.logger.warning("%s failed for %s: %s", name, self._state.run_id, failure_message(err))
+            reason = record_service_failure(self._state, budget, err, stage=None)
+            workflow.logger.warning("%s failed for %s: %s", name, self._state.run_id, reason)
+            if name == contracts.REQUEST_SLOT:
+                raise ServiceFailed(name, reason) from None
 
 
 def _cancellation(reason: str | None) -> tuple[str, str]:

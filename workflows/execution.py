@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -12,9 +11,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
     from workflows import search_attributes as sa
-    from workflows.actions import SERVICE_RETRY, NodeActions, failure_message, raise_if_cancelled
+    from workflows.actions import NodeActions, failure_message, raise_if_cancelled
     from workflows.audit import AuditTrail
-    from workflows.control import ContinueAsNewDue, RouteTo, RunEnded
+    from workflows.control import ContinueAsNewDue, RouteTo, RunEnded, ServiceFailed
     from workflows.definition import AgentDefinition, effective_parameters
     from workflows.endings import RunEndings
     from workflows.errors import TemplateError
@@ -37,7 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.routing import Routing
     from workflows.run_state import RunState
     from workflows.saga import Compensation
-    from workflows.stages import StageActions
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, budget_spent
+    from workflows.stages import StageActions, record_service_failure
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
 
@@ -116,6 +116,8 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
                 node_id = await self._step_from(node_id)
         except RunEnded as ended:
             return await self._finish_early(ended)
+        except ServiceFailed as failed:
+            return await self._finish_early(await self._service_failed(failed))
         except ContinueAsNewDue as due:
             await self._continue_as_new(due)
         except asyncio.CancelledError:
@@ -184,18 +186,22 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
             definition=definition.model_dump(mode="json", exclude_none=True),
             effective=effective_parameters(definition),
         )
+        budget = BUDGETS[contracts.PREPARE_RUN]
         try:
             # Local: two small write-once puts need no round trip through a task queue.
             prepared: contracts.PreparedRun = await workflow.execute_local_activity(
                 contracts.PREPARE_RUN,
                 snapshot,
                 result_type=contracts.PreparedRun,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SERVICE_RETRY,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                schedule_to_close_timeout=budget.total,
+                retry_policy=budget.retry_policy,
             )
         except ActivityError as err:
             raise_if_cancelled(err)
-            raise RunEnded(RunStatus.FAILED, "", f"preparing the run failed: {failure_message(err)}") from None
+            if not budget_spent(err):  # refused by the store (a contradicting snapshot): no retry helps
+                raise RunEnded(RunStatus.FAILED, "", f"preparing the run failed: {failure_message(err)}") from None
+            raise ServiceFailed(contracts.PREPARE_RUN, record_service_failure(state, budget, err, stage=None)) from None
         return prepared
 
     # -- messages in ------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -21,12 +20,14 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from workflows import contracts
-    from workflows.actions import SERVICE_RETRY, failure_message, raise_if_cancelled
-    from workflows.control import RouteTo, RunEnded
+    from workflows.actions import failure_message, raise_if_cancelled
+    from workflows.control import RouteTo, RunEnded, ServiceFailed
     from workflows.definition import AgentDefinition
+    from workflows.durations import format_duration
     from workflows.nodes import RunAgentNode
     from workflows.records import ExecutionRequest
     from workflows.run_state import RunState
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, ServiceBudget, budget_spent
     from workflows.status import RunStatus
     from workflows.templating import render
 
@@ -227,30 +228,86 @@ class StageActions:
             task_queue=workflow.info().task_queue,
             created_at=workflow.now(),
         )
-        try:
-            uri = await workflow.execute_activity(
-                contracts.WRITE_DEAD_LETTER,
-                letter,
-                result_type=str,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SERVICE_RETRY,
-            )
-            state.audit.record(
-                "DEAD_LETTERED",
-                at=workflow.now(),
-                stage=node_id,
-                artifact_uris=[uri],
-                data={"errorType": failure.error_type, "attempts": task.attempt},
-            )
-        except ActivityError as err:
-            raise_if_cancelled(err)
-            workflow.logger.warning(
-                "dead letter for %s/%s not written: %s", state.run_id, node_id, failure_message(err)
-            )
+        await self._write_dead_letter(letter)
         reason = "retries exhausted" if failure.kind == "transient" else failure.error_type
         raise RunEnded(
             RunStatus.FAILED, node_id, f"stage {node_id} ({node.agent}) failed ({reason}): {failure.message}"
         )
 
+    async def _write_dead_letter(self, letter: contracts.DeadLetter) -> None:
+        """`dlq/{run_id}/{stage}.json`, recorded as DEAD_LETTERED; a store that stays down is logged."""
+        state = self._state
+        budget = BUDGETS[contracts.WRITE_DEAD_LETTER]
+        try:
+            uri = await workflow.execute_activity(
+                contracts.WRITE_DEAD_LETTER,
+                letter,
+                result_type=str,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                schedule_to_close_timeout=budget.total,
+                retry_policy=budget.retry_policy,
+            )
+            state.audit.record(
+                "DEAD_LETTERED",
+                at=workflow.now(),
+                stage=letter.stage,
+                artifact_uris=[uri],
+                data={"errorType": letter.error_type, "attempts": letter.attempts},
+            )
+        except ActivityError as err:
+            raise_if_cancelled(err)
+            record_service_failure(state, budget, err, stage=letter.stage)
+            workflow.logger.warning(
+                "dead letter for %s/%s not written: %s", state.run_id, letter.stage, failure_message(err)
+            )
 
-__all__ = ["RouteTo", "StageActions", "classify"]
+    async def _service_failed(self, failed: ServiceFailed) -> RunEnded:
+        """A spent budget before the first node: record it, dead-letter the run at its start node."""
+        state = self._state
+        start = self._request.start_at or self._definition.start
+        if state.status is RunStatus.PENDING:  # it never got its slot: it ran, and failed, all the same
+            state.enter(RunStatus.RUNNING)
+        letter = contracts.DeadLetter(
+            run_id=state.run_id,
+            stage=start,
+            agent="",
+            service=failed.activity,
+            workflow_version=state.workflow_version,
+            config_ref=state.config_ref,
+            correlation_id=self._correlation_id,
+            idempotency_key=contracts.idempotency_key(state.run_id, failed.activity, state.workflow_version),
+            attempts=0,
+            error_type="ServiceBudgetSpent",
+            errors=[failed.message],
+            variables=state.variables,
+            task_queue=workflow.info().task_queue,
+            created_at=workflow.now(),
+        )
+        await self._write_dead_letter(letter)
+        return RunEnded(RunStatus.FAILED, start, failed.message)
+
+
+def record_service_failure(state: RunState, budget: ServiceBudget, err: ActivityError, *, stage: str | None) -> str:
+    """SERVICE_FAILED in the audit trail; returns the one-line reason."""
+    spent = budget_spent(err)
+    reason = (
+        f"{budget.activity} kept failing for {format_duration(budget.total)} (its budget; {budget.why}): "
+        f"{failure_message(err)}"
+        if spent
+        else f"{budget.activity} failed ({budget.why}): {failure_message(err)}"
+    )
+    state.audit.record(
+        "SERVICE_FAILED",
+        at=workflow.now(),
+        stage=stage,
+        data={
+            "activity": budget.activity,
+            "budget": format_duration(budget.total),
+            "budgetSpent": spent,
+            "error": reason,
+        },
+    )
+    return reason
+
+
+__all__ = ["RouteTo", "StageActions", "classify", "record_service_failure"]

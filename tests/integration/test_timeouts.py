@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
+from activities.messaging import FileChannel
+from starter import dead_letters
+from starter.client import DsmoClient
+from starter.settings import Settings
 from tests.conftest import Harness
+from worker import build_worker
+from workflows import contracts
+from workflows.service_budgets import BUDGETS
 from workflows.definition import AgentDefinition, parse_definition
 from workflows.status import RunStatus
 
@@ -177,3 +187,50 @@ async def test_agent_default_1h_then_fail_cancels_the_child(
     assert waited(await skipping.dsmo.events(run_id)) == [timedelta(hours=1)]
     child_result = await skipping.dsmo.result(f"{run_id}.wait.1")
     assert child_result.status is RunStatus.CANCELLED
+
+
+async def test_an_infrastructure_call_that_always_fails_ends_the_run_within_its_budget(
+    time_env: WorkflowEnvironment, store: ArtifactStore, stack_settings: Settings, tmp_path: Path
+) -> None:
+    """The limiter cannot be reached: after its 10 min budget the run fails, with a dead letter."""
+
+    @activity.defn(name=contracts.REQUEST_SLOT)
+    async def unreachable_limiter(request: contracts.SlotRequest) -> None:
+        raise RuntimeError("limiter unreachable: connection refused")
+
+    queue = f"budget-{uuid.uuid4().hex[:8]}"
+    definition = parse_definition(
+        {
+            "agent": f"limited-{uuid.uuid4().hex[:6]}",
+            "rateLimit": {"maxConcurrent": 1},
+            "start": "hello",
+            "nodes": {"hello": {"actionType": "send_message", "parameters": {"message": "hi"}}},
+        }
+    )
+    dsmo = DsmoClient(time_env.client, stack_settings)
+    async with build_worker(
+        time_env.client,
+        task_queue=queue,
+        store=store,
+        channel=FileChannel(tmp_path / "outbox"),
+        overrides=[unreachable_limiter],
+    ):
+        run_id = await dsmo.start(definition, {"who": "x"}, task_queue=queue)
+        budget = BUDGETS[contracts.REQUEST_SLOT].total
+        await time_env.sleep(budget + timedelta(minutes=1))
+        result = await dsmo.result(run_id)
+        events = await dsmo.events(run_id)
+    assert result.status is RunStatus.FAILED and result.path == []
+    assert "request_slot kept failing for 10m" in (result.error_message or "")
+    assert "limiter unreachable" in (result.error_message or "")
+    failed = next(e for e in events if e.type == "SERVICE_FAILED")
+    assert failed.data["activity"] == "request_slot" and failed.data["budgetSpent"] is True
+    created = next(e for e in events if e.type == "RUN_CREATED").at
+    assert failed.at - created <= budget + BUDGETS[contracts.REQUEST_SLOT].retry_policy.maximum_interval  # type: ignore[operator]
+    lettered = next(e for e in events if e.type == "DEAD_LETTERED")
+    assert lettered.stage == "hello"
+    rows = [row for row in dead_letters.list_dead_letters(store) if row.run_id == run_id]
+    assert [(row.stage, row.error_type) for row in rows] == [("hello", "ServiceBudgetSpent")]
+    letter = dead_letters.read_dead_letter(store, f"{run_id}/hello")
+    assert letter.service == "request_slot" and letter.variables["who"] == "x"
+    assert [e.type for e in events][-1] == "RUN_ABORTED"

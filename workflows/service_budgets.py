@@ -1,0 +1,61 @@
+"""How long a run keeps retrying DSMO's own infrastructure calls before it gives up.
+
+Stages, messages and saga actions carry their own retry settings from the definition. The
+activities here are DSMO's plumbing (the input artifact and config snapshot, the concurrency
+limiter's slot, the dead letter, the audit export): each is retried with backoff capped at
+`MAX_INTERVAL`, within a total budget per kind (Temporal's schedule-to-close timeout). A run
+whose budget is spent records `SERVICE_FAILED` in its audit trail; where the run can still end
+by its failure path it does so, with a dead letter (`dsmo dlq list`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, RetryState, TimeoutError, TimeoutType
+
+from workflows import contracts
+
+MAX_INTERVAL = timedelta(seconds=30)
+ATTEMPT_TIMEOUT = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class ServiceBudget:
+    """One infrastructure activity's retry budget."""
+
+    activity: str
+    total: timedelta  # schedule-to-close: every attempt and every backoff
+    why: str
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            backoff_coefficient=2.0,
+            maximum_interval=MAX_INTERVAL,
+        )
+
+
+BUDGETS: dict[str, ServiceBudget] = {
+    budget.activity: budget
+    for budget in (
+        ServiceBudget(contracts.PREPARE_RUN, timedelta(minutes=10), "write the input artifact and config snapshot"),
+        ServiceBudget(contracts.REQUEST_SLOT, timedelta(minutes=10), "ask the agent's limiter for a slot"),
+        ServiceBudget(contracts.RELEASE_SLOT, timedelta(minutes=10), "give the slot back when the run ends"),
+        ServiceBudget(contracts.WRITE_DEAD_LETTER, timedelta(minutes=30), "write a dead letter"),
+        ServiceBudget(contracts.EXPORT_AUDIT, timedelta(minutes=30), "export the audit trail when the run ends"),
+    )
+}
+
+
+def budget_spent(err: ActivityError) -> bool:
+    """True when the activity failed because its total budget ran out (not a permanent error)."""
+    # Temporal stops retrying when the next attempt would start past the budget (retry state
+    # TIMEOUT, the last attempt's error as cause), or times out the attempt that runs into it.
+    if err.retry_state is RetryState.TIMEOUT:
+        return True
+    cause = err.cause
+    return isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_CLOSE
