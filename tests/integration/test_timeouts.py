@@ -21,8 +21,8 @@ from starter.settings import Settings
 from tests.conftest import Harness
 from worker import build_worker
 from workflows import contracts
-from workflows.service_budgets import BUDGETS
 from workflows.definition import AgentDefinition, parse_definition
+from workflows.service_budgets import BUDGETS
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
