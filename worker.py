@@ -135,11 +135,11 @@ def configured_registry(settings: Settings) -> ProcessorRegistry:
     import activities.agents  # noqa: F401 - registers the example processors
 
     if settings.llm_base_url:
-        from activities.agents.llm import LlmProcessor
+        from activities.agents import llm
 
-        default_registry.register("llm-summarize", "1.0.0")(
-            LlmProcessor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
-        )
+        default_registry.register(
+            llm.NAME, llm.VERSION, description=llm.DESCRIPTION, input_model=llm.LlmInput, summary_model=llm.LlmSummary
+        )(llm.LlmProcessor(settings.llm_base_url, settings.llm_model, settings.llm_api_key))
     return default_registry
 
 

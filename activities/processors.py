@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from workflows.contracts import StageMessage
 from workflows.errors import DsmoError
 
@@ -40,9 +42,24 @@ ProcessorFn = Callable[[Any, StageMessage], ProcessorOutput]
 
 @dataclass(frozen=True)
 class Processor:
+    """A registered processor, with what it reads and the summary it returns (for routing)."""
+
     name: str
     version: str
     fn: ProcessorFn
+    description: str = ""
+    input_model: type[BaseModel] | None = None
+    summary_model: type[BaseModel] | None = None
+
+    @property
+    def input_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of the input document, if declared."""
+        return self.input_model.model_json_schema() if self.input_model else None
+
+    @property
+    def summary_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of the summary (what transitions read as `stages.<node>.summary`), if declared."""
+        return self.summary_model.model_json_schema() if self.summary_model else None
 
 
 class ProcessorRegistry:
@@ -51,9 +68,20 @@ class ProcessorRegistry:
     def __init__(self) -> None:
         self._by_name: dict[str, dict[str, Processor]] = {}
 
-    def register(self, name: str, version: str) -> Callable[[ProcessorFn], ProcessorFn]:
+    def register(
+        self,
+        name: str,
+        version: str,
+        *,
+        description: str = "",
+        input_model: type[BaseModel] | None = None,
+        summary_model: type[BaseModel] | None = None,
+    ) -> Callable[[ProcessorFn], ProcessorFn]:
+        """Register ``fn`` as processor ``name`` at ``version``; the models document its contract."""
+
         def decorate(fn: ProcessorFn) -> ProcessorFn:
-            self._by_name.setdefault(name, {})[version] = Processor(name, version, fn)
+            text = description or (fn.__doc__ or "").strip().split("\n")[0]
+            self._by_name.setdefault(name, {})[version] = Processor(name, version, fn, text, input_model, summary_model)
             return fn
 
         return decorate
@@ -80,7 +108,32 @@ def _version_key(version: str) -> tuple[int, ...]:
 default_registry = ProcessorRegistry()
 
 
-@default_registry.register("candidate-profile", version="1.0.0")
+class _Documented(BaseModel):
+    """A processor's declared input or summary: documentation, extra fields allowed."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CandidateRecord(_Documented):
+    name: str = Field(min_length=1, description="full name, any spacing or case")
+    phone: str | None = Field(default=None, description="any format; only digits and + are kept")
+    email: str | None = None
+    skills: list[str] = Field(default_factory=list)
+
+
+class CandidateInput(_Documented):
+    candidate: CandidateRecord
+
+
+class CandidateSummary(_Documented):
+    firstName: str = Field(description="the first word of the normalised name")
+    hasPhone: bool
+    skillCount: int = Field(ge=0, description="distinct skills, lower-cased")
+
+
+@default_registry.register(
+    "candidate-profile", version="1.0.0", input_model=CandidateInput, summary_model=CandidateSummary
+)
 def candidate_profile(document: Any, message: StageMessage) -> ProcessorOutput:
     """Normalise a candidate record: trimmed, title-cased name, digits-only phone, first name."""
     if not isinstance(document, dict) or not isinstance(document.get("candidate"), dict):

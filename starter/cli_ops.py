@@ -18,7 +18,7 @@ from starter.render import stack_lines
 
 
 def register(cli: click.Group) -> None:
-    for command in (dev, worker, definitions, runs):
+    for command in (dev, worker, definitions, agents, runs):
         cli.add_command(command)
 
 
@@ -137,6 +137,39 @@ def definitions_schema(request: bool) -> None:
     from starter.wire_schemas import definition_schema, start_request_schema
 
     click.echo(json.dumps(start_request_schema() if request else definition_schema(), indent=2))
+
+
+# -- agents ---------------------------------------------------------------------------------
+
+
+@click.group()
+def agents() -> None:
+    """The processors a `run_agent` node can name."""
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Name, version, description and JSON Schemas.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="The reference page (docs/agents.md).")
+def agents_list(as_json: bool, as_markdown: bool) -> None:
+    """The built-in processors: what each reads and the summary transitions can route on.
+
+    \b
+    Example:
+      dsmo agents list
+      dsmo agents list --json | jq '.[] | select(.name == "text-extract") | .summary_schema'
+    """
+    from starter.agent_catalog import catalog, markdown
+
+    rows = catalog()
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
+    elif as_markdown:
+        click.echo(markdown(rows), nl=False)
+    else:
+        for row in rows:
+            summary = ", ".join((row.summary_schema or {}).get("properties", {}))
+            click.echo(f"{row.name:<18} {row.version:<7} summary: {summary or '-'}")
+            click.echo(f"{'':<26} {row.description}" + ("" if row.available == "always" else f" ({row.available})"))
 
 
 # -- monitoring -----------------------------------------------------------------------------

@@ -7,7 +7,9 @@ input always gives the same output: replaying a run reproduces its artifacts byt
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from activities.processors import InvalidInput, ProcessorOutput, default_registry
 from workflows.contracts import StageMessage
@@ -25,6 +27,75 @@ RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+class _Documented(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Text(_Documented):
+    text: str
+
+
+class TextInput(_Documented):
+    """The run's input: ``{"document": {"text": ...}}``, or ``{"text": ...}`` directly."""
+
+    document: _Text | None = None
+    text: str | None = None
+
+
+class Amount(_Documented):
+    value: float
+    currency: str = Field(description="EUR, USD, GBP, or empty when none was written")
+
+
+class Extracted(_Documented):
+    """text-extract's output document: rule-classify's and record-validate's input."""
+
+    text: str
+    lines: list[str] = Field(default_factory=list)
+    wordCount: int = 0
+    emails: list[str] = Field(default_factory=list)
+    amounts: list[Amount] = Field(default_factory=list)
+    dates: list[str] = Field(default_factory=list)
+
+
+class ExtractSummary(_Documented):
+    wordCount: int = Field(ge=0)
+    hasAmount: bool = Field(description="an amount with a currency was found")
+    emailCount: int = Field(ge=0, description="distinct e-mail addresses")
+
+
+class Classified(_Documented):
+    """rule-classify's output document (text-extract's plus the category): invoice-enrich's input."""
+
+    lines: list[str]
+    amounts: list[Amount] = Field(default_factory=list)
+    emails: list[str] = Field(default_factory=list)
+    dates: list[str] = Field(default_factory=list)
+    category: str | None = None
+
+
+class ClassifySummary(_Documented):
+    category: Literal["invoice", "complaint", "application", "other"]
+    confidence: float = Field(ge=0, le=1, description="matched keywords / 3, at most 1")
+
+
+class EnrichSummary(_Documented):
+    total: float = Field(description="the largest amount found, 0 if none")
+    currency: str
+    status: Literal["ok", "needs_review"] = Field(description="needs_review when no amount was found")
+
+
+class ValidateInput(_Documented):
+    text: str | None = None
+    emails: list[str] = Field(default_factory=list)
+    wordCount: int = 0
+
+
+class ValidateSummary(_Documented):
+    valid: bool
+    problemCount: int = Field(ge=0, description="empty text, no contact e-mail, fewer than 5 words")
+
+
 def _text_of(document: Any) -> str:
     if isinstance(document, dict):
         inner = document.get("document", document)
@@ -34,8 +105,9 @@ def _text_of(document: Any) -> str:
     raise InvalidInput("input: expected an object with document.text (or text)")
 
 
-@default_registry.register("text-extract", version="1.0.0")
+@default_registry.register("text-extract", version="1.0.0", input_model=TextInput, summary_model=ExtractSummary)
 def text_extract(document: Any, message: StageMessage) -> ProcessorOutput:
+    """Lines, words, e-mail addresses, amounts with currency and ISO dates of a text."""
     text = _text_of(document)
     lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
     words = " ".join(lines).split()
@@ -57,8 +129,9 @@ def text_extract(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary=summary)
 
 
-@default_registry.register("rule-classify", version="1.0.0")
+@default_registry.register("rule-classify", version="1.0.0", input_model=Extracted, summary_model=ClassifySummary)
 def rule_classify(document: Any, message: StageMessage) -> ProcessorOutput:
+    """Invoice, complaint, application or other, by keywords (an amount counts for invoice)."""
     if not isinstance(document, dict) or "text" not in document:
         raise InvalidInput("input: expected the output of text-extract (an object with text)")
     lowered = str(document["text"]).lower()
@@ -73,8 +146,9 @@ def rule_classify(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary={"category": category, "confidence": confidence})
 
 
-@default_registry.register("invoice-enrich", version="1.0.0")
+@default_registry.register("invoice-enrich", version="1.0.0", input_model=Classified, summary_model=EnrichSummary)
 def invoice_enrich(document: Any, message: StageMessage) -> ProcessorOutput:
+    """Vendor (from the first e-mail's domain), total, currency and a review status of a classified text."""
     if not isinstance(document, dict) or "lines" not in document:
         raise InvalidInput("input: expected a classified document (an object with lines)")
     amounts = document.get("amounts") or []
@@ -94,8 +168,9 @@ def invoice_enrich(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary={"total": total, "currency": currency, "status": status})
 
 
-@default_registry.register("record-validate", version="1.0.0")
+@default_registry.register("record-validate", version="1.0.0", input_model=ValidateInput, summary_model=ValidateSummary)
 def record_validate(document: Any, message: StageMessage) -> ProcessorOutput:
+    """Checks an extracted text: not empty, has a contact e-mail, at least 5 words."""
     if not isinstance(document, dict):
         raise InvalidInput("input: expected an object")
     problems = []

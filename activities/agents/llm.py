@@ -34,6 +34,19 @@ class LlmAnswer(BaseModel):
     entities: list[str] = Field(default_factory=list, max_length=100)
 
 
+class LlmInput(BaseModel):
+    text: str = Field(min_length=1, description="the text to summarise (the first 20,000 characters are sent)")
+
+
+class LlmSummary(BaseModel):
+    sentiment: Literal["positive", "neutral", "negative"]
+    entityCount: int = Field(ge=0, description="names the model found")
+
+
+NAME, VERSION = "llm-summarize", "1.0.0"
+DESCRIPTION = "One-sentence summary, sentiment and named entities from an OpenAI-compatible chat model."
+
+
 class LlmUnavailable(DsmoError):
     """The endpoint is down or rate-limited (transient: the stage is retried)."""
 

@@ -1,0 +1,82 @@
+"""Every built-in processor declares what it reads and the summary it returns, the declared
+schemas hold for what it really returns, and the reference page is generated from them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from activities.processors import default_registry
+from starter.agent_catalog import catalog, markdown
+from workflows.contracts import StageMessage
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+INVOICE = "ACME Corp\nInvoice 2026-001 of 2026-01-15\nTotal due: 1250.50 EUR\nbilling@acme.example"
+
+
+def message(stage: str) -> StageMessage:
+    return StageMessage(
+        run_id="r-1",
+        correlation_id="r-1",
+        stage=stage,
+        workflow_version="v1",
+        agent_version="1.0.0",
+        artifact_in_uri="s3://bucket/in.json",
+        artifact_out_uri="s3://bucket/out.json",
+        idempotency_key="k",
+        attempt=1,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+
+def run(name: str, document: Any) -> Any:
+    processor = default_registry.get(name)
+    jsonschema.validate(document, processor.input_schema or {})
+    output = processor.fn(document, message(name))
+    jsonschema.validate(output.summary, processor.summary_schema or {})
+    return output
+
+
+def test_the_reference_page_is_generated_from_the_schemas() -> None:
+    assert REFERENCE.read_text() == markdown(catalog()), "regenerate: dsmo agents list --markdown > docs/agents.md"
+
+
+def test_every_built_in_processor_declares_input_and_summary() -> None:
+    rows = catalog()
+    assert {row.name for row in rows} >= {
+        "candidate-profile",
+        "text-extract",
+        "rule-classify",
+        "invoice-enrich",
+        "record-validate",
+        "llm-summarize",
+    }
+    for row in rows:
+        assert row.description and row.input_schema and row.summary_schema, row.name
+        assert row.summary_schema.get("properties"), row.name
+
+
+def test_the_document_pipeline_returns_what_it_declares() -> None:
+    extracted = run("text-extract", {"document": {"text": INVOICE}})
+    assert extracted.summary == {"wordCount": 11, "hasAmount": True, "emailCount": 1}
+    classified = run("rule-classify", extracted.document)
+    assert classified.summary["category"] == "invoice"
+    enriched = run("invoice-enrich", classified.document)
+    assert enriched.summary == {"total": 1250.5, "currency": "EUR", "status": "ok"}
+    validated = run("record-validate", extracted.document)
+    assert validated.summary == {"valid": True, "problemCount": 0}
+
+
+def test_candidate_profile_returns_what_it_declares() -> None:
+    output = run("candidate-profile", {"candidate": {"name": "  ana  lópez ", "phone": "+34 600", "skills": ["Go"]}})
+    assert output.summary == {"firstName": "Ana", "hasPhone": True, "skillCount": 1}
+
+
+@pytest.mark.parametrize("bad", [{"candidate": {}}, {"person": {"name": "x"}}])
+def test_the_declared_input_refuses_what_the_processor_refuses(bad: dict[str, Any]) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, default_registry.get("candidate-profile").input_schema or {})
