@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -19,8 +20,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from starter.client import WorkflowTaskFailing
+from activities.messaging import FileChannel
+from starter.client import DsmoClient, WorkflowTaskFailing, connect_temporal
+from starter.telemetry import metrics_runtime
 from tests.conftest import Harness, definition_from
+from tests.stack import free_port_block
+from worker import build_worker
 from workflows.definition import parse_definition
 from workflows.records import ExecutionRequest
 from workflows.status import RunStatus
@@ -58,43 +63,59 @@ async def eventually(check: Any, timeout: float = 30.0) -> Any:
         await asyncio.sleep(0.5)
 
 
-async def test_a_failing_workflow_task_shows_in_status_and_runs_stuck(harness: Harness, cleanup: list[str]) -> None:
+async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(
+    harness: Harness, cleanup: list[str]
+) -> None:
+    port = free_port_block(1)
+    client = await connect_temporal(harness.settings, runtime=metrics_runtime(f"127.0.0.1:{port}"))
+    dsmo = DsmoClient(client, harness.settings)
+    queue = f"failing-{uuid.uuid4().hex[:8]}"
     run_id = f"future-{uuid.uuid4().hex[:8]}"
     cleanup.append(run_id)
-    # Started as an outside system would, with a short task timeout so the retries come quickly.
-    await harness.dsmo.temporal.start_workflow(
-        "AgentExecution",
-        {"definition": FROM_THE_FUTURE, "input": {}},
-        id=run_id,
-        task_queue=harness.task_queue,
-        task_timeout=timedelta(seconds=1),
-    )
+    async with build_worker(client, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        # Started as an outside system would, with a short task timeout so the retries come quickly.
+        await client.start_workflow(
+            "AgentExecution",
+            {"definition": FROM_THE_FUTURE, "input": {}},
+            id=run_id,
+            task_queue=queue,
+            task_timeout=timedelta(seconds=1),
+        )
 
-    async def failing() -> Any:
-        view = await harness.dsmo.status(run_id)
-        return view if view.workflow_task_failure else None
+        async def failing() -> Any:
+            view = await dsmo.status(run_id)
+            return view if view.workflow_task_failure else None
 
-    view = await eventually(failing)
-    assert view is not None and view.workflow_task_failure.attempts >= 2
-    assert "teleport" in view.workflow_task_failure.error and view.workflow_task_failure.since is not None
-    assert view.problem.startswith("workflow task failing since")
+        view = await eventually(failing)
+        assert view is not None and view.workflow_task_failure.attempts >= 2
+        assert "teleport" in view.workflow_task_failure.error and view.workflow_task_failure.since is not None
+        assert view.problem.startswith("workflow task failing since")
 
-    shown = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "status", run_id)
-    assert shown.returncode == 0, shown.stderr
-    assert "workflow task failing" in shown.stdout and "teleport" in shown.stdout
+        shown = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "status", run_id)
+        assert shown.returncode == 0, shown.stderr
+        assert "workflow task failing" in shown.stdout and "teleport" in shown.stdout
 
-    async def stuck_row() -> Any:
-        listed = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "runs", "stuck", "--json")
-        rows = [row for row in json.loads(listed.stdout or "[]") if row["run_id"] == run_id]
-        return (listed.returncode, rows[0]) if rows else None
+        async def stuck_row() -> Any:
+            listed = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "runs", "stuck", "--json")
+            rows = [row for row in json.loads(listed.stdout or "[]") if row["run_id"] == run_id]
+            return (listed.returncode, rows[0]) if rows else None
 
-    found = await eventually(stuck_row)
-    assert found is not None, "dsmo runs stuck never listed the failing run"
-    code, row = found
-    assert code == 1 and "workflow task failing" in row["problem"] and "teleport" in row["problem"]
+        found = await eventually(stuck_row)
+        assert found is not None, "dsmo runs stuck never listed the failing run"
+        code, row = found
+        assert code == 1 and "workflow task failing" in row["problem"] and "teleport" in row["problem"]
 
-    with pytest.raises(WorkflowTaskFailing, match="teleport"):
-        await asyncio.wait_for(harness.dsmo.result(run_id), 30)
+        with pytest.raises(WorkflowTaskFailing, match="teleport"):
+            await asyncio.wait_for(dsmo.result(run_id), 30)
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        )
+    failures = [
+        line
+        for line in body.splitlines()
+        if line.startswith("temporal_workflow_task_execution_failed{") and f'task_queue="{queue}"' in line
+    ]
+    assert failures and float(failures[0].rsplit(" ", 1)[1]) >= 1
 
 
 async def test_replay_stops_with_the_error_when_its_task_fails(harness: Harness, cleanup: list[str]) -> None:
