@@ -98,6 +98,16 @@ async def onboarding(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
+    """A replay (dsmo replay) of a completed onboarding run: every wait kind, the delay and the
+    child taken from the original's record."""
+    from starter import replay as replays
+
+    original = await onboarding(dsmo, queue)
+    report = await replays.replay(dsmo, dsmo.settings.artifact_store(), original, task_queue=queue)
+    return report.replay
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -107,6 +117,7 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     # activity, no first upsert): the same flows, as runs started since then are in flight.
     "prepared_triage_invoice": triage,
     "prepared_candidate_screening": screening,
+    "replayed_onboarding": replayed_onboarding,
 }
 
 
