@@ -17,7 +17,7 @@ from workflows.errors import DsmoError
 from workflows.execution import AgentExecution
 from workflows.limiter import AgentRateLimiter
 from workflows.nodes import RunAgentNode
-from workflows.records import AuditEvent, ExecutionRequest, RecordedResume, ReplayPlan, StatusView
+from workflows.records import AuditEvent, ExecutionRequest, RecordedAction, RecordedResume, ReplayPlan, StatusView
 
 
 @dataclass
@@ -90,6 +90,16 @@ async def plan_replay(
     ]
     if view.status.value == "timeout" and view.failed_action_id:
         resumes.append(RecordedResume(node=view.failed_action_id, event_type="TIMEOUT"))
+    # Saga actions have effects outside DSMO: a replay takes their recorded outcomes.
+    actions = [
+        RecordedAction(
+            node=e.stage or "",
+            output=e.data.get("output") if e.type == "STAGE_SUCCEEDED" else None,
+            error=str(e.data.get("error")) if e.type == "STAGE_FAILED" else None,
+        )
+        for e in events
+        if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
+    ]
     reuse: dict[str, str] = {}
     if from_stage is not None:
         before = view.path[: view.path.index(from_stage)]
@@ -105,7 +115,7 @@ async def plan_replay(
         input=variables,
         correlation_id=run_id,
         origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
-        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse),
+        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions),
     )
     return ReplayPlanned(request, view, events)
 

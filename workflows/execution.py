@@ -66,6 +66,7 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         self._committed: set[str] = set(checkpoint.committed) if checkpoint else set()
         self._routed_to_fail_safe = checkpoint.routed_to_fail_safe if checkpoint else False
         self._replayed = 0
+        self._actions_replayed = 0
         self._saga: list[Compensation] = [Compensation.model_validate(c) for c in checkpoint.saga] if checkpoint else []
         version = definition.workflow_version  # a hash of the canonical definition: computed once
         self._state = RunState(

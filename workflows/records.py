@@ -90,13 +90,23 @@ class RecordedResume(WireModel):
     set: dict[str, Any] = Field(default_factory=dict)
 
 
+class RecordedAction(WireModel):
+    """How an `invoke` step of the original run ended, for a replay: its output, or its error."""
+
+    node: str
+    output: dict[str, Any] | None = None
+    error: str | None = None
+
+
 class ReplayPlan(WireModel):
-    """Re-execute a run: recorded outside events instead of live waits, no messages sent, and
-    (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
+    """Re-execute a run: recorded outside events instead of live waits, no messages sent, the
+    recorded outcome of each saga action instead of a second execution (no compensation runs
+    either), and (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
 
     of: str
     resumes: list[RecordedResume] = Field(default_factory=list)
     reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
+    actions: list[RecordedAction] = Field(default_factory=list)
 
 
 class ExecutionRequest(WireModel):

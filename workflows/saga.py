@@ -29,13 +29,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control import RunEnded
     from workflows.definition import AgentDefinition
     from workflows.nodes import CompensationSpec, InvokeNode
-    from workflows.records import ExecutionRequest
+    from workflows.records import ExecutionRequest, RecordedAction
     from workflows.run_state import RunState
     from workflows.status import RunStatus
     from workflows.templating import render_values
     from workflows.wire import WireModel
 
 T = TypeVar("T")
+
+# workflow.patched id: replays take saga actions' outcomes from the record (they ran them again).
+REPLAY_RECORDED_ACTIONS_PATCH = "replay-recorded-actions"
 
 
 class Compensation(WireModel):
@@ -67,11 +70,30 @@ class SagaActions:
     _request: ExecutionRequest
     _saga: list[Compensation]
     _visits: dict[str, int]
+    _actions_replayed: int  # recorded actions a replay has taken so far
+
+    def _replaying_actions(self) -> bool:
+        """A replay takes actions' outcomes from the record. Replays started before it did ran
+        them again, and must replay as they ran."""
+        return self._request.replay is not None and workflow.patched(REPLAY_RECORDED_ACTIONS_PATCH)
+
+    def _recorded_action(self, node_id: str) -> RecordedAction:
+        plan = self._request.replay
+        assert plan is not None
+        while self._actions_replayed < len(plan.actions):
+            recorded = plan.actions[self._actions_replayed]
+            self._actions_replayed += 1
+            if recorded.node == node_id:
+                return recorded
+        raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never invoked {node_id}")
 
     async def _invoke(self, node_id: str, node: InvokeNode) -> None:
         state = self._state
         visit = self._visits[node_id] = self._visits.get(node_id, 0) + 1
         step = node_id if visit == 1 else f"{node_id}.v{visit}"
+        if self._replaying_actions():
+            self._replay_invoke(node_id, step, node)
+            return
         task = contracts.ActionTask(
             run_id=state.run_id,
             node=step,
@@ -111,6 +133,29 @@ class SagaActions:
         state.variables.setdefault("steps", {})[node_id] = result.output
         if node.compensate is not None:
             self._push(step, node.compensate, node.action, result.output)
+
+    def _replay_invoke(self, node_id: str, step: str, node: InvokeNode) -> None:
+        """The original's outcome of this step, recorded as the replay's: nothing is executed."""
+        state = self._state
+        recorded = self._recorded_action(node_id)
+        if recorded.output is None:
+            error = recorded.error or "failed"
+            state.audit.record(
+                "STAGE_FAILED",
+                at=workflow.now(),
+                stage=node_id,
+                data={"action": node.action, "error": error, "replayed": True},
+            )
+            raise RunEnded(RunStatus.FAILED, node_id, f"{node_id} ({node.action}) failed: {error}")
+        state.audit.record(
+            "STAGE_SUCCEEDED",
+            at=workflow.now(),
+            stage=node_id,
+            data={"action": node.action, "output": recorded.output, "replayed": True},
+        )
+        state.variables.setdefault("steps", {})[node_id] = recorded.output
+        if node.compensate is not None:
+            self._push(step, node.compensate, node.action, recorded.output)
 
     def _push(self, step: str, spec: CompensationSpec, own_action: str | None, output: dict[str, Any]) -> None:
         """After a step succeeds: remember how to undo it (if its output says it can be undone)."""
@@ -158,6 +203,16 @@ class SagaActions:
                 attempt=1,
                 data={"action": entry.action, "kind": entry.kind, "key": entry.key, "trigger": trigger},
             )
+            if self._replaying_actions():  # the replay did not execute the step: nothing to undo
+                state.audit.record(
+                    "COMPENSATION_SUCCEEDED",
+                    at=workflow.now(),
+                    stage=entry.node,
+                    attempt=1,
+                    data={"action": entry.action, "applied": False, "replayed": True},
+                )
+                compensated.append(entry.node)
+                continue
             try:
                 result = await workflow.execute_activity(
                     contracts.COMPENSATE,

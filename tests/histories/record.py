@@ -108,6 +108,16 @@ async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
     return report.replay
 
 
+async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
+    """A replay of an order saga whose payment was declined (before replays took actions'
+    outcomes from the record, they ran the actions again)."""
+    from starter import replay as replays
+
+    original = await saga_failure(dsmo, queue)
+    report = await replays.replay(dsmo, dsmo.settings.artifact_store(), original, task_queue=queue)
+    return report.replay
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -118,6 +128,7 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "prepared_triage_invoice": triage,
     "prepared_candidate_screening": screening,
     "replayed_onboarding": replayed_onboarding,
+    "replayed_order_saga_actions_rerun": replayed_saga,
 }
 
 

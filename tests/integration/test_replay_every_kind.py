@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from activities.definitions import DefinitionStore
+from activities.orders.db import OrderDatabase, orders
 from tests.conftest import Harness, definition_from
 from workflows.definition import AgentDefinition
 from workflows.status import RunStatus
@@ -49,13 +50,14 @@ async def wait_kind(harness: Harness, run_id: str, kind: str) -> None:
     raise AssertionError(f"{run_id} never waited for {kind}")
 
 
-async def assert_replays(harness: Harness, run_id: str, status: RunStatus, path: list[str]) -> None:
+async def assert_replays(harness: Harness, run_id: str, status: RunStatus, path: list[str]) -> str:
     result = await harness.dsmo.result(run_id)
     assert (result.status, result.path) == (status, path)
     report = await dsmo_replay(harness, run_id)
     assert report["samePath"] is True, report
     assert report["replay_path"] == path and report["replay_status"] == status.value
     harness.started.append(report["replay"])
+    return str(report["replay"])
 
 
 def short_timeouts(definition: AgentDefinition) -> AgentDefinition:
@@ -65,7 +67,7 @@ def short_timeouts(definition: AgentDefinition) -> AgentDefinition:
     return AgentDefinition.model_validate(raw)
 
 
-async def test_every_example_replays_to_the_same_path(harness: Harness) -> None:
+async def test_every_example_replays_to_the_same_path(harness: Harness, order_db: OrderDatabase) -> None:
     definitions = DefinitionStore(harness.store)
     definitions.publish(definition_from(EXAMPLES / "background_check.yaml"))
     definitions.publish(definition_from(EXAMPLES / "welcome_pack.yaml"))
@@ -127,7 +129,22 @@ async def test_every_example_replays_to_the_same_path(harness: Harness) -> None:
     timeout_events = await harness.dsmo.events(timed_out)
     assert [e.data["eventType"] for e in timeout_events if e.type == "RUN_RESUMED"] == ["TIMEOUT"]
     await assert_replays(harness, triage, RunStatus.COMPLETED, ["extract", "classify", "enrich", "notify"])
-    await assert_replays(harness, saga, RunStatus.FAILED, ["create_order", "reserve_stock", "process_payment"])
+    stock_before = order_db.stock("lamp")
+    saga_replay = await assert_replays(
+        harness, saga, RunStatus.FAILED, ["create_order", "reserve_stock", "process_payment"]
+    )
     saga_events = await harness.dsmo.events(saga)
     assert [e.stage for e in saga_events if e.type == "COMPENSATION_SUCCEEDED"] == ["reserve_stock", "create_order"]
+    # The replay took each action's outcome from the record: no order, reservation, payment or
+    # compensation of its own reached the database.
+    replayed = await harness.dsmo.events(saga_replay)
+    assert [(e.type, e.stage) for e in replayed if e.data.get("replayed") and "action" in e.data] == [
+        ("STAGE_SUCCEEDED", "create_order"),
+        ("STAGE_SUCCEEDED", "reserve_stock"),
+        ("STAGE_FAILED", "process_payment"),
+        ("COMPENSATION_SUCCEEDED", "reserve_stock"),
+        ("COMPENSATION_SUCCEEDED", "create_order"),
+    ]
+    assert order_db.effects(saga_replay) == [] and order_db.row(orders, saga_replay) is None
+    assert order_db.stock("lamp") == stock_before
     await harness.replay_all()
