@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from activities.artifacts import ArtifactStore
 from starter import dead_letters
-from starter.client import DsmoClient
+from starter.client import DsmoClient, WorkflowTaskFailing
 from starter.render import event_lines, status_lines
 from starter.settings import Settings
 from workflows.errors import DsmoError
@@ -66,14 +66,19 @@ async def watch(settings: Settings, run_id: str, *, interval: float = 0.5) -> An
     """Print status changes and new audit events as they happen, until the run ends."""
     dsmo = await DsmoClient.connect(settings)
     console = Console()
-    seen, last_status = 0, None
+    seen, last_status, last_problem = 0, None, None
     while True:
         view = await dsmo.status(run_id)
-        if view.status != last_status:
+        if view.status != last_status or view.problem != last_problem:
             console.rule(f"{run_id}: {view.status.value}")
             for line in status_lines(view, run_url=settings.run_url(run_id)):
                 console.print(line, highlight=False)
-            last_status = view.status
+            last_status, last_problem = view.status, view.problem
+        if view.workflow_task_failure is not None:
+            raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
+        if view.problem is not None:  # no worker to answer: wait for one
+            await asyncio.sleep(max(interval, 2.0))
+            continue
         events = await dsmo.events(run_id) if view.started_at is not None else []
         for line in event_lines(events[seen:]):
             console.print(line, highlight=False)

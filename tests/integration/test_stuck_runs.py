@@ -107,6 +107,8 @@ async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(
 
         with pytest.raises(WorkflowTaskFailing, match="teleport"):
             await asyncio.wait_for(dsmo.result(run_id), 30)
+        watched = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "runs", "watch", run_id)
+        assert watched.returncode == 1 and "workflow task failing" in watched.stderr, watched.stderr
         body = await asyncio.to_thread(
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
         )
