@@ -10,13 +10,14 @@ A condition sees only: `stages` (status and small summaries of earlier stages), 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import cel
 from cel.stdlib import EXTENSIONS, add_stdlib_to_context
 
+from workflows import condition_cost as cost
 from workflows.errors import DsmoError
 
 BUILTIN_ROOTS = ("stages", "run", "config")
@@ -83,6 +84,76 @@ class ConditionError(DsmoError):
     code = "condition_error"
 
 
+class ConditionCostExceeded(ConditionError):
+    """A condition whose evaluation would exceed the cost bound: it is not (fully) evaluated."""
+
+    code = "condition_cost"
+
+
+# Extension functions that can build a collection larger than their arguments: a condition that
+# calls one may iterate over as many items as they are allowed to produce.
+PRODUCERS = frozenset({"split", "range", "flatten"})
+_COST_MARK = "cost bound:"
+
+
+def _capped(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing arguments and results beyond the size caps (its cost grows with them)."""
+
+    def call(*args: Any) -> Any:
+        if name.endswith("range") and args and isinstance(args[0], int) and args[0] > cost.MAX_ITEMS:
+            raise ValueError(f"{_COST_MARK} {name}({args[0]}) would build more than {cost.MAX_ITEMS} items")
+        for arg in args:
+            _within_caps(name, arg, "argument")
+        result = fn(*args)
+        _within_caps(name, result, "result")
+        return result
+
+    return call
+
+
+def _within_caps(name: str, value: Any, what: str) -> None:
+    if isinstance(value, str) and len(value) > cost.MAX_STRING:
+        raise ValueError(f"{_COST_MARK} {name}: {what} of {len(value)} characters, above {cost.MAX_STRING}")
+    if isinstance(value, list | tuple) and len(value) > cost.MAX_ITEMS:
+        raise ValueError(f"{_COST_MARK} {name}: {what} of {len(value)} items, above {cost.MAX_ITEMS}")
+
+
+_CAPPED_FUNCTIONS = {name: _capped(name, fn) for library in EXTENSIONS.values() for name, fn in library.items()}
+
+
+def check_cost(expression: str) -> int:
+    """Publish-time bound: the estimate with every collection at its assumed size, or ConditionCostExceeded."""
+    program = compile_condition(expression)
+    shape = cost.shape(expression)
+    if shape.nesting > cost.MAX_NESTING:
+        raise ConditionCostExceeded(
+            f"nests comprehensions {shape.nesting} deep (map, filter, all, exists, exists_one); "
+            f"at most {cost.MAX_NESTING}"
+        )
+    items = _publish_items(program)
+    estimate = shape.cost(items)
+    if estimate > cost.COST_BUDGET:
+        raise ConditionCostExceeded(
+            f"may visit {estimate:,} elements with {items}-item collections, above the budget of "
+            f"{cost.COST_BUDGET:,}; nest fewer comprehensions"
+        )
+    return estimate
+
+
+def _publish_items(program: Any) -> int:
+    produces = PRODUCERS & set(program.functions())
+    return max(cost.ASSUMED_ITEMS, cost.MAX_ITEMS if produces else 0)
+
+
+def runtime_cost(expression: str, activation: Mapping[str, Any]) -> int:
+    """The estimate with the largest list or map the condition can see, measured now."""
+    program = compile_condition(expression)
+    items = cost.largest_collection(activation)
+    if PRODUCERS & set(program.functions()):
+        items = max(items, cost.MAX_ITEMS)
+    return cost.shape(expression).cost(items)
+
+
 @lru_cache(maxsize=1024)
 def compile_condition(expression: str) -> Any:
     try:
@@ -111,6 +182,8 @@ def check_condition(
 ) -> None:
     """Static checks at publish time: it compiles and refers only to known fields (and functions)."""
     program = compile_condition(expression)
+    if check_functions:  # a new definition; one already admitted keeps decoding as it was
+        check_cost(expression)
     for function in program.functions() if check_functions else ():
         # Operators come as `_+_`, `!_`, `@in`...; only named calls can be unknown.
         if _IDENTIFIER.fullmatch(function) and function not in KNOWN_FUNCTIONS:
@@ -136,16 +209,40 @@ def check_condition(
             )
 
 
-def evaluate_condition(expression: str, activation: Mapping[str, Any]) -> bool:
-    """True or False, or ConditionError (a missing key, a type mismatch, a non-bool result)."""
+def evaluate_condition(expression: str, activation: Mapping[str, Any], *, bounded: bool = True) -> bool:
+    """True or False, or ConditionError (a missing key, a type mismatch, a non-bool result).
+
+    ``bounded`` (the default) refuses, with ConditionCostExceeded, a condition whose estimate
+    over this activation is above the budget, and caps the extension functions' sizes.
+    """
+    program = compile_condition(expression)
+    if bounded:
+        estimate = runtime_cost(expression, activation)
+        if estimate > cost.COST_BUDGET:
+            raise ConditionCostExceeded(
+                f"{_short(expression)} was not evaluated: it may visit {estimate:,} elements here, above the "
+                f"budget of {cost.COST_BUDGET:,}"
+            )
     context = cel.Context(variables=dict(activation))
-    add_stdlib_to_context(context)
+    if bounded:
+        for name, fn in _CAPPED_FUNCTIONS.items():
+            context.add_function(name, fn)
+    else:
+        add_stdlib_to_context(context)
     try:
-        result = compile_condition(expression).execute(context)
+        result = program.execute(context)
     except ConditionError:
         raise
     except Exception as err:  # noqa: BLE001 - the library raises builtins for evaluation errors
-        raise ConditionError(f"{expression!r} failed: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from None
+        text = str(err)
+        if _COST_MARK in text:
+            reason = text[text.index(_COST_MARK) + len(_COST_MARK) :].split(". Check function", 1)[0].strip()
+            raise ConditionCostExceeded(f"{_short(expression)} stopped: {reason}") from None
+        raise ConditionError(f"{expression!r} failed: {type(err).__name__}: {text.splitlines()[0][:200]}") from None
     if not isinstance(result, bool):
         raise ConditionError(f"{expression!r} yielded {type(result).__name__}, not a bool")
     return result
+
+
+def _short(expression: str, limit: int = 80) -> str:
+    return repr(expression if len(expression) <= limit else expression[: limit - 1] + "…")

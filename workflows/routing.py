@@ -7,11 +7,29 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.conditions import ConditionError, evaluate_condition
+    from workflows.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
     from workflows.control import RouteTo, RunEnded
     from workflows.definition import AgentDefinition
     from workflows.run_state import RunState
     from workflows.status import RunStatus
+
+
+# workflow.patched id: conditions are evaluated under the cost bound (workflows/condition_cost.py).
+CONDITION_COST_PATCH = "condition-cost-bound"
+
+
+def bounded_condition(expression: str, activation: dict[str, Any]) -> bool:
+    """Evaluate under the cost bound: above it, ConditionCostExceeded (a contract violation).
+
+    A run that evaluated such a condition before the bound existed replays as it ran: the
+    patch marker is written only when the bound refuses, so other runs' histories do not change.
+    """
+    try:
+        return evaluate_condition(expression, activation)
+    except ConditionCostExceeded:
+        if workflow.patched(CONDITION_COST_PATCH):
+            raise
+        return evaluate_condition(expression, activation, bounded=False)
 
 
 class Routing:
@@ -45,7 +63,7 @@ class Routing:
         for index, transition in enumerate(node.transitions):
             if transition.when is not None:
                 try:
-                    taken = evaluate_condition(transition.when, activation)
+                    taken = bounded_condition(transition.when, activation)
                 except ConditionError as err:
                     self._contract_violation(node_id, f"transition {index} of {node_id}: {err}")
                 if not taken:

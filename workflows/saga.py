@@ -25,11 +25,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows import contracts
     from workflows.actions import failure_message, raise_if_cancelled
     from workflows.compensation import CompensationRetry, CompensationRetryRequest, retry_id
-    from workflows.conditions import ConditionError, evaluate_condition
+    from workflows.conditions import ConditionError
     from workflows.control import RunEnded
     from workflows.definition import AgentDefinition
     from workflows.nodes import CompensationSpec, InvokeNode
     from workflows.records import ExecutionRequest, RecordedAction
+    from workflows.routing import bounded_condition
     from workflows.run_state import RunState
     from workflows.status import RunStatus
     from workflows.templating import render_values
@@ -161,7 +162,7 @@ class SagaActions:
         """After a step succeeds: remember how to undo it (if its output says it can be undone)."""
         if spec.when is not None:
             try:
-                compensatable = evaluate_condition(spec.when, {"output": output})
+                compensatable = bounded_condition(spec.when, {"output": output})
             except ConditionError as err:
                 compensatable = True
                 workflow.logger.warning("isCompensatable of %s failed (%s); kept on the stack", step, err)
