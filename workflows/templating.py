@@ -14,7 +14,10 @@ from typing import Any
 
 from workflows.errors import TemplateError
 
-_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+# Linear time: the content cannot contain a brace, so each `{{` is scanned at most up to the
+# next brace (a lazy match with surrounding \s* backtracked quadratically on long blank runs).
+_PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
+MAX_PLACEHOLDER = 300  # characters between the braces: a path and a short default
 _SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]")
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\])*$")
 _DEFAULT = re.compile(r"""^(?P<path>.+?)\s*\|\s*default\(\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*\)$""")
@@ -22,6 +25,11 @@ _DEFAULT = re.compile(r"""^(?P<path>.+?)\s*\|\s*default\(\s*(?:"(?P<dq>[^"]*)"|'
 
 def _split(expression: str) -> tuple[str, str | None]:
     """``path`` or ``path | default("x")`` -> (path, default or None), syntax-checked."""
+    expression = expression.strip()
+    if len(expression) > MAX_PLACEHOLDER:
+        raise TemplateError(
+            f"invalid placeholder {{{{{expression[:40]}…}}}}: longer than {MAX_PLACEHOLDER} characters"
+        )
     match = _DEFAULT.match(expression)
     path, default = (match.group("path"), match.group("dq") or match.group("sq") or "") if match else (expression, None)
     if not _PATH.match(path):

@@ -70,3 +70,16 @@ def test_render_values_keeps_types_of_whole_placeholders() -> None:
         VARS,
     )
     assert rendered == {"c": VARS["candidate"], "n": 3, "s": "hi Ana", "l": [3, 2], "d": "y"}
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ " + " " * 40_000, "{{ " * 13_000, "{{" + "a" * 40_000, "{{ a |" + " " * 40_000 + "}}"],
+    ids=["open-then-blanks", "many-opens", "open-then-text", "long-placeholder"],
+)
+def test_adversarial_templates_are_scanned_in_linear_time(template: str) -> None:
+    # Quadratic scanning took 459 s on the first of these (the suite's timeout would catch it).
+    try:
+        assert placeholders(template) == []
+    except TemplateError as err:
+        assert "invalid placeholder" in str(err)
