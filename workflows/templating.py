@@ -27,9 +27,7 @@ def _split(expression: str) -> tuple[str, str | None]:
     """``path`` or ``path | default("x")`` -> (path, default or None), syntax-checked."""
     expression = expression.strip()
     if len(expression) > MAX_PLACEHOLDER:
-        raise TemplateError(
-            f"invalid placeholder {{{{{expression[:40]}…}}}}: longer than {MAX_PLACEHOLDER} characters"
-        )
+        raise TemplateError(f"invalid placeholder {{{{{expression[:40]}…}}}}: longer than {MAX_PLACEHOLDER} characters")
     match = _DEFAULT.match(expression)
     path, default = (match.group("path"), match.group("dq") or match.group("sq") or "") if match else (expression, None)
     if not _PATH.match(path):
