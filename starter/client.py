@@ -40,6 +40,7 @@ from starter.telemetry import context_from, trace_carrier, tracer, tracing_enabl
 from workflows import search_attributes as sa
 from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition, effective_parameters
+from workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DsmoError
 from workflows.events import EventAck, EventRejected, parse_signal
 from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
@@ -67,11 +68,37 @@ class InvalidRunId(DsmoError):
 
 def check_run_id(run_id: str) -> None:
     """Run ids become parts of object keys (`artifacts/{version}/{run_id}/...`): no escaping the prefix."""
-    if not RUN_ID.match(run_id) or ".." in run_id:
+    # fullmatch: `$` would also match before a trailing newline ("run\n" passed and reached the store).
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or ".." in run_id:
         raise InvalidRunId(
             f"run id {run_id!r}: use 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or "
             "digit, and no '..'"
         )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_event_id(event_id: str) -> None:
+    """An event id is the dedup key of an outside system's event: printable, 1-200 characters."""
+    if not event_id or len(event_id) > 200 or _CONTROL.search(event_id) or event_id != event_id.strip():
+        raise EventNotAccepted(
+            f"event_id {event_id[:40]!r}: use 1-200 printable characters, without control characters or "
+            "surrounding blanks"
+        )
+
+
+def check_event_data(event_type: str, data: Any) -> None:
+    """Depth, size and text limits of an event's data, before it is sent (one line naming the field)."""
+    try:
+        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
+        json.dumps(data, ensure_ascii=False).encode()
+    except DocumentTooLarge as err:
+        raise EventNotAccepted(f"{event_type} rejected: {err}") from None
+    except (UnicodeEncodeError, ValueError, TypeError):
+        raise EventNotAccepted(
+            f"{event_type} rejected: {event_type}.data: not valid Unicode JSON (a lone surrogate?)"
+        ) from None
 
 
 class RunNotFound(DsmoError):
@@ -96,6 +123,12 @@ class RunNotStarted(DsmoError):
 
 class TemporalUnavailable(DsmoError):
     code = "temporal_unavailable"
+
+
+class InvalidInputDocument(DsmoError):
+    """A run input deeper or larger than its limits."""
+
+    code = "invalid_input"
 
 
 class WorkflowTaskFailing(DsmoError):
@@ -185,6 +218,13 @@ class DsmoClient:
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         check_run_id(run_id)
+        try:
+            check_document(request.input, field="input", limits=INPUT_LIMITS)
+            json.dumps(request.input, ensure_ascii=False).encode()
+        except DocumentTooLarge as err:
+            raise InvalidInputDocument(str(err)) from None
+        except (UnicodeEncodeError, ValueError, TypeError):
+            raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             await self._start(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
         return run_id
@@ -453,6 +493,8 @@ class DsmoClient:
     ) -> EventAck:
         """Deliver a resume event through the validated `deliver_event` update."""
         event_id = event_id or str(uuid.uuid4())
+        check_event_id(event_id)
+        check_event_data(event_type, data)
         event = {"type": event_type, "event_id": event_id, "data": data}
         try:
             with tracer.start_as_current_span(
@@ -479,6 +521,9 @@ class DsmoClient:
 
         A malformed event is refused here, before it reaches the run's history.
         """
+        if isinstance(payload.get("event_id"), str):
+            check_event_id(payload["event_id"])
+        check_event_data(event_type, {key: value for key, value in payload.items() if key != "event_id"})
         try:
             parse_signal(event_type, payload)
         except EventRejected as err:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from workflows.definition import AgentDefinition, parse_definition
+from workflows.document_limits import DEFINITION_LIMITS
 from workflows.errors import DefinitionError
 
 MAX_DEFINITION_BYTES = 1_000_000
@@ -16,9 +18,12 @@ def load_definition(path: str | Path) -> AgentDefinition:
     source = str(path)
     file = Path(path)
     try:
-        if file.stat().st_size > MAX_DEFINITION_BYTES:
+        # Read at most one byte past the cap: a stream (/dev/stdin, /dev/zero) has no size to stat.
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_DEFINITION_BYTES + 1)
+        if len(raw) > MAX_DEFINITION_BYTES:
             raise DefinitionError("", f"file is larger than {MAX_DEFINITION_BYTES} bytes", source=source)
-        text = file.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise DefinitionError("", "file not found", source=source) from None
     except (OSError, UnicodeDecodeError) as err:
@@ -26,10 +31,38 @@ def load_definition(path: str | Path) -> AgentDefinition:
     return parse_definition_text(text, source=source)
 
 
+MAX_ALIASES = 100
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a document with more than MAX_ALIASES alias uses.
+
+    An alias bomb (each level repeating the one before) is a few hundred bytes that expand to
+    gigabytes; the expanded size is then checked again as a document (workflows.document_limits).
+    """
+
+    aliases = 0
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases (*name): expand the document instead")
+        # The composer recurses per level: refuse deep nesting before Python's stack runs out.
+        self.depth += 1
+        try:
+            if self.depth > DEFINITION_LIMITS.depth:
+                raise yaml.YAMLError(f"nested more than {DEFINITION_LIMITS.depth} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDefinition:
     try:
         # YAML 1.2 is a superset of JSON, so one parser reads both formats.
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_BoundedLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

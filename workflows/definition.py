@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_validator
 
 from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
+from workflows.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DefinitionError, TemplateError
 from workflows.nodes import (
     ACTION_TYPES,
@@ -356,6 +357,11 @@ def parse_definition(data: Any, *, source: str | None = None) -> AgentDefinition
         raise DefinitionError(
             "", f"a definition is a mapping with agent, start and nodes, not {type(data).__name__}", source=source
         )
+    try:
+        check_document(data, field="definition", limits=DEFINITION_LIMITS)
+    except DocumentTooLarge as err:
+        field, _, reason = str(err).partition(": ")
+        raise DefinitionError(field.removeprefix("definition").lstrip("."), reason, source=source) from None
     try:
         return AgentDefinition.model_validate(data, context={ADMISSION: True})
     except ValidationError as err:

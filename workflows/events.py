@@ -155,7 +155,12 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any], *, size_cap: bo
         raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
     if len(event_id) > MAX_EVENT_ID:
         raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
-    size = len(json.dumps(data, ensure_ascii=False, default=str).encode()) if size_cap else 0
+    try:
+        size = len(json.dumps(data, ensure_ascii=False, default=str).encode()) if size_cap else 0
+    except (RecursionError, UnicodeEncodeError, ValueError) as err:
+        # Such an event failed the workflow task before: refusing it changes no run that exists.
+        reason = "nested too deep" if isinstance(err, RecursionError) else "not valid Unicode (a lone surrogate?)"
+        raise EventRejected(f"{event_type}.data: {reason}") from None
     if size > MAX_EVENT_BYTES:
         raise EventRejected(
             f"{event_type}.data: {size} bytes, above the {MAX_EVENT_BYTES}-byte limit "

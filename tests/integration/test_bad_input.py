@@ -81,6 +81,13 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
 def definition_case(name: str, path: str, value: Any, *expect: str) -> Case:
     return Case(name, "definition", (path, value), expect)
 
@@ -144,6 +151,7 @@ CASES = [
         "transitions.0.when",
         "above the budget of 100,000",
     ),
+    definition_case("definition nested 500 deep", "config.deep", _deep(500), "YAML/JSON", "levels deep"),
     definition_case("transition to an unknown node", "nodes.score.transitions.1.to", "nowhere", "1.to", "unknown node"),
     definition_case("next and transitions", "nodes.score.next", "done", "nodes.score.transitions", "either next"),
     definition_case("unknown start", "start", "ghost", "start", "unknown node"),
@@ -174,6 +182,8 @@ CASES = [
     event("text not a string", "MESSAGE_RECEIVED", {"text": 5}, "MESSAGE_RECEIVED.text", "string"),
     event("text too long", "MESSAGE_RECEIVED", {"text": "x" * 20_001}, "MESSAGE_RECEIVED.text", "at most 20000"),
     event("oversized payload", "EVENT_COMPLETED", {"data": {"blob": "x" * 70_000}}, "EVENT_COMPLETED.data", "limit"),
+    event("text with a lone surrogate", "MESSAGE_RECEIVED", {"text": "a\ud800"}, "MESSAGE_RECEIVED", "Unicode"),
+    event("data nested 900 deep", "EVENT_COMPLETED", {"data": _deep(900)}, "EVENT_COMPLETED.data", "levels deep"),
     event("score not a number", "TEST_COMPLETED", {"score": "high", "result": "x"}, "TEST_COMPLETED.score"),
     event("missing event_id", "MESSAGE_RECEIVED", {"text": "hi"}, "event_id", "is required", envelope={"event_id": ""}),
     event("event_id too long", "MESSAGE_RECEIVED", {"text": "hi"}, "event_id", "200", event_id="e" * 201),
@@ -196,6 +206,15 @@ CASES = [
     cli("--delay not a duration", ["start", "{good}", "--delay", "soonish"], "--delay", "invalid duration"),
     cli("--id escaping its prefix", ["start", "{good}", "--id", "../../etc"], "run id", "no '..'"),
     cli("--id too long", ["start", "{good}", "--id", "r" * 201], "run id", "1-200"),
+    cli("--id with a trailing newline", ["start", "{good}", "--id", "run\n"], "run id", "1-200"),
+    cli("--id with a NUL", ["start", "{good}", "--id", "run\x00x"], "run id", "1-200"),
+    cli(
+        "--input nested 900 deep",
+        ["start", "{good}", "--input", '{"a":' * 900 + "1" + "}" * 900],
+        "input.a",
+        "levels deep",
+    ),
+    cli("--event-id with a newline", ["respond", "{target}", "hi", "--event-id", "e1\n"], "event_id", "printable"),
     cli("missing definition file", ["start", "{tmp}/nope.yaml"], "nope.yaml"),
     cli("status of an unknown run", ["status", "battery-no-such-run"], "battery-no-such-run", "not found"),
     cli("status with a traversal id", ["status", "../../secrets"], "run id", "no '..'"),
