@@ -124,6 +124,16 @@ class ArtifactStore:
             self.cache.put(key, body)
         return StoredArtifact(self.uri(key), digest, len(body), created=True)
 
+    def put_json_bytes(self, key: str, body: bytes) -> StoredArtifact:
+        """Write ``body`` at ``key`` whatever is there (only for an object no run refers to)."""
+        digest = hashlib.sha256(body).hexdigest()
+        self.s3.put_object(
+            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", Metadata={"sha256": digest}
+        )
+        if self.cache is not None and self._cacheable(self.bucket, key):
+            self.cache.put(key, body)
+        return StoredArtifact(self.uri(key), digest, len(body), created=True)
+
     def _put_if_absent(self, key: str, body: bytes, content_type: str, metadata: dict[str, str]) -> bool:
         """One conditional PUT (``If-None-Match: *``); False when the key already holds an object."""
         if self.objects is not None:

@@ -16,6 +16,14 @@ from activities.artifacts import ArtifactStore, encode_json, run_input_key
 from activities.definitions import config_key
 from activities.errors import ContractViolation
 from workflows.contracts import PreparedRun, PrepareRun
+from workflows.errors import DsmoError
+
+
+class LeftoverInput(DsmoError):
+    """The run's input key holds another document: an earlier start of this run id failed after
+    writing its input. Its run never existed, so the new start may replace it."""
+
+    code = "input_conflict"
 
 
 class RunPreparer:
@@ -27,9 +35,14 @@ class RunPreparer:
         self._lock = threading.Lock()
 
     def prepare(self, request: PrepareRun) -> PreparedRun:
-        """The local activity's way in: everything comes in the request."""
+        """The local activity's way in: everything comes in the request. It runs inside the
+        run that owns the id (ids are never reused), so another input there is a leftover."""
         return self.prepare_run(
-            request.run_id, request.workflow_version, request.input, lambda: (request.definition, request.effective)
+            request.run_id,
+            request.workflow_version,
+            request.input,
+            lambda: (request.definition, request.effective),
+            replace_leftover=True,
         )
 
     def prepare_run(
@@ -38,10 +51,24 @@ class RunPreparer:
         workflow_version: str,
         run_input: dict[str, Any],
         config: Callable[[], tuple[dict[str, Any], dict[str, Any]]],
+        *,
+        replace_leftover: bool = False,
     ) -> PreparedRun:
         """``config`` gives (definition, effective parameters); it is called only for a version
-        this process has not confirmed yet, so most runs skip serializing their definition."""
-        input_uri = self.store.put_json_once(run_input_key(workflow_version, run_id), run_input).uri
+        this process has not confirmed yet, so most runs skip serializing their definition.
+
+        The input is written once; the same input again (a retried start) is accepted. Another
+        input under the key raises LeftoverInput, unless ``replace_leftover`` (the caller knows
+        no run of this id has started) says to write this one over it.
+        """
+        key = run_input_key(workflow_version, run_id)
+        body = encode_json(run_input)
+        stored = self.store.put_json_bytes_once(key, body)
+        if not stored.created and stored.sha256 != hashlib.sha256(body).hexdigest():
+            if not replace_leftover:
+                raise LeftoverInput(f"run {run_id}: {stored.uri} holds the input of an earlier start of this id")
+            self.store.put_json_bytes(key, body)
+        input_uri = stored.uri
         with self._lock:
             config_ref = self._confirmed_configs.get(workflow_version)
         if config_ref is None:

@@ -32,7 +32,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlre
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.preparation import RunPreparer
+from activities.preparation import LeftoverInput, RunPreparer
 from starter import run_health
 from starter.codec import EncryptionCodec, keys_from_env
 from starter.settings import Settings
@@ -293,12 +293,32 @@ class DsmoClient:
         try:
             if self._preparer is None:
                 self._preparer = RunPreparer(await asyncio.to_thread(self.settings.artifact_store))
-            return await asyncio.to_thread(self._preparer.prepare_run, run_id, version, request.input, config)
+            try:
+                return await asyncio.to_thread(self._preparer.prepare_run, run_id, version, request.input, config)
+            except LeftoverInput:
+                # An earlier start of this id wrote its input and then failed, or a run has it.
+                if await self._exists(run_id):
+                    raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
+                preparer = self._preparer
+                return await asyncio.to_thread(
+                    lambda: preparer.prepare_run(run_id, version, request.input, config, replace_leftover=True)
+                )
         except DsmoError:
             raise  # the store answered, and refused (a config snapshot that contradicts this version)
         except Exception as err:  # noqa: BLE001 - the workflow prepares the run itself
             log.warning("run %s: preparing at start failed (%s); the workflow will prepare it", run_id, err)
             return None
+
+    async def _exists(self, run_id: str) -> bool:
+        try:
+            await self._handle(run_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise self._rpc_error(run_id, err) from None
+        except (TypeError, ValueError):
+            return True  # described, though not decodable (the time-skipping server)
+        return True
 
     async def status(self, run_id: str) -> StatusView:
         """The run's status; from visibility, with ``problem`` set, when no worker can answer.

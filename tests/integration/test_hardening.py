@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from typing import Any
 
 import pytest
+from temporalio.service import RPCError, RPCStatusCode
 
+from activities.artifacts import run_input_key
+from starter.client import RunAlreadyExists
 from tests.conftest import Harness
 from workflows.definition import parse_definition
 from workflows.status import RunStatus
@@ -49,3 +54,34 @@ async def test_a_costly_condition_is_a_contract_violation_and_the_worker_keeps_s
     assert "was not evaluated" in violation.data["reason"] and "above the budget" in violation.data["reason"]
     assert violation.data["routedTo"] == "review"
     await harness.replay_all()
+
+
+async def test_a_failed_start_leaves_nothing_a_later_start_picks_up(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = parse_definition(
+        {"agent": "atomic-start", "start": "profile", "nodes": {"profile": {"actionType": "run_agent",
+         "agent": "candidate-profile"}}}
+    )  # fmt: skip
+    run_id = f"atomic-{uuid.uuid4().hex[:8]}"
+    original = harness.dsmo.temporal.start_workflow
+
+    async def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b"")
+
+    monkeypatch.setattr(harness.dsmo.temporal, "start_workflow", unavailable)
+    with pytest.raises(RPCError):  # the input was written, the run never started
+        await harness.dsmo.start(
+            definition, {"candidate": {"name": "old"}}, run_id=run_id, task_queue=harness.task_queue
+        )
+    monkeypatch.setattr(harness.dsmo.temporal, "start_workflow", original)
+    await harness.start(definition, {"candidate": {"name": "new"}}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["candidate"] == {"name": "new"}
+    assert result.variables["stages"]["profile"]["summary"]["firstName"] == "New"
+    stored = harness.store.read_json(harness.store.uri(run_input_key(definition.workflow_version, run_id)))
+    assert stored == {"candidate": {"name": "new"}}
+    # The same id again, with yet another input, is refused: that run exists.
+    with pytest.raises(RunAlreadyExists):
+        await harness.start(definition, {"candidate": {"name": "third"}}, run_id=run_id)
+    assert harness.store.read_json(harness.store.uri(run_input_key(definition.workflow_version, run_id))) == stored
