@@ -7,7 +7,7 @@ scope. Bodies are capped in size. Errors are JSON: `{"error": {"code": ..., "mes
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -21,6 +21,7 @@ from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
 from activities.processors import UnknownAgent
 from starter.client import DsmoClient, EventNotAccepted, InvalidRunId, RunAlreadyExists, RunClosed, RunNotFound
+from starter.ingress.guard import IngressGuard
 from starter.ingress.keys import ApiKey, KeyStore
 from starter.settings import Settings
 from workflows import search_attributes as sa
@@ -80,14 +81,8 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            return _error(413, "too_large", f"body is {declared} bytes; the limit is {MAX_BODY_BYTES}")
-        if request.method in ("POST", "PUT", "PATCH") and len(await request.body()) > MAX_BODY_BYTES:
-            return _error(413, "too_large", f"body is over the {MAX_BODY_BYTES}-byte limit")
-        return await call_next(request)
+    # Outermost: no key, no body read; a body is read only up to the cap, chunked or not.
+    app.add_middleware(IngressGuard, keys=keys, max_body=MAX_BODY_BYTES)
 
     @app.exception_handler(Problem)
     async def problem(_: Request, err: Problem) -> JSONResponse:

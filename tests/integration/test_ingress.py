@@ -172,3 +172,42 @@ def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
     spec = create_app(Settings(state_dir=tmp_path)).openapi()
     committed = json.loads((REPO / "docs" / "openapi.json").read_text())
     assert committed == json.loads(json.dumps(spec)), "run `make openapi` and commit docs/openapi.json"
+
+
+async def unfinished_chunked_post(url: str, path: str, headers: dict[str, str], chunks: int) -> tuple[int, Any]:
+    """POST a chunked body of ``chunks`` 64 KiB chunks and never finish it; the answer, if any.
+
+    A server that read the whole body before answering would never answer this request.
+    """
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n"
+        f"Content-Type: application/json\r\n{head}\r\n".encode()
+    )
+    for _ in range(chunks):
+        writer.write(b"10000\r\n" + b"0" * 0x10000 + b"\r\n")
+    await writer.drain()
+    try:
+        head_bytes = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+        lines = head_bytes.decode("latin-1").split("\r\n")
+        length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+        body = await asyncio.wait_for(reader.readexactly(length), 20)
+    finally:
+        writer.close()
+    return int(lines[0].split(" ", 2)[1]), json.loads(body)
+
+
+async def test_a_chunked_body_is_refused_before_it_is_read(ingress: Ingress) -> None:
+    path = "/executions/r-1/events"
+    status, body = await unfinished_chunked_post(ingress.url, path, {}, chunks=1)
+    assert status == 401 and body["error"]["code"] == "unauthenticated"  # before the body is read
+    key = {"Authorization": f"Bearer {ingress.keys['crm']}"}
+    status, body = await unfinished_chunked_post(ingress.url, path, key, chunks=2)  # 128 KiB: past the cap
+    assert status == 413 and body["error"]["code"] == "too_large"
+    anonymous = ingress.client(None)
+    bad = await call(
+        "POST", anonymous, "/executions", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert bad.status_code == 401  # not a detailed 422: authentication comes first
