@@ -37,8 +37,10 @@ class _Body(BaseModel):
 
 
 class StartRequest(_Body):
-    agent: str = Field(min_length=1, max_length=63, examples=["candidate-screening"])
-    version: str | None = Field(default=None, description="a published workflow_version (default: the latest)")
+    agent: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9][a-z0-9-]*$", examples=["candidate-screening"])
+    version: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{12}$", description="a published workflow_version (default: the latest)"
+    )
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
 

@@ -301,6 +301,11 @@ CASES = [
     http("cancel without a reason", "POST", "/executions/{target}/cancel", {}, 422, "reason"),
     http("no API key", "GET", "/executions/{target}", None, 401, "API key", key=None),
     http(
+        "version as a path", "POST", "/executions", {"agent": "battery", "version": "../definitions/x"}, 422, "version"
+    ),
+    http("version with a query", "POST", "/executions", {"agent": "battery", "version": "abc.json?x="}, 422, "version"),
+    http("agent with a NUL", "POST", "/executions", {"agent": "x\u0000"}, 422, "agent"),
+    http(
         "key without the scope",
         "POST",
         "/executions/{target}/events",

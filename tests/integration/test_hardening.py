@@ -10,6 +10,8 @@ import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.artifacts import run_input_key
+from activities.definitions import DefinitionStore
+from activities.processors import UnknownAgent
 from starter.client import RunAlreadyExists
 from tests.conftest import Harness
 from workflows.definition import parse_definition
@@ -85,3 +87,16 @@ async def test_a_failed_start_leaves_nothing_a_later_start_picks_up(
     with pytest.raises(RunAlreadyExists):
         await harness.start(definition, {"candidate": {"name": "third"}}, run_id=run_id)
     assert harness.store.read_json(harness.store.uri(run_input_key(definition.workflow_version, run_id))) == stored
+
+
+@pytest.mark.parametrize("version", ["../definitions/x", "x\u0000", "abc.json?x=", "77b25a66b66a.json?x="])
+async def test_a_version_that_is_a_path_never_reaches_the_store(harness: Harness, version: str) -> None:
+    with pytest.raises(UnknownAgent, match="not a workflow_version"):
+        DefinitionStore(harness.store).resolve("background-check", version)
+    definition = parse_definition(
+        {"agent": "pathy", "start": "child", "nodes": {"child": {"actionType": "trigger_agent",
+         "parameters": {"agent": "background-check", "version": version}}}}
+    )  # fmt: skip
+    run_id = await harness.start(definition)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and "not a workflow_version" in (result.error_message or "")
