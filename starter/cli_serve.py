@@ -94,14 +94,24 @@ def keys_revoke(obj: Context, name: str) -> None:
 @click.option(
     "--token", envvar="DSMO_CODEC_SERVER_TOKEN", help="Require this bearer token (env DSMO_CODEC_SERVER_TOKEN)."
 )
+@click.option(
+    "--insecure-no-token",
+    is_flag=True,
+    help="Serve without a token: anyone who reaches the port can decrypt and encrypt payloads.",
+)
 @pass_context
-def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str | None) -> None:
+def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str | None, insecure_no_token: bool) -> None:
     """Decode payloads for the Web UI and `temporal workflow show --codec-endpoint`."""
     import uvicorn
 
     from starter.codec import keys_from_env
     from starter.codec_server import create_codec_app
 
+    if not token and not insecure_no_token:
+        raise click.UsageError(
+            "--token (or DSMO_CODEC_SERVER_TOKEN) is required: the codec server decrypts for whoever asks; "
+            "pass --insecure-no-token to serve without one"
+        )
     host, port = _split(bind)
     app = create_codec_app(keys_from_env(obj.settings.codec_env()), list(origins), token)
     uvicorn.run(app, host=host, port=port)

@@ -63,3 +63,32 @@ def test_codec_server_decodes_for_the_ui_with_a_token() -> None:
         "/decode", headers={"Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"}
     )
     assert preflight.headers["access-control-allow-origin"] == "http://localhost:8233"
+
+
+def test_codec_server_answers_bad_requests_with_clear_errors_not_500() -> None:
+    client = TestClient(create_codec_app([K1], ["http://localhost:8233"], token="t0k"), raise_server_exceptions=False)
+    auth = {"Authorization": "Bearer t0k"}
+    assert (
+        client.post("/decode", content=_body([PLAIN]), headers={"Authorization": "Bearer tök".encode()}).status_code
+        == 401
+    )
+    malformed = client.post("/decode", content=b"{not json", headers=auth)
+    assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_body"
+    sealed = json_format.ParseDict(client.post("/encode", content=_body([PLAIN]), headers=auth).json(), Payloads())
+    unknown_key = Payload(metadata={**sealed.payloads[0].metadata, "encryption-key-id": b"nobody"}, data=b"x" * 40)
+    altered = Payload(metadata=dict(sealed.payloads[0].metadata), data=sealed.payloads[0].data[:-1] + b"!")
+    empty = Payload(metadata=dict(sealed.payloads[0].metadata), data=b"")
+    for bad in (unknown_key, altered, empty):
+        answer = client.post("/decode", content=_body([bad]), headers=auth)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == "cannot_decode", answer.text
+    huge = client.post("/decode", content=b"x" * (8 * 1024 * 1024 + 1), headers=auth)
+    assert huge.status_code == 413
+
+
+def test_codec_server_will_not_start_without_a_token() -> None:
+    from click.testing import CliRunner
+
+    from starter.cli import cli
+
+    result = CliRunner().invoke(cli, ["codec-server"], env={"DSMO_CODEC_SERVER_TOKEN": ""})
+    assert result.exit_code == 2 and "--insecure-no-token" in result.output
