@@ -259,6 +259,9 @@ class DevStack:
         data = s.state_dir / "seaweed"
         data.mkdir(parents=True, exist_ok=True)
         config = s.state_dir / "seaweed-s3.json"
+        # It holds the S3 secret: readable by its owner only, from the moment it exists.
+        config.touch(mode=0o600, exist_ok=True)
+        config.chmod(0o600)
         config.write_text(_seaweed_identities(s.s3_access_key, s.s3_secret_key))
         base = s.seaweed_port_base
         host = _host(s.s3_endpoint)
