@@ -147,11 +147,13 @@ def _publish_items(program: Any) -> int:
 
 def runtime_cost(expression: str, activation: Mapping[str, Any]) -> int:
     """The estimate with the largest list or map the condition can see, measured now."""
-    program = compile_condition(expression)
+    shape = cost.shape(expression)
+    if not shape.depths:  # no comprehension: the size of the data does not matter
+        return shape.cost(0)
     items = cost.largest_collection(activation)
-    if PRODUCERS & set(program.functions()):
+    if PRODUCERS & set(compile_condition(expression).functions()):
         items = max(items, cost.MAX_ITEMS)
-    return cost.shape(expression).cost(items)
+    return shape.cost(items)
 
 
 @lru_cache(maxsize=1024)

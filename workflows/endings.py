@@ -14,8 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.records import ExecutionRequest, ExecutionResult
     from workflows.run_state import RunState
     from workflows.saga import SagaActions
-    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS
-    from workflows.stages import record_service_failure
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, record_service_failure
     from workflows.status import RunStatus
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"

@@ -36,8 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.routing import Routing
     from workflows.run_state import RunState
     from workflows.saga import Compensation
-    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, budget_spent
-    from workflows.stages import StageActions, record_service_failure
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, budget_spent, record_service_failure
+    from workflows.stages import StageActions
     from workflows.status import RunStatus
     from workflows.templating import render, render_values
 

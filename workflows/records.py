@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -96,6 +97,20 @@ class RecordedAction(WireModel):
     node: str
     output: dict[str, Any] | None = None
     error: str | None = None
+
+
+Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
+
+
+def next_recorded(items: Sequence[Recorded], position: int, node: str) -> tuple[Recorded | None, int]:
+    """The original run's next record at ``node`` from ``position`` on, and where to look next.
+
+    Records of other nodes are passed over (a replay that diverged never takes them back).
+    """
+    for index in range(position, len(items)):
+        if items[index].node == node:
+            return items[index], index + 1
+    return None, len(items)
 
 
 class ReplayPlan(WireModel):

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.control import RunEnded
     from workflows.definition import AgentDefinition
     from workflows.nodes import CompensationSpec, InvokeNode
-    from workflows.records import ExecutionRequest, RecordedAction
+    from workflows.records import ExecutionRequest, RecordedAction, next_recorded
     from workflows.routing import bounded_condition
     from workflows.run_state import RunState
     from workflows.status import RunStatus
@@ -81,12 +81,10 @@ class SagaActions:
     def _recorded_action(self, node_id: str) -> RecordedAction:
         plan = self._request.replay
         assert plan is not None
-        while self._actions_replayed < len(plan.actions):
-            recorded = plan.actions[self._actions_replayed]
-            self._actions_replayed += 1
-            if recorded.node == node_id:
-                return recorded
-        raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never invoked {node_id}")
+        recorded, self._actions_replayed = next_recorded(plan.actions, self._actions_replayed, node_id)
+        if recorded is None:
+            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never invoked {node_id}")
+        return recorded
 
     async def _invoke(self, node_id: str, node: InvokeNode) -> None:
         state = self._state
@@ -205,41 +203,35 @@ class SagaActions:
                 data={"action": entry.action, "kind": entry.kind, "key": entry.key, "trigger": trigger},
             )
             if self._replaying_actions():  # the replay did not execute the step: nothing to undo
-                state.audit.record(
-                    "COMPENSATION_SUCCEEDED",
-                    at=workflow.now(),
-                    stage=entry.node,
-                    attempt=1,
-                    data={"action": entry.action, "applied": False, "replayed": True},
-                )
-                compensated.append(entry.node)
-                continue
-            try:
-                result = await workflow.execute_activity(
-                    contracts.COMPENSATE,
-                    task,
-                    result_type=contracts.CompensationResult,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                )
-            except ActivityError as err:
-                error = failure_message(err)
-                retry = await self._hand_over(task, error, policy.max_retries)
-                state.audit.record(
-                    "COMPENSATION_FAILED",
-                    at=workflow.now(),
-                    stage=entry.node,
-                    attempt=1,
-                    data={"action": entry.action, "error": error, "retriedBy": retry},
-                )
-                failed.append({"node": entry.node, "action": entry.action, "error": error, "retriedBy": retry})
-                continue
+                outcome: dict[str, Any] = {"applied": False, "replayed": True}
+            else:
+                try:
+                    result = await workflow.execute_activity(
+                        contracts.COMPENSATE,
+                        task,
+                        result_type=contracts.CompensationResult,
+                        start_to_close_timeout=timedelta(seconds=60),
+                        retry_policy=RetryPolicy(maximum_attempts=1),
+                    )
+                except ActivityError as err:
+                    error = failure_message(err)
+                    retry = await self._hand_over(task, error, policy.max_retries)
+                    state.audit.record(
+                        "COMPENSATION_FAILED",
+                        at=workflow.now(),
+                        stage=entry.node,
+                        attempt=1,
+                        data={"action": entry.action, "error": error, "retriedBy": retry},
+                    )
+                    failed.append({"node": entry.node, "action": entry.action, "error": error, "retriedBy": retry})
+                    continue
+                outcome = {"applied": result.applied, "detail": result.detail}
             state.audit.record(
                 "COMPENSATION_SUCCEEDED",
                 at=workflow.now(),
                 stage=entry.node,
                 attempt=1,
-                data={"action": entry.action, "applied": result.applied, "detail": result.detail},
+                data={"action": entry.action, **outcome},
             )
             compensated.append(entry.node)
         return {

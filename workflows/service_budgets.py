@@ -13,10 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, RetryState, TimeoutError, TimeoutType
 
 from workflows import contracts
+from workflows.actions import failure_message
+from workflows.durations import format_duration
+from workflows.run_state import RunState
 
 MAX_INTERVAL = timedelta(seconds=30)
 ATTEMPT_TIMEOUT = timedelta(seconds=30)
@@ -59,3 +63,26 @@ def budget_spent(err: ActivityError) -> bool:
         return True
     cause = err.cause
     return isinstance(cause, TimeoutError) and cause.type is TimeoutType.SCHEDULE_TO_CLOSE
+
+
+def record_service_failure(state: RunState, budget: ServiceBudget, err: ActivityError, *, stage: str | None) -> str:
+    """SERVICE_FAILED in the audit trail; returns the one-line reason."""
+    spent = budget_spent(err)
+    reason = (
+        f"{budget.activity} kept failing for {format_duration(budget.total)} (its budget; {budget.why}): "
+        f"{failure_message(err)}"
+        if spent
+        else f"{budget.activity} failed ({budget.why}): {failure_message(err)}"
+    )
+    state.audit.record(
+        "SERVICE_FAILED",
+        at=workflow.now(),
+        stage=stage,
+        data={
+            "activity": budget.activity,
+            "budget": format_duration(budget.total),
+            "budgetSpent": spent,
+            "error": reason,
+        },
+    )
+    return reason

@@ -23,11 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.actions import failure_message, raise_if_cancelled
     from workflows.control import RouteTo, RunEnded, ServiceFailed
     from workflows.definition import AgentDefinition
-    from workflows.durations import format_duration
     from workflows.nodes import RunAgentNode
     from workflows.records import ExecutionRequest
     from workflows.run_state import RunState
-    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, ServiceBudget, budget_spent
+    from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, record_service_failure
     from workflows.status import RunStatus
     from workflows.templating import render
 
@@ -287,27 +286,4 @@ class StageActions:
         return RunEnded(RunStatus.FAILED, start, failed.message)
 
 
-def record_service_failure(state: RunState, budget: ServiceBudget, err: ActivityError, *, stage: str | None) -> str:
-    """SERVICE_FAILED in the audit trail; returns the one-line reason."""
-    spent = budget_spent(err)
-    reason = (
-        f"{budget.activity} kept failing for {format_duration(budget.total)} (its budget; {budget.why}): "
-        f"{failure_message(err)}"
-        if spent
-        else f"{budget.activity} failed ({budget.why}): {failure_message(err)}"
-    )
-    state.audit.record(
-        "SERVICE_FAILED",
-        at=workflow.now(),
-        stage=stage,
-        data={
-            "activity": budget.activity,
-            "budget": format_duration(budget.total),
-            "budgetSpent": spent,
-            "error": reason,
-        },
-    )
-    return reason
-
-
-__all__ = ["RouteTo", "StageActions", "classify", "record_service_failure"]
+__all__ = ["RouteTo", "StageActions", "classify"]

@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.durations import format_duration
     from workflows.events import RESUME_EVENT_FOR, variables_after
     from workflows.nodes import DelayParams, SendMessageParams, WaitOptions, parse_until
-    from workflows.records import ExecutionRequest, RecordedResume, WaitCheckpoint
+    from workflows.records import ExecutionRequest, RecordedResume, WaitCheckpoint, next_recorded
     from workflows.run_state import RunState, Waiting
     from workflows.status import RunStatus
     from workflows.templating import render
@@ -38,12 +38,10 @@ class WaitActions:
         """Replay: the original run's next resume at this node, in order."""
         plan = self._request.replay
         assert plan is not None
-        while self._replayed < len(plan.resumes):
-            recorded = plan.resumes[self._replayed]
-            self._replayed += 1
-            if recorded.node == node_id:
-                return recorded
-        raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
+        recorded, self._replayed = next_recorded(plan.resumes, self._replayed, node_id)
+        if recorded is None:
+            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
+        return recorded
 
     def _continue_as_new_due(self) -> bool:
         raise NotImplementedError

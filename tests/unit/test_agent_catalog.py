@@ -3,7 +3,6 @@ schemas hold for what it really returns, and the reference page is generated fro
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,31 +11,16 @@ import pytest
 
 from activities.processors import default_registry
 from starter.agent_catalog import catalog, markdown
-from workflows.contracts import StageMessage
+from tests.unit.test_processors import MESSAGE
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 INVOICE = "ACME Corp\nInvoice 2026-001 of 2026-01-15\nTotal due: 1250.50 EUR\nbilling@acme.example"
 
 
-def message(stage: str) -> StageMessage:
-    return StageMessage(
-        run_id="r-1",
-        correlation_id="r-1",
-        stage=stage,
-        workflow_version="v1",
-        agent_version="1.0.0",
-        artifact_in_uri="s3://bucket/in.json",
-        artifact_out_uri="s3://bucket/out.json",
-        idempotency_key="k",
-        attempt=1,
-        created_at=datetime(2026, 1, 1, tzinfo=UTC),
-    )
-
-
 def run(name: str, document: Any) -> Any:
     processor = default_registry.get(name)
     jsonschema.validate(document, processor.input_schema or {})
-    output = processor.fn(document, message(name))
+    output = processor.fn(document, MESSAGE)
     jsonschema.validate(output.summary, processor.summary_schema or {})
     return output
 
