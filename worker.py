@@ -29,6 +29,7 @@ from activities.orders.actions import order_actions
 from activities.orders.db import OrderDatabase
 from activities.processors import ProcessorRegistry, default_registry
 from activities.stage import StageActivities
+from starter import worker_logging
 from starter.client import connect_temporal
 from starter.settings import Settings, workflow_sandbox_from
 from starter.stack_checks import ensure_bucket
@@ -55,10 +56,12 @@ def build_worker(
     actions: ActionRegistry | None = None,
     workflow_runner: WorkflowRunner | None = None,
     sandboxed: bool | None = None,
+    extra_workflows: Sequence[type] = (),
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way.
 
     ``sandboxed`` (default: ``DSMO_WORKFLOW_SANDBOX``) runs the workflows in Temporal's sandbox.
+    ``extra_workflows`` are served beside DSMO's own on the same task queue.
     """
     stages = StageActivities(store, registry)
     every_channel = dict(channels or {})
@@ -77,7 +80,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry],
+        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry, *extra_workflows],
         activities=_with_overrides(
             [
                 stages.prepare_run,
@@ -155,7 +158,7 @@ def _metrics_runtime(settings: Settings) -> Runtime | None:
     return runtime
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()) -> None:
     setup_tracing("dsmo-worker")
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
@@ -172,6 +175,7 @@ async def run_worker(settings: Settings) -> None:
         registry=configured_registry(settings),
         actions=order_actions(OrderDatabase(settings.orders_db_url)),
         sandboxed=settings.workflow_sandbox,
+        extra_workflows=extra_workflows,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -189,11 +193,13 @@ async def run_worker(settings: Settings) -> None:
     log.info("worker stopped")
 
 
-def main() -> None:
+def main(*, extra_workflows: Sequence[type] = ()) -> None:
     from starter.cli import hard_exit
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_worker(Settings.from_env()))
+    # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
+    # handler lock held and stall the whole worker (see starter/worker_logging.py).
+    worker_logging.install(logging.INFO)
+    asyncio.run(run_worker(Settings.from_env(), extra_workflows=extra_workflows))
     hard_exit(0)
 
 

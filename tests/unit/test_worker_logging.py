@@ -1,0 +1,38 @@
+"""The worker's logging holds no lock a thread interrupted mid-call could leave held."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+
+from starter import worker_logging
+
+
+def test_records_reach_the_stream_through_a_handler_without_a_lock() -> None:
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    stream = io.StringIO()
+    try:
+        listener = worker_logging.install(logging.INFO, stream=stream)
+        (handler,) = root.handlers
+        assert isinstance(handler, worker_logging.LockFreeQueueHandler) and handler.lock is None
+        threads = [
+            threading.Thread(target=lambda n=n: logging.getLogger("dsmo.test").info("from thread %d", n))
+            for n in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        logging.getLogger("dsmo.test").debug("below the level")
+        listener.stop()
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+    lines = stream.getvalue().splitlines()
+    assert sorted(line.split(": ", 1)[1] for line in lines) == [f"from thread {n}" for n in range(8)]
+    assert all(" INFO dsmo.test: " in line for line in lines)
