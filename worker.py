@@ -163,7 +163,7 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
     store = settings.artifact_store(cache=True)
-    channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir)}
+    channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir, log_content=settings.log_content)}
     if settings.webhook_url:
         channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
     worker = build_worker(

@@ -49,19 +49,28 @@ class Channel(Protocol):
 
 
 class FileChannel:
-    """Writes ``{outbox}/{run_id}/{idempotency_key}.json``, created exclusively: sent once."""
+    """Writes ``{outbox}/{run_id}/{idempotency_key}.json``, created exclusively: sent once.
+
+    The log says who got a message and how long it was; its text only with ``log_content``
+    (``DSMO_LOG_CONTENT=on``), since messages carry what people wrote.
+    """
 
     name = "file"
 
-    def __init__(self, outbox: Path) -> None:
+    def __init__(self, outbox: Path, *, log_content: bool = False) -> None:
         self.outbox = outbox
+        self.log_content = log_content
 
     def send(self, message: SendMessageRequest) -> SentMessage:
         created = self._write(
             message.run_id, message.idempotency_key, {"kind": "message", **message.model_dump(mode="json")}
         )
         if created:
-            log.info("message to %s from %s (%s): %s", message.to or "-", message.run_id, message.node, message.message)
+            to, run, node = message.to or "-", message.run_id, message.node
+            if self.log_content:
+                log.info("message to %s from %s (%s): %s", to, run, node, message.message)
+            else:
+                log.info("message to %s from %s (%s): %d characters", to, run, node, len(message.message))
         return SentMessage(message_id=message.idempotency_key, channel=self.name, duplicate=not created)
 
     def request(self, request: SendRequest) -> RequestReceipt:

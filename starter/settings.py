@@ -56,6 +56,13 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_WORKFLOW_SANDBOX": "off",
     # Worker-local cache of the immutable artifacts it wrote (stage outputs, run inputs); 0 turns it off.
     "DSMO_ARTIFACT_CACHE_MB": "64",
+    # Message and event text in the worker's log (on for debugging only; off logs metadata).
+    "DSMO_LOG_CONTENT": "off",
+    # The ingress's API description (/docs, /openapi.json): behind the `read` scope, public, or off.
+    "DSMO_INGRESS_DOCS": "read",
+    # Events each API key may deliver per second through the ingress, and the burst above that rate.
+    "DSMO_INGRESS_EVENTS_PER_SECOND": "10",
+    "DSMO_INGRESS_EVENT_BURST": "20",
     # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
     "TEMPORAL_TLS_CERT": "",
     "TEMPORAL_TLS_KEY": "",
@@ -99,6 +106,10 @@ class Settings:
     ingress_bind: str = "127.0.0.1:8080"
     workflow_sandbox: bool = False
     artifact_cache_mb: int = 64
+    log_content: bool = False
+    ingress_docs: str = "read"
+    ingress_events_per_second: float = 10.0
+    ingress_event_burst: int = 20
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
@@ -140,6 +151,12 @@ class Settings:
             ingress_bind=get("DSMO_INGRESS_BIND"),
             workflow_sandbox=workflow_sandbox_from(source),
             artifact_cache_mb=_whole_number(get("DSMO_ARTIFACT_CACHE_MB"), "DSMO_ARTIFACT_CACHE_MB"),
+            log_content=_switch(source, "DSMO_LOG_CONTENT"),
+            ingress_docs=get("DSMO_INGRESS_DOCS").strip().lower(),
+            ingress_events_per_second=_positive_number(
+                get("DSMO_INGRESS_EVENTS_PER_SECOND"), "DSMO_INGRESS_EVENTS_PER_SECOND"
+            ),
+            ingress_event_burst=max(1, _whole_number(get("DSMO_INGRESS_EVENT_BURST"), "DSMO_INGRESS_EVENT_BURST")),
             tls_cert=get("TEMPORAL_TLS_CERT"),
             tls_key=get("TEMPORAL_TLS_KEY"),
             tls_ca=get("TEMPORAL_TLS_CA"),
@@ -147,6 +164,8 @@ class Settings:
         )
         if bool(settings.tls_cert) != bool(settings.tls_key):
             raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both (mTLS) or neither")
+        if settings.ingress_docs not in ("read", "public", "off"):
+            raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.ingress_docs!r} is not read, public or off")
         if settings.channel not in ("file", "webhook"):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
         if settings.channel == "webhook" and not settings.webhook_url:
@@ -188,6 +207,10 @@ class Settings:
             "DSMO_INGRESS_BIND": self.ingress_bind,
             "DSMO_WORKFLOW_SANDBOX": "on" if self.workflow_sandbox else "off",
             "DSMO_ARTIFACT_CACHE_MB": str(self.artifact_cache_mb),
+            "DSMO_LOG_CONTENT": "on" if self.log_content else "off",
+            "DSMO_INGRESS_DOCS": self.ingress_docs,
+            "DSMO_INGRESS_EVENTS_PER_SECOND": str(self.ingress_events_per_second),
+            "DSMO_INGRESS_EVENT_BURST": str(self.ingress_event_burst),
         } | {
             # Only when set: the `temporal` CLI turns TLS on when these variables merely exist.
             name: value
@@ -337,10 +360,24 @@ _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": 
 
 def workflow_sandbox_from(env: Mapping[str, str]) -> bool:
     """``DSMO_WORKFLOW_SANDBOX``: run workflows inside Temporal's sandbox (on/off)."""
-    value = (env.get("DSMO_WORKFLOW_SANDBOX") or ENVIRONMENT["DSMO_WORKFLOW_SANDBOX"]).strip().lower()
+    return _switch(env, "DSMO_WORKFLOW_SANDBOX")
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    value = (env.get(name) or ENVIRONMENT[name]).strip().lower()
     if value not in _SWITCH:
-        raise SettingsError(f"DSMO_WORKFLOW_SANDBOX: {value!r} is not on or off")
+        raise SettingsError(f"{name}: {value!r} is not on or off")
     return _SWITCH[value]
+
+
+def _positive_number(value: str, name: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise SettingsError(f"{name}: {value!r} is not a number") from None
+    if not number > 0 or number == float("inf"):
+        raise SettingsError(f"{name}: {value!r} is not a positive number")
+    return number
 
 
 def _whole_number(value: str, name: str) -> int:

@@ -2,6 +2,8 @@
 
 Every route needs an API key (`Authorization: Bearer <key>` or `X-API-Key`) with the route's
 scope. Bodies are capped in size. Errors are JSON: `{"error": {"code": ..., "message": ...}}`.
+The API description (`/docs`, Swagger UI from the package, and `/openapi.json`) follows
+`DSMO_INGRESS_DOCS`: behind the `read` scope (default), public, or off.
 """
 
 from __future__ import annotations
@@ -12,17 +14,22 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
+import swagger_ui_bundle
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
 from activities.processors import UnknownAgent
 from starter.client import DsmoClient, EventNotAccepted, InvalidRunId, RunAlreadyExists, RunClosed, RunNotFound
-from starter.ingress.guard import IngressGuard
+from starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from starter.ingress.keys import ApiKey, KeyStore
+from starter.ingress.rate_limit import TokenBuckets
 from starter.settings import Settings
 from workflows import search_attributes as sa
 from workflows.errors import DsmoError
@@ -81,14 +88,32 @@ def create_app(settings: Settings) -> FastAPI:
         version="1.0.0",
         description="Start agent executions, deliver resume events and read their status over HTTP.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None if settings.ingress_docs == "off" else "/openapi.json",
     )
 
     # Outermost: no key, no body read; a body is read only up to the cap, chunked or not.
-    app.add_middleware(IngressGuard, keys=keys, max_body=MAX_BODY_BYTES)
+    app.add_middleware(
+        IngressGuard,
+        keys=keys,
+        max_body=MAX_BODY_BYTES,
+        docs=settings.ingress_docs,
+        event_rate=TokenBuckets(settings.ingress_events_per_second, settings.ingress_event_burst),
+    )
+    protect_access_log()
+    if settings.ingress_docs != "off":
+        _serve_docs(app)
 
     @app.exception_handler(Problem)
     async def problem(_: Request, err: Problem) -> JSONResponse:
         return _error(err.status, err.code, err.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        # Routing's own answers (unknown path, wrong method) in the documented shape, not {"detail": ...}.
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return _error(err.status_code, codes.get(err.status_code, "http_error"), str(err.detail))
 
     @app.exception_handler(InvalidRunId)
     async def bad_run_id(_: Request, err: InvalidRunId) -> JSONResponse:
@@ -230,3 +255,18 @@ def create_app(settings: Settings) -> FastAPI:
         return {"runId": run_id, "cancelRequested": True}
 
     return app
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """Swagger UI from the installed package (no CDN), at /docs."""
+    app.mount(DOC_ASSETS.rstrip("/"), StaticFiles(directory=str(swagger_ui_bundle.swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} - API",
+            swagger_js_url=f"{DOC_ASSETS}swagger-ui-bundle.js",
+            swagger_css_url=f"{DOC_ASSETS}swagger-ui.css",
+            swagger_favicon_url=f"{DOC_ASSETS}favicon-32x32.png",
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -211,3 +212,85 @@ async def test_a_chunked_body_is_refused_before_it_is_read(ingress: Ingress) -> 
         "POST", anonymous, "/executions", content=b"{not json", headers={"Content-Type": "application/json"}
     )
     assert bad.status_code == 401  # not a detailed 422: authentication comes first
+
+
+@pytest.fixture
+def strict_ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
+    """An ingress with a small event rate (2 a second, burst 3) and its docs behind `read`."""
+    settings = harness.settings.with_changes(
+        task_queue=harness.task_queue,
+        api_keys_file=str(tmp_path / "keys.json"),
+        ingress_events_per_second=2.0,
+        ingress_event_burst=3,
+    )
+    store = KeyStore(settings.api_keys_path)
+    keys = {"crm": store.add("crm", ["read", "events:*"]), "portal": store.add("portal", ["events:*"])}
+    with serving(settings) as url:
+        yield Ingress(url, keys)
+
+
+async def test_docs_are_packaged_and_behind_read(strict_ingress: Ingress) -> None:
+    crm, portal, anonymous = strict_ingress.client(), strict_ingress.client("portal"), strict_ingress.client(None)
+    assert (await call("GET", anonymous, "/docs")).status_code == 401
+    assert (await call("GET", anonymous, "/openapi.json")).status_code == 401
+    assert (await call("GET", portal, "/openapi.json")).status_code == 403  # a key without `read`
+    page = await call("GET", crm, "/docs")
+    assert page.status_code == 200
+    assert "cdn" not in page.text.lower() and "/docs/assets/swagger-ui-bundle.js" in page.text
+    script = await call("GET", crm, "/docs/assets/swagger-ui-bundle.js")
+    assert script.status_code == 200 and len(script.content) > 100_000
+    assert (await call("GET", crm, "/openapi.json")).json()["info"]["title"] == "DSMO ingress"
+
+
+def test_public_and_off_docs(harness: Harness, tmp_path: Path) -> None:
+    public = harness.settings.with_changes(api_keys_file=str(tmp_path / "keys.json"), ingress_docs="public")
+    with serving(public) as url:
+        assert httpx.get(f"{url}/docs", timeout=10).status_code == 200
+        assert httpx.get(f"{url}/openapi.json", timeout=10).status_code == 200
+        assert httpx.get(f"{url}/executions", timeout=10).status_code == 401  # only the docs are public
+    off = public.with_changes(ingress_docs="off")
+    key = KeyStore(off.api_keys_path).add("reader", ["read"])
+    with serving(off) as url:
+        answer = httpx.get(f"{url}/openapi.json", headers={"X-API-Key": key}, timeout=10)
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
+
+
+async def test_a_key_in_the_url_is_refused_and_kept_out_of_the_access_log(
+    strict_ingress: Ingress, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    secret = strict_ingress.keys["crm"]
+    anonymous = strict_ingress.client(None)
+    answer = await call("GET", anonymous, "/executions", params={"status": "waiting", "api_key": secret})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "credential_in_url"
+    assert "api_key" in answer.json()["error"]["message"] and secret not in answer.text
+    # Even with a good header, a key in the URL is refused: it has already leaked.
+    crm = strict_ingress.client()
+    assert (await call("GET", crm, "/executions", params={"token": "x"})).status_code == 400
+    await asyncio.sleep(0.2)
+    logged = [record.getMessage() for record in caplog.records if record.name == "uvicorn.access"]
+    assert any("status=waiting&api_key=[redacted]" in line for line in logged), logged
+    assert not any(secret in line for line in logged)
+
+
+async def test_every_error_is_in_the_documented_shape(strict_ingress: Ingress) -> None:
+    crm = strict_ingress.client()
+    for method, path in [("GET", "/no/such/route"), ("DELETE", "/executions"), ("PUT", "/executions/r1/events")]:
+        answer = await call(method, crm, path)
+        assert answer.status_code in (404, 405), (method, path, answer.status_code)
+        assert set(answer.json()) == {"error"} and answer.json()["error"]["code"] in ("not_found", "method_not_allowed")
+
+
+async def test_events_are_rate_limited_per_key(strict_ingress: Ingress) -> None:
+    crm, portal = strict_ingress.client(), strict_ingress.client("portal")
+    event = {"type": "MESSAGE_RECEIVED", "event_id": "e1", "data": {"text": "hola"}}
+    # No such run: each delivery inside the limit is answered 404; past the burst, 429.
+    answers = [(await call("POST", crm, "/executions/no-such-run/events", json=event)) for _ in range(4)]
+    assert [a.status_code for a in answers] == [404, 404, 404, 429]
+    limited = answers[-1]
+    assert limited.json()["error"]["code"] == "rate_limited" and int(limited.headers["retry-after"]) >= 1
+    # Another key has its own budget; reads are not counted.
+    assert (await call("POST", portal, "/executions/no-such-run/events", json=event)).status_code == 404
+    assert (await call("GET", crm, "/executions/no-such-run")).status_code == 404
+    await asyncio.sleep(float(limited.headers["retry-after"]))
+    assert (await call("POST", crm, "/executions/no-such-run/events", json=event)).status_code == 404

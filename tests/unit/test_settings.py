@@ -73,3 +73,18 @@ def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
     with pytest.raises(SettingsError, match="OTEL_TRACES_EXPORTER: 'bogus' is not supported"):
         setup_tracing("dsmo-test", env={"OTEL_TRACES_EXPORTER": "bogus"})
     assert setup_tracing("dsmo-test", env={}) == "none"  # nothing set: no provider, no error
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("DSMO_LOG_CONTENT", "maybe", "is not on or off"),
+        ("DSMO_INGRESS_DOCS", "everyone", "is not read, public or off"),
+        ("DSMO_INGRESS_EVENTS_PER_SECOND", "0", "is not a positive number"),
+        ("DSMO_INGRESS_EVENTS_PER_SECOND", "nan", "is not a positive number"),
+        ("DSMO_INGRESS_EVENT_BURST", "-1", "is negative"),
+    ],
+)
+def test_hardening_settings_name_the_variable_and_the_reason(name: str, value: str, reason: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{name}: .*{reason}"):
+        Settings.from_env({name: value})
