@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from temporalio import activity
@@ -16,9 +15,7 @@ from activities.errors import permanent_errors
 from activities.processors import UnknownAgent
 from workflows.contracts import RESOLVE_DEFINITION, ResolveDefinition
 from workflows.definition import AgentDefinition
-
-AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-WORKFLOW_VERSION = re.compile(r"[0-9a-f]{12}")
+from workflows.identifiers import agent_name_problem, workflow_version_problem
 
 
 def config_key(workflow_version: str) -> str:
@@ -50,10 +47,9 @@ class DefinitionStore:
 
     def resolve(self, agent: str, version: str | None = None) -> AgentDefinition:
         # Both become parts of object keys: full-string checks before the store is asked.
-        if not isinstance(agent, str) or not AGENT_NAME.fullmatch(agent):
-            raise UnknownAgent(f"agent {str(agent)[:64]!r}: not an agent name (a-z, 0-9 and '-', up to 63)")
-        if version is not None and (not isinstance(version, str) or not WORKFLOW_VERSION.fullmatch(version)):
-            raise UnknownAgent(f"version {str(version)[:64]!r}: not a workflow_version (12 hexadecimal digits)")
+        problem = agent_name_problem(agent) or (None if version is None else workflow_version_problem(version))
+        if problem:
+            raise UnknownAgent(problem)
         if version is None:
             version = self._index(agent).get("latest")
             if not version:

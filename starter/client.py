@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import re
 import uuid
 from collections import OrderedDict
 from datetime import timedelta
@@ -43,6 +42,7 @@ from workflows.definition import AgentDefinition, effective_parameters
 from workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DsmoError
 from workflows.events import EventAck, EventRejected, parse_signal
+from workflows.identifiers import check_run_id, event_id_problem
 from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
 from workflows.status import RunStatus
 
@@ -59,33 +59,11 @@ POLLERS_SEEN_FOR = 5.0
 WATCH_FIRST, WATCH_MAX = 1.0, 10.0
 
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
-
-
-class InvalidRunId(DsmoError):
-    code = "invalid_run_id"
-
-
-def check_run_id(run_id: str) -> None:
-    """Run ids become parts of object keys (`artifacts/{version}/{run_id}/...`): no escaping the prefix."""
-    # fullmatch: `$` would also match before a trailing newline ("run\n" passed and reached the store).
-    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or ".." in run_id:
-        raise InvalidRunId(
-            f"run id {run_id!r}: use 1-200 letters, digits, '.', '_', ':' or '-', starting with a letter or "
-            "digit, and no '..'"
-        )
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
 def check_event_id(event_id: str) -> None:
     """An event id is the dedup key of an outside system's event: printable, 1-200 characters."""
-    if not event_id or len(event_id) > 200 or _CONTROL.search(event_id) or event_id != event_id.strip():
-        raise EventNotAccepted(
-            f"event_id {event_id[:40]!r}: use 1-200 printable characters, without control characters or "
-            "surrounding blanks"
-        )
+    problem = event_id_problem(event_id)
+    if problem:
+        raise EventNotAccepted(problem)
 
 
 def check_event_data(event_type: str, data: Any) -> None:

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_
 from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
 from workflows.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DefinitionError, TemplateError
+from workflows.identifiers import AGENT_NAME_PATTERN
 from workflows.nodes import (
     ACTION_TYPES,
     AssignTestNode,
@@ -72,7 +73,7 @@ class RateLimit(CamelModel):
 
 
 class AgentDefinition(CamelModel):
-    agent: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
     version: str = Field(default="1.0.0", min_length=1, max_length=50)
     description: str | None = Field(default=None, max_length=2000)
     start: str

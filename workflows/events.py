@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from workflows.document_limits import EVENT_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DsmoError
+from workflows.identifiers import MAX_EVENT_ID, event_id_problem
 from workflows.wire import WireModel
 
-MAX_EVENT_ID = 200
 # An event's data lands in the run's history and variables; big content belongs in an artifact.
 # The same cap as the HTTP ingress's bodies, well under Temporal's 2 MB payload limit.
 MAX_EVENT_BYTES = 64 * 1024
@@ -121,19 +122,51 @@ class EventAck(WireModel):
     detail: str | None = None
 
 
-def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True) -> ResumeEvent:
+def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True, strict: bool = True) -> ResumeEvent:
     """A signal's flat payload -> ResumeEvent, or EventRejected.
 
-    ``size_cap=False`` only for runs that took signals before MAX_EVENT_BYTES existed.
+    ``size_cap=False`` only for runs that took signals before MAX_EVENT_BYTES existed;
+    ``strict=False`` skips strict_event_problem's rules, for events a run took before them.
     """
     if not isinstance(raw, dict):
         raise EventRejected(f"{event_type}: payload must be a JSON object, not {type(raw).__name__}")
     data = {key: value for key, value in raw.items() if key != "event_id"}
+    if strict:
+        _raise_if_not_strict(event_type, raw.get("event_id"), data)
     return _build(event_type, raw.get("event_id"), data, size_cap=size_cap)
 
 
-def parse_update(raw: Any) -> ResumeEvent:
-    """The ``deliver_event`` update's envelope -> ResumeEvent, or EventRejected."""
+def strict_event_problem(event_type: str, raw: Any) -> str | None:
+    """Why a signal's payload breaks the event-id and shape rules, or None.
+
+    The rules every way in applies (CLI, client, ingress, update validator): a printable event id
+    and data within EVENT_LIMITS' depth, value count and text.
+    """
+    if not isinstance(raw, dict):
+        return None  # parse_signal refuses it
+    try:
+        _raise_if_not_strict(event_type, raw.get("event_id"), {k: v for k, v in raw.items() if k != "event_id"})
+    except EventRejected as err:
+        return str(err)
+    return None
+
+
+def _raise_if_not_strict(event_type: str, event_id: Any, data: dict[str, Any]) -> None:
+    if isinstance(event_id, str) and event_id.strip():  # a missing or blank id is _build's "is required"
+        problem = event_id_problem(event_id)
+        if problem:
+            raise EventRejected(f"{event_type}.{problem}")
+    try:
+        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
+    except DocumentTooLarge as err:
+        raise EventRejected(str(err)) from None
+
+
+def parse_update(raw: Any, *, strict: bool = True) -> ResumeEvent:
+    """The ``deliver_event`` update's envelope -> ResumeEvent, or EventRejected.
+
+    ``strict=False`` only where updates accepted before the strict rules are replayed.
+    """
     if not isinstance(raw, dict):
         raise EventRejected(f"event: must be a JSON object with type, event_id and data, not {type(raw).__name__}")
     unknown = sorted(set(raw) - {"type", "event_id", "data"})
@@ -145,6 +178,8 @@ def parse_update(raw: Any) -> ResumeEvent:
     event_type = raw.get("type")
     if not isinstance(event_type, str):
         raise EventRejected(f"event.type: is required, one of {', '.join(EVENT_KINDS)}")
+    if strict and event_type in EVENT_KINDS:
+        _raise_if_not_strict(event_type, raw.get("event_id"), data)
     return _build(event_type, raw.get("event_id"), data)
 
 

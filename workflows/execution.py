@@ -15,9 +15,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows.audit import AuditTrail
     from workflows.control import ContinueAsNewDue, RouteTo, RunEnded, ServiceFailed
     from workflows.definition import AgentDefinition, effective_parameters
-    from workflows.endings import RunEndings
+    from workflows.endings import STRICT_RUN_ID_PATCH, RunEndings
     from workflows.errors import TemplateError
-    from workflows.events import EVENT_KINDS, EventAck, EventRejected, parse_signal, parse_update
+    from workflows.events import (
+        EVENT_KINDS,
+        EventAck,
+        EventRejected,
+        parse_signal,
+        parse_update,
+        strict_event_problem,
+    )
+    from workflows.identifiers import run_id_problem
     from workflows.metrics import count_event
     from workflows.nodes import (
         AssignTestNode,
@@ -43,6 +51,9 @@ with workflow.unsafe.imports_passed_through():
 
 # workflow.patched ids: each names a change to what running executions do.
 EVENT_SIZE_CAP_PATCH = "event-size-cap"
+# Raw signals are held to the same event-id and shape rules as every other way in; the marker
+# is written only when a signal is refused by them, so runs that never meet one are unchanged.
+STRICT_SIGNALS_PATCH = "strict-signals"
 
 
 @workflow.defn(name="AgentExecution")
@@ -153,6 +164,12 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         if request.prepared is None:
             # A starter that is not DSMO's may not have set the start search attributes.
             state.publish()
+        problem = run_id_problem(state.run_id)
+        if problem and workflow.patched(STRICT_RUN_ID_PATCH):
+            # Started around DSMO's checks (e.g. `temporal workflow start --workflow-id $'x\n'`): no
+            # object key can be built from this id, so nothing is written and the run ends here.
+            state.enter(RunStatus.RUNNING)
+            raise RunEnded(RunStatus.FAILED, "", problem)
         limit = self._definition.rate_limit
         if limit is not None:
             # PENDING while queued behind the agent's concurrency limit.
@@ -233,7 +250,9 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
 
     @workflow.update(name="deliver_event")
     def deliver_event(self, event: Any) -> EventAck:
-        return self._state.apply_event(parse_update(event), via="update")
+        # The validator applied the strict rules to new updates; the handler also replays updates
+        # accepted before those rules existed, so it does not apply them again.
+        return self._state.apply_event(parse_update(event, strict=False), via="update")
 
     @deliver_event.validator
     def _validate_event(self, event: Any) -> None:
@@ -261,7 +280,11 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
         try:
             # Runs that applied a bigger signal before the size cap existed must replay as they ran.
             capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
-            self._state.apply_event(parse_signal(event_type, payload, size_cap=capped), via="signal")
+            event = parse_signal(event_type, payload, size_cap=capped, strict=False)
+            problem = strict_event_problem(event_type, payload)
+            if problem and workflow.patched(STRICT_SIGNALS_PATCH):
+                raise EventRejected(problem)
+            self._state.apply_event(event, via="signal")
         except EventRejected as err:
             event_id = payload.get("event_id") if isinstance(payload, dict) else None
             self._state.reject(event_type, str(err), via="signal", event_id=event_id)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workflows.durations import Duration, format_duration
+from workflows.identifiers import AGENT_NAME_PATTERN
 from workflows.wire import to_camel
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
@@ -144,7 +145,7 @@ class WaitForEventParams(WaitOptions):
 
 class TriggerAgentParams(WaitOptions):
     kind = "agent"
-    agent: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
     version: str | None = Field(default=None, max_length=50, description="a published workflow_version")
     input: dict[str, Any] = Field(default_factory=dict)
     wait_for_completion: bool = True

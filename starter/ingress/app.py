@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from activities.artifacts import ArtifactStore
 from activities.definitions import DefinitionStore
 from activities.processors import UnknownAgent
-from starter.client import DsmoClient, EventNotAccepted, InvalidRunId, RunAlreadyExists, RunClosed, RunNotFound
+from starter.client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
 from starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from starter.ingress.keys import ApiKey, KeyStore
 from starter.ingress.rate_limit import TokenBuckets
@@ -34,6 +34,7 @@ from starter.settings import Settings
 from workflows import search_attributes as sa
 from workflows.errors import DsmoError
 from workflows.events import EventRejected, parse_update
+from workflows.identifiers import AGENT_NAME_PATTERN, RUN_ID_PATTERN, WORKFLOW_VERSION_PATTERN, InvalidRunId
 from workflows.wire import to_camel
 
 MAX_BODY_BYTES = 64 * 1024
@@ -44,12 +45,14 @@ class _Body(BaseModel):
 
 
 class StartRequest(_Body):
-    agent: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9][a-z0-9-]*$", examples=["candidate-screening"])
+    agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$", examples=["candidate-screening"])
     version: str | None = Field(
-        default=None, pattern=r"^[0-9a-f]{12}$", description="a published workflow_version (default: the latest)"
+        default=None,
+        pattern=f"^{WORKFLOW_VERSION_PATTERN}$",
+        description="a published workflow_version (default: the latest)",
     )
     input: dict[str, Any] = Field(default_factory=dict)
-    run_id: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    run_id: str | None = Field(default=None, pattern=f"^{RUN_ID_PATTERN}$")
 
 
 class EventRequest(_Body):

@@ -118,6 +118,38 @@ async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
     return report.replay
 
 
+async def strict_signal_refused(dsmo: DsmoClient, queue: str) -> str:
+    """A screening run refusing a raw signal whose event id ends in a newline, then answered."""
+    run_id = await dsmo.start(
+        load_definition(EXAMPLES / "candidate_screening.yaml"),
+        {"candidate": {"name": "Golden", "phone": "+34 600"}},
+        task_queue=queue,
+    )
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"event_id": "loose\n", "text": "x"})
+    await dsmo.respond(run_id, "sí", event_id="golden-1")
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def raw_start_bad_run_id(dsmo: DsmoClient, queue: str) -> str:
+    """Started around DSMO's checks with an id that is not a run id: it fails at once."""
+    from workflows.records import ExecutionRequest
+
+    run_id = f"golden {uuid.uuid4().hex[:8]}"
+    handle = await dsmo.temporal.start_workflow(
+        "AgentExecution",
+        ExecutionRequest(definition=load_definition(EXAMPLES / "triage.yaml"), input={"document": {"text": "x"}}),
+        id=run_id,
+        task_queue=queue,
+    )
+    try:
+        await handle.result()
+    except Exception:  # noqa: BLE001 - it is meant to fail
+        return run_id
+    raise AssertionError("the run with a bad id completed")
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -129,6 +161,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "prepared_candidate_screening": screening,
     "replayed_onboarding": replayed_onboarding,
     "replayed_order_saga_actions_rerun": replayed_saga,
+    "strict_signal_refused": strict_signal_refused,
+    "raw_start_bad_run_id": raw_start_bad_run_id,
 }
 
 

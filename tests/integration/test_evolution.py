@@ -1,12 +1,14 @@
 """Checks added after runs were in flight must not break those runs.
 
-Two such changes: publish-time checks on definitions (template variables, unknown CEL functions)
-and the 64 KiB cap on event data. A run admitted or signalled before them must still decode,
-run and replay; new runs get the new rules.
+Three such changes: publish-time checks on definitions (template variables, unknown CEL
+functions), the 64 KiB cap on event data, and the strict event-id and shape rules on signals.
+A run admitted or signalled before them must still decode, run and replay; new runs get the
+new rules.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -18,7 +20,7 @@ from tests.unit.test_golden_histories import replayer
 from workflows.definition import parse_definition
 from workflows.errors import DefinitionError
 from workflows.events import MAX_EVENT_BYTES
-from workflows.execution import EVENT_SIZE_CAP_PATCH
+from workflows.execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
@@ -43,13 +45,13 @@ WAIT_THEN_DONE: dict[str, Any] = {
 }
 
 
-async def has_patch_marker(harness: Harness, run_id: str) -> bool:
-    """Whether the run's history records the size-cap patch (local activities add markers too)."""
+async def has_patch_marker(harness: Harness, run_id: str, patch_id: str = EVENT_SIZE_CAP_PATCH) -> bool:
+    """Whether the run's history records the patch (local activities add markers too)."""
     events = harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history_events()
     return any(
         [
             e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and EVENT_SIZE_CAP_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
+            and patch_id.encode() in e.marker_recorded_event_attributes.SerializeToString()
             async for e in events
         ]
     )
@@ -109,4 +111,33 @@ async def test_a_big_signal_taken_before_the_cap_replays_and_new_runs_refuse_one
     rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
     assert len(rejected) == 1 and f"above the {MAX_EVENT_BYTES}-byte limit" in str(rejected[0].data)
     assert await has_patch_marker(harness, new)
+    await replays(harness, new)
+
+
+async def test_a_signal_taken_before_the_strict_rules_replays_and_new_runs_refuse_one(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = parse_definition(WAIT_THEN_DONE)
+    # A trailing newline in the id and data nested 40 deep: both accepted before the rules.
+    loose = {"event_id": "loose-1\n", "text": "hi", "nested": json.loads("[" * 40 + "]" * 40)}
+
+    old = await harness.start(definition)
+    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
+    with monkeypatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda patch_id: False)
+        await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", loose)
+        result = await harness.dsmo.result(old)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "hi"
+    assert not await has_patch_marker(harness, old, STRICT_SIGNALS_PATCH)
+    await replays(harness, old)
+
+    new = await harness.start(definition)
+    await harness.dsmo.wait_for_status(new, {RunStatus.WAITING})
+    await harness.dsmo.temporal.get_workflow_handle(new).signal("MESSAGE_RECEIVED", loose)
+    await harness.dsmo.respond(new, "clean", event_id="clean-1")
+    result = await harness.dsmo.result(new)
+    assert result.variables["lastResponse"] == "clean"
+    rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
+    assert len(rejected) == 1 and "use 1-200 printable characters" in str(rejected[0].data)
+    assert await has_patch_marker(harness, new, STRICT_SIGNALS_PATCH)
     await replays(harness, new)

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.artifacts import run_input_key
@@ -15,6 +16,7 @@ from activities.processors import UnknownAgent
 from starter.client import RunAlreadyExists
 from tests.conftest import Harness
 from workflows.definition import parse_definition
+from workflows.records import ExecutionRequest
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
@@ -100,3 +102,26 @@ async def test_a_version_that_is_a_path_never_reaches_the_store(harness: Harness
     run_id = await harness.start(definition)
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.FAILED and "not a workflow_version" in (result.error_message or "")
+
+
+@pytest.mark.parametrize("bad_id", ["raw-run\n", "raw/../run", "raw run"])
+async def test_a_raw_start_with_a_bad_run_id_fails_at_once_with_the_reason(harness: Harness, bad_id: str) -> None:
+    """Started with the official client (as `temporal workflow start` would): no DSMO check ran."""
+    definition = costly_definition()
+    run_id = f"{bad_id}{uuid.uuid4().hex[:6]}"
+    handle = await harness.dsmo.temporal.start_workflow(
+        "AgentExecution",
+        ExecutionRequest(definition=definition, input={"L": [1]}),
+        id=run_id,
+        task_queue=harness.task_queue,
+    )
+    harness.started.append(run_id)  # replayed on the current code after the test
+    with pytest.raises(WorkflowFailureError) as failure:
+        await asyncio.wait_for(handle.result(), 30)
+    assert "run id" in str(failure.value.cause) and "use 1-200 letters" in str(failure.value.cause)
+    history = await handle.fetch_history()
+    scheduled = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert scheduled == [] and not any(
+        m.marker_recorded_event_attributes.marker_name == "LocalActivity" for m in markers
+    )

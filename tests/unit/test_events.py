@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from workflows.events import EventRejected, parse_signal, parse_update
@@ -21,7 +23,11 @@ def test_update_envelope() -> None:
     [
         ({"text": "x"}, "MESSAGE_RECEIVED.event_id: is required"),
         ({"event_id": "", "text": "x"}, "event_id: is required"),
-        ({"event_id": "e" * 201, "text": "x"}, "longer than 200"),
+        ({"event_id": "e" * 201, "text": "x"}, "use 1-200 printable characters"),
+        ({"event_id": "e1\n", "text": "x"}, r"MESSAGE_RECEIVED.event_id 'e1\\n': use 1-200 printable"),
+        ({"event_id": " e1", "text": "x"}, "without control characters or surrounding blanks"),
+        ({"event_id": "e\x001", "text": "x"}, "without control characters"),
+        ({"event_id": "e1", "text": "x", "extra": json.loads("[" * 40 + "]" * 40)}, "nested more than 32 levels deep"),
         ({"event_id": "e"}, "MESSAGE_RECEIVED.text: is required"),
         ({"event_id": "e", "text": ""}, "MESSAGE_RECEIVED.text"),
         ("just text", "payload must be a JSON object"),

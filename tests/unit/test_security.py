@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from activities.artifacts import ArtifactError, ArtifactStore, run_input_key, stage_output_key
-from starter.client import InvalidRunId, check_run_id
 from workflows.definition import parse_definition
 from workflows.errors import DefinitionError
+from workflows.identifiers import InvalidRunId, check_run_id
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [p for folder in ("workflows", "activities", "starter", "bench") for p in (REPO / folder).rglob("*.py")]
