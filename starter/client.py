@@ -41,7 +41,7 @@ from workflows.contracts import PreparedRun
 from workflows.definition import AgentDefinition, effective_parameters
 from workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
 from workflows.errors import DsmoError
-from workflows.events import EventAck, EventRejected, parse_signal
+from workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal
 from workflows.identifiers import check_run_id, event_id_problem
 from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
 from workflows.status import RunStatus
@@ -502,6 +502,9 @@ class DsmoClient:
             return ack
         except WorkflowUpdateFailedError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:
+                status = str(cause.details[0]) if cause.details else "unknown"
+                return EventAck(event_id=event_id, accepted=False, duplicate=True, status=status, detail=cause.message)
             message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             raise EventNotAccepted(f"{event_type} rejected: {message}") from None
         except RPCError as err:

@@ -23,6 +23,9 @@ from workflows.wire import WireModel
 # An event's data lands in the run's history and variables; big content belongs in an artifact.
 # The same cap as the HTTP ingress's bodies, well under Temporal's 2 MB payload limit.
 MAX_EVENT_BYTES = 64 * 1024
+# The error type of a duplicate update the run answered without recording it (the client turns
+# it back into a duplicate acknowledgement).
+DUPLICATE_NOT_RECORDED = "DuplicateNotRecorded"
 
 
 class EventRejected(DsmoError):

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.endings import STRICT_RUN_ID_PATCH, RunEndings
     from workflows.errors import TemplateError
     from workflows.events import (
+        DUPLICATE_NOT_RECORDED,
         EVENT_KINDS,
         EventAck,
         EventRejected,
@@ -54,6 +55,9 @@ EVENT_SIZE_CAP_PATCH = "event-size-cap"
 # Raw signals are held to the same event-id and shape rules as every other way in; the marker
 # is written only when a signal is refused by them, so runs that never meet one are unchanged.
 STRICT_SIGNALS_PATCH = "strict-signals"
+# Duplicate updates after this many recorded ones are answered by the validator, which writes
+# nothing to history: a sender retrying in a loop cannot grow the run's history without bound.
+DUPLICATES_RECORDED_MAX = 10
 
 
 @workflow.defn(name="AgentExecution")
@@ -258,9 +262,19 @@ class AgentExecution(RunEndings, Routing, StageActions, NodeActions):
     def _validate_event(self, event: Any) -> None:
         # Runs before anything is written to history; raising here rejects the update.
         try:
-            self._state.check_event(parse_update(event))
+            parsed = parse_update(event)
+            self._state.check_event(parsed)
         except EventRejected as err:
             raise ApplicationError(str(err), type="EventRejected", non_retryable=True) from None
+        state = self._state
+        if parsed.event_id in state.seen_event_ids and state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
+            raise ApplicationError(
+                f"event {parsed.event_id!r} was applied already; duplicate not recorded "
+                f"({DUPLICATES_RECORDED_MAX} duplicates recorded)",
+                state.status.value,
+                type=DUPLICATE_NOT_RECORDED,
+                non_retryable=True,
+            )
 
     @workflow.query(name="status")
     def status(self) -> StatusView:

@@ -44,6 +44,7 @@ class RunState:
     waiting: Waiting | None = None
     resume_event: ResumeEvent | None = None
     seen_event_ids: set[str] = field(default_factory=set)
+    duplicates_recorded: int = 0  # DUPLICATE_IGNORED records in this generation of the run
     updated_at: datetime | None = None
     result: ExecutionResult | None = None
     pending_reason: str | None = None
@@ -118,6 +119,7 @@ class RunState:
     def apply_event(self, event: ResumeEvent, *, via: str) -> EventAck:
         """Dedup by event id, then hand the event to the waiting node (or raise EventRejected)."""
         if event.event_id in self.seen_event_ids:
+            self.duplicates_recorded += 1
             self.audit.record(
                 "DUPLICATE_IGNORED",
                 at=workflow.now(),

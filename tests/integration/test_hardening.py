@@ -125,3 +125,39 @@ async def test_a_raw_start_with_a_bad_run_id_fails_at_once_with_the_reason(harne
     assert scheduled == [] and not any(
         m.marker_recorded_event_attributes.marker_name == "LocalActivity" for m in markers
     )
+
+
+TWO_WAITS = {
+    "agent": "two-waits",
+    "start": "first",
+    "nodes": {
+        "first": {
+            "actionType": "wait_for_response",
+            "parameters": {"timeout": "1h"},
+            "transitions": [{"to": "second"}],
+        },
+        "second": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}},
+    },
+}
+
+
+async def test_duplicate_events_in_a_loop_do_not_grow_the_history(harness: Harness) -> None:
+    run_id = await harness.start(parse_definition(TWO_WAITS))
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    first = await harness.dsmo.respond(run_id, "yes", event_id="reply-1")
+    assert first.accepted
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    handle = harness.dsmo.temporal.get_workflow_handle(run_id)
+    before = len((await handle.fetch_history()).events)
+
+    acks = [await harness.dsmo.respond(run_id, "yes", event_id="reply-1") for _ in range(60)]
+    assert all(ack.duplicate and not ack.accepted and ack.status == "waiting" for ack in acks)
+    grown = len((await handle.fetch_history()).events) - before
+    # Ten duplicates are recorded (an accepted and a completed update each, in their own
+    # workflow tasks); the other fifty leave no trace in the history.
+    assert grown <= 10 * 5, grown
+    duplicates = [e for e in await harness.dsmo.events(run_id) if e.type == "DUPLICATE_IGNORED"]
+    assert len(duplicates) == 10
+    # The run still takes its next event.
+    assert (await harness.dsmo.respond(run_id, "second", event_id="reply-2")).accepted
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
