@@ -35,6 +35,7 @@ from workflows.nodes import (
     WaitForEventNode,
     WaitForResponseNode,
 )
+from workflows.sensitive import sensitive_problem
 from workflows.templating import placeholders
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -87,6 +88,9 @@ class AgentDefinition(CamelModel):
     fail_safe: str | None = None
     audit_level: Literal["essential", "extended"] = "essential"
     compensation: CompensationPolicy = Field(default_factory=CompensationPolicy)
+    # Values the audit trail keeps as a fingerprint, not in the clear (workflows/sensitive.py).
+    # None when absent, so definitions without it keep their workflow_version.
+    sensitive: list[str] | None = Field(default=None, max_length=100)
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
@@ -231,6 +235,10 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
     if definition.fail_safe is not None and definition.fail_safe not in nodes:
         raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
     stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode)]
+    for index, entry in enumerate(definition.sensitive or ()):
+        problem = sensitive_problem(entry, stages)
+        if problem:
+            raise ValueError(f"@sensitive.{index}: {problem}")
     for node_id, node in nodes.items():
         _check_links(node_id, node, nodes, known)
         for index, transition in enumerate(node.transitions):

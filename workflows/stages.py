@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes import RunAgentNode
     from workflows.records import ExecutionRequest
     from workflows.run_state import RunState
+    from workflows.sensitive import masked_summary
     from workflows.service_budgets import ATTEMPT_TIMEOUT, BUDGETS, record_service_failure
     from workflows.status import RunStatus
     from workflows.templating import render
@@ -177,7 +178,7 @@ class StageActions:
         common: dict[str, Any] = {"stage": node_id, "attempt": summary.attempt, "agent_version": summary.agent_version}
         state.audit.record("STAGE_STARTED", at=summary.started_at, artifact_uris=[task.artifact_in_uri], **common)
         data: dict[str, Any] = {
-            "summary": summary.summary,
+            "summary": masked_summary(node_id, summary.summary, self._definition.sensitive or ()),
             "outputSha256": summary.output_sha256,
             "reused": summary.reused,
             "idempotencyKey": task.idempotency_key,

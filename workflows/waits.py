@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes import DelayParams, SendMessageParams, WaitOptions, parse_until
     from workflows.records import ExecutionRequest, RecordedResume, WaitCheckpoint, next_recorded
     from workflows.run_state import RunState, Waiting
+    from workflows.sensitive import masked_variables
     from workflows.status import RunStatus
     from workflows.templating import render
 
@@ -103,7 +104,8 @@ class WaitActions:
             if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
                 updates["signedAt"] = workflow.now().isoformat()
             state.variables.update(updates)
-            self._resume(node_id, {"eventType": event.type, "eventId": event.event_id, "set": updates})
+            recorded = masked_variables(updates, self._request.definition.sensitive or ())
+            self._resume(node_id, {"eventType": event.type, "eventId": event.event_id, "set": recorded})
             return
 
     async def _replay_wait(self, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:

@@ -11,12 +11,14 @@ from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.artifacts import run_input_key
+from activities.audit_log import audit_key
 from activities.definitions import DefinitionStore
 from activities.processors import UnknownAgent
 from starter.client import RunAlreadyExists
 from tests.conftest import Harness
 from workflows.definition import parse_definition
 from workflows.records import ExecutionRequest
+from workflows.sensitive import fingerprint
 from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
@@ -161,3 +163,33 @@ async def test_duplicate_events_in_a_loop_do_not_grow_the_history(harness: Harne
     # The run still takes its next event.
     assert (await harness.dsmo.respond(run_id, "second", event_id="reply-2")).accepted
     assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+PRIVATE_REPLY = {
+    "agent": "private-reply",
+    "start": "wait",
+    "sensitive": ["lastResponse"],
+    "nodes": {
+        "wait": {
+            "actionType": "wait_for_response",
+            "parameters": {"timeout": "1h"},
+            "transitions": [{"when": "lastResponse.startsWith('sí')", "to": "yes"}, {"to": "no"}],
+        },
+        "yes": {"actionType": "send_message", "parameters": {"message": "ok"}},
+        "no": {"actionType": "send_message", "parameters": {"message": "no"}},
+    },
+}
+
+
+async def test_a_sensitive_variable_is_a_fingerprint_in_the_audit_trail(harness: Harness) -> None:
+    secret = "sí, mi DNI es 12345678Z"
+    run_id = await harness.start(parse_definition(PRIVATE_REPLY))
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await harness.dsmo.respond(run_id, secret, event_id="reply-1")
+    result = await harness.dsmo.result(run_id)
+    # The run used the real value; the trail has its fingerprint only.
+    assert result.path == ["wait", "yes"] and result.variables["lastResponse"] == secret
+    resumed = next(e for e in await harness.dsmo.events(run_id) if e.type == "RUN_RESUMED")
+    assert resumed.data["set"] == {"lastResponse": fingerprint(secret)}
+    exported = harness.store.s3.get_object(Bucket=harness.store.bucket, Key=audit_key(run_id))["Body"].read()
+    assert secret.encode() not in exported and fingerprint(secret).encode() in exported

@@ -130,3 +130,36 @@ def test_unparseable_files(text: str, reason: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DefinitionError, match="file not found"):
         load_definition(tmp_path / "none.yaml")
+
+
+def test_sensitive_entries_are_event_variables_or_stage_summary_fields() -> None:
+    from workflows.sensitive import fingerprint, masked_summary, masked_variables
+
+    base = {
+        "agent": "private",
+        "start": "profile",
+        "nodes": {
+            "profile": {"actionType": "run_agent", "agent": "candidate-profile", "next": "wait"},
+            "wait": {"actionType": "wait_for_response"},
+        },
+    }
+    ok = parse_definition({**base, "sensitive": ["lastResponse", "stages.profile.summary.firstName"]})
+    assert ok.sensitive == ["lastResponse", "stages.profile.summary.firstName"]
+    assert parse_definition(base).workflow_version != ok.workflow_version
+    for entry, reason in [
+        ("candidate", "not a value the audit trail records"),
+        ("stages.wait.summary.x", "'wait' is not a run_agent node"),
+    ]:
+        with pytest.raises(DefinitionError, match=rf"sensitive\.0: '{entry}': .*{reason}"):
+            parse_definition({**base, "sensitive": [entry]})
+    assert masked_variables({"lastResponse": "mi DNI", "x": 1}, ["lastResponse"]) == {
+        "lastResponse": fingerprint("mi DNI"),
+        "x": 1,
+    }
+    assert fingerprint("mi DNI").startswith("sha256:") and fingerprint({"b": 1, "a": 2}) == fingerprint(
+        {"a": 2, "b": 1}
+    )
+    assert masked_summary("profile", {"firstName": "Ana", "n": 2}, ["stages.profile.summary.firstName"]) == {
+        "firstName": fingerprint("Ana"),
+        "n": 2,
+    }
