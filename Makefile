@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down demo test unit lint fmt clean ui-check openapi bench reliability golden
+.PHONY: install up down demo test unit lint fmt clean ui-check openapi bench hostile reliability golden
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -36,6 +36,9 @@ openapi: install             ## regenerate docs/openapi.json from the ingress
 
 bench: install               ## Table 1 + the raw-Temporal floor; QUICK=1 for ~2 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times
 	$(BIN)/dsmo bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),)
+
+hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies); writes BENCHMARKS.md
+	$(BIN)/python -m bench.hostile --update
 
 reliability: install         ## crash/restart/storage-fault scenarios at larger counts (RUNS=300); writes BENCHMARKS.md
 	$(BIN)/python -m bench.reliability $(if $(RUNS),--runs $(RUNS),) --update

@@ -18,6 +18,8 @@ from starter.devstack import DevStack, private_settings, reusable
 from starter.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
+# Markers of the section `make hostile` writes (bench/hostile.py).
+HOSTILE_START, HOSTILE_END = "<!-- hostile:start -->", "<!-- hostile:end -->"
 
 
 @contextlib.asynccontextmanager
@@ -154,10 +156,15 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
         page = REPO / "BENCHMARKS.md"
-        # The reliability section comes from `make reliability`; a bench run keeps it as it is.
-        kept = reliability_report.existing(page.read_text()) if page.exists() else None
+        # The reliability and hostile-input sections come from their own commands; a bench run
+        # keeps them as they are.
+        old = page.read_text() if page.exists() else ""
         new_page = benchmarks_page(results, text)
-        page.write_text(reliability_report.splice(new_page, kept) if kept else new_page)
+        for start, end in ((reliability_report.START, reliability_report.END), (HOSTILE_START, HOSTILE_END)):
+            kept = reliability_report.existing(old, start, end)
+            if kept:
+                new_page = reliability_report.splice(new_page, kept, start, end)
+        page.write_text(new_page)
 
 
 def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: int = 0) -> None:

@@ -51,16 +51,17 @@ counts of `tests/integration/test_reliability.py`.
 {END}"""
 
 
-def splice(page: str, new_section: str) -> str:
-    """``page`` with its reliability section replaced by ``new_section`` (appended if absent)."""
-    if START in page and END in page:
-        head, rest = page.split(START, 1)
-        return head + new_section + rest.split(END, 1)[1]
+def splice(page: str, new_section: str, start: str = START, end: str = END) -> str:
+    """``page`` with its section between ``start`` and ``end`` replaced by ``new_section`` (appended if absent)."""
+    if start in page and end in page:
+        head, rest = page.split(start, 1)
+        return head + new_section + rest.split(end, 1)[1]
     return page.rstrip("\n") + "\n\n" + new_section + "\n"
 
 
-def existing(page: str) -> str | None:
-    """The reliability section of ``page``, kept when `make bench` rewrites the rest."""
-    if START in page and END in page:
-        return START + page.split(START, 1)[1].split(END, 1)[0] + END
+def existing(page: str, start: str = START, end: str = END) -> str | None:
+    """The section of ``page`` between ``start`` and ``end`` (default: reliability), kept when
+    `make bench` rewrites the rest."""
+    if start in page and end in page:
+        return start + page.split(start, 1)[1].split(end, 1)[0] + end
     return None
