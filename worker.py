@@ -30,6 +30,7 @@ from activities.orders.db import OrderDatabase
 from activities.processors import ProcessorRegistry, default_registry
 from activities.stage import StageActivities
 from starter import worker_logging
+from starter.cli_context import hard_exit
 from starter.client import connect_temporal
 from starter.settings import Settings, workflow_sandbox_from
 from starter.stack_checks import ensure_bucket
@@ -194,8 +195,6 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
 
 
 def main(*, extra_workflows: Sequence[type] = ()) -> None:
-    from starter.cli import hard_exit
-
     # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
     # handler lock held and stall the whole worker (see starter/worker_logging.py).
     worker_logging.install(logging.INFO)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from activities.errors import permanent_errors
+from activities.errors import UnknownAction, permanent_errors
 from workflows.contracts import (
     COMPENSATE,
     INVOKE_ACTION,
@@ -22,17 +22,6 @@ from workflows.contracts import (
     CompensationResult,
     CompensationTask,
 )
-from workflows.errors import DsmoError
-
-
-class UnknownAction(DsmoError):
-    code = "unknown_action"
-
-
-class ActionRefused(DsmoError):
-    """The action cannot be done with this input (a declined card, no stock): not retried."""
-
-    code = "action_refused"
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,16 @@ class ContractViolation(DsmoError):
     code = "contract_violation"
 
 
-def _action_errors() -> tuple[tuple[type[DsmoError], str], ...]:
-    from activities.actions import ActionRefused, UnknownAction
+class UnknownAction(DsmoError):
+    """A saga action or compensation no registered action answers to."""
 
-    return ((ActionRefused, "ActionRefused"), (UnknownAction, "UnknownAction"))
+    code = "unknown_action"
+
+
+class ActionRefused(DsmoError):
+    """The action cannot be done with this input (a declined card, no stock): not retried."""
+
+    code = "action_refused"
 
 
 # Checked in order: the first matching class names the failure type the workflow sees.
@@ -32,6 +38,8 @@ PERMANENT: tuple[tuple[type[DsmoError], str], ...] = (
     (ArtifactMissing, "MissingArtifact"),
     (InvalidInput, "InvalidInput"),
     (ArtifactError, "InvalidInput"),
+    (ActionRefused, "ActionRefused"),
+    (UnknownAction, "UnknownAction"),
 )
 
 P = ParamSpec("P")
@@ -46,7 +54,7 @@ def permanent_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except DsmoError as err:
-            for cls, type_name in PERMANENT + _action_errors():
+            for cls, type_name in PERMANENT:
                 if isinstance(err, cls):
                     raise ApplicationError(str(err), type=type_name, non_retryable=True) from err
             raise

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from activities.artifacts import ArtifactStore
-from starter.cli import hard_exit
+from starter.cli_context import hard_exit
 from starter.client import DsmoClient
 from starter.definitions import load_definition
 from starter.render import event_lines, status_lines

@@ -2,57 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from starter.client import DsmoClient
+from starter import cli_dsmo, cli_ops, cli_serve
+from starter.cli_context import Context, hard_exit, pass_context, run
+from starter.cli_examples import add_examples
 from starter.definitions import load_definition
 from starter.render import event_lines, status_lines
-from starter.settings import Settings, SettingsError
-from starter.telemetry import flush_tracing, setup_tracing
+from starter.settings import SettingsError
 from workflows.durations import parse_duration
 from workflows.errors import DsmoError
 from workflows.events import EVENT_KINDS
-
-T = TypeVar("T")
-
-
-class Context:
-    def __init__(self, debug: bool) -> None:
-        self.debug = debug
-        self._settings: Settings | None = None
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = Settings.from_env()
-        return self._settings
-
-    async def client(self) -> DsmoClient:
-        # Before the client connects: with an `OTEL_*` exporter, starts and events are traced (an
-        # event joins the run's trace). Here rather than at start-up, so `dsmo worker` and
-        # `dsmo serve` keep installing theirs under their own service names.
-        setup_tracing("dsmo-cli")
-        return await DsmoClient.connect(self.settings)
-
-
-pass_context = click.make_pass_decorator(Context)
-
-
-def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(_call(coro_fn))
-
-
-async def _call(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    return await coro_fn()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -263,18 +229,10 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
     return value
 
 
-def _register_operations() -> None:
-    from starter import cli_dsmo, cli_ops, cli_serve
-
-    cli_ops.register(cli)
-    cli_dsmo.register(cli)
-    cli_serve.register(cli)
-    from starter.cli_examples import add_examples
-
-    add_examples(cli)
-
-
-_register_operations()
+cli_ops.register(cli)
+cli_dsmo.register(cli)
+cli_serve.register(cli)
+add_examples(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -285,18 +243,6 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     hard_exit(code)
-
-
-def hard_exit(code: int) -> None:
-    """Exit without interpreter teardown.
-
-    The Temporal client's native threads can abort a finishing interpreter ("PyGILState_Release
-    ... finalizing", temporalio/sdk-python#300), turning a successful command into exit code -6.
-    """
-    flush_tracing()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _main(args: list[str]) -> None:

@@ -13,7 +13,7 @@ from activities.artifacts import ArtifactMissing, ArtifactStore
 from activities.audit_log import audit_key, verify_lines
 from starter import dead_letters
 from starter import replay as replays
-from starter.cli import Context, pass_context, run
+from starter.cli_context import Context, pass_context, run
 from workflows.errors import DsmoError
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from starter import monitoring
-from starter.cli import Context, pass_context, run
+from starter.cli_context import Context, pass_context, run
 from starter.definitions import load_definition
 from starter.devstack import DevStack
 from starter.render import stack_lines

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from starter.cli import Context, pass_context
+from starter.cli_context import Context, pass_context
 from starter.ingress.keys import SCOPES, KeyStore
 
 

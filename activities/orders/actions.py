@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from activities.actions import ActionContext, ActionRefused, ActionRegistry
+from activities.actions import ActionContext, ActionRegistry
+from activities.errors import ActionRefused
 from activities.orders.db import (
     OrderDatabase,
     compensations,

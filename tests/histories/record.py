@@ -193,7 +193,7 @@ async def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from starter.cli import hard_exit
+    from starter.cli_context import hard_exit
 
     asyncio.run(main(sys.argv[1:]))
     hard_exit(0)
