@@ -19,18 +19,12 @@ from cel.stdlib import EXTENSIONS, add_stdlib_to_context
 
 from workflows import condition_cost as cost
 from workflows.errors import DsmoError
+from workflows.events import EVENT_VARIABLES
 
 BUILTIN_ROOTS = ("stages", "run", "config")
-# Variables the seed's resume events set; conditions may read them without declaring them.
+# Variables the seed's resume events and child runs set; conditions may read them without declaring them.
 SEED_VARIABLES = (
-    "lastResponse",
-    "documentUrls",
-    "signedDocumentUrl",
-    "signedAt",
-    "testScore",
-    "testResult",
-    "eventResult",
-    "eventData",
+    *EVENT_VARIABLES,
     "triggeredExecutionId",
     "childExecutionStatus",
     "childExecutionSuccess",

@@ -214,6 +214,19 @@ def _build(event_type: str, event_id: Any, data: dict[str, Any], *, size_cap: bo
     return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
 
 
+# The variables variables_after sets, in the order of the event kinds.
+EVENT_VARIABLES = (
+    "lastResponse",
+    "documentUrls",
+    "signedDocumentUrl",
+    "signedAt",
+    "testScore",
+    "testResult",
+    "eventResult",
+    "eventData",
+)
+
+
 def variables_after(event: ResumeEvent, received_documents: dict[str, str], requested: list[str]) -> dict[str, Any]:
     """The seed's variables a resume event sets."""
     data = event.data

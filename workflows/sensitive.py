@@ -13,19 +13,8 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-# The variables a resume event sets (workflows.events.variables_after): recorded in RUN_RESUMED.
-EVENT_VARIABLES = frozenset(
-    {
-        "lastResponse",
-        "documentUrls",
-        "signedDocumentUrl",
-        "signedAt",
-        "testScore",
-        "testResult",
-        "eventResult",
-        "eventData",
-    }
-)
+from workflows.events import EVENT_VARIABLES
+
 STAGE_FIELD_PREFIX = "stages."
 
 
@@ -38,7 +27,7 @@ def fingerprint(value: Any) -> str:
 def sensitive_problem(entry: str, stage_nodes: Collection[str]) -> str | None:
     """Why ``entry`` cannot be a sensitive variable, or None.
 
-    An entry is an event variable (``lastResponse``) or a stage summary field
+    An entry is an event variable (``lastResponse``; they are recorded in RUN_RESUMED) or a stage summary field
     (``stages.<node>.summary.<field>`` of a run_agent node).
     """
     if entry in EVENT_VARIABLES:
