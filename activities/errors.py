@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.artifacts import ArtifactError, ArtifactMissing
 from activities.processors import InvalidInput, UnknownAgent
+from workflows import errors as failure_types
 from workflows.errors import DsmoError
 
 
@@ -31,15 +32,16 @@ class ActionRefused(DsmoError):
     code = "action_refused"
 
 
-# Checked in order: the first matching class names the failure type the workflow sees.
+# Checked in order: the first matching class names the failure type the workflow sees
+# (the names are the workflow's, in workflows/errors.py).
 PERMANENT: tuple[tuple[type[DsmoError], str], ...] = (
-    (ContractViolation, "ContractViolation"),
-    (UnknownAgent, "UnknownAgent"),
-    (ArtifactMissing, "MissingArtifact"),
-    (InvalidInput, "InvalidInput"),
-    (ArtifactError, "InvalidInput"),
-    (ActionRefused, "ActionRefused"),
-    (UnknownAction, "UnknownAction"),
+    (ContractViolation, failure_types.CONTRACT_VIOLATION),
+    (UnknownAgent, failure_types.UNKNOWN_AGENT),
+    (ArtifactMissing, failure_types.MISSING_ARTIFACT),
+    (InvalidInput, failure_types.INVALID_INPUT),
+    (ArtifactError, failure_types.INVALID_INPUT),
+    (ActionRefused, failure_types.ACTION_REFUSED),
+    (UnknownAction, failure_types.UNKNOWN_ACTION),
 )
 
 P = ParamSpec("P")

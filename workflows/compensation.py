@@ -13,17 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from workflows import contracts
-    from workflows.actions import failure_message
+    from workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call
     from workflows.wire import WireModel
-
-SINGLE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 
 
 def retry_id(run_id: str, node: str) -> str:
@@ -83,15 +80,16 @@ class CompensationRetry:
             attempt = task.attempt + retry
             state.attempts = attempt
             try:
-                result = await workflow.execute_activity(
+                result = await call(
                     contracts.COMPENSATE,
                     task.model_copy(update={"attempt": attempt}),
                     result_type=contracts.CompensationResult,
                     start_to_close_timeout=timedelta(seconds=60),
                     retry_policy=SINGLE_ATTEMPT,
+                    cancellation_is_failure=True,
                 )
-            except ActivityError as err:
-                state.last_error = failure_message(err)
+            except ActivityFailed as failed:
+                state.last_error = failed.message
                 state.history.append({"attempt": attempt, "at": workflow.now().isoformat(), "error": state.last_error})
                 workflow.logger.warning(
                     "compensation %s of %s failed (attempt %d): %s", task.node, task.run_id, attempt, state.last_error

@@ -37,3 +37,21 @@ class IllegalTransition(DsmoError):
     """A status change the state machine does not allow."""
 
     code = "illegal_transition"
+
+
+# The failure types the workflow tells apart, by the name an activity's ApplicationError carries.
+# Activities raise them (activities/errors.py maps their exceptions onto these names); the
+# orchestrator's retry policies and stage failure policy read them. One list, so the two agree.
+CONTRACT_VIOLATION = "ContractViolation"
+INVALID_INPUT = "InvalidInput"
+UNKNOWN_AGENT = "UnknownAgent"
+MISSING_ARTIFACT = "MissingArtifact"
+ACTION_REFUSED = "ActionRefused"
+UNKNOWN_ACTION = "UnknownAction"
+
+# A stage attempt failing with one of these is not tried again (a contract violation has its own route).
+STAGE_PERMANENT = frozenset({INVALID_INPUT, UNKNOWN_AGENT, MISSING_ARTIFACT})
+# Messages, requests and definition look-ups: no retry helps with these.
+MESSAGING_PERMANENT = (CONTRACT_VIOLATION, INVALID_INPUT, UNKNOWN_AGENT, MISSING_ARTIFACT)
+# A saga action: refused or unknown actions and bad input are final.
+ACTION_PERMANENT = (INVALID_INPUT, ACTION_REFUSED, UNKNOWN_ACTION, CONTRACT_VIOLATION)

@@ -83,6 +83,16 @@ class Checkpoint(WireModel):
     saga: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class Compensation(WireModel):
+    """One entry of the saga stack: how to undo a step that succeeded."""
+
+    node: str
+    action: str
+    kind: str
+    output: dict[str, Any] = Field(default_factory=dict)
+    key: str
+
+
 class RecordedResume(WireModel):
     """How a wait of the original run ended, for a replay: the event and the variables it set."""
 

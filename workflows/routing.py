@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from workflows.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
-    from workflows.control import RouteTo, RunEnded
-    from workflows.definition import AgentDefinition
-    from workflows.run_state import RunState
-    from workflows.status import RunStatus
-
+from workflows.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
+from workflows.control import RouteTo, RunEnded
+from workflows.run import Run
+from workflows.status import RunStatus
 
 # workflow.patched id: conditions are evaluated under the cost bound (workflows/condition_cost.py).
 CONDITION_COST_PATCH = "condition-cost-bound"
@@ -32,63 +29,57 @@ def bounded_condition(expression: str, activation: dict[str, Any]) -> bool:
         return evaluate_condition(expression, activation, bounded=False)
 
 
-class Routing:
-    """Mixed into AgentExecution: evaluate a node's transitions; route contract violations."""
+def activation(run: Run) -> dict[str, Any]:
+    """What a transition's condition sees: the variables, `stages`, `run` and `config`."""
+    state = run.state
+    return {
+        **state.variables,
+        "stages": state.variables.get("stages", {}),
+        "run": {
+            "id": state.run_id,
+            "agent": state.agent,
+            "workflowVersion": state.workflow_version,
+            "correlationId": run.correlation_id,
+            "path": list(state.path),
+        },
+        "config": run.definition.config,
+    }
 
-    _state: RunState
-    _definition: AgentDefinition
-    _correlation_id: str
-    _routed_to_fail_safe: bool
 
-    def _activation(self) -> dict[str, Any]:
-        state = self._state
-        return {
-            **state.variables,
-            "stages": state.variables.get("stages", {}),
-            "run": {
-                "id": state.run_id,
-                "agent": state.agent,
-                "workflowVersion": state.workflow_version,
-                "correlationId": self._correlation_id,
-                "path": list(state.path),
-            },
-            "config": self._definition.config,
-        }
-
-    def _next_node(self, node_id: str, node: Any) -> str | None:
-        """The first transition whose condition holds (declared order), the default, or fail-safe."""
-        if not node.transitions:
-            return node.next  # type: ignore[no-any-return]
-        activation = self._activation()
-        for index, transition in enumerate(node.transitions):
-            if transition.when is not None:
-                try:
-                    taken = bounded_condition(transition.when, activation)
-                except ConditionError as err:
-                    self._contract_violation(node_id, f"transition {index} of {node_id}: {err}")
-                if not taken:
-                    continue
-            self._state.audit.record(
-                "TRANSITION",
-                at=workflow.now(),
-                stage=node_id,
-                data={"to": transition.to, "transition": index, "when": transition.when or "default"},
-            )
-            return transition.to  # type: ignore[no-any-return]
-        self._contract_violation(node_id, f"no transition of {node_id} matched and it has no default")
-        return None  # unreachable: _contract_violation always raises
-
-    def _contract_violation(self, node_id: str, reason: str) -> None:
-        """Record it, then go to the fail-safe node (once) or fail the run."""
-        fail_safe = self._definition.fail_safe
-        route = fail_safe if fail_safe is not None and not self._routed_to_fail_safe else None
-        self._state.audit.record(
-            "CONTRACT_VIOLATION",
+def next_node(run: Run, node_id: str, node: Any) -> str | None:
+    """The first transition whose condition holds (declared order), the default, or fail-safe."""
+    if not node.transitions:
+        return node.next  # type: ignore[no-any-return]
+    facts = activation(run)
+    for index, transition in enumerate(node.transitions):
+        if transition.when is not None:
+            try:
+                taken = bounded_condition(transition.when, facts)
+            except ConditionError as err:
+                contract_violation(run, node_id, f"transition {index} of {node_id}: {err}")
+            if not taken:
+                continue
+        run.state.audit.record(
+            "TRANSITION",
             at=workflow.now(),
             stage=node_id,
-            data={"reason": reason, "routedTo": route or "FAILED"},
+            data={"to": transition.to, "transition": index, "when": transition.when or "default"},
         )
-        if route is not None:
-            self._routed_to_fail_safe = True
-            raise RouteTo(route, reason)
-        raise RunEnded(RunStatus.FAILED, node_id, f"contract violation: {reason}")
+        return transition.to  # type: ignore[no-any-return]
+    contract_violation(run, node_id, f"no transition of {node_id} matched and it has no default")
+
+
+def contract_violation(run: Run, node_id: str, reason: str) -> NoReturn:
+    """Record it, then go to the fail-safe node (once: raises RouteTo) or fail the run (RunEnded)."""
+    fail_safe = run.definition.fail_safe
+    route = fail_safe if fail_safe is not None and not run.routed_to_fail_safe else None
+    run.state.audit.record(
+        "CONTRACT_VIOLATION",
+        at=workflow.now(),
+        stage=node_id,
+        data={"reason": reason, "routedTo": route or "FAILED"},
+    )
+    if route is not None:
+        run.routed_to_fail_safe = True
+        raise RouteTo(route, reason)
+    raise RunEnded(RunStatus.FAILED, node_id, f"contract violation: {reason}")

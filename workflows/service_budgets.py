@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, RetryState, TimeoutError, TimeoutType
 
 from workflows import contracts
-from workflows.actions import failure_message
+from workflows.activity_calls import call, failure_message
 from workflows.durations import format_duration
 from workflows.run_state import RunState
+
+T = TypeVar("T")
 
 MAX_INTERVAL = timedelta(seconds=30)
 ATTEMPT_TIMEOUT = timedelta(seconds=30)
@@ -86,3 +89,20 @@ def record_service_failure(state: RunState, budget: ServiceBudget, err: Activity
         },
     )
     return reason
+
+
+async def call_service(
+    activity: str, arg: Any, *, result_type: type[T], local: bool = False, cancellation_is_failure: bool = False
+) -> T:
+    """`activity_calls.call` within the activity's budget; raises ActivityFailed when it is spent."""
+    budget = BUDGETS[activity]
+    return await call(
+        activity,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=ATTEMPT_TIMEOUT,
+        schedule_to_close_timeout=budget.total,
+        retry_policy=budget.retry_policy,
+        local=local,
+        cancellation_is_failure=cancellation_is_failure,
+    )

@@ -1,4 +1,10 @@
-"""WAITING as the seed defines it: waits for outside events and timers, with timeout policies."""
+"""WAITING: waits for outside events and timers, with their timeout policies.
+
+The `wait_for_response`, `wait_for_event` and `delay` nodes, and the waiting every other node
+that waits shares (requests, children): enter WAITING, wait for the resume event or the
+timer, apply `onTimeout` (continue, fail or retry), resume. A replay takes each wait's outcome
+from the original run's record instead of waiting.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,17 @@ from typing import Any
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from workflows.control import ContinueAsNewDue, RunEnded
-    from workflows.durations import format_duration
-    from workflows.events import RESUME_EVENT_FOR, variables_after
-    from workflows.nodes import DelayParams, SendMessageParams, WaitOptions, parse_until
-    from workflows.records import ExecutionRequest, RecordedResume, WaitCheckpoint, next_recorded
-    from workflows.run_state import RunState, Waiting
-    from workflows.sensitive import masked_variables
-    from workflows.status import RunStatus
-    from workflows.templating import render
+from workflows.control import ContinueAsNewDue, RunEnded
+from workflows.durations import format_duration
+from workflows.events import RESUME_EVENT_FOR, variables_after
+from workflows.messages import send_message
+from workflows.nodes import DelayNode, WaitForEventNode, WaitForResponseNode, WaitOptions, parse_until
+from workflows.records import WaitCheckpoint
+from workflows.run import Run
+from workflows.run_state import Waiting
+from workflows.sensitive import masked_variables
+from workflows.status import RunStatus
+from workflows.templating import render
 
 TIMEOUT_SUMMARIES = {
     "response": "Timeout waiting for the user's response",
@@ -26,151 +33,153 @@ TIMEOUT_SUMMARIES = {
     "test": "Timeout waiting for the test to be completed",
     "event": "Timeout waiting for the calendar event",
 }
+# A delay's `until` may be at most this far away.
+MAX_UNTIL = timedelta(days=30)
 
 
-class WaitActions:
-    """Mixed into AgentExecution: everything that puts a run in WAITING and takes it out."""
+async def wait_for_response_node(
+    run: Run, node_id: str, node: WaitForResponseNode, resume: WaitCheckpoint | None
+) -> None:
+    """The `wait_for_response` node: a reply from a person."""
+    reply = node.parameters
+    data = {k: v for k, v in (("expectedFrom", reply.expected_from), ("threadId", reply.thread_id)) if v}
+    await await_event(run, node_id, "response", reply, data, resume=resume)
 
-    _state: RunState
-    _request: ExecutionRequest
-    _replayed: int
 
-    def _recorded_resume(self, node_id: str) -> RecordedResume:
-        """Replay: the original run's next resume at this node, in order."""
-        plan = self._request.replay
-        assert plan is not None
-        recorded, self._replayed = next_recorded(plan.resumes, self._replayed, node_id)
-        if recorded is None:
-            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
-        return recorded
+async def wait_for_event_node(run: Run, node_id: str, node: WaitForEventNode, resume: WaitCheckpoint | None) -> None:
+    """The `wait_for_event` node: a calendar (or any named) event."""
+    event = node.parameters
+    details = {"event": render(event.event, run.state.variables)}
+    await await_event(
+        run, node_id, "event", event, details | ({"title": event.title} if event.title else {}), resume=resume
+    )
 
-    def _continue_as_new_due(self) -> bool:
-        raise NotImplementedError
 
-    async def _send_message(self, node_id: str, params: SendMessageParams) -> None:
-        raise NotImplementedError
-
-    async def _await_event(
-        self,
-        node_id: str,
-        kind: str,
-        options: WaitOptions,
-        data: dict[str, Any],
-        *,
-        requested: list[str] | None = None,
-        resume: WaitCheckpoint | None = None,
-    ) -> None:
-        """Wait for the resume event of ``kind``; on timeout apply ``onTimeout`` (continue/fail/retry)."""
-        state = self._state
-        attempt = resume.attempt if resume else 1
-        if self._request.replay is not None:
-            await self._replay_wait(node_id, kind, options, data)
-            return
-        while True:
-            if resume is not None:
-                until = resume.until or workflow.now()
-                waiting = Waiting(
-                    kind, node_id, until, dict(resume.data), list(resume.requested), dict(resume.received)
-                )
-                state.begin_wait(waiting, record=False)
-                resume = None
-            else:
-                until = workflow.now() + options.timeout
-                waiting = Waiting(
-                    kind,
-                    node_id,
-                    until,
-                    {**data, "timeout": format_duration(options.timeout), "attempt": attempt},
-                    list(requested or []),
-                )
-                state.begin_wait(waiting)
-                workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
-            remaining = max(until - workflow.now(), timedelta(0))
-            try:
-                await workflow.wait_condition(
-                    lambda: state.resume_event is not None or self._continue_as_new_due(),
-                    timeout=remaining if remaining > timedelta(0) else timedelta(milliseconds=1),
-                )
-            except TimeoutError:
-                if state.resume_event is None:
-                    attempt = await self._on_timeout(node_id, kind, options, attempt)
-                    if attempt == 0:
-                        return
-                    continue
-            event = state.resume_event
-            if event is None:  # woken to continue as new, still waiting
-                raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt))
-            updates = variables_after(event, waiting.received, waiting.requested)
-            if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
-                updates["signedAt"] = workflow.now().isoformat()
-            state.variables.update(updates)
-            recorded = masked_variables(updates, self._request.definition.sensitive or ())
-            self._resume(node_id, {"eventType": event.type, "eventId": event.event_id, "set": recorded})
-            return
-
-    async def _replay_wait(self, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:
-        """Replay a wait from the original's record: its event's variables, or its timeouts."""
-        state, attempt = self._state, 1
-        while True:
-            state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
-            recorded = self._recorded_resume(node_id)
-            if recorded.event_type != "TIMEOUT":
-                state.variables.update(recorded.set)
-                self._resume(node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
-                return
-            attempt = await self._on_timeout(node_id, kind, options, attempt)
-            if attempt == 0:
-                return
-
-    async def _on_timeout(self, node_id: str, kind: str, options: WaitOptions, attempt: int) -> int:
-        """Apply onTimeout; returns the next attempt number, or 0 to go on to the next node."""
-        retry_left = options.on_timeout == "retry" and attempt <= options.max_retries
-        if options.on_timeout == "continue" or retry_left:
-            self._resume(node_id, {"eventType": "TIMEOUT", "attempt": attempt, "onTimeout": options.on_timeout})
-        for index, action in enumerate(options.timeout_actions):
-            await self._send_message(f"{node_id}.timeoutActions.{index}", action.parameters)
-        if options.on_timeout == "continue":
-            return 0
-        if not retry_left:
-            raise RunEnded(RunStatus.TIMEOUT, node_id, TIMEOUT_SUMMARIES[kind])
-        return attempt + 1
-
-    async def _delay(self, node_id: str, params: DelayParams, resume: WaitCheckpoint | None = None) -> None:
-        state = self._state
-        if self._request.replay is not None:  # a replay does not sit out the original's timers
-            # It still enters the wait, as the original did: resuming is only legal from WAITING.
-            state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
-            self._recorded_resume(node_id)
-            self._resume(node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
-            return
-        if resume is not None and resume.until is not None:
-            until = resume.until
-        elif params.duration is not None:
-            until = workflow.now() + params.duration
+async def await_event(
+    run: Run,
+    node_id: str,
+    kind: str,
+    options: WaitOptions,
+    data: dict[str, Any],
+    *,
+    requested: list[str] | None = None,
+    resume: WaitCheckpoint | None = None,
+) -> None:
+    """Wait for the resume event of ``kind``; on timeout apply ``onTimeout`` (continue/fail/retry)."""
+    state = run.state
+    attempt = resume.attempt if resume else 1
+    if run.replay is not None:
+        await _replay_wait(run, node_id, kind, options, data)
+        return
+    while True:
+        if resume is not None:
+            until = resume.until or workflow.now()
+            waiting = Waiting(kind, node_id, until, dict(resume.data), list(resume.requested), dict(resume.received))
+            state.begin_wait(waiting, record=False)
+            resume = None
         else:
-            until = _absolute(node_id, render(params.until or "", state.variables))
-        if resume is None:
-            state.begin_wait(Waiting("delay", node_id, until, {"until": until.isoformat()}))
-            workflow.logger.info("Execution %s entering WAITING state (waitingFor: delay)", state.run_id)
-        else:
-            state.begin_wait(Waiting("delay", node_id, until, dict(resume.data)), record=False)
-        remaining = until - workflow.now()
-        if remaining > timedelta(0):
-            try:
-                await workflow.wait_condition(self._continue_as_new_due, timeout=remaining)
-            except TimeoutError:
-                pass
-            else:
-                raise ContinueAsNewDue(
-                    node_id, WaitCheckpoint(kind="delay", node=node_id, until=until, data={"until": until.isoformat()})
-                )
-        self._resume(node_id, {"eventType": RESUME_EVENT_FOR["delay"]})
+            until = workflow.now() + options.timeout
+            waiting = Waiting(
+                kind,
+                node_id,
+                until,
+                {**data, "timeout": format_duration(options.timeout), "attempt": attempt},
+                list(requested or []),
+            )
+            state.begin_wait(waiting)
+            workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
+        remaining = max(until - workflow.now(), timedelta(0))
+        try:
+            await workflow.wait_condition(
+                lambda: state.resume_event is not None or run.continue_as_new_due(),
+                timeout=remaining if remaining > timedelta(0) else timedelta(milliseconds=1),
+            )
+        except TimeoutError:
+            if state.resume_event is None:
+                attempt = await on_timeout(run, node_id, kind, options, attempt)
+                if attempt == 0:
+                    return
+                continue
+        event = state.resume_event
+        if event is None:  # woken to continue as new, still waiting
+            raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt))
+        updates = variables_after(event, waiting.received, waiting.requested)
+        if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
+            updates["signedAt"] = workflow.now().isoformat()
+        state.variables.update(updates)
+        recorded = masked_variables(updates, run.definition.sensitive or ())
+        resume_run(run, node_id, {"eventType": event.type, "eventId": event.event_id, "set": recorded})
+        return
 
-    def _resume(self, node_id: str, data: dict[str, Any]) -> None:
-        state = self._state
-        state.enter(RunStatus.RUNNING)
-        state.audit.record("RUN_RESUMED", at=workflow.now(), stage=node_id, data=data)
-        workflow.logger.info("Resuming execution %s (%s)", state.run_id, data.get("eventType"))
+
+async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:
+    """Replay a wait from the original's record: its event's variables, or its timeouts."""
+    state, attempt = run.state, 1
+    while True:
+        state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
+        recorded = run.recorded_resume(node_id)
+        if recorded.event_type != "TIMEOUT":
+            state.variables.update(recorded.set)
+            resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
+            return
+        attempt = await on_timeout(run, node_id, kind, options, attempt)
+        if attempt == 0:
+            return
+
+
+async def on_timeout(run: Run, node_id: str, kind: str, options: WaitOptions, attempt: int) -> int:
+    """Apply onTimeout; returns the next attempt number, or 0 to go on to the next node."""
+    retry_left = options.on_timeout == "retry" and attempt <= options.max_retries
+    if options.on_timeout == "continue" or retry_left:
+        resume_run(run, node_id, {"eventType": "TIMEOUT", "attempt": attempt, "onTimeout": options.on_timeout})
+    for index, action in enumerate(options.timeout_actions):
+        await send_message(run, f"{node_id}.timeoutActions.{index}", action.parameters)
+    if options.on_timeout == "continue":
+        return 0
+    if not retry_left:
+        raise RunEnded(RunStatus.TIMEOUT, node_id, TIMEOUT_SUMMARIES[kind])
+    return attempt + 1
+
+
+async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckpoint | None) -> None:
+    """The `delay` node: sleep for a duration or until a date."""
+    state, params = run.state, node.parameters
+    if run.replay is not None:  # a replay does not sit out the original's timers
+        # It still enters the wait, as the original did: resuming is only legal from WAITING.
+        state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
+        run.recorded_resume(node_id)
+        resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
+        return
+    if resume is not None and resume.until is not None:
+        until = resume.until
+    elif params.duration is not None:
+        until = workflow.now() + params.duration
+    else:
+        until = _absolute(node_id, render(params.until or "", state.variables))
+    if resume is None:
+        state.begin_wait(Waiting("delay", node_id, until, {"until": until.isoformat()}))
+        workflow.logger.info("Execution %s entering WAITING state (waitingFor: delay)", state.run_id)
+    else:
+        state.begin_wait(Waiting("delay", node_id, until, dict(resume.data)), record=False)
+    remaining = until - workflow.now()
+    if remaining > timedelta(0):
+        try:
+            await workflow.wait_condition(run.continue_as_new_due, timeout=remaining)
+        except TimeoutError:
+            pass
+        else:
+            raise ContinueAsNewDue(
+                node_id, WaitCheckpoint(kind="delay", node=node_id, until=until, data={"until": until.isoformat()})
+            )
+    resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"]})
+
+
+def resume_run(run: Run, node_id: str, data: dict[str, Any]) -> None:
+    """Leave WAITING: RUNNING again, recorded as RUN_RESUMED with ``data``."""
+    state = run.state
+    state.enter(RunStatus.RUNNING)
+    state.audit.record("RUN_RESUMED", at=workflow.now(), stage=node_id, data=data)
+    workflow.logger.info("Resuming execution %s (%s)", state.run_id, data.get("eventType"))
 
 
 def _absolute(node_id: str, text: str) -> datetime:
@@ -178,7 +187,7 @@ def _absolute(node_id: str, text: str) -> datetime:
         until = parse_until(text)
     except ValueError as err:
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: {err}") from None
-    if until - workflow.now() > timedelta(days=30):
+    if until - workflow.now() > MAX_UNTIL:
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: until {text} is more than 30d away (the maximum)")
     return until
 
