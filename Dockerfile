@@ -7,7 +7,9 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY starter ./starter
 COPY worker.py ./
+# dsmo/ maps the folders above under the one import name `dsmo`.
+COPY dsmo ./dsmo
 RUN pip install --no-cache-dir '.[postgres]'
 RUN useradd --create-home dsmo && mkdir -p /var/lib/dsmo/outbox && chown dsmo /var/lib/dsmo/outbox
 USER dsmo
-CMD ["python", "-m", "worker"]
+CMD ["python", "-m", "dsmo.worker"]

@@ -4,13 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down demo test unit lint fmt clean ui-check openapi bench hostile reliability golden
+.PHONY: install up down demo test unit lint fmt clean ui-check openapi bench hostile reliability golden docs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -32,10 +32,10 @@ ui-check: install            ## open the Web UI in headless Chromium, find a wai
 	$(BIN)/python -m pytest -q tests/ui -rs
 
 openapi: install             ## regenerate docs/openapi.json from the ingress
-	$(BIN)/python -c 'import json, pathlib; from starter.ingress.app import create_app; from starter.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
+	$(BIN)/python -c 'import json, pathlib; from dsmo.starter.ingress.app import create_app; from dsmo.starter.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
 
 bench: install               ## Table 1 + the raw-Temporal floor; QUICK=1 for ~2 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times
-	$(BIN)/dsmo bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),)
+	$(BIN)/python -m bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),)
 
 hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies); writes BENCHMARKS.md
 	$(BIN)/python -m bench.hostile --update
@@ -46,6 +46,9 @@ reliability: install         ## crash/restart/storage-fault scenarios at larger 
 golden: up                   ## record golden histories of the examples (tests/histories/*.json)
 	$(BIN)/python -m tests.histories.record $(FLOWS)
 
+docs: install                ## build the documentation site into site/ (strict: a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 unit: install                ## the fast unit tests only
 	$(BIN)/python -m pytest -q tests/unit
 
@@ -53,6 +56,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fmt: install
 	$(BIN)/ruff format .

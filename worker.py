@@ -1,6 +1,6 @@
 """The DSMO worker: the AgentExecution workflow plus every activity, wired to real clients.
 
-Run it as `python worker.py`, `python -m worker` or `dsmo worker`.
+Run it as `python -m dsmo.worker` or `dsmo worker`.
 """
 
 from __future__ import annotations
@@ -17,27 +17,28 @@ import temporalio.activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.actions import ActionActivities, ActionRegistry
-from activities.artifacts import ArtifactStore
-from activities.audit_log import AuditActivities
-from activities.definitions import DefinitionActivities, DefinitionStore
-from activities.limiter import LimiterActivities
-from activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
-from activities.orders.actions import order_actions
-from activities.orders.db import OrderDatabase
-from activities.processors import ProcessorRegistry, default_registry
-from activities.stage import StageActivities
-from starter import worker_logging
-from starter.cli_context import hard_exit
-from starter.client import connect_temporal
-from starter.settings import Settings, workflow_sandbox_from
-from starter.stack_checks import ensure_bucket
-from starter.telemetry import metrics_runtime, setup_tracing
-from workflows.compensation import CompensationRetry
-from workflows.execution import AgentExecution
-from workflows.limiter import AgentRateLimiter
+from dsmo.activities.actions import ActionActivities, ActionRegistry
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.audit_log import AuditActivities
+from dsmo.activities.definitions import DefinitionActivities, DefinitionStore
+from dsmo.activities.limiter import LimiterActivities
+from dsmo.activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
+from dsmo.activities.orders.actions import order_actions
+from dsmo.activities.orders.db import OrderDatabase
+from dsmo.activities.processors import ProcessorRegistry, default_registry
+from dsmo.activities.stage import StageActivities
+from dsmo.starter import worker_logging
+from dsmo.starter.client.dsmo_client import connect_temporal
+from dsmo.starter.devstack.checks import ensure_bucket
+from dsmo.starter.exits import hard_exit
+from dsmo.starter.settings import Settings, workflow_sandbox_from
+from dsmo.starter.storage import artifact_store
+from dsmo.starter.telemetry import metrics_runtime, setup_tracing
+from dsmo.workflows.compensation import CompensationRetry
+from dsmo.workflows.execution import AgentExecution
+from dsmo.workflows.limiter import AgentRateLimiter
+from dsmo.workflows.sandbox import sandbox_runner
 
 log = logging.getLogger("dsmo.worker")
 
@@ -116,9 +117,7 @@ def workflow_runner_for(sandboxed: bool) -> WorkflowRunner:
     """
     if not sandboxed:
         return UnsandboxedWorkflowRunner()
-    # Inside the sandbox `workflows` is imported once and passed through; re-importing it for
-    # every run cost ~30 ms each.
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+    return sandbox_runner()
 
 
 def _with_overrides(
@@ -136,10 +135,10 @@ def _activity_name(fn: Callable[..., Any]) -> str:
 
 def configured_registry(settings: Settings) -> ProcessorRegistry:
     """The example agents, plus the LLM processor when an OpenAI-compatible endpoint is configured."""
-    import activities.agents  # noqa: F401 - registers the example processors
+    from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors
 
     if settings.llm_base_url:
-        from activities.agents import llm
+        from dsmo.activities.agents import llm
 
         default_registry.register(
             llm.NAME, llm.VERSION, description=llm.DESCRIPTION, input_model=llm.LlmInput, summary_model=llm.LlmSummary
@@ -163,7 +162,7 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     setup_tracing("dsmo-worker")
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
-    store = settings.artifact_store(cache=True)
+    store = artifact_store(settings, cache=True)
     channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir, log_content=settings.log_content)}
     if settings.webhook_url:
         channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)

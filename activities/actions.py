@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from activities.errors import UnknownAction, permanent_errors
-from workflows.contracts import (
+from dsmo.activities.errors import UnknownAction, permanent_errors
+from dsmo.workflows.contracts import (
     COMPENSATE,
     INVOKE_ACTION,
     ActionResult,

@@ -12,8 +12,8 @@ import obstore
 from botocore.exceptions import ClientError
 from obstore.exceptions import AlreadyExistsError
 
-from activities.artifact_cache import ImmutableCache
-from workflows.errors import DsmoError
+from dsmo.activities.artifact_cache import ImmutableCache
+from dsmo.workflows.errors import DsmoError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,8 +16,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.artifacts import ArtifactStore
-from workflows.contracts import EXPORT_AUDIT, AuditExport
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.workflows.contracts import EXPORT_AUDIT, AuditExport
 
 GENESIS = "0" * 64
 # The Temporal run id of the execution that exported the file (object metadata).

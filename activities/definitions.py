@@ -10,12 +10,12 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
-from activities.errors import permanent_errors
-from activities.processors import UnknownAgent
-from workflows.contracts import RESOLVE_DEFINITION, ResolveDefinition
-from workflows.definition import AgentDefinition
-from workflows.identifiers import agent_name_problem, workflow_version_problem
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
+from dsmo.activities.errors import permanent_errors
+from dsmo.activities.processors import UnknownAgent
+from dsmo.workflows.contracts import RESOLVE_DEFINITION, ResolveDefinition
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.identifiers import agent_name_problem, workflow_version_problem
 
 
 def config_key(workflow_version: str) -> str:

@@ -8,10 +8,10 @@ from typing import ParamSpec, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
-from activities.artifacts import ArtifactError, ArtifactMissing
-from activities.processors import InvalidInput, UnknownAgent
-from workflows import errors as failure_types
-from workflows.errors import DsmoError
+from dsmo.activities.artifacts import ArtifactError, ArtifactMissing
+from dsmo.activities.processors import InvalidInput, UnknownAgent
+from dsmo.workflows import errors as failure_types
+from dsmo.workflows.errors import DsmoError
 
 
 class ContractViolation(DsmoError):

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from activities.errors import permanent_errors
-from activities.processors import InvalidInput
-from workflows.contracts import (
+from dsmo.activities.errors import permanent_errors
+from dsmo.activities.processors import InvalidInput
+from dsmo.workflows.contracts import (
     SEND_MESSAGE,
     SEND_REQUEST,
     RequestReceipt,
@@ -29,7 +29,7 @@ from workflows.contracts import (
     SendRequest,
     SentMessage,
 )
-from workflows.errors import DsmoError
+from dsmo.workflows.errors import DsmoError
 
 log = logging.getLogger("dsmo.messaging")
 

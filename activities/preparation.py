@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from activities.artifacts import ArtifactStore, encode_json, run_input_key
-from activities.definitions import config_key
-from activities.errors import ContractViolation
-from workflows.contracts import PreparedRun, PrepareRun
-from workflows.errors import DsmoError
+from dsmo.activities.artifacts import ArtifactStore, encode_json, run_input_key
+from dsmo.activities.definitions import config_key
+from dsmo.activities.errors import ContractViolation
+from dsmo.workflows.contracts import PreparedRun, PrepareRun
+from dsmo.workflows.errors import DsmoError
 
 
 class LeftoverInput(DsmoError):

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.contracts import StageMessage
-from workflows.errors import DsmoError
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.errors import DsmoError
 
 
 class UnknownAgent(DsmoError):

@@ -11,12 +11,12 @@ from typing import Any
 from opentelemetry import trace
 from temporalio import activity
 
-from activities.artifacts import ArtifactStore, encode_json, stage_output_key
-from activities.errors import ContractViolation, permanent_errors
-from activities.preparation import RunPreparer
-from activities.processors import ProcessorOutput, ProcessorRegistry
-from activities.schemas import check_output
-from workflows.contracts import (
+from dsmo.activities.artifacts import ArtifactStore, encode_json, stage_output_key
+from dsmo.activities.errors import ContractViolation, permanent_errors
+from dsmo.activities.preparation import RunPreparer
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.schemas import check_output
+from dsmo.workflows.contracts import (
     PREPARE_RUN,
     RUN_STAGE,
     SUMMARY_MAX_BYTES,

@@ -1,4 +1,4 @@
-"""`dsmo bench` / `make bench`: run the benchmark on the embedded stack, print and save results."""
+"""`make bench` (`python -m bench`): run the benchmark on the embedded stack, print and save results."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import click
+
 from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
-from starter.devstack import DevStack, private_settings, reusable
-from starter.settings import Settings
+from dsmo.starter.devstack.stack import DevStack, private_settings, reusable
+from dsmo.starter.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 # Markers of the section `make hostile` writes (bench/hostile.py).
@@ -112,7 +114,7 @@ async def scale_only(quick: bool, *, out_dir: Path, update_benchmarks: bool) -> 
     import json
 
     from bench.scale import scale_test
-    from starter.client import DsmoClient
+    from dsmo.starter.client.dsmo_client import DsmoClient
 
     results: dict[str, Any] = json.loads((out_dir / "latest.json").read_text())
     config = BenchConfig() if quick else BenchConfig.full()
@@ -175,3 +177,28 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
         asyncio.run(floor_only(quick, floor_repeats, out_dir=out_dir))
     else:
         asyncio.run(run(quick, out_dir=out_dir, update_benchmarks=update))
+
+
+@click.command(name="bench")
+@click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
+@click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
+@click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
+@click.option(
+    "--floor-only",
+    "floor_repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
+)
+def command(quick: bool, update: bool, scale_only: bool, floor_repeats: int | None) -> None:
+    """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
+
+    \b
+    Examples:
+      python -m bench --quick
+      python -m bench --floor-only 3      # the targets' ratios, three times, with their spread
+    """
+    if floor_repeats and (scale_only or update):
+        raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
+    main(quick, update, scale_only, floor_repeats or 0)

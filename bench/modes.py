@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from activities.audit_log import chain
+from dsmo.activities.audit_log import chain
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel

@@ -16,18 +16,19 @@ from typing import Any
 
 from temporalio.worker import Worker
 
-from activities.audit_log import audit_key
-from activities.messaging import FileChannel
 from bench import modes
 from bench.agents import ExecutionLog, Faults, bench_registry
 from bench.floor import FloorComparison
 from bench.jobs import bounded
 from bench.metrics import RunRecord, summarize
 from bench.workloads import definition
-from starter.client import DsmoClient
-from starter.settings import Settings
-from worker import build_worker
-from workflows.status import RunStatus
+from dsmo.activities.audit_log import audit_key
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store
+from dsmo.worker import build_worker
+from dsmo.workflows.status import RunStatus
 
 
 def faults_for(workload: str, seed: int) -> Faults:
@@ -106,9 +107,9 @@ class Bench(FloorComparison):
         self.config = config
         self.progress = progress
         # As a worker's store: artifacts it writes are served from memory to the next stage.
-        self.store = settings.artifact_store(cache=True)
+        self.store = artifact_store(settings, cache=True)
         # As a starter's: DsmoClient writes run inputs through a store of its own, uncached.
-        self.starter_store = settings.artifact_store()
+        self.starter_store = artifact_store(settings)
         self.log = ExecutionLog()
         self.faults = FaultSwitch()
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"

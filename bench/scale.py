@@ -17,10 +17,10 @@ from bench.cpu import listening_pid
 from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.workloads import wait_definition
-from starter.client import DsmoClient
-from starter.devstack import DevStack
-from starter.settings import Settings
-from workflows.status import RunStatus
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.devstack.stack import DevStack
+from dsmo.starter.settings import Settings
+from dsmo.workflows.status import RunStatus
 
 
 def _rss_mb(pid: int) -> float:
@@ -46,7 +46,12 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
     queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, **settings.to_env(), "DSMO_TASK_QUEUE": queue, "DSMO_METRICS_BIND": "off"}
     worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "worker", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        sys.executable,
+        "-m",
+        "dsmo.worker",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     definition = wait_definition()
     run_ids = [f"scale-{queue}-{index}" for index in range(runs)]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from activities.artifacts import ArtifactStore
-from starter.cli_context import hard_exit
-from starter.client import DsmoClient
-from starter.definitions import load_definition
-from starter.render import event_lines, status_lines
-from starter.settings import Settings
-from workflows.status import RunStatus
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.exits import hard_exit
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import s3_client
+from dsmo.workflows.status import RunStatus
 
 DEFINITION = Path(__file__).with_name("candidate_screening.yaml")
 CANDIDATE = {"candidate": {"name": "ana maría lópez", "phone": "+34 600 111 222", "skills": ["Python", "SQL"]}}
@@ -49,7 +50,7 @@ async def main() -> int:
     print("\n".join(event_lines(await dsmo.events(run_id))))
 
     section("artifacts")
-    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
     for uri in store.list_uris(f"artifacts/{definition.workflow_version}/{run_id}/"):
         print(uri)
     print(f"messages sent: {settings.outbox_dir / run_id}")

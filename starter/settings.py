@@ -10,16 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
-    from obstore.store import S3Store
-
-    from activities.artifacts import ArtifactStore
 
 DEFAULT_TASK_QUEUE = "agent-executions"
 
@@ -247,27 +240,6 @@ class Settings:
     def outbox_dir(self) -> Path:
         return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
 
-    def temporal_tls(self) -> Any:
-        """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
-        if not (self.tls_cert or self.tls_ca):
-            return False
-        from temporalio.service import TLSConfig
-
-        def read(path: str, name: str) -> bytes | None:
-            if not path:
-                return None
-            try:
-                return Path(path).read_bytes()
-            except OSError as err:
-                raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
-
-        return TLSConfig(
-            client_cert=read(self.tls_cert, "TEMPORAL_TLS_CERT"),
-            client_private_key=read(self.tls_key, "TEMPORAL_TLS_KEY"),
-            server_root_ca_cert=read(self.tls_ca, "TEMPORAL_TLS_CA"),
-            domain=self.tls_server_name or None,
-        )
-
     def codec_env(self) -> dict[str, str]:
         return {"DSMO_CODEC_KEYS": self.codec_keys, "DSMO_CODEC_KEYS_FILE": self.codec_keys_file}
 
@@ -283,66 +255,6 @@ class Settings:
     def run_url(self, run_id: str) -> str:
         """Link to a run in the Temporal Web UI."""
         return f"{self.ui_url}/namespaces/{self.temporal_namespace}/workflows/{run_id}"
-
-    def s3_client(self) -> S3Client:
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.s3_endpoint,
-            aws_access_key_id=self.s3_access_key,
-            aws_secret_access_key=self.s3_secret_key,
-            region_name=self.s3_region,
-            config=Config(
-                retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=5,
-                read_timeout=30,
-                # SeaweedFS (like MinIO) serves path-style addressing on a bare host:port.
-                s3={"addressing_style": "path"},
-                max_pool_connections=32,
-                # Checksums only where the API requires them: less CPU per call (measured), and
-                # S3-compatible stores that lack the newer checksum headers keep working.
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-            ),
-        )
-
-    def object_store(self) -> S3Store:
-        """The artifact bucket through obstore (the worker's hot path), configured as `s3_client`."""
-        from obstore.store import S3Store
-
-        client_options: dict[str, Any] = {
-            "allow_http": urlparse(self.s3_endpoint).scheme == "http",
-            "connect_timeout": timedelta(seconds=5),
-            "timeout": timedelta(seconds=30),
-        }
-        # boto3 trusts AWS_CA_BUNDLE by itself; obstore is told.
-        if ca_bundle := os.environ.get("AWS_CA_BUNDLE"):
-            client_options["root_certificate"] = Path(ca_bundle).read_bytes()
-        return S3Store(
-            self.artifact_bucket,
-            endpoint=self.s3_endpoint,
-            access_key_id=self.s3_access_key,
-            secret_access_key=self.s3_secret_key,
-            region=self.s3_region,
-            virtual_hosted_style_request=False,
-            client_options=client_options,  # type: ignore[arg-type]
-            # Like boto3's standard mode here: a few quick retries; the activity retries the rest.
-            retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=10)},
-        )
-
-    def artifact_store(self, *, cache: bool = False) -> ArtifactStore:
-        """The store a worker uses: obstore for stage I/O, boto3 for the rest, optionally cached."""
-        from activities.artifact_cache import MIB
-        from activities.artifacts import ArtifactStore
-
-        return ArtifactStore(
-            self.s3_client,
-            self.artifact_bucket,
-            objects=self.object_store(),
-            cache_bytes=self.artifact_cache_mb * MIB if cache else 0,
-        )
 
 
 def _port(value: str, name: str) -> int:

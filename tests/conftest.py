@@ -16,20 +16,21 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-import activities.agents  # noqa: F401 - registers the example processors
-from activities.actions import ActionRegistry
-from activities.artifacts import ArtifactStore
-from activities.messaging import FileChannel
-from activities.orders.actions import order_actions
-from activities.orders.db import OrderDatabase
-from activities.processors import ProcessorRegistry, default_registry
-from starter.client import DsmoClient
-from starter.definitions import parse_definition_text
-from starter.settings import Settings
-from starter.stack_checks import ensure_search_attributes_on
+from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors
+from dsmo.activities.actions import ActionRegistry
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.orders.actions import order_actions
+from dsmo.activities.orders.db import OrderDatabase
+from dsmo.activities.processors import ProcessorRegistry, default_registry
+from dsmo.starter.client.definitions import parse_definition_text
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.devstack.checks import ensure_search_attributes_on
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import AgentDefinition
 from tests.stack import reusable, start_private
-from worker import build_worker
-from workflows.definition import AgentDefinition
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,7 @@ async def dsmo(stack_settings: Settings) -> DsmoClient:
 @pytest.fixture(scope="session")
 def store(stack_settings: Settings) -> ArtifactStore:
     # The worker's store (obstore for stage I/O) without its cache: assertions read the bucket.
-    return stack_settings.artifact_store()
+    return artifact_store(stack_settings)
 
 
 @dataclass

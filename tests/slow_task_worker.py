@@ -31,7 +31,7 @@ class SlowTask:
 
 
 def main() -> None:
-    import worker
+    from dsmo import worker
 
     worker.main(extra_workflows=[SlowTask])
 

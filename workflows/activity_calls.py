@@ -17,10 +17,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
-from workflows.control import RunEnded
-from workflows.errors import ACTION_PERMANENT, MESSAGING_PERMANENT
-from workflows.nodes import RetrySpec
-from workflows.status import RunStatus
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.errors import ACTION_PERMANENT, MESSAGING_PERMANENT
+from dsmo.workflows.nodes import RetrySpec
+from dsmo.workflows.status import RunStatus
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from workflows.records import AuditEvent, AuditType
+from dsmo.workflows.records import AuditEvent, AuditType
 
 # The paper's "essential" trail is every contract event; these are added at the "extended" level,
 # as are the inference metadata processors report (model, temperature, top_p, seed, prompt version).

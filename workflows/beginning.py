@@ -10,15 +10,15 @@ import asyncio
 
 from temporalio import workflow
 
-from workflows import contracts
-from workflows import search_attributes as sa
-from workflows.activity_calls import ActivityFailed
-from workflows.control import RunEnded, ServiceFailed
-from workflows.definition import effective_parameters
-from workflows.identifiers import run_id_problem
-from workflows.run import Run
-from workflows.service_budgets import BUDGETS, budget_spent, call_service, record_service_failure
-from workflows.status import RunStatus
+from dsmo.workflows import contracts
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.activity_calls import ActivityFailed
+from dsmo.workflows.control import RunEnded, ServiceFailed
+from dsmo.workflows.definition import effective_parameters
+from dsmo.workflows.identifiers import run_id_problem
+from dsmo.workflows.run import Run
+from dsmo.workflows.service_budgets import BUDGETS, budget_spent, call_service, record_service_failure
+from dsmo.workflows.status import RunStatus
 
 # workflow.patched id: a run started with an id that is not a run id (around DSMO's checks) ends
 # at once and writes nothing; the marker is written only by such runs.

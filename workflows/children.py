@@ -14,19 +14,19 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
-from workflows import contracts
-from workflows import search_attributes as sa
-from workflows.activity_calls import call_or_end, failure_message
-from workflows.control import RunEnded
-from workflows.definition import AgentDefinition
-from workflows.durations import format_duration
-from workflows.nodes import TriggerAgentNode, TriggerAgentParams
-from workflows.records import ExecutionRequest, ExecutionResult, WaitCheckpoint
-from workflows.run import Run
-from workflows.run_state import Waiting
-from workflows.status import RunStatus
-from workflows.templating import render_values
-from workflows.waits import on_timeout, resume_run
+from dsmo.workflows import contracts
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.activity_calls import call_or_end, failure_message
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.durations import format_duration
+from dsmo.workflows.nodes import TriggerAgentNode, TriggerAgentParams
+from dsmo.workflows.records import ExecutionRequest, ExecutionResult, WaitCheckpoint
+from dsmo.workflows.run import Run
+from dsmo.workflows.run_state import Waiting
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.templating import render_values
+from dsmo.workflows.waits import on_timeout, resume_run
 
 
 async def trigger_agent_node(run: Run, node_id: str, node: TriggerAgentNode, resume: WaitCheckpoint | None) -> None:

@@ -18,9 +18,9 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
-    from workflows import contracts
-    from workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call
-    from workflows.wire import WireModel
+    from dsmo.workflows import contracts
+    from dsmo.workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call
+    from dsmo.workflows.wire import WireModel
 
 
 def retry_id(run_id: str, node: str) -> str:

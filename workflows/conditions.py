@@ -17,9 +17,9 @@ from typing import Any
 import cel
 from cel.stdlib import EXTENSIONS, add_stdlib_to_context
 
-from workflows import condition_cost as cost
-from workflows.errors import DsmoError
-from workflows.events import EVENT_VARIABLES
+from dsmo.workflows import condition_cost as cost
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import EVENT_VARIABLES
 
 BUILTIN_ROOTS = ("stages", "run", "config")
 # Variables the seed's resume events and child runs set; conditions may read them without declaring them.

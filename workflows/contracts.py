@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from workflows.wire import WireModel
+from dsmo.workflows.wire import WireModel
 
 # Activity names, so the workflow can call them without importing their I/O code.
 PREPARE_RUN = "prepare_run"

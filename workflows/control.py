@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workflows.records import WaitCheckpoint
-from workflows.status import RunStatus
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.status import RunStatus
 
 
 class RunEnded(Exception):

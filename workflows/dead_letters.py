@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows import contracts
-from workflows.activity_calls import ActivityFailed
-from workflows.control import RunEnded, ServiceFailed
-from workflows.run import Run
-from workflows.service_budgets import BUDGETS, call_service, record_service_failure
-from workflows.status import RunStatus
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import ActivityFailed
+from dsmo.workflows.control import RunEnded, ServiceFailed
+from dsmo.workflows.run import Run
+from dsmo.workflows.service_budgets import BUDGETS, call_service, record_service_failure
+from dsmo.workflows.status import RunStatus
 
 
 async def write_dead_letter(run: Run, letter: contracts.DeadLetter) -> None:

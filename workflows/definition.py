@@ -2,6 +2,9 @@
 
 Field names follow the seed (camelCase in files, snake_case in Python). The graph is
 checked when the definition is loaded, so a run never starts on a broken one.
+
+Longer than most modules on purpose: the model, its canonical hash and the graph checks are
+one unit (the checks read the model's private structure and the hash depends on both).
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_validator
 
-from workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
-from workflows.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
-from workflows.errors import DefinitionError, TemplateError
-from workflows.identifiers import AGENT_NAME_PATTERN
-from workflows.nodes import (
+from dsmo.workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
+from dsmo.workflows.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.errors import DefinitionError, TemplateError
+from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
+from dsmo.workflows.nodes import (
     ACTION_TYPES,
     AssignTestNode,
     CamelModel,
@@ -35,8 +38,8 @@ from workflows.nodes import (
     WaitForEventNode,
     WaitForResponseNode,
 )
-from workflows.sensitive import sensitive_problem
-from workflows.templating import placeholders
+from dsmo.workflows.sensitive import sensitive_problem
+from dsmo.workflows.templating import placeholders
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 # Validation context key: set by parse_definition, where a definition is admitted (see check_graph).
@@ -74,6 +77,11 @@ class RateLimit(CamelModel):
 
 
 class AgentDefinition(CamelModel):
+    """A versioned agent graph: its nodes, where it starts, and run-wide options.
+
+    Load one with `load_definition`; `workflow_version` is the hash of its canonical form.
+    """
+
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
     version: str = Field(default="1.0.0", min_length=1, max_length=50)
     description: str | None = Field(default=None, max_length=2000)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.errors import DsmoError
+from dsmo.workflows.errors import DsmoError
 
 
 class DocumentTooLarge(DsmoError):

@@ -12,16 +12,16 @@ import json
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from workflows import contracts
-from workflows.activity_calls import ActivityFailed
-from workflows.beginning import STRICT_RUN_ID_PATCH, slot_call
-from workflows.control import RunEnded
-from workflows.identifiers import run_id_problem
-from workflows.records import ExecutionResult
-from workflows.run import Run
-from workflows.saga import unwind
-from workflows.service_budgets import BUDGETS, call_service, record_service_failure
-from workflows.status import RunStatus
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import ActivityFailed
+from dsmo.workflows.beginning import STRICT_RUN_ID_PATCH, slot_call
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.identifiers import run_id_problem
+from dsmo.workflows.records import ExecutionResult
+from dsmo.workflows.run import Run
+from dsmo.workflows.saga import unwind
+from dsmo.workflows.service_budgets import BUDGETS, call_service, record_service_failure
+from dsmo.workflows.status import RunStatus
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workflows.document_limits import EVENT_LIMITS, DocumentTooLarge, check_document
-from workflows.errors import DsmoError
-from workflows.identifiers import MAX_EVENT_ID, event_id_problem
-from workflows.wire import WireModel
+from dsmo.workflows.document_limits import EVENT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.identifiers import MAX_EVENT_ID, event_id_problem
+from dsmo.workflows.wire import WireModel
 
 # An event's data lands in the run's history and variables; big content belongs in an artifact.
 # The same cap as the HTTP ingress's bodies, well under Temporal's 2 MB payload limit.

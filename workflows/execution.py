@@ -16,11 +16,11 @@ from temporalio.exceptions import ApplicationError
 # Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
 # re-importing them (and the CEL library's) for every workflow run.
 with workflow.unsafe.imports_passed_through():
-    from workflows.beginning import begin
-    from workflows.control import ContinueAsNewDue, RunEnded, ServiceFailed
-    from workflows.dead_letters import service_failed
-    from workflows.endings import finish_cancelled, finish_completed, finish_early
-    from workflows.events import (
+    from dsmo.workflows.beginning import begin
+    from dsmo.workflows.control import ContinueAsNewDue, RunEnded, ServiceFailed
+    from dsmo.workflows.dead_letters import service_failed
+    from dsmo.workflows.endings import finish_cancelled, finish_completed, finish_early
+    from dsmo.workflows.events import (
         DUPLICATE_NOT_RECORDED,
         EVENT_KINDS,
         EventAck,
@@ -29,10 +29,10 @@ with workflow.unsafe.imports_passed_through():
         parse_update,
         strict_event_problem,
     )
-    from workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
-    from workflows.run import Run
-    from workflows.status import RunStatus
-    from workflows.steps import step_from
+    from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
+    from dsmo.workflows.run import Run
+    from dsmo.workflows.status import RunStatus
+    from dsmo.workflows.steps import step_from
 
 # workflow.patched ids: each names a change to what running executions do.
 EVENT_SIZE_CAP_PATCH = "event-size-cap"

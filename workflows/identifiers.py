@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workflows.errors import DsmoError
+from dsmo.workflows.errors import DsmoError
 
 # Patterns without anchors, for pydantic fields and OpenAPI (wrap them in ^...$ there).
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}"

@@ -16,7 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
-    from workflows.wire import WireModel
+    from dsmo.workflows.wire import WireModel
 
 IDLE_GRACE = timedelta(minutes=1)
 HISTORY_LIMIT = 2_000

@@ -10,12 +10,12 @@ from typing import Any
 
 from temporalio import workflow
 
-from workflows import contracts
-from workflows.activity_calls import call_or_end
-from workflows.nodes import SendMessageNode, SendMessageParams
-from workflows.records import WaitCheckpoint
-from workflows.run import Run
-from workflows.templating import render
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import call_or_end
+from dsmo.workflows.nodes import SendMessageNode, SendMessageParams
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.run import Run
+from dsmo.workflows.templating import render
 
 
 async def send_message_node(run: Run, node_id: str, node: SendMessageNode, resume: WaitCheckpoint | None) -> None:

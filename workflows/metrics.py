@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows.records import AuditEvent
+from dsmo.workflows.records import AuditEvent
 
 
 def count_event(event: AuditEvent, *, replay_of: str | None = None) -> None:

@@ -11,9 +11,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workflows.durations import Duration, format_duration
-from workflows.identifiers import AGENT_NAME_PATTERN
-from workflows.wire import to_camel
+from dsmo.workflows.durations import Duration, format_duration
+from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
+from dsmo.workflows.wire import to_camel
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
 # table; it gets the same bounds as the other human actions (document, signature, test).

@@ -8,10 +8,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from workflows.contracts import PreparedRun
-from workflows.definition import AgentDefinition
-from workflows.status import RunStatus
-from workflows.wire import WireModel
+from dsmo.workflows.contracts import PreparedRun
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.wire import WireModel
 
 AuditType = Literal[
     "RUN_CREATED",
@@ -40,6 +40,8 @@ AuditType = Literal[
 
 
 class AuditEvent(WireModel):
+    """One entry of a run's audit trail."""
+
     seq: int
     type: AuditType
     run_id: str

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.messages import send_request
-from workflows.nodes import AssignTestNode, RequestDocumentNode, RequestSignatureNode, WaitOptions
-from workflows.records import WaitCheckpoint
-from workflows.run import Run
-from workflows.templating import render_values
-from workflows.waits import await_event
+from dsmo.workflows.messages import send_request
+from dsmo.workflows.nodes import AssignTestNode, RequestDocumentNode, RequestSignatureNode, WaitOptions
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.run import Run
+from dsmo.workflows.templating import render_values
+from dsmo.workflows.waits import await_event
 
 
 async def request_document_node(

@@ -6,10 +6,10 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 
-from workflows.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
-from workflows.control import RouteTo, RunEnded
-from workflows.run import Run
-from workflows.status import RunStatus
+from dsmo.workflows.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
+from dsmo.workflows.control import RouteTo, RunEnded
+from dsmo.workflows.run import Run
+from dsmo.workflows.status import RunStatus
 
 # workflow.patched id: conditions are evaluated under the cost bound (workflows/condition_cost.py).
 CONDITION_COST_PATCH = "condition-cost-bound"

@@ -13,13 +13,13 @@ from typing import Any
 
 from temporalio import workflow
 
-from workflows import contracts
-from workflows import search_attributes as sa
-from workflows.audit import AuditTrail
-from workflows.control import RunEnded
-from workflows.definition import AgentDefinition
-from workflows.metrics import count_event
-from workflows.records import (
+from dsmo.workflows import contracts
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.audit import AuditTrail
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.metrics import count_event
+from dsmo.workflows.records import (
     Checkpoint,
     Compensation,
     ExecutionRequest,
@@ -29,8 +29,8 @@ from workflows.records import (
     WaitCheckpoint,
     next_recorded,
 )
-from workflows.run_state import RunState
-from workflows.status import RunStatus
+from dsmo.workflows.run_state import RunState
+from dsmo.workflows.status import RunStatus
 
 
 @dataclass

@@ -14,11 +14,11 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
-from workflows import search_attributes as sa
-from workflows.audit import AuditTrail
-from workflows.events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
-from workflows.records import ExecutionResult, StatusView
-from workflows.status import RunStatus, next_status
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.audit import AuditTrail
+from dsmo.workflows.events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
+from dsmo.workflows.records import ExecutionResult, StatusView
+from dsmo.workflows.status import RunStatus, next_status
 
 
 @dataclass

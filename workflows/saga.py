@@ -18,17 +18,17 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
-from workflows import contracts
-from workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, action_retry, call
-from workflows.compensation import CompensationRetry, CompensationRetryRequest, retry_id
-from workflows.conditions import ConditionError
-from workflows.control import RunEnded
-from workflows.nodes import CompensationSpec, InvokeNode
-from workflows.records import Compensation, WaitCheckpoint
-from workflows.routing import bounded_condition
-from workflows.run import Run
-from workflows.status import RunStatus
-from workflows.templating import render_values
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, action_retry, call
+from dsmo.workflows.compensation import CompensationRetry, CompensationRetryRequest, retry_id
+from dsmo.workflows.conditions import ConditionError
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.nodes import CompensationSpec, InvokeNode
+from dsmo.workflows.records import Compensation, WaitCheckpoint
+from dsmo.workflows.routing import bounded_condition
+from dsmo.workflows.run import Run
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.templating import render_values
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from workflows.events import EVENT_VARIABLES
+from dsmo.workflows.events import EVENT_VARIABLES
 
 STAGE_FIELD_PREFIX = "stages."
 

@@ -18,10 +18,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, RetryState, TimeoutError, TimeoutType
 
-from workflows import contracts
-from workflows.activity_calls import call, failure_message
-from workflows.durations import format_duration
-from workflows.run_state import RunState
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import call, failure_message
+from dsmo.workflows.durations import format_duration
+from dsmo.workflows.run_state import RunState
 
 T = TypeVar("T")
 

@@ -16,19 +16,19 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from workflows import contracts
-from workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, failure_message
-from workflows.control import RunEnded
-from workflows.dead_letters import write_dead_letter
-from workflows.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
-from workflows.nodes import RunAgentNode
-from workflows.records import WaitCheckpoint
-from workflows.routing import contract_violation
-from workflows.run import Run
-from workflows.saga import push
-from workflows.sensitive import masked_summary
-from workflows.status import RunStatus
-from workflows.templating import render
+from dsmo.workflows import contracts
+from dsmo.workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, failure_message
+from dsmo.workflows.control import RunEnded
+from dsmo.workflows.dead_letters import write_dead_letter
+from dsmo.workflows.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
+from dsmo.workflows.nodes import RunAgentNode
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.routing import contract_violation
+from dsmo.workflows.run import Run
+from dsmo.workflows.saga import push
+from dsmo.workflows.sensitive import masked_summary
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.templating import render
 
 
 @dataclass(frozen=True)

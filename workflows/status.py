@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from workflows.errors import IllegalTransition
+from dsmo.workflows.errors import IllegalTransition
 
 
 class RunStatus(StrEnum):
+    """A run's status; changes follow the status table (`next_status`)."""
+
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"

@@ -7,18 +7,18 @@ from typing import Any
 
 from temporalio import workflow
 
-from workflows.children import trigger_agent_node
-from workflows.control import RouteTo, RunEnded
-from workflows.errors import TemplateError
-from workflows.messages import send_message_node
-from workflows.records import WaitCheckpoint
-from workflows.requests import assign_test_node, request_document_node, request_signature_node
-from workflows.routing import next_node
-from workflows.run import Run
-from workflows.saga import invoke_node
-from workflows.stages import run_agent_node
-from workflows.status import RunStatus
-from workflows.waits import delay_node, wait_for_event_node, wait_for_response_node
+from dsmo.workflows.children import trigger_agent_node
+from dsmo.workflows.control import RouteTo, RunEnded
+from dsmo.workflows.errors import TemplateError
+from dsmo.workflows.messages import send_message_node
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.requests import assign_test_node, request_document_node, request_signature_node
+from dsmo.workflows.routing import next_node
+from dsmo.workflows.run import Run
+from dsmo.workflows.saga import invoke_node
+from dsmo.workflows.stages import run_agent_node
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.waits import delay_node, wait_for_event_node, wait_for_response_node
 
 NodeHandler = Callable[[Run, str, Any, WaitCheckpoint | None], Awaitable[None]]
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workflows.errors import TemplateError
+from dsmo.workflows.errors import TemplateError
 
 # Linear time: the content cannot contain a brace, so each `{{` is scanned at most up to the
 # next brace (a lazy match with surrounding \s* backtracked quadratically on long blank runs).

@@ -13,17 +13,17 @@ from typing import Any
 
 from temporalio import workflow
 
-from workflows.control import ContinueAsNewDue, RunEnded
-from workflows.durations import format_duration
-from workflows.events import RESUME_EVENT_FOR, variables_after
-from workflows.messages import send_message
-from workflows.nodes import DelayNode, WaitForEventNode, WaitForResponseNode, WaitOptions, parse_until
-from workflows.records import WaitCheckpoint
-from workflows.run import Run
-from workflows.run_state import Waiting
-from workflows.sensitive import masked_variables
-from workflows.status import RunStatus
-from workflows.templating import render
+from dsmo.workflows.control import ContinueAsNewDue, RunEnded
+from dsmo.workflows.durations import format_duration
+from dsmo.workflows.events import RESUME_EVENT_FOR, variables_after
+from dsmo.workflows.messages import send_message
+from dsmo.workflows.nodes import DelayNode, WaitForEventNode, WaitForResponseNode, WaitOptions, parse_until
+from dsmo.workflows.records import WaitCheckpoint
+from dsmo.workflows.run import Run
+from dsmo.workflows.run_state import Waiting
+from dsmo.workflows.sensitive import masked_variables
+from dsmo.workflows.status import RunStatus
+from dsmo.workflows.templating import render
 
 TIMEOUT_SUMMARIES = {
     "response": "Timeout waiting for the user's response",

@@ -1,3 +1,3 @@
 """Example agents (pure processors). Importing this package registers them in the default registry."""
 
-from activities.agents import documents as documents  # the import registers the processors
+from dsmo.activities.agents import documents as documents  # the import registers the processors

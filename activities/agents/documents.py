@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.processors import InvalidInput, ProcessorOutput, default_registry
-from workflows.contracts import StageMessage
+from dsmo.activities.processors import InvalidInput, ProcessorOutput, default_registry
+from dsmo.workflows.contracts import StageMessage
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _AMOUNT = re.compile(

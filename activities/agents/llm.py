@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from activities.errors import ContractViolation
-from activities.processors import InvalidInput, ProcessorOutput
-from workflows.contracts import StageMessage
-from workflows.errors import DsmoError
+from dsmo.activities.errors import ContractViolation
+from dsmo.activities.processors import InvalidInput, ProcessorOutput
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.errors import DsmoError
 
 PROMPT_VERSION = "summarize-v1"
 SYSTEM_PROMPT = (

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
 
-from activities.actions import ActionContext, ActionRegistry
-from activities.errors import ActionRefused
-from activities.orders.db import (
+from dsmo.activities.actions import ActionContext, ActionRegistry
+from dsmo.activities.errors import ActionRefused
+from dsmo.activities.orders.db import (
     OrderDatabase,
     compensations,
     faults,
@@ -25,7 +25,7 @@ from activities.orders.db import (
     saga_log,
     shipments,
 )
-from activities.processors import InvalidInput
+from dsmo.activities.processors import InvalidInput
 
 
 class GatewayUnavailable(RuntimeError):

@@ -18,7 +18,7 @@ from typing import Any
 from bench.reliability import report, scenarios
 from bench.reliability.stack import FaultStack
 from bench.report import machine
-from starter.cli_context import hard_exit
+from dsmo.starter.exits import hard_exit
 
 REPO = Path(__file__).resolve().parents[2]
 

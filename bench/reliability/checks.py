@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from activities.artifacts import ArtifactMissing, ArtifactStore
-from activities.audit_log import audit_key, verify_lines
-from activities.orders.db import OrderDatabase
-from workflows.records import ExecutionResult
-from workflows.status import RunStatus
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.audit_log import audit_key, verify_lines
+from dsmo.activities.orders.db import OrderDatabase
+from dsmo.workflows.records import ExecutionResult
+from dsmo.workflows.status import RunStatus
 
 _OUTPUT = re.compile(r"/(?P<stage>[^/]+(?:/[^/]+)*)/attempt=\d+/output\.json$")
 

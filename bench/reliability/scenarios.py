@@ -18,16 +18,17 @@ from typing import Any
 
 from temporalio.service import RPCError
 
-from activities.artifacts import ArtifactStore
-from activities.orders.db import OrderDatabase
 from bench.reliability import checks
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
-from starter.client import DsmoClient
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.errors import DsmoError
-from workflows.records import ExecutionResult
-from workflows.status import RunStatus
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.orders.db import OrderDatabase
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.storage import artifact_store
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.records import ExecutionResult
+from dsmo.workflows.status import RunStatus
 
 PRODUCT = "reliability-lamp"
 INVOICE = "Invoice INV-7 from billing@acme.test: total 120.50 EUR, payment due in 30 days."
@@ -420,4 +421,4 @@ async def _deliver_replies(client: DsmoClient, run_ids: list[str], timeout: floa
 
 
 def _store(stack: FaultStack) -> ArtifactStore:
-    return stack.settings.artifact_store()
+    return artifact_store(stack.settings)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
-from starter.client import DsmoClient
-from starter.devstack import DevStack, private_settings
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.devstack.stack import DevStack, private_settings
 
 TASK_QUEUE = "reliability"
+
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class FaultStack(DevStack):
@@ -24,6 +28,10 @@ class FaultStack(DevStack):
 
     def _worker_argv(self) -> list[str]:
         return [sys.executable, "-m", "bench.reliability.worker", "--log", str(self.execution_log)]
+
+    def _worker_env(self) -> dict[str, str]:
+        # The harness is not installed (only `dsmo` is): the worker finds `bench` in the repository.
+        return {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
     async def start(self) -> DsmoClient:
         await self.up(with_worker=True, timeout=120)

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from activities.processors import InvalidInput, ProcessorOutput, default_registry
-from workflows.contracts import StageMessage
+from dsmo.activities.processors import InvalidInput, ProcessorOutput, default_registry
+from dsmo.workflows.contracts import StageMessage
 
 SLOW_AGENT = "reliability-slow"
 MAX_DELAY_MS = 10_000
@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     default_registry.register(SLOW_AGENT, "1.0.0")(execution_logger(args.log.resolve()))
 
-    import worker
+    from dsmo import worker
 
     worker.main()
 

@@ -23,19 +23,20 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from activities.artifacts import ArtifactStore
-from activities.definitions import DefinitionStore
-from activities.processors import UnknownAgent
-from starter.client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
-from starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
-from starter.ingress.keys import ApiKey, KeyStore
-from starter.ingress.rate_limit import TokenBuckets
-from starter.settings import Settings
-from workflows import search_attributes as sa
-from workflows.errors import DsmoError
-from workflows.events import EventRejected, parse_update
-from workflows.identifiers import AGENT_NAME_PATTERN, RUN_ID_PATTERN, WORKFLOW_VERSION_PATTERN, InvalidRunId
-from workflows.wire import to_camel
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.processors import UnknownAgent
+from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
+from dsmo.starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
+from dsmo.starter.ingress.keys import ApiKey, KeyStore
+from dsmo.starter.ingress.rate_limit import TokenBuckets
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import s3_client
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import EventRejected, parse_update
+from dsmo.workflows.identifiers import AGENT_NAME_PATTERN, RUN_ID_PATTERN, WORKFLOW_VERSION_PATTERN, InvalidRunId
+from dsmo.workflows.wire import to_camel
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -83,7 +84,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         state["dsmo"] = await DsmoClient.connect(settings)
-        state["definitions"] = DefinitionStore(ArtifactStore(settings.s3_client(), settings.artifact_bucket))
+        state["definitions"] = DefinitionStore(ArtifactStore(s3_client(settings), settings.artifact_bucket))
         yield
 
     app = FastAPI(

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from starter.ingress.keys import ApiKey, KeyStore
-from starter.ingress.rate_limit import TokenBuckets
+from dsmo.starter.ingress.keys import ApiKey, KeyStore
+from dsmo.starter.ingress.rate_limit import TokenBuckets
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -15,8 +15,8 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workflows.errors import DsmoError
-from workflows.events import EVENT_KINDS
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import EVENT_KINDS
 
 SCOPES = ("start", "read", "cancel", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
 

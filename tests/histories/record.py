@@ -17,16 +17,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import activities.agents  # noqa: F401 - registers the example processors the flows run
-from activities.definitions import DefinitionStore
-from activities.messaging import FileChannel
-from activities.orders.actions import order_actions
-from activities.orders.db import OrderDatabase
-from starter.client import DsmoClient
-from starter.definitions import load_definition
-from starter.settings import Settings
-from worker import build_worker
-from workflows.status import RunStatus
+from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors the flows run
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.orders.actions import order_actions
+from dsmo.activities.orders.db import OrderDatabase
+from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.worker import build_worker
+from dsmo.workflows.status import RunStatus
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
@@ -101,20 +102,20 @@ async def onboarding(dsmo: DsmoClient, queue: str) -> str:
 async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
     """A replay (dsmo replay) of a completed onboarding run: every wait kind, the delay and the
     child taken from the original's record."""
-    from starter import replay as replays
+    from dsmo.starter.ops import replay as replays
 
     original = await onboarding(dsmo, queue)
-    report = await replays.replay(dsmo, dsmo.settings.artifact_store(), original, task_queue=queue)
+    report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
     return report.replay
 
 
 async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
     """A replay of an order saga whose payment was declined (before replays took actions'
     outcomes from the record, they ran the actions again)."""
-    from starter import replay as replays
+    from dsmo.starter.ops import replay as replays
 
     original = await saga_failure(dsmo, queue)
-    report = await replays.replay(dsmo, dsmo.settings.artifact_store(), original, task_queue=queue)
+    report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
     return report.replay
 
 
@@ -134,7 +135,7 @@ async def strict_signal_refused(dsmo: DsmoClient, queue: str) -> str:
 
 async def raw_start_bad_run_id(dsmo: DsmoClient, queue: str) -> str:
     """Started around DSMO's checks with an id that is not a run id: it fails at once."""
-    from workflows.records import ExecutionRequest
+    from dsmo.workflows.records import ExecutionRequest
 
     run_id = f"golden {uuid.uuid4().hex[:8]}"
     handle = await dsmo.temporal.start_workflow(
@@ -169,9 +170,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
 async def main(names: list[str]) -> None:
     settings = Settings.from_env()
     dsmo = await DsmoClient.connect(settings.with_changes(codec_keys="", codec_keys_file=""))
-    from activities.artifacts import ArtifactStore
+    from dsmo.activities.artifacts import ArtifactStore
 
-    store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
     for child in ("background_check.yaml", "welcome_pack.yaml"):
         DefinitionStore(store).publish(load_definition(EXAMPLES / child))
     db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")
@@ -193,7 +194,7 @@ async def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from starter.cli_context import hard_exit
+    from dsmo.starter.exits import hard_exit
 
     asyncio.run(main(sys.argv[1:]))
     hard_exit(0)

@@ -7,20 +7,21 @@ import uuid
 
 import pytest
 
-from activities.artifacts import ArtifactMissing, ArtifactStore
-from activities.messaging import FileChannel
-from starter.settings import Settings
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cached(stack_settings: Settings) -> ArtifactStore:
-    store = stack_settings.artifact_store(cache=True)
+    store = artifact_store(stack_settings, cache=True)
     assert store.objects is not None and store.cache is not None
     return store
 
@@ -28,7 +29,7 @@ def cached(stack_settings: Settings) -> ArtifactStore:
 @pytest.fixture
 def bucket_view(stack_settings: Settings) -> ArtifactStore:
     """boto3 only, no cache: what any other client sees in the bucket."""
-    return ArtifactStore(stack_settings.s3_client(), stack_settings.artifact_bucket)
+    return ArtifactStore(s3_client(stack_settings), stack_settings.artifact_bucket)
 
 
 def test_write_once_through_obstore(cached: ArtifactStore, bucket_view: ArtifactStore) -> None:

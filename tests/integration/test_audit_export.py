@@ -16,9 +16,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.artifacts import ArtifactStore
-from activities.audit_log import EXECUTION_META, AuditActivities, audit_key, chain, verify_lines
-from workflows.contracts import AuditExport
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.audit_log import EXECUTION_META, AuditActivities, audit_key, chain, verify_lines
+from dsmo.workflows.contracts import AuditExport
 
 pytestmark = pytest.mark.integration
 

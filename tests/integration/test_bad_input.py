@@ -29,18 +29,18 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from activities.artifacts import ArtifactStore
-from activities.definitions import DefinitionStore, index_key
-from activities.messaging import FileChannel
-from activities.processors import UnknownAgent
-from starter.cli import _main as dsmo_cli
-from starter.client import DsmoClient
-from starter.ingress.keys import KeyStore
-from starter.settings import Settings
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.definitions import DefinitionStore, index_key
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.processors import UnknownAgent
+from dsmo.starter.cli.main import _main as dsmo_cli
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.ingress.keys import KeyStore
+from dsmo.starter.settings import Settings
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.ingress_server import serving
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import pytest
 
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
-from starter.settings import Settings
+from dsmo.starter.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from activities.messaging import Channel, FileChannel, WebhookChannel
+from dsmo.activities.messaging import Channel, FileChannel, WebhookChannel
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from activities.definitions import DefinitionStore
-from starter.client import RunNotFound
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.client.dsmo_client import RunNotFound
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.contracts import StageMessage
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -11,17 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from activities.artifacts import ArtifactMissing, ArtifactStore
-from activities.messaging import FileChannel
-from starter.client import DsmoClient, RunNotFound
-from starter.devstack import DevStack
-from starter.processes import process_alive
-from starter.settings import Settings
-from starter.stack_checks import temporal_reachable
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient, RunNotFound
+from dsmo.starter.devstack.checks import temporal_reachable
+from dsmo.starter.devstack.processes import process_alive
+from dsmo.starter.devstack.stack import DevStack
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import s3_client
+from dsmo.worker import build_worker
+from dsmo.workflows.status import RunStatus
 from tests.conftest import definition_from
 from tests.stack import private_settings
-from worker import build_worker
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +74,7 @@ async def test_worker_process_up_is_idempotent_and_down_leaves_others(stack_sett
     status = await dsmo_cli(settings, "dev", "status")
     assert status.returncode == 0 and "worker" in status.stdout
 
-    # The background worker (python -m worker) runs a whole run.
+    # The background worker (python -m dsmo.worker) runs a whole run.
     started = await dsmo_cli(settings, "start", str(EXAMPLE), "--input", '{"candidate": {"name": "W", "phone": "9"}}')
     run_id = started.stdout.split()[1]
     dsmo = await DsmoClient.connect(settings)
@@ -110,7 +111,7 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
 
         # A run waits; the whole stack stops and starts again; the run resumes on its event.
         dsmo = await DsmoClient.connect(settings)
-        store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
         definition = definition_from(EXAMPLE)
         channel = FileChannel(tmp_path / "outbox")
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
@@ -131,7 +132,7 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
 
         await stack.up(timeout=90)
         dsmo = await DsmoClient.connect(settings)
-        store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
             for run_id in run_ids:
                 assert (await dsmo.status(run_id)).status is RunStatus.WAITING
@@ -152,7 +153,7 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         dsmo = await DsmoClient.connect(settings)
         with pytest.raises(RunNotFound):
             await dsmo.status(run_ids[0])
-        store = ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
         with pytest.raises(ArtifactMissing):
             store.read_json(results[0].variables["stages"]["profile"]["outputUri"])
     finally:

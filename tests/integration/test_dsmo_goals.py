@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from temporalio import activity
 
-from activities.audit_log import audit_key
-from activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.audit_log import audit_key
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.worker import build_worker
+from dsmo.workflows.contracts import RUN_STAGE, StageMessage, StageSummary, StageTask
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from worker import build_worker
-from workflows.contracts import RUN_STAGE, StageMessage, StageSummary, StageTask
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 
@@ -152,7 +152,7 @@ async def test_g1_a_completion_from_another_version_is_never_applied(harness: Ha
 
 
 def harness_channel(harness: Harness) -> Any:
-    from activities.messaging import FileChannel
+    from dsmo.activities.messaging import FileChannel
 
     return FileChannel(harness.outbox)
 

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from activities.artifacts import ArtifactStore, StoredArtifact
-from activities.messaging import FileChannel
-from activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry, default_registry
-from starter import dead_letters
-from starter import replay as replays
+from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.starter.ops import dead_letters
+from dsmo.starter.ops import replay as replays
+from dsmo.worker import build_worker
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from worker import build_worker
-from workflows.contracts import StageMessage
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from starter.client import RunAlreadyExists
+from dsmo.starter.client.dsmo_client import RunAlreadyExists
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.definitions import DefinitionStore
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

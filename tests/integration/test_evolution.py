@@ -15,13 +15,13 @@ import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.errors import DefinitionError
+from dsmo.workflows.events import MAX_EVENT_BYTES
+from dsmo.workflows.execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
 from tests.unit.test_golden_histories import replayer
-from workflows.definition import parse_definition
-from workflows.errors import DefinitionError
-from workflows.events import MAX_EVENT_BYTES
-from workflows.execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from activities.audit_log import audit_key
-from starter import monitoring
-from starter.wire_schemas import start_request_schema
+from dsmo.activities.audit_log import audit_key
+from dsmo.starter.client.wire_schemas import start_request_schema
+from dsmo.starter.ops import monitoring
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -10,16 +10,16 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.artifacts import run_input_key
-from activities.audit_log import audit_key
-from activities.definitions import DefinitionStore
-from activities.processors import UnknownAgent
-from starter.client import RunAlreadyExists
+from dsmo.activities.artifacts import run_input_key
+from dsmo.activities.audit_log import audit_key
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.processors import UnknownAgent
+from dsmo.starter.client.dsmo_client import RunAlreadyExists
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.sensitive import fingerprint
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.definition import parse_definition
-from workflows.records import ExecutionRequest
-from workflows.sensitive import fingerprint
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from activities.definitions import DefinitionStore
-from starter.ingress.app import create_app
-from starter.ingress.keys import KeyStore
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.ingress.app import create_app
+from dsmo.starter.ingress.keys import KeyStore
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 
@@ -168,7 +168,7 @@ async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
 
 
 def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
-    from starter.settings import Settings
+    from dsmo.starter.settings import Settings
 
     spec = create_app(Settings(state_dir=tmp_path)).openapi()
     committed = json.loads((REPO / "docs" / "openapi.json").read_text())

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from activities.agents.llm import PROMPT_VERSION, LlmProcessor
-from activities.processors import ProcessorRegistry, default_registry
+from dsmo.activities.agents.llm import PROMPT_VERSION, LlmProcessor
+from dsmo.activities.processors import ProcessorRegistry, default_registry
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

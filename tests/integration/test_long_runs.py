@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
-from activities.messaging import FileChannel
+from dsmo.activities.messaging import FileChannel
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from worker import build_worker
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from activities.messaging import FileChannel
-from starter import monitoring
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.ops import monitoring
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent

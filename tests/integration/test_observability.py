@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
-from activities.messaging import FileChannel
-from starter.client import DsmoClient, connect_temporal
-from starter.telemetry import metrics_runtime
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient, connect_temporal
+from dsmo.starter.telemetry import metrics_runtime
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.stack import free_port_block
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
@@ -107,7 +107,7 @@ async def test_without_tracing_an_event_costs_no_extra_round_trip(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No recording tracer: the event's span is a no-op, so the run's trace is not looked up."""
-    monkeypatch.setattr("starter.client.tracing_enabled", lambda: False)
+    monkeypatch.setattr("dsmo.starter.client.dsmo_client.tracing_enabled", lambda: False)
     run_id = await harness.start(definition_from(EXAMPLE), CANDIDATE)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     ingress = DsmoClient(harness.dsmo.temporal, harness.settings)  # knows nothing of the run

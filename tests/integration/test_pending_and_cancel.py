@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows import search_attributes as sa
-from workflows.contracts import StageMessage
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from activities.definitions import DefinitionStore
-from activities.orders.db import OrderDatabase, orders
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.orders.db import OrderDatabase, orders
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from workflows.definition import AgentDefinition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

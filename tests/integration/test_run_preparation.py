@@ -20,17 +20,17 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 
-from activities.artifacts import ArtifactStore, run_input_key
-from activities.definitions import config_key
-from activities.errors import ContractViolation
-from activities.processors import default_registry
-from activities.stage import StageActivities
-from starter.client import DsmoClient
+from dsmo.activities.artifacts import ArtifactStore, run_input_key
+from dsmo.activities.definitions import config_key
+from dsmo.activities.errors import ContractViolation
+from dsmo.activities.processors import default_registry
+from dsmo.activities.stage import StageActivities
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.workflows.contracts import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.contracts import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.records import ExecutionRequest
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

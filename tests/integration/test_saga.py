@@ -12,12 +12,12 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import ActivityEnvironment
 
-from activities.actions import ActionActivities, ActionRegistry
-from activities.orders.db import OrderDatabase, orders, reservations, shipments
+from dsmo.activities.actions import ActionActivities, ActionRegistry
+from dsmo.activities.orders.db import OrderDatabase, orders, reservations, shipments
+from dsmo.workflows.contracts import CompensationTask
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from workflows.contracts import CompensationTask
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

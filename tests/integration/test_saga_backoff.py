@@ -15,10 +15,10 @@ import pytest_asyncio
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.orders.db import OrderDatabase, payments
+from dsmo.activities.orders.db import OrderDatabase, payments
+from dsmo.workflows.compensation import CompensationRetryState
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from, start_time_skipping
-from workflows.compensation import CompensationRetryState
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.messaging import FileChannel
-from starter.client import DsmoClient
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.worker import build_worker
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from worker import build_worker
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"

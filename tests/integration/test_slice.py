@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from starter.client import EventNotAccepted
+from dsmo.starter.client.dsmo_client import EventNotAccepted
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows import search_attributes as sa
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry
+from dsmo.activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
-from workflows.contracts import StageMessage
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

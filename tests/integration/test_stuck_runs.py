@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from activities.messaging import FileChannel
-from starter.client import DsmoClient, WorkflowTaskFailing, connect_temporal
-from starter.telemetry import metrics_runtime
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing, connect_temporal
+from dsmo.starter.telemetry import metrics_runtime
+from dsmo.worker import build_worker
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.stack import free_port_block
-from worker import build_worker
-from workflows.definition import parse_definition
-from workflows.records import ExecutionRequest
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

@@ -12,18 +12,18 @@ import pytest
 from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
-from activities.artifacts import ArtifactStore
-from activities.definitions import DefinitionStore
-from activities.messaging import FileChannel
-from starter import dead_letters
-from starter.client import DsmoClient
-from starter.settings import Settings
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.ops import dead_letters
+from dsmo.starter.settings import Settings
+from dsmo.worker import build_worker
+from dsmo.workflows import contracts
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.service_budgets import BUDGETS
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, start_time_skipping
-from worker import build_worker
-from workflows import contracts
-from workflows.definition import AgentDefinition, parse_definition
-from workflows.service_budgets import BUDGETS
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

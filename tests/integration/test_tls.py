@@ -15,13 +15,14 @@ import pytest
 from botocore.exceptions import SSLError
 from obstore.exceptions import GenericError
 
-from activities.artifacts import ArtifactStore
-from starter.client import DsmoClient, TemporalUnavailable
-from starter.settings import Settings
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.client.dsmo_client import DsmoClient, TemporalUnavailable
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
 from tests.tls_proxy import Pki, make_pki, tls_terminator
-from workflows.definition import parse_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 
@@ -72,11 +73,11 @@ async def test_tls_to_a_server_the_ca_does_not_vouch_for_is_refused(harness: Har
 
 
 def _boto3_store(settings: Settings) -> ArtifactStore:
-    return ArtifactStore(settings.s3_client(), settings.artifact_bucket)
+    return ArtifactStore(s3_client(settings), settings.artifact_bucket)
 
 
 def _worker_store(settings: Settings) -> ArtifactStore:
-    return settings.artifact_store()  # stage I/O through obstore
+    return artifact_store(settings)  # stage I/O through obstore
 
 
 @pytest.mark.parametrize(
@@ -109,5 +110,5 @@ async def test_artifacts_over_https_with_a_ca_bundle(
         assert await asyncio.to_thread(trusted.read_json, stored.uri) == {"over": "https"}
 
     # The object is in the real store, as the plaintext endpoint sees it.
-    plain = ArtifactStore(stack_settings.s3_client(), stack_settings.artifact_bucket)
+    plain = ArtifactStore(s3_client(stack_settings), stack_settings.artifact_bucket)
     assert await asyncio.to_thread(plain.read_json, plain.uri(key)) == {"over": "https"}

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
 from tests.integration.test_hardening import costly_definition
-from workflows.status import RunStatus
 
 pytestmark = pytest.mark.integration
 

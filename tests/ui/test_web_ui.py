@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
-from workflows.status import RunStatus
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from activities.processors import default_registry
-from starter.agent_catalog import catalog, markdown
+from dsmo.activities.processors import default_registry
+from dsmo.starter.ops.agent_catalog import catalog, markdown
 from tests.unit.test_processors import MESSAGE
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"

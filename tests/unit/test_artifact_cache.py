@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from activities.artifact_cache import ImmutableCache
+from dsmo.activities.artifact_cache import ImmutableCache
 
 
 def test_hits_and_misses_are_counted() -> None:

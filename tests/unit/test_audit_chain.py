@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from activities.audit_log import chain, verify_lines
+from dsmo.activities.audit_log import chain, verify_lines
 
 EVENTS = [{"seq": i, "type": "STAGE_SUCCEEDED", "runId": "r", "data": {"n": i}} for i in range(1, 5)]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from starter.cli import cli
-from starter.cli_examples import commands
+from bench.cli import command as bench_command
+from dsmo.starter.cli.examples import commands
+from dsmo.starter.cli.main import cli
 
 ALL = sorted(commands(cli))
 
@@ -26,9 +27,12 @@ def test_help_has_an_example(path: str, command: object) -> None:
         ["events", "r", "--type", "NOPE"],
         ["dlq", "redrive"],
         ["nope"],
-        ["bench", "--floor-only", "0"],
-        ["bench", "--floor-only", "2", "--update"],
     ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(cli, args).exit_code == 2
+
+
+@pytest.mark.parametrize("args", [["--floor-only", "0"], ["--floor-only", "2", "--update"]])
+def test_bench_usage_errors_exit_2(args: list[str]) -> None:
+    assert CliRunner().invoke(bench_command, args).exit_code == 2

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from starter.devstack import TEMPORAL_TUNING, store_go_procs
-from starter.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
-from workflows import search_attributes
+from dsmo.starter.devstack.stack import TEMPORAL_TUNING, store_go_procs
+from dsmo.starter.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
+from dsmo.workflows import search_attributes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_services(compose: dict[str, Any]) -> None:
     assert compose["services"]["temporal"]["environment"]["DB"].startswith("postgres")
     assert compose["services"]["worker"]["build"] == "."
     assert (REPO / "Dockerfile").exists()
-    assert 'CMD ["python", "-m", "worker"]' in (REPO / "Dockerfile").read_text()
+    assert 'CMD ["python", "-m", "dsmo.worker"]' in (REPO / "Dockerfile").read_text()
 
 
 def published(service: dict[str, Any]) -> set[int]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workflows import condition_cost as cost
-from workflows.conditions import (
+from dsmo.workflows import condition_cost as cost
+from dsmo.workflows.conditions import (
     ConditionCostExceeded,
     ConditionError,
     check_condition,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from starter.definitions import load_definition, parse_definition_text
-from workflows.definition import RunAgentNode, WaitForResponseNode, parse_definition
-from workflows.errors import DefinitionError
+from dsmo.starter.client.definitions import load_definition, parse_definition_text
+from dsmo.workflows.definition import RunAgentNode, WaitForResponseNode, parse_definition
+from dsmo.workflows.errors import DefinitionError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
 
@@ -133,7 +133,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_sensitive_entries_are_event_variables_or_stage_summary_fields() -> None:
-    from workflows.sensitive import fingerprint, masked_summary, masked_variables
+    from dsmo.workflows.sensitive import fingerprint, masked_summary, masked_variables
 
     base = {
         "agent": "private",

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from workflows.durations import format_duration, parse_duration
+from dsmo.workflows.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

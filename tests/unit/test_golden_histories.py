@@ -13,11 +13,11 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from workflows.compensation import CompensationRetry
-from workflows.execution import AgentExecution
-from workflows.limiter import AgentRateLimiter
+from dsmo.workflows.compensation import CompensationRetry
+from dsmo.workflows.execution import AgentExecution
+from dsmo.workflows.limiter import AgentRateLimiter
+from dsmo.workflows.sandbox import sandbox_runner
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
 
@@ -26,9 +26,7 @@ def replayer() -> Replayer:
     return Replayer(
         workflows=[AgentExecution, AgentRateLimiter, CompensationRetry],
         data_converter=pydantic_data_converter,
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows")
-        ),
+        workflow_runner=sandbox_runner(),
     )
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from workflows.conditions import ConditionError, evaluate_condition
-from workflows.definition import parse_definition
-from workflows.errors import DefinitionError
+from dsmo.workflows.conditions import ConditionError, evaluate_condition
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.errors import DefinitionError
 
 
 def pipeline(**changes: Any) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.messaging import FileChannel
-from workflows.contracts import SendMessageRequest
+from dsmo.activities.messaging import FileChannel
+from dsmo.workflows.contracts import SendMessageRequest
 
 SECRET = "Mi número de cuenta es 1234"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from workflows.definition import parse_definition
-from workflows.errors import DefinitionError
-from workflows.nodes import ACTION_TYPES, WAIT_TIMEOUTS
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.errors import DefinitionError
+from dsmo.workflows.nodes import ACTION_TYPES, WAIT_TIMEOUTS
 
 WAIT_ACTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "response": ("wait_for_response", {}),
@@ -120,7 +120,7 @@ def test_rate_limit() -> None:
 
 
 def test_compensation_policy_follows_the_seed() -> None:
-    from workflows.nodes import CompensationPolicy
+    from dsmo.workflows.nodes import CompensationPolicy
 
     policy = CompensationPolicy()
     assert policy.max_retries == 5 and policy.on == ["failed", "cancelled", "timeout"]

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
-from activities.processors import InvalidInput
-from workflows.contracts import StageMessage
-from workflows.nodes import RetrySpec
+from dsmo.activities.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
+from dsmo.activities.processors import InvalidInput
+from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.nodes import RetrySpec
 
 MESSAGE = StageMessage(
     run_id="r",

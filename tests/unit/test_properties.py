@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from starter.definitions import parse_definition_text
-from workflows.conditions import ConditionError, check_condition, evaluate_condition
-from workflows.errors import DefinitionError, TemplateError
-from workflows.templating import render, render_values
+from dsmo.starter.client.definitions import parse_definition_text
+from dsmo.workflows.conditions import ConditionError, check_condition, evaluate_condition
+from dsmo.workflows.errors import DefinitionError, TemplateError
+from dsmo.workflows.templating import render, render_values
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from activities.artifacts import ArtifactError, ArtifactStore, run_input_key, stage_output_key
-from workflows.definition import parse_definition
-from workflows.errors import DefinitionError
-from workflows.identifiers import InvalidRunId, check_run_id
+from dsmo.activities.artifacts import ArtifactError, ArtifactStore, run_input_key, stage_output_key
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.errors import DefinitionError
+from dsmo.workflows.identifiers import InvalidRunId, check_run_id
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [p for folder in ("workflows", "activities", "starter", "bench") for p in (REPO / folder).rglob("*.py")]

@@ -3,8 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from temporalio.service import TLSConfig
 
-from starter.settings import ENVIRONMENT, Settings, SettingsError
+from dsmo.starter.client.dsmo_client import temporal_tls
+from dsmo.starter.settings import ENVIRONMENT, Settings, SettingsError
 
 
 def test_defaults() -> None:
@@ -50,25 +52,28 @@ def test_tls_for_temporal(tmp_path: Path) -> None:
     cert, key, ca = (tmp_path / name for name in ("c.pem", "k.pem", "ca.pem"))
     for path in (cert, key, ca):
         path.write_bytes(b"-----BEGIN " + path.name.encode() + b"-----")
-    assert Settings.from_env({}).temporal_tls() is False
-    tls = Settings.from_env(
-        {
-            "TEMPORAL_TLS_CERT": str(cert),
-            "TEMPORAL_TLS_KEY": str(key),
-            "TEMPORAL_TLS_CA": str(ca),
-            "TEMPORAL_TLS_SERVER_NAME": "temporal.internal",
-        }
-    ).temporal_tls()
+    assert temporal_tls(Settings.from_env({})) is False
+    tls = temporal_tls(
+        Settings.from_env(
+            {
+                "TEMPORAL_TLS_CERT": str(cert),
+                "TEMPORAL_TLS_KEY": str(key),
+                "TEMPORAL_TLS_CA": str(ca),
+                "TEMPORAL_TLS_SERVER_NAME": "temporal.internal",
+            }
+        )
+    )
+    assert isinstance(tls, TLSConfig) and tls.client_cert is not None and tls.server_root_ca_cert is not None
     assert tls.client_cert.startswith(b"-----BEGIN c.pem") and tls.server_root_ca_cert.endswith(b"ca.pem-----")
     assert tls.domain == "temporal.internal"
     with pytest.raises(SettingsError, match="give both"):
         Settings.from_env({"TEMPORAL_TLS_CERT": str(cert)})
     with pytest.raises(SettingsError, match="TEMPORAL_TLS_CA: cannot read"):
-        Settings.from_env({"TEMPORAL_TLS_CA": str(tmp_path / "missing.pem")}).temporal_tls()
+        temporal_tls(Settings.from_env({"TEMPORAL_TLS_CA": str(tmp_path / "missing.pem")}))
 
 
 def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
-    from starter.telemetry import setup_tracing
+    from dsmo.starter.telemetry import setup_tracing
 
     with pytest.raises(SettingsError, match="OTEL_TRACES_EXPORTER: 'bogus' is not supported"):
         setup_tracing("dsmo-test", env={"OTEL_TRACES_EXPORTER": "bogus"})

@@ -9,12 +9,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from starter import telemetry
-from starter.client import DsmoClient
-from workflows.contracts import PreparedRun
-from workflows.definition import parse_definition
-from workflows.records import ExecutionRequest
-from workflows.status import RunStatus
+from dsmo.starter import telemetry
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.workflows.contracts import PreparedRun
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.status import RunStatus
 
 PREPARED = PreparedRun(input_uri="s3://b/artifacts/v/r/input.json", config_ref="s3://b/configs/v.json")
 

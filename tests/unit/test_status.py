@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from workflows.errors import IllegalTransition
-from workflows.status import LEGAL, TERMINAL, RunStatus, next_status
+from dsmo.workflows.errors import IllegalTransition
+from dsmo.workflows.status import LEGAL, TERMINAL, RunStatus, next_status
 
 S = RunStatus
 SEED_TABLE = {

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 import yaml
 
-from starter.wire_schemas import START_FIELDS, definition_schema, start_request_schema
-from workflows.records import ExecutionRequest
+from dsmo.starter.client.wire_schemas import START_FIELDS, definition_schema, start_request_schema
+from dsmo.workflows.records import ExecutionRequest
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 

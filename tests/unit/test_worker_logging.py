@@ -6,7 +6,7 @@ import io
 import logging
 import threading
 
-from starter import worker_logging
+from dsmo.starter import worker_logging
 
 
 def test_records_reach_the_stream_through_a_handler_without_a_lock() -> None:

@@ -1,0 +1,89 @@
+"""Operations on many runs at once, with a progress bar: bulk cancel, batch redrive, live watch."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing
+from dsmo.starter.ops import dead_letters
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import s3_client
+from dsmo.workflows.errors import DsmoError
+
+LIVE = "ExecutionStatus='Running'"
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+async def cancel_matching(settings: Settings, query: str, *, reason: str, by: str) -> tuple[int, int]:
+    dsmo = await DsmoClient.connect(settings)
+    run_ids = [
+        run.id async for run in dsmo.temporal.list_workflows(f"WorkflowType='AgentExecution' AND {LIVE} AND ({query})")
+    ]
+    console = Console(stderr=True)
+    done = failed = 0
+    with _progress(console) as progress:
+        task = progress.add_task("cancelling", total=len(run_ids))
+        for run_id in run_ids:
+            try:
+                await dsmo.cancel(run_id, reason=reason, by=by)
+                done += 1
+            except DsmoError as err:
+                failed += 1
+                console.print(f"[yellow]{run_id}: {err}")
+            progress.advance(task)
+    return done, failed
+
+
+async def redrive_all(settings: Settings) -> list[tuple[str, str]]:
+    dsmo = await DsmoClient.connect(settings)
+    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    pending = [row for row in dead_letters.list_dead_letters(store) if row.redriven_as is None]
+    started: list[tuple[str, str]] = []
+    with _progress(Console(stderr=True)) as progress:
+        task = progress.add_task("redriving", total=len(pending))
+        for row in pending:
+            started.append((row.id, await dead_letters.redrive(dsmo, store, row.id)))
+            progress.advance(task)
+    return started
+
+
+async def watch(settings: Settings, run_id: str, *, interval: float = 0.5) -> Any:
+    """Print status changes and new audit events as they happen, until the run ends."""
+    dsmo = await DsmoClient.connect(settings)
+    console = Console()
+    seen, last_status, last_problem = 0, None, None
+    while True:
+        view = await dsmo.status(run_id)
+        if view.status != last_status or view.problem != last_problem:
+            console.rule(f"{run_id}: {view.status.value}")
+            for line in status_lines(view, run_url=settings.run_url(run_id)):
+                console.print(line, highlight=False)
+            last_status, last_problem = view.status, view.problem
+        if view.workflow_task_failure is not None:
+            raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
+        if view.problem is not None:  # no worker to answer: wait for one
+            await asyncio.sleep(max(interval, 2.0))
+            continue
+        events = await dsmo.events(run_id) if view.started_at is not None else []
+        for line in event_lines(events[seen:]):
+            console.print(line, highlight=False)
+        seen = max(seen, len(events))
+        if view.status.terminal:
+            return view
+        await asyncio.sleep(interval)

@@ -1,0 +1,272 @@
+"""`dsmo`: the command line for people and scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from dsmo.starter.cli import operations, recovery, serve
+from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.examples import add_examples
+from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.exits import hard_exit
+from dsmo.starter.settings import SettingsError
+from dsmo.workflows.durations import parse_duration
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import EVENT_KINDS
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """DSMO: durable, deterministic, auditable agent executions on Temporal.
+
+    Exit codes: 0 ok, 1 error, 2 usage. Tab completion (bash):
+    eval "$(_DSMO_COMPLETE=bash_source dsmo)"
+    """
+    ctx.obj = Context(debug)
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+@click.option("--input", "input_json", default="{}", help="The run's input variables as a JSON object.")
+@click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
+@click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
+@click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@pass_context
+def start(
+    obj: Context,
+    definition_file: str,
+    input_json: str,
+    run_id: str | None,
+    task_queue: str | None,
+    delay_text: str | None,
+    as_json: bool,
+) -> None:
+    """Start a run of the agent definition in DEFINITION_FILE.
+
+    \b
+    Example:
+      dsmo start examples/candidate_screening.yaml --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
+    """
+    definition = load_definition(definition_file)
+    variables = _json_object(input_json, "--input")
+    delay = _duration(delay_text, "--delay") if delay_text else None
+
+    async def go() -> str:
+        client = await obj.client()
+        return await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
+
+    started = run(go)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"runId": started, "workflowVersion": definition.workflow_version, "url": obj.settings.run_url(started)}
+            )
+        )
+    else:
+        click.echo(f"started {started} ({definition.agent}, workflow_version {definition.workflow_version})")
+        click.echo(f"web UI  {obj.settings.run_url(started)}")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("text")
+@click.option("--event-id", help="Idempotency id of this reply (default: random).")
+@pass_context
+def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
+    """Deliver a user's reply (MESSAGE_RECEIVED) to a run waiting for a response.
+
+    \b
+    Example:
+      dsmo respond ana-1 "Sí, sigo interesada" --event-id whatsapp-msg-981
+    """
+
+    async def go() -> Any:
+        client = await obj.client()
+        return await client.respond(run_id, text, event_id=event_id)
+
+    ack = run(go)
+    click.echo(f"{'duplicate, ignored' if ack.duplicate else 'delivered'}: {ack.event_id} to {run_id}")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the status structure as JSON.")
+@pass_context
+def status(obj: Context, run_id: str, as_json: bool) -> None:
+    """Show a run's status (the seed's WAITING structure and the terminal record).
+
+    \b
+    Example:
+      dsmo status ana-1 --json
+    """
+
+    async def go() -> Any:
+        client = await obj.client()
+        return await client.status(run_id)
+
+    view = run(go)
+    if as_json:
+        click.echo(view.model_dump_json(indent=2))
+    else:
+        click.echo("\n".join(status_lines(view, run_url=obj.settings.run_url(run_id))))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--type", "event_type", type=click.Choice(sorted(EVENT_KINDS)), help="Send this resume event.")
+@click.option("--data", "data_json", default="{}", help="The event's fields as a JSON object (with --type).")
+@click.option("--event-id", help="Idempotency id of the event (with --type; default: random).")
+@click.option("--signal", "as_signal", is_flag=True, help="Send as a fire-and-forget signal, not the update.")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit events as JSON lines.")
+@pass_context
+def events(
+    obj: Context,
+    run_id: str,
+    event_type: str | None,
+    data_json: str,
+    event_id: str | None,
+    as_signal: bool,
+    as_json: bool,
+) -> None:
+    """Show a run's audit trail, or with --type deliver a resume event to it.
+
+    \b
+    Examples:
+      dsmo events ana-1
+      dsmo events ana-1 --type DOCUMENT_UPLOADED --data '{"document": "id_card", "url": "s3://docs/id.pdf"}'
+    """
+    if event_type is None:
+
+        async def trail() -> Any:
+            client = await obj.client()
+            return await client.events(run_id)
+
+        found = run(trail)
+        if as_json:
+            for event in found:
+                click.echo(event.model_dump_json())
+        else:
+            click.echo("\n".join(event_lines(found)))
+        return
+    data = _json_object(data_json, "--data")
+    chosen = event_id or str(uuid.uuid4())
+
+    async def deliver() -> Any:
+        client = await obj.client()
+        if as_signal:
+            return await client.signal_event(run_id, event_type, {"event_id": chosen, **data})
+        return await client.deliver_event(run_id, event_type, data, event_id=chosen)
+
+    ack = run(deliver)
+    if as_signal:
+        click.echo(f"signalled: {event_type} {chosen} to {run_id} (see `dsmo events {run_id}` for the outcome)")
+    else:
+        state = "duplicate, ignored" if ack.duplicate else "delivered"
+        click.echo(f"{state}: {event_type} {chosen} to {run_id}" + (f" ({ack.detail})" if ack.detail else ""))
+
+
+@cli.command()
+@click.argument("run_id", required=False)
+@click.option("--reason", required=True, help="Why the run is cancelled (kept in its record).")
+@click.option("--by", "cancelled_by", default="user", show_default=True, help="Who cancels it.")
+@click.option("--query", help="Cancel every live run matching this visibility query (with a progress bar).")
+@pass_context
+def cancel(obj: Context, run_id: str | None, reason: str, cancelled_by: str, query: str | None) -> None:
+    """Cancel a run that has not ended (pending, running or waiting), or many with --query.
+
+    \b
+    Examples:
+      dsmo cancel ana-1 --reason "candidate withdrew"
+      dsmo cancel --query "AgentName='candidate-screening' AND WaitingFor='response'" --reason "campaign closed"
+    """
+    if (run_id is None) == (query is None):
+        raise click.UsageError("give either RUN_ID or --query")
+    if query is not None:
+        from dsmo.starter.cli.bulk import cancel_matching
+
+        done, failed = run(lambda: cancel_matching(obj.settings, query, reason=reason, by=cancelled_by))
+        click.echo(f"cancelled {done} run(s)" + (f", {failed} could not be cancelled" if failed else ""))
+        if failed:
+            sys.exit(1)
+        return
+    assert run_id is not None
+
+    async def go() -> Any:
+        client = await obj.client()
+        await client.cancel(run_id, reason=reason, by=cancelled_by)
+        return await client.result(run_id)
+
+    result = run(go)
+    click.echo(f"{result.status.value}: {run_id} by {result.cancelled_by} ({result.cancel_reason})")
+
+
+def _duration(text: str, option: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise DsmoError(f"{option}: {err}") from None
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise DsmoError(f"{option}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise DsmoError(f"{option}: must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+operations.register(cli)
+recovery.register(cli)
+serve.register(cli)
+add_examples(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one-line errors and a non-zero exit; tracebacks only with --debug."""
+    code = 0
+    try:
+        _main(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    hard_exit(code)
+
+
+def _main(args: list[str]) -> None:
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="dsmo", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except (DsmoError, SettingsError) as err:
+        if debug:
+            raise
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
+    except Exception as err:
+        if debug:
+            raise
+        click.echo(f"error: {type(err).__name__}: {err} (run with --debug for details)", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""`dsmo dev`, `dsmo worker`, `dsmo definitions` and `dsmo runs`: commands for operators."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import click
+
+from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.render import stack_lines
+from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.devstack.stack import DevStack
+from dsmo.starter.ops import monitoring
+from dsmo.starter.storage import s3_client
+
+
+def register(cli: click.Group) -> None:
+    for command in (dev, worker, definitions, agents, runs):
+        cli.add_command(command)
+
+
+# -- the embedded stack ---------------------------------------------------------------------
+
+
+@click.group()
+def dev() -> None:
+    """Start, check and stop the embedded stack (Temporal dev server + SeaweedFS S3)."""
+
+
+@dev.command("up")
+@click.option("--worker", "with_worker", is_flag=True, help="Also start a background worker.")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for each service.")
+@pass_context
+def dev_up(obj: Context, with_worker: bool, timeout: float) -> None:
+    """Start the stack (idempotent: a running stack is found and reused)."""
+    stack = DevStack(obj.settings)
+    reports = run(lambda: stack.up(with_worker=with_worker, timeout=timeout))
+    click.echo("\n".join(stack_lines(reports)))
+    click.echo(f"state and logs in {obj.settings.state_dir}")
+
+
+@dev.command("down")
+@pass_context
+def dev_down(obj: Context) -> None:
+    """Stop what `dsmo dev up` started (by pid file); anything else is left running."""
+    click.echo("\n".join(stack_lines(DevStack(obj.settings).down())))
+
+
+@dev.command("reset")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def dev_reset(obj: Context, yes: bool) -> None:
+    """Stop the stack and delete its data: every run's history and every stored artifact.
+
+    For a clean slate, e.g. before `make bench`: the dev server's database only grows, and a
+    large one slows every workflow task. Logs and the examples' own files are kept.
+    """
+    stack = DevStack(obj.settings)
+    found = stack.stored_data()
+    if not found:
+        click.echo(f"nothing to delete under {obj.settings.state_dir}")
+        return
+    if not yes:
+        click.confirm(
+            f"Delete {', '.join(path.name for path in found)} under {obj.settings.state_dir} "
+            "(every run and artifact of this stack)?",
+            abort=True,
+        )
+    removed = run(stack.reset)
+    click.echo(f"deleted {', '.join(path.name for path in removed) or 'nothing'} under {obj.settings.state_dir}")
+    click.echo("start again with `dsmo dev up`")
+
+
+@dev.command("status")
+@pass_context
+def dev_status(obj: Context) -> None:
+    """Show whether each service is running and healthy."""
+    reports = run(lambda: DevStack(obj.settings).status())
+    click.echo("\n".join(stack_lines(reports)))
+    if not all(report.up for report in reports):
+        sys.exit(1)
+
+
+@click.command()
+def worker() -> None:
+    """Run a worker in the foreground (same as `python worker.py`)."""
+    from dsmo import worker as worker_module
+
+    worker_module.main()
+
+
+# -- definitions ----------------------------------------------------------------------------
+
+
+@click.group()
+def definitions() -> None:
+    """Validate and publish agent definitions."""
+
+
+@definitions.command("validate")
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+def definitions_validate(definition_file: str) -> None:
+    """Check a definition file; prints its workflow_version."""
+    definition = load_definition(definition_file)
+    click.echo(f"valid: {definition.agent} {definition.version} workflow_version {definition.workflow_version}")
+
+
+@definitions.command("publish")
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+@pass_context
+def definitions_publish(obj: Context, definition_file: str) -> None:
+    """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
+    from dsmo.activities.artifacts import ArtifactStore
+    from dsmo.activities.definitions import DefinitionStore
+
+    definition = load_definition(definition_file)
+    store = ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
+    uri = DefinitionStore(store).publish(definition)
+    click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
+
+
+@definitions.command("schema")
+@click.option(
+    "--request", "request", is_flag=True, help="The workflow start request (for `temporal workflow start`) instead."
+)
+def definitions_schema(request: bool) -> None:
+    """Print the JSON Schema of an agent definition, or of the request that starts a run.
+
+    \b
+    Example:
+      dsmo definitions schema > definition.schema.json
+      dsmo definitions schema --request
+    """
+    from dsmo.starter.client.wire_schemas import definition_schema, start_request_schema
+
+    click.echo(json.dumps(start_request_schema() if request else definition_schema(), indent=2))
+
+
+# -- agents ---------------------------------------------------------------------------------
+
+
+@click.group()
+def agents() -> None:
+    """The processors a `run_agent` node can name."""
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Name, version, description and JSON Schemas.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="The reference page (docs/agents.md).")
+def agents_list(as_json: bool, as_markdown: bool) -> None:
+    """The built-in processors: what each reads and the summary transitions can route on.
+
+    \b
+    Example:
+      dsmo agents list
+      dsmo agents list --json | jq '.[] | select(.name == "text-extract") | .summary_schema'
+    """
+    from dsmo.starter.ops.agent_catalog import catalog, markdown
+
+    rows = catalog()
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
+    elif as_markdown:
+        click.echo(markdown(rows), nl=False)
+    else:
+        for row in rows:
+            summary = ", ".join((row.summary_schema or {}).get("properties", {}))
+            click.echo(f"{row.name:<18} {row.version:<7} summary: {summary or '-'}")
+            click.echo(f"{'':<26} {row.description}" + ("" if row.available == "always" else f" ({row.available})"))
+
+
+# -- monitoring -----------------------------------------------------------------------------
+
+
+@click.group()
+def runs() -> None:
+    """The seed's monitoring queries, on Temporal visibility."""
+
+
+def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:
+    dicts = [asdict(row) for row in rows]
+    if as_json:
+        click.echo(json.dumps(dicts, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)))
+        return
+    table = [columns] + [[_cell(d[c]) for c in columns] for d in dicts]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+@runs.command("stats")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_stats(obj: Context, as_json: bool) -> None:
+    """Count and average age (seconds) of active runs per status."""
+
+    async def go() -> Any:
+        return await monitoring.stats((await obj.client()).temporal)
+
+    _print(run(go), as_json, ["status", "count", "avg_age_seconds"])
+
+
+@runs.command("waiting")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_waiting(obj: Context, as_json: bool) -> None:
+    """Runs in WAITING, ordered by waitingUntil."""
+
+    async def go() -> Any:
+        return await monitoring.waiting((await obj.client()).temporal)
+
+    _print(run(go), as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
+
+
+@runs.command("stuck")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_stuck(obj: Context, as_json: bool) -> None:
+    """Runs that do not move: WAITING past their waitingUntil, or whose workflow task keeps
+    failing (exit code 1 if there are any)."""
+
+    async def go() -> Any:
+        return await monitoring.stuck((await obj.client()).temporal)
+
+    rows = run(go)
+    _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours", "problem"])
+    if rows:
+        sys.exit(1)
+
+
+@runs.command("watch")
+@click.argument("run_id")
+@click.option("--interval", default=0.5, show_default=True, help="Seconds between polls.")
+@pass_context
+def runs_watch(obj: Context, run_id: str, interval: float) -> None:
+    """Follow a run live: status changes and audit events as they happen, until it ends.
+
+    \b
+    Example:
+      dsmo runs watch ana-1
+    """
+    from dsmo.starter.cli.bulk import watch
+
+    view = run(lambda: watch(obj.settings, run_id, interval=interval))
+    if view.status.value != "completed":
+        sys.exit(1)

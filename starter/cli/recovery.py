@@ -1,0 +1,192 @@
+"""`dsmo replay`, `dsmo verify`, `dsmo dlq`, `dsmo audit` and `dsmo compensations`: tools for what ran."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.audit_log import audit_key, verify_lines
+from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.ops import dead_letters
+from dsmo.starter.ops import replay as replays
+from dsmo.starter.storage import s3_client
+from dsmo.workflows.errors import DsmoError
+
+
+def register(cli: click.Group) -> None:
+    for command in (replay, verify, dlq, audit, compensations_group):
+        cli.add_command(command)
+
+
+def _store(obj: Context) -> ArtifactStore:
+    return ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--from-stage", help="Reuse the original's committed outputs before this stage; recompute from it on.")
+@click.option("--task-queue", help="Task queue of the replay run (default: DSMO_TASK_QUEUE).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def replay(obj: Context, run_id: str, from_stage: str | None, task_queue: str | None, as_json: bool) -> None:
+    """Re-execute a run as a new linked run (same input, version, config) and compare the paths."""
+
+    async def go() -> replays.ReplayReport:
+        return await replays.replay(
+            await obj.client(), _store(obj), run_id, from_stage=from_stage, task_queue=task_queue
+        )
+
+    report = run(go)
+    if as_json:
+        click.echo(json.dumps({**asdict(report), "samePath": report.same_path}))
+        return
+    click.echo(f"{'step':<5} {report.original:<40} {report.replay}")
+    for index in range(max(len(report.original_path), len(report.replay_path))):
+        left = report.original_path[index] if index < len(report.original_path) else "-"
+        right = report.replay_path[index] if index < len(report.replay_path) else "-"
+        mark = "  <- first divergence" if index == report.first_divergence else ""
+        click.echo(f"{index + 1:<5} {left:<40} {right}{mark}")
+    click.echo(f"{'end':<5} {report.original_status:<40} {report.replay_status}")
+    if report.same_path:
+        click.echo("same state path")
+    for node, (before, after) in report.outputs.items():
+        verdict = "same" if before == after else "differs"
+        click.echo(f"output {node}: {verdict} ({(before or '-')[:12]} / {(after or '-')[:12]})")
+
+
+@click.command()
+@click.argument("run_id")
+@pass_context
+def verify(obj: Context, run_id: str) -> None:
+    """Replay a run's Temporal history on the current code: is it still deterministic?"""
+
+    async def go() -> str | None:
+        return await replays.verify_history(await obj.client(), run_id)
+
+    problem = run(go)
+    if problem is None:
+        click.echo(f"deterministic: {run_id} replays on the current code")
+    else:
+        click.echo(f"NOT deterministic: {problem}")
+        sys.exit(1)
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: stages that could not succeed."""
+
+
+@dlq.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def dlq_list(obj: Context, as_json: bool) -> None:
+    rows = dead_letters.list_dead_letters(_store(obj))
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows]))
+        return
+    for row in rows:
+        redriven = f" redriven as {row.redriven_as}" if row.redriven_as else ""
+        click.echo(f"{row.id}  {row.error_type}  attempts={row.attempts}  {row.created_at}{redriven}")
+
+
+@dlq.command("redrive")
+@click.argument("letter_id", required=False)
+@click.option("--all", "everything", is_flag=True, help="Redrive every dead letter not redriven yet.")
+@click.option("--task-queue", help="Task queue (default: the failed run's).")
+@pass_context
+def dlq_redrive(obj: Context, letter_id: str | None, everything: bool, task_queue: str | None) -> None:
+    """Reprocess a dead letter (ID is RUN/STAGE) from its stage, same version and config.
+
+    \b
+    Examples:
+      dsmo dlq redrive document-triage-1a2b/classify
+      dsmo dlq redrive --all
+    """
+    if everything == (letter_id is not None):
+        raise click.UsageError("give either LETTER_ID or --all")
+    if everything:
+        from dsmo.starter.cli.bulk import redrive_all
+
+        for letter, new_run in run(lambda: redrive_all(obj.settings)):
+            click.echo(f"redriving {letter} as {new_run}")
+        return
+    assert letter_id is not None
+
+    async def go() -> str:
+        return await dead_letters.redrive(await obj.client(), _store(obj), letter_id, task_queue=task_queue)
+
+    click.echo(f"redriving {letter_id} as {run(go)}")
+
+
+@click.group()
+def audit() -> None:
+    """The exported audit trail (`audit/{run_id}.jsonl`)."""
+
+
+@audit.command("verify")
+@click.argument("run_id")
+@pass_context
+def audit_verify(obj: Context, run_id: str) -> None:
+    """Check the exported trail's hash chain, and that it matches the run's own trail."""
+    store = _store(obj)
+    try:
+        body = store.read_bytes(store.uri(audit_key(run_id)))
+    except ArtifactMissing:
+        raise DsmoError(f"no exported audit trail for {run_id!r} (it is written when the run ends)") from None
+
+    async def expected() -> list[dict[str, Any]] | None:
+        try:
+            return [event.model_dump(mode="json") for event in await (await obj.client()).events(run_id)]
+        except DsmoError:
+            return None  # the run itself is gone (retention): the chain alone is checked
+
+    trail = run(expected)
+    result = verify_lines(body, trail)
+    if result.ok:
+        against = " and matches the run's trail" if trail is not None else ""
+        click.echo(f"ok: {result.lines} events, hash chain intact{against}")
+    else:
+        click.echo(f"TAMPERED: {result.problem}")
+        sys.exit(1)
+
+
+@click.group("compensations")
+def compensations_group() -> None:
+    """Saga compensations whose retries ran out."""
+
+
+@compensations_group.command("failed")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def compensations_failed(obj: Context, as_json: bool) -> None:
+    """List compensations recorded as failed for manual action."""
+    from dsmo.starter.ops import compensations
+
+    async def go() -> list[compensations.FailedCompensation]:
+        return await compensations.failed(await obj.client())
+
+    rows = run(go)
+    if as_json:
+        click.echo(json.dumps([asdict(row) for row in rows]))
+        return
+    for row in rows:
+        click.echo(f"{row.id}  run={row.run_id} node={row.node} attempts={row.attempts}  {row.last_error}")
+
+
+@compensations_group.command("retry")
+@click.argument("compensation_id")
+@pass_context
+def compensations_retry(obj: Context, compensation_id: str) -> None:
+    """Try a failed compensation once more (ID from `dsmo compensations failed`)."""
+    from dsmo.starter.ops import compensations
+
+    async def go() -> Any:
+        return await compensations.retry(await obj.client(), compensation_id)
+
+    state = run(go)
+    click.echo(f"{state.status}: {compensation_id} after {state.attempts} attempts")

@@ -1,0 +1,69 @@
+"""Human output for the CLI: status, audit trail and stack reports as plain aligned text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from dsmo.starter.devstack.stack import ServiceReport
+from dsmo.workflows.records import AuditEvent, StatusView
+
+
+def status_lines(view: StatusView, *, run_url: str) -> list[str]:
+    rows: list[tuple[str, Any]] = [
+        ("run", view.run_id),
+        ("agent", f"{view.agent} (workflow_version {view.workflow_version})" if view.agent else None),
+        ("status", view.status.value),
+        ("problem", view.problem),
+        ("node", view.current_node),
+        ("waitingFor", view.waiting_for),
+        ("waitingUntil", _when(view.waiting_until)),
+        ("waitingData", json.dumps(view.waiting_data, ensure_ascii=False) if view.waiting_data else None),
+        ("startedAt", _when(view.started_at)),
+        ("completedAt", _when(view.completed_at)),
+        ("resultType", view.result_type),
+        ("resultSummary", view.result_summary),
+        ("errorMessage", view.error_message),
+        ("failedActionId", view.failed_action_id),
+        ("web UI", run_url),
+    ]
+    return _aligned((key, value) for key, value in rows if value not in (None, ""))
+
+
+def event_lines(events: Sequence[AuditEvent]) -> list[str]:
+    lines = []
+    for event in events:
+        parts = [f"{event.seq:>3}", event.at.strftime("%H:%M:%S.%f")[:-3], f"{event.type:<18}"]
+        parts.append(f"{event.stage or '-':<14}")
+        details = []
+        if event.attempt is not None:
+            details.append(f"attempt={event.attempt}")
+        details += [f"{key}={_short(value)}" for key, value in event.data.items()]
+        details += event.artifact_uris
+        lines.append(" ".join(parts) + " " + " ".join(details))
+    return lines
+
+
+def stack_lines(reports: Iterable[ServiceReport]) -> list[str]:
+    lines = []
+    for report in reports:
+        pid = f"pid {report.pid}" if report.pid else ""
+        lines.append(f"{report.name:<9} {report.state:<32} {report.endpoint} {pid}".rstrip())
+    return lines
+
+
+def _aligned(rows: Iterable[tuple[str, Any]]) -> list[str]:
+    items = list(rows)
+    width = max(len(key) for key, _ in items)
+    return [f"{key:<{width}}  {value}" for key, value in items]
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value else None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,768 @@
+"""The Python API: start runs, deliver events, read status, audit trail and results.
+
+Longer than most modules because `DsmoClient` is one class (a class stays in one module) and its
+methods are the public API; the helpers it alone uses (start preparation, worker-health
+probing) sit beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError, RPCStatusCode, TLSConfig
+
+from dsmo.activities.preparation import LeftoverInput, RunPreparer
+from dsmo.starter.client import run_health
+from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
+from dsmo.starter.settings import Settings, SettingsError
+from dsmo.starter.storage import artifact_store
+from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
+from dsmo.workflows import search_attributes as sa
+from dsmo.workflows.contracts import PreparedRun
+from dsmo.workflows.definition import AgentDefinition, effective_parameters
+from dsmo.workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal
+from dsmo.workflows.identifiers import check_run_id, event_id_problem
+from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
+from dsmo.workflows.status import RunStatus
+
+log = logging.getLogger("dsmo.client")
+
+WORKFLOW_TYPE = "AgentExecution"
+TRACE_CACHE_RUNS = 10_000
+# A query waits for a worker to answer; one that has not in this long is not coming.
+QUERY_TIMEOUT = timedelta(seconds=10)
+# A task queue seen with a live poller is not asked again for this long (seconds).
+POLLERS_SEEN_FOR = 5.0
+# How often a wait for a run's result looks for a failing workflow task: first after this
+# long (seconds), then twice as long each time up to the maximum.
+WATCH_FIRST, WATCH_MAX = 1.0, 10.0
+
+
+def check_event_id(event_id: str) -> None:
+    """An event id is the dedup key of an outside system's event: printable, 1-200 characters."""
+    problem = event_id_problem(event_id)
+    if problem:
+        raise EventNotAccepted(problem)
+
+
+def check_event_data(event_type: str, data: Any) -> None:
+    """Depth, size and text limits of an event's data, before it is sent (one line naming the field)."""
+    try:
+        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
+        json.dumps(data, ensure_ascii=False).encode()
+    except DocumentTooLarge as err:
+        raise EventNotAccepted(f"{event_type} rejected: {err}") from None
+    except (UnicodeEncodeError, ValueError, TypeError):
+        raise EventNotAccepted(
+            f"{event_type} rejected: {event_type}.data: not valid Unicode JSON (a lone surrogate?)"
+        ) from None
+
+
+class RunNotFound(DsmoError):
+    """No run has this id."""
+
+    code = "run_not_found"
+
+
+class RunAlreadyExists(DsmoError):
+    """A run with this id exists or existed: run ids are never reused."""
+
+    code = "run_exists"
+
+
+class RunClosed(DsmoError):
+    """The run has ended; it takes no more events or cancellation."""
+
+    code = "run_closed"
+
+
+class EventNotAccepted(DsmoError):
+    """The run refused the event (wrong kind, not waiting, bad payload); nothing was recorded."""
+
+    code = "event_rejected"
+
+
+class RunNotStarted(DsmoError):
+    """The run could not be started."""
+
+    code = "run_not_started"
+
+
+class TemporalUnavailable(DsmoError):
+    """The Temporal frontend cannot be reached."""
+
+    code = "temporal_unavailable"
+
+
+class InvalidInputDocument(DsmoError):
+    """A run input deeper or larger than its limits."""
+
+    code = "invalid_input"
+
+
+class WorkflowTaskFailing(DsmoError):
+    """The run's workflow task keeps failing: it cannot move until the cause is fixed."""
+
+    code = "workflow_task_failing"
+
+
+class NoWorker(DsmoError):
+    """No worker polls the run's task queue, so the run cannot answer or move."""
+
+    code = "no_worker"
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
+    keys = keys_from_env(settings.codec_env())
+    if not keys:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
+
+
+def temporal_tls(settings: Settings) -> TLSConfig | bool:
+    """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
+    if not (settings.tls_cert or settings.tls_ca):
+        return False
+
+    def read(path: str, name: str) -> bytes | None:
+        if not path:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as err:
+            raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
+
+    return TLSConfig(
+        client_cert=read(settings.tls_cert, "TEMPORAL_TLS_CERT"),
+        client_private_key=read(settings.tls_key, "TEMPORAL_TLS_KEY"),
+        server_root_ca_cert=read(settings.tls_ca, "TEMPORAL_TLS_CA"),
+        domain=settings.tls_server_name or None,
+    )
+
+
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    try:
+        return await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=data_converter(settings),
+            interceptors=tracing_interceptors(),
+            runtime=runtime,
+            tls=temporal_tls(settings),
+        )
+    except RuntimeError as err:
+        raise TemporalUnavailable(
+            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal_address} ({_first_line(err)}); "
+            "start the stack with `dsmo dev up`"
+        ) from None
+
+
+class DsmoClient:
+    """Start, follow, resume and cancel agent runs.
+
+    Build one with `DsmoClient.connect()`; it reads `Settings` from the environment unless given
+    some. Every method takes a run id (the Temporal workflow id) and raises a `DsmoError`
+    subclass with a one-line message on failure.
+    """
+
+    def __init__(self, client: Client, settings: Settings, *, prepare_runs: bool = True) -> None:
+        self.temporal = client
+        self.settings = settings
+        # Runs are prepared here (input artifact, config snapshot) so the workflow need not; the
+        # store is opened on the first start.
+        self.prepare_runs = prepare_runs
+        self._preparer: RunPreparer | None = None
+        # Each run's start trace context (fixed in its memo at start), so events join the run's
+        # trace without a describe call per event. Bounded: oldest runs are forgotten first.
+        self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._pollers_seen: dict[str, float] = {}  # task queue -> when a live poller was last seen
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None) -> DsmoClient:
+        """Connect to Temporal.
+
+        Args:
+            settings: Where Temporal and the object store are; `Settings.from_env()` if omitted.
+
+        Returns:
+            A connected client.
+
+        Raises:
+            TemporalUnavailable: Temporal cannot be reached.
+            SettingsError: A setting is invalid.
+        """
+        settings = settings or Settings.from_env()
+        return cls(await connect_temporal(settings), settings)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        definition: AgentDefinition,
+        input: dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        task_queue: str | None = None,
+        correlation_id: str | None = None,
+        start_delay: timedelta | None = None,
+        history_limit: int | None = None,
+    ) -> str:
+        """Start a run; returns its id (the Temporal workflow id). Run ids are never reused.
+
+        With ``start_delay`` the run stays ``pending`` until then (and can be cancelled meanwhile).
+        """
+        request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
+        if history_limit is not None:
+            request.history_limit = history_limit
+        return await self.start_request(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+
+    async def start_request(
+        self,
+        request: ExecutionRequest,
+        *,
+        run_id: str | None = None,
+        task_queue: str | None = None,
+        start_delay: timedelta | None = None,
+    ) -> str:
+        """Start a run from a complete request (redrives and replays set start_at, origin, replay)."""
+        definition = request.definition
+        run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
+        check_run_id(run_id)
+        try:
+            check_document(request.input, field="input", limits=INPUT_LIMITS)
+            json.dumps(request.input, ensure_ascii=False).encode()
+        except DocumentTooLarge as err:
+            raise InvalidInputDocument(str(err)) from None
+        except (UnicodeEncodeError, ValueError, TypeError):
+            raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
+        with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
+            await self._start(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+        return run_id
+
+    async def _start(
+        self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
+    ) -> None:
+        definition = request.definition
+        version = definition.workflow_version  # a hash of the canonical definition: computed once
+        if self.prepare_runs and request.checkpoint is None and request.prepared is None:
+            request = request.model_copy(update={"prepared": await self._prepare(request, run_id, version)})
+        carrier = trace_carrier()
+        status = self._start_status(request, start_delay)
+        try:
+            await self.temporal.start_workflow(
+                WORKFLOW_TYPE,
+                request,
+                id=run_id,
+                task_queue=task_queue or self.settings.task_queue,
+                # A run id names one audit trail for good: refuse to reuse it even after it closed.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # A second start while the first is open is refused too, never merged into it
+                # (USE_EXISTING) or allowed to replace it (TERMINATE_EXISTING); the ingress turns the
+                # refusal into "the same run" for a retry that carries the same Idempotency-Key.
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                start_delay=start_delay,
+                # The run's trace context: resume events sent later join the same trace. Without
+                # a recording tracer there is none to keep (an empty memo still costs a write).
+                memo={"trace": carrier} if carrier else None,
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(sa.AGENT_EXECUTION_STATUS, status.value),
+                        SearchAttributePair(sa.AGENT_NAME, definition.agent),
+                        SearchAttributePair(sa.WORKFLOW_VERSION, version),
+                    ]
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
+        self._remember_trace(run_id, carrier)
+
+    @staticmethod
+    def _start_status(request: ExecutionRequest, start_delay: timedelta | None) -> RunStatus:
+        """The status a run is started with: `pending` unless it can run at once.
+
+        A run with a start delay, or queued behind its agent's rate limit, is `pending` until
+        its workflow admits it. One that starts now, prepared here, is `running` from its start
+        (as Temporal and Step Functions report a started execution), and its workflow then skips
+        the upsert that would set the same value: one visibility write less per run.
+        """
+        immediate = not start_delay and request.definition.rate_limit is None
+        return RunStatus.RUNNING if immediate and request.prepared is not None else RunStatus.PENDING
+
+    async def _prepare(self, request: ExecutionRequest, run_id: str, version: str) -> PreparedRun | None:
+        """Write the run's input artifact and config snapshot; None leaves it to the workflow.
+
+        The workflow would otherwise do it in a local activity at its start (two more workflow
+        activations per run). If the store cannot be reached now, the run still starts and its
+        workflow prepares it, retrying until the store is back.
+        """
+        definition = request.definition
+
+        def config() -> tuple[dict[str, Any], dict[str, Any]]:
+            return definition.model_dump(mode="json", exclude_none=True), effective_parameters(definition)
+
+        try:
+            if self._preparer is None:
+                self._preparer = RunPreparer(await asyncio.to_thread(artifact_store, self.settings))
+            try:
+                return await asyncio.to_thread(self._preparer.prepare_run, run_id, version, request.input, config)
+            except LeftoverInput:
+                # An earlier start of this id wrote its input and then failed, or a run has it.
+                if await self._exists(run_id):
+                    raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
+                preparer = self._preparer
+                return await asyncio.to_thread(
+                    lambda: preparer.prepare_run(run_id, version, request.input, config, replace_leftover=True)
+                )
+        except DsmoError:
+            raise  # the store answered, and refused (a config snapshot that contradicts this version)
+        except Exception as err:  # noqa: BLE001 - the workflow prepares the run itself
+            log.warning("run %s: preparing at start failed (%s); the workflow will prepare it", run_id, err)
+            return None
+
+    async def _exists(self, run_id: str) -> bool:
+        try:
+            await self._handle(run_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise self._rpc_error(run_id, err) from None
+        except (TypeError, ValueError):
+            return True  # described, though not decodable (the time-skipping server)
+        return True
+
+    async def status(self, run_id: str) -> StatusView:
+        """The run's status; from visibility, with ``problem`` set, when no worker can answer.
+
+        A run whose workflow task keeps failing, or whose task queue no worker polls, cannot
+        answer the `status` query: the view then holds what visibility knows (status, wait,
+        deadline) and says why in ``problem``.
+        """
+        described = await self._describe(run_id)
+        if described is not None:
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            if failure is not None:
+                return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
+            if not await self._worker_polling(described.task_queue):
+                return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
+        try:
+            view: StatusView = await self._query(run_id, "status", StatusView)
+        except RunNotStarted:
+            if described is None:
+                raise
+            return self._visibility_view(described)
+        except (WorkflowTaskFailing, NoWorker) as err:  # it began failing, or its worker stopped, just now
+            described = await self._describe(run_id)
+            if described is None:
+                raise
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
+        return view
+
+    def _visibility_view(
+        self,
+        described: WorkflowExecutionDescription,
+        *,
+        problem: str | None = None,
+        failure: WorkflowTaskFailure | None = None,
+    ) -> StatusView:
+        """What visibility knows of a run: for a run whose start is delayed (no workflow task
+        yet) and for one no worker can answer for."""
+        attrs = described.typed_search_attributes
+        delay_until = described.execution_time or described.start_time
+        status = RunStatus(attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value)
+        delayed = status is RunStatus.PENDING and delay_until > described.start_time
+        waiting_for = attrs.get(sa.WAITING_FOR)
+        return StatusView(
+            run_id=described.id,
+            agent=attrs.get(sa.AGENT_NAME) or "",
+            workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
+            status=status,
+            waiting_for=waiting_for,
+            waiting_until=attrs.get(sa.WAITING_UNTIL) if waiting_for else None,
+            pending_reason=f"scheduled to start at {delay_until.isoformat(timespec='seconds')}" if delayed else None,
+            started_at=described.start_time,
+            completed_at=described.close_time,
+            problem=problem,
+            workflow_task_failure=failure,
+        )
+
+    async def _describe(self, run_id: str) -> WorkflowExecutionDescription | None:
+        """The run's description; None if the server's answer cannot be decoded (Temporal's
+        time-skipping test server sends search attributes the SDK cannot parse)."""
+        try:
+            return await self._handle(run_id).describe()
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+        except (TypeError, ValueError):
+            return None
+
+    async def _worker_polling(self, task_queue: str) -> bool:
+        """Is a live worker polling ``task_queue``? A yes is remembered for a few seconds."""
+        now = asyncio.get_running_loop().time()
+        seen = self._pollers_seen.get(task_queue)
+        if seen is not None and now - seen < POLLERS_SEEN_FOR:
+            return True
+        try:
+            polling = bool(await run_health.live_pollers(self.temporal, task_queue))
+        except RPCError:
+            return True  # cannot tell: let the query decide
+        if polling:
+            self._pollers_seen[task_queue] = now
+        return polling
+
+    async def cancel(self, run_id: str, *, reason: str, by: str = "user") -> None:
+        """Cancel a run in any non-terminal state (PENDING included); the run records who and why.
+
+        Args:
+            run_id: The run.
+            reason: Why, recorded as `cancelReason`.
+            by: Who, recorded as `cancelledBy`.
+
+        Raises:
+            RunClosed: The run has ended already.
+            RunNotFound: No run has this id.
+        """
+        view = await self.status(run_id)
+        if view.status.terminal:
+            raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to cancel")
+        try:
+            await self._handle(run_id).cancel(reason=json.dumps({"cancelledBy": by, "cancelReason": reason}))
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+
+    async def events(self, run_id: str) -> list[AuditEvent]:
+        """The run's audit trail so far.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The audit events, in order.
+
+        Raises:
+            RunNotFound: No run has this id.
+        """
+        trail: list[AuditEvent] = await self._query(run_id, "events", list[AuditEvent])
+        return trail
+
+    async def variables(self, run_id: str) -> dict[str, Any]:
+        """The run's variables (its input, event variables, `stages`, `steps`).
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The variables as the run holds them now.
+
+        Raises:
+            RunNotFound: No run has this id.
+        """
+        values: dict[str, Any] = await self._query(run_id, "variables", dict[str, Any])
+        return values
+
+    async def result(self, run_id: str) -> ExecutionResult:
+        """Wait for the run to end; failed and timed-out runs return their record too.
+
+        Raises WorkflowTaskFailing instead of waiting for ever when the run's workflow task
+        keeps failing (the run cannot end until its cause is fixed).
+        """
+        check_run_id(run_id)
+        outcome = asyncio.ensure_future(self._result(run_id))
+        watch = asyncio.ensure_future(self._watch_workflow_task(run_id))
+        try:
+            await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (outcome, watch):
+                if not task.done():
+                    task.cancel()
+        if outcome.done() and not outcome.cancelled():
+            return outcome.result()
+        watch.result()  # raises WorkflowTaskFailing
+        raise AssertionError("unreachable: the watch only ends by raising")
+
+    async def _watch_workflow_task(self, run_id: str) -> None:
+        delay = WATCH_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, WATCH_MAX)
+            try:
+                described = await self._handle(run_id).describe()
+                failure = await run_health.workflow_task_failure(self.temporal, described)
+            except (RPCError, TypeError, ValueError):
+                continue  # the result's own call reports what is wrong with the server
+            if failure is not None:
+                raise WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+
+    async def _result(self, run_id: str) -> ExecutionResult:
+        handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
+        try:
+            result: ExecutionResult = await handle.result()
+            return result
+        except WorkflowFailureError as err:
+            cause = err.cause
+            # Failed, timed-out and cancelled runs carry the seed's record as the failure's details.
+            if isinstance(cause, ApplicationError | CancelledError) and cause.details:
+                return ExecutionResult.model_validate(cause.details[0])
+            if isinstance(cause, CancelledError):
+                # Temporal keeps no details on a cancelled run: read the record from the run itself.
+                return await self._record_from_queries(run_id)
+            raise
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+
+    async def _record_from_queries(self, run_id: str) -> ExecutionResult:
+        view = await self.status(run_id)
+        if view.completed_at is None or view.result_type is None:
+            raise DsmoError(f"run {run_id!r} ended without its record")
+        return ExecutionResult(
+            run_id=run_id,
+            status=view.status,
+            completed_at=view.completed_at,
+            result_type=view.result_type,
+            result_summary=view.result_summary,
+            error_message=view.error_message,
+            failed_action_id=view.failed_action_id,
+            cancelled_by=view.cancelled_by,
+            cancel_reason=view.cancel_reason,
+            compensation=view.compensation,
+            path=view.path,
+            variables=await self.variables(run_id),
+        )
+
+    async def wait_for_status(
+        self, run_id: str, statuses: set[RunStatus], *, timeout: float = 30.0, interval: float = 0.1
+    ) -> StatusView:
+        """Poll the run's status until it is one of ``statuses``.
+
+        Args:
+            run_id: The run.
+            statuses: The statuses to wait for.
+            timeout: Seconds to wait at most.
+            interval: Seconds between polls.
+
+        Returns:
+            The status view once it matches.
+
+        Raises:
+            WorkflowTaskFailing: The run's workflow task keeps failing.
+            DsmoError: The run ended in another status, or the timeout passed.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            view = await self.status(run_id)
+            if view.status in statuses and view.problem is None:
+                return view
+            if view.workflow_task_failure is not None:
+                raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
+            if view.status.terminal:
+                detail = view.error_message or view.result_summary or ""
+                raise DsmoError(f"run {run_id} ended {view.status}, not {'/'.join(sorted(statuses))}: {detail}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise DsmoError(
+                    f"run {run_id} is {view.status}, not {'/'.join(sorted(statuses))}, after {timeout:.0f}s"
+                )
+            await asyncio.sleep(interval)
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def deliver_event(
+        self, run_id: str, event_type: str, data: dict[str, Any], *, event_id: str | None = None
+    ) -> EventAck:
+        """Deliver a resume event through the validated `deliver_event` update.
+
+        Args:
+            run_id: The run.
+            event_type: One of the resume event kinds (`MESSAGE_RECEIVED`, `DOCUMENT_UPLOADED`, ...).
+            data: The event's data.
+            event_id: Deduplication id (a random one if omitted).
+
+        Returns:
+            Whether it was applied, a duplicate, and the run's status.
+
+        Raises:
+            EventNotAccepted: The run refused it; nothing was written to its history.
+            RunNotFound: No run has this id.
+            RunClosed: The run has ended.
+        """
+        event_id = event_id or str(uuid.uuid4())
+        check_event_id(event_id)
+        check_event_data(event_type, data)
+        event = {"type": event_type, "event_id": event_id, "data": data}
+        try:
+            with tracer.start_as_current_span(
+                f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
+            ):
+                ack: EventAck = await self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
+            return ack
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:
+                status = str(cause.details[0]) if cause.details else "unknown"
+                return EventAck(event_id=event_id, accepted=False, duplicate=True, status=status, detail=cause.message)
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            raise EventNotAccepted(f"{event_type} rejected: {message}") from None
+        except RPCError as err:
+            problem = await self._closed_or_missing(run_id, err)
+            if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):
+                # A retry of an event the run already took: idempotent, even after the run ended.
+                return EventAck(event_id=event_id, accepted=False, duplicate=True, status="ended")
+            raise problem from None
+
+    async def respond(self, run_id: str, text: str, *, event_id: str | None = None) -> EventAck:
+        """Deliver a person's reply (`MESSAGE_RECEIVED`) to a run waiting for a response.
+
+        Args:
+            run_id: The run.
+            text: The reply.
+            event_id: Deduplication id; the same id again is acknowledged as a duplicate.
+
+        Returns:
+            What became of the event.
+
+        Raises:
+            EventNotAccepted: The run is not waiting for a response.
+        """
+        return await self.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": text}, event_id=event_id)
+
+    async def signal_event(self, run_id: str, event_type: str, payload: dict[str, Any]) -> None:
+        """Fire-and-forget: the run records the event as applied, duplicate or rejected.
+
+        A malformed event is refused here, before it reaches the run's history.
+        """
+        if isinstance(payload.get("event_id"), str):
+            check_event_id(payload["event_id"])
+        check_event_data(event_type, {key: value for key, value in payload.items() if key != "event_id"})
+        try:
+            parse_signal(event_type, payload)
+        except EventRejected as err:
+            raise EventNotAccepted(f"{event_type} rejected: {err}") from None
+        try:
+            await self._handle(run_id).signal(event_type, payload)
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _run_trace(self, run_id: str) -> Any:
+        """The trace the run started in (from its memo), so events extend it; empty if unknown."""
+        if not tracing_enabled():
+            # The event's span would be a no-op: skip the describe call that looks up the run's
+            # trace (a round trip before every event from a process that did not start the run).
+            return None
+        carrier = self._run_traces.get(run_id)
+        if carrier is None:
+            try:
+                memo = await (await self._handle(run_id).describe()).memo()
+            except (RPCError, ValueError, TypeError):
+                return None
+            found = memo.get("trace")
+            carrier = found if isinstance(found, dict) else {}
+            self._remember_trace(run_id, carrier)
+        return context_from(carrier) if carrier else None
+
+    def _remember_trace(self, run_id: str, carrier: dict[str, str]) -> None:
+        self._run_traces[run_id] = carrier
+        if len(self._run_traces) > TRACE_CACHE_RUNS:
+            self._run_traces.popitem(last=False)
+
+    def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
+        check_run_id(run_id)  # a malformed id is named as such, not reported as "not found"
+        return self.temporal.get_workflow_handle(run_id)
+
+    async def _query(self, run_id: str, name: str, result_type: Any) -> Any:
+        try:
+            return await self._handle(run_id).query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+        except RPCError as err:
+            if "not scheduled yet" in str(err) or "first workflow task" in str(err).lower():
+                raise RunNotStarted(f"run {run_id!r} has not started yet") from None
+            raise await self._query_error(run_id, name, err) from None
+        except WorkflowQueryFailedError as err:
+            raise DsmoError(f"run {run_id}: query {name} failed: {err}") from None
+
+    async def _query_error(self, run_id: str, name: str, err: RPCError) -> DsmoError:
+        """Why a query got no answer: a failing workflow task, no worker, or the server."""
+        failed_task = "workflow task in failed state" in str(err).lower()
+        # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
+        timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
+        if not failed_task and not timed_out:
+            return self._rpc_error(run_id, err)
+        try:
+            described = await self._handle(run_id).describe()
+            failure = await run_health.workflow_task_failure(self.temporal, described)
+            polling = await run_health.live_pollers(self.temporal, described.task_queue)
+        except (RPCError, TypeError, ValueError):
+            return self._rpc_error(run_id, err)
+        if failure is not None:
+            return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+        if not polling:
+            return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
+        if failed_task:
+            return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")
+        return NoWorker(
+            f"run {run_id!r}: no worker answered the {name} query within {QUERY_TIMEOUT.seconds} s "
+            f"(task queue `{described.task_queue}`); is the worker busy or stopped?"
+        )
+
+    async def _applied_before(self, run_id: str, event_id: str) -> bool:
+        try:
+            trail = await self.events(run_id)
+        except DsmoError:
+            return False
+        return any(e.data.get("eventId") == event_id and e.type in ("RUN_RESUMED", "EVENT_RECEIVED") for e in trail)
+
+    async def _closed_or_missing(self, run_id: str, err: RPCError) -> DsmoError:
+        """NOT_FOUND for an update means either no such run or one that has ended: ask which."""
+        if err.status != RPCStatusCode.NOT_FOUND:
+            return self._rpc_error(run_id, err)
+        try:
+            described = await self._handle(run_id).describe()
+        except RPCError:
+            return self._rpc_error(run_id, err)
+        if described.close_time is not None:
+            return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
+        return self._rpc_error(run_id, err)
+
+    def _rpc_error(self, run_id: str, err: RPCError) -> DsmoError:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            text = str(err).lower()
+            if "already completed" in text or "closed" in text or "completed" in text:
+                return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
+            return RunNotFound(f"run {run_id!r} not found in namespace {self.settings.temporal_namespace}")
+        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+            return TemporalUnavailable(
+                f"Temporal at {self.settings.temporal_address} is unavailable: {_first_line(err)}"
+            )
+        return DsmoError(f"run {run_id!r}: {_first_line(err)}")
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -1,0 +1,169 @@
+"""Replay (the paper's G3): re-execute a run as a new linked run and compare the two paths;
+verify a run's Temporal history against the current workflow code."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from dsmo.activities.artifacts import ArtifactStore, run_input_key
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.execution import AgentExecution
+from dsmo.workflows.limiter import AgentRateLimiter
+from dsmo.workflows.nodes import RunAgentNode
+from dsmo.workflows.records import AuditEvent, ExecutionRequest, RecordedAction, RecordedResume, ReplayPlan, StatusView
+from dsmo.workflows.sandbox import sandbox_runner
+
+
+@dataclass
+class ReplayReport:
+    original: str
+    replay: str
+    original_path: list[str]
+    replay_path: list[str]
+    original_status: str
+    replay_status: str
+    first_divergence: int | None
+    outputs: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    @property
+    def same_path(self) -> bool:
+        return self.first_divergence is None
+
+    @property
+    def differing_outputs(self) -> list[str]:
+        return [node for node, (a, b) in self.outputs.items() if a != b]
+
+
+def first_divergence(a: list[str], b: list[str]) -> int | None:
+    for index, (left, right) in enumerate(zip(a, b, strict=False)):
+        if left != right:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _outputs(events: list[AuditEvent]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for event in events:
+        if event.type == "STAGE_SUCCEEDED" and event.stage and event.stage not in found:
+            found[event.stage] = str(event.data.get("outputSha256"))
+    return found
+
+
+async def load_snapshot(store: ArtifactStore, config_ref: str | None) -> AgentDefinition:
+    if not config_ref:
+        raise DsmoError("the run has no config snapshot (config_ref); it cannot be replayed")
+    snapshot = store.read_json(config_ref)
+    return AgentDefinition.model_validate(snapshot["definition"])
+
+
+@dataclass(frozen=True)
+class ReplayPlanned:
+    request: ExecutionRequest
+    original: StatusView
+    events: list[AuditEvent]
+
+
+async def plan_replay(
+    dsmo: DsmoClient, store: ArtifactStore, run_id: str, from_stage: str | None = None
+) -> ReplayPlanned:
+    view = await dsmo.status(run_id)
+    if not view.status.terminal:
+        raise DsmoError(f"run {run_id!r} is {view.status}; replay a run that has ended")
+    definition = await load_snapshot(store, view.config_ref)
+    if from_stage is not None and from_stage not in definition.nodes:
+        raise DsmoError(
+            f"--from-stage: {from_stage!r} is not a node of {definition.agent} ({', '.join(definition.nodes)})"
+        )
+    if from_stage is not None and from_stage not in view.path:
+        raise DsmoError(f"--from-stage: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
+    events = await dsmo.events(run_id)
+    resumes = [
+        RecordedResume(node=e.stage or "", event_type=str(e.data.get("eventType")), set=e.data.get("set") or {})
+        for e in events
+        if e.type == "RUN_RESUMED"
+    ]
+    if view.status.value == "timeout" and view.failed_action_id:
+        resumes.append(RecordedResume(node=view.failed_action_id, event_type="TIMEOUT"))
+    # Saga actions have effects outside DSMO: a replay takes their recorded outcomes.
+    actions = [
+        RecordedAction(
+            node=e.stage or "",
+            output=e.data.get("output") if e.type == "STAGE_SUCCEEDED" else None,
+            error=str(e.data.get("error")) if e.type == "STAGE_FAILED" else None,
+        )
+        for e in events
+        if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
+    ]
+    reuse: dict[str, str] = {}
+    if from_stage is not None:
+        before = view.path[: view.path.index(from_stage)]
+        committed = {e.stage: e.artifact_uris[0] for e in events if e.type == "STAGE_SUCCEEDED" and e.artifact_uris}
+        reuse = {
+            node: committed[node]
+            for node in before
+            if isinstance(definition.nodes[node], RunAgentNode) and node in committed
+        }
+    variables: dict[str, Any] = store.read_json(store.uri(run_input_key(definition.workflow_version, run_id)))
+    request = ExecutionRequest(
+        definition=definition,
+        input=variables,
+        correlation_id=run_id,
+        origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
+        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions),
+    )
+    return ReplayPlanned(request, view, events)
+
+
+async def replay(
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    run_id: str,
+    *,
+    from_stage: str | None = None,
+    task_queue: str | None = None,
+    new_id: str | None = None,
+    planned: ReplayPlanned | None = None,
+) -> ReplayReport:
+    """Replay ``run_id``; pass ``planned`` to replay many times from one reading of the original
+    (queries on a closed run are answered by a worker replaying it, so they are not free)."""
+    planned = planned or await plan_replay(dsmo, store, run_id, from_stage)
+    replay_id = await dsmo.start_request(
+        planned.request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    result = await dsmo.result(replay_id)
+    replay_view = await dsmo.status(replay_id)
+    original_outputs = _outputs(planned.events)
+    replay_outputs = _outputs(await dsmo.events(replay_id))
+    original_path = planned.original.path
+    return ReplayReport(
+        original=run_id,
+        replay=replay_id,
+        original_path=original_path,
+        replay_path=replay_view.path,
+        original_status=planned.original.status.value,
+        replay_status=result.status.value,
+        first_divergence=first_divergence(original_path, replay_view.path),
+        outputs={
+            node: (original_outputs.get(node), replay_outputs.get(node))
+            for node in sorted(set(original_outputs) | set(replay_outputs))
+        },
+    )
+
+
+async def verify_history(dsmo: DsmoClient, run_id: str) -> str | None:
+    """Replay the run's Temporal history on the current code; None if deterministic, else the problem."""
+    history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    replayer = Replayer(
+        workflows=[AgentExecution, AgentRateLimiter],
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    return None if result.replay_failure is None else str(result.replay_failure)
