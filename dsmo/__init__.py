@@ -34,6 +34,7 @@ from dsmo.starter.client.dsmo_client import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
+from dsmo.starter.exits import hard_exit
 from dsmo.starter.settings import Settings, SettingsError
 from dsmo.workflows.definition import AgentDefinition, RateLimit
 from dsmo.workflows.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
@@ -65,6 +66,7 @@ __all__ = [
     "TemplateError",
     "TemporalUnavailable",
     "WorkflowTaskFailing",
+    "hard_exit",
     "load_definition",
     "parse_definition_text",
 ]

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from dsmo import DsmoClient, RunStatus, Settings, hard_exit, load_definition
+
+# Printing the trail and artifacts as `dsmo` does: internals, not part of the public API.
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.cli.render import event_lines, status_lines
-from dsmo.starter.client.definitions import load_definition
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.exits import hard_exit
-from dsmo.starter.settings import Settings
 from dsmo.starter.storage import s3_client
-from dsmo.workflows.status import RunStatus
 
 DEFINITION = Path(__file__).with_name("candidate_screening.yaml")
 CANDIDATE = {"candidate": {"name": "ana maría lópez", "phone": "+34 600 111 222", "skills": ["Python", "SQL"]}}
