@@ -7,6 +7,9 @@ peak RSS after the request against its peak after a normal one). Prints a table 
 `bench/results/hostile.json`. The stated bound is BOUND_MB over baseline.
 
     python -m bench.hostile [--out DIR] [--update]
+
+Longer than most modules because the hostile inputs are written out here, each beside the entry
+point it is fed to.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Markdown tables, JSON and PNG charts from a benchmark's results."""
+"""Markdown tables, JSON and PNG charts from a benchmark's results.
+
+Longer than most modules because every table of one report lives here, so the JSON and the
+Markdown cannot drift apart; each table is its own small function.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Run the benchmark: modes B1-B3 on W1-W4, the raw-Temporal floor, resume latency, history size
-per artifact size, and the scale test. Everything runs against the embedded stack."""
+per artifact size, and the scale test. Everything runs against the embedded stack.
+
+Longer than most modules because `Bench` is one class (a class stays in one module) holding the
+stack, the worker and the results every measurement shares; the floor comparison is in `floor.py`.
+"""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from dsmo.starter.settings import Settings, SettingsError
 from dsmo.workflows.definition import AgentDefinition, RateLimit
 from dsmo.workflows.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
 from dsmo.workflows.events import EventAck
+from dsmo.workflows.identifiers import InvalidRunId
 from dsmo.workflows.records import AuditEvent, ExecutionResult, StatusView
 from dsmo.workflows.status import RunStatus
 
@@ -53,6 +54,7 @@ __all__ = [
     "ExecutionResult",
     "IllegalTransition",
     "InvalidInputDocument",
+    "InvalidRunId",
     "NoWorker",
     "RateLimit",
     "RunAlreadyExists",

@@ -3,6 +3,9 @@
 Temporal and the AWS SDK keep their own variable names (``TEMPORAL_ADDRESS``,
 ``AWS_ENDPOINT_URL_S3``, ...) so the official tools read the same environment;
 everything else is ``DSMO_*``.
+
+Longer than most modules because `Settings` documents each of its ~35 fields and validates
+each value where it is read; it does nothing else.
 """
 
 from __future__ import annotations
@@ -70,7 +73,48 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """Where the Temporal server, the object store and the local state live."""
+    """Where the Temporal server, the object store and the local state live, and how DSMO behaves.
+
+    Build it with `Settings.from_env()`: each field is read from one environment variable
+    (in brackets below; the operations page lists the defaults).
+
+    Attributes:
+        temporal_address: Temporal's frontend, ``host:port`` [``TEMPORAL_ADDRESS``].
+        temporal_namespace: The namespace runs live in [``TEMPORAL_NAMESPACE``].
+        task_queue: The workers' task queue [``DSMO_TASK_QUEUE``].
+        ui_port: The Temporal Web UI's port on the embedded stack [``DSMO_UI_PORT``].
+        ui_url_override: The Web UI's base URL, when it is elsewhere [``DSMO_UI_URL``].
+        s3_endpoint: The S3-compatible store [``AWS_ENDPOINT_URL_S3``].
+        s3_access_key: Its access key id [``AWS_ACCESS_KEY_ID``].
+        s3_secret_key: Its secret key [``AWS_SECRET_ACCESS_KEY``].
+        s3_region: Its region [``AWS_REGION``].
+        artifact_bucket: The bucket for artifacts, definitions and audit exports [``DSMO_ARTIFACT_BUCKET``].
+        state_dir: Local state: the embedded stack's data, pid files, the key file [``DSMO_STATE_DIR``].
+        seaweed_port_base: First of the embedded S3 store's internal ports [``DSMO_SEAWEED_PORT_BASE``].
+        outbox_dir_override: Where the ``file`` channel writes messages [``DSMO_OUTBOX_DIR``].
+        channel: How messages are sent: ``file`` or ``webhook`` [``DSMO_CHANNEL``].
+        webhook_url: The ``webhook`` channel's endpoint [``DSMO_WEBHOOK_URL``].
+        webhook_token: Its bearer token [``DSMO_WEBHOOK_TOKEN``].
+        llm_base_url: An OpenAI-compatible endpoint for LLM stages [``DSMO_LLM_BASE_URL``].
+        llm_model: The model LLM stages ask for [``DSMO_LLM_MODEL``].
+        llm_api_key: The endpoint's key [``DSMO_LLM_API_KEY``].
+        orders_db_override: The order example's database URL [``DSMO_ORDERS_DB_URL``].
+        codec_keys: Payload encryption keys, ``id:base64`` comma-separated [``DSMO_CODEC_KEYS``].
+        codec_keys_file: The same keys read from a file [``DSMO_CODEC_KEYS_FILE``].
+        metrics_bind: Where the worker serves Prometheus metrics [``DSMO_METRICS_BIND``].
+        api_keys_file: The ingress's hashed API keys [``DSMO_API_KEYS_FILE``].
+        ingress_bind: Where `dsmo serve` listens [``DSMO_INGRESS_BIND``].
+        workflow_sandbox: Run workflows in Temporal's sandbox [``DSMO_WORKFLOW_SANDBOX``].
+        artifact_cache_mb: The worker's cache of artifacts it wrote, in MB [``DSMO_ARTIFACT_CACHE_MB``].
+        log_content: Log message and event text, not only metadata [``DSMO_LOG_CONTENT``].
+        ingress_docs: The ingress's API description: ``read``, ``public`` or ``off`` [``DSMO_INGRESS_DOCS``].
+        ingress_events_per_second: Events per second each key may deliver [``DSMO_INGRESS_EVENTS_PER_SECOND``].
+        ingress_event_burst: The burst above that rate [``DSMO_INGRESS_EVENT_BURST``].
+        tls_cert: Client certificate for Temporal [``TEMPORAL_TLS_CERT``].
+        tls_key: Its private key [``TEMPORAL_TLS_KEY``].
+        tls_ca: The CA that signed Temporal's certificate [``TEMPORAL_TLS_CA``].
+        tls_server_name: The name to verify it against [``TEMPORAL_TLS_SERVER_NAME``].
+    """
 
     temporal_address: str = ENVIRONMENT["TEMPORAL_ADDRESS"]
     temporal_namespace: str = ENVIRONMENT["TEMPORAL_NAMESPACE"]
@@ -110,7 +154,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read settings from ``env`` (default: ``os.environ``), validating each value."""
+        """Read settings from the environment, validating each value.
+
+        Args:
+            env: The variables to read (default: ``os.environ``); a missing one takes its default.
+
+        Returns:
+            The settings.
+
+        Raises:
+            SettingsError: A value is invalid; the message names the variable.
+        """
         source = os.environ if env is None else env
 
         def get(name: str) -> str:
@@ -168,10 +222,22 @@ class Settings:
         return settings
 
     def with_changes(self, **changes: Any) -> Settings:
+        """A copy with some fields changed.
+
+        Args:
+            **changes: Field names and their new values.
+
+        Returns:
+            The new settings; these are unchanged.
+        """
         return replace(self, **changes)
 
     def to_env(self) -> dict[str, str]:
-        """The environment that makes another process (worker, CLI, `temporal`) see these settings."""
+        """The environment that makes another process (worker, CLI, `temporal`) see these settings.
+
+        Returns:
+            Variable names and values, every one a `from_env` reads.
+        """
         return {
             "TEMPORAL_ADDRESS": self.temporal_address,
             "TEMPORAL_NAMESPACE": self.temporal_namespace,
@@ -241,6 +307,11 @@ class Settings:
         return Path(self.outbox_dir_override) if self.outbox_dir_override else self.state_dir / "outbox"
 
     def codec_env(self) -> dict[str, str]:
+        """The payload-encryption variables alone (for a process that only needs the codec).
+
+        Returns:
+            ``DSMO_CODEC_KEYS`` and ``DSMO_CODEC_KEYS_FILE`` with their values.
+        """
         return {"DSMO_CODEC_KEYS": self.codec_keys, "DSMO_CODEC_KEYS_FILE": self.codec_keys_file}
 
     @property
@@ -253,7 +324,14 @@ class Settings:
         return self.orders_db_override or f"sqlite:///{self.state_dir / 'orders.db'}"
 
     def run_url(self, run_id: str) -> str:
-        """Link to a run in the Temporal Web UI."""
+        """Link to a run in the Temporal Web UI.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The run's page in the Web UI of these settings' namespace.
+        """
         return f"{self.ui_url}/namespaces/{self.temporal_namespace}/workflows/{run_id}"
 
 

@@ -71,7 +71,11 @@ Node = Annotated[
 
 
 class RateLimit(CamelModel):
-    """Runs of this agent allowed at once; the others wait their turn in PENDING."""
+    """Runs of this agent allowed at once; the others wait their turn in PENDING.
+
+    Attributes:
+        max_concurrent: How many runs may be past PENDING at the same time (1 to 10,000).
+    """
 
     max_concurrent: int = Field(ge=1, le=10_000)
 
@@ -80,6 +84,20 @@ class AgentDefinition(CamelModel):
     """A versioned agent graph: its nodes, where it starts, and run-wide options.
 
     Load one with `load_definition`; `workflow_version` is the hash of its canonical form.
+
+    Attributes:
+        agent: The agent's name (lower case, digits and dashes).
+        version: The author's version label.
+        description: What the agent does, for people.
+        start: The id of the first node.
+        nodes: The nodes by id; each names its action type and its transitions.
+        rate_limit: How many runs may be active at once, if limited.
+        config: Parameters conditions read as ``config.<key>``; part of the version.
+        inputs: The input variables conditions may read; others are refused at validation.
+        fail_safe: The node a run goes to on a contract violation (no route matched, bad output).
+        audit_level: ``essential``, or ``extended`` to add each message sent and inference metadata.
+        compensation: How the saga undoes completed actions when a later step fails.
+        sensitive: Variables the audit trail keeps as fingerprints, not in the clear.
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -127,6 +145,11 @@ class AgentDefinition(CamelModel):
         return copied
 
     def canonical_json(self) -> str:
+        """The definition as compact JSON with sorted keys, the input of its ``workflow_version``.
+
+        Returns:
+            The same text for any two definitions that mean the same, whatever their key order.
+        """
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

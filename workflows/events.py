@@ -116,7 +116,15 @@ class ResumeEvent(WireModel):
 
 
 class EventAck(WireModel):
-    """The ``deliver_event`` update's answer."""
+    """The answer to a delivered event (`DsmoClient.deliver_event`, the ingress, `dsmo events send`).
+
+    Attributes:
+        event_id: The event's deduplication id.
+        accepted: True when the run applied it now or earlier.
+        duplicate: True when an event with this id was already applied; nothing happened again.
+        status: The run's status after the event.
+        detail: A note for a person, if any.
+    """
 
     event_id: str
     accepted: bool

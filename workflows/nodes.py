@@ -1,7 +1,11 @@
-"""The node types of an agent definition, one per action of the seed, with their parameters.
+"""The node types of an agent definition, one per action type, with their parameters.
 
-Every wait has the seed's timeout options; a missing timeout takes the kind's default and one
+Every wait has the same timeout options; a missing timeout takes the kind's default and one
 above the kind's maximum is refused when the definition is validated.
+
+Longer than most modules on purpose: the node models form one tagged union (`Node`, keyed by
+``actionType``) that pydantic resolves as a whole, and the shared timeout table sits beside the
+models that read it; each model is short.
 """
 
 from __future__ import annotations

@@ -40,7 +40,23 @@ AuditType = Literal[
 
 
 class AuditEvent(WireModel):
-    """One entry of a run's audit trail."""
+    """One entry of a run's audit trail.
+
+    Each entry's hash chains it to the one before (see `dsmo audit verify`), so the trail shows
+    any edit or gap.
+
+    Attributes:
+        seq: Position in the trail, from 1, without gaps.
+        type: What happened (`RUN_CREATED`, `STAGE_COMPLETED`, `RUN_RESUMED`, ...).
+        run_id: The run.
+        at: When, by the workflow's deterministic clock.
+        stage: The node it concerns, if any.
+        attempt: The stage attempt, for stage events.
+        workflow_version: The hash of the definition the run follows.
+        agent_version: The processor's version, for stage events.
+        artifact_uris: The S3 objects it refers to (inputs, outputs, snapshots).
+        data: The event's details (event ids, routes taken, errors, summaries).
+    """
 
     seq: int
     type: AuditType
@@ -165,7 +181,34 @@ class WorkflowTaskFailure(WireModel):
 
 
 class StatusView(WireModel):
-    """The seed's WAITING structure plus the current node and the terminal record's fields."""
+    """What a run is doing now: its status, where it is, what it waits for and, once it ended, how.
+
+    Attributes:
+        run_id: The run.
+        agent: The definition's agent name.
+        workflow_version: The hash of the definition the run follows.
+        status: `pending`, `running`, `waiting` or one of the terminal statuses.
+        current_node: The node being run or waited in.
+        waiting_for: While waiting: `response`, `document`, `signature`, `test`, `event`, `agent` or `delay`.
+        waiting_until: While waiting: when the wait times out.
+        waiting_data: While waiting: what the wait needs (expected sender, requested documents, ...).
+        pending_reason: While pending: why (a delayed start, or the agent's concurrency limit).
+        path: The nodes that ran, in order.
+        config_ref: The S3 URI of the run's configuration snapshot.
+        started_at: When the run started.
+        updated_at: When its status last changed.
+        completed_at: When it ended.
+        result_type: Once ended: `success`, `failure`, `timeout` or `cancelled`.
+        result_summary: Once ended: the outcome in one line.
+        error_message: Once failed: why.
+        failed_action_id: Once failed: the node that failed.
+        cancelled_by: Once cancelled: who asked.
+        cancel_reason: Once cancelled: the reason given.
+        compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
+        problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
+            task keeps failing); the other fields then come from Temporal's visibility.
+        workflow_task_failure: When the workflow task keeps failing: attempts, since when, the error.
+    """
 
     run_id: str
     agent: str
@@ -195,7 +238,22 @@ class StatusView(WireModel):
 
 
 class ExecutionResult(WireModel):
-    """The seed's terminal record, returned as the workflow result."""
+    """How a run ended: the workflow's result, returned by `DsmoClient.result`.
+
+    Attributes:
+        run_id: The run.
+        status: The terminal status (`completed`, `failed`, `timeout`, `cancelled`).
+        completed_at: When it ended.
+        result_type: `success`, `failure`, `timeout` or `cancelled`.
+        result_summary: The outcome in one line.
+        error_message: Why it failed, if it did.
+        failed_action_id: The node that failed, if any.
+        cancelled_by: Who cancelled it, if anyone.
+        cancel_reason: The reason given for cancelling.
+        compensation: What the saga undid: `{status: complete|partial, compensated, failed}`.
+        path: The nodes that ran, in order.
+        variables: The run's variables at the end.
+    """
 
     run_id: str
     status: RunStatus

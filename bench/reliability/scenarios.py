@@ -5,6 +5,8 @@
 3. the S3 store stopped for a while during stage execution (retry budgets above and below it).
 
 Every scenario returns a ScenarioResult; tests assert on it, `make reliability` tabulates it.
+Longer than most modules because the three scenarios share their run launching and counting
+helpers, which nothing else uses.
 """
 
 from __future__ import annotations

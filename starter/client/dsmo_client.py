@@ -236,9 +236,24 @@ class DsmoClient:
         start_delay: timedelta | None = None,
         history_limit: int | None = None,
     ) -> str:
-        """Start a run; returns its id (the Temporal workflow id). Run ids are never reused.
+        """Start a run of ``definition``. Run ids are never reused, even after a run has ended.
 
-        With ``start_delay`` the run stays ``pending`` until then (and can be cancelled meanwhile).
+        Args:
+            definition: The agent definition to run (see `load_definition`).
+            input: The run's input document (checked against the definition's limits).
+            run_id: The run's id (default: ``<agent>-<random>``).
+            task_queue: The workers' task queue (default: the settings').
+            correlation_id: A caller's id kept with the run (for example a ticket number).
+            start_delay: Keep the run ``pending`` until then; it can be cancelled meanwhile.
+            history_limit: Continue as new after this many history events (default: the definition's).
+
+        Returns:
+            The run id (the Temporal workflow id).
+
+        Raises:
+            InvalidInputDocument: ``input`` is too large, too deep or not JSON.
+            RunAlreadyExists: A run with ``run_id`` exists or existed.
+            InvalidRunId: ``run_id`` is not a valid run id.
         """
         request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
         if history_limit is not None:
@@ -253,7 +268,21 @@ class DsmoClient:
         task_queue: str | None = None,
         start_delay: timedelta | None = None,
     ) -> str:
-        """Start a run from a complete request (redrives and replays set start_at, origin, replay)."""
+        """Start a run from a complete request; redrives and replays use it to set where it starts.
+
+        Args:
+            request: The definition, input and options of the run (``start_at``, ``origin``, ``replay``).
+            run_id: The run's id (default: ``<agent>-<random>``).
+            task_queue: The workers' task queue (default: the settings').
+            start_delay: Keep the run ``pending`` until then.
+
+        Returns:
+            The run id.
+
+        Raises:
+            InvalidInputDocument: The input is too large, too deep or not JSON.
+            RunAlreadyExists: A run with ``run_id`` exists or existed.
+        """
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         check_run_id(run_id)
@@ -365,6 +394,15 @@ class DsmoClient:
         A run whose workflow task keeps failing, or whose task queue no worker polls, cannot
         answer the `status` query: the view then holds what visibility knows (status, wait,
         deadline) and says why in ``problem``.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            Status, current node, the WAITING structure, variables and any problem.
+
+        Raises:
+            RunNotFound: No run has this id.
         """
         described = await self._describe(run_id)
         if described is not None:
@@ -492,8 +530,16 @@ class DsmoClient:
     async def result(self, run_id: str) -> ExecutionResult:
         """Wait for the run to end; failed and timed-out runs return their record too.
 
-        Raises WorkflowTaskFailing instead of waiting for ever when the run's workflow task
-        keeps failing (the run cannot end until its cause is fixed).
+        Args:
+            run_id: The run.
+
+        Returns:
+            The run's final status, variables, path and audit trail.
+
+        Raises:
+            WorkflowTaskFailing: The run's workflow task keeps failing, so it cannot end until
+                the cause is fixed (raised instead of waiting for ever).
+            RunNotFound: No run has this id.
         """
         check_run_id(run_id)
         outcome = asyncio.ensure_future(self._result(run_id))
@@ -654,9 +700,19 @@ class DsmoClient:
         return await self.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": text}, event_id=event_id)
 
     async def signal_event(self, run_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        """Fire-and-forget: the run records the event as applied, duplicate or rejected.
+        """Send a resume event as a Temporal signal: fire-and-forget, no answer.
 
-        A malformed event is refused here, before it reaches the run's history.
+        The run records the event as applied, duplicate or rejected (`EVENT_REJECTED`). Prefer
+        `deliver_event`, which answers; signals are what other Temporal clients can send.
+
+        Args:
+            run_id: The run.
+            event_type: One of the resume event kinds (the signal's name).
+            payload: The event's data, with an optional ``event_id`` for deduplication.
+
+        Raises:
+            EventNotAccepted: The event is malformed; it is refused before it reaches the run.
+            RunNotFound: No run has this id.
         """
         if isinstance(payload.get("event_id"), str):
             check_event_id(payload["event_id"])

@@ -2,6 +2,10 @@
 
 `up` is idempotent: a service already running (ours, by pid file, or anyone's, on the
 configured port) is reused and reported. `down` stops only what `up` started.
+
+Longer than most modules because `DevStack` is one class: starting, probing and stopping the two
+services share its pid files and ports. Process handling and readiness checks are in
+`processes.py` and `checks.py`.
 """
 
 from __future__ import annotations

@@ -70,3 +70,16 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     for module in ("dsmo/workflows/execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
         assert module in names
     assert "dsmo/worker.py" in names and not any(name.startswith(("bench/", "tests/")) for name in names)
+
+
+# Small modules with one role; one past ~300 lines states its reason in its docstring.
+LONG_MODULES = [
+    path for path in _sources() if path.relative_to(REPO).parts[0] != "tests" and path.read_text().count("\n") > 300
+]
+
+
+@pytest.mark.parametrize("path", LONG_MODULES, ids=lambda path: str(path.relative_to(REPO)))
+def test_a_long_module_says_why(path: Path) -> None:
+    text = path.read_text()
+    docstring = ast.get_docstring(ast.parse(text)) or ""
+    assert "Longer than most modules" in docstring, f"{path.name}: split it or say why it is long"
