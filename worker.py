@@ -1,15 +1,20 @@
 """The DSMO worker: the AgentExecution workflow plus every activity, wired to real clients.
 
-Run it as `python -m dsmo.worker` or `dsmo worker`.
+Run it as `dsmo worker [--load MODULE ...]` or `python -m dsmo.worker`. At start it imports its
+plugins (the `dsmo.plugins` entry points, `DSMO_LOAD` and `--load`), serves the agents,
+actions and channels they registered, and writes that catalogue to the artifact store.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import concurrent.futures
 import logging
 import os
 import signal
+import socket
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,14 +23,16 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
+from dsmo.activities import catalogue
 from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.definitions import DefinitionActivities, DefinitionStore
+from dsmo.activities.errors import PluginError
 from dsmo.activities.limiter import LimiterActivities
-from dsmo.activities.messaging import Channel, FileChannel, MessagingActivities, WebhookChannel
-from dsmo.activities.orders.actions import order_actions
-from dsmo.activities.orders.db import OrderDatabase
+from dsmo.activities.messaging import Channel, MessagingActivities
+from dsmo.activities.plugin_loading import load_plugins, split_modules
+from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.stage import StageActivities
 from dsmo.starter import worker_logging
@@ -54,28 +61,38 @@ def build_worker(
     registry: ProcessorRegistry = default_registry,
     max_cached_workflows: int | None = None,
     activity_threads: int = 16,
+    max_concurrent_activities: int | None = None,
     overrides: Sequence[Callable[..., Any]] = (),
     actions: ActionRegistry | None = None,
     workflow_runner: WorkflowRunner | None = None,
     sandboxed: bool | None = None,
     extra_workflows: Sequence[type] = (),
+    settings: Settings | None = None,
+    identity: str | None = None,
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way.
 
-    ``sandboxed`` (default: ``DSMO_WORKFLOW_SANDBOX``) runs the workflows in Temporal's sandbox.
-    ``extra_workflows`` are served beside DSMO's own on the same task queue.
+    ``activity_threads`` run plain processors and the synchronous activities;
+    ``max_concurrent_activities`` (default: as many) bounds what the worker takes at once,
+    async processors included. ``sandboxed`` (default: ``DSMO_WORKFLOW_SANDBOX``) runs the
+    workflows in Temporal's sandbox. ``extra_workflows`` are served beside DSMO's own on the
+    same task queue. ``settings`` reach actions through their context.
     """
-    stages = StageActivities(store, registry)
+    threads = concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads, thread_name_prefix="dsmo-activity")
+    stages = StageActivities(store, registry, executor=threads)
     every_channel = dict(channels or {})
     if channel is not None:
-        every_channel.setdefault(channel.name, channel)
-        default_channel = channel.name if channels is None else default_channel
+        name = str(getattr(channel, "name", "file"))
+        every_channel.setdefault(name, channel)
+        default_channel = name if channels is None else default_channel
     messaging = MessagingActivities(every_channel, default_channel)
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store)
-    side_effects = ActionActivities(actions or ActionRegistry())
+    side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     limiter = LimiterActivities(client, task_queue)
     extra: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    if identity:
+        extra["identity"] = identity
     extra["workflow_runner"] = workflow_runner or workflow_runner_for(
         workflow_sandbox_from(os.environ) if sandboxed is None else sandboxed
     )
@@ -100,8 +117,8 @@ def build_worker(
             overrides,
         ),
         # boto3 is synchronous: activities run on threads, the workflow loop stays free.
-        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads),
-        max_concurrent_activities=activity_threads,
+        activity_executor=threads,
+        max_concurrent_activities=max_concurrent_activities or activity_threads,
         **extra,
     )
 
@@ -133,17 +150,17 @@ def _activity_name(fn: Callable[..., Any]) -> str:
     return str(definition.name)
 
 
-def configured_registry(settings: Settings) -> ProcessorRegistry:
-    """The example agents, plus the LLM processor when an OpenAI-compatible endpoint is configured."""
-    from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors
+def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list[str]:
+    """Import the worker's plugins: entry points, then ``DSMO_LOAD``, then ``modules``.
 
-    if settings.llm_base_url:
-        from dsmo.activities.agents import llm
+    Named modules are found in the current directory first, as `python -m` would.
 
-        default_registry.register(
-            llm.NAME, llm.VERSION, description=llm.DESCRIPTION, input_model=llm.LlmInput, summary_model=llm.LlmSummary
-        )(llm.LlmProcessor(settings.llm_base_url, settings.llm_model, settings.llm_api_key))
-    return default_registry
+    Raises:
+        PluginError: One line naming the plugin and what is wrong.
+    """
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return load_plugins([*split_modules(settings.load), *modules])
 
 
 def _metrics_runtime(settings: Settings) -> Runtime | None:
@@ -159,24 +176,33 @@ def _metrics_runtime(settings: Settings) -> Runtime | None:
 
 
 async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()) -> None:
+    """Serve the task queue until SIGINT or SIGTERM; the plugins must be loaded already."""
+    channels: dict[str, Channel] = default_channels.build(settings)
+    if settings.channel not in channels:
+        offered = ", ".join(channels) or "none"
+        raise PluginError(f"DSMO_CHANNEL: channel {settings.channel!r} is not offered by any plugin ({offered})")
     setup_tracing("dsmo-worker")
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
     store = artifact_store(settings, cache=True)
-    channels: dict[str, Channel] = {"file": FileChannel(settings.outbox_dir, log_content=settings.log_content)}
-    if settings.webhook_url:
-        channels["webhook"] = WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
+    identity = f"{os.getpid()}@{socket.gethostname()}"
     worker = build_worker(
         client,
         task_queue=settings.task_queue,
         store=store,
         channels=channels,
         default_channel=settings.channel,
-        registry=configured_registry(settings),
-        actions=order_actions(OrderDatabase(settings.orders_db_url)),
+        registry=default_registry,
+        actions=default_actions,
+        activity_threads=settings.processor_threads,
+        max_concurrent_activities=settings.max_concurrent_activities,
         sandboxed=settings.workflow_sandbox,
         extra_workflows=extra_workflows,
+        settings=settings,
+        identity=identity,
     )
+    offer = catalogue.describe(default_registry, default_actions, channels)
+    await asyncio.to_thread(catalogue.publish, store, settings.task_queue, identity, offer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -193,13 +219,28 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     log.info("worker stopped")
 
 
-def main(*, extra_workflows: Sequence[type] = ()) -> None:
+def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> None:
+    """Load the plugins and run the worker; a plugin error is one line on stderr and exit code 2.
+
+    Args:
+        extra_workflows: Workflows served beside DSMO's own (the benchmark's).
+        load: Plugin modules to import besides the entry points and ``DSMO_LOAD``.
+    """
     # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
     # handler lock held and stall the whole worker (see starter/worker_logging.py).
     worker_logging.install(logging.INFO)
-    asyncio.run(run_worker(Settings.from_env(), extra_workflows=extra_workflows))
+    settings = Settings.from_env()
+    try:
+        loaded = load_worker_plugins(settings, load)
+        log.info("plugins: %s", ", ".join(loaded) or "none")
+        asyncio.run(run_worker(settings, extra_workflows=extra_workflows))
+    except PluginError as err:
+        print(f"dsmo worker: {err}", file=sys.stderr)
+        hard_exit(2)
     hard_exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(prog="python -m dsmo.worker", description="Run a DSMO worker.")
+    parser.add_argument("--load", action="append", default=[], metavar="MODULE", help="a plugin module (repeatable)")
+    main(load=parser.parse_args().load)

@@ -11,8 +11,7 @@ from typing import Any
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
-from dsmo.activities.errors import permanent_errors
-from dsmo.activities.processors import UnknownAgent
+from dsmo.activities.errors import UnknownAgent, permanent_errors
 from dsmo.workflows.contracts import RESOLVE_DEFINITION, ResolveDefinition
 from dsmo.workflows.definition import AgentDefinition
 from dsmo.workflows.identifiers import agent_name_problem, workflow_version_problem

@@ -1,17 +1,35 @@
-"""Turns the project's permanent errors into non-retryable Temporal failures, by type name."""
+"""The activities' errors, and how the permanent ones become non-retryable Temporal failures."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
 from dsmo.activities.artifacts import ArtifactError, ArtifactMissing
-from dsmo.activities.processors import InvalidInput, UnknownAgent
 from dsmo.workflows import errors as failure_types
 from dsmo.workflows.errors import DsmoError
+
+
+class UnknownAgent(DsmoError):
+    """A `run_agent` node names an agent (or a version) no plugin on this worker registered."""
+
+    code = "unknown_agent"
+
+
+class InvalidInput(DsmoError):
+    """The input is not what the processor or action accepts (permanent: retrying won't help)."""
+
+    code = "invalid_input"
+
+
+class PluginError(DsmoError):
+    """A plugin that cannot be loaded: the message names it and the reason, in one line."""
+
+    code = "plugin_error"
 
 
 class ContractViolation(DsmoError):
@@ -49,16 +67,39 @@ R = TypeVar("R")
 
 
 def permanent_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Raise known permanent errors as non-retryable ApplicationErrors; let the rest retry."""
+    """Raise known permanent errors as non-retryable ApplicationErrors; let the rest retry.
+
+    Works on plain and ``async def`` activities alike.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except DsmoError as err:
+                failure = _permanent_failure(err)
+                if failure is None:
+                    raise
+                raise failure from err
+
+        return async_wrapper  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except DsmoError as err:
-            for cls, type_name in PERMANENT:
-                if isinstance(err, cls):
-                    raise ApplicationError(str(err), type=type_name, non_retryable=True) from err
-            raise
+            failure = _permanent_failure(err)
+            if failure is None:
+                raise
+            raise failure from err
 
     return wrapper
+
+
+def _permanent_failure(err: DsmoError) -> ApplicationError | None:
+    for cls, type_name in PERMANENT:
+        if isinstance(err, cls):
+            return ApplicationError(str(err), type=type_name, non_retryable=True)
+    return None

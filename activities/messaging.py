@@ -1,8 +1,9 @@
 """Outgoing messages and requests (documents, signatures, tests) through pluggable channels.
 
-A channel is anything with `send(message)` and `request(request)`. Two ship with DSMO: the
-file channel (default: one JSON file per message in an outbox folder, written exclusively,
-so a retried activity sends once) and a webhook channel that POSTs JSON to a URL with an
+A channel is anything with `send(message)` and, to carry requests, `request(request)`;
+plugins register a factory for one by name (`dsmo.channel`). Two ship with DSMO: the file
+channel (default: one JSON file per message in an outbox folder, written exclusively, so a
+retried activity sends once) and a webhook channel that POSTs JSON to a URL with an
 `Idempotency-Key` header.
 """
 
@@ -13,14 +14,14 @@ import logging
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import activity
 
-from dsmo.activities.errors import permanent_errors
-from dsmo.activities.processors import InvalidInput
+from dsmo.activities.errors import InvalidInput, PluginError, permanent_errors
 from dsmo.workflows.contracts import (
     SEND_MESSAGE,
     SEND_REQUEST,
@@ -30,6 +31,9 @@ from dsmo.workflows.contracts import (
     SentMessage,
 )
 from dsmo.workflows.errors import DsmoError
+
+if TYPE_CHECKING:
+    from dsmo.starter.settings import Settings
 
 log = logging.getLogger("dsmo.messaging")
 
@@ -41,11 +45,58 @@ class ChannelError(DsmoError):
 
 
 class Channel(Protocol):
-    name: str
+    """A way to reach people: deliver each message (and request) once per ``idempotency_key``.
 
-    def send(self, message: SendMessageRequest) -> SentMessage: ...
+    ``send`` may return a `SentMessage` receipt or ``None`` (the key is then the message id).
+    A channel that also carries document, signature and test requests has
+    ``request(request) -> RequestReceipt | None`` too. Raise `InvalidInput` for a message the
+    channel can never deliver (not retried); any other error is retried.
+    """
 
-    def request(self, request: SendRequest) -> RequestReceipt: ...
+    def send(self, message: SendMessageRequest) -> SentMessage | None:
+        """Deliver ``message`` once per ``message.idempotency_key``.
+
+        Args:
+            message: The run, node, recipient, text and idempotency key.
+
+        Returns:
+            A receipt, or None to let DSMO use the idempotency key as the message id.
+        """
+        ...
+
+
+ChannelFactory = Callable[["Settings"], "Channel | None"]
+
+
+class ChannelRegistry:
+    """Channel factories by name; a worker builds its channels from them with its settings."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, ChannelFactory] = {}
+
+    def add(self, name: str, factory: ChannelFactory) -> None:
+        """Register ``factory`` as channel ``name``; the same factory again is harmless.
+
+        Raises:
+            PluginError: Another factory is registered under ``name``.
+        """
+        known = self._factories.get(name)
+        if known is not None and known is not factory:
+            raise PluginError(f"channel {name} is registered twice")
+        self._factories[name] = factory
+
+    def names(self) -> list[str]:
+        """Registered channel names, sorted."""
+        return sorted(self._factories)
+
+    def build(self, settings: Settings) -> dict[str, Channel]:
+        """The configured channels: each factory's, unless it returned None."""
+        channels: dict[str, Channel] = {}
+        for name, factory in sorted(self._factories.items()):
+            made = factory(settings)
+            if made is not None:
+                channels[name] = made
+        return channels
 
 
 class FileChannel:
@@ -135,20 +186,27 @@ class MessagingActivities:
         self.channels = channels
         self.default = default
 
-    def _channel(self, name: str | None) -> Channel:
+    def _channel(self, name: str | None) -> tuple[str, Channel]:
         chosen = name or self.default
         if chosen not in self.channels:
             raise InvalidInput(
                 f"channel {chosen!r} is not configured on this worker (configured: {', '.join(self.channels)})"
             )
-        return self.channels[chosen]
+        return chosen, self.channels[chosen]
 
     @activity.defn(name=SEND_MESSAGE)
     @permanent_errors
     def send_message(self, message: SendMessageRequest) -> SentMessage:
-        return self._channel(message.channel).send(message)
+        name, channel = self._channel(message.channel)
+        receipt = channel.send(message)
+        return receipt if receipt is not None else SentMessage(message_id=message.idempotency_key, channel=name)
 
     @activity.defn(name=SEND_REQUEST)
     @permanent_errors
     def send_request(self, request: SendRequest) -> RequestReceipt:
-        return self._channel(request.channel).request(request)
+        name, channel = self._channel(request.channel)
+        deliver = getattr(channel, "request", None)
+        if deliver is None:
+            raise InvalidInput(f"channel {name!r} sends messages only, not {request.kind} requests")
+        receipt = deliver(request)
+        return receipt if receipt is not None else RequestReceipt(request_id=request.idempotency_key, channel=name)

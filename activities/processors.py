@@ -1,65 +1,78 @@
-"""Agent processors: pure functions from an input document to an output document + summary.
+"""Agent processors: pure functions from an input document to an output document and a summary.
 
-A processor gets the paper's message contract and its input, and returns only data. It
-cannot name the next stage: the orchestrator decides that from the summary, if at all.
+A processor receives the stage's input document and its message (run id, stage, artifact URIs,
+attempt, idempotency key) and returns only data. It cannot name the next stage: the
+orchestrator decides that from the summary, if at all. It may be a plain function, run on the
+worker's processor threads, or an ``async def``, run on the worker's event loop.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, SchemaSource, compile_schema
+from dsmo.activities.errors import ContractViolation, PluginError, UnknownAgent
+from dsmo.activities.maybe_async import is_async_callable
 from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.errors import DsmoError
-
-
-class UnknownAgent(DsmoError):
-    code = "unknown_agent"
-
-
-class InvalidInput(DsmoError):
-    """The input artifact is not what the processor accepts (permanent: retrying won't help)."""
-
-    code = "invalid_input"
 
 
 @dataclass(frozen=True)
 class ProcessorOutput:
-    """All a processor returns: its output document and a small summary. There is deliberately
-    no field for a next stage; whatever routing hint a processor puts in either is just data."""
+    """What a processor returns: its output document and a small summary.
+
+    There is deliberately no field for a next stage; whatever routing hint a processor puts in
+    either is just data. A processor may also return a ``(document, summary)`` tuple.
+
+    Attributes:
+        document: The output document, stored as the stage's output artifact.
+        summary: A small object (at most 16 KB) that transitions read as ``stages.<node>.summary``.
+        inference: Model metadata for the audit trail (model, temperature, top_p, seed, promptVersion).
+    """
 
     document: dict[str, Any]
     summary: dict[str, Any] = field(default_factory=dict)
-    inference: dict[str, Any] = field(default_factory=dict)  # model, temperature, top_p, seed, promptVersion
+    inference: dict[str, Any] = field(default_factory=dict)
 
 
-ProcessorFn = Callable[[Any, StageMessage], ProcessorOutput]
+# A processor returns a ProcessorOutput or a (document, summary) pair, or an awaitable of either.
+ProcessorFn = Callable[[Any, StageMessage], Any]
 
 
 @dataclass(frozen=True)
 class Processor:
-    """A registered processor, with what it reads and the summary it returns (for routing)."""
+    """A registered processor and the contract it declares."""
 
     name: str
     version: str
     fn: ProcessorFn
     description: str = ""
-    input_model: type[BaseModel] | None = None
-    summary_model: type[BaseModel] | None = None
+    input: ContractSchema | None = None
+    output: ContractSchema | None = None
+    summary: ContractSchema | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """True for an ``async def`` (or an object whose ``__call__`` is one)."""
+        return is_async_callable(self.fn)
 
     @property
     def input_schema(self) -> dict[str, Any] | None:
         """JSON Schema of the input document, if declared."""
-        return self.input_model.model_json_schema() if self.input_model else None
+        return self.input.json_schema if self.input else None
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of the output document, if declared."""
+        return self.output.json_schema if self.output else None
 
     @property
     def summary_schema(self) -> dict[str, Any] | None:
         """JSON Schema of the summary (what transitions read as `stages.<node>.summary`), if declared."""
-        return self.summary_model.model_json_schema() if self.summary_model else None
+        return self.summary.json_schema if self.summary else None
 
 
 class ProcessorRegistry:
@@ -71,22 +84,54 @@ class ProcessorRegistry:
     def register(
         self,
         name: str,
-        version: str,
+        version: str = "1.0.0",
         *,
         description: str = "",
-        input_model: type[BaseModel] | None = None,
-        summary_model: type[BaseModel] | None = None,
+        input_schema: SchemaSource | None = None,
+        output_schema: SchemaSource | None = None,
+        summary_schema: SchemaSource | None = None,
     ) -> Callable[[ProcessorFn], ProcessorFn]:
-        """Register ``fn`` as processor ``name`` at ``version``; the models document its contract."""
+        """A decorator registering a processor as ``name`` at ``version``.
+
+        Raises:
+            PluginError: The function does not take ``(document, message)``, a schema does not
+                compile, or another function is registered as ``name@version``.
+        """
 
         def decorate(fn: ProcessorFn) -> ProcessorFn:
-            text = description or (fn.__doc__ or "").strip().split("\n")[0]
-            self._by_name.setdefault(name, {})[version] = Processor(name, version, fn, text, input_model, summary_model)
+            label = f"agent {name}@{version}"
+            check_takes(fn, label, "(document, message)")
+            try:
+                schemas = [compile_schema(source) for source in (input_schema, output_schema, summary_schema)]
+            except SchemaDoesNotCompile as err:
+                raise PluginError(f"{label}: a schema does not compile: {err}") from None
+            text = description or (inspect.getdoc(fn) or "").split("\n")[0]
+            self.add(Processor(name, version, fn, text, *schemas))
             return fn
 
         return decorate
 
+    def add(self, processor: Processor) -> None:
+        """Add ``processor``; adding the same function again under its name and version is harmless.
+
+        Raises:
+            PluginError: Another function is registered under the same name and version.
+        """
+        versions = self._by_name.setdefault(processor.name, {})
+        known = versions.get(processor.version)
+        if known is not None and known.fn is not processor.fn:
+            raise PluginError(
+                f"agent {processor.name}@{processor.version} is registered twice "
+                f"({_where(known.fn)} and {_where(processor.fn)})"
+            )
+        versions[processor.version] = processor
+
     def get(self, name: str, version: str | None = None) -> Processor:
+        """The processor ``name`` at ``version`` (default: its latest).
+
+        Raises:
+            UnknownAgent: No processor has that name, or not that version.
+        """
         versions = self._by_name.get(name)
         if not versions:
             known = ", ".join(sorted(self._by_name)) or "none"
@@ -98,59 +143,60 @@ class ProcessorRegistry:
         return versions[version]
 
     def names(self) -> list[str]:
+        """Registered processor names, sorted."""
         return sorted(self._by_name)
+
+    def processors(self) -> list[Processor]:
+        """Every registered processor, every version, by name then version."""
+        return [
+            versions[version]
+            for _, versions in sorted(self._by_name.items())
+            for version in sorted(versions, key=_version_key)
+        ]
+
+    def copy(self) -> ProcessorRegistry:
+        """A new registry with the same processors (tests add their own to it)."""
+        duplicate = ProcessorRegistry()
+        for processor in self.processors():
+            duplicate.add(processor)
+        return duplicate
+
+
+def as_output(result: Any, *, agent: str) -> ProcessorOutput:
+    """A processor's return value as a ProcessorOutput.
+
+    Raises:
+        ContractViolation: It is neither a ProcessorOutput nor a ``(document, summary)`` pair.
+    """
+    if isinstance(result, ProcessorOutput):
+        return result
+    if isinstance(result, tuple) and len(result) == 2:
+        document, summary = result
+        return ProcessorOutput(document=document, summary=summary if summary is not None else {})
+    raise ContractViolation(
+        f"agent {agent}: a processor returns ProcessorOutput or (document, summary), not {type(result).__name__}"
+    )
+
+
+def check_takes(fn: Callable[..., Any], label: str, expected: str, *, arguments: int = 2) -> None:
+    """Raise PluginError unless ``fn`` can be called with ``arguments`` positional arguments."""
+    if not callable(fn):
+        raise PluginError(f"{label}: {fn!r} is not callable")
+    try:
+        inspect.signature(fn).bind(*([None] * arguments))
+    except TypeError:
+        raise PluginError(f"{label}: {_where(fn)}{inspect.signature(fn)} must take {expected}") from None
+    except ValueError:
+        return  # a builtin without a signature: trust it
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
+# The processors the decorators register; a worker serves these after loading its plugins.
 default_registry = ProcessorRegistry()
-
-
-class _Documented(BaseModel):
-    """A processor's declared input or summary: documentation, extra fields allowed."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class CandidateRecord(_Documented):
-    name: str = Field(min_length=1, description="full name, any spacing or case")
-    phone: str | None = Field(default=None, description="any format; only digits and + are kept")
-    email: str | None = None
-    skills: list[str] = Field(default_factory=list)
-
-
-class CandidateInput(_Documented):
-    candidate: CandidateRecord
-
-
-class CandidateSummary(_Documented):
-    firstName: str = Field(description="the first word of the normalised name")
-    hasPhone: bool
-    skillCount: int = Field(ge=0, description="distinct skills, lower-cased")
-
-
-@default_registry.register(
-    "candidate-profile", version="1.0.0", input_model=CandidateInput, summary_model=CandidateSummary
-)
-def candidate_profile(document: Any, message: StageMessage) -> ProcessorOutput:
-    """Normalise a candidate record: trimmed, title-cased name, digits-only phone, first name."""
-    if not isinstance(document, dict) or not isinstance(document.get("candidate"), dict):
-        raise InvalidInput("input: expected an object with a 'candidate' object")
-    candidate = document["candidate"]
-    name = " ".join(str(candidate.get("name", "")).split()).title()
-    if not name:
-        raise InvalidInput("input.candidate.name: is required")
-    phone = re.sub(r"[^\d+]", "", str(candidate.get("phone", "")))
-    skills = sorted({str(skill).strip().lower() for skill in candidate.get("skills", []) if str(skill).strip()})
-    profile = {
-        "name": name,
-        "firstName": name.split()[0],
-        "phone": phone or None,
-        "email": str(candidate["email"]).strip().lower() if candidate.get("email") else None,
-        "skills": skills,
-        "source": {"runId": message.run_id, "stage": message.stage, "input": message.artifact_in_uri},
-    }
-    summary = {"firstName": profile["firstName"], "hasPhone": bool(phone), "skillCount": len(skills)}
-    return ProcessorOutput(document=profile, summary=summary)

@@ -1,20 +1,29 @@
-"""The stage activities: prepare a run, run one processor attempt on artifacts, dead-letter a stage."""
+"""The stage activities: prepare a run, run one processor attempt on artifacts, dead-letter a stage.
+
+`run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop,
+a plain one on the processor threads, and the artifact reads and writes on those threads too
+(the S3 clients are synchronous), so one worker can hold many slow model calls at once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.errors import ContractViolation, permanent_errors
+from dsmo.activities.maybe_async import call_maybe_async
 from dsmo.activities.preparation import RunPreparer
-from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, as_output
 from dsmo.activities.schemas import check_output
 from dsmo.workflows.contracts import (
     PREPARE_RUN,
@@ -29,18 +38,27 @@ from dsmo.workflows.contracts import (
     StageTask,
 )
 
+T = TypeVar("T")
 _ATTEMPT = re.compile(r"/attempt=(\d+)/output\.json$")
 STAGE_OUTPUT_KIND = "dsmo.stage-output/v1"
 
 
 class StageActivities:
+    """The stage activities over one artifact store and one processor registry."""
+
     def __init__(
-        self, store: ArtifactStore, registry: ProcessorRegistry, *, summary_max_bytes: int = SUMMARY_MAX_BYTES
+        self,
+        store: ArtifactStore,
+        registry: ProcessorRegistry,
+        *,
+        summary_max_bytes: int = SUMMARY_MAX_BYTES,
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.summary_max_bytes = summary_max_bytes
         self.preparer = RunPreparer(store)
+        self.executor = executor or ThreadPoolExecutor(max_workers=16, thread_name_prefix="dsmo-processor")
 
     @activity.defn(name=PREPARE_RUN)
     @permanent_errors
@@ -50,7 +68,8 @@ class StageActivities:
 
     @activity.defn(name=RUN_STAGE)
     @permanent_errors
-    def run_stage(self, task: StageTask) -> StageSummary:
+    async def run_stage(self, task: StageTask) -> StageSummary:
+        """Run one attempt of a stage: input artifact in, output artifact (write-once) and summary out."""
         started = datetime.now(UTC)
         processor = self.registry.get(task.agent, task.agent_version)
         info = activity.info()
@@ -73,20 +92,23 @@ class StageActivities:
             max(queued, 0.0), labels
         )
         try:
-            return self._run(task, processor, started)
+            return await self._run(task, processor, started)
         finally:
             meter.create_histogram_float("dsmo_agent_processing_seconds", "time an agent took", "s").record(
                 (datetime.now(UTC) - started).total_seconds(), {"agent": task.agent}
             )
 
-    def _run(self, task: StageTask, processor: Any, started: datetime) -> StageSummary:
+    async def _io(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def _run(self, task: StageTask, processor: Processor, started: datetime) -> StageSummary:
         reuse = task.reuse_uri
         if reuse is None and (task.attempt > 1 or activity.info().attempt > 1):
             # Only a retry can find output an earlier execution committed without reporting it.
-            reuse = self._committed_output(task)
+            reuse = await self._io(self._committed_output, task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
-            return self._report_existing(task, reuse, processor.version, started)
+            return await self._io(self._report_existing, task, reuse, processor.version, started)
         key = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
         message = StageMessage(
             run_id=task.run_id,
@@ -102,22 +124,26 @@ class StageActivities:
             config_ref=task.config_ref,
         )
         # A small run input comes with the task (the same document as the artifact); else read it.
-        raw = task.input_document if task.input_document is not None else self.store.read_json(task.artifact_in_uri)
-        output = processor.fn(stage_input(raw), message)
-        self._check(task, output)
-        stored = self.store.put_json_once(
-            key,
-            {
-                "kind": STAGE_OUTPUT_KIND,
-                "output": output.document,
-                "summary": output.summary,
-                "inference": output.inference,
-            },
-        )
+        if task.input_document is not None:
+            raw = task.input_document
+        else:
+            raw = await self._io(self.store.read_json, task.artifact_in_uri)
+        document = stage_input(raw)
+        if processor.input is not None:
+            processor.input.check(document, agent=task.agent, what="input")
+        output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
+        self._check(task, processor, output)
+        envelope = {
+            "kind": STAGE_OUTPUT_KIND,
+            "output": output.document,
+            "summary": output.summary,
+            "inference": output.inference,
+        }
+        stored = await self._io(self.store.put_json_once, key, envelope)
         if not stored.created:
             # Another execution of this attempt committed first (a reset, a duplicate task): its
             # output is the stage's output, and this one's is dropped.
-            return self._report_existing(task, stored.uri, processor.version, started)
+            return await self._io(self._report_existing, task, stored.uri, processor.version, started)
         return StageSummary(
             stage=task.stage,
             agent=task.agent,
@@ -134,15 +160,21 @@ class StageActivities:
             finished_at=datetime.now(UTC),
         )
 
-    def _check(self, task: StageTask, output: ProcessorOutput) -> None:
+    def _check(self, task: StageTask, processor: Processor, output: ProcessorOutput) -> None:
         if not isinstance(output.document, dict):
             raise ContractViolation(f"agent {task.agent}: output must be a JSON object")
+        if not isinstance(output.summary, dict):
+            raise ContractViolation(f"agent {task.agent}: summary must be a JSON object")
         size = len(encode_json(output.summary))
         if size > self.summary_max_bytes:
             raise ContractViolation(
                 f"agent {task.agent}: summary is {size} bytes, above the {self.summary_max_bytes}-byte cap; "
                 "put large data in the output artifact"
             )
+        if processor.output is not None:
+            processor.output.check(output.document, agent=task.agent, what="output")
+        if processor.summary is not None:
+            processor.summary.check(output.summary, agent=task.agent, what="summary")
         check_output(task.output_schema, output.document, agent=task.agent)
 
     def _committed_output(self, task: StageTask) -> str | None:

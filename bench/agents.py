@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsmo.activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry
+from dsmo.activities.errors import InvalidInput
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.workflows.contracts import StageMessage
 
 TIMEOUT_SLEEP_S = 2.5  # longer than the stages' 1.5 s start-to-close timeout

@@ -17,10 +17,26 @@ Example:
 
     asyncio.run(main())
     ```
+
+Your own agents, actions and channels are registered with the `agent`, `action` and
+`channel` decorators in a module the worker loads (`dsmo worker --load my_project.agents`):
+
+    ```python
+    import dsmo
+
+    @dsmo.agent("risk-score", version="1.0.0")
+    async def risk_score(document, message):
+        return {"score": 0.2}, {"band": "low"}
+    ```
 """
 
 from __future__ import annotations
 
+from dsmo.activities.actions import ActionContext
+from dsmo.activities.errors import ActionRefused, ContractViolation, InvalidInput, PluginError
+from dsmo.activities.messaging import Channel
+from dsmo.activities.plugins import action, agent, channel
+from dsmo.activities.processors import ProcessorOutput
 from dsmo.starter.client.definitions import load_definition, parse_definition_text
 from dsmo.starter.client.dsmo_client import (
     DsmoClient,
@@ -36,6 +52,7 @@ from dsmo.starter.client.dsmo_client import (
 )
 from dsmo.starter.exits import hard_exit
 from dsmo.starter.settings import Settings, SettingsError
+from dsmo.workflows.contracts import RequestReceipt, SendMessageRequest, SendRequest, SentMessage, StageMessage
 from dsmo.workflows.definition import AgentDefinition, RateLimit
 from dsmo.workflows.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
 from dsmo.workflows.events import EventAck
@@ -44,8 +61,12 @@ from dsmo.workflows.records import AuditEvent, ExecutionResult, StatusView
 from dsmo.workflows.status import RunStatus
 
 __all__ = [
+    "ActionContext",
+    "ActionRefused",
     "AgentDefinition",
     "AuditEvent",
+    "Channel",
+    "ContractViolation",
     "DefinitionError",
     "DsmoClient",
     "DsmoError",
@@ -53,21 +74,32 @@ __all__ = [
     "EventNotAccepted",
     "ExecutionResult",
     "IllegalTransition",
+    "InvalidInput",
     "InvalidInputDocument",
     "InvalidRunId",
     "NoWorker",
+    "PluginError",
+    "ProcessorOutput",
     "RateLimit",
+    "RequestReceipt",
     "RunAlreadyExists",
     "RunClosed",
     "RunNotFound",
     "RunNotStarted",
     "RunStatus",
+    "SendMessageRequest",
+    "SendRequest",
+    "SentMessage",
     "Settings",
     "SettingsError",
+    "StageMessage",
     "StatusView",
     "TemplateError",
     "TemporalUnavailable",
     "WorkflowTaskFailing",
+    "action",
+    "agent",
+    "channel",
     "hard_exit",
     "load_definition",
     "parse_definition_text",

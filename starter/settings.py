@@ -11,6 +11,7 @@ each value where it is read; it does nothing else.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,6 +60,12 @@ ENVIRONMENT: dict[str, str] = {
     # Events each API key may deliver per second through the ingress, and the burst above that rate.
     "DSMO_INGRESS_EVENTS_PER_SECOND": "10",
     "DSMO_INGRESS_EVENT_BURST": "20",
+    # Plugins the worker imports at start (comma-separated modules), beside the `dsmo.plugins` entry points.
+    "DSMO_LOAD": "",
+    # Activities one worker runs at once, and the threads for plain (non-async) processors and
+    # activities. Raise the first for async agents (model calls): they wait on the event loop.
+    "DSMO_MAX_CONCURRENT_ACTIVITIES": "16",
+    "DSMO_PROCESSOR_THREADS": "16",
     # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
     "TEMPORAL_TLS_CERT": "",
     "TEMPORAL_TLS_KEY": "",
@@ -92,7 +99,7 @@ class Settings:
         state_dir: Local state: the embedded stack's data, pid files, the key file [``DSMO_STATE_DIR``].
         seaweed_port_base: First of the embedded S3 store's internal ports [``DSMO_SEAWEED_PORT_BASE``].
         outbox_dir_override: Where the ``file`` channel writes messages [``DSMO_OUTBOX_DIR``].
-        channel: How messages are sent: ``file`` or ``webhook`` [``DSMO_CHANNEL``].
+        channel: The default channel of messages: ``file``, ``webhook`` or a plugin's [``DSMO_CHANNEL``].
         webhook_url: The ``webhook`` channel's endpoint [``DSMO_WEBHOOK_URL``].
         webhook_token: Its bearer token [``DSMO_WEBHOOK_TOKEN``].
         llm_base_url: An OpenAI-compatible endpoint for LLM stages [``DSMO_LLM_BASE_URL``].
@@ -110,6 +117,9 @@ class Settings:
         ingress_docs: The ingress's API description: ``read``, ``public`` or ``off`` [``DSMO_INGRESS_DOCS``].
         ingress_events_per_second: Events per second each key may deliver [``DSMO_INGRESS_EVENTS_PER_SECOND``].
         ingress_event_burst: The burst above that rate [``DSMO_INGRESS_EVENT_BURST``].
+        load: Plugin modules the worker imports, comma-separated [``DSMO_LOAD``].
+        max_concurrent_activities: Activities one worker runs at once [``DSMO_MAX_CONCURRENT_ACTIVITIES``].
+        processor_threads: Threads for plain processors and activities [``DSMO_PROCESSOR_THREADS``].
         tls_cert: Client certificate for Temporal [``TEMPORAL_TLS_CERT``].
         tls_key: Its private key [``TEMPORAL_TLS_KEY``].
         tls_ca: The CA that signed Temporal's certificate [``TEMPORAL_TLS_CA``].
@@ -147,6 +157,9 @@ class Settings:
     ingress_docs: str = "read"
     ingress_events_per_second: float = 10.0
     ingress_event_burst: int = 20
+    load: str = ""
+    max_concurrent_activities: int = 16
+    processor_threads: int = 16
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
@@ -204,6 +217,11 @@ class Settings:
                 get("DSMO_INGRESS_EVENTS_PER_SECOND"), "DSMO_INGRESS_EVENTS_PER_SECOND"
             ),
             ingress_event_burst=max(1, _whole_number(get("DSMO_INGRESS_EVENT_BURST"), "DSMO_INGRESS_EVENT_BURST")),
+            load=get("DSMO_LOAD"),
+            max_concurrent_activities=max(
+                1, _whole_number(get("DSMO_MAX_CONCURRENT_ACTIVITIES"), "DSMO_MAX_CONCURRENT_ACTIVITIES")
+            ),
+            processor_threads=max(1, _whole_number(get("DSMO_PROCESSOR_THREADS"), "DSMO_PROCESSOR_THREADS")),
             tls_cert=get("TEMPORAL_TLS_CERT"),
             tls_key=get("TEMPORAL_TLS_KEY"),
             tls_ca=get("TEMPORAL_TLS_CA"),
@@ -213,8 +231,8 @@ class Settings:
             raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both (mTLS) or neither")
         if settings.ingress_docs not in ("read", "public", "off"):
             raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.ingress_docs!r} is not read, public or off")
-        if settings.channel not in ("file", "webhook"):
-            raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel (file, webhook)")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", settings.channel):
+            raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel name")
         if settings.channel == "webhook" and not settings.webhook_url:
             raise SettingsError("DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook")
         settings.temporal_port  # noqa: B018 - validates the address early
@@ -270,6 +288,9 @@ class Settings:
             "DSMO_INGRESS_DOCS": self.ingress_docs,
             "DSMO_INGRESS_EVENTS_PER_SECOND": str(self.ingress_events_per_second),
             "DSMO_INGRESS_EVENT_BURST": str(self.ingress_event_burst),
+            "DSMO_LOAD": self.load,
+            "DSMO_MAX_CONCURRENT_ACTIVITIES": str(self.max_concurrent_activities),
+            "DSMO_PROCESSOR_THREADS": str(self.processor_threads),
         } | {
             # Only when set: the `temporal` CLI turns TLS on when these variables merely exist.
             name: value

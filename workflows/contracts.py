@@ -101,7 +101,21 @@ class AuditExport(WireModel):
 
 
 class StageMessage(WireModel):
-    """The paper's message contract, complete, as a processor receives it."""
+    """The stage's message, as a processor receives it beside its input document.
+
+    Attributes:
+        run_id: The run.
+        correlation_id: The caller's id for the run (its run id when none was given).
+        stage: The `run_agent` node.
+        workflow_version: The hash of the definition the run follows.
+        agent_version: The processor version that runs.
+        artifact_in_uri: The S3 URI of the input document.
+        artifact_out_uri: The S3 URI the output will be written to (write-once).
+        idempotency_key: The same for every attempt of this stage in this run.
+        attempt: The stage attempt, from 1.
+        created_at: When the stage was scheduled.
+        config_ref: The S3 URI of the run's configuration snapshot.
+    """
 
     run_id: str
     correlation_id: str
@@ -135,6 +149,17 @@ class StageSummary(WireModel):
 
 
 class SendMessageRequest(WireModel):
+    """A message for a person, as a channel's ``send`` receives it.
+
+    Attributes:
+        run_id: The run.
+        node: The `send_message` node.
+        message: The rendered text.
+        to: The recipient the node names, if any.
+        channel: The channel the node names (None: the worker's default).
+        idempotency_key: Deliver once per key: a retried activity sends the same key again.
+    """
+
     run_id: str
     node: str
     message: str
@@ -144,6 +169,14 @@ class SendMessageRequest(WireModel):
 
 
 class SentMessage(WireModel):
+    """A channel's receipt for a message.
+
+    Attributes:
+        message_id: The channel's id for it (DSMO uses the idempotency key when none is given).
+        channel: The channel's name.
+        duplicate: True when the channel had already sent it under this key.
+    """
+
     message_id: str
     channel: str
     duplicate: bool = False
@@ -164,7 +197,18 @@ RELEASE_SLOT = "release_slot"
 
 
 class SendRequest(WireModel):
-    """Ask a person for something the run will wait for: documents, a signature, a test."""
+    """Ask a person for something the run will wait for: documents, a signature, a test.
+
+    Attributes:
+        run_id: The run.
+        node: The request node.
+        kind: ``document``, ``signature`` or ``test``.
+        to: The recipient the node names, if any.
+        message: The rendered text, if any.
+        channel: The channel the node names (None: the worker's default).
+        details: What is asked for: the documents, the signature's document, the test.
+        idempotency_key: Deliver once per key.
+    """
 
     run_id: str
     node: str
@@ -177,6 +221,14 @@ class SendRequest(WireModel):
 
 
 class RequestReceipt(WireModel):
+    """A channel's receipt for a request.
+
+    Attributes:
+        request_id: The channel's id for it (DSMO uses the idempotency key when none is given).
+        channel: The channel's name.
+        duplicate: True when the channel had already sent it under this key.
+    """
+
     request_id: str
     channel: str
     duplicate: bool = False

@@ -47,7 +47,7 @@ class AuditEvent(WireModel):
 
     Attributes:
         seq: Position in the trail, from 1, without gaps.
-        type: What happened (`RUN_CREATED`, `STAGE_COMPLETED`, `RUN_RESUMED`, ...).
+        type: What happened (`RUN_CREATED`, `STAGE_SUCCEEDED`, `RUN_RESUMED`, ...).
         run_id: The run.
         at: When, by the workflow's deterministic clock.
         stage: The node it concerns, if any.

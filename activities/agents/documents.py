@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsmo.activities.processors import InvalidInput, ProcessorOutput, default_registry
+from dsmo.activities.errors import InvalidInput
+from dsmo.activities.plugins import agent
+from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.contracts import StageMessage
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -105,7 +107,7 @@ def _text_of(document: Any) -> str:
     raise InvalidInput("input: expected an object with document.text (or text)")
 
 
-@default_registry.register("text-extract", version="1.0.0", input_model=TextInput, summary_model=ExtractSummary)
+@agent("text-extract", version="1.0.0", input_schema=TextInput, summary_schema=ExtractSummary)
 def text_extract(document: Any, message: StageMessage) -> ProcessorOutput:
     """Lines, words, e-mail addresses, amounts with currency and ISO dates of a text."""
     text = _text_of(document)
@@ -129,7 +131,7 @@ def text_extract(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary=summary)
 
 
-@default_registry.register("rule-classify", version="1.0.0", input_model=Extracted, summary_model=ClassifySummary)
+@agent("rule-classify", version="1.0.0", input_schema=Extracted, summary_schema=ClassifySummary)
 def rule_classify(document: Any, message: StageMessage) -> ProcessorOutput:
     """Invoice, complaint, application or other, by keywords (an amount counts for invoice)."""
     if not isinstance(document, dict) or "text" not in document:
@@ -146,7 +148,7 @@ def rule_classify(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary={"category": category, "confidence": confidence})
 
 
-@default_registry.register("invoice-enrich", version="1.0.0", input_model=Classified, summary_model=EnrichSummary)
+@agent("invoice-enrich", version="1.0.0", input_schema=Classified, summary_schema=EnrichSummary)
 def invoice_enrich(document: Any, message: StageMessage) -> ProcessorOutput:
     """Vendor (from the first e-mail's domain), total, currency and a review status of a classified text."""
     if not isinstance(document, dict) or "lines" not in document:
@@ -168,7 +170,7 @@ def invoice_enrich(document: Any, message: StageMessage) -> ProcessorOutput:
     return ProcessorOutput(document=output, summary={"total": total, "currency": currency, "status": status})
 
 
-@default_registry.register("record-validate", version="1.0.0", input_model=ValidateInput, summary_model=ValidateSummary)
+@agent("record-validate", version="1.0.0", input_schema=ValidateInput, summary_schema=ValidateSummary)
 def record_validate(document: Any, message: StageMessage) -> ProcessorOutput:
     """Checks an extracted text: not empty, has a contact e-mail, at least 5 words."""
     if not isinstance(document, dict):

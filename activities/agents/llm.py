@@ -8,7 +8,9 @@ is reported for the extended audit trail. The request, never the payload, is wha
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -16,8 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from dsmo.activities.errors import ContractViolation
-from dsmo.activities.processors import InvalidInput, ProcessorOutput
+from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.activities.plugins import agent
+from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.contracts import StageMessage
 from dsmo.workflows.errors import DsmoError
 
@@ -111,3 +114,19 @@ class LlmProcessor:
         if not isinstance(reply, dict):
             raise ContractViolation("LLM endpoint answered something other than a JSON object")
         return reply
+
+
+@agent(NAME, version=VERSION, description=DESCRIPTION, input_schema=LlmInput, summary_schema=LlmSummary)
+def llm_summarize(document: Any, message: StageMessage) -> ProcessorOutput:
+    """The summariser on the endpoint the worker's environment names (``DSMO_LLM_BASE_URL``)."""
+    return _configured()(document, message)
+
+
+@functools.cache
+def _configured() -> LlmProcessor:
+    base_url = os.environ.get("DSMO_LLM_BASE_URL", "")
+    if not base_url:
+        raise InvalidInput(f"{NAME}: DSMO_LLM_BASE_URL is not set on this worker")
+    return LlmProcessor(
+        base_url, os.environ.get("DSMO_LLM_MODEL") or "gpt-4o-mini", os.environ.get("DSMO_LLM_API_KEY", "")
+    )

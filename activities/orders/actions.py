@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
-from dsmo.activities.errors import ActionRefused
+from dsmo.activities.errors import ActionRefused, InvalidInput
 from dsmo.activities.orders.db import (
     OrderDatabase,
     compensations,
@@ -25,7 +25,6 @@ from dsmo.activities.orders.db import (
     saga_log,
     shipments,
 )
-from dsmo.activities.processors import InvalidInput
 
 
 class GatewayUnavailable(RuntimeError):
@@ -41,7 +40,9 @@ def _field(data: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-class _Step:
+class Step:
+    """One step of the order saga: its effect and its counter-operation, each once per key."""
+
     name = ""
     db: OrderDatabase
 
@@ -83,7 +84,7 @@ class _Step:
         conn.execute(insert(saga_log).values(order_id=order_id, effect=effect, at=now()))
 
 
-class CreateOrder(_Step):
+class CreateOrder(Step):
     name = "create-order"
 
     def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
@@ -110,7 +111,7 @@ class CreateOrder(_Step):
         return output.get("status") in ("pending", "confirmed")
 
 
-class ReserveStock(_Step):
+class ReserveStock(Step):
     name = "reserve-stock"
 
     def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
@@ -165,7 +166,7 @@ class ReserveStock(_Step):
         return output.get("status") == "active"
 
 
-class ProcessPayment(_Step):
+class ProcessPayment(Step):
     name = "process-payment"
 
     def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
@@ -198,7 +199,7 @@ class ProcessPayment(_Step):
             raise GatewayUnavailable("payment gateway unavailable (refund not processed)")
 
 
-class CreateShipment(_Step):
+class CreateShipment(Step):
     name = "create-shipment"
 
     def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
@@ -242,8 +243,16 @@ class CreateShipment(_Step):
         self._log(conn, output["orderId"], "cancel_shipment")
 
 
+STEPS: tuple[type[Step], ...] = (CreateOrder, ReserveStock, ProcessPayment, CreateShipment)
+
+
 def order_actions(db: OrderDatabase, registry: ActionRegistry | None = None) -> ActionRegistry:
+    """The four steps on ``db`` (tests and the history recorder use their own database).
+
+    A worker gets the same steps from the order-saga plugin (`orders/plugin.py`), on the
+    database its settings name.
+    """
     registry = registry or ActionRegistry()
-    for step in (CreateOrder(db), ReserveStock(db), ProcessPayment(db), CreateShipment(db)):
-        registry.add(step)
+    for step_class in STEPS:
+        registry.add(step_class(db))
     return registry

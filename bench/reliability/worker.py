@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsmo.activities.processors import InvalidInput, ProcessorOutput, default_registry
+from dsmo.activities.errors import InvalidInput
+from dsmo.activities.processors import ProcessorOutput, default_registry
 from dsmo.workflows.contracts import StageMessage
 
 SLOW_AGENT = "reliability-slow"

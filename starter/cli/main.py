@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli import operations, recovery, serve
+from dsmo.starter.cli import catalogue, operations, recovery, serve
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import event_lines, status_lines
@@ -231,6 +231,7 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 
 operations.register(cli)
+catalogue.register(cli)
 recovery.register(cli)
 serve.register(cli)
 add_examples(cli)

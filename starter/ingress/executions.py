@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, Query, Response
 
 from dsmo.activities.definitions import DefinitionStore
-from dsmo.activities.processors import UnknownAgent
+from dsmo.activities.errors import UnknownAgent
 from dsmo.starter.client.dsmo_client import DsmoClient, RunAlreadyExists, RunClosed, RunNotFound
 from dsmo.starter.ingress.bodies import CancelRequest, StartRequest
 from dsmo.starter.ingress.dependencies import (

@@ -1,60 +1,53 @@
-"""The built-in processors as users see them: name, what each reads, the summary each returns.
+"""What workers offer — agents, actions, channels — as the CLI and the reference page show it.
 
-`dsmo agents list` prints it and `docs/agents.md` is generated from it, both from the schemas
-the processors declare, so the reference cannot drift from the code.
+Two sources: the catalogue the running workers published (`live_catalogue`: those polling the
+task queue now, read from the artifact store), and the plugins this process loaded
+(`local_catalogue`). `docs/agents.md` is generated from DSMO's own plugins, from the schemas the
+processors declare, so the reference cannot drift from the code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors
-from dsmo.activities.agents import llm
+from temporalio.client import Client
+
+from dsmo.activities import catalogue
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.messaging import ChannelRegistry
+from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
+from dsmo.starter.client.run_health import live_pollers
 
 
-@dataclass(frozen=True)
-class AgentInfo:
-    name: str
-    version: str
-    description: str
-    input_schema: dict[str, Any] | None
-    summary_schema: dict[str, Any] | None
-    available: str = "always"
+def local_catalogue(
+    processors: ProcessorRegistry = default_registry, channels: ChannelRegistry = default_channels
+) -> dict[str, Any]:
+    """The offer of the plugins loaded in this process (channels by name, configured or not)."""
+    return catalogue.describe(processors, default_actions, channels.names())
 
 
-def catalog(registry: ProcessorRegistry = default_registry) -> list[AgentInfo]:
-    """Every processor of ``registry`` (latest version), plus the LLM one, on when configured."""
-    rows = []
-    for name in registry.names():
-        processor = registry.get(name)
-        rows.append(
-            AgentInfo(
-                processor.name,
-                processor.version,
-                processor.description,
-                processor.input_schema,
-                processor.summary_schema,
-            )
-        )
-    if llm.NAME not in registry.names():
-        rows.append(
-            AgentInfo(
-                llm.NAME,
-                llm.VERSION,
-                llm.DESCRIPTION,
-                llm.LlmInput.model_json_schema(),
-                llm.LlmSummary.model_json_schema(),
-                available="when DSMO_LLM_BASE_URL is set",
-            )
-        )
-    return sorted(rows, key=lambda row: row.name)
+async def live_catalogue(temporal: Client, store: ArtifactStore, task_queue: str) -> dict[str, Any] | None:
+    """The union of what the workers polling ``task_queue`` now published; None when none polls."""
+    identities = await live_pollers(temporal, task_queue)
+    if not identities:
+        return None
+    return await asyncio.to_thread(catalogue.read, store, task_queue, identities)
 
 
-def markdown(rows: list[AgentInfo]) -> str:
-    """The reference page: one section per processor, its input and summary fields."""
+def missing_from(offer: dict[str, Any], agents: set[str], actions: set[str]) -> list[str]:
+    """What a definition names that ``offer`` lacks, as ``agent x`` / ``action y``."""
+    offered_agents = {row["name"] for row in offer.get("agents", [])}
+    offered_actions = {row["name"] for row in offer.get("actions", [])}
+    return [f"agent {name}" for name in sorted(agents - offered_agents)] + [
+        f"action {name}" for name in sorted(actions - offered_actions)
+    ]
+
+
+def markdown(offer: dict[str, Any]) -> str:
+    """The reference page: one section per agent (latest version), its input and summary fields."""
     lines = [
         "# Built-in agents",
         "",
@@ -63,11 +56,10 @@ def markdown(rows: list[AgentInfo]) -> str:
         "`stages.<node>.summary.<field>`, for example `stages.extract.summary.hasAmount`.",
         "",
     ]
-    for row in rows:
-        lines += [f"## `{row.name}` {row.version}", "", row.description, ""]
-        if row.available != "always":
-            lines += [f"Available {row.available}.", ""]
-        for title, schema in (("Input document", row.input_schema), ("Summary", row.summary_schema)):
+    latest = {row["name"]: row for row in offer.get("agents", [])}  # rows come oldest version first
+    for row in latest.values():
+        lines += [f"## `{row['name']}` {row['version']}", "", row["description"], ""]
+        for title, schema in (("Input document", row["inputSchema"]), ("Summary", row["summarySchema"])):
             lines += [f"{title}:", "", "| field | type | required | notes |", "|---|---|---|---|"]
             lines += [f"| {cells} |" for cells in _field_rows(schema or {})]
             lines.append("")

@@ -31,8 +31,8 @@ import pytest_asyncio
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore, index_key
+from dsmo.activities.errors import UnknownAgent
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.processors import UnknownAgent
 from dsmo.starter.cli.main import _main as dsmo_cli
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.ingress.keys import KeyStore

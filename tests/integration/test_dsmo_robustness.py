@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
+from dsmo.activities.errors import InvalidInput
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.starter.ops import dead_letters
 from dsmo.starter.ops import replay as replays
 from dsmo.worker import build_worker

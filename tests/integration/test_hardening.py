@@ -13,7 +13,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from dsmo.activities.artifacts import run_input_key
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.definitions import DefinitionStore
-from dsmo.activities.processors import UnknownAgent
+from dsmo.activities.errors import UnknownAgent
 from dsmo.starter.client.dsmo_client import RunAlreadyExists
 from dsmo.workflows.definition import parse_definition
 from dsmo.workflows.records import ExecutionRequest

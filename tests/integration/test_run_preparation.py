@@ -238,14 +238,14 @@ def _task(uri: str, document: dict[str, Any] | None) -> StageTask:
     )
 
 
-def test_a_stage_given_its_input_does_not_read_the_artifact(store: ArtifactStore) -> None:
+async def test_a_stage_given_its_input_does_not_read_the_artifact(store: ArtifactStore) -> None:
     stages = StageActivities(store, default_registry)
     absent = store.uri(f"artifacts/v-inline/{uuid.uuid4().hex}/input.json")
-    summary = ActivityEnvironment().run(stages.run_stage, _task(absent, VARIABLES))
+    summary = await ActivityEnvironment().run(stages.run_stage, _task(absent, VARIABLES))
     assert summary.summary["hasAmount"] is True
     # The same task without the document reads the artifact, which is not there.
     with pytest.raises(ApplicationError, match="does not exist"):
-        ActivityEnvironment().run(stages.run_stage, _task(absent, None))
+        await ActivityEnvironment().run(stages.run_stage, _task(absent, None))
 
 
 def test_a_stage_task_ignores_fields_a_later_version_adds() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,8 @@ async def test_a_second_execution_of_a_compensation_applies_nothing(
         output={**output, "status": "active"},
         key=started.data["key"],
     )
-    again = ActivityEnvironment().run(ActionActivities(actions).compensate_action, task)
+    with ThreadPoolExecutor(max_workers=1) as threads:
+        again = await ActivityEnvironment().run(ActionActivities(actions, threads).compensate_action, task)
     assert again.applied is False and again.detail == "already compensated"
     assert order_db.stock("lamp") == (10, 0)  # released once, not twice
     assert order_db.effects(run_id).count("release_stock") == 1

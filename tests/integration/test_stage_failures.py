@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from dsmo.activities.processors import InvalidInput, ProcessorOutput, ProcessorRegistry
+from dsmo.activities.errors import InvalidInput
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.workflows.contracts import StageMessage
 from dsmo.workflows.definition import AgentDefinition, parse_definition
 from dsmo.workflows.status import RunStatus

