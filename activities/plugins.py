@@ -17,10 +17,11 @@ from dsmo.activities.contract_schemas import SchemaSource
 from dsmo.activities.errors import PluginError
 from dsmo.activities.messaging import ChannelFactory, ChannelRegistry
 from dsmo.activities.processors import ProcessorFn, check_takes, default_registry
+from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_NAME = re.compile(f"^{AGENT_NAME_PATTERN}$")  # what definitions accept for agents, actions and channels
 
 # What the decorators fill; `default_registry` (the processors) lives with the processors.
 default_actions = ActionRegistry()

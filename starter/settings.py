@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
+
 DEFAULT_TASK_QUEUE = "agent-executions"
 
 # Every environment variable a DSMO process reads, with its default. docker-compose.yml is
@@ -231,7 +233,7 @@ class Settings:
             raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both (mTLS) or neither")
         if settings.ingress_docs not in ("read", "public", "off"):
             raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.ingress_docs!r} is not read, public or off")
-        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", settings.channel):
+        if not re.fullmatch(AGENT_NAME_PATTERN, settings.channel):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel name")
         if settings.channel == "webhook" and not settings.webhook_url:
             raise SettingsError("DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook")

@@ -6,11 +6,13 @@ import json
 from typing import Any
 
 import click
+from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.client.definitions import load_definition
 from dsmo.starter.storage import s3_client
+from dsmo.workflows.errors import DsmoError
 
 
 def register(cli: click.Group) -> None:
@@ -40,7 +42,7 @@ def definitions_validate(definition_file: str) -> None:
 def definitions_publish(obj: Context, definition_file: str) -> None:
     """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
     from dsmo.activities.definitions import DefinitionStore
-    from dsmo.starter.ops.agent_catalog import live_catalogue, missing_from
+    from dsmo.starter.ops.agent_catalog import missing_from
     from dsmo.workflows.nodes import InvokeNode, RunAgentNode
 
     definition = load_definition(definition_file)
@@ -48,16 +50,10 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
     nodes = definition.nodes.values()
     agents = {node.agent for node in nodes if isinstance(node, RunAgentNode)}
     actions = {node.action for node in nodes if isinstance(node, InvokeNode)}
-
-    async def offered() -> dict[str, Any] | None:
-        return await live_catalogue((await obj.client()).temporal, store, obj.settings.task_queue)
-
-    offer = run(offered) if agents or actions else None
+    offer, unknown = _workers_offer(obj, store) if agents or actions else (None, "")
     if offer is None and (agents or actions):
         click.echo(
-            f"warning: no worker polls {obj.settings.task_queue}, so nobody checked that "
-            f"{', '.join(sorted(agents | actions))} are offered",
-            err=True,
+            f"warning: {unknown}, so nobody checked that {', '.join(sorted(agents | actions))} are offered", err=True
         )
     elif offer is not None and (missing := missing_from(offer, agents, actions)):
         raise click.ClickException(
@@ -113,7 +109,7 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
       dsmo agents list --json | jq '.agents[] | select(.name == "text-extract") | .summarySchema'
     """
     from dsmo.activities.plugin_loading import load_plugins, split_modules
-    from dsmo.starter.ops.agent_catalog import live_catalogue, local_catalogue, markdown
+    from dsmo.starter.ops.agent_catalog import local_catalogue, markdown
 
     if as_markdown:
         load_plugins()
@@ -121,14 +117,9 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
         return
     offer = None
     if not local:
-
-        async def read() -> dict[str, Any] | None:
-            store = ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
-            return await live_catalogue((await obj.client()).temporal, store, obj.settings.task_queue)
-
-        offer = run(read)
+        offer, unknown = _workers_offer(obj, ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket))
         if offer is None:
-            click.echo(f"# no worker polls {obj.settings.task_queue}: showing the plugins loaded here", err=True)
+            click.echo(f"# {unknown}: showing the plugins loaded here", err=True)
     if offer is None:
         load_plugins(split_modules(obj.settings.load))
         offer = local_catalogue()
@@ -143,3 +134,19 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
         click.echo(f"action   {row['name']:<18} {'compensatable' if row['compensatable'] else ''}")
     for row in offer["channels"]:
         click.echo(f"channel  {row['name']}")
+
+
+def _workers_offer(obj: Context, store: ArtifactStore) -> tuple[dict[str, Any] | None, str]:
+    """The running workers' catalogue, or None and why it is unknown (publishing needs no Temporal)."""
+    from dsmo.starter.ops.agent_catalog import live_catalogue
+
+    async def read() -> dict[str, Any] | None:
+        return await live_catalogue((await obj.client()).temporal, store, obj.settings.task_queue)
+
+    try:
+        offer = run(read)
+    except (DsmoError, RPCError) as err:
+        return None, f"Temporal cannot be reached ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+    if offer is None:
+        return None, f"no worker polls {obj.settings.task_queue}"
+    return offer, ""

@@ -206,3 +206,21 @@ def test_a_bad_plugin_stops_the_worker_with_one_line(name: str, bad_plugin_dir: 
     assert "Traceback" not in proc.stderr
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("dsmo worker:")]
     assert f"plugin bad_{name}" in line and BAD_PLUGINS[name][1] in line
+
+
+async def test_publishing_without_temporal_warns_instead_of_failing(plugin_worker: PluginWorker) -> None:
+    # Publishing writes to the artifact store only; an unreachable Temporal leaves the check undone.
+    offline = {**plugin_worker.env, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    published = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "definitions", "publish", "loan.yaml"],
+        capture_output=True,
+        text=True,
+        env=offline,
+        cwd=PROJECT,
+        timeout=120,
+        check=False,
+    )
+    assert published.returncode == 0, published.stderr
+    assert "warning: Temporal cannot be reached" in published.stderr
+    assert "published acme-loan" in published.stdout
