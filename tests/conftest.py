@@ -30,6 +30,7 @@ from dsmo.starter.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
 from dsmo.workflows.definition import AgentDefinition
+from tests.fresh_venv import FreshVenv, build_wheel, create
 from tests.stack import reusable, start_private
 
 REPO = Path(__file__).resolve().parent.parent
@@ -201,3 +202,10 @@ async def skipping(
         time_env.client, task_queue=task_queue, store=store, channel=FileChannel(outbox), actions=actions
     ):
         yield Harness(DsmoClient(time_env.client, stack_settings), store, task_queue, outbox, stack_settings)
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
+    """A new virtualenv holding DSMO's wheel (built once per session) and no DSMO source."""
+    workdir = tmp_path_factory.mktemp("wheel")
+    return create(workdir / "venv", build_wheel(workdir))

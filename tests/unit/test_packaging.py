@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ast
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from zipfile import ZipFile
 
 import pytest
+
+from tests.fresh_venv import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = ("workflows", "activities", "starter", "bench", "tests", "examples")
@@ -19,7 +18,10 @@ BARE_NAMES = {"workflows", "activities", "starter", "worker"}
 
 
 def _sources() -> list[Path]:
-    return [REPO / "worker.py", *(path for folder in FOLDERS for path in (REPO / folder).rglob("*.py"))]
+    # Not the user projects under tests/ (`*_project`): they are other distributions, some with
+    # their own `workflows` and `activities` packages on purpose.
+    found = (path for folder in FOLDERS for path in (REPO / folder).rglob("*.py"))
+    return [REPO / "worker.py", *(path for path in found if not any(p.endswith("_project") for p in path.parts))]
 
 
 def test_the_package_links_to_the_repository_folders() -> None:
@@ -41,38 +43,8 @@ def test_modules_are_imported_through_dsmo(path: Path) -> None:
             assert name.split(".")[0] not in BARE_NAMES, f"line {node.lineno} imports {name}: use dsmo.{name}"
 
 
-def _source_copy(target: Path) -> Path:
-    """The project's files, symlinks kept: building in the repository would leave `build/` and a
-    `dsmo.egg-info` whose stale metadata (entry points) shadows the installed one."""
-    for name in ("pyproject.toml", "README.md", "worker.py"):
-        shutil.copy2(REPO / name, target / name)
-    for folder in ("dsmo", "workflows", "activities", "starter"):
-        shutil.copytree(REPO / folder, target / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    return target
-
-
 def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
-    (tmp_path / "source").mkdir()
-    source = _source_copy(tmp_path / "source")
-    build = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert build.returncode == 0, build.stderr
-    (wheel,) = tmp_path.glob("dsmo-*.whl")
+    wheel = build_wheel(tmp_path)
     with ZipFile(wheel) as archive:
         names = archive.namelist()
         dist_info = next(name.split("/")[0] for name in names if name.split("/")[0].endswith(".dist-info"))

@@ -1,0 +1,1 @@
+"""The team's own activities and agents."""
