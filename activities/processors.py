@@ -74,6 +74,30 @@ class Processor:
         """JSON Schema of the summary (what transitions read as `stages.<node>.summary`), if declared."""
         return self.summary.json_schema if self.summary else None
 
+    def check_input(self, document: Any) -> None:
+        """Check an input document against the declared input schema.
+
+        Raises:
+            ContractViolation: It does not match (the message names the field).
+        """
+        if self.input is not None:
+            self.input.check(document, agent=self.name, what="input")
+
+    def check_result(self, output: ProcessorOutput) -> None:
+        """Check what the processor returned: JSON objects matching the declared schemas.
+
+        Raises:
+            ContractViolation: The document or summary is not an object or does not match.
+        """
+        if not isinstance(output.document, dict):
+            raise ContractViolation(f"agent {self.name}: output must be a JSON object")
+        if not isinstance(output.summary, dict):
+            raise ContractViolation(f"agent {self.name}: summary must be a JSON object")
+        if self.output is not None:
+            self.output.check(output.document, agent=self.name, what="output")
+        if self.summary is not None:
+            self.summary.check(output.summary, agent=self.name, what="summary")
+
 
 class ProcessorRegistry:
     """Processors by name and version; a node may pin a version or take the latest registered."""

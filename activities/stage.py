@@ -129,10 +129,10 @@ class StageActivities:
         else:
             raw = await self._io(self.store.read_json, task.artifact_in_uri)
         document = stage_input(raw)
-        if processor.input is not None:
-            processor.input.check(document, agent=task.agent, what="input")
+        processor.check_input(document)
         output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
-        self._check(task, processor, output)
+        processor.check_result(output)
+        self._check(task, output)
         envelope = {
             "kind": STAGE_OUTPUT_KIND,
             "output": output.document,
@@ -160,21 +160,14 @@ class StageActivities:
             finished_at=datetime.now(UTC),
         )
 
-    def _check(self, task: StageTask, processor: Processor, output: ProcessorOutput) -> None:
-        if not isinstance(output.document, dict):
-            raise ContractViolation(f"agent {task.agent}: output must be a JSON object")
-        if not isinstance(output.summary, dict):
-            raise ContractViolation(f"agent {task.agent}: summary must be a JSON object")
+    def _check(self, task: StageTask, output: ProcessorOutput) -> None:
+        """The stage's own limits, beyond the processor's contract: the summary cap and the node's schema."""
         size = len(encode_json(output.summary))
         if size > self.summary_max_bytes:
             raise ContractViolation(
                 f"agent {task.agent}: summary is {size} bytes, above the {self.summary_max_bytes}-byte cap; "
                 "put large data in the output artifact"
             )
-        if processor.output is not None:
-            processor.output.check(output.document, agent=task.agent, what="output")
-        if processor.summary is not None:
-            processor.summary.check(output.summary, agent=task.agent, what="summary")
         check_output(task.output_schema, output.document, agent=task.agent)
 
     def _committed_output(self, task: StageTask) -> str | None:

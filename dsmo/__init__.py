@@ -33,7 +33,8 @@ Your own agents, actions and channels are registered with the `agent`, `action` 
 from __future__ import annotations
 
 from dsmo.activities.actions import ActionContext
-from dsmo.activities.errors import ActionRefused, ContractViolation, InvalidInput, PluginError
+from dsmo.activities.errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
+from dsmo.activities.local_call import call_agent
 from dsmo.activities.messaging import Channel
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
@@ -96,9 +97,11 @@ __all__ = [
     "StatusView",
     "TemplateError",
     "TemporalUnavailable",
+    "UnknownAgent",
     "WorkflowTaskFailing",
     "action",
     "agent",
+    "call_agent",
     "channel",
     "hard_exit",
     "load_definition",

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli import catalogue, operations, recovery, serve
+from dsmo.starter.cli import catalogue, operations, project, recovery, serve
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import event_lines, status_lines
@@ -20,6 +20,8 @@ from dsmo.starter.settings import SettingsError
 from dsmo.workflows.durations import parse_duration
 from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.events import EVENT_KINDS
+from dsmo.workflows.records import ExecutionResult
+from dsmo.workflows.status import RunStatus
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,6 +45,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
 @click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
 @click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
+@click.option("--wait", is_flag=True, help="Wait for the run to end, print how; exit 1 unless it completed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @pass_context
 def start(
@@ -52,6 +55,7 @@ def start(
     run_id: str | None,
     task_queue: str | None,
     delay_text: str | None,
+    wait: bool,
     as_json: bool,
 ) -> None:
     """Start a run of the agent definition in DEFINITION_FILE.
@@ -64,20 +68,30 @@ def start(
     variables = _json_object(input_json, "--input")
     delay = _duration(delay_text, "--delay") if delay_text else None
 
-    async def go() -> str:
+    async def go() -> tuple[str, ExecutionResult | None]:
         client = await obj.client()
-        return await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
+        started = await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
+        return started, (await client.result(started) if wait else None)
 
-    started = run(go)
+    started, result = run(go)
     if as_json:
-        click.echo(
-            json.dumps(
-                {"runId": started, "workflowVersion": definition.workflow_version, "url": obj.settings.run_url(started)}
-            )
-        )
+        shown: dict[str, Any] = {
+            "runId": started,
+            "workflowVersion": definition.workflow_version,
+            "url": obj.settings.run_url(started),
+        }
+        if result is not None:
+            shown.update(result.model_dump(mode="json", by_alias=True, include={"status", "path", "error_message"}))
+        click.echo(json.dumps(shown))
     else:
         click.echo(f"started {started} ({definition.agent}, workflow_version {definition.workflow_version})")
         click.echo(f"web UI  {obj.settings.run_url(started)}")
+        if result is not None:
+            click.echo(f"{result.status.value} path {' -> '.join(result.path) or '(none)'}")
+            if result.error_message:
+                click.echo(f"error   {result.error_message}")
+    if result is not None and result.status != RunStatus.COMPLETED:
+        sys.exit(1)
 
 
 @cli.command()
@@ -232,6 +246,7 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 operations.register(cli)
 catalogue.register(cli)
+project.register(cli)
 recovery.register(cli)
 serve.register(cli)
 add_examples(cli)
