@@ -30,6 +30,7 @@ from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.definitions import DefinitionActivities, DefinitionStore
 from dsmo.activities.errors import PluginError
 from dsmo.activities.limiter import LimiterActivities
+from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.messaging import Channel, MessagingActivities
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
@@ -69,6 +70,7 @@ def build_worker(
     extra_workflows: Sequence[type] = (),
     settings: Settings | None = None,
     identity: str | None = None,
+    llm: LlmEndpoint | None = None,
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way.
 
@@ -76,10 +78,12 @@ def build_worker(
     ``max_concurrent_activities`` (default: as many) bounds what the worker takes at once,
     async processors included. ``sandboxed`` (default: ``DSMO_WORKFLOW_SANDBOX``) runs the
     workflows in Temporal's sandbox. ``extra_workflows`` are served beside DSMO's own on the
-    same task queue. ``settings`` reach actions through their context.
+    same task queue. ``settings`` reach actions through their context. ``llm`` is where `llm`
+    stages send their calls (default: the settings' endpoint; none without settings).
     """
     threads = concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads, thread_name_prefix="dsmo-activity")
-    stages = StageActivities(store, registry, executor=threads)
+    endpoint = llm or (llm_endpoint(settings) if settings is not None else LlmEndpoint(""))
+    stages = StageActivities(store, registry, executor=threads, llm=LlmStage(endpoint, store))
     every_channel = dict(channels or {})
     if channel is not None:
         name = str(getattr(channel, "name", "file"))
@@ -148,6 +152,11 @@ def _with_overrides(
 def _activity_name(fn: Callable[..., Any]) -> str:
     definition = temporalio.activity._Definition.must_from_callable(fn)
     return str(definition.name)
+
+
+def llm_endpoint(settings: Settings) -> LlmEndpoint:
+    """The endpoint `llm` stages call, from ``DSMO_LLM_*``."""
+    return LlmEndpoint(settings.llm_base_url, settings.llm_api_key, settings.llm_model, settings.llm_aliases)
 
 
 def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list[str]:

@@ -20,7 +20,8 @@ from opentelemetry import trace
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactStore, encode_json, stage_output_key
-from dsmo.activities.errors import ContractViolation, permanent_errors
+from dsmo.activities.errors import ContractViolation, InvalidInput, permanent_errors
+from dsmo.activities.llm_stage import LlmStage
 from dsmo.activities.maybe_async import call_maybe_async
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, as_output
@@ -41,6 +42,7 @@ from dsmo.workflows.contracts import (
 T = TypeVar("T")
 _ATTEMPT = re.compile(r"/attempt=(\d+)/output\.json$")
 STAGE_OUTPUT_KIND = "dsmo.stage-output/v1"
+LLM_STAGE_VERSION = "1.0.0"  # the agent version an `llm` stage records
 
 
 class StageActivities:
@@ -53,9 +55,11 @@ class StageActivities:
         *,
         summary_max_bytes: int = SUMMARY_MAX_BYTES,
         executor: Executor | None = None,
+        llm: LlmStage | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
+        self.llm = llm
         self.summary_max_bytes = summary_max_bytes
         self.preparer = RunPreparer(store)
         self.executor = executor or ThreadPoolExecutor(max_workers=16, thread_name_prefix="dsmo-processor")
@@ -71,7 +75,9 @@ class StageActivities:
     async def run_stage(self, task: StageTask) -> StageSummary:
         """Run one attempt of a stage: input artifact in, output artifact (write-once) and summary out."""
         started = datetime.now(UTC)
-        processor = self.registry.get(task.agent, task.agent_version)
+        # An `llm` node's stage is DSMO's own, not a registered processor.
+        processor = None if task.llm is not None else self.registry.get(task.agent, task.agent_version)
+        version = processor.version if processor is not None else LLM_STAGE_VERSION
         info = activity.info()
         # The stage's span (Temporal's RunActivity span) carries the paper's message contract ids.
         trace.get_current_span().set_attributes(
@@ -80,7 +86,7 @@ class StageActivities:
                 "dsmo.stage": task.stage,
                 "dsmo.workflow_version": task.workflow_version,
                 "dsmo.agent": task.agent,
-                "dsmo.agent_version": processor.version,
+                "dsmo.agent_version": version,
                 "dsmo.attempt": task.attempt,
                 "dsmo.idempotency_key": task.idempotency_key,
             }
@@ -92,7 +98,7 @@ class StageActivities:
             max(queued, 0.0), labels
         )
         try:
-            return await self._run(task, processor, started)
+            return await self._run(task, processor, version, started)
         finally:
             meter.create_histogram_float("dsmo_agent_processing_seconds", "time an agent took", "s").record(
                 (datetime.now(UTC) - started).total_seconds(), {"agent": task.agent}
@@ -101,21 +107,21 @@ class StageActivities:
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def _run(self, task: StageTask, processor: Processor, started: datetime) -> StageSummary:
+    async def _run(self, task: StageTask, processor: Processor | None, version: str, started: datetime) -> StageSummary:
         reuse = task.reuse_uri
         if reuse is None and (task.attempt > 1 or activity.info().attempt > 1):
             # Only a retry can find output an earlier execution committed without reporting it.
             reuse = await self._io(self._committed_output, task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
-            return await self._io(self._report_existing, task, reuse, processor.version, started)
+            return await self._io(self._report_existing, task, reuse, version, started)
         key = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
         message = StageMessage(
             run_id=task.run_id,
             correlation_id=task.correlation_id,
             stage=task.stage,
             workflow_version=task.workflow_version,
-            agent_version=processor.version,
+            agent_version=version,
             artifact_in_uri=task.artifact_in_uri,
             artifact_out_uri=self.store.uri(key),
             idempotency_key=task.idempotency_key,
@@ -129,9 +135,15 @@ class StageActivities:
         else:
             raw = await self._io(self.store.read_json, task.artifact_in_uri)
         document = stage_input(raw)
-        processor.check_input(document)
-        output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
-        processor.check_result(output)
+        if processor is None:
+            if self.llm is None:
+                raise InvalidInput("llm stage: this worker runs no llm stages")
+            output, calls = await self.llm.run(task, document, message, self._io)
+        else:
+            calls = {}
+            processor.check_input(document)
+            output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
+            processor.check_result(output)
         self._check(task, output)
         envelope = {
             "kind": STAGE_OUTPUT_KIND,
@@ -143,17 +155,17 @@ class StageActivities:
         if not stored.created:
             # Another execution of this attempt committed first (a reset, a duplicate task): its
             # output is the stage's output, and this one's is dropped.
-            return await self._io(self._report_existing, task, stored.uri, processor.version, started)
+            return await self._io(self._report_existing, task, stored.uri, version, started)
         return StageSummary(
             stage=task.stage,
             agent=task.agent,
-            agent_version=processor.version,
+            agent_version=version,
             attempt=task.attempt,
             artifact_out_uri=stored.uri,
             output_sha256=stored.sha256,
             output_bytes=stored.size,
             summary=output.summary,
-            inference=output.inference,
+            inference={**output.inference, **calls},
             reused=False,
             workflow_version=task.workflow_version,
             started_at=started,

@@ -44,6 +44,7 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_LLM_BASE_URL": "",
     "DSMO_LLM_MODEL": "gpt-4o-mini",
     "DSMO_LLM_API_KEY": "",
+    "DSMO_LLM_MODELS": "",
     "DSMO_ORDERS_DB_URL": "",
     "DSMO_CODEC_KEYS": "",
     "DSMO_CODEC_KEYS_FILE": "",
@@ -107,6 +108,8 @@ class Settings:
         llm_base_url: An OpenAI-compatible endpoint for LLM stages [``DSMO_LLM_BASE_URL``].
         llm_model: The model LLM stages ask for [``DSMO_LLM_MODEL``].
         llm_api_key: The endpoint's key [``DSMO_LLM_API_KEY``].
+        llm_models: Model aliases `llm` nodes may name, ``alias=model`` comma-separated
+            (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
         orders_db_override: The order example's database URL [``DSMO_ORDERS_DB_URL``].
         codec_keys: Payload encryption keys, ``id:base64`` comma-separated [``DSMO_CODEC_KEYS``].
         codec_keys_file: The same keys read from a file [``DSMO_CODEC_KEYS_FILE``].
@@ -147,6 +150,7 @@ class Settings:
     llm_base_url: str = ""
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
+    llm_models: str = ""
     orders_db_override: str = ""
     codec_keys: str = ""
     codec_keys_file: str = ""
@@ -205,6 +209,7 @@ class Settings:
             llm_base_url=get("DSMO_LLM_BASE_URL"),
             llm_model=get("DSMO_LLM_MODEL"),
             llm_api_key=get("DSMO_LLM_API_KEY"),
+            llm_models=get("DSMO_LLM_MODELS"),
             orders_db_override=get("DSMO_ORDERS_DB_URL"),
             codec_keys=get("DSMO_CODEC_KEYS"),
             codec_keys_file=get("DSMO_CODEC_KEYS_FILE"),
@@ -235,6 +240,7 @@ class Settings:
             raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.ingress_docs!r} is not read, public or off")
         if not re.fullmatch(AGENT_NAME_PATTERN, settings.channel):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel name")
+        settings.llm_aliases  # noqa: B018 - validates the aliases early
         if settings.channel == "webhook" and not settings.webhook_url:
             raise SettingsError("DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook")
         settings.temporal_port  # noqa: B018 - validates the address early
@@ -278,6 +284,7 @@ class Settings:
             "DSMO_LLM_BASE_URL": self.llm_base_url,
             "DSMO_LLM_MODEL": self.llm_model,
             "DSMO_LLM_API_KEY": self.llm_api_key,
+            "DSMO_LLM_MODELS": self.llm_models,
             "DSMO_ORDERS_DB_URL": self.orders_db_override,
             "DSMO_CODEC_KEYS": self.codec_keys,
             "DSMO_CODEC_KEYS_FILE": self.codec_keys_file,
@@ -308,6 +315,21 @@ class Settings:
     @property
     def temporal_host(self) -> str:
         return self.temporal_address.rsplit(":", 1)[0]
+
+    @property
+    def llm_aliases(self) -> dict[str, str]:
+        """The model aliases of ``DSMO_LLM_MODELS``, alias to model.
+
+        Raises:
+            SettingsError: An entry is not ``alias=model``.
+        """
+        aliases: dict[str, str] = {}
+        for entry in filter(None, (part.strip() for part in self.llm_models.split(","))):
+            alias, equals, model = (part.strip() for part in entry.partition("="))
+            if not equals or not alias or not model:
+                raise SettingsError(f"DSMO_LLM_MODELS: {entry!r} is not alias=model")
+            aliases[alias] = model
+        return aliases
 
     @property
     def temporal_port(self) -> int:

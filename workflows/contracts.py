@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from dsmo.workflows.llm_call import LlmCall
 from dsmo.workflows.wire import WireModel
 
 # Activity names, so the workflow can call them without importing their I/O code.
@@ -63,6 +64,9 @@ class StageTask(WireModel):
     # artifact), so the stage need not read it back from the store. The artifact stays the
     # stage's input of record (the audit trail names its URI).
     input_document: dict[str, Any] | None = None
+    # An `llm` node's call; None for a registered processor. A worker that predates it ignores
+    # it and finds no agent named `llm`: the stage fails permanently instead of guessing.
+    llm: LlmCall | None = None
 
 
 def inline_input(document: dict[str, Any]) -> dict[str, Any] | None:

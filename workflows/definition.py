@@ -30,6 +30,7 @@ from dsmo.workflows.nodes import (
     CompensationPolicy,
     DelayNode,
     InvokeNode,
+    LlmNode,
     RequestDocumentNode,
     RequestSignatureNode,
     RunAgentNode,
@@ -65,7 +66,8 @@ Node = Annotated[
     | TriggerAgentNode
     | DelayNode
     | RunAgentNode
-    | InvokeNode,
+    | InvokeNode
+    | LlmNode,
     Field(discriminator="action_type"),
 ]
 
@@ -210,6 +212,8 @@ def _templates(node: Any) -> list[tuple[str, str]]:
                 walk(item, f"{path}.{index}")
 
     data = node.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(node, LlmNode):
+        found.extend((field, data[field]) for field in ("prompt", "system") if field in data)
     walk(data.get("parameters", {}), "parameters")
     if "input" in data and isinstance(data["input"], str):
         found.append(("input", data["input"]))
@@ -232,6 +236,15 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
                 timeout=node.timeout.total_seconds(),
                 retry=node.retry.model_dump(mode="json", by_alias=True),
                 outputSchema=node.output_schema,
+            )
+        elif isinstance(node, LlmNode):
+            entry.update(
+                model=node.model,
+                temperature=node.temperature,
+                maxTokens=node.max_tokens,
+                retries=node.retries,
+                timeout=node.timeout.total_seconds(),
+                retry=node.retry.model_dump(mode="json", by_alias=True),
             )
         params: Any = getattr(node, "parameters", None)
         timeout = getattr(params, "timeout", None)
@@ -265,7 +278,7 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
         raise ValueError(f"@start: unknown node {definition.start!r} (nodes: {known})")
     if definition.fail_safe is not None and definition.fail_safe not in nodes:
         raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
-    stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode)]
+    stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode | LlmNode)]
     for index, entry in enumerate(definition.sensitive or ()):
         problem = sensitive_problem(entry, stages)
         if problem:
@@ -307,10 +320,42 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
             except TemplateError as err:
                 raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
             for path in paths if admitting else ():
+                if isinstance(node, LlmNode) and path.split(".", 1)[0].split("[", 1)[0] == "input":
+                    continue  # the stage's input document, known only when the stage runs
                 problem = _unknown_variable(path, definition, stages)
                 if problem:
                     raise ValueError(f"@nodes.{node_id}.{field}: {problem}")
+        if isinstance(node, LlmNode) and admitting:
+            _check_llm(node_id, node)
     _check_reachability(definition)
+
+
+def _check_llm(node_id: str, node: LlmNode) -> None:
+    """An `llm` node's answer schema compiles, and its summary fields are ones the schema has."""
+    if node.output_schema is None:
+        if node.summary is not None and set(node.summary) - {"text"}:
+            raise ValueError(f"@nodes.{node_id}.summary: a plain-text answer has one field, text (add outputSchema)")
+        return
+    # Only where a definition is admitted (files, publish, the ingress), never inside a workflow.
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(node.output_schema, default=jsonschema.Draft202012Validator).check_schema(
+            node.output_schema
+        )
+    except jsonschema.exceptions.SchemaError as err:
+        where = ".".join(str(part) for part in err.absolute_path)
+        raise ValueError(f"@nodes.{node_id}.outputSchema{'.' + where if where else ''}: {err.message}") from None
+    if node.output_schema.get("type", "object") != "object":
+        raise ValueError(f"@nodes.{node_id}.outputSchema.type: the answer is a JSON object, so the type is object")
+    properties = node.output_schema.get("properties")
+    if node.summary is not None and isinstance(properties, dict):
+        unknown = [name for name in node.summary if name not in properties]
+        if unknown:
+            raise ValueError(
+                f"@nodes.{node_id}.summary: {unknown[0]!r} is not a property of outputSchema "
+                f"({', '.join(properties) or 'none'})"
+            )
 
 
 def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str]) -> str | None:

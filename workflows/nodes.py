@@ -291,6 +291,39 @@ class RunAgentNode(_Node):
     retry: RetrySpec = Field(default_factory=RetrySpec)
 
 
+class LlmNode(_Node):
+    """A stage answered by a chat model: prompts rendered from the run, the answer held to a schema.
+
+    The endpoint and its key come from the worker's settings, never from the definition; `model`
+    is a model name or one of the worker's aliases (`DSMO_LLM_MODELS`).
+    """
+
+    action_type: Literal["llm"]
+    prompt: str = Field(min_length=1, max_length=20_000, description="template over the run's variables and `input`")
+    system: str | None = Field(default=None, min_length=1, max_length=20_000, description="template, as `prompt`")
+    model: str | None = Field(default=None, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+    output_schema: dict[str, Any] | None = Field(default=None, description="JSON Schema the answer must match")
+    summary: list[str] | None = Field(default=None, max_length=50, description="answer fields for the summary")
+    retries: int = Field(default=1, ge=0, le=5, description="invalid answers re-asked with the validation error")
+    input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
+    timeout: Duration = timedelta(minutes=2)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+
+    @property
+    def agent(self) -> str:
+        """What the audit trail and the stage's records name as the agent."""
+        return "llm"
+
+    @property
+    def agent_version(self) -> None:
+        return None
+
+
+# The nodes that run a stage (`stages.<node>` in templates and conditions).
+StageNode = RunAgentNode | LlmNode
+
 NODE_TYPES: tuple[type[_Node], ...] = (
     SendMessageNode,
     WaitForResponseNode,
@@ -302,6 +335,7 @@ NODE_TYPES: tuple[type[_Node], ...] = (
     DelayNode,
     RunAgentNode,
     InvokeNode,
+    LlmNode,
 )
 ACTION_TYPES: tuple[str, ...] = tuple(
     node.model_fields["action_type"].annotation.__args__[0]  # type: ignore[union-attr]

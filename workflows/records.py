@@ -150,6 +150,7 @@ class ReplayPlan(WireModel):
     resumes: list[RecordedResume] = Field(default_factory=list)
     reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
     actions: list[RecordedAction] = Field(default_factory=list)
+    rerun_llm: bool = False  # call the models again instead of reading the recorded responses
 
 
 class ExecutionRequest(WireModel):

@@ -21,14 +21,15 @@ from dsmo.workflows.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, 
 from dsmo.workflows.control import RunEnded
 from dsmo.workflows.dead_letters import write_dead_letter
 from dsmo.workflows.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
-from dsmo.workflows.nodes import RunAgentNode
+from dsmo.workflows.llm_call import LlmCall
+from dsmo.workflows.nodes import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.records import WaitCheckpoint
 from dsmo.workflows.routing import contract_violation
 from dsmo.workflows.run import Run
 from dsmo.workflows.saga import push
 from dsmo.workflows.sensitive import masked_summary
 from dsmo.workflows.status import RunStatus
-from dsmo.workflows.templating import render
+from dsmo.workflows.templating import placeholders, render
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,8 @@ def classify(err: ActivityError) -> StageFailure:
     return StageFailure("transient", type(cause).__name__ if cause else "Error", failure_message(err))
 
 
-async def run_agent_node(run: Run, node_id: str, node: RunAgentNode, resume: WaitCheckpoint | None) -> None:
-    """The `run_agent` node: one processor run per attempt until it commits or cannot."""
+async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCheckpoint | None) -> None:
+    """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot."""
     state = run.state
     visit = run.enter_node(node_id)
     partition = None if visit == 1 else str(visit)
@@ -67,6 +68,7 @@ async def run_agent_node(run: Run, node_id: str, node: RunAgentNode, resume: Wai
     # A stage on the run's own input gets the document with its task: one read less.
     input_document = None if node.input else run.input_document
     replay = run.replay
+    llm = _llm_call(run, node) if isinstance(node, LlmNode) else None
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
         task = contracts.StageTask(
@@ -82,9 +84,10 @@ async def run_agent_node(run: Run, node_id: str, node: RunAgentNode, resume: Wai
             attempt=attempt,
             created_at=workflow.now(),
             config_ref=state.config_ref,
-            output_schema=node.output_schema,
+            output_schema=node.output_schema if isinstance(node, RunAgentNode) else None,
             reuse_uri=replay.reuse.get(node_id) if replay and visit == 1 else None,
             input_document=input_document,
+            llm=llm,
         )
         state.audit.record(
             "STAGE_ENQUEUED",
@@ -122,8 +125,32 @@ async def run_agent_node(run: Run, node_id: str, node: RunAgentNode, resume: Wai
         return
 
 
+def _llm_call(run: Run, node: LlmNode) -> LlmCall:
+    """The node's call; the templates are rendered by the activity, which has the input document."""
+    roots = {
+        path.split(".", 1)[0].split("[", 1)[0]
+        for template in (node.prompt, node.system or "")
+        for path in placeholders(template)
+    }
+    variables = run.state.variables
+    replay = run.replay
+    return LlmCall(
+        prompt=node.prompt,
+        system=node.system,
+        model=node.model,
+        temperature=node.temperature,
+        max_tokens=node.max_tokens,
+        output_schema=node.output_schema,
+        summary_fields=node.summary,
+        retries=node.retries,
+        variables={root: variables[root] for root in sorted(roots - {"input"}) if root in variables},
+        # A replay never calls a model unless asked to: the original's recorded responses answer.
+        recorded_from=replay.of if replay is not None and not replay.rerun_llm else None,
+    )
+
+
 def _commit(
-    run: Run, node_id: str, node: RunAgentNode, task: contracts.StageTask, summary: contracts.StageSummary
+    run: Run, node_id: str, node: StageNode, task: contracts.StageTask, summary: contracts.StageSummary
 ) -> None:
     state = run.state
     if summary.workflow_version != state.workflow_version:
@@ -163,13 +190,15 @@ def _commit(
         "reused": summary.reused,
         "idempotencyKey": task.idempotency_key,
     }
-    if state.audit.extended and summary.inference:
+    if isinstance(node, LlmNode):
+        data["llm"] = summary.inference  # model, prompt hash, tokens, latency, the calls' artifacts
+    elif state.audit.extended and summary.inference:
         data["inference"] = summary.inference
     state.audit.record(
         "STAGE_SUCCEEDED", at=summary.finished_at, artifact_uris=[summary.artifact_out_uri], data=data, **common
     )
     run.committed.add(task.idempotency_key)
-    if node.compensate is not None:
+    if isinstance(node, RunAgentNode) and node.compensate is not None:
         push(run, task.stage_path, node.compensate, None, summary.summary)
     state.variables.setdefault("stages", {})[node_id] = {
         "status": "succeeded",
@@ -181,7 +210,7 @@ def _commit(
 
 
 async def _dead_end(
-    run: Run, node_id: str, node: RunAgentNode, task: contracts.StageTask, errors: list[str], failure: StageFailure
+    run: Run, node_id: str, node: StageNode, task: contracts.StageTask, errors: list[str], failure: StageFailure
 ) -> None:
     state = run.state
     state.variables.setdefault("stages", {})[node_id] = {

@@ -25,6 +25,7 @@ NodeHandler = Callable[[Run, str, Any, WaitCheckpoint | None], Awaitable[None]]
 # Every node type of the definition format (nodes.NODE_TYPES) and the function that runs it.
 HANDLERS: dict[str, NodeHandler] = {
     "run_agent": run_agent_node,
+    "llm": run_agent_node,
     "send_message": send_message_node,
     "wait_for_response": wait_for_response_node,
     "request_document": request_document_node,

@@ -31,14 +31,23 @@ def _store(obj: Context) -> ArtifactStore:
 @click.argument("run_id")
 @click.option("--from-stage", help="Reuse the original's committed outputs before this stage; recompute from it on.")
 @click.option("--task-queue", help="Task queue of the replay run (default: DSMO_TASK_QUEUE).")
+@click.option(
+    "--rerun-llm", is_flag=True, help="Call the models again instead of reusing the recorded answers; show changes."
+)
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
-def replay(obj: Context, run_id: str, from_stage: str | None, task_queue: str | None, as_json: bool) -> None:
-    """Re-execute a run as a new linked run (same input, version, config) and compare the paths."""
+def replay(
+    obj: Context, run_id: str, from_stage: str | None, task_queue: str | None, rerun_llm: bool, as_json: bool
+) -> None:
+    """Re-execute a run as a new linked run (same input, version, config) and compare the paths.
+
+    `llm` stages answer from the original's recorded model responses: a replay calls no model
+    unless --rerun-llm is given.
+    """
 
     async def go() -> replays.ReplayReport:
         return await replays.replay(
-            await obj.client(), _store(obj), run_id, from_stage=from_stage, task_queue=task_queue
+            await obj.client(), _store(obj), run_id, from_stage=from_stage, task_queue=task_queue, rerun_llm=rerun_llm
         )
 
     report = run(go)
@@ -57,6 +66,10 @@ def replay(obj: Context, run_id: str, from_stage: str | None, task_queue: str | 
     for node, (before, after) in report.outputs.items():
         verdict = "same" if before == after else "differs"
         click.echo(f"output {node}: {verdict} ({(before or '-')[:12]} / {(after or '-')[:12]})")
+    for node, changes in report.answers.items():
+        click.echo(f"answer {node}: {len(changes)} field(s) changed")
+        for change in changes:
+            click.echo(f"  {change}")
 
 
 @click.command()

@@ -3,6 +3,7 @@ verify a run's Temporal history against the current workflow code."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from dsmo.workflows.definition import AgentDefinition
 from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.execution import AgentExecution
 from dsmo.workflows.limiter import AgentRateLimiter
-from dsmo.workflows.nodes import RunAgentNode
+from dsmo.workflows.nodes import LlmNode, RunAgentNode
 from dsmo.workflows.records import AuditEvent, ExecutionRequest, RecordedAction, RecordedResume, ReplayPlan, StatusView
 from dsmo.workflows.sandbox import sandbox_runner
 
@@ -31,6 +32,8 @@ class ReplayReport:
     replay_status: str
     first_divergence: int | None
     outputs: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # With --rerun-llm: per `llm` stage whose answer changed, each changed field as `field: old -> new`.
+    answers: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def same_path(self) -> bool:
@@ -56,6 +59,37 @@ def _outputs(events: list[AuditEvent]) -> dict[str, str]:
     return found
 
 
+def _output_uris(events: list[AuditEvent]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for event in events:
+        if event.type == "STAGE_SUCCEEDED" and event.stage and event.artifact_uris:
+            found.setdefault(event.stage, event.artifact_uris[0])
+    return found
+
+
+def answer_changes(before: Any, after: Any, path: str = "") -> list[str]:
+    """The fields where two answers differ, as ``field: old -> new`` (JSON values), in order."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        changes: list[str] = []
+        for key in [*before, *(key for key in after if key not in before)]:
+            where = f"{path}.{key}" if path else str(key)
+            changes += answer_changes(before.get(key, _ABSENT), after.get(key, _ABSENT), where)
+        return changes
+    if before == after:
+        return []
+    return [f"{path or 'answer'}: {_shown(before)} -> {_shown(after)}"]
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 async def load_snapshot(store: ArtifactStore, config_ref: str | None) -> AgentDefinition:
     if not config_ref:
         raise DsmoError("the run has no config snapshot (config_ref); it cannot be replayed")
@@ -71,7 +105,7 @@ class ReplayPlanned:
 
 
 async def plan_replay(
-    dsmo: DsmoClient, store: ArtifactStore, run_id: str, from_stage: str | None = None
+    dsmo: DsmoClient, store: ArtifactStore, run_id: str, from_stage: str | None = None, *, rerun_llm: bool = False
 ) -> ReplayPlanned:
     view = await dsmo.status(run_id)
     if not view.status.terminal:
@@ -108,7 +142,7 @@ async def plan_replay(
         reuse = {
             node: committed[node]
             for node in before
-            if isinstance(definition.nodes[node], RunAgentNode) and node in committed
+            if isinstance(definition.nodes[node], RunAgentNode | LlmNode) and node in committed
         }
     variables: dict[str, Any] = store.read_json(store.uri(run_input_key(definition.workflow_version, run_id)))
     request = ExecutionRequest(
@@ -116,7 +150,7 @@ async def plan_replay(
         input=variables,
         correlation_id=run_id,
         origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
-        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions),
+        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions, rerun_llm=rerun_llm),
     )
     return ReplayPlanned(request, view, events)
 
@@ -130,18 +164,33 @@ async def replay(
     task_queue: str | None = None,
     new_id: str | None = None,
     planned: ReplayPlanned | None = None,
+    rerun_llm: bool = False,
 ) -> ReplayReport:
     """Replay ``run_id``; pass ``planned`` to replay many times from one reading of the original
-    (queries on a closed run are answered by a worker replaying it, so they are not free)."""
-    planned = planned or await plan_replay(dsmo, store, run_id, from_stage)
+    (queries on a closed run are answered by a worker replaying it, so they are not free).
+
+    `llm` stages answer from the original's recorded responses, so a replay calls no model;
+    with ``rerun_llm`` they call the model again and the report lists the answers that changed.
+    """
+    planned = planned or await plan_replay(dsmo, store, run_id, from_stage, rerun_llm=rerun_llm)
     replay_id = await dsmo.start_request(
         planned.request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )
     result = await dsmo.result(replay_id)
     replay_view = await dsmo.status(replay_id)
+    replay_events = await dsmo.events(replay_id)
     original_outputs = _outputs(planned.events)
-    replay_outputs = _outputs(await dsmo.events(replay_id))
+    replay_outputs = _outputs(replay_events)
     original_path = planned.original.path
+    answers: dict[str, list[str]] = {}
+    if planned.request.replay is not None and planned.request.replay.rerun_llm:
+        before, after = _output_uris(planned.events), _output_uris(replay_events)
+        nodes = planned.request.definition.nodes
+        for node in sorted(set(before) & set(after)):
+            if isinstance(nodes.get(node), LlmNode) and original_outputs.get(node) != replay_outputs.get(node):
+                answers[node] = answer_changes(
+                    store.read_json(before[node])["output"], store.read_json(after[node])["output"]
+                )
     return ReplayReport(
         original=run_id,
         replay=replay_id,
@@ -154,6 +203,7 @@ async def replay(
             node: (original_outputs.get(node), replay_outputs.get(node))
             for node in sorted(set(original_outputs) | set(replay_outputs))
         },
+        answers=answers,
     )
 
 

@@ -46,6 +46,7 @@ def test_every_seed_action_is_known() -> None:
         "delay",
         "run_agent",
         "invoke",
+        "llm",
     }
 
 

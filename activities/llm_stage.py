@@ -1,0 +1,285 @@
+"""The `llm` node's stage: render the prompts, ask an OpenAI-compatible chat endpoint, hold the
+answer to the node's schema, and record every call.
+
+Calls go out on the worker's event loop through one shared `httpx.AsyncClient`, so a worker holds
+as many model calls in flight as it accepts activities. Each call leaves two write-once artifacts
+beside the attempt's output: the request as sent and the response as received (status, raw body,
+latency). An answer that does not match the schema is sent back with the validation error, up to
+the node's `retries`, then the stage is a contract violation (the fail-safe route). A 408, 409,
+429 or 5xx answer, or no answer, is transient: the orchestrator retries the stage.
+
+A replay never calls a model: its call names the original run, and each request is answered by
+the original's recorded response for the same stage, attempt and call number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
+from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.activities.processors import ProcessorOutput
+from dsmo.workflows.contracts import StageMessage, StageTask
+from dsmo.workflows.errors import DsmoError, TemplateError
+from dsmo.workflows.llm_call import LlmCall
+from dsmo.workflows.templating import render
+
+IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+SUMMARY_TEXT_MAX = 200  # a string answer field longer than this stays out of the default summary
+
+
+class LlmUnavailable(DsmoError):
+    """The endpoint is down, rate-limited or failing (transient: the stage is retried)."""
+
+    code = "llm_unavailable"
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """Where a worker's `llm` stages send their calls (from its settings, never a definition).
+
+    Attributes:
+        base_url: The OpenAI-compatible API root (``.../v1``); empty when none is configured.
+        api_key: Sent as a bearer token when set.
+        default_model: The model of a node that names none.
+        aliases: Model aliases a node may name instead of a model (``fast`` -> ``gpt-4o-mini``).
+    """
+
+    base_url: str
+    api_key: str = ""
+    default_model: str = "gpt-4o-mini"
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def model(self, requested: str | None) -> str:
+        name = requested or self.default_model
+        return self.aliases.get(name, name)
+
+
+@dataclass
+class _Exchange:
+    """One call's record: what went out and what came back."""
+
+    number: int
+    request: dict[str, Any]
+    status: int | None = None
+    body: str = ""
+    latency_ms: float = 0.0
+    error: str | None = None
+    recorded: str | None = None  # the original's response artifact a replay answered from
+
+    def response_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"status": self.status, "body": self.body, "latencyMs": round(self.latency_ms, 1)}
+        if self.error is not None:
+            record["error"] = self.error
+        if self.recorded is not None:
+            record["recordedFrom"] = self.recorded
+        return record
+
+
+class LlmStage:
+    """Runs `llm` stages for one worker: one HTTP client, one artifact store."""
+
+    def __init__(self, endpoint: LlmEndpoint, store: ArtifactStore, client: httpx.AsyncClient | None = None) -> None:
+        self.endpoint = endpoint
+        self.store = store
+        self.client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(120.0, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        )
+
+    async def run(
+        self, task: StageTask, document: Any, message: StageMessage, io: IO
+    ) -> tuple[ProcessorOutput, dict[str, Any]]:
+        """One stage attempt: the answer as the output document, its short fields as the summary.
+
+        Returns:
+            The output, whose ``inference`` (model, prompt hash, tokens) is stored with it, and
+            what only the audit trail records: latency, whether recorded responses answered,
+            where the calls are stored. Kept apart so a replay that gets the same answers from
+            the recorded responses writes a byte-identical output.
+
+        Raises:
+            InvalidInput: A template names a missing variable, no endpoint is configured, the
+                endpoint refused the request (4xx), or a replay finds no recorded response.
+            LlmUnavailable: The endpoint did not answer, or answered 408/409/429/5xx.
+            ContractViolation: The answer still breaks the schema after the node's retries.
+        """
+        call = task.llm
+        assert call is not None
+        messages = self._messages(call, document)
+        model = self.endpoint.model(call.model)
+        schema = compile_schema(call.output_schema) if call.output_schema is not None else None
+        folder = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt).removesuffix(
+            "output.json"
+        )
+        recorded_folder = (
+            stage_output_key(task.workflow_version, call.recorded_from, task.stage_path, task.attempt).removesuffix(
+                "output.json"
+            )
+            if call.recorded_from
+            else None
+        )
+        if recorded_folder is None and not self.endpoint.base_url:
+            raise InvalidInput("llm stage: no endpoint is configured on this worker (DSMO_LLM_BASE_URL)")
+        exchanges: list[_Exchange] = []
+        prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
+        for number in range(1, call.retries + 2):
+            body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
+            if call.max_tokens is not None:
+                body["max_tokens"] = call.max_tokens
+            if schema is not None:
+                body["response_format"] = {"type": "json_object"}
+            exchange = _Exchange(number, body)
+            exchanges.append(exchange)
+            if recorded_folder is not None:
+                await self._recorded(exchange, recorded_folder, io)
+            else:
+                await self._send(exchange, task.idempotency_key)
+            await io(self.store.put_json_once, f"{folder}llm/{number}.request.json", body)
+            await io(self.store.put_json_once, f"{folder}llm/{number}.response.json", exchange.response_record())
+            content, reply = _content(exchange)
+            if schema is None:
+                answer: dict[str, Any] = {"text": content}
+                break
+            problem, parsed = _check_answer(content, schema)
+            if problem is None:
+                answer = parsed
+                break
+            if number > call.retries:
+                tries = "1 answer" if number == 1 else f"{number} answers"
+                raise ContractViolation(f"llm: {tries} did not match outputSchema; the last: {problem}")
+            messages = [
+                *messages,
+                {"role": "assistant", "content": content},
+                {
+                    "role": "user",
+                    "content": f"Your answer is not valid: {problem}. Answer again with only a JSON object "
+                    "that matches the schema.",
+                },
+            ]
+        output = ProcessorOutput(
+            document=answer,
+            summary=_summary(answer, call.summary_fields),
+            inference=_inference(model, call, prompt_sha, exchanges, reply),
+        )
+        calls = {
+            "latencyMs": round(sum(exchange.latency_ms for exchange in exchanges), 1),
+            "recorded": any(exchange.recorded for exchange in exchanges),
+            "artifacts": [self.store.uri(f"{folder}llm/")],
+        }
+        return output, calls
+
+    def _messages(self, call: LlmCall, document: Any) -> list[dict[str, str]]:
+        context = {**call.variables, "input": document}
+        try:
+            system = render(call.system, context) if call.system else None
+            prompt = render(call.prompt, context)
+        except TemplateError as err:
+            raise InvalidInput(f"llm prompt: {err}") from None
+        return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+
+    async def _send(self, exchange: _Exchange, idempotency_key: str) -> None:
+        headers = {"Idempotency-Key": f"{idempotency_key}:{exchange.number}"}
+        if self.endpoint.api_key:
+            headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
+        url = self.endpoint.base_url.rstrip("/") + "/chat/completions"
+        started = time.perf_counter()
+        try:
+            response = await self.client.post(url, json=exchange.request, headers=headers)
+            exchange.status, exchange.body = response.status_code, response.text
+        except httpx.HTTPError as err:
+            exchange.error = f"{type(err).__name__}: {err}"[:500]
+        exchange.latency_ms = (time.perf_counter() - started) * 1000
+
+    async def _recorded(self, exchange: _Exchange, folder: str, io: IO) -> None:
+        uri = self.store.uri(f"{folder}llm/{exchange.number}.response.json")
+        try:
+            record = await io(self.store.read_json, uri)
+        except ArtifactMissing:
+            raise InvalidInput(
+                f"llm replay: the original has no recorded response {exchange.number} for this attempt "
+                "(the replay asked more than the original did); replay with --rerun-llm to call the model"
+            ) from None
+        exchange.status, exchange.body = record.get("status"), record.get("body", "")
+        exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri
+
+
+def _content(exchange: _Exchange) -> tuple[str, dict[str, Any]]:
+    """The answer's text and the whole reply; raises for a failed call."""
+    status = exchange.status
+    if exchange.error is not None or status is None:
+        raise LlmUnavailable(f"llm endpoint did not answer: {exchange.error}")
+    if status in TRANSIENT_STATUS or status >= 500:
+        raise LlmUnavailable(f"llm endpoint answered {status}: {exchange.body[:200]}")
+    if status >= 400:
+        raise InvalidInput(f"llm endpoint refused the request ({status}): {exchange.body[:200]}")
+    try:
+        reply = json.loads(exchange.body)
+        content = reply["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise LlmUnavailable(
+            f"llm endpoint answered {status} without a chat completion: {exchange.body[:200]}"
+        ) from None
+    if not isinstance(content, str):
+        raise LlmUnavailable("llm endpoint answered a chat completion without text content")
+    return content, reply
+
+
+def _check_answer(content: str, schema: Any) -> tuple[str | None, dict[str, Any]]:
+    """(None, answer) when ``content`` is a JSON object matching ``schema``, else (the problem, {})."""
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError as err:
+        return f"it is not JSON ({err.msg} at character {err.pos})", {}
+    if not isinstance(parsed, dict):
+        return f"it is a JSON {type(parsed).__name__}, not an object", {}
+    try:
+        schema.check(parsed, agent="llm", what="answer")
+    except ContractViolation as err:
+        return str(err).removeprefix("agent llm: "), {}
+    return None, parsed
+
+
+def _summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    if fields is not None:
+        return {name: answer.get(name) for name in fields}
+    return {
+        name: value
+        for name, value in answer.items()
+        if value is None
+        or isinstance(value, bool | int | float)
+        or (isinstance(value, str) and len(value) <= SUMMARY_TEXT_MAX)
+    }
+
+
+def _inference(
+    model: str, call: LlmCall, prompt_sha: str, exchanges: list[_Exchange], reply: dict[str, Any]
+) -> dict[str, Any]:
+    """What is recorded of the stage's calls, beside the answer (never the prompt or the answer)."""
+    usage: dict[str, int] = {}
+    for exchange in exchanges:
+        try:
+            counted = json.loads(exchange.body).get("usage") or {}
+        except (ValueError, AttributeError):
+            counted = {}
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if isinstance(counted.get(name), int):
+                usage[name] = usage.get(name, 0) + counted[name]
+    return {
+        "model": reply.get("model", model),
+        "requestedModel": model,
+        "temperature": call.temperature,
+        "maxTokens": call.max_tokens,
+        "promptSha256": prompt_sha,
+        "usage": usage,
+        "calls": len(exchanges),
+    }

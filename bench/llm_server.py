@@ -1,0 +1,129 @@
+"""A local server speaking the OpenAI chat-completions API, for the suite and `make bench`.
+
+It answers `POST /v1/chat/completions` from a script of replies (status, content or a raw body,
+latency), then with a default reply, and keeps every request it received, so a test can count
+the calls a run made. Asynchronous (uvicorn), so hundreds of slow calls can be in flight at once.
+
+    python -m bench.llm_server --port 8099 --latency 1.0   # serve until stopped
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted reply: a chat completion with ``content``, or ``body`` sent as it is."""
+
+    status: int = 200
+    content: str | None = None
+    body: str | None = None
+    latency: float | None = None  # seconds; None for the server's own
+
+
+class ChatServer:
+    """The server's state and app; ``start`` runs it on a thread of the calling process."""
+
+    def __init__(self, *, latency: float = 0.0, content: str = '{"ok": true}', model: str = "local-chat-1") -> None:
+        self.latency = latency
+        self.content = content
+        self.model = model
+        self.script: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def reply(self, *replies: Reply) -> None:
+        """Queue replies for the next requests, in order."""
+        self.script.extend(replies)
+
+    async def _complete(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append({**body, "authorization": request.headers.get("authorization")})
+        reply = self.script.popleft() if self.script else Reply(content=self.content)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.latency if reply.latency is None else reply.latency)
+        finally:
+            self.in_flight -= 1
+        if reply.body is not None:
+            return Response(reply.body, status_code=reply.status, media_type="application/json")
+        content = reply.content if reply.content is not None else self.content
+        prompt_words = sum(len(str(message.get("content", "")).split()) for message in body.get("messages", []))
+        completion = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": len(content.split()),
+                "total_tokens": prompt_words + len(content.split()),
+            },
+        }
+        return JSONResponse(completion, status_code=reply.status)
+
+    def start(self, port: int = 0) -> str:
+        """Serve on 127.0.0.1 from a background thread; returns the API root (``.../v1``)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, backlog=2048)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the chat server did not start")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--content", default='{"ok": true}', help="the answer's text")
+    args = parser.parse_args()
+    config = uvicorn.Config(
+        ChatServer(latency=args.latency, content=args.content).app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        backlog=2048,
+    )
+    print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""`llm` nodes: what publishing checks, and the pure parts of the stage and of replay's diff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.llm_stage import LlmEndpoint, _check_answer, _summary
+from dsmo.starter.ops.replay import answer_changes
+from dsmo.starter.settings import Settings, SettingsError
+from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.errors import DefinitionError
+
+SCHEMA = {"type": "object", "required": ["label"], "properties": {"label": {"enum": ["a", "b"]}, "why": {}}}
+
+
+def definition(**node: Any) -> Any:
+    return parse_definition(
+        {
+            "agent": "llm-check",
+            "inputs": ["text"],
+            "start": "ask",
+            "nodes": {"ask": {"actionType": "llm", "prompt": "Label {{input.text}}", **node}},
+        }
+    )
+
+
+def test_a_complete_llm_node_is_admitted() -> None:
+    node = definition(system="Be brief about {{text}}", outputSchema=SCHEMA, summary=["label"], model="fast")
+    assert node.nodes["ask"].agent == "llm" and node.nodes["ask"].retries == 1
+
+
+@pytest.mark.parametrize(
+    ("node", "field", "reason"),
+    [
+        ({"outputSchema": {"type": "object", "properties": {"x": {"type": "nope"}}}}, "nodes.ask.outputSchema", "nope"),
+        ({"outputSchema": {"type": "array"}}, "nodes.ask.outputSchema.type", "object"),
+        ({"outputSchema": SCHEMA, "summary": ["score"]}, "nodes.ask.summary", "'score' is not a property"),
+        ({"summary": ["label"]}, "nodes.ask.summary", "plain-text answer"),
+        ({"prompt": "Label {{ticket.text}}"}, "nodes.ask.prompt", "unknown variable 'ticket'"),
+        ({"system": "{{stages.nope.summary}}"}, "nodes.ask.system", "unknown stage 'nope'"),
+        ({"temperature": 3}, "nodes.ask.temperature", "less than or equal to 2"),
+        ({"retries": 9}, "nodes.ask.retries", "less than or equal to 5"),
+        ({"agent": "x"}, "nodes.ask.agent", "not a known field"),
+    ],
+)
+def test_publishing_names_the_broken_field(node: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        definition(**node)
+    assert caught.value.field.startswith(field) and reason in str(caught.value)
+
+
+def test_an_answer_is_parsed_then_checked() -> None:
+    schema = compile_schema(SCHEMA)
+    assert _check_answer('{"label": "a"}', schema) == (None, {"label": "a"})
+    assert _check_answer("label: a", schema)[0].startswith("it is not JSON")  # type: ignore[union-attr]
+    assert _check_answer("[1]", schema)[0] == "it is a JSON list, not an object"
+    assert "label" in (_check_answer('{"label": "c"}', schema)[0] or "")
+
+
+def test_the_default_summary_keeps_short_scalar_fields() -> None:
+    answer = {"label": "a", "score": 0.5, "ok": True, "none": None, "long": "x" * 201, "items": [1]}
+    assert _summary(answer, None) == {"label": "a", "score": 0.5, "ok": True, "none": None}
+    assert _summary(answer, ["items", "missing"]) == {"items": [1], "missing": None}
+
+
+def test_models_resolve_through_the_workers_aliases() -> None:
+    endpoint = LlmEndpoint("http://x/v1", default_model="base", aliases={"fast": "small-1"})
+    assert (endpoint.model(None), endpoint.model("fast"), endpoint.model("other")) == ("base", "small-1", "other")
+    assert Settings(llm_models="fast = small-1, smart=big-2").llm_aliases == {"fast": "small-1", "smart": "big-2"}
+    with pytest.raises(SettingsError, match="DSMO_LLM_MODELS: 'fast' is not alias=model"):
+        Settings.from_env({"DSMO_LLM_MODELS": "fast"})
+
+
+def test_replay_lists_what_changed_in_an_answer() -> None:
+    before = {"label": "a", "detail": {"score": 1}, "gone": 1}
+    after = {"label": "b", "detail": {"score": 1}, "new": [1]}
+    assert answer_changes(before, after) == ['label: "a" -> "b"', "gone: 1 -> (absent)", "new: (absent) -> [1]"]
+    assert answer_changes(before, before) == []
