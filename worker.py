@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -100,31 +101,36 @@ def build_worker(
     extra["workflow_runner"] = workflow_runner or workflow_runner_for(
         workflow_sandbox_from(os.environ) if sandboxed is None else sandboxed
     )
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry, *extra_workflows],
-        activities=_with_overrides(
-            [
-                stages.prepare_run,
-                stages.run_stage,
-                stages.write_dead_letter,
-                audit.export_audit,
-                messaging.send_message,
-                messaging.send_request,
-                definitions.resolve_definition,
-                limiter.request_slot,
-                limiter.release_slot,
-                side_effects.invoke_action,
-                side_effects.compensate_action,
-            ],
-            overrides,
-        ),
-        # boto3 is synchronous: activities run on threads, the workflow loop stays free.
-        activity_executor=threads,
-        max_concurrent_activities=max_concurrent_activities or activity_threads,
-        **extra,
-    )
+    with warnings.catch_warnings():
+        # The SDK warns when more activities may run than the executor has threads; that is the
+        # point here: async activities (llm stages, async agents) hold no thread while they wait.
+        warnings.filterwarnings("ignore", message="Worker max_concurrent_activities is", category=UserWarning)
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[AgentExecution, AgentRateLimiter, CompensationRetry, *extra_workflows],
+            activities=_with_overrides(
+                [
+                    stages.prepare_run,
+                    stages.run_stage,
+                    stages.write_dead_letter,
+                    audit.export_audit,
+                    messaging.send_message,
+                    messaging.send_request,
+                    definitions.resolve_definition,
+                    limiter.request_slot,
+                    limiter.release_slot,
+                    side_effects.invoke_action,
+                    side_effects.compensate_action,
+                ],
+                overrides,
+            ),
+            # boto3 is synchronous: activities run on threads, the workflow loop stays free.
+            activity_executor=threads,
+            max_concurrent_activities=max_concurrent_activities or activity_threads,
+            **extra,
+        )
+    return worker
 
 
 def workflow_runner_for(sandboxed: bool) -> WorkflowRunner:

@@ -2,7 +2,7 @@
 answer to the node's schema, and record every call.
 
 Calls go out on the worker's event loop through one shared `httpx.AsyncClient`, so a worker holds
-as many model calls in flight as it accepts activities. Each call leaves two write-once artifacts
+as many model calls in flight as it accepts activities. Each call leaves one write-once artifact
 beside the attempt's output: the request as sent and the response as received (status, raw body,
 latency). An answer that does not match the schema is sent back with the validation error, up to
 the node's `retries`, then the stage is a contract violation (the fail-safe route). A 408, 409,
@@ -14,6 +14,7 @@ the original's recorded response for the same stage, attempt and call number.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -24,7 +25,7 @@ from typing import Any
 import httpx
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
-from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.contract_schemas import ContractSchema, compile_schema
 from dsmo.activities.errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.contracts import StageMessage, StageTask
@@ -34,6 +35,7 @@ from dsmo.workflows.templating import render
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
 TRANSIENT_STATUS = frozenset({408, 409, 429})
+CALL_RECORD_KIND = "dsmo.llm-call/v1"
 SUMMARY_TEXT_MAX = 200  # a string answer field longer than this stays out of the default summary
 
 
@@ -76,13 +78,13 @@ class _Exchange:
     error: str | None = None
     recorded: str | None = None  # the original's response artifact a replay answered from
 
-    def response_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"status": self.status, "body": self.body, "latencyMs": round(self.latency_ms, 1)}
+    def record(self) -> dict[str, Any]:
+        response: dict[str, Any] = {"status": self.status, "body": self.body, "latencyMs": round(self.latency_ms, 1)}
         if self.error is not None:
-            record["error"] = self.error
+            response["error"] = self.error
         if self.recorded is not None:
-            record["recordedFrom"] = self.recorded
-        return record
+            response["recordedFrom"] = self.recorded
+        return {"kind": CALL_RECORD_KIND, "request": self.request, "response": response}
 
 
 class LlmStage:
@@ -117,7 +119,7 @@ class LlmStage:
         assert call is not None
         messages = self._messages(call, document)
         model = self.endpoint.model(call.model)
-        schema = compile_schema(call.output_schema) if call.output_schema is not None else None
+        schema = _compiled(encode_json(call.output_schema)) if call.output_schema is not None else None
         folder = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt).removesuffix(
             "output.json"
         )
@@ -144,8 +146,8 @@ class LlmStage:
                 await self._recorded(exchange, recorded_folder, io)
             else:
                 await self._send(exchange, task.idempotency_key)
-            await io(self.store.put_json_once, f"{folder}llm/{number}.request.json", body)
-            await io(self.store.put_json_once, f"{folder}llm/{number}.response.json", exchange.response_record())
+            # One write-once artifact per call: the request as sent, the response as received.
+            await io(self.store.put_json_once, f"{folder}llm/{number}.json", exchange.record())
             content, reply = _content(exchange)
             if schema is None:
                 answer: dict[str, Any] = {"text": content}
@@ -201,9 +203,9 @@ class LlmStage:
         exchange.latency_ms = (time.perf_counter() - started) * 1000
 
     async def _recorded(self, exchange: _Exchange, folder: str, io: IO) -> None:
-        uri = self.store.uri(f"{folder}llm/{exchange.number}.response.json")
+        uri = self.store.uri(f"{folder}llm/{exchange.number}.json")
         try:
-            record = await io(self.store.read_json, uri)
+            record = (await io(self.store.read_json, uri))["response"]
         except ArtifactMissing:
             raise InvalidInput(
                 f"llm replay: the original has no recorded response {exchange.number} for this attempt "
@@ -211,6 +213,14 @@ class LlmStage:
             ) from None
         exchange.status, exchange.body = record.get("status"), record.get("body", "")
         exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(schema_json: bytes) -> ContractSchema:
+    """A node's answer schema, compiled once per worker: every run of a version sends the same one."""
+    compiled = compile_schema(json.loads(schema_json))
+    assert compiled is not None
+    return compiled
 
 
 def _content(exchange: _Exchange) -> tuple[str, dict[str, Any]]:

@@ -60,8 +60,37 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
                 results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
             except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
                 print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
+        await _add_w5(results, settings, bench.dsmo)
         results["seconds"] = round(time.perf_counter() - started, 1)
     finish(results, out_dir, update_benchmarks)
+    return results
+
+
+async def _add_w5(results: dict[str, Any], settings: Settings, dsmo: Any) -> None:
+    from bench.llm_bound import w5
+
+    try:
+        results["w5"] = await w5(settings, dsmo)
+    except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
+        print(f"W5 failed: {type(err).__name__}: {err}", flush=True)
+
+
+async def w5_only(*, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
+    """Run just W5 (LLM-bound); writes bench/results/w5.json and, with --update, BENCHMARKS.md's W5 section."""
+    import json
+
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": "make bench W5=1"}
+    async with bench_stack() as (settings, _):
+        await _add_w5(results, settings, await DsmoClient.connect(settings))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "w5.json").write_text(json.dumps(results, indent=2, default=str))
+    section = _w5_section(results)
+    print(section or "W5 did not run")
+    if update_benchmarks and section:
+        update_w5_section(results)
     return results
 
 
@@ -151,10 +180,21 @@ async def floor_only(quick: bool, repeats: int, *, out_dir: Path) -> dict[str, A
     return results
 
 
+def _w5_section(results: dict[str, Any]) -> str | None:
+    from bench.llm_bound import w5_section
+
+    if not results.get("w5"):
+        return None
+    return w5_section(results["w5"], results["command"], results["started_at"], results["machine"])
+
+
 def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> None:
     paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
     text = markdown(results)
     print(text)
+    w5 = _w5_section(results)
+    if w5:
+        print("\n" + w5)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
         page = REPO / "BENCHMARKS.md"
@@ -166,12 +206,33 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             kept = reliability_report.existing(old, start, end)
             if kept:
                 new_page = reliability_report.splice(new_page, kept, start, end)
+        w5_section = _w5_section(results)
+        if w5_section:
+            new_page = reliability_report.splice(new_page, w5_section, *_w5_markers())
         page.write_text(new_page)
 
 
-def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: int = 0) -> None:
+def _w5_markers() -> tuple[str, str]:
+    from bench.llm_bound import W5_END, W5_START
+
+    return W5_START, W5_END
+
+
+def update_w5_section(results: dict[str, Any]) -> None:
+    """Replace only BENCHMARKS.md's W5 section (the rest stays from the run that wrote it)."""
+    from bench.llm_bound import W5_END, W5_START
+
+    section = _w5_section(results)
+    if section:
+        page = REPO / "BENCHMARKS.md"
+        page.write_text(reliability_report.splice(page.read_text(), section, W5_START, W5_END))
+
+
+def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: int = 0, w5_alone: bool = False) -> None:
     out_dir = REPO / "bench" / "results"
-    if scale_alone:
+    if w5_alone:
+        asyncio.run(w5_only(out_dir=out_dir, update_benchmarks=update))
+    elif scale_alone:
         asyncio.run(scale_only(quick, out_dir=out_dir, update_benchmarks=update))
     elif floor_repeats:
         asyncio.run(floor_only(quick, floor_repeats, out_dir=out_dir))
@@ -183,6 +244,7 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
 @click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
 @click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
+@click.option("--w5-only", is_flag=True, help="Run only W5 (LLM-bound), merged into the latest results.")
 @click.option(
     "--floor-only",
     "floor_repeats",
@@ -191,7 +253,7 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
     metavar="N",
     help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
 )
-def command(quick: bool, update: bool, scale_only: bool, floor_repeats: int | None) -> None:
+def command(quick: bool, update: bool, scale_only: bool, w5_only: bool, floor_repeats: int | None) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
 
     \b
@@ -201,4 +263,4 @@ def command(quick: bool, update: bool, scale_only: bool, floor_repeats: int | No
     """
     if floor_repeats and (scale_only or update):
         raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
-    main(quick, update, scale_only, floor_repeats or 0)
+    main(quick, update, scale_only, floor_repeats or 0, w5_only)

@@ -41,13 +41,25 @@ class ChatServer:
 
     def __init__(self, *, latency: float = 0.0, content: str = '{"ok": true}', model: str = "local-chat-1") -> None:
         self.latency = latency
+        # When set, every call waits until this many are in flight (or `hold_timeout` passes):
+        # proof that a client holds that many at once, whatever the machine's speed.
+        self.hold_until: int | None = None
+        self.hold_timeout = 120.0
+        self._held: asyncio.Event | None = None
         self.content = content
         self.model = model
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._complete, methods=["POST"]),
+                # For a process that runs it as a subprocess (`make bench`): counts, and a fresh start.
+                Route("/stats", self._stats, methods=["GET"]),
+                Route("/reset", self._reset, methods=["POST"]),
+            ]
+        )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -56,6 +68,14 @@ class ChatServer:
         """Queue replies for the next requests, in order."""
         self.script.extend(replies)
 
+    async def _stats(self, request: Request) -> Response:
+        return JSONResponse({"requests": len(self.requests), "peakInFlight": self.peak_in_flight})
+
+    async def _reset(self, request: Request) -> Response:
+        self.requests.clear()
+        self.peak_in_flight = 0
+        return JSONResponse({"requests": 0})
+
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append({**body, "authorization": request.headers.get("authorization")})
@@ -63,6 +83,8 @@ class ChatServer:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
+            if self.hold_until is not None:
+                await self._hold()
             await asyncio.sleep(self.latency if reply.latency is None else reply.latency)
         finally:
             self.in_flight -= 1
@@ -83,6 +105,16 @@ class ChatServer:
             },
         }
         return JSONResponse(completion, status_code=reply.status)
+
+    async def _hold(self) -> None:
+        if self._held is None:
+            self._held = asyncio.Event()
+        if self.hold_until is not None and self.in_flight >= self.hold_until:
+            self._held.set()
+        try:
+            await asyncio.wait_for(self._held.wait(), self.hold_timeout)
+        except TimeoutError:
+            self._held.set()  # release everyone: the test then sees the peak it got
 
     def start(self, port: int = 0) -> str:
         """Serve on 127.0.0.1 from a background thread; returns the API root (``.../v1``)."""

@@ -227,16 +227,15 @@ def floor_spread(repeats: list[dict[str, Any]]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    return "\n\n".join(
-        [
-            "### Table 1 (W1-W3, originals and replays)",
-            table1(results),
-            "### Per workload",
-            per_workload(results),
-            "### Against the raw-Temporal floor (same run)",
-            floor_table(results),
-        ]
-    )
+    sections = [
+        "### Table 1 (W1-W3, originals and replays)",
+        table1(results),
+        "### Per workload",
+        per_workload(results),
+        "### Against the raw-Temporal floor (same run)",
+        floor_table(results),
+    ]
+    return "\n\n".join(sections)
 
 
 def machine() -> str:

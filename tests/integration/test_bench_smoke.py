@@ -6,6 +6,7 @@ import pytest
 
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
+from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -70,3 +71,14 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
     table = floor_spread(repeats)
     assert "| W4 throughput, B3 / floor |" in table and "of 2 |" in table
     assert "| W4 throughput, B3 / (floor + artifact I/O) |" in table
+
+
+async def test_w5_runs_both_contenders_on_a_tiny_batch(stack_settings: Settings, dsmo: DsmoClient) -> None:
+    from bench.llm_bound import w5, w5_section
+
+    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2)
+    for figures in measured["modes"].values():
+        assert figures["completed"] == 6 and figures["model_calls"] == 6
+        assert figures["stage_mean_seconds"] >= 0.2 and 0 < figures["ratio_to_ideal"] <= 1
+    section = w5_section(measured, "test", "now", "here")
+    assert section.startswith("<!-- w5:start -->") and "| Runs completed | 6 | 6 |" in section

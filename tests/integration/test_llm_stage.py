@@ -112,9 +112,9 @@ def calls(store: ArtifactStore, uri: str) -> list[tuple[dict[str, Any], dict[str
     """The (request, response) artifacts of one attempt's calls, in order."""
     folder = uri.removeprefix(f"s3://{store.bucket}/")
     found = sorted(store.list_uris(folder))
-    requests = [store.read_json(u) for u in found if u.endswith(".request.json")]
-    responses = [store.read_json(u) for u in found if u.endswith(".response.json")]
-    return list(zip(requests, responses, strict=True))
+    records = [store.read_json(u) for u in found]
+    assert all(record["kind"] == "dsmo.llm-call/v1" for record in records)
+    return [(record["request"], record["response"]) for record in records]
 
 
 def replay(harness: Harness, run_id: str, *flags: str) -> dict[str, Any]:
@@ -218,3 +218,33 @@ async def test_a_replay_calls_no_model_and_rerun_llm_does(llm_harness: Harness, 
     assert len(chat.requests) == 4
     assert not rerun["samePath"] and rerun["replay_path"] == ["classify", "answer"]
     assert 'category: "outage" -> "billing"' in rerun["answers"]["classify"]
+
+
+async def test_one_worker_holds_200_model_calls_in_flight(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, chat: ChatServer
+) -> None:
+    # The server answers no call before 200 are in flight at once: the runs complete only if the
+    # worker holds them all (its default would hold 16).
+    chat.hold_until = 200
+    task_queue = f"llm-wide-{uuid.uuid4().hex[:8]}"
+    one_stage = {
+        "agent": "llm-wide",
+        "start": "ask",
+        "nodes": {"ask": {"actionType": "llm", "prompt": "Say {{input.n}}", "timeout": "180s"}},
+    }
+    worker = build_worker(
+        dsmo.temporal,
+        task_queue=task_queue,
+        store=store,
+        channel=FileChannel(tmp_path / "outbox"),
+        max_concurrent_activities=256,
+        llm=LlmEndpoint(chat.url),
+    )
+    async with worker:
+        definition = parse_definition(one_stage)
+        run_ids = await asyncio.gather(
+            *(dsmo.start(definition, {"n": index}, task_queue=task_queue) for index in range(200))
+        )
+        results = await asyncio.wait_for(asyncio.gather(*(dsmo.result(run_id) for run_id in run_ids)), 170)
+    assert chat.peak_in_flight == 200 and len(chat.requests) == 200
+    assert all(result.status is RunStatus.COMPLETED for result in results)
