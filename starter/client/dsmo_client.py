@@ -769,16 +769,18 @@ class DsmoClient:
         failed_task = "workflow task in failed state" in str(err).lower()
         # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
         timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
-        if not failed_task and not timed_out:
-            return self._rpc_error(run_id, err)
         try:
             described = await self._handle(run_id).describe()
             failure = await run_health.workflow_task_failure(self.temporal, described)
             polling = await run_health.live_pollers(self.temporal, described.task_queue)
         except (RPCError, TypeError, ValueError):
             return self._rpc_error(run_id, err)
+        # Whatever the error says: a query to a run whose task fails can also end as a transport
+        # error (an "h2 protocol error" when the failure's text overflows the reply's headers).
         if failure is not None:
             return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+        if not failed_task and not timed_out:
+            return self._rpc_error(run_id, err)
         if not polling:
             return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
         if failed_task:
