@@ -28,7 +28,7 @@ from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_jso
 from dsmo.activities.contract_schemas import ContractSchema, compile_schema
 from dsmo.activities.errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.workflows.contracts import StageMessage, StageTask
+from dsmo.workflows.contracts import StageTask
 from dsmo.workflows.errors import DsmoError, TemplateError
 from dsmo.workflows.llm_call import LlmCall
 from dsmo.workflows.templating import render
@@ -98,9 +98,7 @@ class LlmStage:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
         )
 
-    async def run(
-        self, task: StageTask, document: Any, message: StageMessage, io: IO
-    ) -> tuple[ProcessorOutput, dict[str, Any]]:
+    async def run(self, task: StageTask, document: Any, io: IO) -> tuple[ProcessorOutput, dict[str, Any]]:
         """One stage attempt: the answer as the output document, its short fields as the summary.
 
         Returns:
@@ -120,19 +118,12 @@ class LlmStage:
         messages = self._messages(call, document)
         model = self.endpoint.model(call.model)
         schema = _compiled(encode_json(call.output_schema)) if call.output_schema is not None else None
-        folder = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt).removesuffix(
-            "output.json"
-        )
-        recorded_folder = (
-            stage_output_key(task.workflow_version, call.recorded_from, task.stage_path, task.attempt).removesuffix(
-                "output.json"
-            )
-            if call.recorded_from
-            else None
-        )
+        folder = _attempt_folder(task, task.run_id)
+        recorded_folder = _attempt_folder(task, call.recorded_from) if call.recorded_from else None
         if recorded_folder is None and not self.endpoint.base_url:
             raise InvalidInput("llm stage: no endpoint is configured on this worker (DSMO_LLM_BASE_URL)")
         exchanges: list[_Exchange] = []
+        usage: dict[str, int] = {}
         prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
         for number in range(1, call.retries + 2):
             body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
@@ -149,6 +140,7 @@ class LlmStage:
             # One write-once artifact per call: the request as sent, the response as received.
             await io(self.store.put_json_once, f"{folder}llm/{number}.json", exchange.record())
             content, reply = _content(exchange)
+            _add_usage(usage, reply)
             if schema is None:
                 answer: dict[str, Any] = {"text": content}
                 break
@@ -171,7 +163,15 @@ class LlmStage:
         output = ProcessorOutput(
             document=answer,
             summary=_summary(answer, call.summary_fields),
-            inference=_inference(model, call, prompt_sha, exchanges, reply),
+            inference={
+                "model": reply.get("model", model),
+                "requestedModel": model,
+                "temperature": call.temperature,
+                "maxTokens": call.max_tokens,
+                "promptSha256": prompt_sha,
+                "usage": usage,
+                "calls": len(exchanges),
+            },
         )
         calls = {
             "latencyMs": round(sum(exchange.latency_ms for exchange in exchanges), 1),
@@ -271,25 +271,15 @@ def _summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]
     }
 
 
-def _inference(
-    model: str, call: LlmCall, prompt_sha: str, exchanges: list[_Exchange], reply: dict[str, Any]
-) -> dict[str, Any]:
-    """What is recorded of the stage's calls, beside the answer (never the prompt or the answer)."""
-    usage: dict[str, int] = {}
-    for exchange in exchanges:
-        try:
-            counted = json.loads(exchange.body).get("usage") or {}
-        except (ValueError, AttributeError):
-            counted = {}
+def _add_usage(usage: dict[str, int], reply: dict[str, Any]) -> None:
+    """Add one reply's token counts to the stage's (a repaired answer costs every call's tokens)."""
+    counted = reply.get("usage")
+    if isinstance(counted, dict):
         for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
             if isinstance(counted.get(name), int):
                 usage[name] = usage.get(name, 0) + counted[name]
-    return {
-        "model": reply.get("model", model),
-        "requestedModel": model,
-        "temperature": call.temperature,
-        "maxTokens": call.max_tokens,
-        "promptSha256": prompt_sha,
-        "usage": usage,
-        "calls": len(exchanges),
-    }
+
+
+def _attempt_folder(task: StageTask, run_id: str) -> str:
+    """The folder of ``run_id``'s attempt of this stage: its output and its calls (``llm/``)."""
+    return stage_output_key(task.workflow_version, run_id, task.stage_path, task.attempt).removesuffix("output.json")

@@ -138,7 +138,7 @@ class StageActivities:
         if processor is None:
             if self.llm is None:
                 raise InvalidInput("llm stage: this worker runs no llm stages")
-            output, calls = await self.llm.run(task, document, message, self._io)
+            output, calls = await self.llm.run(task, document, self._io)
         else:
             calls = {}
             processor.check_input(document)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 from bench.metrics import percentile
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.devstack.checks import worker_polling
+from dsmo.starter.devstack.stack import free_port_block
 from dsmo.starter.settings import Settings
 from dsmo.workflows.definition import AgentDefinition, parse_definition
 from dsmo.workflows.status import RunStatus
@@ -64,13 +64,6 @@ def definition(mode: str) -> AgentDefinition:
             },
         }
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _server(url: str, path: str, method: str = "GET") -> dict[str, Any]:
@@ -164,7 +157,7 @@ async def _one_mode(
 
 async def w5(settings: Settings, dsmo: DsmoClient, *, runs: int = 200, latency: float = 1.0) -> dict[str, Any]:
     """Both contenders against one chat server; returns the figures per contender."""
-    port = _free_port()
+    port = free_port_block(1)
     url = f"http://127.0.0.1:{port}/v1"
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.llm_server", "--port", str(port), "--latency", str(latency), "--content", ANSWER],

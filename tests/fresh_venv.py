@@ -9,13 +9,20 @@ not come along, and `importlib.metadata` lists the wheel's distribution first.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from dsmo.starter.devstack.checks import worker_polling
+from dsmo.starter.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,6 +99,25 @@ class FreshVenv:
             check=False,
         )
         assert done.returncode == 0, done.stderr
+
+    @contextlib.contextmanager
+    def worker(self, settings: Settings, *args: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[None]:
+        """`dsmo worker ARGS` from this virtualenv, polling ``settings.task_queue`` until the block
+        ends; its output goes to ``log``, shown if it stops before polling."""
+        with log.open("w") as sink:
+            process = subprocess.Popen(
+                [self.bin("dsmo"), "worker", *args], cwd=cwd, env=self.env(env), stdout=sink, stderr=subprocess.STDOUT
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while not asyncio.run(worker_polling(settings, process.pid)):
+                assert process.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the worker did not start polling"
+                time.sleep(0.3)
+            yield
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def create(root: Path, wheel: Path) -> FreshVenv:

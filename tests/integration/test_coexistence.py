@@ -3,10 +3,7 @@ and `activities/` packages runs its agent in a real run, from a virtualenv holdi
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +12,6 @@ import pytest
 
 from dsmo import Settings
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.devstack.checks import worker_polling
 from tests.fresh_venv import FreshVenv
 
 pytestmark = pytest.mark.integration
@@ -28,25 +24,8 @@ def project_worker(fresh_venv: FreshVenv, stack_settings: Settings, tmp_path: Pa
     """`dsmo worker --load activities.review`, run from the project's folder with the wheel's `dsmo`."""
     settings = stack_settings.with_changes(task_queue=f"coexist-{uuid.uuid4().hex[:8]}", metrics_bind="")
     env = {**settings.to_env(), "DSMO_OUTBOX_DIR": str(tmp_path / "outbox")}
-    log = tmp_path / "worker.log"
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [fresh_venv.bin("dsmo"), "worker", "--load", "activities.review"],
-            cwd=PROJECT,
-            env=fresh_venv.env(env),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not asyncio.run(worker_polling(settings, process.pid)):
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the worker did not start polling"
-            time.sleep(0.3)
+    with fresh_venv.worker(settings, "--load", "activities.review", cwd=PROJECT, env=env, log=tmp_path / "worker.log"):
         yield env
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def test_a_project_with_its_own_workflows_and_activities_runs_beside_the_wheel(

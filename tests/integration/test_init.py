@@ -3,17 +3,13 @@ tests pass, an installed project's worker loads it by entry point, and its defin
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from dsmo import Settings
-from dsmo.starter.devstack.checks import worker_polling
 from tests.fresh_venv import FreshVenv
 
 pytestmark = pytest.mark.integration
@@ -34,17 +30,7 @@ def test_a_scaffolded_project_tests_loads_and_runs(fresh_venv: FreshVenv, stack_
     fresh_venv.pip_install("-e", str(project), cwd=tmp_path)
     settings = stack_settings.with_changes(task_queue=f"init-{uuid.uuid4().hex[:8]}", metrics_bind="")
     env = {**settings.to_env(), "DSMO_OUTBOX_DIR": str(tmp_path / "outbox")}
-    log = tmp_path / "worker.log"
-    with log.open("w") as sink:
-        worker = subprocess.Popen(
-            [fresh_venv.bin("dsmo"), "worker"], cwd=tmp_path, env=fresh_venv.env(env), stdout=sink, stderr=sink
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not asyncio.run(worker_polling(settings, worker.pid)):
-            assert worker.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the worker did not start polling"
-            time.sleep(0.3)
+    with fresh_venv.worker(settings, cwd=tmp_path, env=env, log=tmp_path / "worker.log"):
         listed = fresh_venv.run("dsmo", "agents", "list", "--json", cwd=tmp_path, env=env)
         assert listed.returncode == 0, listed.stderr
         agent = next(row for row in json.loads(listed.stdout)["agents"] if row["name"] == "ticket-desk-triage")
@@ -60,6 +46,3 @@ def test_a_scaffolded_project_tests_loads_and_runs(fresh_venv: FreshVenv, stack_
         (message,) = (tmp_path / "outbox" / run["runId"]).glob("*.json")
         sent = json.loads(message.read_text())
         assert sent["to"] == "on-call" and sent["message"] == "Urgent ticket: Checkout is down"
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
