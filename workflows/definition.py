@@ -23,6 +23,7 @@ from dsmo.workflows.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionEr
 from dsmo.workflows.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
 from dsmo.workflows.errors import DefinitionError, TemplateError
 from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
+from dsmo.workflows.inbox import InboxPolicy
 from dsmo.workflows.nodes import (
     ACTION_TYPES,
     AssignTestNode,
@@ -43,6 +44,8 @@ from dsmo.workflows.sensitive import sensitive_problem
 from dsmo.workflows.templating import placeholders
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# What a wait's `match` reads beside a condition's roots: the event, and what the wait itself says.
+MATCH_ROOTS = ("event", "waitingData")
 # Validation context key: set by parse_definition, where a definition is admitted (see check_graph).
 ADMISSION = "dsmo.admission"
 
@@ -100,6 +103,7 @@ class AgentDefinition(CamelModel):
         audit_level: ``essential``, or ``extended`` to add each message sent and inference metadata.
         compensation: How the saga undoes completed actions when a later step fails.
         sensitive: Variables the audit trail keeps as fingerprints, not in the clear.
+        inbox: How long and how many early events a run keeps for a wait ahead (default 7d, 20).
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -119,6 +123,8 @@ class AgentDefinition(CamelModel):
     # Values the audit trail keeps as a fingerprint, not in the clear (workflows/sensitive.py).
     # None when absent, so definitions without it keep their workflow_version.
     sensitive: list[str] | None = Field(default=None, max_length=100)
+    # None when absent (the defaults apply), so definitions without it keep their workflow_version.
+    inbox: InboxPolicy | None = None
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
@@ -327,6 +333,18 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
                     raise ValueError(f"@nodes.{node_id}.{field}: {problem}")
         if isinstance(node, LlmNode) and admitting:
             _check_llm(node_id, node)
+        match = getattr(getattr(node, "parameters", None), "match", None)
+        if match is not None:
+            try:
+                check_condition(
+                    match,
+                    inputs=[*definition.inputs, *MATCH_ROOTS],
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
+                )
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.parameters.match: {err}") from None
     _check_reachability(definition)
 
 
@@ -402,7 +420,8 @@ def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> 
             seen_conditions.add(normalized)
 
 
-def _successors(node: Any) -> list[str]:
+def successors(node: Any) -> list[str]:
+    """The nodes a node may go to next (its `next`, or every transition's target)."""
     return [node.next] if node.next is not None else [transition.to for transition in node.transitions]
 
 
@@ -415,18 +434,18 @@ def _check_reachability(definition: AgentDefinition) -> None:
         current = pending.pop()
         if current not in reached:
             reached.add(current)
-            pending.extend(_successors(nodes[current]))
+            pending.extend(successors(nodes[current]))
     unreachable = sorted(set(nodes) - reached)
     if unreachable:
         raise ValueError(f"@nodes.{unreachable[0]}: unreachable from start {definition.start!r}")
     # Every node must be able to reach an end (a node with no way out), or runs could never finish.
-    ends = {node_id for node_id, node in nodes.items() if not _successors(node)}
+    ends = {node_id for node_id, node in nodes.items() if not successors(node)}
     can_end = set(ends)
     changed = True
     while changed:
         changed = False
         for node_id, node in nodes.items():
-            if node_id not in can_end and any(target in can_end for target in _successors(node)):
+            if node_id not in can_end and any(target in can_end for target in successors(node)):
                 can_end.add(node_id)
                 changed = True
     stuck = sorted(set(nodes) - can_end)

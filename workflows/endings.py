@@ -17,6 +17,7 @@ from dsmo.workflows.activity_calls import ActivityFailed
 from dsmo.workflows.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.control import RunEnded
 from dsmo.workflows.identifiers import run_id_problem
+from dsmo.workflows.intake import drop_all
 from dsmo.workflows.records import ExecutionResult
 from dsmo.workflows.run import Run
 from dsmo.workflows.saga import unwind
@@ -98,6 +99,7 @@ async def finish_cancelled(run: Run) -> ExecutionResult:
 
 async def _settle(run: Run, result: ExecutionResult) -> None:
     state = run.state
+    drop_all(run, f"the run ended ({result.status.value})")
     state.result = result
     state.enter(result.status)
     state.audit.record(

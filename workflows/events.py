@@ -122,6 +122,7 @@ class EventAck(WireModel):
         event_id: The event's deduplication id.
         accepted: True when the run applied it now or earlier.
         duplicate: True when an event with this id was already applied; nothing happened again.
+        buffered: True when the run kept it in its inbox for a wait ahead (not applied yet).
         status: The run's status after the event.
         detail: A note for a person, if any.
     """
@@ -129,6 +130,7 @@ class EventAck(WireModel):
     event_id: str
     accepted: bool
     duplicate: bool = False
+    buffered: bool = False
     status: str
     detail: str | None = None
 

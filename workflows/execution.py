@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 # Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
 # re-importing them (and the CEL library's) for every workflow run.
 with workflow.unsafe.imports_passed_through():
+    from dsmo.workflows import intake
     from dsmo.workflows.beginning import begin
     from dsmo.workflows.control import ContinueAsNewDue, RunEnded, ServiceFailed
     from dsmo.workflows.dead_letters import service_failed
@@ -57,6 +58,8 @@ class AgentExecution:
         """Run the graph from its start (or from the checkpoint) to an ending."""
         run, state = self._run, self._run.state
         checkpoint = request.checkpoint
+        # Expires the inbox's events; it writes nothing to history while the inbox is empty.
+        self._keeper = asyncio.create_task(intake.keep_inbox(run))
         try:
             if checkpoint is None:
                 await begin(run)
@@ -130,7 +133,7 @@ class AgentExecution:
         """Apply one resume event and say what became of it."""
         # The validator applied the strict rules to new updates; the handler also replays updates
         # accepted before those rules existed, so it does not apply them again.
-        return self._run.state.apply_event(parse_update(event, strict=False), via="update")
+        return intake.take(self._run, parse_update(event, strict=False), via="update")
 
     @deliver_event.validator
     def _validate_event(self, event: Any) -> None:
@@ -138,7 +141,7 @@ class AgentExecution:
         state = self._run.state
         try:
             parsed = parse_update(event)
-            state.check_event(parsed)
+            intake.check(self._run, parsed)
         except EventRejected as err:
             raise ApplicationError(str(err), type="EventRejected", non_retryable=True) from None
         if parsed.event_id in state.seen_event_ids and state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
@@ -161,7 +164,7 @@ class AgentExecution:
             problem = strict_event_problem(event_type, payload)
             if problem and workflow.patched(STRICT_SIGNALS_PATCH):
                 raise EventRejected(problem)
-            state.apply_event(event, via="signal")
+            intake.take(self._run, event, via="signal")
         except EventRejected as err:
             event_id = payload.get("event_id") if isinstance(payload, dict) else None
             state.reject(event_type, str(err), via="signal", event_id=event_id)

@@ -113,13 +113,24 @@ class _Outgoing(CamelModel):
     channel: str | None = Field(default=None, max_length=100)
 
 
-class WaitForResponseParams(WaitOptions):
+class ExternalWaitOptions(WaitOptions):
+    """A wait for an event from outside (a person, a system): it may say which events it takes."""
+
+    match: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="CEL over `event` (type, eventId, data), `waitingData` and the run's variables",
+    )
+
+
+class WaitForResponseParams(ExternalWaitOptions):
     kind = "response"
     expected_from: str | None = Field(default=None, max_length=200)
     thread_id: str | int | None = None
 
 
-class RequestDocumentParams(WaitOptions, _Outgoing):
+class RequestDocumentParams(ExternalWaitOptions, _Outgoing):
     kind = "document"
     documents: list[str] = Field(min_length=1, max_length=20)
 
@@ -131,17 +142,17 @@ class RequestDocumentParams(WaitOptions, _Outgoing):
         return value
 
 
-class RequestSignatureParams(WaitOptions, _Outgoing):
+class RequestSignatureParams(ExternalWaitOptions, _Outgoing):
     kind = "signature"
     document: str = Field(min_length=1, max_length=2000, description="URL (or template) of the document to sign")
 
 
-class AssignTestParams(WaitOptions, _Outgoing):
+class AssignTestParams(ExternalWaitOptions, _Outgoing):
     kind = "test"
     test: str = Field(min_length=1, max_length=200)
 
 
-class WaitForEventParams(WaitOptions):
+class WaitForEventParams(ExternalWaitOptions):
     kind = "event"
     event: str = Field(min_length=1, max_length=500, description="calendar event id (or template)")
     title: str | None = Field(default=None, max_length=500)
@@ -341,3 +352,5 @@ ACTION_TYPES: tuple[str, ...] = tuple(
     node.model_fields["action_type"].annotation.__args__[0]  # type: ignore[union-attr]
     for node in NODE_TYPES
 )
+# The nodes that wait for an event from outside: the kinds of event a run's inbox may keep.
+ExternalWaitNode = WaitForResponseNode | RequestDocumentNode | RequestSignatureNode | AssignTestNode | WaitForEventNode

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from dsmo.workflows.contracts import PreparedRun
 from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.inbox import InboxEntry, InboxView
 from dsmo.workflows.status import RunStatus
 from dsmo.workflows.wire import WireModel
 
@@ -24,6 +25,9 @@ AuditType = Literal[
     "RUN_RESUMED",
     "EVENT_RECEIVED",
     "EVENT_REJECTED",
+    "EVENT_BUFFERED",
+    "EVENT_CONSUMED",
+    "EVENT_EXPIRED",
     "RUN_CONTINUED",
     "TRANSITION",
     "CONTRACT_VIOLATION",
@@ -99,6 +103,7 @@ class Checkpoint(WireModel):
     config_ref: str | None = None
     routed_to_fail_safe: bool = False
     saga: list[dict[str, Any]] = Field(default_factory=list)
+    inbox: list[InboxEntry] = Field(default_factory=list)
 
 
 class Compensation(WireModel):
@@ -206,6 +211,7 @@ class StatusView(WireModel):
         cancelled_by: Once cancelled: who asked.
         cancel_reason: Once cancelled: the reason given.
         compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
+        inbox: Events kept for a wait ahead (count, kinds, the oldest), when there are any.
         problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
             task keeps failing); the other fields then come from Temporal's visibility.
         workflow_task_failure: When the workflow task keeps failing: attempts, since when, the error.
@@ -232,6 +238,7 @@ class StatusView(WireModel):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     compensation: dict[str, Any] | None = None
+    inbox: InboxView | None = None
     # Set by the client, never by the run: why the run cannot answer or move (no worker polls
     # its task queue, its workflow task keeps failing). The rest then comes from visibility.
     problem: str | None = None

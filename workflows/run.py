@@ -102,6 +102,7 @@ class Run:
         self.saga = [Compensation.model_validate(entry) for entry in checkpoint.saga]
         state.audit.events = list(checkpoint.audit)
         state.seen_event_ids = set(checkpoint.seen_event_ids)
+        state.inbox = list(checkpoint.inbox)
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
 
@@ -126,6 +127,7 @@ class Run:
             config_ref=state.config_ref,
             routed_to_fail_safe=self.routed_to_fail_safe,
             saga=[entry.model_dump(mode="json") for entry in self.saga],
+            inbox=state.inbox,
         )
 
     @property

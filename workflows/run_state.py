@@ -16,7 +16,8 @@ from temporalio.common import SearchAttributeUpdate
 
 from dsmo.workflows import search_attributes as sa
 from dsmo.workflows.audit import AuditTrail
-from dsmo.workflows.events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
+from dsmo.workflows.events import EventAck, ResumeEvent
+from dsmo.workflows.inbox import InboxEntry, inbox_view
 from dsmo.workflows.records import ExecutionResult, StatusView
 from dsmo.workflows.status import RunStatus, next_status
 
@@ -44,6 +45,7 @@ class RunState:
     waiting: Waiting | None = None
     resume_event: ResumeEvent | None = None
     seen_event_ids: set[str] = field(default_factory=set)
+    inbox: list[InboxEntry] = field(default_factory=list)  # events kept for a wait ahead, oldest first
     duplicates_recorded: int = 0  # DUPLICATE_IGNORED records in this generation of the run
     updated_at: datetime | None = None
     result: ExecutionResult | None = None
@@ -96,46 +98,46 @@ class RunState:
             )
 
     # -- resume events ----------------------------------------------------------------------
+    # Which events are applied, kept or refused is decided in intake.py; these only record.
 
-    def check_event(self, event: ResumeEvent) -> None:
-        """Raise EventRejected if ``event`` cannot be applied now (duplicates pass: they are acked)."""
-        if event.event_id in self.seen_event_ids:
-            return
-        wanted = EVENT_KINDS[event.type].waiting_for
-        if self.waiting is None or self.resume_event is not None:
-            raise EventRejected(
-                f"run {self.run_id} is not waiting for a {wanted} (status: {self.status}); {event.type} was not applied"
-            )
-        if self.waiting.kind != wanted:
-            raise EventRejected(
-                f"run {self.run_id} is waiting for {self.waiting.kind}, not {wanted}; {event.type} was not applied"
-            )
-        if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in self.waiting.requested:
-            requested = ", ".join(self.waiting.requested)
-            raise EventRejected(
-                f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested (requested: {requested})"
-            )
+    def record_duplicate(self, event: ResumeEvent, *, via: str) -> EventAck:
+        """An event id seen before: recorded once more as DUPLICATE_IGNORED, nothing else happens."""
+        self.duplicates_recorded += 1
+        self.audit.record(
+            "DUPLICATE_IGNORED",
+            at=workflow.now(),
+            stage=self.current_node,
+            data={"eventType": event.type, "eventId": event.event_id, "via": via},
+        )
+        return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
 
-    def apply_event(self, event: ResumeEvent, *, via: str) -> EventAck:
-        """Dedup by event id, then hand the event to the waiting node (or raise EventRejected)."""
-        if event.event_id in self.seen_event_ids:
-            self.duplicates_recorded += 1
-            self.audit.record(
-                "DUPLICATE_IGNORED",
-                at=workflow.now(),
-                stage=self.current_node,
-                data={"eventType": event.type, "eventId": event.event_id, "via": via},
-            )
-            return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
-        self.check_event(event)
+    def apply_now(self, event: ResumeEvent) -> EventAck:
+        """Hand ``event`` to the wait in progress (intake.py checked that it takes it)."""
         self.seen_event_ids.add(event.event_id)
         waiting = self.waiting
         assert waiting is not None
         if event.type == "DOCUMENT_UPLOADED":
-            waiting.received[event.data["document"]] = event.data["url"]
-            missing = [name for name in waiting.requested if name not in waiting.received]
+            missing = self.receive_document(waiting, event)
             if missing:
-                # A partial upload is recorded and the run keeps waiting for the rest.
+                return EventAck(
+                    event_id=event.event_id,
+                    accepted=True,
+                    status=self.status,
+                    detail=f"still waiting for: {', '.join(missing)}",
+                )
+        self.resume_event = event
+        return EventAck(event_id=event.event_id, accepted=True, status=self.status)
+
+    def receive_document(self, waiting: Waiting, event: ResumeEvent, *, record_partial: bool = True) -> list[str]:
+        """Note one uploaded document; returns the requested ones still missing.
+
+        A partial upload is recorded (EVENT_RECEIVED, unless ``record_partial`` is False because
+        the caller records it) and the run keeps waiting for the rest.
+        """
+        waiting.received[event.data["document"]] = event.data["url"]
+        missing = [name for name in waiting.requested if name not in waiting.received]
+        if missing:
+            if record_partial:
                 self.audit.record(
                     "EVENT_RECEIVED",
                     at=workflow.now(),
@@ -147,15 +149,8 @@ class RunState:
                         "missing": missing,
                     },
                 )
-                waiting.data["received"] = sorted(waiting.received)
-                return EventAck(
-                    event_id=event.event_id,
-                    accepted=True,
-                    status=self.status,
-                    detail=f"still waiting for: {', '.join(missing)}",
-                )
-        self.resume_event = event
-        return EventAck(event_id=event.event_id, accepted=True, status=self.status)
+            waiting.data["received"] = sorted(waiting.received)
+        return missing
 
     def reject(self, event_type: str, reason: str, *, via: str, event_id: Any = None) -> None:
         self.audit.record(
@@ -197,6 +192,7 @@ class RunState:
             cancelled_by=result.cancelled_by if result else None,
             cancel_reason=result.cancel_reason if result else None,
             compensation=result.compensation if result else None,
+            inbox=inbox_view(self.inbox),
         )
 
 

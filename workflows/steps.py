@@ -10,6 +10,7 @@ from temporalio import workflow
 from dsmo.workflows.children import trigger_agent_node
 from dsmo.workflows.control import RouteTo, RunEnded
 from dsmo.workflows.errors import TemplateError
+from dsmo.workflows.intake import drop_unreachable
 from dsmo.workflows.messages import send_message_node
 from dsmo.workflows.records import WaitCheckpoint
 from dsmo.workflows.requests import assign_test_node, request_document_node, request_signature_node
@@ -55,6 +56,7 @@ async def _execute(run: Run, node_id: str, *, resume: WaitCheckpoint | None) -> 
         run.step += 1
         state.path.append(node_id)
     state.current_node = node_id
+    drop_unreachable(run, node_id)
     workflow.logger.info("Action %d: %s (%s) - starting", run.step, node.action_type, node_id)
     try:
         await HANDLERS[node.action_type](run, node_id, node, resume)

@@ -16,6 +16,7 @@ from temporalio import workflow
 from dsmo.workflows.control import ContinueAsNewDue, RunEnded
 from dsmo.workflows.durations import format_duration
 from dsmo.workflows.events import RESUME_EVENT_FOR, variables_after
+from dsmo.workflows.intake import take_kept
 from dsmo.workflows.messages import send_message
 from dsmo.workflows.nodes import DelayNode, WaitForEventNode, WaitForResponseNode, WaitOptions, parse_until
 from dsmo.workflows.records import WaitCheckpoint
@@ -88,18 +89,23 @@ async def await_event(
             )
             state.begin_wait(waiting)
             workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
-        remaining = max(until - workflow.now(), timedelta(0))
-        try:
-            await workflow.wait_condition(
-                lambda: state.resume_event is not None or run.continue_as_new_due(),
-                timeout=remaining if remaining > timedelta(0) else timedelta(milliseconds=1),
-            )
-        except TimeoutError:
-            if state.resume_event is None:
-                attempt = await on_timeout(run, node_id, kind, options, attempt)
-                if attempt == 0:
-                    return
-                continue
+        # An event that arrived early, kept in the inbox, resumes the run without waiting.
+        kept = take_kept(run, waiting) if state.inbox else None
+        if kept is not None:
+            state.resume_event = kept
+        else:
+            remaining = max(until - workflow.now(), timedelta(0))
+            try:
+                await workflow.wait_condition(
+                    lambda: state.resume_event is not None or run.continue_as_new_due(),
+                    timeout=remaining if remaining > timedelta(0) else timedelta(milliseconds=1),
+                )
+            except TimeoutError:
+                if state.resume_event is None:
+                    attempt = await on_timeout(run, node_id, kind, options, attempt)
+                    if attempt == 0:
+                        return
+                    continue
         event = state.resume_event
         if event is None:  # woken to continue as new, still waiting
             raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt))
@@ -108,7 +114,8 @@ async def await_event(
             updates["signedAt"] = workflow.now().isoformat()
         state.variables.update(updates)
         recorded = masked_variables(updates, run.definition.sensitive or ())
-        resume_run(run, node_id, {"eventType": event.type, "eventId": event.event_id, "set": recorded})
+        resumed = {"eventType": event.type, "eventId": event.event_id, "set": recorded}
+        resume_run(run, node_id, resumed | ({"fromInbox": True} if kept is not None else {}))
         return
 
 

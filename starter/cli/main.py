@@ -13,7 +13,7 @@ import click
 from dsmo.starter.cli import catalogue, operations, project, recovery, serve
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
-from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
 from dsmo.starter.client.definitions import load_definition
 from dsmo.starter.exits import hard_exit
 from dsmo.starter.settings import SettingsError
@@ -112,7 +112,7 @@ def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
         return await client.respond(run_id, text, event_id=event_id)
 
     ack = run(go)
-    click.echo(f"{'duplicate, ignored' if ack.duplicate else 'delivered'}: {ack.event_id} to {run_id}")
+    click.echo(ack_line(ack, run_id))
 
 
 @cli.command()
@@ -145,6 +145,7 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
 @click.option("--event-id", help="Idempotency id of the event (with --type; default: random).")
 @click.option("--signal", "as_signal", is_flag=True, help="Send as a fire-and-forget signal, not the update.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit events as JSON lines.")
+@click.option("--inbox", "inbox_only", is_flag=True, help="Only the events kept, taken, expired or refused.")
 @pass_context
 def events(
     obj: Context,
@@ -154,12 +155,18 @@ def events(
     event_id: str | None,
     as_signal: bool,
     as_json: bool,
+    inbox_only: bool,
 ) -> None:
     """Show a run's audit trail, or with --type deliver a resume event to it.
+
+    An event that arrives before the run waits for it is kept in the run's inbox
+    (EVENT_BUFFERED) and taken by the first wait that accepts it (EVENT_CONSUMED); --inbox
+    shows that story alone.
 
     \b
     Examples:
       dsmo events ana-1
+      dsmo events ana-1 --inbox
       dsmo events ana-1 --type DOCUMENT_UPLOADED --data '{"document": "id_card", "url": "s3://docs/id.pdf"}'
     """
     if event_type is None:
@@ -169,6 +176,8 @@ def events(
             return await client.events(run_id)
 
         found = run(trail)
+        if inbox_only:
+            found = [event for event in found if event.type in INBOX_EVENTS]
         if as_json:
             for event in found:
                 click.echo(event.model_dump_json())
@@ -188,8 +197,7 @@ def events(
     if as_signal:
         click.echo(f"signalled: {event_type} {chosen} to {run_id} (see `dsmo events {run_id}` for the outcome)")
     else:
-        state = "duplicate, ignored" if ack.duplicate else "delivered"
-        click.echo(f"{state}: {event_type} {chosen} to {run_id}" + (f" ({ack.detail})" if ack.detail else ""))
+        click.echo(ack_line(ack, run_id, event_type))
 
 
 @cli.command()

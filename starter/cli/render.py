@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsmo.starter.devstack.stack import ServiceReport
+from dsmo.workflows.durations import format_duration
+from dsmo.workflows.events import EventAck
+from dsmo.workflows.inbox import InboxView
 from dsmo.workflows.records import AuditEvent, StatusView
+
+# The audit records of an event's way through the inbox (`dsmo events RUN --inbox`).
+INBOX_EVENTS = frozenset({"EVENT_BUFFERED", "EVENT_CONSUMED", "EVENT_EXPIRED", "EVENT_REJECTED", "DUPLICATE_IGNORED"})
 
 
 def status_lines(view: StatusView, *, run_url: str) -> list[str]:
@@ -21,6 +27,7 @@ def status_lines(view: StatusView, *, run_url: str) -> list[str]:
         ("waitingFor", view.waiting_for),
         ("waitingUntil", _when(view.waiting_until)),
         ("waitingData", json.dumps(view.waiting_data, ensure_ascii=False) if view.waiting_data else None),
+        ("inbox", _inbox(view.inbox)),
         ("startedAt", _when(view.started_at)),
         ("completedAt", _when(view.completed_at)),
         ("resultType", view.result_type),
@@ -30,6 +37,16 @@ def status_lines(view: StatusView, *, run_url: str) -> list[str]:
         ("web UI", run_url),
     ]
     return _aligned((key, value) for key, value in rows if value not in (None, ""))
+
+
+def ack_line(ack: EventAck, run_id: str, event_type: str | None = None) -> str:
+    """One line for a delivered event: delivered, kept in the run's inbox, or a duplicate."""
+    what = f"{event_type} {ack.event_id}" if event_type else ack.event_id
+    if ack.duplicate:
+        return f"duplicate, ignored: {what} to {run_id}"
+    if ack.buffered:
+        return f"kept: {what} for {run_id} ({ack.detail})"
+    return f"delivered: {what} to {run_id}" + (f" ({ack.detail})" if ack.detail else "")
 
 
 def event_lines(events: Sequence[AuditEvent]) -> list[str]:
@@ -58,6 +75,14 @@ def _aligned(rows: Iterable[tuple[str, Any]]) -> list[str]:
     items = list(rows)
     width = max(len(key) for key, _ in items)
     return [f"{key:<{width}}  {value}" for key, value in items]
+
+
+def _inbox(inbox: InboxView | None) -> str | None:
+    if inbox is None:
+        return None
+    kinds = ", ".join(f"{kind} {count}" for kind, count in inbox.kinds.items())
+    age = format_duration(timedelta(seconds=max(int((datetime.now(UTC) - inbox.oldest_at).total_seconds()), 1)))
+    return f"{inbox.count} kept ({kinds}); oldest {inbox.oldest_event_id}, {age} ago"
 
 
 def _when(value: datetime | None) -> str | None:

@@ -140,7 +140,7 @@ def registry() -> ProcessorRegistry:
     return merged
 
 
-async def test_respond_to_a_run_that_is_not_waiting(harness: Harness, tmp_path: Path) -> None:
+async def test_a_reply_sent_before_the_run_waits_is_kept_and_taken(harness: Harness, tmp_path: Path) -> None:
     slow = tmp_path / "slow.yaml"
     slow.write_text(
         EXAMPLE.read_text()
@@ -150,11 +150,14 @@ async def test_respond_to_a_run_that_is_not_waiting(harness: Harness, tmp_path: 
     started = await cli(harness, "start", str(slow), "--input", '{"candidate": {"name": "B", "phone": "2"}}', "--json")
     run_id = json.loads(started.stdout)["runId"]
     await harness.dsmo.wait_for_status(run_id, {RunStatus.RUNNING})
-    proc = await cli(harness, "respond", run_id, "too early")
-    one_line_error(proc, "MESSAGE_RECEIVED rejected", "is not waiting for a response", "status: running")
-    # Nothing was written: the run goes on to wait and no event was recorded.
-    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=30)
-    assert not [e for e in await harness.dsmo.events(run_id) if e.type in ("RUN_RESUMED", "EVENT_REJECTED")]
+    early = await cli(harness, "respond", run_id, "sí, ya", "--event-id", "early-1")
+    assert early.returncode == 0, early.stderr
+    assert early.stdout.startswith(f"kept: early-1 for {run_id} (kept in the run's inbox"), early.stdout
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "sí, ya"
+    # The run has ended: a reply now has no wait to go to, and is refused in one line.
+    late = await cli(harness, "respond", run_id, "otra")
+    one_line_error(late, "has already ended")
 
 
 async def temporal_cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,266 @@
+"""The event inbox on the real stack: early events are kept for a wait ahead, never lost.
+
+Each test drives one run through the validated update (and raw signals where the test says so)
+and asserts what the run shows: its status and inbox, its variables, and the audit trail's
+EVENT_BUFFERED / EVENT_CONSUMED / EVENT_EXPIRED / EVENT_REJECTED records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted
+from dsmo.worker import build_worker
+from dsmo.workflows.contracts import SendMessageRequest, SentMessage
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.records import AuditEvent
+from dsmo.workflows.status import RunStatus
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.asyncio
+
+CHAT = """
+agent: inbox-chat
+start: greet
+nodes:
+  greet:
+    actionType: send_message
+    parameters: {message: "Hola, ¿sigues interesada?"}
+    next: reply
+  reply:
+    actionType: wait_for_response
+    parameters: {timeout: 1h, onTimeout: fail}
+    next: docs
+  docs:
+    actionType: request_document
+    parameters: {documents: [id_card, payslip], timeout: 1h, onTimeout: fail}
+    next: meeting
+  meeting:
+    actionType: wait_for_event
+    parameters: {event: interview, timeout: 1h, onTimeout: fail}
+"""
+
+
+def chat(**changes: Any) -> AgentDefinition:
+    data = yaml.safe_load(CHAT)
+    for path, value in changes.items():
+        target = data
+        *parents, leaf = path.split(".")
+        for key in parents:
+            target = target[key]
+        if value is None:
+            target.pop(leaf, None)
+        else:
+            target[leaf] = value
+    # Keep only the nodes still reachable (a cut `next` ends the conversation there).
+    reachable, node = [], data["start"]
+    while node is not None:
+        reachable.append(node)
+        node = data["nodes"][node].get("next")
+    data["nodes"] = {name: data["nodes"][name] for name in reachable}
+    return parse_definition(data)
+
+
+def of(events: list[AuditEvent], *types: str) -> list[AuditEvent]:
+    return [event for event in events if event.type in types]
+
+
+async def deliver(dsmo: DsmoClient, run_id: str, event_type: str, data: dict[str, Any], event_id: str) -> Any:
+    return await dsmo.deliver_event(run_id, event_type, data, event_id=event_id)
+
+
+async def test_early_documents_and_event_are_kept_and_taken_by_the_later_waits(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat())
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+
+    # The applicant uploads both documents, and the calendar reports the meeting, before replying.
+    payslip = await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, "up-1")
+    assert payslip.accepted and payslip.buffered and "inbox" in (payslip.detail or "")
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, "up-2")
+    await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    view = await dsmo.status(run_id)
+    assert view.status is RunStatus.WAITING and view.waiting_for == "response"
+    assert view.inbox is not None and view.inbox.count == 3
+    assert view.inbox.kinds == {"DOCUMENT_UPLOADED": 2, "EVENT_COMPLETED": 1}
+    assert view.inbox.oldest_event_id == "up-1"
+
+    # The reply resumes the run; the document and meeting waits take the kept events at once.
+    await dsmo.respond(run_id, "sí", event_id="reply-1")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert result.variables["documentUrls"] == ["s3://d/i", "s3://d/p"]  # in the requested order
+    assert result.variables["eventResult"] == "done"
+
+    events = await dsmo.events(run_id)
+    buffered = of(events, "EVENT_BUFFERED")
+    assert [(e.stage, e.data["eventId"]) for e in buffered] == [
+        ("reply", "up-1"),
+        ("reply", "up-2"),
+        ("reply", "cal-1"),
+    ]
+    taken = [(e.stage, e.data["eventId"]) for e in of(events, "EVENT_CONSUMED")]
+    assert taken == [("docs", "up-1"), ("docs", "up-2"), ("meeting", "cal-1")]
+    resumed = {e.stage: e.data for e in of(events, "RUN_RESUMED")}
+    assert resumed["docs"]["fromInbox"] and resumed["meeting"]["fromInbox"] and "fromInbox" not in resumed["reply"]
+    assert not of(events, "EVENT_REJECTED", "EVENT_EXPIRED")
+
+
+async def test_events_no_wait_ahead_takes_are_refused_and_duplicates_recorded_once(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat())
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+
+    with pytest.raises(EventNotAccepted, match="is waiting for response and no wait ahead takes a signature"):
+        await deliver(dsmo, run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://s"}, "sig-1")
+    with pytest.raises(EventNotAccepted, match="'diploma' was not requested"):
+        await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "diploma", "url": "s3://d"}, "up-x")
+    # A raw signal nothing ahead takes is recorded as rejected; the run goes on.
+    await dsmo.signal_event(run_id, "TEST_COMPLETED", {"event_id": "test-1", "score": 9, "result": "pass"})
+
+    kept = await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    again = await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    assert kept.buffered and again.duplicate and not again.accepted
+    await dsmo.respond(run_id, "sí", event_id="reply-1")
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, "up-1")
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, "up-2")
+    # The kept event was consumed and the run ended: the same id once more is still a duplicate.
+    late = await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    assert late.duplicate
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+
+    events = await dsmo.events(run_id)
+    assert [e.data["eventId"] for e in of(events, "DUPLICATE_IGNORED")] == ["cal-1"]
+    # (an upload may be kept too: it can arrive while the document request is still going out)
+    assert [e.data["eventId"] for e in of(events, "EVENT_CONSUMED")].count("cal-1") == 1
+    rejected = of(events, "EVENT_REJECTED")
+    assert [e.data["eventId"] for e in rejected] == ["test-1"]
+    assert "no wait ahead takes a test" in rejected[0].data["reason"]
+
+
+async def test_a_full_inbox_refuses_with_a_reason_and_takes_again_once_emptied(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat(inbox={"maxEvents": 2}))
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, "up-1")
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, "up-2")
+    with pytest.raises(EventNotAccepted, match=r"inbox is full \(2 events kept, inbox.maxEvents is 2\)"):
+        await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    await dsmo.respond(run_id, "sí", event_id="reply-1")
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    # The refused event was not recorded as seen: the sender's retry is taken now.
+    assert (await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")).accepted
+    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+async def test_match_takes_the_right_thread_and_refuses_the_wrong_one(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    definition = chat(
+        **{
+            "nodes.reply.parameters": {
+                "threadId": "t-1",
+                "expectedFrom": "postulant",
+                "match": "event.data.threadId == waitingData.threadId",
+                "timeout": "1h",
+                "onTimeout": "fail",
+            },
+            "nodes.reply.next": None,
+        }
+    )
+    run_id = await harness.start(definition)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    with pytest.raises(EventNotAccepted, match="does not match reply's match"):
+        await deliver(dsmo, run_id, "MESSAGE_RECEIVED", {"text": "otro hilo", "threadId": "t-2"}, "m-1")
+    with pytest.raises(EventNotAccepted, match="'recruiter' is not the sender reply expects"):
+        await deliver(dsmo, run_id, "MESSAGE_RECEIVED", {"text": "yo", "threadId": "t-1", "from": "recruiter"}, "m-2")
+    await deliver(dsmo, run_id, "MESSAGE_RECEIVED", {"text": "sí", "threadId": "t-1", "from": "postulant"}, "m-3")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "sí"
+
+
+async def test_an_early_event_of_a_run_that_times_out_elsewhere_expires_with_it(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat(**{"nodes.reply.parameters": {"timeout": "2s", "onTimeout": "fail"}}))
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    assert (await dsmo.result(run_id)).status is RunStatus.TIMEOUT
+    view = await dsmo.status(run_id)
+    assert view.status is RunStatus.TIMEOUT and view.inbox is None
+    expired = of(await dsmo.events(run_id), "EVENT_EXPIRED")
+    assert [(e.data["eventId"], e.data["reason"]) for e in expired] == [("cal-1", "the run ended (timeout)")]
+
+
+async def test_the_inbox_and_the_dedup_ledger_cross_continue_as_new(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat(), history_limit=40)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, "up-1")
+    await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, "up-2")
+    # Each refused duplicate still adds history events: push the run over its limit while it waits.
+    for _ in range(8):
+        await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, "up-1")
+        if of(await dsmo.events(run_id), "RUN_CONTINUED"):
+            break
+    assert of(await dsmo.events(run_id), "RUN_CONTINUED"), "the run did not continue as new"
+    view = await dsmo.status(run_id)
+    assert view.inbox is not None and view.inbox.count == 2
+    assert (await deliver(dsmo, run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "x"}, "up-1")).duplicate
+    await dsmo.respond(run_id, "sí", event_id="reply-1")
+    await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    result = await dsmo.result(run_id)
+    assert result.variables["documentUrls"] == ["s3://d/i", "s3://d/p"]
+
+
+class GatedChannel(FileChannel):
+    """A file channel whose sends block until the test opens the gate."""
+
+    def __init__(self, outbox: Path) -> None:
+        super().__init__(outbox)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def send(self, message: SendMessageRequest) -> SentMessage:
+        self.entered.set()
+        self.gate.wait(timeout=60)
+        return super().send(message)
+
+
+@pytest_asyncio.fixture
+async def gated(harness: Harness, tmp_path: Path) -> AsyncIterator[tuple[Harness, GatedChannel]]:
+    channel = GatedChannel(tmp_path / "gated")
+    queue = f"gated-{uuid.uuid4().hex[:8]}"
+    async with build_worker(harness.dsmo.temporal, task_queue=queue, store=harness.store, channel=channel):
+        yield Harness(harness.dsmo, harness.store, queue, tmp_path / "gated", harness.settings), channel
+    channel.gate.set()
+
+
+async def test_a_reply_sent_while_the_message_is_still_being_sent_resumes_the_run(
+    gated: tuple[Harness, GatedChannel],
+) -> None:
+    harness, channel = gated
+    dsmo = harness.dsmo
+    run_id = await harness.start(chat(**{"nodes.reply.next": None}))
+    assert await asyncio.to_thread(channel.entered.wait, 30), "send_message never started"
+    # The candidate answers in the second the message takes to go out.
+    ack = await dsmo.respond(run_id, "¡sí!", event_id="wa-981")
+    assert ack.buffered
+    channel.gate.set()
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "¡sí!"
+    events = await dsmo.events(run_id)
+    assert [(e.type, e.stage) for e in of(events, "EVENT_BUFFERED", "EVENT_CONSUMED")] == [
+        ("EVENT_BUFFERED", "greet"),
+        ("EVENT_CONSUMED", "reply"),
+    ]
+    await harness.replay_all()
