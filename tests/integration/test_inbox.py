@@ -11,21 +11,26 @@ import asyncio
 import threading
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 import yaml
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted
 from dsmo.worker import build_worker
 from dsmo.workflows.contracts import SendMessageRequest, SentMessage
 from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.intake import INBOX_PATCH
 from dsmo.workflows.records import AuditEvent
 from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
+from tests.integration.test_evolution import has_patch_marker, replays
 
 pytestmark = pytest.mark.asyncio
 
@@ -264,3 +269,54 @@ async def test_a_reply_sent_while_the_message_is_still_being_sent_resumes_the_ru
         ("EVENT_CONSUMED", "reply"),
     ]
     await harness.replay_all()
+
+
+async def test_a_kept_event_expires_after_its_time_to_live(skipping: Harness, time_env: WorkflowEnvironment) -> None:
+    """On the time-skipping server: an upload kept for 30 min expires while the reply wait lasts 2 h."""
+    definition = chat(
+        inbox={"ttl": "30m"},
+        **{
+            "nodes.reply.parameters": {"timeout": "2h", "onTimeout": "continue"},
+            "nodes.docs.parameters": {"documents": ["id_card"], "timeout": "1h", "onTimeout": "continue"},
+            "nodes.docs.next": None,
+        },
+    )
+    dsmo = skipping.dsmo
+    run_id = await skipping.start(definition)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.signal_event(run_id, "DOCUMENT_UPLOADED", {"event_id": "up-1", "document": "id_card", "url": "s3://i"})
+    # Time moves only while someone sleeps on the server: 3 h cover the TTL, the reply and the request.
+    await time_env.sleep(timedelta(hours=3))
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and "documentUrls" not in result.variables
+    events = await dsmo.events(run_id)
+    [buffered] = of(events, "EVENT_BUFFERED")
+    [expired] = of(events, "EVENT_EXPIRED")
+    assert expired.data["eventId"] == "up-1" and expired.data["reason"] == "its time-to-live ended"
+    assert timedelta(minutes=30) <= expired.at - buffered.at < timedelta(minutes=30, seconds=1)
+    assert not of(events, "EVENT_CONSUMED")
+    assert [e.data["eventType"] for e in of(events, "RUN_RESUMED")] == ["TIMEOUT", "TIMEOUT"]
+
+
+async def test_runs_under_the_old_rule_replay_and_new_runs_record_the_patch(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsmo = harness.dsmo
+    definition = chat(**{"nodes.reply.next": None})
+    old = await harness.start(definition)
+    await dsmo.wait_for_status(old, {RunStatus.WAITING})
+    with monkeypatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda patch_id: False)
+        # Before the inbox, a reply from another sender was taken and a signal nothing takes now
+        # was refused: the old rule stays in force for this run.
+        await dsmo.signal_event(old, "EVENT_COMPLETED", {"event_id": "cal-1", "result": "done"})
+        await dsmo.signal_event(old, "MESSAGE_RECEIVED", {"event_id": "m-1", "text": "hi", "from": "someone"})
+        result = await dsmo.result(old)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "hi"
+    assert not await has_patch_marker(harness, old, INBOX_PATCH)
+    await replays(harness, old)
+
+    new = await harness.start(chat())
+    await dsmo.wait_for_status(new, {RunStatus.WAITING})
+    assert (await deliver(dsmo, new, "EVENT_COMPLETED", {"result": "done"}, "cal-1")).buffered
+    assert await has_patch_marker(harness, new, INBOX_PATCH)
