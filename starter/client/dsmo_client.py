@@ -13,12 +13,14 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowFailureError,
     WorkflowHandle,
@@ -48,10 +50,11 @@ from dsmo.workflows.contracts import PreparedRun
 from dsmo.workflows.definition import AgentDefinition, effective_parameters
 from dsmo.workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
 from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal
+from dsmo.workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal, parse_update
 from dsmo.workflows.identifiers import check_run_id, event_id_problem
 from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
 from dsmo.workflows.status import RunStatus
+from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
 
 log = logging.getLogger("dsmo.client")
 
@@ -84,6 +87,39 @@ def check_event_data(event_type: str, data: Any) -> None:
         raise EventNotAccepted(
             f"{event_type} rejected: {event_type}.data: not valid Unicode JSON (a lone surrogate?)"
         ) from None
+
+
+def initial_events(definition: AgentDefinition, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events to deliver with a start, as ``deliver_event`` envelopes, or EventNotAccepted naming the one.
+
+    Each is checked as the update's validator would, and against the definition: a wait of the
+    graph must take it, or the run would refuse it once started.
+    """
+    waits = waits_ahead(definition, None, include_current=True, fail_safe=True)
+    envelopes = []
+    for index, raw in enumerate(events):
+        if not isinstance(raw, Mapping):
+            raise EventNotAccepted(f"events.{index}: must be an object with type, data and event_id")
+        envelope = {
+            "type": raw.get("type"),
+            "event_id": raw.get("event_id") or raw.get("eventId") or str(uuid.uuid4()),
+            "data": raw.get("data", {}),
+        }
+        try:
+            event = parse_update(envelope)
+            check_event_data(event.type, envelope["data"])
+        except (EventRejected, EventNotAccepted) as err:
+            raise EventNotAccepted(f"events.{index}: {err}") from None
+        if not any(takes_kind(node, event) for node in waits):
+            raise EventNotAccepted(f"events.{index}: no wait of {definition.agent} takes {event.type}")
+        envelopes.append(envelope)
+    return envelopes
+
+
+def _update_failure(err: WorkflowUpdateFailedError) -> str:
+    """The run's reason for refusing an update (its validator's message)."""
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
 class RunNotFound(DsmoError):
@@ -235,6 +271,7 @@ class DsmoClient:
         correlation_id: str | None = None,
         start_delay: timedelta | None = None,
         history_limit: int | None = None,
+        events: Sequence[Mapping[str, Any]] = (),
     ) -> str:
         """Start a run of ``definition``. Run ids are never reused, even after a run has ended.
 
@@ -246,6 +283,10 @@ class DsmoClient:
             correlation_id: A caller's id kept with the run (for example a ticket number).
             start_delay: Keep the run ``pending`` until then; it can be cancelled meanwhile.
             history_limit: Continue as new after this many history events (default: the definition's).
+            events: Resume events delivered with the start, in order, each as ``{"type", "data",
+                "event_id"?}`` (the ``deliver_event`` envelope; a missing id gets a random one). The
+                first goes in the same call as the start (Temporal's update-with-start), so it cannot
+                race the run; each is kept in the run's inbox for the wait that takes it.
 
         Returns:
             The run id (the Temporal workflow id).
@@ -254,11 +295,15 @@ class DsmoClient:
             InvalidInputDocument: ``input`` is too large, too deep or not JSON.
             RunAlreadyExists: A run with ``run_id`` exists or existed.
             InvalidRunId: ``run_id`` is not a valid run id.
+            EventNotAccepted: An event is malformed or no wait of the definition takes it (the run
+                is not started).
         """
         request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
         if history_limit is not None:
             request.history_limit = history_limit
-        return await self.start_request(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+        return await self.start_request(
+            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
+        )
 
     async def start_request(
         self,
@@ -267,6 +312,7 @@ class DsmoClient:
         run_id: str | None = None,
         task_queue: str | None = None,
         start_delay: timedelta | None = None,
+        events: Sequence[Mapping[str, Any]] = (),
     ) -> str:
         """Start a run from a complete request; redrives and replays use it to set where it starts.
 
@@ -275,6 +321,7 @@ class DsmoClient:
             run_id: The run's id (default: ``<agent>-<random>``).
             task_queue: The workers' task queue (default: the settings').
             start_delay: Keep the run ``pending`` until then.
+            events: Resume events delivered with the start (see `start`).
 
         Returns:
             The run id.
@@ -282,10 +329,14 @@ class DsmoClient:
         Raises:
             InvalidInputDocument: The input is too large, too deep or not JSON.
             RunAlreadyExists: A run with ``run_id`` exists or existed.
+            EventNotAccepted: An event is malformed or no wait of the definition takes it.
         """
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         check_run_id(run_id)
+        first_events = initial_events(definition, events)
+        if first_events and start_delay:
+            raise EventNotAccepted("events: a delayed start takes no events; deliver them once the run has started")
         try:
             check_document(request.input, field="input", limits=INPUT_LIMITS)
             json.dumps(request.input, ensure_ascii=False).encode()
@@ -294,11 +345,21 @@ class DsmoClient:
         except (UnicodeEncodeError, ValueError, TypeError):
             raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
-            await self._start(request, run_id=run_id, task_queue=task_queue, start_delay=start_delay)
+            await self._start(
+                request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=first_events
+            )
+        for event in first_events[1:]:
+            await self.deliver_event(run_id, event["type"], event["data"], event_id=event["event_id"])
         return run_id
 
     async def _start(
-        self, request: ExecutionRequest, *, run_id: str, task_queue: str | None, start_delay: timedelta | None
+        self,
+        request: ExecutionRequest,
+        *,
+        run_id: str,
+        task_queue: str | None,
+        start_delay: timedelta | None,
+        events: list[dict[str, Any]],
     ) -> None:
         definition = request.definition
         version = definition.workflow_version  # a hash of the canonical definition: computed once
@@ -306,32 +367,42 @@ class DsmoClient:
             request = request.model_copy(update={"prepared": await self._prepare(request, run_id, version)})
         carrier = trace_carrier()
         status = self._start_status(request, start_delay)
+        options: dict[str, Any] = dict(
+            id=run_id,
+            task_queue=task_queue or self.settings.task_queue,
+            # A run id names one audit trail for good: refuse to reuse it even after it closed.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            # A second start while the first is open is refused too, never merged into it
+            # (USE_EXISTING) or allowed to replace it (TERMINATE_EXISTING); the ingress turns the
+            # refusal into "the same run" for a retry that carries the same Idempotency-Key.
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            start_delay=start_delay,
+            # The run's trace context: resume events sent later join the same trace. Without
+            # a recording tracer there is none to keep (an empty memo still costs a write).
+            memo={"trace": carrier} if carrier else None,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(sa.AGENT_EXECUTION_STATUS, status.value),
+                    SearchAttributePair(sa.AGENT_NAME, definition.agent),
+                    SearchAttributePair(sa.WORKFLOW_VERSION, version),
+                ]
+            ),
+        )
         try:
-            await self.temporal.start_workflow(
-                WORKFLOW_TYPE,
-                request,
-                id=run_id,
-                task_queue=task_queue or self.settings.task_queue,
-                # A run id names one audit trail for good: refuse to reuse it even after it closed.
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                # A second start while the first is open is refused too, never merged into it
-                # (USE_EXISTING) or allowed to replace it (TERMINATE_EXISTING); the ingress turns the
-                # refusal into "the same run" for a retry that carries the same Idempotency-Key.
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                start_delay=start_delay,
-                # The run's trace context: resume events sent later join the same trace. Without
-                # a recording tracer there is none to keep (an empty memo still costs a write).
-                memo={"trace": carrier} if carrier else None,
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(sa.AGENT_EXECUTION_STATUS, status.value),
-                        SearchAttributePair(sa.AGENT_NAME, definition.agent),
-                        SearchAttributePair(sa.WORKFLOW_VERSION, version),
-                    ]
-                ),
-            )
+            if events:
+                # Start and first event in one request: the run's first workflow task holds both.
+                operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                    WORKFLOW_TYPE, request, **options
+                )
+                await self.temporal.execute_update_with_start_workflow(
+                    "deliver_event", events[0], start_workflow_operation=operation, result_type=EventAck
+                )
+            else:
+                await self.temporal.start_workflow(WORKFLOW_TYPE, request, **options)
         except WorkflowAlreadyStartedError:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
+        except WorkflowUpdateFailedError as err:
+            raise EventNotAccepted(f"events.0: {_update_failure(err)} (the run started)") from None
         self._remember_trace(run_id, carrier)
 
     @staticmethod
@@ -674,8 +745,7 @@ class DsmoClient:
             if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:
                 status = str(cause.details[0]) if cause.details else "unknown"
                 return EventAck(event_id=event_id, accepted=False, duplicate=True, status=status, detail=cause.message)
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            raise EventNotAccepted(f"{event_type} rejected: {message}") from None
+            raise EventNotAccepted(f"{event_type} rejected: {_update_failure(err)}") from None
         except RPCError as err:
             problem = await self._closed_or_missing(run_id, err)
             if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):

@@ -14,6 +14,15 @@ class _Body(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
+class EventRequest(_Body):
+    """A resume event for a run (`POST /executions/{run_id}/events`); field names as on the wire."""
+
+    model_config = ConfigDict(alias_generator=None, populate_by_name=True, extra="forbid")
+    type: str = Field(examples=["MESSAGE_RECEIVED"])
+    event_id: str | None = Field(default=None, max_length=200, description="or the Idempotency-Key header")
+    data: dict[str, Any] = Field(default_factory=dict, examples=[{"text": "Sí, sigo interesada"}])
+
+
 class StartRequest(_Body):
     """Start a run of a published definition (`POST /executions`)."""
 
@@ -25,15 +34,11 @@ class StartRequest(_Body):
     )
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = Field(default=None, pattern=f"^{RUN_ID_PATTERN}$")
-
-
-class EventRequest(_Body):
-    """A resume event for a run (`POST /executions/{run_id}/events`); field names as on the wire."""
-
-    model_config = ConfigDict(alias_generator=None, populate_by_name=True, extra="forbid")
-    type: str = Field(examples=["MESSAGE_RECEIVED"])
-    event_id: str | None = Field(default=None, max_length=200, description="or the Idempotency-Key header")
-    data: dict[str, Any] = Field(default_factory=dict, examples=[{"text": "Sí, sigo interesada"}])
+    events: list[EventRequest] = Field(
+        default_factory=list,
+        max_length=20,
+        description="resume events delivered with the start, in order (each needs its events:<TYPE> scope)",
+    )
 
 
 class CancelRequest(_Body):

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.activities.errors import UnknownAgent
-from dsmo.starter.client.dsmo_client import DsmoClient, RunAlreadyExists, RunClosed, RunNotFound
+from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
 from dsmo.starter.ingress.bodies import CancelRequest, StartRequest
 from dsmo.starter.ingress.dependencies import (
     app_settings,
@@ -49,8 +49,17 @@ async def start(
         # The same key from the same caller starts one run; a retry gets that run back.
         digest = hashlib.sha256(f"{key.name}\x1f{idempotency_key}".encode()).hexdigest()[:16]
         run_id = f"{definition.agent}-{digest}"
+    for index, event in enumerate(body.events):
+        if not key.allows(f"events:{event.type}"):
+            raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
+    events = [
+        {"type": event.type, "event_id": event.event_id or _start_event_id(idempotency_key, index), "data": event.data}
+        for index, event in enumerate(body.events)
+    ]
     try:
-        run_id = await dsmo.start(definition, body.input, run_id=run_id)
+        run_id = await dsmo.start(definition, body.input, run_id=run_id, events=events)
+    except EventNotAccepted as err:
+        raise Problem(422, "invalid_event", str(err)) from None
     except RunAlreadyExists:
         if not idempotency_key:
             raise Problem(409, "run_exists", f"run {run_id!r} already exists") from None
@@ -60,7 +69,13 @@ async def start(
         "agent": definition.agent,
         "workflowVersion": definition.workflow_version,
         "url": settings.run_url(str(run_id)),
+        "eventsDelivered": len(events),
     }
+
+
+def _start_event_id(idempotency_key: str | None, index: int) -> str | None:
+    """A start's event without an id: derived from the start's Idempotency-Key, so a retry repeats it."""
+    return f"{idempotency_key}.{index}" if idempotency_key else None
 
 
 @router.get("/{run_id}", summary="A run's status (its WAITING structure)")

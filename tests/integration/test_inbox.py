@@ -19,10 +19,11 @@ import pytest
 import pytest_asyncio
 import yaml
 from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted
+from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunNotFound
 from dsmo.worker import build_worker
 from dsmo.workflows.contracts import SendMessageRequest, SentMessage
 from dsmo.workflows.definition import AgentDefinition, parse_definition
@@ -320,3 +321,41 @@ async def test_runs_under_the_old_rule_replay_and_new_runs_record_the_patch(
     await dsmo.wait_for_status(new, {RunStatus.WAITING})
     assert (await deliver(dsmo, new, "EVENT_COMPLETED", {"result": "done"}, "cal-1")).buffered
     assert await has_patch_marker(harness, new, INBOX_PATCH)
+
+
+async def test_a_run_started_with_its_first_events_takes_them_without_a_race(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    events = [
+        {"type": "MESSAGE_RECEIVED", "event_id": "wa-1", "data": {"text": "hola, sí"}},
+        {"type": "DOCUMENT_UPLOADED", "event_id": "up-1", "data": {"document": "id_card", "url": "s3://d/i"}},
+        {"type": "DOCUMENT_UPLOADED", "event_id": "up-2", "data": {"document": "payslip", "url": "s3://d/p"}},
+    ]
+    run_id = await dsmo.start(chat(), task_queue=harness.task_queue, events=events)
+    harness.started.append(run_id)
+    view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    while view.waiting_for != "event":
+        await asyncio.sleep(0.1)
+        view = await dsmo.status(run_id)
+    assert view.current_node == "meeting" and view.inbox is None
+    trail = await dsmo.events(run_id)
+    assert [e.data["eventId"] for e in of(trail, "EVENT_CONSUMED")] == ["wa-1", "up-1", "up-2"]
+    # The first event came with the start itself: an update accepted in the run's first workflow task.
+    history = [e async for e in dsmo.temporal.get_workflow_handle(run_id).fetch_history_events()]
+    first_task_done = next(
+        i for i, e in enumerate(history) if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+    accepted = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    assert any(e.event_type == accepted for e in history[: first_task_done + 2])
+    await deliver(dsmo, run_id, "EVENT_COMPLETED", {"result": "done"}, "cal-1")
+    assert (await dsmo.result(run_id)).variables["lastResponse"] == "hola, sí"
+
+    # An event no wait of the definition takes refuses the start: no run exists afterwards.
+    with pytest.raises(EventNotAccepted, match=r"events\.1: no wait of inbox-chat takes SIGNATURE_COMPLETED"):
+        await dsmo.start(
+            chat(),
+            run_id="inbox-chat-refused",
+            task_queue=harness.task_queue,
+            events=[events[0], {"type": "SIGNATURE_COMPLETED", "data": {"signedDocumentUrl": "s3://s"}}],
+        )
+    with pytest.raises(RunNotFound):
+        await dsmo.status("inbox-chat-refused")

@@ -43,6 +43,7 @@ def ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
     keys = {
         "crm": store.add("crm", ["start", "read", "cancel", "events:MESSAGE_RECEIVED"]),
         "docs": store.add("docs-portal", ["events:DOCUMENT_UPLOADED"]),
+        "starter": store.add("starter", ["start", "read"]),
     }
     with serving(settings) as url:
         yield Ingress(url, keys)
@@ -165,6 +166,44 @@ async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
     assert cancelled.status_code == 202
     final = await until(crm, run_id, "cancelled")
     assert final["cancelledBy"] == "crm" and final["cancelReason"] == "lead lost"
+
+
+async def test_a_start_carries_its_first_events_and_the_status_shows_the_inbox(
+    ingress: Ingress, harness: Harness
+) -> None:
+    from tests.integration.test_inbox import chat
+
+    DefinitionStore(harness.store).publish(chat())
+    crm, starter = ingress.client(), ingress.client("starter")
+    meeting = {"type": "EVENT_COMPLETED", "event_id": "cal-1", "data": {"result": "done"}}
+    reply = {"type": "MESSAGE_RECEIVED", "data": {"text": "sí"}}
+    forbidden = await call("POST", starter, "/executions", json={"agent": "inbox-chat", "events": [reply]})
+    assert (
+        forbidden.status_code == 403
+        and "events.0: key 'starter' lacks the scope 'events:MESSAGE_RECEIVED'"
+        in (forbidden.json()["error"]["message"])
+    )
+    # The crm key may start runs and send replies; the meeting comes from the calendar, later.
+    lead = f"lead-{uuid.uuid4().hex[:8]}"
+    started = await call(
+        "POST", crm, "/executions", json={"agent": "inbox-chat", "events": [reply]}, headers={"Idempotency-Key": lead}
+    )
+    assert started.status_code == 201 and started.json()["eventsDelivered"] == 1, started.text
+    run_id = started.json()["runId"]
+    body = await until(crm, run_id, "waiting")
+    while body["waitingFor"] != "document":
+        body = (await call("GET", crm, f"/executions/{run_id}")).json()
+    assert body["inbox"] is None  # the reply was taken at once
+    await harness.dsmo.deliver_event(run_id, meeting["type"], meeting["data"], event_id="cal-1")
+    body = (await call("GET", crm, f"/executions/{run_id}")).json()
+    assert body["inbox"]["count"] == 1 and body["inbox"]["kinds"] == {"EVENT_COMPLETED": 1}
+    assert body["inbox"]["oldestEventId"] == "cal-1"
+    trail = await harness.dsmo.events(run_id)
+    assert [e.data["eventId"] for e in trail if e.type == "EVENT_CONSUMED"] == [f"{lead}.0"]
+    unknown = await call(
+        "POST", crm, "/executions", json={"agent": "inbox-chat", "events": [{"type": "MESSAGE_RECEIVED", "data": {}}]}
+    )
+    assert unknown.status_code == 422 and "events.0: MESSAGE_RECEIVED.text: is required" in unknown.text
 
 
 def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
