@@ -151,6 +151,38 @@ async def raw_start_bad_run_id(dsmo: DsmoClient, queue: str) -> str:
     raise AssertionError("the run with a bad id completed")
 
 
+INBOX_CHAT = {
+    "agent": "golden-inbox",
+    "start": "greet",
+    "nodes": {
+        "greet": {"actionType": "send_message", "parameters": {"message": "hola"}, "next": "reply"},
+        "reply": {
+            "actionType": "wait_for_response",
+            "parameters": {"threadId": "t-1", "match": "event.data.threadId == waitingData.threadId"},
+            "next": "docs",
+        },
+        "docs": {"actionType": "request_document", "parameters": {"documents": ["id_card", "payslip"]}, "next": "meet"},
+        "meet": {"actionType": "wait_for_event", "parameters": {"event": "interview"}},
+    },
+}
+
+
+async def inbox_kept_and_consumed(dsmo: DsmoClient, queue: str) -> str:
+    """Started with its first reply (update-with-start), a document kept while the reply is taken,
+    a reply from another thread refused by match (a signal), the rest taken live or from the inbox."""
+    from dsmo.workflows.definition import parse_definition
+
+    first = {"type": "MESSAGE_RECEIVED", "event_id": "g-wrong", "data": {"text": "otro", "threadId": "t-2"}}
+    run_id = await dsmo.start(parse_definition(INBOX_CHAT), task_queue=queue, events=[first])
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, event_id="g-1")
+    await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "g-2", "text": "x", "threadId": "t-9"})
+    await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "sí", "threadId": "t-1"}, event_id="g-3")
+    await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "done"}, event_id="g-4")
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, event_id="g-5")
+    await dsmo.result(run_id)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -164,6 +196,7 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "replayed_order_saga_actions_rerun": replayed_saga,
     "strict_signal_refused": strict_signal_refused,
     "raw_start_bad_run_id": raw_start_bad_run_id,
+    "inbox_kept_and_consumed": inbox_kept_and_consumed,
 }
 
 
