@@ -120,7 +120,7 @@ class EventAck(WireModel):
 
     Attributes:
         event_id: The event's deduplication id.
-        accepted: True when the run applied it now or earlier.
+        accepted: True when the run applied it, or kept it for a wait ahead (``buffered``).
         duplicate: True when an event with this id was already applied; nothing happened again.
         buffered: True when the run kept it in its inbox for a wait ahead (not applied yet).
         status: The run's status after the event.

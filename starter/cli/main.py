@@ -100,7 +100,7 @@ def start(
 @click.option("--event-id", help="Idempotency id of this reply (default: random).")
 @pass_context
 def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
-    """Deliver a user's reply (MESSAGE_RECEIVED) to a run waiting for a response.
+    """Deliver a user's reply (MESSAGE_RECEIVED) to a run; kept for its wait if it arrives early.
 
     \b
     Example:
