@@ -19,7 +19,7 @@ from bench import modes
 from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
 from bench.metrics import percentile
-from bench.workloads import RESUMED_STAGE, resume_definition
+from bench.workloads import RESUMED_STAGE, inbox_resume_definition, resume_definition
 from dsmo.workflows.status import RunStatus
 
 if TYPE_CHECKING:
@@ -149,11 +149,13 @@ class FloorComparison:
         B3 waits for a response, then runs one stage: the clock runs from the moment the response
         is sent until that stage's agent starts working (both in this process). Event → run done is
         kept beside it. The bare floor is a signal to a plain workflow waiting on a condition,
-        until its completion.
+        until its completion. A reply already kept in the run's inbox is timed from the moment its
+        wait begins (RUN_WAITING) until the next stage's agent starts.
         """
         client = self.dsmo.temporal
-        to_action, to_done, bare = [], [], []
+        to_action, to_done, bare, from_inbox = [], [], [], []
         for _ in range(samples):
+            from_inbox.append(await self._inbox_resume())
             run_id = f"resume-{uuid.uuid4().hex[:10]}"
             await self.dsmo.start(resume_definition(), {}, run_id=run_id, task_queue=self.queue)
             await self.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, interval=0.02)
@@ -175,7 +177,21 @@ class FloorComparison:
             "b3_done_p50": percentile(to_done, 50),
             "bare_p50": percentile(bare, 50),
             "ratio": percentile(to_action, 50) / percentile(bare, 50),
+            "inbox_p50": percentile(from_inbox, 50),
         }
+
+    async def _inbox_resume(self) -> float:
+        """One run whose reply arrived early: its wait begins -> the next stage's agent starts (s)."""
+        run_id = f"inbox-{uuid.uuid4().hex[:10]}"
+        await self.dsmo.start(inbox_resume_definition(), {}, run_id=run_id, task_queue=self.queue)
+        await self.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, interval=0.02)
+        kept = await self.dsmo.respond(run_id, "ok")
+        assert kept.buffered, kept
+        await self.dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "go"})
+        await self.dsmo.result(run_id)
+        began = next(e.at for e in await self.dsmo.events(run_id) if e.type == "RUN_WAITING" and e.stage == "w")
+        started = next(e.at for e in self.log.for_run(run_id) if e.stage == RESUMED_STAGE)
+        return started - began.timestamp()
 
 
 def _summary(latencies: list[float], rates: list[float], cpu: list[dict[str, float]]) -> dict[str, Any]:

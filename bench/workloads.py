@@ -55,6 +55,22 @@ def resume_definition() -> AgentDefinition:
     )
 
 
+@functools.cache
+def inbox_resume_definition() -> AgentDefinition:
+    """A gate, then the wait of the resume test: its reply is already kept in the inbox when it begins."""
+    return parse_definition(
+        {
+            "agent": "bench-inbox-resume",
+            "start": "gate",
+            "nodes": {
+                "gate": {"actionType": "wait_for_event", "parameters": {"event": "go", "timeout": "7d"}, "next": "w"},
+                "w": {"actionType": "wait_for_response", "parameters": {"timeout": "7d"}, "next": RESUMED_STAGE},
+                RESUMED_STAGE: _stage(),
+            },
+        }
+    )
+
+
 def wait_definition() -> AgentDefinition:
     """One wait, for the scale test."""
     return parse_definition(

@@ -52,11 +52,13 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     assert written == {"artifacts/bench-floor-io/": runs * 4, "audit/bench-floor-io/": runs}
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
+    assert 0 < results["resume"]["inbox_p50"] < 30
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
     assert "| Temporal server |" in table and "| S3 store |" in table
     assert "| W4 runs per CPU-second (whole stack) |" in table
+    assert "| Resume, event kept in the inbox: wait begins → next action started p50 (s) |" in table
     assert "| Where B3's overhead goes |" in table and "| W4 CPU ms per run, S3 store |" in table
 
 

@@ -71,7 +71,7 @@ def _repeat(w1_p50: float, w4: float, resume: float) -> dict[str, object]:
             "b3": {"W4": {"cpu_ms_per_run": {"python": 25.0, "temporal": 50.0}}},
             "io_ratios": {"w1_p50_io": 1.3, "w1_p50_b3": 1.1, "w4_throughput_io": 0.8, "w4_throughput_b3": 0.9},
         },
-        "resume": {"ratio": resume},
+        "resume": {"ratio": resume, "inbox_p50": 0.02, "bare_p50": 0.04},
     }
 
 
@@ -87,6 +87,7 @@ def test_floor_spread_reports_each_repeat_median_range_and_targets_met() -> None
     assert rows["W1 latency p50, B3 / floor"].endswith("| 1.40 | 1.60 | 1.45 | 1.45 | 1.40-1.60 | ≤ 1.5 | 2 of 3 |")
     assert rows["W4 throughput, B3 / floor"].endswith("| 0.72 | 0.68 | 0.75 | 0.72 | 0.68-0.75 | ≥ 0.7 | 2 of 3 |")
     assert rows["Resume p50, B3 / bare signal"].endswith("| 1.10 | 1.20 | 1.40 | 1.20 | 1.10-1.40 | ≤ 1.3 | 2 of 3 |")
+    assert rows["Resume p50 from the inbox (wait begins), B3 / bare signal"].endswith("| 0.50 | 0.50-0.50 |  |  |")
     # runs per CPU-second: floor 1000/50 = 20, B3 1000/75 = 13.3 -> 0.67, no target
     assert rows["W4 runs per CPU-second, B3 / floor"].endswith("| 0.67 | 0.67 | 0.67 | 0.67 | 0.67-0.67 |  |  |")
     assert rows["W4 throughput, B3 / (floor + artifact I/O)"].endswith(
