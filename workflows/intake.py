@@ -66,6 +66,8 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     legacy = legacy_reason is None
     if state.status.terminal:
         return Verdict("refuse", reason, legacy, legacy_reason)
+    if run.replay is not None:  # a replay's waits take the original's recorded events, never new ones
+        return Verdict("refuse", f"{reason}; run {state.run_id} is a replay", legacy, legacy_reason)
     ahead = waits_ahead(
         run.definition,
         state.current_node,

@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunNotFound
+from dsmo.starter.ops import replay as dsmo_replay
 from dsmo.worker import build_worker
 from dsmo.workflows.contracts import SendMessageRequest, SentMessage
 from dsmo.workflows.definition import AgentDefinition, parse_definition
@@ -120,6 +121,11 @@ async def test_early_documents_and_event_are_kept_and_taken_by_the_later_waits(h
     resumed = {e.stage: e.data for e in of(events, "RUN_RESUMED")}
     assert resumed["docs"]["fromInbox"] and resumed["meeting"]["fromInbox"] and "fromInbox" not in resumed["reply"]
     assert not of(events, "EVENT_REJECTED", "EVENT_EXPIRED")
+
+    # dsmo replay re-runs it from its record: the same path and variables, without waiting.
+    report = await dsmo_replay.replay(dsmo, harness.store, run_id, task_queue=harness.task_queue)
+    replayed = await dsmo.result(report.replay)
+    assert replayed.path == result.path and replayed.variables["documentUrls"] == result.variables["documentUrls"]
 
 
 async def test_events_no_wait_ahead_takes_are_refused_and_duplicates_recorded_once(harness: Harness) -> None:

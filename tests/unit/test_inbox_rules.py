@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -109,3 +110,30 @@ def test_a_match_is_compiled_and_checked_at_publish() -> None:
         parse_definition(with_match("candidate.name == event.data.from"))
     with pytest.raises(DefinitionError, match=r"nodes\.ask\.parameters\.match: refers to unknown config key 'x'"):
         parse_definition(with_match("event.data.score > config.x"))
+
+
+def test_status_and_acks_show_the_inbox_in_one_line() -> None:
+    from datetime import timedelta
+
+    from dsmo.starter.cli.render import ack_line, status_lines
+    from dsmo.workflows.events import EventAck
+    from dsmo.workflows.inbox import InboxView
+    from dsmo.workflows.records import StatusView
+    from dsmo.workflows.status import RunStatus
+
+    oldest = datetime.now(UTC) - timedelta(minutes=2, seconds=5)
+    view = StatusView(
+        run_id="r-1",
+        agent="a",
+        workflow_version="v",
+        status=RunStatus.WAITING,
+        waiting_for="response",
+        inbox=InboxView(
+            count=3, kinds={"DOCUMENT_UPLOADED": 2, "EVENT_COMPLETED": 1}, oldest_at=oldest, oldest_event_id="up-1"
+        ),
+    )
+    [line] = [line for line in status_lines(view, run_url="http://ui") if line.startswith("inbox")]
+    assert re.search(r"  3 kept \(DOCUMENT_UPLOADED 2, EVENT_COMPLETED 1\); oldest up-1, 2m[5-9]s ago$", line), line
+    kept = EventAck(event_id="e-1", accepted=True, buffered=True, status="waiting", detail="kept in the run's inbox")
+    assert ack_line(kept, "r-1", "EVENT_COMPLETED") == "kept: EVENT_COMPLETED e-1 for r-1 (kept in the run's inbox)"
+    assert ack_line(EventAck(event_id="e-1", accepted=True, status="running"), "r-1") == "delivered: e-1 to r-1"
