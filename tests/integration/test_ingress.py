@@ -175,7 +175,6 @@ async def test_a_start_carries_its_first_events_and_the_status_shows_the_inbox(
 
     DefinitionStore(harness.store).publish(chat())
     crm, starter = ingress.client(), ingress.client("starter")
-    meeting = {"type": "EVENT_COMPLETED", "event_id": "cal-1", "data": {"result": "done"}}
     reply = {"type": "MESSAGE_RECEIVED", "data": {"text": "sí"}}
     forbidden = await call("POST", starter, "/executions", json={"agent": "inbox-chat", "events": [reply]})
     assert (
@@ -194,7 +193,7 @@ async def test_a_start_carries_its_first_events_and_the_status_shows_the_inbox(
     while body["waitingFor"] != "document":
         body = (await call("GET", crm, f"/executions/{run_id}")).json()
     assert body["inbox"] is None  # the reply was taken at once
-    await harness.dsmo.deliver_event(run_id, meeting["type"], meeting["data"], event_id="cal-1")
+    await harness.dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "done"}, event_id="cal-1")
     body = (await call("GET", crm, f"/executions/{run_id}")).json()
     assert body["inbox"]["count"] == 1 and body["inbox"]["kinds"] == {"EVENT_COMPLETED": 1}
     assert body["inbox"]["oldestEventId"] == "cal-1"
