@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,7 +26,7 @@ def register(cli: click.Group) -> None:
 
 @click.group()
 def definitions() -> None:
-    """Validate and publish agent definitions."""
+    """Validate, publish and draw agent definitions."""
 
 
 @definitions.command("validate")
@@ -62,6 +63,29 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
         )
     uri = DefinitionStore(store).publish(definition)
     click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
+
+
+@definitions.command("graph")
+@click.argument("definition_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["svg", "mermaid"]), default="svg", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to this file (default: standard output).")
+def definitions_graph(definition_file: str, fmt: str, output: str | None) -> None:
+    """Draw a definition's graph: SVG (layered layout) or Mermaid text, for docs and pull requests.
+
+    \b
+    Examples:
+      dsmo definitions graph examples/onboarding.yaml -o onboarding.svg
+      dsmo definitions graph examples/onboarding.yaml --format mermaid
+    """
+    from dsmo.starter.console import graph
+
+    definition = load_definition(definition_file)
+    drawn = graph.svg(definition) if fmt == "svg" else graph.mermaid(definition)
+    if output is None:
+        click.echo(drawn, nl=False)
+    else:
+        Path(output).write_text(drawn, encoding="utf-8")
+        click.echo(f"wrote {output} ({fmt}, {len(definition.nodes)} nodes)")
 
 
 @definitions.command("schema")

@@ -1,0 +1,219 @@
+"""A definition's graph, drawn: a layered layout (grandalf's Sugiyama), as SVG or Mermaid text.
+
+The SVG marks the path a run took (visited nodes, taken edges) and the node it is at, for run
+pages and `dsmo definitions graph`. Every label is escaped: node ids are restricted by the
+definition format, but conditions and descriptions are free text.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from grandalf.graphs import Edge as LayoutEdge
+from grandalf.graphs import Graph, Vertex
+from grandalf.layouts import SugiyamaLayout
+
+from dsmo.workflows.definition import AgentDefinition
+
+NODE_WIDTH, NODE_HEIGHT = 170.0, 46.0
+MARGIN = 24.0
+LABEL_CHARS = 40  # a condition longer than this is shortened on its edge (whole in its tooltip)
+
+
+@dataclass
+class Box:
+    """A node placed on the drawing: its centre and size."""
+
+    node: str
+    action_type: str
+    x: float = 0.0
+    y: float = 0.0
+    w: float = NODE_WIDTH
+    h: float = NODE_HEIGHT
+    xy: tuple[float, float] = (0.0, 0.0)  # grandalf writes the centre here
+
+
+@dataclass
+class Arrow:
+    """One edge: a `next` or a transition, routed as a polyline."""
+
+    source: str
+    target: str
+    label: str
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+    def setpath(self, points: list[tuple[float, float]]) -> None:  # grandalf's routing callback
+        self.points = [(float(x), float(y)) for x, y in points]
+
+
+@dataclass
+class Drawing:
+    boxes: dict[str, Box]
+    arrows: list[Arrow]
+    width: float
+    height: float
+
+
+def edges(definition: AgentDefinition) -> list[tuple[str, str, str]]:
+    """Every edge as (source, target, label): `next`, or each transition's condition (`default`)."""
+    found = []
+    for node_id, node in definition.nodes.items():
+        if node.next is not None:
+            found.append((node_id, node.next, ""))
+        for transition in node.transitions:
+            found.append((node_id, transition.to, transition.when or "default"))
+    return found
+
+
+def layout(definition: AgentDefinition) -> Drawing:
+    """Place every node in layers from the start (cycles are broken for layering, still drawn)."""
+    boxes = {node_id: Box(node_id, node.action_type) for node_id, node in definition.nodes.items()}
+    vertices = {node_id: Vertex(node_id) for node_id in boxes}
+    for node_id, vertex in vertices.items():
+        vertex.view = boxes[node_id]
+    arrows: list[Arrow] = []
+    layout_edges = []
+    for source, target, label in edges(definition):
+        arrow = Arrow(source, target, label)
+        arrows.append(arrow)
+        if source == target:
+            continue  # a self-loop has no layer to span; it is drawn beside its node
+        edge = LayoutEdge(vertices[source], vertices[target])
+        edge.view = arrow
+        layout_edges.append(edge)
+    graph = Graph(list(vertices.values()), layout_edges)
+    offset = 0.0
+    for component in graph.C:  # the fail-safe node may stand apart from the rest
+        sugiyama = SugiyamaLayout(component)
+        roots = [vertex for vertex in component.sV if vertex.data == definition.start] or None
+        sugiyama.init_all(roots=roots)
+        sugiyama.xspace, sugiyama.yspace = 30, 50
+        sugiyama.draw()
+        placed = [vertex.view for vertex in component.sV]
+        left = min(box.xy[0] - box.w / 2 for box in placed)
+        for box in placed:
+            box.x, box.y = box.xy[0] - left + offset, box.xy[1]
+        for edge in component.sE:
+            edge.view.points = [(x - left + offset, y) for x, y in edge.view.points]
+        offset = max(box.x + box.w / 2 for box in placed) + 2 * MARGIN
+    top = min(box.y - box.h / 2 for box in boxes.values())
+    for box in boxes.values():
+        box.x, box.y = box.x + MARGIN, box.y - top + MARGIN
+    for arrow in arrows:
+        arrow.points = [(x + MARGIN, y - top + MARGIN) for x, y in arrow.points]
+        if not arrow.points or arrow.source == arrow.target:
+            arrow.points = _straight(boxes[arrow.source], boxes[arrow.target])
+        else:  # grandalf routes centre to centre: end the line on each box's border, arrowhead visible
+            arrow.points[0] = _border(boxes[arrow.source], arrow.points[1])
+            arrow.points[-1] = _border(boxes[arrow.target], arrow.points[-2])
+    width = max(box.x + box.w / 2 for box in boxes.values()) + MARGIN
+    height = max(box.y + box.h / 2 for box in boxes.values()) + MARGIN
+    return Drawing(boxes, arrows, width, height)
+
+
+def _border(box: Box, toward: tuple[float, float]) -> tuple[float, float]:
+    """Where the line from ``box``'s centre to ``toward`` leaves the box."""
+    dx, dy = toward[0] - box.x, toward[1] - box.y
+    if dx == 0 and dy == 0:
+        return box.x, box.y
+    scale = min(box.w / 2 / abs(dx) if dx else float("inf"), box.h / 2 / abs(dy) if dy else float("inf"))
+    return box.x + dx * min(scale, 1.0), box.y + dy * min(scale, 1.0)
+
+
+def _straight(source: Box, target: Box) -> list[tuple[float, float]]:
+    if source is target:  # a loop on itself: out of the right side and back in
+        right, y = source.x + source.w / 2, source.y
+        return [(right, y - 8), (right + 24, y - 8), (right + 24, y + 8), (right, y + 8)]
+    return [(source.x, source.y + source.h / 2), (target.x, target.y - target.h / 2)]
+
+
+def taken_edges(path: list[str]) -> set[tuple[str, str]]:
+    """The edges a run went along: each consecutive pair of its path."""
+    return set(itertools.pairwise(path))
+
+
+def svg(definition: AgentDefinition, *, path: list[str] | None = None, current: str | None = None) -> str:
+    """The graph as a standalone SVG; ``path`` (nodes in order) and ``current`` are highlighted.
+
+    Classes for styling: ``node``, ``visited``, ``current``, ``start``, ``edge``, ``taken``.
+    """
+    drawing = layout(definition)
+    visited, taken = set(path or ()), taken_edges(list(path or ()))
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="dsmo-graph" role="img" '
+        f'viewBox="0 0 {drawing.width:.0f} {drawing.height:.0f}" width="{drawing.width:.0f}" '
+        f'height="{drawing.height:.0f}"><title>{_text(definition.agent)}: the definition\'s graph</title>',
+        "<style>"
+        ".node rect{fill:#fff;stroke:#8a8f98;stroke-width:1.2}"
+        ".visited rect{fill:#e6f0ff;stroke:#2f6fde}"
+        ".current rect{fill:#fff4d6;stroke:#c77d00;stroke-width:3}"
+        ".start rect{stroke-dasharray:4 2}"
+        ".node text{font:12px sans-serif;fill:#1d1f23;text-anchor:middle}"
+        ".node .kind{fill:#5c6370;font-size:10px}"
+        ".edge{fill:none;stroke:#9aa0a8;stroke-width:1.2;marker-end:url(#arrow)}"
+        ".taken{stroke:#2f6fde;stroke-width:2.6;marker-end:url(#arrow-taken)}"
+        ".edge-label{font:10px sans-serif;fill:#5c6370}"
+        "</style>",
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#9aa0a8"/></marker>'
+        '<marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#2f6fde"/></marker></defs>',
+    ]
+    for arrow in drawing.arrows:
+        classes = "edge taken" if (arrow.source, arrow.target) in taken else "edge"
+        points = " ".join(f"{x:.1f},{y:.1f}" for x, y in arrow.points)
+        parts.append(
+            f'<polyline class="{classes}" data-source="{_text(arrow.source)}" '
+            f'data-target="{_text(arrow.target)}" points="{points}"/>'
+        )
+        if arrow.label:
+            (x1, y1), (x2, y2) = arrow.points[0], arrow.points[-1]
+            parts.append(
+                f'<text class="edge-label" x="{(x1 + x2) / 2 + 4:.1f}" y="{(y1 + y2) / 2:.1f}">'
+                f"<title>{_text(arrow.label)}</title>{_text(_short(arrow.label))}</text>"
+            )
+    for node_id, box in drawing.boxes.items():
+        marks = ["node"]
+        marks += ["visited"] if node_id in visited else []
+        marks += ["current"] if node_id == current else []
+        marks += ["start"] if node_id == definition.start else []
+        left, top = box.x - box.w / 2, box.y - box.h / 2
+        parts.append(
+            f'<g class="{" ".join(marks)}" data-node="{_text(node_id)}">'
+            f'<rect x="{left:.1f}" y="{top:.1f}" width="{box.w:.0f}" height="{box.h:.0f}" rx="6"/>'
+            f'<text x="{box.x:.1f}" y="{box.y - 3:.1f}">{_text(node_id)}</text>'
+            f'<text class="kind" x="{box.x:.1f}" y="{box.y + 12:.1f}">{_text(box.action_type)}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def mermaid(definition: AgentDefinition, *, path: list[str] | None = None) -> str:
+    """The graph as a Mermaid flowchart (renders in GitHub, GitLab and most docs sites)."""
+    lines = ["flowchart TD"]
+    for node_id, node in definition.nodes.items():
+        lines.append(f'    {node_id}["{_mermaid_text(node_id)}<br/><small>{node.action_type}</small>"]')
+    for source, target, label in edges(definition):
+        arrow = f' -- "{_mermaid_text(_short(label))}" --> ' if label else " --> "
+        lines.append(f"    {source}{arrow}{target}")
+    if path:
+        lines.append("    classDef visited fill:#e6f0ff,stroke:#2f6fde")
+        lines.append(f"    class {','.join(dict.fromkeys(path))} visited")
+    return "\n".join(lines) + "\n"
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= LABEL_CHARS else flat[: LABEL_CHARS - 1] + "…"
+
+
+def _text(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _mermaid_text(text: str) -> str:
+    # Mermaid's entity codes: a quote would end the label, angle brackets would open HTML.
+    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
