@@ -69,23 +69,42 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
 @click.argument("definition_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["svg", "mermaid"]), default="svg", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to this file (default: standard output).")
-def definitions_graph(definition_file: str, fmt: str, output: str | None) -> None:
+@click.option(
+    "--diff",
+    "old_file",
+    type=click.Path(dir_okay=False),
+    help="An earlier version of the definition: draw both, marking what was added, removed or changed.",
+)
+def definitions_graph(definition_file: str, fmt: str, output: str | None, old_file: str | None) -> None:
     """Draw a definition's graph: SVG (layered layout) or Mermaid text, for docs and pull requests.
 
     \b
     Examples:
       dsmo definitions graph examples/onboarding.yaml -o onboarding.svg
       dsmo definitions graph examples/onboarding.yaml --format mermaid
+      dsmo definitions graph new.yaml --diff old.yaml -o change.svg
     """
-    from dsmo.starter.console import graph
+    from dsmo.starter.console import graph, graph_diff
 
     definition = load_definition(definition_file)
-    drawn = graph.svg(definition) if fmt == "svg" else graph.mermaid(definition)
+    summary = f"{fmt}, {len(definition.nodes)} nodes"
+    if old_file is not None:
+        if fmt != "svg":
+            raise click.UsageError("--diff: draws SVG only (use --format svg)")
+        old = load_definition(old_file)
+        changes = graph_diff.diff(old, definition)
+        drawn = graph_diff.diff_svg(old, definition)
+        summary = (
+            f"svg diff: +{len(changes.added_nodes)} -{len(changes.removed_nodes)} "
+            f"~{len(changes.changed_nodes)} nodes, +{len(changes.added_edges)} -{len(changes.removed_edges)} edges"
+        )
+    else:
+        drawn = graph.svg(definition) if fmt == "svg" else graph.mermaid(definition)
     if output is None:
         click.echo(drawn, nl=False)
     else:
         Path(output).write_text(drawn, encoding="utf-8")
-        click.echo(f"wrote {output} ({fmt}, {len(definition.nodes)} nodes)")
+        click.echo(f"wrote {output} ({summary})")
 
 
 @definitions.command("schema")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,33 @@ from dsmo.workflows.definition import AgentDefinition
 NODE_WIDTH, NODE_HEIGHT = 170.0, 46.0
 MARGIN = 24.0
 LABEL_CHARS = 40  # a condition longer than this is shortened on its edge (whole in its tooltip)
+STYLE = (
+    "<style>"
+    ".node rect{fill:#fff;stroke:#8a8f98;stroke-width:1.2}"
+    ".visited rect{fill:#e6f0ff;stroke:#2f6fde}"
+    ".current rect{fill:#fff4d6;stroke:#c77d00;stroke-width:3}"
+    ".start rect{stroke-dasharray:4 2}"
+    ".added rect{fill:#e5f6e8;stroke:#2e8540;stroke-width:2}"
+    ".removed rect{fill:#fdecea;stroke:#c62828;stroke-dasharray:5 3}"
+    ".changed rect{fill:#fff4d6;stroke:#c77d00;stroke-width:2}"
+    ".node text{font:12px sans-serif;fill:#1d1f23;text-anchor:middle}"
+    ".node .kind{fill:#5c6370;font-size:10px}"
+    ".edge{fill:none;stroke:#9aa0a8;stroke-width:1.2;marker-end:url(#arrow)}"
+    ".taken{stroke:#2f6fde;stroke-width:2.6;marker-end:url(#arrow-taken)}"
+    ".edge.added{stroke:#2e8540;stroke-width:2}"
+    ".edge.removed{stroke:#c62828;stroke-dasharray:5 3}"
+    ".edge-label{font:10px sans-serif;fill:#5c6370}"
+    "</style>"
+)
+MARKERS = (
+    "<defs>"
+    + "".join(
+        f'<marker id="{name}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        f'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="{colour}"/></marker>'
+        for name, colour in (("arrow", "#9aa0a8"), ("arrow-taken", "#2f6fde"))
+    )
+    + "</defs>"
+)
 
 
 @dataclass
@@ -70,13 +98,19 @@ def edges(definition: AgentDefinition) -> list[tuple[str, str, str]]:
 
 def layout(definition: AgentDefinition) -> Drawing:
     """Place every node in layers from the start (cycles are broken for layering, still drawn)."""
-    boxes = {node_id: Box(node_id, node.action_type) for node_id, node in definition.nodes.items()}
+    kinds = {node_id: node.action_type for node_id, node in definition.nodes.items()}
+    return layout_graph(kinds, edges(definition), definition.start)
+
+
+def layout_graph(kinds: Mapping[str, str], edge_list: list[tuple[str, str, str]], start: str) -> Drawing:
+    """Place nodes (id -> action type) and edges (source, target, label) in layers from ``start``."""
+    boxes = {node_id: Box(node_id, kind) for node_id, kind in kinds.items()}
     vertices = {node_id: Vertex(node_id) for node_id in boxes}
     for node_id, vertex in vertices.items():
         vertex.view = boxes[node_id]
     arrows: list[Arrow] = []
     layout_edges = []
-    for source, target, label in edges(definition):
+    for source, target, label in edge_list:
         arrow = Arrow(source, target, label)
         arrows.append(arrow)
         if source == target:
@@ -88,7 +122,7 @@ def layout(definition: AgentDefinition) -> Drawing:
     offset = 0.0
     for component in graph.C:  # the fail-safe node may stand apart from the rest
         sugiyama = SugiyamaLayout(component)
-        roots = [vertex for vertex in component.sV if vertex.data == definition.start] or None
+        roots = [vertex for vertex in component.sV if vertex.data == start] or None
         sugiyama.init_all(roots=roots)
         sugiyama.xspace, sugiyama.yspace = 30, 50
         sugiyama.draw()
@@ -140,30 +174,38 @@ def svg(definition: AgentDefinition, *, path: list[str] | None = None, current: 
 
     Classes for styling: ``node``, ``visited``, ``current``, ``start``, ``edge``, ``taken``.
     """
-    drawing = layout(definition)
     visited, taken = set(path or ()), taken_edges(list(path or ()))
+
+    def node_marks(node_id: str) -> list[str]:
+        marks = ["visited"] if node_id in visited else []
+        marks += ["current"] if node_id == current else []
+        return marks + (["start"] if node_id == definition.start else [])
+
+    return draw(
+        layout(definition),
+        title=f"{definition.agent}: the definition's graph",
+        node_marks=node_marks,
+        edge_marks=lambda arrow: ["taken"] if (arrow.source, arrow.target) in taken else [],
+    )
+
+
+def draw(
+    drawing: Drawing,
+    *,
+    title: str,
+    node_marks: Callable[[str], list[str]],
+    edge_marks: Callable[[Arrow], list[str]],
+) -> str:
+    """A laid-out graph as SVG, each node and edge carrying the classes its mark function gives."""
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="dsmo-graph" role="img" '
         f'viewBox="0 0 {drawing.width:.0f} {drawing.height:.0f}" width="{drawing.width:.0f}" '
-        f'height="{drawing.height:.0f}"><title>{_text(definition.agent)}: the definition\'s graph</title>',
-        "<style>"
-        ".node rect{fill:#fff;stroke:#8a8f98;stroke-width:1.2}"
-        ".visited rect{fill:#e6f0ff;stroke:#2f6fde}"
-        ".current rect{fill:#fff4d6;stroke:#c77d00;stroke-width:3}"
-        ".start rect{stroke-dasharray:4 2}"
-        ".node text{font:12px sans-serif;fill:#1d1f23;text-anchor:middle}"
-        ".node .kind{fill:#5c6370;font-size:10px}"
-        ".edge{fill:none;stroke:#9aa0a8;stroke-width:1.2;marker-end:url(#arrow)}"
-        ".taken{stroke:#2f6fde;stroke-width:2.6;marker-end:url(#arrow-taken)}"
-        ".edge-label{font:10px sans-serif;fill:#5c6370}"
-        "</style>",
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#9aa0a8"/></marker>'
-        '<marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#2f6fde"/></marker></defs>',
+        f'height="{drawing.height:.0f}"><title>{_text(title)}</title>',
+        STYLE,
+        MARKERS,
     ]
     for arrow in drawing.arrows:
-        classes = "edge taken" if (arrow.source, arrow.target) in taken else "edge"
+        classes = " ".join(["edge", *edge_marks(arrow)])
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in arrow.points)
         parts.append(
             f'<polyline class="{classes}" data-source="{_text(arrow.source)}" '
@@ -176,13 +218,10 @@ def svg(definition: AgentDefinition, *, path: list[str] | None = None, current: 
                 f"<title>{_text(arrow.label)}</title>{_text(_short(arrow.label))}</text>"
             )
     for node_id, box in drawing.boxes.items():
-        marks = ["node"]
-        marks += ["visited"] if node_id in visited else []
-        marks += ["current"] if node_id == current else []
-        marks += ["start"] if node_id == definition.start else []
+        classes = " ".join(["node", *node_marks(node_id)])
         left, top = box.x - box.w / 2, box.y - box.h / 2
         parts.append(
-            f'<g class="{" ".join(marks)}" data-node="{_text(node_id)}">'
+            f'<g class="{classes}" data-node="{_text(node_id)}">'
             f'<rect x="{left:.1f}" y="{top:.1f}" width="{box.w:.0f}" height="{box.h:.0f}" rx="6"/>'
             f'<text x="{box.x:.1f}" y="{box.y - 3:.1f}">{_text(node_id)}</text>'
             f'<text class="kind" x="{box.x:.1f}" y="{box.y + 12:.1f}">{_text(box.action_type)}</text></g>'

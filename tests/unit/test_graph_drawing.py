@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import yaml
 from click.testing import CliRunner
 
 from dsmo.starter.cli.main import cli
@@ -94,3 +95,47 @@ def test_the_cli_draws_a_definition_file(tmp_path: Path) -> None:
         cli, ["definitions", "graph", str(REPO / "examples" / "triage.yaml"), "--format", "mermaid"]
     )
     assert as_text.exit_code == 0 and as_text.output.startswith("flowchart TD")
+
+
+def test_a_diff_marks_nodes_and_edges_added_removed_and_changed(tmp_path: Path) -> None:
+    from dsmo.starter.console.graph_diff import diff, diff_svg
+
+    old = definition()
+    data = {**BRANCHES, "nodes": dict(BRANCHES["nodes"])}
+    del data["nodes"]["sign"]  # removed, with its edges
+    data["nodes"]["ask"] = {
+        **data["nodes"]["ask"],
+        "transitions": [{"when": "lastResponse == 'docs'", "to": "docs"}, {"to": "end"}],
+    }
+    data["nodes"]["again"] = {"actionType": "delay", "parameters": {"duration": "2h"}, "next": "ask_more"}  # changed
+    data["nodes"]["end"] = {"actionType": "send_message", "parameters": {"message": "bye"}, "next": "survey"}
+    data["nodes"]["survey"] = {"actionType": "send_message", "parameters": {"message": "rate us"}}  # added
+    new = parse_definition(data)
+
+    changes = diff(old, new)
+    assert (changes.added_nodes, changes.removed_nodes, changes.changed_nodes) == (["survey"], ["sign"], ["again"])
+    assert changes.added_edges == [("ask", "end", "default"), ("end", "survey", "")]
+    assert changes.removed_edges == [("ask", "sign", "default"), ("sign", "end", "")]
+    assert diff(new, new).empty
+
+    root = ET.fromstring(diff_svg(old, new))
+    nodes = {g.get("data-node"): (g.get("class") or "").split() for g in root.iter(f"{SVG}g")}
+    assert "added" in nodes["survey"] and "removed" in nodes["sign"] and "changed" in nodes["again"]
+    assert nodes["docs"] == ["node"]
+    edge_classes = {
+        (line.get("data-source"), line.get("data-target")): (line.get("class") or "").split()
+        for line in root.iter(f"{SVG}polyline")
+    }
+    assert "removed" in edge_classes[("ask", "sign")] and "added" in edge_classes[("end", "survey")]
+
+    old_file, new_file = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old_file.write_text(yaml.safe_dump(BRANCHES))
+    new_file.write_text(yaml.safe_dump(data))
+    out = tmp_path / "change.svg"
+    drawn = CliRunner().invoke(cli, ["definitions", "graph", str(new_file), "--diff", str(old_file), "-o", str(out)])
+    assert drawn.exit_code == 0, drawn.output
+    assert "svg diff: +1 -1 ~1 nodes, +2 -2 edges" in drawn.output
+    refused = CliRunner().invoke(
+        cli, ["definitions", "graph", str(new_file), "--diff", str(old_file), "--format", "mermaid"]
+    )
+    assert refused.exit_code != 0 and "--diff: draws SVG only" in refused.output
