@@ -58,6 +58,15 @@ class InboxEntry(WireModel):
     def expires_at(self, policy: InboxPolicy) -> datetime:
         return self.arrived_at + policy.ttl
 
+    def audit_data(self, **extra: str) -> dict[str, str]:
+        """What the audit trail says of this entry when it is taken or expires."""
+        return {
+            "eventType": self.event.type,
+            "eventId": self.event.event_id,
+            "bufferedAt": self.arrived_at.isoformat(),
+            **extra,
+        }
+
 
 class InboxView(WireModel):
     """What a run's inbox holds (in the `status` query).

@@ -136,8 +136,7 @@ def _keep(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
 def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent) -> str | None:
     """Why the wait in progress does not take ``event`` of its kind, or None."""
     if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in waiting.requested:
-        requested = ", ".join(waiting.requested)
-        return f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested (requested: {requested})"
+        return _not_requested(event, waiting.requested)
     node = run.definition.nodes.get(waiting.node)
     params = getattr(node, "parameters", None)
     if not isinstance(params, ExternalWaitOptions):
@@ -170,12 +169,15 @@ def _unwanted(
         return f"{reason}; no later wait takes it"
     documents = [name for node in ahead if isinstance(node, RequestDocumentNode) for name in node.parameters.documents]
     if event.type == "DOCUMENT_UPLOADED" and documents:
-        return (
-            f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested "
-            f"(requested: {', '.join(dict.fromkeys(documents))})"
-        )
+        return _not_requested(event, list(dict.fromkeys(documents)))
     doing = f"waiting for {state.waiting.kind}" if state.waiting else str(state.status)
     return f"run {state.run_id} is {doing} and no wait ahead takes a {wanted}; {event.type} was not applied"
+
+
+def _not_requested(event: ResumeEvent, requested: list[str]) -> str:
+    return (
+        f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested (requested: {', '.join(requested)})"
+    )
 
 
 def _legacy_problem(state: RunState, event: ResumeEvent) -> str | None:
@@ -188,8 +190,7 @@ def _legacy_problem(state: RunState, event: ResumeEvent) -> str | None:
     if waiting.kind != wanted:
         return f"run {state.run_id} is waiting for {waiting.kind}, not {wanted}; {event.type} was not applied"
     if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in waiting.requested:
-        requested = ", ".join(waiting.requested)
-        return f"DOCUMENT_UPLOADED.document: {event.data['document']!r} was not requested (requested: {requested})"
+        return _not_requested(event, waiting.requested)
     return None
 
 
@@ -212,12 +213,7 @@ def take_kept(run: Run, waiting: Waiting) -> ResumeEvent | None:
             "EVENT_CONSUMED",
             at=workflow.now(),
             stage=waiting.node,
-            data={
-                "eventType": event.type,
-                "eventId": event.event_id,
-                "bufferedAt": entry.arrived_at.isoformat(),
-                "via": entry.via,
-            },
+            data=entry.audit_data(via=entry.via),
         )
         if event.type == "DOCUMENT_UPLOADED" and state.receive_document(waiting, event, record_partial=False):
             continue
@@ -271,10 +267,5 @@ def _expire(run: Run, entries: Iterable[InboxEntry], reason: str) -> None:
             "EVENT_EXPIRED",
             at=workflow.now(),
             stage=state.current_node,
-            data={
-                "eventType": entry.event.type,
-                "eventId": entry.event.event_id,
-                "bufferedAt": entry.arrived_at.isoformat(),
-                "reason": reason,
-            },
+            data=entry.audit_data(reason=reason),
         )
