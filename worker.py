@@ -22,6 +22,7 @@ from typing import Any
 import temporalio.activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
+from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
 from dsmo.activities import catalogue
@@ -39,7 +40,8 @@ from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.stage import StageActivities
 from dsmo.starter import worker_logging
 from dsmo.starter.client.dsmo_client import connect_temporal
-from dsmo.starter.devstack.checks import ensure_bucket
+from dsmo.starter.devstack.checks import ensure_bucket, ensure_search_attributes_on
+from dsmo.starter.devstack.processes import StackError
 from dsmo.starter.exits import hard_exit
 from dsmo.starter.settings import Settings, workflow_sandbox_from
 from dsmo.starter.storage import artifact_store
@@ -199,6 +201,7 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     setup_tracing("dsmo-worker")
     client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
     await asyncio.to_thread(ensure_bucket, settings)
+    await _ensure_search_attributes(client)
     store = artifact_store(settings, cache=True)
     identity = f"{os.getpid()}@{socket.gethostname()}"
     worker = build_worker(
@@ -234,6 +237,19 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     log.info("worker stopped")
 
 
+async def _ensure_search_attributes(client: Client) -> None:
+    """Register the contract's search attributes the namespace lacks: an upsert of an unknown one fails the run."""
+    try:
+        added = await ensure_search_attributes_on(client)
+    except RPCError as err:
+        raise StackError(
+            f"search attributes: namespace {client.namespace!r} lacks some of DSMO's and this worker cannot add them "
+            f"({err.message}); register them with `temporal operator search-attribute create`"
+        ) from None
+    if added:
+        log.info("registered search attributes %s on namespace %s", ", ".join(added), client.namespace)
+
+
 def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> None:
     """Load the plugins and run the worker; a plugin error is one line on stderr and exit code 2.
 
@@ -249,7 +265,7 @@ def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> N
         loaded = load_worker_plugins(settings, load)
         log.info("plugins: %s", ", ".join(loaded) or "none")
         asyncio.run(run_worker(settings, extra_workflows=extra_workflows))
-    except PluginError as err:
+    except (PluginError, StackError) as err:
         print(f"dsmo worker: {err}", file=sys.stderr)
         hard_exit(2)
     hard_exit(0)

@@ -62,6 +62,31 @@ class DefinitionStore:
             raise UnknownAgent(f"version {version!r} belongs to agent {definition.agent!r}, not {agent!r}")
         return definition
 
+    def agents(self) -> list[dict[str, Any]]:
+        """Every agent with a published definition: ``{agent, latest, versions}``, by name."""
+        found = []
+        for uri in self.store.list_uris("definitions/"):
+            index = self.store.read_json(uri)
+            if isinstance(index, dict) and index.get("agent"):
+                found.append(
+                    {"agent": index["agent"], "latest": index.get("latest"), "versions": index.get("versions", [])}
+                )
+        return sorted(found, key=lambda entry: str(entry["agent"]))
+
+    def versions(self, agent: str) -> list[str]:
+        """An agent's published versions, oldest first.
+
+        Raises:
+            UnknownAgent: The name is not an agent name, or nothing was published under it.
+        """
+        problem = agent_name_problem(agent)
+        if problem:
+            raise UnknownAgent(problem)
+        versions = self._index(agent).get("versions", [])
+        if not versions:
+            raise UnknownAgent(f"agent {agent!r} has no published definition; run `dsmo definitions publish FILE`")
+        return [str(version) for version in versions]
+
     def _index(self, agent: str) -> dict[str, Any]:
         try:
             data = self.store.read_json(self.store.uri(index_key(agent)))

@@ -32,9 +32,9 @@ import httpx
 from bench.cli import HOSTILE_END, HOSTILE_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
+from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.client.codec import new_key
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.ingress.keys import KeyStore
 from dsmo.starter.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent

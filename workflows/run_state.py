@@ -21,6 +21,9 @@ from dsmo.workflows.inbox import InboxEntry, inbox_view
 from dsmo.workflows.records import ExecutionResult, StatusView
 from dsmo.workflows.status import RunStatus, next_status
 
+# Keyword search attributes are indexed up to a bounded length; an address longer than this is cut.
+ASSIGNEE_CHARS = 200
+
 
 @dataclass
 class Waiting:
@@ -30,6 +33,11 @@ class Waiting:
     data: dict[str, Any]
     requested: list[str] = field(default_factory=list)  # documents a document wait needs
     received: dict[str, str] = field(default_factory=dict)  # document name -> URL, so far
+
+    def assignee(self) -> str | None:
+        """Who the wait is on: the expected sender of a reply, or whom a request was sent to."""
+        who = self.data.get("expectedFrom") or self.data.get("to")
+        return str(who)[:ASSIGNEE_CHARS] if who else None
 
 
 @dataclass
@@ -77,8 +85,12 @@ class RunState:
             self.identity_unpublished = False
         if self.waiting is None:
             updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
+            updates += [sa.WAITING_ON.value_unset(), sa.WAITING_SINCE.value_unset()]
         else:
             updates.append(sa.WAITING_FOR.value_set(self.waiting.kind))
+            updates.append(sa.WAITING_SINCE.value_set(self.updated_at or workflow.now()))
+            assignee = self.waiting.assignee()
+            updates.append(sa.WAITING_ON.value_set(assignee) if assignee else sa.WAITING_ON.value_unset())
             if self.waiting.until is not None:
                 updates.append(sa.WAITING_UNTIL.value_set(self.waiting.until))
             else:

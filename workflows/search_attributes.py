@@ -14,6 +14,10 @@ WAITING_FOR = SearchAttributeKey.for_keyword("WaitingFor")
 WAITING_UNTIL = SearchAttributeKey.for_datetime("WaitingUntil")
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 WORKFLOW_VERSION = SearchAttributeKey.for_keyword("WorkflowVersion")
+# Who a person-facing wait is on: the reply's ``expectedFrom`` or the request's ``to`` (the console's assignee).
+WAITING_ON = SearchAttributeKey.for_keyword("WaitingOn")
+# When the current wait began (visibility keeps no "last updated" time): the console's task age.
+WAITING_SINCE = SearchAttributeKey.for_datetime("WaitingSince")
 
 ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     AGENT_EXECUTION_STATUS,
@@ -21,6 +25,8 @@ ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     WAITING_UNTIL,
     AGENT_NAME,
     WORKFLOW_VERSION,
+    WAITING_ON,
+    WAITING_SINCE,
 )
 
 

@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import click
 
+from dsmo.starter.api_keys import SCOPES, KeyStore
 from dsmo.starter.cli.context import Context, pass_context
-from dsmo.starter.ingress.keys import SCOPES, KeyStore
 
 
 def register(cli: click.Group) -> None:

@@ -169,10 +169,17 @@ def taken_edges(path: list[str]) -> set[tuple[str, str]]:
     return set(itertools.pairwise(path))
 
 
-def svg(definition: AgentDefinition, *, path: list[str] | None = None, current: str | None = None) -> str:
+def svg(
+    definition: AgentDefinition,
+    *,
+    path: list[str] | None = None,
+    current: str | None = None,
+    drawing: Drawing | None = None,
+) -> str:
     """The graph as a standalone SVG; ``path`` (nodes in order) and ``current`` are highlighted.
 
     Classes for styling: ``node``, ``visited``, ``current``, ``start``, ``edge``, ``taken``.
+    ``drawing`` is the definition's `layout`, when the caller kept it (a layout costs milliseconds).
     """
     visited, taken = set(path or ()), taken_edges(list(path or ()))
 
@@ -182,7 +189,7 @@ def svg(definition: AgentDefinition, *, path: list[str] | None = None, current: 
         return marks + (["start"] if node_id == definition.start else [])
 
     return draw(
-        layout(definition),
+        drawing or layout(definition),
         title=f"{definition.agent}: the definition's graph",
         node_marks=node_marks,
         edge_marks=lambda arrow: ["taken"] if (arrow.source, arrow.target) in taken else [],

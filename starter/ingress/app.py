@@ -1,7 +1,9 @@
 """The ingress API: start runs from published definitions, deliver resume events, read, cancel.
 
-Every route needs an API key (`Authorization: Bearer <key>` or `X-API-Key`) with the route's
-scope. Bodies are capped in size. Errors are JSON: `{"error": {"code": ..., "message": ...}}`.
+The console for people (`/console/`, `/` opens it) is served by the same app; see
+`dsmo.starter.console.app`. Every API route needs an API key (`Authorization: Bearer <key>`
+or `X-API-Key`) with the route's scope. Bodies are capped in size. Errors are JSON:
+`{"error": {"code": ..., "message": ...}}`.
 The API description (`/docs`, Swagger UI from the package, and `/openapi.json`) follows
 `DSMO_INGRESS_DOCS`: behind the `read` scope (default), public, or off. The routes live in one
 router per resource (`executions.py`, `events.py`); this module assembles them.
@@ -20,10 +22,11 @@ from fastapi.staticfiles import StaticFiles
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.console.app import install_console, open_console
 from dsmo.starter.ingress import events, executions
 from dsmo.starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
-from dsmo.starter.ingress.keys import KeyStore
 from dsmo.starter.ingress.problems import install_error_handlers
 from dsmo.starter.ingress.rate_limit import TokenBuckets
 from dsmo.starter.settings import Settings
@@ -46,6 +49,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.dsmo = await DsmoClient.connect(settings)
         app.state.definitions = DefinitionStore(ArtifactStore(s3_client(settings), settings.artifact_bucket))
+        open_console(app, settings, app.state.dsmo, app.state.definitions)
         yield
 
     app = FastAPI(
@@ -74,6 +78,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(executions.router)
     app.include_router(events.router)
+    install_console(app, settings)
     return app
 
 

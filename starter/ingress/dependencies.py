@@ -11,8 +11,8 @@ from collections.abc import Callable
 from fastapi import Header, Request
 
 from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.api_keys import ApiKey, KeyStore
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.ingress.keys import ApiKey, KeyStore
 from dsmo.starter.ingress.problems import Problem
 from dsmo.starter.settings import Settings
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.activities.errors import UnknownAgent
+from dsmo.starter.api_keys import ApiKey
 from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
 from dsmo.starter.ingress.bodies import CancelRequest, StartRequest
 from dsmo.starter.ingress.dependencies import (
@@ -20,7 +21,6 @@ from dsmo.starter.ingress.dependencies import (
     definition_store,
     dsmo_client,
 )
-from dsmo.starter.ingress.keys import ApiKey
 from dsmo.starter.ingress.problems import Problem
 from dsmo.starter.settings import Settings
 from dsmo.workflows import search_attributes as sa

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from dsmo.starter.ingress.keys import ApiKey, KeyStore
+from dsmo.starter.api_keys import ApiKey, KeyStore
 from dsmo.starter.ingress.rate_limit import TokenBuckets
 
 Scope = MutableMapping[str, Any]
@@ -31,6 +31,9 @@ DOC_ASSETS = "/docs/assets/"
 # Query parameters that would carry a credential: refused, and redacted from the access log.
 CREDENTIAL_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "x-api-key", "auth"})
 EVENTS_PATH = re.compile(r"/executions/[^/]+/events")
+# The console signs people in itself (a session cookie, CSRF tokens): no API key header there.
+CONSOLE_PATH = re.compile(r"/|/console(/.*)?")
+UPLOAD_RETURN = re.compile(r"/console/runs/[^/]+/uploaded/[^/]+/[^/]+/[^/]+")
 
 
 class BodyTooLarge(Exception):
@@ -60,11 +63,15 @@ class IngressGuard:
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         path: str = scope["path"]
         in_url = credential_params(scope.get("query_string", b"").decode("latin-1"))
+        if UPLOAD_RETURN.fullmatch(path):  # the object store names the uploaded object `key`
+            in_url = [name for name in in_url if name != "key"]
         if in_url:
             message = f"{in_url[0]}: send API keys in a header (Authorization: Bearer or X-API-Key), never in the URL"
             await _reply(send, 400, "credential_in_url", message)
             return
-        public = self.docs == "public" and (path in DOC_PATHS or path.startswith(DOC_ASSETS))
+        public = CONSOLE_PATH.fullmatch(path) is not None or (
+            self.docs == "public" and (path in DOC_PATHS or path.startswith(DOC_ASSETS))
+        )
         if not public:
             key = await self._authenticate(headers, send)
             if key is None:

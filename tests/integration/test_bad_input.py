@@ -33,9 +33,9 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore, index_key
 from dsmo.activities.errors import UnknownAgent
 from dsmo.activities.messaging import FileChannel
+from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.cli.main import _main as dsmo_cli
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.ingress.keys import KeyStore
 from dsmo.starter.settings import Settings
 from dsmo.worker import build_worker
 from dsmo.workflows.definition import parse_definition

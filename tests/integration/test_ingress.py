@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.ingress.app import create_app
-from dsmo.starter.ingress.keys import KeyStore
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 

@@ -79,6 +79,10 @@ class KeyStore:
                 return key
         return None
 
+    def named(self, name: str) -> ApiKey | None:
+        """The key called ``name``, if it still exists."""
+        return next((key for key in self.load() if key.name == name), None)
+
     def _save(self, keys: list[ApiKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")

@@ -1,0 +1,165 @@
+"""What the console's forms do: sign in and out, deliver an event, finish an upload, cancel a run.
+
+Every POST checks its CSRF token first, then the key's scope for what it does. Events go
+through the run's validated `deliver_event` update with the event id fixed when the form was
+rendered, so a second submit of the same form is acknowledged as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from botocore.exceptions import ClientError
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from dsmo.starter.api_keys import KeyStore
+from dsmo.starter.client.dsmo_client import EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.console.auth import (
+    CONSOLE,
+    CSRF_FIELD,
+    ConsoleProblem,
+    Viewer,
+    check_csrf,
+    cookie_options,
+    safe_next,
+    signed_in,
+    signer,
+)
+from dsmo.starter.console.forms import FORMS, event_data, field_errors
+from dsmo.starter.console.pages import run_context
+from dsmo.starter.console.session import PRESESSION_COOKIE, SESSION_COOKIE
+from dsmo.starter.console.uploads import return_valid, upload_prefix
+from dsmo.starter.console.web import checked_run_id, console, render
+from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.events import EventAck
+
+router = APIRouter(prefix=CONSOLE, include_in_schema=False)
+
+
+def _run_url(run_id: str, notice: str) -> str:
+    return f"{CONSOLE}/runs/{quote(run_id, safe='')}?notice={notice}"
+
+
+def _notice(ack: EventAck) -> str:
+    return "duplicate" if ack.duplicate else "kept" if ack.buffered else "delivered"
+
+
+def _require(viewer: Viewer, scope: str) -> None:
+    if not viewer.allows(scope):
+        raise ConsoleProblem(403, f"key {viewer.key.name!r} lacks the scope {scope!r}")
+
+
+@router.post("/login", response_model=None)
+async def login(
+    request: Request,
+    api_key: str = Form(default=""),
+    next: str = Form(default=""),
+    csrf_token: str = Form(default="", alias=CSRF_FIELD),
+) -> Response:
+    binding = request.cookies.get(PRESESSION_COOKIE, "")
+    if not binding or not signer(request).csrf_valid(csrf_token, f"presession:{binding}"):
+        raise ConsoleProblem(403, f"{CSRF_FIELD}: missing or not issued to this browser; reload the page and retry")
+    keys: KeyStore = request.app.state.keys
+    key = keys.verify(api_key.strip()) if api_key.strip() else None
+    if key is None:
+        context = {
+            "csrf": signer(request).csrf_token(f"presession:{binding}"),
+            "next": safe_next(next),
+            "viewer": None,
+            "errors": {"api_key": "unknown API key" if api_key.strip() else "enter your API key"},
+        }
+        return render(request, "login.html", context, 401)
+    answer = RedirectResponse(safe_next(next), status_code=303)
+    answer.set_cookie(SESSION_COOKIE, signer(request).session_cookie(key.name, key.key_hash), **cookie_options(request))  # type: ignore[arg-type]
+    answer.delete_cookie(PRESESSION_COOKIE, path=CONSOLE)
+    return answer
+
+
+@router.post("/logout")
+async def logout(
+    viewer: Viewer = Depends(signed_in), csrf_token: str = Form(default="", alias=CSRF_FIELD)
+) -> RedirectResponse:
+    check_csrf(viewer, csrf_token)
+    answer = RedirectResponse(f"{CONSOLE}/login?notice=signed-out", status_code=303)
+    answer.delete_cookie(SESSION_COOKIE, path=CONSOLE)
+    return answer
+
+
+@router.post("/runs/{run_id}/events", response_model=None)
+async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
+    filled = {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
+    check_csrf(viewer, filled.get(CSRF_FIELD))
+    checked_run_id(run_id)
+    form = next((form for form in FORMS.values() if form.event_type == filled.get("event_type")), None)
+    if form is None or not form.fields:
+        raise ConsoleProblem(422, "event_type: not an event this console's forms deliver")
+    _require(viewer, f"events:{form.event_type}")
+    event_id = filled.get("event_id", "")
+    data = event_data(form, filled)
+    errors = field_errors(form, data)
+    if not errors:
+        try:
+            ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
+            return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+        except EventNotAccepted as err:
+            errors = {"_form": str(err)}
+        except (RunNotFound, RunClosed) as err:
+            raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
+    # Shown again with what was typed, the errors beside their fields and the same event id.
+    context = await run_context(request, viewer, run_id)
+    context.update(errors=errors, values=filled, event_id=event_id or context["event_id"])
+    return render(request, "run.html", context, 422)
+
+
+@router.get("/runs/{run_id}/uploaded/{document}/{event_id}/{signature}")
+async def uploaded(
+    request: Request,
+    run_id: str,
+    document: str,
+    event_id: str,
+    signature: str,
+    key: str = "",
+    bucket: str = "",
+    viewer: Viewer = Depends(signed_in),
+) -> RedirectResponse:
+    _require(viewer, "events:DOCUMENT_UPLOADED")
+    checked_run_id(run_id)
+    if not return_valid(viewer.signer, viewer.session.binding, run_id, document, event_id, signature):
+        raise ConsoleProblem(403, "upload: this return address was not issued to this session")
+    app = console(request)
+    if bucket != app.settings.artifact_bucket or not key.startswith(upload_prefix(run_id, event_id)):
+        raise ConsoleProblem(422, "key: not an object of this upload")
+    try:
+        await asyncio.to_thread(app.s3.head_object, Bucket=bucket, Key=key)
+    except ClientError:
+        raise ConsoleProblem(422, f"key: {key!r} is not in the store; upload the file again") from None
+    data = {"document": document, "url": app.store.uri(key)}
+    try:
+        ack = await app.dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=event_id)
+    except DsmoError as err:
+        raise ConsoleProblem(409, str(err)) from None
+    return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=None)
+async def cancel(
+    request: Request,
+    run_id: str,
+    viewer: Viewer = Depends(signed_in),
+    reason: str = Form(default=""),
+    csrf_token: str = Form(default="", alias=CSRF_FIELD),
+) -> HTMLResponse | RedirectResponse:
+    check_csrf(viewer, csrf_token)
+    _require(viewer, "cancel")
+    checked_run_id(run_id)
+    if not reason.strip():
+        context = await run_context(request, viewer, run_id)
+        context["errors"] = {"reason": "give a reason: it is kept in the audit trail"}
+        return render(request, "run.html", context, 422)
+    try:
+        await console(request).dsmo.cancel(run_id, reason=reason.strip()[:500], by=f"console:{viewer.key.name}")
+    except DsmoError as err:
+        raise ConsoleProblem(409, str(err)) from None
+    return RedirectResponse(_run_url(run_id, "cancelled"), status_code=303)

@@ -1,0 +1,49 @@
+"""The console inside the ingress app: its routes, assets, error pages and objects.
+
+`dsmo serve` serves the console at `/console/` beside the API, in the same process with the same
+settings; `/` opens it. The guard in front of the API lets console paths through without an API
+key header: the console signs people in with a key once and then uses its session cookie.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.definitions import DefinitionStore
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.console import actions, pages
+from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, current_viewer, sign_in_url
+from dsmo.starter.console.run_page import GraphCache
+from dsmo.starter.console.session import Signer, load_secret
+from dsmo.starter.console.web import HERE, Console, render
+from dsmo.starter.settings import Settings
+from dsmo.starter.storage import s3_client
+
+
+def install_console(app: FastAPI, settings: Settings) -> None:
+    """Add the console's routes, static assets and error pages to ``app``."""
+    app.state.console_signer = Signer(load_secret(settings.api_keys_path))
+    app.mount(f"{CONSOLE}/static", StaticFiles(directory=str(HERE / "static")), name="console-static")
+    app.include_router(pages.router)
+    app.include_router(actions.router)
+    app.add_api_route("/", pages.root_redirect, include_in_schema=False)
+    app.add_api_route(CONSOLE, lambda: RedirectResponse(f"{CONSOLE}/", status_code=308), include_in_schema=False)
+
+    @app.exception_handler(SignInRequired)
+    async def sign_in(_: Request, err: SignInRequired) -> RedirectResponse:
+        return RedirectResponse(sign_in_url(err.next_path), status_code=303)
+
+    @app.exception_handler(ConsoleProblem)
+    async def problem(request: Request, err: ConsoleProblem) -> HTMLResponse:
+        context = {"viewer": current_viewer(request), "status": err.status, "message": err.message}
+        return render(request, "problem.html", context, err.status)
+
+
+def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient, definitions: DefinitionStore) -> None:
+    """Create the objects the console uses, once the app's client is connected."""
+    s3 = s3_client(settings)
+    store = ArtifactStore(s3, settings.artifact_bucket)
+    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store))
