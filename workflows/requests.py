@@ -12,7 +12,7 @@ from dsmo.workflows.messages import send_request
 from dsmo.workflows.nodes import AssignTestNode, RequestDocumentNode, RequestSignatureNode, WaitOptions
 from dsmo.workflows.records import WaitCheckpoint
 from dsmo.workflows.run import Run
-from dsmo.workflows.templating import render_values
+from dsmo.workflows.templating import render, render_values
 from dsmo.workflows.waits import await_event
 
 
@@ -52,4 +52,7 @@ async def _request_and_wait(
     data: dict[str, Any] = dict(details)
     if resume is None:
         data["requestId"] = await send_request(run, node_id, kind, params, details)
+        recipient = getattr(params, "to", None)
+        if recipient:  # whom the task is on: shown in the WAITING structure, searchable as WaitingOn
+            data["to"] = render(recipient, run.state.variables)
     await await_event(run, node_id, kind, params, data, requested=requested, resume=resume)

@@ -20,9 +20,11 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.api_keys import KeyStore
+from dsmo.starter.client.definitions import parse_definition_text
 from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
@@ -53,6 +55,7 @@ class Console:
     url: str
     keys: dict[str, str]
     shots: Path
+    store: ArtifactStore
 
     async def sign_in(self, page: Page, key: str, then: str = "/console/") -> None:
         await page.goto(self.url + then)
@@ -77,7 +80,7 @@ def console(harness: Harness, tmp_path: Path) -> Iterator[Console]:
     shots = Path(os.environ.get("DSMO_UI_SCREENSHOTS") or settings.state_dir / "ui-check")
     shots.mkdir(parents=True, exist_ok=True)
     with serving(settings) as url:
-        yield Console(url, keys, shots)
+        yield Console(url, keys, shots, harness.store)
 
 
 @pytest_asyncio.fixture
@@ -247,3 +250,40 @@ async def test_keys_scopes_and_csrf_are_enforced(console: Console, harness: Harn
 
     # The API itself still wants its key header: a console session is not an API credential.
     assert (await page.request.get(f"{console.url}/executions/{run_id}")).status == 401
+
+    # A key with `cancel` cancels from the run page, with a reason the audit trail keeps.
+    await page.get_by_role("button", name="Sign out").click()
+    await console.sign_in(page, "person", then=f"/console/runs/{run_id}")
+    await page.get_by_text("Cancel this run").click()
+    await page.get_by_role("button", name="Cancel run").click()  # the browser asks for the reason first
+    assert await page.get_by_label("Reason").evaluate("field => field.validity.valueMissing")
+    token = await page.locator('form.cancel input[name="csrf_token"]').input_value()
+    blank = await page.request.post(f"{console.url}/console/runs/{run_id}/cancel", form={"csrf_token": token})
+    assert blank.status == 422 and "give a reason" in await blank.text()
+    await page.get_by_label("Reason").fill("candidate withdrew")
+    await page.get_by_role("button", name="Cancel run").click()
+    await expect(page.get_by_role("status")).to_contain_text("Cancel requested")
+    view = await harness.dsmo.wait_for_status(run_id, {RunStatus.CANCELLED})
+    assert view.cancel_reason == "candidate withdrew" and view.cancelled_by == "console:person"
+
+
+async def test_definitions_are_drawn_and_two_versions_compared(console: Console, browser: Browser) -> None:
+    text = (EXAMPLES / "onboarding.yaml").read_text()
+    changed = text.replace('version: "1.0.0"', 'version: "1.1.0"').replace(
+        "    next: cooldown\n",
+        "    next: feedback\n  feedback:\n    actionType: send_message\n"
+        '    parameters: {to: "{{candidate.phone}}", message: "¿Qué tal la entrevista?"}\n    next: cooldown\n',
+    )
+    older = definition_from(EXAMPLES / "onboarding.yaml")
+    newer = parse_definition_text(changed)
+    DefinitionStore(console.store).publish(newer)
+    page = await new_page(browser)
+    await console.sign_in(page, "person", then="/console/definitions")
+    await page.get_by_role("link", name="employee-onboarding").click()
+    await expect(page.locator("svg.dsmo-graph g.node")).to_have_count(len(newer.nodes))
+    await page.get_by_label("Compare with").select_option(older.workflow_version)
+    await page.get_by_role("button", name="Show").click()
+    await expect(page.locator(".changes .added").first).to_contain_text("node added feedback")
+    await expect(page.locator('svg.dsmo-graph g.node.added[data-node="feedback"]')).to_have_count(1)
+    await expect(page.locator("svg.dsmo-graph polyline.edge.removed")).to_have_count(1)
+    await console.shot(page, "definition-diff")
