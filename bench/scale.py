@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
+from bench.console_load import console_latency
 from bench.cpu import listening_pid
 from bench.jobs import bounded
 from bench.metrics import percentile
@@ -79,7 +80,9 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
         server_rss = _rss_mb(server_pid) if server_pid else float("nan")
         sample = run_ids[10:][:: max(1, (runs - 10) // 20)][:20]
         at_scale = await _resume_p50(dsmo, sample)
+        console = await console_latency(settings, definition.agent, run_ids[10:])
         return {
+            "console": console,
             "runs": runs,
             "start_seconds": start_seconds,
             "worker_rss_mb": worker_rss,

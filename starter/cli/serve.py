@@ -25,7 +25,9 @@ def _split(bind: str) -> tuple[str, int]:
 @click.option("--bind", help="host:port (default: DSMO_INGRESS_BIND, 127.0.0.1:8080).")
 @pass_context
 def serve(obj: Context, bind: str | None) -> None:
-    """Run the HTTP ingress for outside systems (OpenAPI at /docs and /openapi.json).
+    """Run the HTTP ingress for outside systems (OpenAPI at /docs and /openapi.json) and the console.
+
+    The console for people (tasks, run pages, forms) is at / (sign in with an API key).
 
     \b
     Example:

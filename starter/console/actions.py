@@ -8,6 +8,7 @@ rendered, so a second submit of the same form is acknowledged as a duplicate.
 from __future__ import annotations
 
 import asyncio
+import math
 from urllib.parse import quote
 
 from botocore.exceptions import ClientError
@@ -32,6 +33,7 @@ from dsmo.starter.console.pages import run_context
 from dsmo.starter.console.session import PRESESSION_COOKIE, SESSION_COOKIE
 from dsmo.starter.console.uploads import return_valid, upload_prefix
 from dsmo.starter.console.web import checked_run_id, console, render
+from dsmo.starter.rate_limit import TokenBuckets
 from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.events import EventAck
 
@@ -49,6 +51,16 @@ def _notice(ack: EventAck) -> str:
 def _require(viewer: Viewer, scope: str) -> None:
     if not viewer.allows(scope):
         raise ConsoleProblem(403, f"key {viewer.key.name!r} lacks the scope {scope!r}")
+
+
+def _within_rate(request: Request, viewer: Viewer) -> None:
+    """The key's event rate, shared with the API's event route (DSMO_INGRESS_EVENTS_PER_SECOND)."""
+    rate: TokenBuckets = request.app.state.event_rate
+    wait = rate.take(viewer.key.name)
+    if wait > 0:
+        raise ConsoleProblem(
+            429, f"key {viewer.key.name!r} sends events faster than its limit; retry in {math.ceil(wait)} s"
+        )
 
 
 @router.post("/login", response_model=None)
@@ -96,6 +108,7 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     if form is None or not form.fields:
         raise ConsoleProblem(422, "event_type: not an event this console's forms deliver")
     _require(viewer, f"events:{form.event_type}")
+    _within_rate(request, viewer)
     event_id = filled.get("event_id", "")
     data = event_data(form, filled)
     errors = field_errors(form, data)
@@ -129,6 +142,7 @@ async def uploaded(
     if not return_valid(viewer.signer, viewer.session.binding, run_id, document, event_id, signature):
         raise ConsoleProblem(403, "upload: this return address was not issued to this session")
     app = console(request)
+    _within_rate(request, viewer)
     if bucket != app.settings.artifact_bucket or not key.startswith(upload_prefix(run_id, event_id)):
         raise ConsoleProblem(422, "key: not an object of this upload")
     try:

@@ -28,7 +28,7 @@ from dsmo.starter.console.app import install_console, open_console
 from dsmo.starter.ingress import events, executions
 from dsmo.starter.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.starter.ingress.problems import install_error_handlers
-from dsmo.starter.ingress.rate_limit import TokenBuckets
+from dsmo.starter.rate_limit import TokenBuckets
 from dsmo.starter.settings import Settings
 from dsmo.starter.storage import s3_client
 
@@ -63,6 +63,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.keys = KeyStore(settings.api_keys_path)
+    # One rate per key for events, whether they come through the API or the console's forms.
+    app.state.event_rate = TokenBuckets(settings.ingress_events_per_second, settings.ingress_event_burst)
 
     # Outermost: no key, no body read; a body is read only up to the cap, chunked or not.
     app.add_middleware(
@@ -70,7 +72,7 @@ def create_app(settings: Settings) -> FastAPI:
         keys=app.state.keys,
         max_body=MAX_BODY_BYTES,
         docs=settings.ingress_docs,
-        event_rate=TokenBuckets(settings.ingress_events_per_second, settings.ingress_event_burst),
+        event_rate=app.state.event_rate,
     )
     protect_access_log()
     if settings.ingress_docs != "off":

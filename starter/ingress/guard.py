@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from dsmo.starter.api_keys import ApiKey, KeyStore
-from dsmo.starter.ingress.rate_limit import TokenBuckets
+from dsmo.starter.rate_limit import TokenBuckets
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

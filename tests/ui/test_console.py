@@ -96,6 +96,15 @@ async def new_page(browser: Browser) -> Page:
     return await context.new_page()
 
 
+async def assert_labelled(page: Page) -> None:
+    """Every control a person can use has a label (screen readers read it, clicks on it focus it)."""
+    unlabelled = await page.evaluate(
+        """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+                 .filter(control => control.labels.length === 0).map(control => control.outerHTML)"""
+    )
+    assert unlabelled == [], unlabelled
+
+
 async def until_waiting(page: Page, kind: str) -> None:
     """Reload the run page until it shows the wait for ``kind`` (the run moves on its own)."""
     heading = page.get_by_role("heading", name=f"Waiting for {kind}")
@@ -126,12 +135,14 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await expect(row).to_contain_text("response")
     await expect(row).to_contain_text("candidate")
     await console.shot(page, "tasks")
+    await assert_labelled(page)
 
     # A reply, from the keyboard.
     await row.get_by_role("link", name=run_id).click()
     await until_waiting(page, "response")
     await page.get_by_label("Reply").fill("Sí, empecemos")
     await console.shot(page, "reply")
+    await assert_labelled(page)
     form = {
         name: await page.locator(f'form.task-form input[name="{name}"]').input_value()
         for name in ("csrf_token", "event_type", "event_id")
@@ -151,6 +162,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     id_card.write_bytes(b"%PDF-1.4\n% a small but real file\n" + os.urandom(2048))
     diploma.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(4096))
     await console.shot(page, "documents")
+    await assert_labelled(page)
     for name, path in (("id_card", id_card), ("diploma", diploma)):
         await page.get_by_label(name).set_input_files(str(path))
         await page.get_by_role("button", name=f"Upload {name}").click()
@@ -159,6 +171,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await until_waiting(page, "signature")
     await expect(page.get_by_label("Signed document URL")).to_have_value(re.compile(r"contracts/c-7\.pdf$"))
     await console.shot(page, "signature")
+    await assert_labelled(page)
     await page.get_by_role("button", name="Mark as signed").click()
     await expect(page.get_by_role("status")).to_contain_text("Delivered")
 
@@ -169,6 +182,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await page.get_by_role("button", name="Record result").click()
     await expect(page.locator("#f-score-error")).to_contain_text("must be a number")
     await console.shot(page, "test")
+    await assert_labelled(page)
     await page.get_by_label("Score").fill("87")
     await page.get_by_role("button", name="Record result").click()
     await expect(page.get_by_role("status")).to_contain_text("Delivered")
@@ -176,6 +190,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await until_waiting(page, "event")
     await page.get_by_label("Notes").fill("Entrevista con el equipo")
     await console.shot(page, "event")
+    await assert_labelled(page)
     await page.get_by_role("button", name="Mark as completed").click()
     await expect(page.get_by_role("status")).to_contain_text("Delivered")
 
@@ -287,3 +302,4 @@ async def test_definitions_are_drawn_and_two_versions_compared(console: Console,
     await expect(page.locator('svg.dsmo-graph g.node.added[data-node="feedback"]')).to_have_count(1)
     await expect(page.locator("svg.dsmo-graph polyline.edge.removed")).to_have_count(1)
     await console.shot(page, "definition-diff")
+    await assert_labelled(page)

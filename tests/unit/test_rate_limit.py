@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.ingress.rate_limit import TokenBuckets
+from dsmo.starter.rate_limit import TokenBuckets
 
 
 class Clock:

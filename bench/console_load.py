@@ -1,0 +1,92 @@
+"""The console under the scale test's load: task list and run page latency with thousands waiting.
+
+`dsmo serve` runs as its own process (as in production) against the stack; a person's session
+is opened through the sign-in form, then the task list (first page, and filtered) and run pages
+of runs spread over the whole set are fetched one after another over real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import httpx
+
+from bench.metrics import percentile
+from dsmo.starter.api_keys import KeyStore
+from dsmo.starter.devstack.stack import free_port_block
+from dsmo.starter.settings import Settings
+
+REQUESTS = 60
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+async def _serve(settings: Settings, keys_file: Path) -> tuple[asyncio.subprocess.Process, str]:
+    port = free_port_block(1)
+    env = {**os.environ, **settings.to_env(), "DSMO_API_KEYS_FILE": str(keys_file)}
+    env["DSMO_INGRESS_BIND"] = f"127.0.0.1:{port}"
+    server = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "dsmo"),
+        "serve",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient() as probe:
+        for _ in range(200):
+            try:
+                await probe.get(f"{url}/console/login")
+                return server, url
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+    server.terminate()
+    raise RuntimeError("dsmo serve did not start")
+
+
+async def _sign_in(client: httpx.AsyncClient, key: str) -> None:
+    page = await client.get("/console/login")
+    token = CSRF.search(page.text)
+    assert token, "no CSRF token on the sign-in page"
+    answer = await client.post("/console/login", data={"api_key": key, "csrf_token": token.group(1), "next": ""})
+    assert answer.status_code == 303, answer.text[:200]
+
+
+async def _timed(client: httpx.AsyncClient, paths: list[str]) -> list[float]:
+    times = []
+    for path in paths:
+        began = time.perf_counter()
+        answer = await client.get(path)
+        times.append(time.perf_counter() - began)
+        assert answer.status_code == 200, f"{path}: {answer.status_code} {answer.text[:200]}"
+    return times
+
+
+def _summary(times: list[float]) -> dict[str, float]:
+    return {"p50_ms": percentile(times, 50) * 1000, "p95_ms": percentile(times, 95) * 1000, "n": len(times)}
+
+
+async def console_latency(settings: Settings, agent: str, run_ids: list[str]) -> dict[str, Any]:
+    """p50/p95 of the task list (plain and filtered) and of run pages, in milliseconds."""
+    with TemporaryDirectory() as folder:
+        keys_file = Path(folder) / "keys.json"
+        key = KeyStore(keys_file).add("bench", ["read", "events:*"])
+        server, url = await _serve(settings, keys_file)
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                await _sign_in(client, key)
+                spread = run_ids[:: max(1, len(run_ids) // REQUESTS)][:REQUESTS]
+                await _timed(client, ["/console/"] * 3 + [f"/console/runs/{spread[0]}"] * 3)  # warm-up
+                tasks = await _timed(client, ["/console/"] * REQUESTS)
+                filtered = await _timed(client, [f"/console/?kind=response&agent={agent}"] * REQUESTS)
+                runs = await _timed(client, [f"/console/runs/{run_id}" for run_id in spread])
+        finally:
+            server.terminate()
+            await server.wait()
+    return {"tasks": _summary(tasks), "tasks_filtered": _summary(filtered), "run_page": _summary(runs)}
