@@ -222,6 +222,13 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     assert await page.evaluate("window.__xss") is None
     assert await page.locator("main img, main script").count() == 0
     await console.shot(page, "run")
+    web_ui = await page.get_by_role("link", name="Open in the Temporal Web UI").get_attribute("href")
+    assert web_ui and web_ui.endswith(f"/workflows/{run_id}")
+    output = page.get_by_role("link", name="output.json")
+    downloaded = await page.request.get(await output.get_attribute("href") or "")
+    assert downloaded.ok and await downloaded.json() == harness.store.read_json(
+        await output.get_attribute("title") or ""
+    )
 
     trail = [event.model_dump(mode="json") for event in await harness.dsmo.events(run_id)]
     for _ in range(50):  # the export is the run's last activity
@@ -246,10 +253,16 @@ async def test_keys_scopes_and_csrf_are_enforced(console: Console, harness: Harn
     # A key scoped to replies sees a document request but cannot upload.
     run_id = await harness.start(definition_from(EXAMPLES / "onboarding.yaml"), CANDIDATE)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    # A signature that arrives early is kept in the run's inbox, and the run page says so.
+    early = {"signedDocumentUrl": "s3://docs/early.pdf"}
+    await harness.dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", early, event_id="early-sign")
     await harness.dsmo.respond(run_id, "hola")
     await console.sign_in(page, "replier", then=f"/console/runs/{run_id}")
     await until_waiting(page, "document")
     await expect(page.get_by_role("alert")).to_contain_text("lacks the scope events:DOCUMENT_UPLOADED")
+    await expect(page.locator("#inbox-heading + p")).to_contain_text(
+        "1 event kept for a wait ahead (SIGNATURE_COMPLETED 1)"
+    )
     assert await page.locator("form.upload").count() == 0
     forged = await page.request.get(f"{console.url}/console/runs/{run_id}/uploaded/id_card/console-x/abc?key=k")
     assert forged.status == 403 and "lacks the scope" in await forged.text()
