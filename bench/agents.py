@@ -1,46 +1,46 @@
-"""The benchmark's agents: one deterministic processor for every stage, with seeded faults.
+"""The benchmark's agent: one deterministic piece of work for every stage of every mode.
 
-Faults (workload W3) are drawn from a RNG seeded by (seed, run, stage, attempt): a replay of a
-run is a new run, so it draws new faults, as a re-execution in production would meet new ones.
-Every execution is logged, so orphans and duplicates can be counted for every mode alike.
+Each stage reads its input document, and its output carries the input's id, route and workload
+forward, so every later stage knows which input (and so which faults) it serves. Faults come
+from `bench.paired`, keyed by input, replay, stage and attempt. B3's agent runs inside DSMO's
+worker; B1's and B2's run in the consumer processes (`bench.consumer`). Each logs its executions
+to the shared log; B3's also keeps an in-memory log, which the floor comparison times stages by.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.paired import RATES, draw
+from bench.queue_db import QueueDb
+from bench.shared_rule import OK, StageExecution
 from dsmo.activities.errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.workflows.contracts import StageMessage
 
-TIMEOUT_SLEEP_S = 2.5  # longer than the stages' 1.5 s start-to-close timeout
+SLOW_S = 2.5  # a slow attempt: past the 1.5 s stage timeout and the queue's visibility timeout
+REPLAY_MARK = ".replay-"
 
 
-@dataclass(frozen=True)
-class Faults:
-    seed: int = 7
-    timeout_rate: float = 0.0
-    transient_rate: float = 0.0
-    permanent_rate: float = 0.0
-    stages: frozenset[str] = frozenset({"B", "C", "B-ack", "C-ack"})
+class CompletionLost(ConnectionError):
+    """B3's crash and lost ack: the work was done, its completion never reached Temporal."""
 
-    def draw(self, run_id: str, stage: str, attempt: int) -> str | None:
-        if stage not in self.stages:
-            return None
-        roll = random.Random(f"{self.seed}|{run_id}|{stage}|{attempt}").random()
-        if roll < self.permanent_rate:
-            return "permanent"
-        if roll < self.permanent_rate + self.timeout_rate:
-            return "timeout"
-        if roll < self.permanent_rate + self.timeout_rate + self.transient_rate:
-            return "transient"
-        return None
+
+def output_of(document: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The stage's output: a digest of its input, with the input's identity carried forward."""
+    route = str(document.get("route", "b"))
+    digest = hashlib.sha256(f"{stage}|{route}".encode()).hexdigest()[:16]
+    carried: dict[str, Any] = {key: document[key] for key in ("input", "workload", "route") if key in document}
+    return {**carried, "stage": stage, "route": route, "digest": digest}
+
+
+def replay_index(run_id: str) -> int:
+    """A B3 replay's index, from the id the bench gives it (``<original>.replay-<n>``)."""
+    return int(run_id.rsplit(REPLAY_MARK, 1)[1]) if REPLAY_MARK in run_id else 0
 
 
 @dataclass
@@ -48,13 +48,13 @@ class Execution:
     run_id: str
     stage: str
     attempt: int
-    outcome: str  # ok | timeout | transient | permanent
+    outcome: str
     at: float
 
 
 @dataclass
 class ExecutionLog:
-    """Every stage execution of every mode, in the benchmark's process."""
+    """B3's executions in this process: the floor comparison's timing source."""
 
     entries: list[Execution] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,39 +68,56 @@ class ExecutionLog:
             return [entry for entry in self.entries if entry.run_id == run_id]
 
 
-def work_on_artifacts(
-    store: Any, mode: str, message: Any, attempt: int, faults: Any, log: ExecutionLog
-) -> dict[str, Any]:
-    """B1/B2 agents do the same artifact I/O as a DSMO stage: read the input, write the output."""
-    document = store.read_json(message.input["uri"]) if "uri" in message.input else message.input
-    output = work(document, message.run_id, message.stage, attempt, faults, log)
-    store.put_json_once(f"artifacts/bench-{mode}/{message.run_id}/{message.stage}/{uuid.uuid4().hex}.json", output)
-    return output
+@dataclass
+class B3Agent:
+    """The `bench-stage` processor, with the paired faults; the shared log when ``shared`` is set."""
+
+    seed: int
+    log: ExecutionLog
+    shared: QueueDb | None = None
+    consumer: str = "dsmo-worker"
+
+    def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
+        document = document if isinstance(document, dict) else {}
+        workload, input_id = str(document.get("workload", "")), str(document.get("input", ""))
+        fault = draw(
+            RATES.get(workload, RATES["W1"]),
+            self.seed,
+            input_id,
+            replay_index(message.run_id),
+            message.stage,
+            message.attempt,
+        )
+        started = time.time()
+
+        def record(outcome: str) -> None:
+            self.log.add(message.run_id, message.stage, message.attempt, outcome)
+            if self.shared is not None:
+                execution = StageExecution(
+                    message.run_id, message.stage, message.attempt, self.consumer, outcome, started, time.time()
+                )
+                self.shared.log("b3", execution)
+
+        if fault == "transient":
+            record("transient")
+            raise ConnectionError(f"stage {message.stage}: injected transient failure")
+        if fault == "permanent":
+            record("permanent")
+            raise InvalidInput(f"stage {message.stage}: injected permanent failure")
+        if fault == "slow":
+            time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another by now
+        output = output_of(document, message.stage)
+        record(OK)
+        if fault in ("crash", "lost_ack"):
+            raise CompletionLost(f"stage {message.stage}: the completion was lost after the work")
+        return ProcessorOutput(document=output, summary={"route": output["route"]})
 
 
-def work(document: Any, run_id: str, stage: str, attempt: int, faults: Any, log: ExecutionLog) -> dict[str, Any]:
-    """What every bench agent does: a deterministic digest of its input, unless a fault strikes."""
-    fault = faults.draw(run_id, stage, attempt)
-    if fault == "permanent":
-        log.add(run_id, stage, attempt, "permanent")
-        raise InvalidInput(f"stage {stage}: injected permanent failure")
-    if fault == "transient":
-        log.add(run_id, stage, attempt, "transient")
-        raise ConnectionError(f"stage {stage}: injected transient failure")
-    if fault == "timeout":
-        time.sleep(TIMEOUT_SLEEP_S)  # the orchestrator has given up on this attempt by now
-    route = document.get("route", "b") if isinstance(document, dict) else "b"
-    digest = hashlib.sha256(f"{stage}|{route}".encode()).hexdigest()[:16]
-    log.add(run_id, stage, attempt, "timeout" if fault else "ok")
-    return {"stage": stage, "route": route, "digest": digest}
-
-
-def bench_registry(faults: Any, log: ExecutionLog) -> ProcessorRegistry:
+def bench_registry(agent: B3Agent) -> ProcessorRegistry:
     registry = ProcessorRegistry()
 
     def stage(document: Any, message: StageMessage) -> ProcessorOutput:
-        output = work(document, message.run_id, message.stage, message.attempt, faults, log)
-        return ProcessorOutput(document={**output, "route": output["route"]}, summary={"route": output["route"]})
+        return agent(document, message)
 
     registry.register("bench-stage", "1.0.0")(stage)
     return registry

@@ -113,13 +113,27 @@ Measured by `{results["command"]}` on {results["started_at"]} ({results["seconds
 These machines are shared and noisy: compare ratios measured in one run, not absolute figures
 across runs. Reproduce with `make bench` (full) or `make bench QUICK=1` (about two minutes).
 
-The modes share one infrastructure (Temporal + the S3 store): **B3** is DSMO's orchestrator;
-**B1** choreography (each stage is a message; the agent enqueues the next stage itself, without
-dedup, and a lost ack after the enqueue makes the broker redeliver); **B2** agent decides next
-(one loop runs whatever stage the agent names; {results["config"]["ambiguity"]:.0%} of its
-choices are ambiguous, as an LLM router's would be). W3 injects timeouts (4%), transient failures
-(10%) and permanent failures (2%) in stages B and C. A replay is a new run of the same input,
-which meets new faults as a re-execution would. Metric formulas: `bench/metrics.py`.
+Table 1 compares three ways to run the same agents. **B3** is DSMO (Temporal, the S3 store).
+**B1** choreography and **B2** agent-decides run on a real at-least-once queue, PostgreSQL with
+`FOR UPDATE SKIP LOCKED` and a 1.5 s visibility timeout, started by the bench from pgserver's wheel.
+Each has {results["config"]["consumers"]} consumer processes competing for every stage;
+each agent enqueues the next stage itself and then acknowledges; there is no deduplication. B1's
+agent follows the graph; B2's names the next stage, and {results["config"]["ambiguity"]:.0%} of
+its choices are ambiguous. The experiment is **paired**: every mode runs the same inputs and meets
+the same faults, drawn from (input, replay, stage, attempt); the checksums in the per-workload
+table prove it. W3 injects, in stages B and C, transient failures (10%), slow attempts past the
+timeout (4%), consumer crashes between the work and the ack (3%), lost acks (3%) and permanent
+failures (2%); the paper gives rates only for "timeouts and transient failures", so the other
+shares are ours. W4 runs many inputs at once, a new run starting only when one ends
+(backpressure), with 5% transient failures in every stage (retries). A failure kind means the
+same in every mode: B3's crash or lost ack is a completion that never reaches Temporal. Each
+input is **replayed** after its original ended: B3 through `dsmo replay` (the recorded input and
+configuration snapshot, re-executed as a new linked run); B1 and B2 by re-injecting the recorded
+input into the queue. Paths, duplicates and orphans come from one execution log that every agent
+writes, by one rule for all modes (`bench/shared_rule.py`): duplicates are extra completions of a
+(run, stage); orphans are executions of a stage off the input's valid trajectory, or started
+after the run ended. Intervals are 95% bootstrap intervals over inputs.
+
 W1-W3 run {results["config"]["concurrency"]} at a time and W4 {results["config"]["w4_concurrency"]}; on two cores
 that keeps the machine busy, so latency there includes queueing for CPU. Against the floor, B3
 and the floor run the W1 and W4 shapes in interleaved rounds ({_rounds(results)}), so both meet

@@ -42,7 +42,7 @@ class FloorComparison:
     queue: str
     log: ExecutionLog
     starter_store: ArtifactStore
-    b3: Callable[..., Awaitable[Any]]
+    b3_latency: Callable[[str], Awaitable[float]]
 
     async def floor(self) -> dict[str, Any]:
         """B3 against both floors on the W1 and W4 shapes, in interleaved rounds.
@@ -114,8 +114,7 @@ class FloorComparison:
 
     def _b3_job(self, workload: str) -> Callable[[], Awaitable[float]]:
         async def run() -> float:
-            executed = await self.b3(workload, "paired", False, {"route": "b", "input": "paired"})
-            return float(executed.latency_s)
+            return await self.b3_latency(workload)
 
         return run
 

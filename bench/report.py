@@ -7,7 +7,6 @@ Markdown cannot drift apart; each table is its own small function.
 from __future__ import annotations
 
 import json
-import math
 import platform
 import statistics
 from collections.abc import Callable
@@ -15,86 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.breakdown import breakdown_table
-
-# The paper's Table 1 (DSMO, choreography, agent decides), printed beside ours.
-PAPER = {
-    "success_rate": (0.88, 0.89, 0.83),
-    "sps": (0.7775, 0.775, 0.56),
-    "rsr": (0.8725, 0.8525, 0.855),
-    "duplicates_per_run": (0.165, 0.19, 0.22),
-    "orphans_per_run": (0.0, 3.735, 0.96),
-    "dlq_per_run": (0.12, 0.11, 0.17),
-    "latency_p50_s": (0.241, 0.205, 18.626),
-    "latency_p95_s": (0.540, 0.537, 19.296),
-    "latency_mean_s": (0.273, 0.252, 17.941),
-}
-ROWS = [
-    ("success_rate", "Base success rate", "{:.3f}"),
-    ("sps", "SPS (state-path stability)", "{:.3f}"),
-    ("rsr", "RSR (replay success rate)", "{:.3f}"),
-    ("divergence", "DS (divergence score)", "{:.3f}"),
-    ("duplicates_per_run", "Duplicates ignored / run", "{:.3f}"),
-    ("orphans_per_run", "Orphan events / run", "{:.3f}"),
-    ("dlq_per_run", "DLQ / run", "{:.3f}"),
-    ("latency_p50_s", "Latency p50 (s)", "{:.3f}"),
-    ("latency_p95_s", "Latency p95 (s)", "{:.3f}"),
-    ("latency_mean_s", "Latency mean (s)", "{:.3f}"),
-    ("events_per_run", "Events / run", "{:.1f}"),
-    ("bytes_per_run", "Bytes stored / run", "{:,.0f}"),
-    ("throughput_runs_per_min", "Throughput (runs/min)", "{:,.0f}"),
-]
-MODES = ("B3", "B1", "B2")
-NAMES = {"B3": "DSMO (B3)", "B1": "Choreography (B1)", "B2": "Agent decides (B2)"}
-
-
-def _fmt(value: float, pattern: str) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else pattern.format(value)
-
-
-def aggregate(results: dict[str, Any], workloads: tuple[str, ...] = ("W1", "W2", "W3")) -> dict[str, dict[str, float]]:
-    """Table 1 over W1-W3 (run-weighted means); W4 is reported for throughput."""
-    table: dict[str, dict[str, float]] = {}
-    for mode in MODES:
-        summaries = [results["workloads"][w][mode]["summary"] for w in workloads if w in results["workloads"]]
-        runs = [s["runs"] for s in summaries]
-        table[mode] = {
-            key: sum(s[key] * n for s, n in zip(summaries, runs, strict=True) if not math.isnan(s[key]))
-            / max(1.0, sum(n for s, n in zip(summaries, runs, strict=True) if not math.isnan(s[key])))
-            for key, _, _ in ROWS
-        }
-    return table
-
-
-def table1(results: dict[str, Any]) -> str:
-    table = aggregate(results)
-    lines = [
-        "| Metric | " + " | ".join(NAMES[m] for m in MODES) + " | paper (B3 / B1 / B2) |",
-        "|---|" + "---|" * (len(MODES) + 1),
-    ]
-    for key, label, pattern in ROWS:
-        ours = " | ".join(_fmt(table[m][key], pattern) for m in MODES)
-        paper = " / ".join(str(v) for v in PAPER[key]) if key in PAPER else ""
-        lines.append(f"| {label} | {ours} | {paper} |")
-    return "\n".join(lines)
-
-
-def per_workload(results: dict[str, Any]) -> str:
-    keys = (
-        "success_rate",
-        "sps",
-        "rsr",
-        "orphans_per_run",
-        "duplicates_per_run",
-        "dlq_per_run",
-        "latency_p50_s",
-        "throughput_runs_per_min",
-    )
-    lines = ["| Workload | Mode | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
-    for workload, modes in results["workloads"].items():
-        for mode in MODES:
-            summary = modes[mode]["summary"]
-            lines.append(f"| {workload} | {mode} | " + " | ".join(_fmt(summary[k], "{:.3f}") for k in keys) + " |")
-    return "\n".join(lines)
+from bench.table1 import MODES, NAMES, bar_values, per_workload, table1
 
 
 def _b3_from_workloads(results: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -260,7 +180,7 @@ def floor_spread(repeats: list[dict[str, Any]]) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     sections = [
-        "### Table 1 (W1-W3, originals and replays)",
+        "### Table 1 (W1-W4, originals and replays; 95% intervals, bootstrap over inputs)",
         table1(results),
         "### Per workload",
         per_workload(results),
@@ -316,7 +236,7 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     figure.savefig(paths["latency_cdf"], dpi=110)
     plt.close(figure)
 
-    table = aggregate(results)
+    table = bar_values(results)
     keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "orphans_per_run", "dlq_per_run"]
     figure, axis = plt.subplots(figsize=(10, 4))
     width = 0.27
@@ -328,7 +248,7 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
             label=NAMES[mode],
         )
     axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "orphans/run", "DLQ/run"])
-    axis.set_title("Table 1 metrics (W1-W3)")
+    axis.set_title("Table 1 metrics (W1-W4)")
     axis.legend(fontsize=8)
     figure.tight_layout()
     paths["table1_bars"] = out_dir / "table1_bars.png"

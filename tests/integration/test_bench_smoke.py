@@ -20,6 +20,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
         replays=1,
         concurrency=2,
         w4_runs=4,
+        w4_inputs=2,
         w4_concurrency=4,
         artifact_sizes=(1_000,),
         resume_samples=2,
@@ -31,12 +32,17 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     floor_io_objects = {prefix: len(bench.store.list_uris(prefix)) for prefix in FLOOR_IO_PREFIXES}
     results = await bench.run()
     for workload in ("W1", "W2", "W3", "W4"):
+        measured = results["workloads"][workload]
         for mode in ("B3", "B1", "B2"):
-            summary = results["workloads"][workload][mode]["summary"]
-            assert summary["runs"] == (4 if workload == "W4" else 4.0)
-            assert summary["latency_p50_s"] > 0
-    w1 = results["workloads"]["W1"]["B3"]["summary"]
-    assert w1["success_rate"] == 1.0 and w1["sps"] == 1.0 and w1["orphans_per_run"] == 0.0
+            summary = measured[mode]["summary"]
+            assert summary["runs"] == 4 and summary["latency_p50_s"] > 0
+            assert len(measured[mode]["records"]) == 4
+        # Paired: every mode had the same inputs and the same fault schedule.
+        assert measured["B3"]["checksums"] == measured["B1"]["checksums"] == measured["B2"]["checksums"]
+        assert measured["B3"]["summary"]["orphans_per_run"] == 0.0
+    for mode in ("B3", "B1"):  # no faults, no ambiguity: every run and replay takes the graph's path
+        w1 = results["workloads"]["W1"][mode]["summary"]
+        assert w1["success_rate"] == 1.0 and w1["sps"] == 1.0 and w1["rsr"] == 1.0
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
     # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
@@ -56,6 +62,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
+    assert "| Orphan executions / run | 0.000 [0.000, 0.000] |" in table  # B3, with its interval
     assert "| Temporal server |" in table and "| S3 store |" in table
     assert "| W4 runs per CPU-second (whole stack) |" in table
     assert "| Resume, event kept in the inbox: wait begins → next action started p50 (s) |" in table

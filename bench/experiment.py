@@ -1,0 +1,201 @@
+"""Table 1's experiment, paired: B3 on DSMO, B1 and B2 on a real at-least-once queue.
+
+Every mode runs the same inputs (`bench.paired.inputs_for`) and meets the same fault schedule.
+Each input runs once, then is replayed ``replays`` times after its original ended: B3 through
+DSMO's own replay (`dsmo replay`'s API: the run's recorded input and configuration snapshot,
+re-executed as a new linked run), B1 and B2 by re-injecting the original's recorded input into
+their queue. Paths, duplicates and orphans of all three come from the shared execution log by one
+rule (`bench.shared_rule`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.jobs import bounded
+from bench.metrics import RunRecord, summarize
+from bench.paired import RATES, Input, faults_checksum, graph_of, inputs_checksum, inputs_for, trajectory
+from bench.queue_db import QueueDb, postgres
+from bench.queue_modes import QueueModes
+from bench.shared_rule import judge
+from bench.workloads import definition
+from dsmo.activities.audit_log import audit_key
+from dsmo.starter.ops.replay import plan_replay, replay
+
+if TYPE_CHECKING:
+    from bench.agents import B3Agent
+    from dsmo.activities.artifacts import ArtifactStore
+    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.starter.settings import Settings
+
+WORKLOADS = ("W1", "W2", "W3", "W4")
+MODES = ("B3", "B1", "B2")
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One run as the driver saw it: when it began and when its driver saw it end."""
+
+    run_id: str
+    item: Input
+    replay: int
+    began: float
+    finished: float
+
+
+class PaperExperiment:
+    """Mixed into Bench: Table 1 for W1-W4, B3 against B1 and B2 on the queue."""
+
+    dsmo: DsmoClient
+    settings: Settings
+    config: Any
+    queue: str
+    store: ArtifactStore
+    agent: B3Agent
+
+    def _shape(self, workload: str) -> tuple[int, int]:
+        """(inputs, concurrency): W4 is many runs at once, a new one starting as one ends."""
+        if workload == "W4":
+            return self.config.w4_inputs, self.config.w4_concurrency
+        return self.config.inputs, self.config.concurrency
+
+    async def table1(self, progress: Any = print) -> dict[str, Any]:
+        """Every workload in every mode; each mode's records, summary and pairing checksums."""
+        results: dict[str, Any] = {}
+        tag = uuid.uuid4().hex[:6]
+        with tempfile.TemporaryDirectory(prefix="dsmo-bench-queue-") as folder, postgres(Path(folder)) as dsn:
+            db = QueueDb(dsn)
+            self.agent.shared = db
+            queue = QueueModes(
+                db, dsn, self.settings, self.store, self.config.seed, self.config.ambiguity, self.config.consumers
+            )
+            try:
+                for workload in WORKLOADS:
+                    count, concurrency = self._shape(workload)
+                    inputs = inputs_for(workload, count, self.config.seed)
+                    results[workload] = {}
+                    for mode in MODES:
+                        progress(f"{workload} {mode}")
+                        results[workload][mode] = await self._mode(db, queue, mode, workload, inputs, concurrency, tag)
+            finally:
+                self.agent.shared = None
+        return results
+
+    async def _mode(
+        self, db: QueueDb, queue: QueueModes, mode: str, workload: str, inputs: list[Input], concurrency: int, tag: str
+    ) -> dict[str, Any]:
+        replays = self.config.replays
+        restarts = queue.restarts
+        started = time.perf_counter()
+        if mode == "B3":
+            jobs = [partial(self._b3_input, workload, item, replays, tag) for item in inputs]
+            executed = await bounded(concurrency, jobs)
+        else:
+            async with queue.serving(mode.lower()):
+                jobs = [
+                    partial(self._queue_input, queue, mode.lower(), workload, item, replays, tag) for item in inputs
+                ]
+                executed = await bounded(concurrency, jobs)
+        wall = time.perf_counter() - started
+        runs = [run for group in executed for run in group]
+        records = await bounded(8, [partial(self._record, db, mode, workload, run) for run in runs])
+        return {
+            "summary": summarize(records, wall),
+            "latencies": [record.latency_s for record in records],
+            "records": [asdict(record) for record in records],
+            "checksums": {
+                "inputs": inputs_checksum(inputs),
+                "faults": faults_checksum(
+                    RATES[workload], self.config.seed, inputs, replays, sorted(graph_of(workload))
+                ),
+            },
+            "consumer_restarts": queue.restarts - restarts,
+        }
+
+    # -- B3: DSMO, and its own replay ------------------------------------------------------------
+
+    async def _b3_input(self, workload: str, item: Input, replays: int, tag: str) -> list[Executed]:
+        run_id = f"b3-{tag}-{item.input_id}"
+        data = {"route": item.route, "input": item.input_id, "workload": workload}
+        began = time.time()
+        await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.queue)
+        await self.dsmo.result(run_id)
+        runs = [Executed(run_id, item, 0, began, time.time())]
+        planned = await plan_replay(self.dsmo, self.store, run_id) if replays else None
+        for index in range(1, replays + 1):
+            replay_id, began = f"{run_id}.replay-{index}", time.time()
+            await replay(self.dsmo, self.store, run_id, new_id=replay_id, task_queue=self.queue, planned=planned)
+            runs.append(Executed(replay_id, item, index, began, time.time()))
+        return runs
+
+    # -- B1 and B2: the queue, and the recorded input re-injected ------------------------------------
+
+    async def _queue_input(
+        self, queue: QueueModes, mode: str, workload: str, item: Input, replays: int, tag: str
+    ) -> list[Executed]:
+        run_id = f"{mode}-{tag}-{item.input_id}"
+        data = {"route": item.route, "input": item.input_id, "workload": workload}
+        stored = await asyncio.to_thread(self.store.put_json_once, f"artifacts/bench-{mode}/{run_id}/input.json", data)
+        runs = []
+        for index in range(replays + 1):
+            this_id = run_id if index == 0 else f"{run_id}.replay-{index}"
+            began = time.time()
+            ended = await queue.run(mode, workload, this_id, item.input_id, index, stored.uri)
+            runs.append(Executed(this_id, item, index, began, ended or time.time()))
+        return runs
+
+    # -- one rule for every mode -----------------------------------------------------------------
+
+    async def _record(self, db: QueueDb, mode: str, workload: str, run: Executed) -> RunRecord:
+        executions = await asyncio.to_thread(db.executions, run.run_id)
+        verdict = judge(executions, trajectory(workload, run.item.route))
+        finished = verdict.end if verdict.success and verdict.end is not None else run.finished
+        if mode == "B3":
+            trail = await asyncio.to_thread(self._audit_trail, run.run_id)
+            dlq, events = sum(e["type"] == "DEAD_LETTERED" for e in trail), len(trail)
+            stored = await self._b3_bytes(run.run_id, definition(workload).workflow_version)
+        else:
+            sent, message_bytes, dlq = await asyncio.to_thread(db.counts, run.run_id)
+            events = sent
+            artifacts = await asyncio.to_thread(self._prefix_bytes, f"artifacts/bench-{mode.lower()}/{run.run_id}/")
+            stored = artifacts + message_bytes
+        return RunRecord(
+            run.run_id,
+            run.item.input_id,
+            run.replay > 0,
+            path=verdict.path,
+            success=verdict.success,
+            latency_s=max(0.0, finished - run.began),
+            duplicates=verdict.duplicates,
+            orphans=verdict.orphans,
+            dlq=dlq,
+            events=events,
+            bytes_stored=stored,
+        )
+
+    def _audit_trail(self, run_id: str) -> list[dict[str, Any]]:
+        try:
+            body = self.store.read_bytes(self.store.uri(audit_key(run_id)))
+        except Exception:  # noqa: BLE001 - an unexported trail counts as empty
+            return []
+        return [json.loads(line) for line in body.decode().splitlines() if line]
+
+    def _prefix_bytes(self, prefix: str) -> int:
+        listed = self.store.s3.list_objects_v2(Bucket=self.store.bucket, Prefix=prefix).get("Contents", [])
+        return sum(int(item["Size"]) for item in listed)
+
+    async def _b3_bytes(self, run_id: str, version: str) -> int:
+        described = await self.dsmo.temporal.get_workflow_handle(run_id).describe()
+        history = int(described.raw_description.workflow_execution_info.history_size_bytes)
+        stored = await asyncio.to_thread(
+            lambda: self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
+        )
+        return history + stored

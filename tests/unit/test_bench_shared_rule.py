@@ -1,0 +1,99 @@
+"""The paired harness's pure parts: the shared rule on hand-built logs, pairing, intervals."""
+
+from __future__ import annotations
+
+import math
+
+from bench.confidence import bootstrap
+from bench.paired import RATES, FaultRates, draw, faults_checksum, inputs_checksum, inputs_for
+from bench.shared_rule import StageExecution, judge
+
+W1 = ["A", "B", "C"]
+
+
+def run(*rows: tuple[str, str, float, float], attempt: int = 1) -> list[StageExecution]:
+    """Executions of run r: (stage, outcome, started, finished)."""
+    return [StageExecution("r", stage, attempt, "c1", outcome, start, end) for stage, outcome, start, end in rows]
+
+
+def test_a_clean_run_has_its_path_and_nothing_else() -> None:
+    verdict = judge(run(("A", "ok", 0, 1), ("B", "ok", 1, 2), ("C", "ok", 2, 3)), W1)
+    assert (verdict.path, verdict.success, verdict.end, verdict.duplicates, verdict.orphans) == (W1, True, 3, 0, 0)
+
+
+def test_a_retry_after_a_timeout_is_a_duplicate_not_an_orphan() -> None:
+    # B's first attempt ran past its timeout and completed late, after the retry's completion.
+    log = run(("A", "ok", 0, 1), ("B", "ok", 1, 3.6), ("B", "ok", 2.7, 3), ("C", "ok", 3, 4))
+    verdict = judge(log, W1)
+    assert verdict.path == W1 and verdict.success
+    assert (verdict.duplicates, verdict.orphans) == (1, 0)
+
+
+def test_a_redelivered_chain_after_the_end_is_duplicated_and_orphaned() -> None:
+    # A lost ack on B: B runs twice, each enqueues C; the second C starts after the run ended.
+    log = run(
+        ("A", "ok", 0, 1),
+        ("B", "ok", 1, 2),
+        ("C", "ok", 2, 3),
+        ("B", "ok", 3.5, 4),
+        ("C", "ok", 4, 5),
+    )
+    verdict = judge(log, W1)
+    assert verdict.success and verdict.end == 3
+    assert (verdict.duplicates, verdict.orphans) == (2, 2)
+
+
+def test_a_stage_off_the_trajectory_is_an_orphan_and_the_run_fails() -> None:
+    # W2 with route b: A -> B -> D; an ambiguous router sent the run to C.
+    verdict = judge(run(("A", "ok", 0, 1), ("C", "ok", 1, 2), ("D", "ok", 2, 3)), ["A", "B", "D"])
+    assert verdict.path == ["A", "C", "D"] and not verdict.success
+    assert (verdict.duplicates, verdict.orphans) == (0, 1)
+
+
+def test_a_loop_back_is_a_different_path_and_its_repeats_are_duplicates() -> None:
+    # An ambiguous router sent the run back from B to A once.
+    log = run(("A", "ok", 0, 1), ("B", "ok", 1, 2), ("A", "ok", 2, 3), ("B", "ok", 3, 4), ("C", "ok", 4, 5))
+    verdict = judge(log, W1)
+    assert verdict.path == ["A", "B", "A", "B", "C"] and not verdict.success
+    assert (verdict.duplicates, verdict.orphans) == (2, 0)
+
+
+def test_failed_attempts_are_executions_but_not_completions() -> None:
+    log = run(("A", "ok", 0, 1), ("B", "transient", 1, 1.1), ("B", "ok", 1.3, 2), ("C", "permanent", 2, 2.1))
+    verdict = judge(log, W1)
+    assert verdict.path == ["A", "B"] and not verdict.success and verdict.end is None
+    assert (verdict.duplicates, verdict.orphans, verdict.executions) == (0, 0, 4)
+
+
+def test_the_same_inputs_and_faults_for_every_mode() -> None:
+    first, again = inputs_for("W3", 30, seed=7), inputs_for("W3", 30, seed=7)
+    assert first == again and inputs_checksum(first) == inputs_checksum(again)
+    assert {item.route for item in first} == {"b", "c"}
+    rates = RATES["W3"]
+    assert faults_checksum(rates, 7, first, 2, "ABCD") == faults_checksum(rates, 7, again, 2, "ABCD")
+    assert faults_checksum(rates, 7, first, 2, "ABCD") != faults_checksum(rates, 8, first, 2, "ABCD")
+    # A fault depends on the input, the replay, the stage and the attempt, nothing else.
+    drawn = [draw(rates, 7, item.input_id, 0, "B", 1) for item in first]
+    assert drawn == [draw(rates, 7, item.input_id, 0, "B", 1) for item in again]
+    assert draw(rates, 7, first[0].input_id, 0, "A", 1) is None  # faults strike B and C only
+
+
+def test_fault_shares_follow_their_rates() -> None:
+    rates = FaultRates(permanent=0.1, transient=0.3)
+    drawn = [draw(rates, 1, f"i{n}", 0, "B", 1) for n in range(4000)]
+    assert abs(drawn.count("permanent") / 4000 - 0.1) < 0.02
+    assert abs(drawn.count("transient") / 4000 - 0.3) < 0.03
+    assert drawn.count("slow") == 0
+
+
+def test_the_bootstrap_interval_brackets_the_estimate_and_narrows_with_more_runs() -> None:
+    def share(items: list[int]) -> float:
+        return sum(items) / len(items)
+
+    few = [[1], [0], [1], [1], [0]] * 4
+    many = few * 10
+    low, high = bootstrap(few, share)
+    assert low <= share([x for g in few for x in g]) <= high
+    low_many, high_many = bootstrap(many, share)
+    assert high_many - low_many < high - low
+    assert all(math.isnan(value) for value in bootstrap([], share))
