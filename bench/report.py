@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.breakdown import breakdown_table
-from bench.table1 import MODES, NAMES, bar_values, per_workload, table1
+from bench.table1 import MODES, NAMES, bar_values, differences, per_workload, table1
 
 
 def _b3_from_workloads(results: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -182,6 +182,8 @@ def markdown(results: dict[str, Any]) -> str:
     sections = [
         "### Table 1 (W1-W4, originals and replays; 95% intervals, bootstrap over inputs)",
         table1(results),
+        "Where these figures differ from the paper's, and why:",
+        differences(results),
         "### Per workload",
         per_workload(results),
         "### Against the raw-Temporal floor (same run)",

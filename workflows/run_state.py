@@ -63,6 +63,8 @@ class RunState:
     # A run started without DSMO's client (`temporal workflow start`) has no AgentName or
     # WorkflowVersion: the first upsert sets them too.
     identity_unpublished: bool = False
+    # WaitingOn and WaitingSince hold a value: the next upsert outside a wait clears them.
+    wait_attributes_set: bool = False
 
     # -- status -----------------------------------------------------------------------------
 
@@ -85,10 +87,13 @@ class RunState:
             self.identity_unpublished = False
         if self.waiting is None:
             updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
-            updates += [sa.WAITING_ON.value_unset(), sa.WAITING_SINCE.value_unset()]
+            if self.wait_attributes_set:  # the console's two, only after a wait set them
+                updates += [sa.WAITING_ON.value_unset(), sa.WAITING_SINCE.value_unset()]
+                self.wait_attributes_set = False
         else:
             updates.append(sa.WAITING_FOR.value_set(self.waiting.kind))
             updates.append(sa.WAITING_SINCE.value_set(self.updated_at or workflow.now()))
+            self.wait_attributes_set = True
             assignee = self.waiting.assignee()
             updates.append(sa.WAITING_ON.value_set(assignee) if assignee else sa.WAITING_ON.value_unset())
             if self.waiting.until is not None:

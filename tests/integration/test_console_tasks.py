@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsmo.starter.console.tasks import TaskFilter, task_page
+from dsmo.workflows import search_attributes as sa
 from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness, definition_from
 
@@ -67,6 +68,9 @@ async def test_tasks_are_filtered_and_paged_from_visibility(harness: Harness) ->
     assert {task.run_id for task in first.tasks + second.tasks} == {*replies, *documents}
     assert (await task_page(harness.dsmo.temporal, TaskFilter(run=f"tasks-{tag}-", overdue=True), now)).total == 0
 
-    # A run that ends leaves the list.
+    # A run that ends leaves the list, and its wait's assignee and start are cleared.
     await harness.dsmo.cancel(replies[0], reason="test")
     await settled(harness, mine, 3)
+    attributes = (await harness.dsmo.temporal.get_workflow_handle(replies[0]).describe()).typed_search_attributes
+    assert attributes.get(sa.WAITING_ON) is None and attributes.get(sa.WAITING_SINCE) is None
+    assert attributes.get(sa.AGENT_EXECUTION_STATUS) == "cancelled"
