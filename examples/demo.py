@@ -55,6 +55,8 @@ async def main() -> int:
 
     section("web UI")
     print(settings.run_url(run_id))
+    host, _, port = settings.ingress_bind.rpartition(":")
+    print(f"the console: `.venv/bin/dsmo serve`, then http://{host or '127.0.0.1'}:{port}/console/runs/{run_id}")
     return 0 if result.status is RunStatus.COMPLETED else 1
 
 
