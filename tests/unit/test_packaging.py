@@ -55,6 +55,9 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     for module in ("dsmo/workflows/execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
         assert module in names
     assert "dsmo/worker.py" in names and not any(name.startswith(("bench/", "tests/")) for name in names)
+    # The console works offline: its templates and stylesheet ship inside the package.
+    console = {name.removeprefix("dsmo/starter/console/") for name in names if "/console/" in name}
+    assert {"templates/run.html", "templates/tasks.html", "templates/login.html", "static/console.css"} <= console
 
 
 # Small modules with one role; one past ~300 lines states its reason in its docstring.
