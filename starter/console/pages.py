@@ -18,7 +18,6 @@ from dsmo.starter.console.auth import (
     ConsoleProblem,
     Viewer,
     cookie_options,
-    current_viewer,
     presession,
     safe_next,
     signer,
@@ -162,7 +161,9 @@ async def definition(
     return render(request, "definition.html", context)
 
 
-def root_redirect(request: Request) -> RedirectResponse:
-    """``/`` opens the console: the task list, or the sign-in page first."""
-    target = f"{CONSOLE}/" if current_viewer(request) else f"{CONSOLE}/login"
-    return RedirectResponse(target, status_code=303)
+def root_redirect() -> RedirectResponse:
+    """``/`` opens the console's task list (which asks for a sign-in first when needed).
+
+    The session cookie is scoped to ``/console``, so ``/`` itself cannot tell who is signed in.
+    """
+    return RedirectResponse(f"{CONSOLE}/", status_code=303)

@@ -243,7 +243,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
 async def test_keys_scopes_and_csrf_are_enforced(console: Console, harness: Harness, browser: Browser) -> None:
     page = await new_page(browser)
     # No session: the console sends the person to sign in; a wrong key is refused there.
-    await page.goto(f"{console.url}/console/")
+    await page.goto(f"{console.url}/")
     await expect(page).to_have_url(re.compile(r"/console/login\?next=/console/$"))
     await page.get_by_label("API key").fill("dsmo_not-a-key")
     await page.get_by_role("button", name="Sign in").click()
@@ -266,6 +266,8 @@ async def test_keys_scopes_and_csrf_are_enforced(console: Console, harness: Harn
     assert await page.locator("form.upload").count() == 0
     forged = await page.request.get(f"{console.url}/console/runs/{run_id}/uploaded/id_card/console-x/abc?key=k")
     assert forged.status == 403 and "lacks the scope" in await forged.text()
+    await page.goto(f"{console.url}/")  # signed in, / opens the task list
+    await expect(page.get_by_role("heading", name="Tasks")).to_be_visible()
 
     # A form without its CSRF token is refused, and nothing reaches the run.
     posted = await page.request.post(
