@@ -15,6 +15,7 @@ import json
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -60,6 +61,7 @@ class PaperExperiment:
     queue: str
     store: ArtifactStore
     agent: B3Agent
+    _history_bytes: Callable[[str], Awaitable[int]]  # Bench's: the run's history size
 
     def _shape(self, workload: str) -> tuple[int, int]:
         """(inputs, concurrency): W4 is many runs at once, a new one starting as one ends."""
@@ -193,8 +195,7 @@ class PaperExperiment:
         return sum(int(item["Size"]) for item in listed)
 
     async def _b3_bytes(self, run_id: str, version: str) -> int:
-        described = await self.dsmo.temporal.get_workflow_handle(run_id).describe()
-        history = int(described.raw_description.workflow_execution_info.history_size_bytes)
+        history = await self._history_bytes(run_id)
         stored = await asyncio.to_thread(
             lambda: self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
         )

@@ -106,16 +106,18 @@ async def load_run_page(
     problems = [view.problem] if view.problem else []
     variables: dict[str, Any] = {}
     trail: list[AuditEvent] = []
+    describing = asyncio.ensure_future(dsmo.temporal.get_workflow_handle(run_id).describe())
     if not view.problem:
         answers = await asyncio.gather(dsmo.variables(run_id), dsmo.events(run_id), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, DsmoError):
                 problems.append(str(answer))
             elif isinstance(answer, BaseException):
+                describing.cancel()
                 raise answer
         variables = answers[0] if isinstance(answers[0], dict) else {}
         trail = answers[1] if isinstance(answers[1], list) else []
-    description = await dsmo.temporal.get_workflow_handle(run_id).describe()
+    description = await describing  # asked beside the queries, not after them
     definition, svg = None, None
     if view.config_ref:
         try:
