@@ -46,6 +46,7 @@ class ChatServer:
         self.hold_until: int | None = None
         self.hold_timeout = 120.0
         self._held: asyncio.Event | None = None
+        self.released_at: float | None = None  # wall-clock time the held calls were let go
         self.content = content
         self.model = model
         self.script: deque[Reply] = deque()
@@ -58,6 +59,7 @@ class ChatServer:
                 # For a process that runs it as a subprocess (`make bench`): counts, and a fresh start.
                 Route("/stats", self._stats, methods=["GET"]),
                 Route("/reset", self._reset, methods=["POST"]),
+                Route("/hold", self._set_hold, methods=["POST"]),
             ]
         )
         self._server: uvicorn.Server | None = None
@@ -69,12 +71,20 @@ class ChatServer:
         self.script.extend(replies)
 
     async def _stats(self, request: Request) -> Response:
-        return JSONResponse({"requests": len(self.requests), "peakInFlight": self.peak_in_flight})
+        return JSONResponse(
+            {"requests": len(self.requests), "peakInFlight": self.peak_in_flight, "releasedAt": self.released_at}
+        )
 
     async def _reset(self, request: Request) -> Response:
         self.requests.clear()
         self.peak_in_flight = 0
+        self.hold_until, self._held, self.released_at = None, None, None
         return JSONResponse({"requests": 0})
+
+    async def _set_hold(self, request: Request) -> Response:
+        """``POST /hold?until=N``: the next calls wait until N are in flight, then take the latency."""
+        self.hold_until, self._held, self.released_at = int(request.query_params["until"]), None, None
+        return JSONResponse({"holdUntil": self.hold_until})
 
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
@@ -110,11 +120,17 @@ class ChatServer:
         if self._held is None:
             self._held = asyncio.Event()
         if self.hold_until is not None and self.in_flight >= self.hold_until:
-            self._held.set()
+            self._release()
         try:
             await asyncio.wait_for(self._held.wait(), self.hold_timeout)
         except TimeoutError:
-            self._held.set()  # release everyone: the test then sees the peak it got
+            self._release()  # release everyone: the test then sees the peak it got
+
+    def _release(self) -> None:
+        assert self._held is not None
+        if not self._held.is_set():
+            self.released_at = time.time()
+            self._held.set()
 
     def start(self, port: int = 0) -> str:
         """Serve on 127.0.0.1 from a background thread; returns the API root (``.../v1``)."""

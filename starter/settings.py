@@ -69,6 +69,8 @@ ENVIRONMENT: dict[str, str] = {
     # activities. Raise the first for async agents (model calls): they wait on the event loop.
     "DSMO_MAX_CONCURRENT_ACTIVITIES": "16",
     "DSMO_PROCESSOR_THREADS": "16",
+    # Workflow tasks one worker holds at once (Temporal's default; see dsmo.worker.WORKFLOW_TASK_SLOTS).
+    "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "100",
     # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
     "TEMPORAL_TLS_CERT": "",
     "TEMPORAL_TLS_KEY": "",
@@ -125,6 +127,8 @@ class Settings:
         load: Plugin modules the worker imports, comma-separated [``DSMO_LOAD``].
         max_concurrent_activities: Activities one worker runs at once [``DSMO_MAX_CONCURRENT_ACTIVITIES``].
         processor_threads: Threads for plain processors and activities [``DSMO_PROCESSOR_THREADS``].
+        max_concurrent_workflow_tasks: Workflow tasks one worker holds at once, at least 2
+            [``DSMO_MAX_CONCURRENT_WORKFLOW_TASKS``].
         tls_cert: Client certificate for Temporal [``TEMPORAL_TLS_CERT``].
         tls_key: Its private key [``TEMPORAL_TLS_KEY``].
         tls_ca: The CA that signed Temporal's certificate [``TEMPORAL_TLS_CA``].
@@ -166,6 +170,7 @@ class Settings:
     load: str = ""
     max_concurrent_activities: int = 16
     processor_threads: int = 16
+    max_concurrent_workflow_tasks: int = 100
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
@@ -229,6 +234,9 @@ class Settings:
                 1, _whole_number(get("DSMO_MAX_CONCURRENT_ACTIVITIES"), "DSMO_MAX_CONCURRENT_ACTIVITIES")
             ),
             processor_threads=max(1, _whole_number(get("DSMO_PROCESSOR_THREADS"), "DSMO_PROCESSOR_THREADS")),
+            max_concurrent_workflow_tasks=max(
+                2, _whole_number(get("DSMO_MAX_CONCURRENT_WORKFLOW_TASKS"), "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS")
+            ),
             tls_cert=get("TEMPORAL_TLS_CERT"),
             tls_key=get("TEMPORAL_TLS_KEY"),
             tls_ca=get("TEMPORAL_TLS_CA"),
@@ -300,6 +308,7 @@ class Settings:
             "DSMO_LOAD": self.load,
             "DSMO_MAX_CONCURRENT_ACTIVITIES": str(self.max_concurrent_activities),
             "DSMO_PROCESSOR_THREADS": str(self.processor_threads),
+            "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": str(self.max_concurrent_workflow_tasks),
         } | {
             # Only when set: the `temporal` CLI turns TLS on when these variables merely exist.
             name: value

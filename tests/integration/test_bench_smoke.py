@@ -82,12 +82,19 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
     assert "| W4 throughput, B3 / (floor + artifact I/O) |" in table
 
 
-async def test_w5_runs_both_contenders_on_a_tiny_batch(stack_settings: Settings, dsmo: DsmoClient) -> None:
+async def test_w5_runs_both_contenders_in_alternated_tiny_batches(stack_settings: Settings, dsmo: DsmoClient) -> None:
     from bench.llm_bound import w5, w5_section
 
-    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2)
+    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2, batches=2)
     for figures in measured["modes"].values():
-        assert figures["completed"] == 6 and figures["model_calls"] == 6
+        assert figures["completed"] == 12 and figures["model_calls"] == 12 and figures["batches"] == 2
         assert figures["stage_mean_seconds"] >= 0.2 and 0 < figures["ratio_to_ideal"] <= 1
+        assert len(figures["ratio_per_batch"]) == 2 and all(0 < ratio <= 1 for ratio in figures["ratio_per_batch"])
     section = w5_section(measured, "test", "now", "here")
-    assert section.startswith("<!-- w5:start -->") and "| Runs completed | 6 | 6 |" in section
+    assert section.startswith("<!-- w5:start -->") and "| Runs completed | 12 of 12 | 12 of 12 |" in section
+    assert "Batches of 6 runs" in section and "2 batches per contender" in section
+    # The held batch: the server answered nothing until all 6 calls were in flight on the one worker.
+    held = measured["held"]
+    assert held["peak_in_flight"] == 6 and held["released"] and held["completed"] == 6
+    assert held["last_commit_seconds"] >= 0.2 and 0 < held["ratio_to_ideal"] <= 1
+    assert "| Peak model calls in flight | 6 |" in section

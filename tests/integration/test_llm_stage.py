@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.actions import ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.llm_stage import LlmEndpoint
+from dsmo.activities.llm_stage import CLIENT_POOLS, LlmEndpoint, LlmStage, _Exchange
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.settings import Settings
@@ -248,3 +249,22 @@ async def test_one_worker_holds_200_model_calls_in_flight(
         results = await asyncio.wait_for(asyncio.gather(*(dsmo.result(run_id) for run_id in run_ids)), 170)
     assert chat.peak_in_flight == 200 and len(chat.requests) == 200
     assert all(result.status is RunStatus.COMPLETED for result in results)
+
+
+async def test_calls_are_spread_over_the_stage_s_http_clients(chat: ChatServer, store: ArtifactStore) -> None:
+    # One connection pool with hundreds of connections costs the worker more per answer than the
+    # answer itself; the stage keeps several small pools and takes them in turn.
+    sent: dict[int, int] = {0: 0, 1: 0, 2: 0}
+
+    def counting(index: int) -> httpx.AsyncClient:
+        async def count(request: httpx.Request) -> None:
+            sent[index] += 1
+
+        return httpx.AsyncClient(event_hooks={"request": [count]})
+
+    stage = LlmStage(LlmEndpoint(chat.url), store, clients=[counting(0), counting(1), counting(2)])
+    exchanges = [_Exchange(number, {"model": "m", "messages": []}) for number in range(1, 7)]
+    await asyncio.gather(*(stage._send(exchange, "run:stage:1") for exchange in exchanges))
+    assert sent == {0: 2, 1: 2, 2: 2} and len(chat.requests) == 6
+    assert all(exchange.status == 200 for exchange in exchanges)
+    assert len(LlmStage(LlmEndpoint(chat.url), store).clients) == CLIENT_POOLS > 1

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from bench.breakdown import breakdown_table
+from bench.llm_bound import held_figures, pooled
 from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
 from bench.report import floor_spread, meets
 
@@ -114,3 +115,50 @@ def test_breakdown_puts_b3_beside_both_floors() -> None:
     assert rows["W4 CPU ms per run, S3 store"] == "| W4 CPU ms per run, S3 store | 0.0 | 9.0 | 9.0 |  |  |"
     # results written before the artifact-I/O floor existed: no table
     assert breakdown_table({"b3": floor["b3"]}) == []
+
+
+def test_w5_pools_the_stages_of_every_batch_and_keeps_each_batch_ratio() -> None:
+    batches = [
+        {
+            "completed": 2,
+            "model_calls": 2,
+            "peak_in_flight": 2,
+            "wall_seconds": 3.0,
+            "residence": [1.0, 1.5],
+            "dispatch": [0.1, 0.3],
+        },
+        {
+            "completed": 2,
+            "model_calls": 3,
+            "peak_in_flight": 1,
+            "wall_seconds": 5.0,
+            "residence": [2.0, 2.0],
+            "dispatch": [0.5, 0.5],
+        },
+        {
+            "completed": 1,
+            "model_calls": 2,
+            "peak_in_flight": 2,
+            "wall_seconds": 4.0,
+            "residence": [1.25, 1.25],
+            "dispatch": [0.0, 0.2],
+        },
+    ]
+    figures = pooled(batches, runs=2, latency=1.0)
+    assert figures["runs"] == 6 and figures["completed"] == 5 and figures["model_calls"] == 7
+    assert figures["peak_in_flight"] == 2 and figures["wall_seconds"] == 4.0 and figures["runs_per_second"] == 0.5
+    # Little's law over the pooled stages: the mean residence is 9 s / 6 = 1.5 s.
+    assert figures["stage_mean_seconds"] == 1.5 and figures["ratio_to_ideal"] == round(1 / 1.5, 3)
+    assert figures["stage_calls_per_second"] == round(2 / 1.5, 1) and figures["ideal_calls_per_second"] == 2.0
+    assert figures["dispatch_mean_seconds"] == 0.267
+    assert figures["ratio_per_batch"] == [0.8, 0.5, 0.8]
+
+
+def test_w5_held_batch_ratio_is_the_latency_over_the_time_to_the_last_commit() -> None:
+    batch = {"completed": 4, "peak_in_flight": 4, "released_at": 100.0, "last_commit": 101.25}
+    figures = held_figures(batch, runs=4, latency=1.0)
+    assert figures["released"] and figures["last_commit_seconds"] == 1.25 and figures["ratio_to_ideal"] == 0.8
+    # A server that gave up holding (fewer in flight than the batch) is reported as not released.
+    assert not held_figures({**batch, "peak_in_flight": 3}, runs=4, latency=1.0)["released"]
+    never = held_figures({**batch, "released_at": None}, runs=4, latency=1.0)
+    assert not never["released"] and never["ratio_to_ideal"] == 0.0

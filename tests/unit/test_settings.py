@@ -93,3 +93,14 @@ def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
 def test_hardening_settings_name_the_variable_and_the_reason(name: str, value: str, reason: str) -> None:
     with pytest.raises(SettingsError, match=f"^{name}: .*{reason}"):
         Settings.from_env({name: value})
+
+
+def test_worker_bounds_come_from_the_environment_with_their_floors() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.max_concurrent_activities, defaults.processor_threads) == (16, 16)
+    assert defaults.max_concurrent_workflow_tasks == 100  # Temporal's own default
+    # Temporal needs two workflow-task slots while workflows are cached; one is raised to two.
+    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "1"}).max_concurrent_workflow_tasks == 2
+    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "12"}).max_concurrent_workflow_tasks == 12
+    with pytest.raises(SettingsError, match="DSMO_MAX_CONCURRENT_WORKFLOW_TASKS"):
+        Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "many"})
