@@ -60,17 +60,17 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
                 results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
             except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
                 print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
-        await _add_w5(results, settings, bench.dsmo)
+        await _add_w5(results, settings, bench.dsmo, batches=1 if quick else 3)
         results["seconds"] = round(time.perf_counter() - started, 1)
     finish(results, out_dir, update_benchmarks)
     return results
 
 
-async def _add_w5(results: dict[str, Any], settings: Settings, dsmo: Any) -> None:
+async def _add_w5(results: dict[str, Any], settings: Settings, dsmo: Any, *, batches: int = 3) -> None:
     from bench.llm_bound import w5
 
     try:
-        results["w5"] = await w5(settings, dsmo)
+        results["w5"] = await w5(settings, dsmo, batches=batches)
     except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
         print(f"W5 failed: {type(err).__name__}: {err}", flush=True)
 
