@@ -195,7 +195,7 @@ async def floor_only(quick: bool, repeats: int, *, out_dir: Path) -> dict[str, A
 
 
 def _w5_section(results: dict[str, Any]) -> str | None:
-    from bench.llm_bound import w5_section
+    from bench.w5_report import w5_section
 
     if not results.get("w5"):
         return None
@@ -227,14 +227,14 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
 
 
 def _w5_markers() -> tuple[str, str]:
-    from bench.llm_bound import W5_END, W5_START
+    from bench.w5_report import W5_END, W5_START
 
     return W5_START, W5_END
 
 
 def update_w5_section(results: dict[str, Any]) -> None:
     """Replace only BENCHMARKS.md's W5 section (the rest stays from the run that wrote it)."""
-    from bench.llm_bound import W5_END, W5_START
+    from bench.w5_report import W5_END, W5_START
 
     section = _w5_section(results)
     if section:

@@ -83,7 +83,8 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
 
 
 async def test_w5_runs_both_contenders_in_alternated_tiny_batches(stack_settings: Settings, dsmo: DsmoClient) -> None:
-    from bench.llm_bound import w5, w5_section
+    from bench.llm_bound import w5
+    from bench.w5_report import w5_section
 
     measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2, batches=2)
     for figures in measured["modes"].values():

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from bench.breakdown import breakdown_table
-from bench.llm_bound import held_figures, pooled
 from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
 from bench.report import floor_spread, meets
+from bench.w5_report import held_figures, pooled
 
 
 def run(input_id: str, replay: bool, path: str, success: bool = True, **counts: int) -> RunRecord:
