@@ -181,8 +181,8 @@ async def w5(
                 measured[mode].append(await _one_batch(settings, dsmo, url, mode, runs))
         # Only the async worker can hold every call at once (the other has 16 threads).
         print(f"W5: {runs} runs, {ASYNC}, all {runs} calls held in flight together", flush=True)
-        held = held_figures(await _one_batch(settings, dsmo, url, ASYNC, runs, held=True), runs, latency)
-        held["mode"] = ASYNC
+        held_batch = await _one_batch(settings, dsmo, url, ASYNC, runs, held=True)
+        held = held_figures(held_batch, runs, latency, mode=ASYNC)
     finally:
         server.terminate()
         server.wait(timeout=10)

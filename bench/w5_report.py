@@ -10,7 +10,7 @@ from typing import Any
 from bench.metrics import percentile
 
 
-def held_figures(batch: dict[str, Any], runs: int, latency: float) -> dict[str, Any]:
+def held_figures(batch: dict[str, Any], runs: int, latency: float, *, mode: str = "async") -> dict[str, Any]:
     """A held batch: all ``runs`` calls in flight at once, answered together after ``latency``.
 
     From the moment the last call arrived, the ideal is every stage committed ``latency`` later;
@@ -19,6 +19,7 @@ def held_figures(batch: dict[str, Any], runs: int, latency: float) -> dict[str, 
     released = batch["released_at"]
     window = batch["last_commit"] - released if released is not None else float("inf")
     return {
+        "mode": mode,
         "runs": runs,
         "completed": batch["completed"],
         "peak_in_flight": batch["peak_in_flight"],
@@ -88,7 +89,7 @@ def held_table(held: dict[str, Any], latency: float) -> str:
         (f"From the {runs}th call's arrival to the last output committed (s)", f"{held['last_commit_seconds']:.3f}"),
         (f"**Ratio to the ideal** ({latency:g} s / that time; target ≥ 0.8)", f"{held['ratio_to_ideal']:.2f}"),
     ]
-    lines = [f"|  | {held.get('mode', 'async')} |", "|---|---|"]
+    lines = [f"|  | {held['mode']} |", "|---|---|"]
     lines += [f"| {label} | {value} |" for label, value in rows]
     return "\n".join(lines)
 

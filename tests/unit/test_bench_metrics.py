@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -117,32 +118,24 @@ def test_breakdown_puts_b3_beside_both_floors() -> None:
     assert breakdown_table({"b3": floor["b3"]}) == []
 
 
+def w5_batch(
+    completed: int, calls: int, peak: int, wall: float, residence: list[float], dispatch: list[float]
+) -> dict[str, Any]:
+    return {
+        "completed": completed,
+        "model_calls": calls,
+        "peak_in_flight": peak,
+        "wall_seconds": wall,
+        "residence": residence,
+        "dispatch": dispatch,
+    }
+
+
 def test_w5_pools_the_stages_of_every_batch_and_keeps_each_batch_ratio() -> None:
     batches = [
-        {
-            "completed": 2,
-            "model_calls": 2,
-            "peak_in_flight": 2,
-            "wall_seconds": 3.0,
-            "residence": [1.0, 1.5],
-            "dispatch": [0.1, 0.3],
-        },
-        {
-            "completed": 2,
-            "model_calls": 3,
-            "peak_in_flight": 1,
-            "wall_seconds": 5.0,
-            "residence": [2.0, 2.0],
-            "dispatch": [0.5, 0.5],
-        },
-        {
-            "completed": 1,
-            "model_calls": 2,
-            "peak_in_flight": 2,
-            "wall_seconds": 4.0,
-            "residence": [1.25, 1.25],
-            "dispatch": [0.0, 0.2],
-        },
+        w5_batch(2, 2, 2, 3.0, [1.0, 1.5], [0.1, 0.3]),
+        w5_batch(2, 3, 1, 5.0, [2.0, 2.0], [0.5, 0.5]),
+        w5_batch(1, 2, 2, 4.0, [1.25, 1.25], [0.0, 0.2]),
     ]
     figures = pooled(batches, runs=2, latency=1.0)
     assert figures["runs"] == 6 and figures["completed"] == 5 and figures["model_calls"] == 7
