@@ -28,6 +28,7 @@ import httpx
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import ContractSchema, compile_schema
 from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.activities.llm_answers import add_usage, answer_summary, check_answer, content_of
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.contracts import StageTask
 from dsmo.workflows.errors import DsmoError, TemplateError
@@ -35,15 +36,7 @@ from dsmo.workflows.llm_call import LlmCall
 from dsmo.workflows.templating import render
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
-TRANSIENT_STATUS = frozenset({408, 409, 429})
 CALL_RECORD_KIND = "dsmo.llm-call/v1"
-SUMMARY_TEXT_MAX = 200  # a string answer field longer than this stays out of the default summary
-
-
-class LlmUnavailable(DsmoError):
-    """The endpoint is down, rate-limited or failing (transient: the stage is retried)."""
-
-    code = "llm_unavailable"
 
 
 @dataclass(frozen=True)
@@ -65,6 +58,25 @@ class LlmEndpoint:
     def model(self, requested: str | None) -> str:
         name = requested or self.default_model
         return self.aliases.get(name, name)
+
+
+@dataclass(frozen=True)
+class LlmAttempt:
+    """An `llm` stage attempt's answer, and what goes with it.
+
+    Attributes:
+        output: The answer as the stage's output; its ``inference`` (model, prompt hash,
+            tokens) is stored with it.
+        calls: What only the audit trail records: latency, whether recorded responses answered,
+            where the calls are stored. Kept apart so a replay that gets the same answers from
+            the recorded responses writes a byte-identical output.
+        unwritten: The answering call's record (key, document), for the caller to write before
+            the output, in the same trip to the I/O threads.
+    """
+
+    output: ProcessorOutput
+    calls: dict[str, Any]
+    unwritten: tuple[str, dict[str, Any]]
 
 
 @dataclass
@@ -112,14 +124,11 @@ class LlmStage:
         self.clients = list(clients) or [_new_client() for _ in range(CLIENT_POOLS)]
         self._turn = itertools.count()
 
-    async def run(self, task: StageTask, document: Any, io: IO) -> tuple[ProcessorOutput, dict[str, Any]]:
+    async def run(self, task: StageTask, document: Any, io: IO) -> LlmAttempt:
         """One stage attempt: the answer as the output document, its short fields as the summary.
 
-        Returns:
-            The output, whose ``inference`` (model, prompt hash, tokens) is stored with it, and
-            what only the audit trail records: latency, whether recorded responses answered,
-            where the calls are stored. Kept apart so a replay that gets the same answers from
-            the recorded responses writes a byte-identical output.
+        Every call is recorded, but the record of the one whose answer is taken is left for the
+        caller to write with the output (`LlmAttempt.unwritten`).
 
         Raises:
             InvalidInput: A template names a missing variable, no endpoint is configured, the
@@ -151,17 +160,23 @@ class LlmStage:
                 await self._recorded(exchange, recorded_folder, io)
             else:
                 await self._send(exchange, task.idempotency_key)
-            # One write-once artifact per call: the request as sent, the response as received.
-            await io(self.store.put_json_once, f"{folder}llm/{number}.json", exchange.record())
-            content, reply = _content(exchange)
-            _add_usage(usage, reply)
+            # One write-once artifact per call: the request as sent, the response as received. The
+            # call whose answer is taken is written with the output (`LlmAttempt.unwritten`).
+            record = (f"{folder}llm/{number}.json", exchange.record())
+            try:
+                content, reply = content_of(exchange.status, exchange.body, exchange.error)
+            except DsmoError:
+                await io(self.store.put_json_once, *record)
+                raise
+            add_usage(usage, reply)
             if schema is None:
                 answer: dict[str, Any] = {"text": content}
                 break
-            problem, parsed = _check_answer(content, schema)
+            problem, parsed = check_answer(content, schema)
             if problem is None:
                 answer = parsed
                 break
+            await io(self.store.put_json_once, *record)
             if number > call.retries:
                 tries = "1 answer" if number == 1 else f"{number} answers"
                 raise ContractViolation(f"llm: {tries} did not match outputSchema; the last: {problem}")
@@ -176,7 +191,7 @@ class LlmStage:
             ]
         output = ProcessorOutput(
             document=answer,
-            summary=_summary(answer, call.summary_fields),
+            summary=answer_summary(answer, call.summary_fields),
             inference={
                 "model": reply.get("model", model),
                 "requestedModel": model,
@@ -192,7 +207,7 @@ class LlmStage:
             "recorded": any(exchange.recorded for exchange in exchanges),
             "artifacts": [self.store.uri(f"{folder}llm/")],
         }
-        return output, calls
+        return LlmAttempt(output, calls, unwritten=record)
 
     def _messages(self, call: LlmCall, document: Any) -> list[dict[str, str]]:
         context = {**call.variables, "input": document}
@@ -236,63 +251,6 @@ def _compiled(schema_json: bytes) -> ContractSchema:
     compiled = compile_schema(json.loads(schema_json))
     assert compiled is not None
     return compiled
-
-
-def _content(exchange: _Exchange) -> tuple[str, dict[str, Any]]:
-    """The answer's text and the whole reply; raises for a failed call."""
-    status = exchange.status
-    if exchange.error is not None or status is None:
-        raise LlmUnavailable(f"llm endpoint did not answer: {exchange.error}")
-    if status in TRANSIENT_STATUS or status >= 500:
-        raise LlmUnavailable(f"llm endpoint answered {status}: {exchange.body[:200]}")
-    if status >= 400:
-        raise InvalidInput(f"llm endpoint refused the request ({status}): {exchange.body[:200]}")
-    try:
-        reply = json.loads(exchange.body)
-        content = reply["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise LlmUnavailable(
-            f"llm endpoint answered {status} without a chat completion: {exchange.body[:200]}"
-        ) from None
-    if not isinstance(content, str):
-        raise LlmUnavailable("llm endpoint answered a chat completion without text content")
-    return content, reply
-
-
-def _check_answer(content: str, schema: Any) -> tuple[str | None, dict[str, Any]]:
-    """(None, answer) when ``content`` is a JSON object matching ``schema``, else (the problem, {})."""
-    try:
-        parsed = json.loads(content)
-    except json.JSONDecodeError as err:
-        return f"it is not JSON ({err.msg} at character {err.pos})", {}
-    if not isinstance(parsed, dict):
-        return f"it is a JSON {type(parsed).__name__}, not an object", {}
-    try:
-        schema.check(parsed, agent="llm", what="answer")
-    except ContractViolation as err:
-        return str(err).removeprefix("agent llm: "), {}
-    return None, parsed
-
-
-def _summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
-    if fields is not None:
-        return {name: answer.get(name) for name in fields}
-    return {
-        name: value
-        for name, value in answer.items()
-        if value is None
-        or isinstance(value, bool | int | float)
-        or (isinstance(value, str) and len(value) <= SUMMARY_TEXT_MAX)
-    }
-
-
-def _add_usage(usage: dict[str, int], reply: dict[str, Any]) -> None:
-    """Add one reply's token counts to the stage's (a repaired answer costs every call's tokens)."""
-    counted = reply.get("usage")
-    if isinstance(counted, dict):
-        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            if isinstance(counted.get(name), int):
-                usage[name] = usage.get(name, 0) + counted[name]
 
 
 def _attempt_folder(task: StageTask, run_id: str) -> str:

@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.actions import ActionRegistry
-from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.artifacts import ArtifactStore, stage_output_key
 from dsmo.activities.llm_stage import CLIENT_POOLS, LlmEndpoint, LlmStage, _Exchange
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -118,6 +118,13 @@ def calls(store: ArtifactStore, uri: str) -> list[tuple[dict[str, Any], dict[str
     return [(record["request"], record["response"]) for record in records]
 
 
+async def attempt_statuses(harness: Harness, run_id: str, attempt: int) -> list[int | None]:
+    """The response status of each call one attempt of classify made, from its records."""
+    version = next(e for e in await harness.dsmo.events(run_id)).workflow_version
+    folder = stage_output_key(version, run_id, "classify", attempt).removesuffix("output.json") + "llm/"
+    return [response["status"] for _, response in calls(harness.store, harness.store.uri(folder))]
+
+
 def replay(harness: Harness, run_id: str, *flags: str) -> dict[str, Any]:
     env = {**harness.cli_env(), "DSMO_LLM_BASE_URL": ""}  # the CLI itself never needs the endpoint
     done = subprocess.run(
@@ -170,7 +177,10 @@ async def test_an_invalid_answer_is_sent_back_and_the_repaired_one_is_used(
     assert second["messages"][:2] == first["messages"]
     assert second["messages"][2] == {"role": "assistant", "content": "Sure! It is an outage."}
     assert "it is not JSON" in second["messages"][3]["content"]
-    assert (await stage_event(llm_harness, run_id)).data["llm"]["calls"] == 2
+    event = await stage_event(llm_harness, run_id)
+    assert event.data["llm"]["calls"] == 2
+    (_, rejected), (_, taken) = calls(llm_harness.store, event.data["llm"]["artifacts"][0])
+    assert "It is an outage" in rejected["body"] and "an invoice" in taken["body"]
 
 
 async def test_rate_limits_and_server_errors_are_retried(llm_harness: Harness, chat: ChatServer) -> None:
@@ -181,6 +191,8 @@ async def test_rate_limits_and_server_errors_are_retried(llm_harness: Harness, c
     failed = [e for e in await llm_harness.dsmo.events(run_id) if e.type == "STAGE_FAILED"]
     assert [(e.attempt, e.data["kind"]) for e in failed] == [(1, "transient"), (2, "transient")]
     assert "429" in failed[0].data["error"] and "503" in failed[1].data["error"]
+    # A failed call is recorded too, in its own attempt's folder.
+    assert [await attempt_statuses(llm_harness, run_id, attempt) for attempt in (1, 2, 3)] == [[429], [503], [200]]
 
 
 async def test_answers_that_stay_invalid_take_the_fail_safe_route(llm_harness: Harness, chat: ChatServer) -> None:
@@ -192,13 +204,15 @@ async def test_answers_that_stay_invalid_take_the_fail_safe_route(llm_harness: H
     violation = next(e for e in await llm_harness.dsmo.events(run_id) if e.type == "CONTRACT_VIOLATION")
     assert "2 answers did not match outputSchema" in violation.data["reason"]
     assert "category" in violation.data["reason"]
+    assert await attempt_statuses(llm_harness, run_id, 1) == [200, 200]
 
 
 async def test_a_refused_request_fails_the_stage_at_once(llm_harness: Harness, chat: ChatServer) -> None:
     chat.reply(Reply(status=400, body='{"error": "unknown model"}'))
-    _, result = await run(llm_harness)
+    run_id, result = await run(llm_harness)
     assert result.status is RunStatus.FAILED and "refused the request (400)" in (result.error_message or "")
     assert len(chat.requests) == 1
+    assert await attempt_statuses(llm_harness, run_id, 1) == [400]
 
 
 async def test_a_replay_calls_no_model_and_rerun_llm_does(llm_harness: Harness, chat: ChatServer) -> None:

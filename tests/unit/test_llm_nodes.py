@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from dsmo.activities.contract_schemas import compile_schema
-from dsmo.activities.llm_stage import LlmEndpoint, _check_answer, _summary
+from dsmo.activities.llm_answers import answer_summary, check_answer
+from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.starter.ops.replay import answer_changes
 from dsmo.starter.settings import Settings, SettingsError
 from dsmo.workflows.definition import parse_definition
@@ -54,16 +55,16 @@ def test_publishing_names_the_broken_field(node: dict[str, Any], field: str, rea
 
 def test_an_answer_is_parsed_then_checked() -> None:
     schema = compile_schema(SCHEMA)
-    assert _check_answer('{"label": "a"}', schema) == (None, {"label": "a"})
-    assert _check_answer("label: a", schema)[0].startswith("it is not JSON")  # type: ignore[union-attr]
-    assert _check_answer("[1]", schema)[0] == "it is a JSON list, not an object"
-    assert "label" in (_check_answer('{"label": "c"}', schema)[0] or "")
+    assert check_answer('{"label": "a"}', schema) == (None, {"label": "a"})
+    assert check_answer("label: a", schema)[0].startswith("it is not JSON")  # type: ignore[union-attr]
+    assert check_answer("[1]", schema)[0] == "it is a JSON list, not an object"
+    assert "label" in (check_answer('{"label": "c"}', schema)[0] or "")
 
 
 def test_the_default_summary_keeps_short_scalar_fields() -> None:
     answer = {"label": "a", "score": 0.5, "ok": True, "none": None, "long": "x" * 201, "items": [1]}
-    assert _summary(answer, None) == {"label": "a", "score": 0.5, "ok": True, "none": None}
-    assert _summary(answer, ["items", "missing"]) == {"items": [1], "missing": None}
+    assert answer_summary(answer, None) == {"label": "a", "score": 0.5, "ok": True, "none": None}
+    assert answer_summary(answer, ["items", "missing"]) == {"items": [1], "missing": None}
 
 
 def test_models_resolve_through_the_workers_aliases() -> None:

@@ -1,0 +1,79 @@
+"""What a chat model's reply means for an `llm` stage: its text, whether it fits the node's schema,
+the stage's summary and the tokens it cost. Pure functions; the calls are made in `llm_stage`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.workflows.errors import DsmoError
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+SUMMARY_TEXT_MAX = 200  # a string answer field longer than this stays out of the default summary
+
+
+class LlmUnavailable(DsmoError):
+    """The endpoint is down, rate-limited or failing (transient: the stage is retried)."""
+
+    code = "llm_unavailable"
+
+
+def content_of(status: int | None, body: str, error: str | None) -> tuple[str, dict[str, Any]]:
+    """The answer's text and the whole reply of a call that got ``status`` and ``body`` (or ``error``).
+
+    Raises:
+        LlmUnavailable: No answer, a transient status, or a body that is no chat completion.
+        InvalidInput: The endpoint refused the request (another 4xx).
+    """
+    if error is not None or status is None:
+        raise LlmUnavailable(f"llm endpoint did not answer: {error}")
+    if status in TRANSIENT_STATUS or status >= 500:
+        raise LlmUnavailable(f"llm endpoint answered {status}: {body[:200]}")
+    if status >= 400:
+        raise InvalidInput(f"llm endpoint refused the request ({status}): {body[:200]}")
+    try:
+        reply = json.loads(body)
+        content = reply["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise LlmUnavailable(f"llm endpoint answered {status} without a chat completion: {body[:200]}") from None
+    if not isinstance(content, str):
+        raise LlmUnavailable("llm endpoint answered a chat completion without text content")
+    return content, reply
+
+
+def check_answer(content: str, schema: Any) -> tuple[str | None, dict[str, Any]]:
+    """(None, answer) when ``content`` is a JSON object matching ``schema``, else (the problem, {})."""
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError as err:
+        return f"it is not JSON ({err.msg} at character {err.pos})", {}
+    if not isinstance(parsed, dict):
+        return f"it is a JSON {type(parsed).__name__}, not an object", {}
+    try:
+        schema.check(parsed, agent="llm", what="answer")
+    except ContractViolation as err:
+        return str(err).removeprefix("agent llm: "), {}
+    return None, parsed
+
+
+def answer_summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    """The stage's summary: the node's ``summaryFields``, else the answer's short scalar fields."""
+    if fields is not None:
+        return {name: answer.get(name) for name in fields}
+    return {
+        name: value
+        for name, value in answer.items()
+        if value is None
+        or isinstance(value, bool | int | float)
+        or (isinstance(value, str) and len(value) <= SUMMARY_TEXT_MAX)
+    }
+
+
+def add_usage(usage: dict[str, int], reply: dict[str, Any]) -> None:
+    """Add one reply's token counts to the stage's (a repaired answer costs every call's tokens)."""
+    counted = reply.get("usage")
+    if isinstance(counted, dict):
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if isinstance(counted.get(name), int):
+                usage[name] = usage.get(name, 0) + counted[name]
