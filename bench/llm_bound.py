@@ -154,6 +154,7 @@ async def _one_batch(
         "peak_in_flight": stats["peakInFlight"],
         "residence": residence,
         "dispatch": dispatch,
+        "commits": commits,
         "last_commit": max(commits),
         "released_at": stats.get("releasedAt"),
     }

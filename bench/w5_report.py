@@ -13,19 +13,25 @@ from bench.metrics import percentile
 def held_figures(batch: dict[str, Any], runs: int, latency: float, *, mode: str = "async") -> dict[str, Any]:
     """A held batch: all ``runs`` calls in flight at once, answered together after ``latency``.
 
-    From the moment the last call arrived, the ideal is every stage committed ``latency`` later;
-    the ratio is ``latency`` over the time the worker took until its last output was committed.
+    From the moment the last call arrived, the ideal is every stage committed ``latency`` later.
+    As in the regular batches, the ratio is Little's law's: ``latency`` over the mean time from
+    that moment to a stage's output committed; the time to the last one is reported beside it.
     """
     released = batch["released_at"]
-    window = batch["last_commit"] - released if released is not None else float("inf")
+    if released is None:
+        mean = last = float("inf")
+    else:
+        mean = sum(commit - released for commit in batch["commits"]) / len(batch["commits"])
+        last = batch["last_commit"] - released
     return {
         "mode": mode,
         "runs": runs,
         "completed": batch["completed"],
         "peak_in_flight": batch["peak_in_flight"],
         "released": released is not None and batch["peak_in_flight"] >= runs,
-        "last_commit_seconds": round(window, 3),
-        "ratio_to_ideal": round(latency / window, 3),
+        "mean_commit_seconds": round(mean, 3),
+        "last_commit_seconds": round(last, 3),
+        "ratio_to_ideal": round(latency / mean, 3),
     }
 
 
@@ -86,8 +92,9 @@ def held_table(held: dict[str, Any], latency: float) -> str:
     rows = [
         ("Peak model calls in flight", f"{held['peak_in_flight']:,}"),
         ("Runs completed", f"{held['completed']:,} of {runs:,}"),
-        (f"From the {runs}th call's arrival to the last output committed (s)", f"{held['last_commit_seconds']:.3f}"),
-        (f"**Ratio to the ideal** ({latency:g} s / that time; target ≥ 0.8)", f"{held['ratio_to_ideal']:.2f}"),
+        (f"From the {runs}th call's arrival to an output committed, mean (s)", f"{held['mean_commit_seconds']:.3f}"),
+        ("... to the last output committed (s)", f"{held['last_commit_seconds']:.3f}"),
+        (f"**Ratio to the ideal** ({latency:g} s / the mean; target ≥ 0.8)", f"{held['ratio_to_ideal']:.2f}"),
     ]
     lines = [f"|  | {held['mode']} |", "|---|---|"]
     lines += [f"| {label} | {value} |" for label, value in rows]
@@ -127,7 +134,9 @@ def _held_section(w5_results: dict[str, Any]) -> str:
     return f"""
 With every call in flight at once: one more batch on the async worker, where the model answers
 no call until all {held["runs"]} are waiting, then each {latency:g} s later. The ideal is every
-stage committed {latency:g} s after the last call arrived.
+stage committed {latency:g} s after the last call arrived; the ratio is that over the mean time
+it took, as above, and the time until the last output shows how long the burst of answers kept
+the worker busy.
 
 {held_table(held, latency)}
 """
