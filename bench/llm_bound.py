@@ -155,7 +155,6 @@ async def _one_batch(
         "residence": residence,
         "dispatch": dispatch,
         "commits": commits,
-        "last_commit": max(commits),
         "released_at": stats.get("releasedAt"),
     }
 

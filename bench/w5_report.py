@@ -22,7 +22,7 @@ def held_figures(batch: dict[str, Any], runs: int, latency: float, *, mode: str 
         mean = last = float("inf")
     else:
         mean = sum(commit - released for commit in batch["commits"]) / len(batch["commits"])
-        last = batch["last_commit"] - released
+        last = max(batch["commits"]) - released
     return {
         "mode": mode,
         "runs": runs,

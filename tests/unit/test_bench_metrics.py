@@ -149,7 +149,7 @@ def test_w5_pools_the_stages_of_every_batch_and_keeps_each_batch_ratio() -> None
 
 def test_w5_held_batch_ratio_is_the_latency_over_the_mean_time_to_a_commit() -> None:
     commits = [101.0, 101.25, 101.25, 101.5]
-    batch = {"completed": 4, "peak_in_flight": 4, "released_at": 100.0, "commits": commits, "last_commit": 101.5}
+    batch = {"completed": 4, "peak_in_flight": 4, "released_at": 100.0, "commits": commits}
     figures = held_figures(batch, runs=4, latency=1.0)
     assert figures["released"] and figures["mean_commit_seconds"] == 1.25 and figures["ratio_to_ideal"] == 0.8
     assert figures["last_commit_seconds"] == 1.5
