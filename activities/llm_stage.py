@@ -108,7 +108,8 @@ class _Exchange:
 CLIENT_POOLS = 16
 
 
-def _new_client() -> httpx.AsyncClient:
+def new_http_client() -> httpx.AsyncClient:
+    """One of the pooled clients model calls go out through (public for the bench's reference worker)."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(120.0, connect=10.0),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
@@ -121,7 +122,7 @@ class LlmStage:
     def __init__(self, endpoint: LlmEndpoint, store: ArtifactStore, clients: Sequence[httpx.AsyncClient] = ()) -> None:
         self.endpoint = endpoint
         self.store = store
-        self.clients = list(clients) or [_new_client() for _ in range(CLIENT_POOLS)]
+        self.clients = list(clients) or [new_http_client() for _ in range(CLIENT_POOLS)]
         self._turn = itertools.count()
 
     async def run(self, task: StageTask, document: Any, io: IO) -> LlmAttempt:

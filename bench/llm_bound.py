@@ -1,14 +1,15 @@
 """W5, LLM-bound: three-stage runs whose middle stage waits ~1 s on a model, 200 at once on one
-worker, with the model call made two ways: an `llm` stage (async, on the worker's event loop) and
-a plain agent making the same call on the processor threads.
+worker, with the model call made two ways, an `llm` stage (async, on the worker's event loop) and
+a plain agent making the same call on the processor threads, beside two references without
+DSMO: raw Temporal running the same shape, alone and with the two store writes an `llm` stage
+makes (`bench.llm_floor`).
 
 The model is `bench/llm_server.py` in its own process, answering every call after the same
-latency. The ideal is the model's own bound: with C calls in flight and latency L, C/L calls per
-second. The middle stage's throughput follows from Little's law, C divided by the mean time a
-stage spends from being scheduled to being committed (queueing for a worker slot or a thread
-included), so its ratio to the ideal is L over that mean. Each contender runs several batches,
-alternated with the other's; a batch's wall time and the peak number of calls the server saw in
-flight are reported beside it. The arithmetic and the report are in `bench.w5_report`.
+latency. Every contender's timings come from Temporal's history: the model stage from scheduled
+to completed (queueing for a worker slot or a thread included). Each contender runs several
+batches, alternated with the others'; the contenders that can hold every call at once also run
+a held batch, where the model answers nothing until all calls are in flight. The arithmetic and
+the report are in `bench.w5_report`.
 """
 
 from __future__ import annotations
@@ -22,30 +23,55 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from bench import llm_floor
 from bench.w5_report import held_figures, pooled
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.devstack.checks import worker_polling
 from dsmo.starter.devstack.stack import free_port_block
 from dsmo.starter.settings import Settings
 from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 ANSWER = json.dumps({"category": "billing", "confidence": 0.9})
 # How each contender's worker is configured: the async one accepts the 200 calls; the thread
 # pool one keeps the defaults, where accepted work equals threads (see docs/plugins.md).
-ASYNC = "async (llm stage)"
-MODES: dict[str, dict[str, str]] = {
-    ASYNC: {"DSMO_MAX_CONCURRENT_ACTIVITIES": "256", "DSMO_PROCESSOR_THREADS": "32"},
-    "thread pool (plain agent)": {"DSMO_LOAD": "bench.llm_agents"},
-}
+ASYNC, THREAD_POOL = "async (llm stage)", "thread pool (plain agent)"
+RAW, RAW_WRITES = "raw Temporal", "raw Temporal + the writes"
+BATCH_LIMIT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way of making W5's model call: which worker runs it and how it is configured."""
+
+    name: str
+    worker: tuple[str, ...]  # the module and arguments after `python -m`
+    env: dict[str, str]
+    dsmo: bool = True  # DSMO runs of `definition(name)`, or the reference workflow
+    holds_all: bool = True  # can have every call of a batch in flight at once
+
+
+CONTENDERS = (
+    # Every call of a batch accepted at once, the I/O threads as many as the reference's.
+    Contender(ASYNC, ("dsmo.worker",), {"DSMO_MAX_CONCURRENT_ACTIVITIES": "256", "DSMO_PROCESSOR_THREADS": "32"}),
+    # The defaults, where accepted work equals threads (see docs/plugins.md).
+    Contender(THREAD_POOL, ("dsmo.worker",), {"DSMO_LOAD": "bench.llm_agents"}, holds_all=False),
+    Contender(RAW, ("bench.llm_floor",), {}, dsmo=False),
+    Contender(RAW_WRITES, ("bench.llm_floor", "--writes"), {}, dsmo=False),
+)
 
 
 def definition(mode: str) -> AgentDefinition:
-    if mode.startswith("async"):
+    if mode == ASYNC:
         middle: dict[str, Any] = {
             "actionType": "llm",
             "prompt": "Classify: {{input.text}}",
@@ -94,10 +120,55 @@ async def _go(dsmo: DsmoClient, run_id: str) -> None:
     await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"event_id": "go", "text": "go"})
 
 
+async def _start(dsmo: DsmoClient, contender: Contender, queue: str, index: int) -> str:
+    text = f"invoice {index} is wrong"
+    if contender.dsmo:
+        return await dsmo.start(definition(contender.name), {"text": text}, task_queue=queue)
+    run_id = f"bench-w5-floor-{uuid.uuid4().hex[:12]}"
+    await dsmo.temporal.start_workflow(llm_floor.WORKFLOW, text, id=run_id, task_queue=queue)
+    return run_id
+
+
+async def _count(dsmo: DsmoClient, query: str) -> int:
+    return (await dsmo.temporal.count_workflows(query)).count
+
+
+async def _until_counted(dsmo: DsmoClient, query: str, runs: int, what: str, deadline: float) -> None:
+    # Visibility counts: one cheap request per half second, instead of a client per run
+    # watching it (which would take CPU from the runs it measures).
+    while await _count(dsmo, query) < runs:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"W5: the runs were not {what} within the batch's time limit")
+        await asyncio.sleep(0.5)
+
+
+def model_stage_timings(events: Sequence[HistoryEvent]) -> tuple[float, float, float, float]:
+    """From a run's history: when its model stage was scheduled, started and completed, and the run's end.
+
+    The model stage is the first activity scheduled after the go signal; every contender's times
+    come from Temporal's own history, so they are measured alike.
+    """
+    signal = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    signalled = next(i for i, e in enumerate(events) if e.event_type == signal)
+    scheduled = next(e for e in events[signalled:] if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+
+    def of(kind: EventType.ValueType, attributes: str) -> float:
+        of_stage = (e for e in events if e.event_type == kind)
+        found = next(e for e in of_stage if getattr(e, attributes).scheduled_event_id == scheduled.event_id)
+        return found.event_time.ToDatetime(tzinfo=UTC).timestamp()
+
+    return (
+        scheduled.event_time.ToDatetime(tzinfo=UTC).timestamp(),
+        of(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "activity_task_started_event_attributes"),
+        of(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "activity_task_completed_event_attributes"),
+        events[-1].event_time.ToDatetime(tzinfo=UTC).timestamp(),
+    )
+
+
 async def _one_batch(
-    settings: Settings, dsmo: DsmoClient, url: str, mode: str, runs: int, *, held: bool = False
+    settings: Settings, dsmo: DsmoClient, url: str, contender: Contender, runs: int, *, held: bool = False
 ) -> dict[str, Any]:
-    """One batch of ``runs`` on a fresh worker: each classify stage's timings and the batch's own figures.
+    """One batch of ``runs`` on a fresh worker: each model stage's timings and the batch's own figures.
 
     ``held``: the model answers no call until all ``runs`` are in flight, then each after the latency.
     """
@@ -108,53 +179,47 @@ async def _one_batch(
         "DSMO_TASK_QUEUE": queue,
         "DSMO_METRICS_BIND": "off",
         "DSMO_LLM_BASE_URL": url,
-        **MODES[mode],
+        **contender.env,
     }
     log = tempfile.NamedTemporaryFile(prefix="dsmo-w5-worker-", suffix=".log", delete=False)  # noqa: SIM115
     worker = subprocess.Popen(
-        [sys.executable, "-m", "dsmo.worker"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", *contender.worker], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
     )
+    in_queue = f"TaskQueue = '{queue}'"
     try:
         deadline = time.monotonic() + 60
         while not await worker_polling(settings.with_changes(task_queue=queue), worker.pid):
             if worker.poll() is not None or time.monotonic() > deadline:
                 tail = Path(log.name).read_text()[-1500:]
-                raise RuntimeError(f"W5 {mode}: the worker did not start; its log ends:\n{tail}")
+                raise RuntimeError(f"W5 {contender.name}: the worker did not start; its log ends:\n{tail}")
             await asyncio.sleep(0.2)
         await asyncio.to_thread(_server, url, "/reset", "POST")
         if held:
             await asyncio.to_thread(_server, url, f"/hold?until={runs}", "POST")
-        graph = definition(mode)
-        run_ids = await asyncio.gather(
-            *(dsmo.start(graph, {"text": f"invoice {index} is wrong"}, task_queue=queue) for index in range(runs))
-        )
-        while (await dsmo.temporal.count_workflows(f"TaskQueue = '{queue}' AND WaitingFor = 'response'")).count < runs:
-            await asyncio.sleep(0.5)
-        began = time.perf_counter()
+        run_ids = await asyncio.gather(*(_start(dsmo, contender, queue, index) for index in range(runs)))
+        deadline = time.monotonic() + BATCH_LIMIT_SECONDS
+        await _until_counted(dsmo, f"{in_queue} AND WaitingFor = 'response'", runs, "at the gate", deadline)
+        began = time.time()
         await asyncio.gather(*(_go(dsmo, run_id) for run_id in run_ids))
-        results = await asyncio.gather(*(dsmo.result(run_id) for run_id in run_ids))
-        wall = time.perf_counter() - began
-        stats = await asyncio.to_thread(_server, url, "/stats")
-        residence, dispatch, commits = [], [], []
-        for run_id in run_ids:
-            events = [e for e in await dsmo.events(run_id) if e.stage == "classify"]
-            enqueued = next(e.at for e in events if e.type == "STAGE_ENQUEUED")
-            started = next(e.at for e in events if e.type == "STAGE_STARTED")
-            committed = next(e.at for e in events if e.type == "STAGE_SUCCEEDED")
-            residence.append((committed - enqueued).total_seconds())
-            dispatch.append((started - enqueued).total_seconds())
-            commits.append(committed.timestamp())
+        await _until_counted(dsmo, f"{in_queue} AND ExecutionStatus != 'Running'", runs, "ended", deadline)
+        completed = await _count(dsmo, f"{in_queue} AND ExecutionStatus = 'Completed'")
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+    stats = await asyncio.to_thread(_server, url, "/stats")
+    timings = [
+        model_stage_timings((await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
+        for run_id in run_ids
+    ]
     return {
-        "completed": sum(result.status == RunStatus.COMPLETED for result in results),
-        "wall_seconds": round(wall, 2),
+        "completed": completed,
+        "wall_seconds": round(max(ended for *_, ended in timings) - began, 2),
         "model_calls": stats["requests"],
         "peak_in_flight": stats["peakInFlight"],
-        "residence": residence,
-        "dispatch": dispatch,
-        "commits": commits,
+        "residence": [done - scheduled for scheduled, _, done, _ in timings],
+        "dispatch": [started - scheduled for scheduled, started, _, _ in timings],
+        "scheduled": [scheduled for scheduled, *_ in timings],
+        "commits": [done for _, _, done, _ in timings],
         "released_at": stats.get("releasedAt"),
     }
 
@@ -162,7 +227,7 @@ async def _one_batch(
 async def w5(
     settings: Settings, dsmo: DsmoClient, *, runs: int = 200, latency: float = 1.0, batches: int = 3
 ) -> dict[str, Any]:
-    """Both contenders against one chat server, in alternating batches; the figures per contender."""
+    """Every contender against one chat server, in alternating batches; the figures per contender."""
     port = free_port_block(1)
     url = f"http://127.0.0.1:{port}/v1"
     server = subprocess.Popen(
@@ -171,20 +236,23 @@ async def w5(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    measured: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    measured: dict[str, list[dict[str, Any]]] = {contender.name: [] for contender in CONTENDERS}
+    held: dict[str, dict[str, Any]] = {}
     try:
         await _until_up(url, server)
-        # Alternated, so both contenders meet the same drift in the shared stack (its history grows).
+        # Alternated, so every contender meets the same drift in the shared stack (its history grows).
         for batch in range(batches):
-            for mode in MODES:
-                print(f"W5: batch {batch + 1} of {batches}, {runs} runs, {mode}", flush=True)
-                measured[mode].append(await _one_batch(settings, dsmo, url, mode, runs))
-        # Only the async worker can hold every call at once (the other has 16 threads).
-        print(f"W5: {runs} runs, {ASYNC}, all {runs} calls held in flight together", flush=True)
-        held_batch = await _one_batch(settings, dsmo, url, ASYNC, runs, held=True)
-        held = held_figures(held_batch, runs, latency, mode=ASYNC)
+            for contender in CONTENDERS:
+                print(f"W5: batch {batch + 1} of {batches}, {runs} runs, {contender.name}", flush=True)
+                measured[contender.name].append(await _one_batch(settings, dsmo, url, contender, runs))
+        # The thread pool cannot hold every call at once (it has 16 threads); the others can.
+        for contender in CONTENDERS:
+            if contender.holds_all:
+                print(f"W5: {runs} runs, {contender.name}, all {runs} calls held in flight together", flush=True)
+                found = await _one_batch(settings, dsmo, url, contender, runs, held=True)
+                held[contender.name] = held_figures(found, runs, latency, mode=contender.name)
     finally:
         server.terminate()
         server.wait(timeout=10)
-    modes = {mode: pooled(found, runs, latency) for mode, found in measured.items()}
+    modes = {name: pooled(found, runs, latency) for name, found in measured.items()}
     return {"runs": runs, "batches": batches, "latency_seconds": latency, "modes": modes, "held": held}

@@ -8,6 +8,7 @@ from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store
 
 pytestmark = pytest.mark.integration
 
@@ -82,20 +83,32 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
     assert "| W4 throughput, B3 / (floor + artifact I/O) |" in table
 
 
-async def test_w5_runs_both_contenders_in_alternated_tiny_batches(stack_settings: Settings, dsmo: DsmoClient) -> None:
-    from bench.llm_bound import w5
+async def test_w5_runs_every_contender_in_tiny_batches_with_held_batches(
+    stack_settings: Settings, dsmo: DsmoClient
+) -> None:
+    from bench.llm_bound import CONTENDERS, THREAD_POOL, w5
     from bench.w5_report import w5_section
 
-    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2, batches=2)
+    store = artifact_store(stack_settings)
+    written_before = len(store.list_uris("artifacts/bench-w5-floor/"))
+    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2, batches=1)
+    # The reference with the writes wrote each call's record and output: 6 runs in a batch, 6 held.
+    assert len(store.list_uris("artifacts/bench-w5-floor/")) - written_before == 2 * 12
+    assert list(measured["modes"]) == [contender.name for contender in CONTENDERS]
     for figures in measured["modes"].values():
-        assert figures["completed"] == 12 and figures["model_calls"] == 12 and figures["batches"] == 2
+        # Times from each run's history: every stage took at least the model's latency.
+        assert figures["completed"] == 6 and figures["model_calls"] == 6 and figures["batches"] == 1
         assert figures["stage_mean_seconds"] >= 0.2 and 0 < figures["ratio_to_ideal"] <= 1
-        assert len(figures["ratio_per_batch"]) == 2 and all(0 < ratio <= 1 for ratio in figures["ratio_per_batch"])
+        assert 0 < figures["ratio_all_in_flight"] <= figures["ratio_to_ideal"]
+        assert 0 < figures["mean_in_flight"] <= 6 and figures["peak_in_flight"] <= 6
     section = w5_section(measured, "test", "now", "here")
-    assert section.startswith("<!-- w5:start -->") and "| Runs completed | 12 of 12 | 12 of 12 |" in section
-    assert "Batches of 6 runs" in section and "2 batches per contender" in section
-    # The held batch: the server answered nothing until all 6 calls were in flight on the one worker.
-    held = measured["held"]
-    assert held["peak_in_flight"] == 6 and held["released"] and held["completed"] == 6
-    assert held["last_commit_seconds"] >= held["mean_commit_seconds"] >= 0.2 and 0 < held["ratio_to_ideal"] <= 1
-    assert "| Peak model calls in flight | 6 |" in section
+    assert section.startswith("<!-- w5:start -->")
+    assert "| Runs completed | 6 of 6 | 6 of 6 | 6 of 6 | 6 of 6 |" in section
+    assert "Batches of 6 runs" in section and "1 batches per contender" in section
+    # The held batches: the server answered nothing until all 6 calls were in flight on the one worker.
+    assert THREAD_POOL not in measured["held"] and len(measured["held"]) == 3
+    for held in measured["held"].values():
+        assert held["peak_in_flight"] == 6 and held["released"] and held["completed"] == 6
+        assert held["last_commit_seconds"] >= held["mean_commit_seconds"] >= 0.2
+        assert 0 < held["ratio_by_last"] <= held["ratio_to_ideal"] <= 1
+    assert "| Peak model calls in flight | 6 | 6 | 6 |" in section

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 
 from bench.breakdown import breakdown_table
+from bench.llm_bound import model_stage_timings
 from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
 from bench.report import floor_spread, meets
 from bench.w5_report import held_figures, pooled
@@ -121,6 +125,7 @@ def test_breakdown_puts_b3_beside_both_floors() -> None:
 def w5_batch(
     completed: int, calls: int, peak: int, wall: float, residence: list[float], dispatch: list[float]
 ) -> dict[str, Any]:
+    # Every stage scheduled at 10 s and completed after its residence.
     return {
         "completed": completed,
         "model_calls": calls,
@@ -128,6 +133,8 @@ def w5_batch(
         "wall_seconds": wall,
         "residence": residence,
         "dispatch": dispatch,
+        "scheduled": [10.0] * len(residence),
+        "commits": [10.0 + seconds for seconds in residence],
     }
 
 
@@ -142,9 +149,20 @@ def test_w5_pools_the_stages_of_every_batch_and_keeps_each_batch_ratio() -> None
     assert figures["peak_in_flight"] == 2 and figures["wall_seconds"] == 4.0 and figures["runs_per_second"] == 0.5
     # Little's law over the pooled stages: the mean residence is 9 s / 6 = 1.5 s.
     assert figures["stage_mean_seconds"] == 1.5 and figures["ratio_to_ideal"] == round(1 / 1.5, 3)
-    assert figures["stage_calls_per_second"] == round(2 / 1.5, 1) and figures["ideal_calls_per_second"] == 2.0
-    assert figures["dispatch_mean_seconds"] == 0.267
+    assert figures["ideal_calls_per_second"] == 2.0 and figures["dispatch_mean_seconds"] == 0.267
     assert figures["ratio_per_batch"] == [0.8, 0.5, 0.8]
+    # Windows of 1.5, 2 and 1.25 s: 1.33, 1 and 1.6 calls per second, the median 1.33; the calls in
+    # flight on average 1.67, 2 and 2, the median 2; against both runs in flight, 1.33 of 2 per second.
+    assert figures["calls_per_second"] == 1.3 and figures["mean_in_flight"] == 2.0
+    assert figures["ratio_all_in_flight"] == round((2 / 1.5) / 2, 3)
+
+
+def test_w5_a_batch_whose_stages_overlap_little_is_far_from_all_in_flight() -> None:
+    # Two 1 s stages, one after the other: each took only the latency, but only one was in flight.
+    batch = {**w5_batch(2, 2, 1, 2.5, [1.0, 1.0], [0.0, 0.0]), "scheduled": [0.0, 1.0], "commits": [1.0, 2.0]}
+    figures = pooled([batch], runs=2, latency=1.0)
+    assert figures["ratio_to_ideal"] == 1.0 and figures["mean_in_flight"] == 1.0
+    assert figures["calls_per_second"] == 1.0 and figures["ratio_all_in_flight"] == 0.5
 
 
 def test_w5_held_batch_ratio_is_the_latency_over_the_mean_time_to_a_commit() -> None:
@@ -152,8 +170,34 @@ def test_w5_held_batch_ratio_is_the_latency_over_the_mean_time_to_a_commit() -> 
     batch = {"completed": 4, "peak_in_flight": 4, "released_at": 100.0, "commits": commits}
     figures = held_figures(batch, runs=4, latency=1.0)
     assert figures["released"] and figures["mean_commit_seconds"] == 1.25 and figures["ratio_to_ideal"] == 0.8
-    assert figures["last_commit_seconds"] == 1.5
+    assert figures["last_commit_seconds"] == 1.5 and figures["ratio_by_last"] == round(1 / 1.5, 3)
     # A server that gave up holding (fewer in flight than the batch) is reported as not released.
     assert not held_figures({**batch, "peak_in_flight": 3}, runs=4, latency=1.0)["released"]
     never = held_figures({**batch, "released_at": None}, runs=4, latency=1.0)
     assert not never["released"] and never["ratio_to_ideal"] == 0.0
+
+
+def _event(event_id: int, kind: int, at: float, scheduled: int | None = None) -> HistoryEvent:
+    event = HistoryEvent(event_id=event_id, event_type=kind)  # type: ignore[arg-type]
+    event.event_time.FromDatetime(datetime.fromtimestamp(at, tz=UTC))
+    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+        event.activity_task_started_event_attributes.scheduled_event_id = scheduled or 0
+    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        event.activity_task_completed_event_attributes.scheduled_event_id = scheduled or 0
+    return event
+
+
+def test_w5_times_the_first_activity_after_the_go_signal_from_the_history() -> None:
+    events = [
+        _event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 1.0),
+        _event(2, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 1.5),  # the first stage: not it
+        _event(3, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, 1.6, scheduled=2),
+        _event(4, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 1.7, scheduled=2),
+        _event(5, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, 9.0),
+        _event(6, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 10.0),
+        _event(7, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, 10.25, scheduled=6),
+        _event(8, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, 11.5, scheduled=6),
+        _event(9, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 11.75),
+        _event(10, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, 12.0),
+    ]
+    assert model_stage_timings(events) == (10.0, 10.25, 11.5, 12.0)
