@@ -93,7 +93,7 @@ def w5_table(w5_results: dict[str, Any]) -> str:
         ("Model calls in flight, mean over a batch", lambda f: f"{f['mean_in_flight']:.0f}"),
         ("Model stage, mean time scheduled to completed (s)", lambda f: f"{f['stage_mean_seconds']:.3f}"),
         ("Model stage, p95 (s)", lambda f: f"{f['stage_p95_seconds']:.3f}"),
-        ("of which waiting for a worker to start it, mean (s)", lambda f: f"{f['dispatch_mean_seconds']:.3f}"),
+        ("of which queued in Temporal until a worker took it, mean (s)", _figure("dispatch_mean_seconds", 3)),
         ("Model calls completed per second over a batch", lambda f: f"{f['calls_per_second']:.1f}"),
         (
             "**Ratio to the ideal at the calls in flight** (latency / mean stage time; target async ≥ 0.8)",
@@ -155,10 +155,12 @@ plain agent making the same call with a blocking client on the processor threads
 **raw Temporal**, a plain workflow whose model call is an async activity through the same HTTP
 clients, and **raw Temporal + the writes**, the same plus the two store writes an `llm` stage
 makes after its answer (the call's record and the output). Every time is from Temporal's history:
-the model stage from scheduled to completed. With C calls in flight on average, the ideal is C
-per latency calls per second, and the ratio to it is the latency over the mean stage time
-(Little's law); the releases queue for the two cores (each is a workflow task), so fewer than
-{runs} calls are in flight at a time, and the ratio against all {runs} is beside it.
+the model stage from scheduled to completed (a worker with a free slot gets its stage in the reply
+to the workflow task that scheduled it, so it queues in Temporal for nothing). With C calls in
+flight on average, the ideal is C per latency calls per second, and the ratio to it is the
+latency over the mean stage time (Little's law); the releases queue for the two cores (each is
+a workflow task), so fewer than {runs} calls are in flight at a time, and the ratio against all
+{runs} is beside it.
 
 {w5_table(w5_results)}
 {_held_section(w5_results)}{W5_END}"""
