@@ -147,22 +147,48 @@ def model_stage_timings(events: Sequence[HistoryEvent]) -> tuple[float, float, f
 
     The model stage is the first activity scheduled after the go signal; every contender's times
     come from Temporal's own history, so they are measured alike.
+
+    Raises:
+        ValueError: The history has no go signal, or no model stage that started and completed.
     """
-    signal = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-    signalled = next(i for i, e in enumerate(events) if e.event_type == signal)
-    scheduled = next(e for e in events[signalled:] if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-
-    def of(kind: EventType.ValueType, attributes: str) -> float:
-        of_stage = (e for e in events if e.event_type == kind)
-        found = next(e for e in of_stage if getattr(e, attributes).scheduled_event_id == scheduled.event_id)
-        return found.event_time.ToDatetime(tzinfo=UTC).timestamp()
-
+    kinds = [event.event_type for event in events]
+    if EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED not in kinds:
+        raise ValueError("no go signal")
+    after = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    scheduled = next((e for e in events[after:] if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED), None)
+    if scheduled is None:
+        raise ValueError("no model stage scheduled after the go signal")
+    of_stage = {event.event_type: event for event in events if _stage_of(event) == scheduled.event_id}
+    if len(of_stage) < 2:
+        raise ValueError("the model stage did not complete")
     return (
-        scheduled.event_time.ToDatetime(tzinfo=UTC).timestamp(),
-        of(EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "activity_task_started_event_attributes"),
-        of(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "activity_task_completed_event_attributes"),
-        events[-1].event_time.ToDatetime(tzinfo=UTC).timestamp(),
+        _seconds(scheduled),
+        _seconds(of_stage[EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]),
+        _seconds(of_stage[EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]),
+        _seconds(events[-1]),
     )
+
+
+def _stage_of(event: HistoryEvent) -> int | None:
+    """The scheduling event's id of an activity's start or completion; None for other events."""
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+        return event.activity_task_started_event_attributes.scheduled_event_id
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        return event.activity_task_completed_event_attributes.scheduled_event_id
+    return None
+
+
+def _seconds(event: HistoryEvent) -> float:
+    return event.event_time.ToDatetime(tzinfo=UTC).timestamp()
+
+
+async def _timings(dsmo: DsmoClient, run_id: str) -> tuple[float, float, float, float]:
+    events = (await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events
+    try:
+        return model_stage_timings(events)
+    except ValueError as err:
+        ended = EventType.Name(events[-1].event_type) if events else "nothing"
+        raise RuntimeError(f"W5: run {run_id}: {err} (its history ends with {ended})") from None
 
 
 async def _one_batch(
@@ -207,10 +233,7 @@ async def _one_batch(
         worker.terminate()
         worker.wait(timeout=30)
     stats = await asyncio.to_thread(_server, url, "/stats")
-    timings = [
-        model_stage_timings((await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
-        for run_id in run_ids
-    ]
+    timings = [await _timings(dsmo, run_id) for run_id in run_ids]
     return {
         "completed": completed,
         "wall_seconds": round(max(ended for *_, ended in timings) - began, 2),

@@ -201,3 +201,17 @@ def test_w5_times_the_first_activity_after_the_go_signal_from_the_history() -> N
         _event(10, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, 12.0),
     ]
     assert model_stage_timings(events) == (10.0, 10.25, 11.5, 12.0)
+
+
+def test_w5_a_run_whose_model_stage_never_completed_is_named_not_timed() -> None:
+    signalled = _event(1, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, 1.0)
+    scheduled = _event(2, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 1.5)
+    failed = _event(3, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, 2.0)
+    with pytest.raises(ValueError, match="no go signal"):
+        model_stage_timings([scheduled, failed])
+    with pytest.raises(ValueError, match="no model stage scheduled"):
+        model_stage_timings([signalled, failed])
+    with pytest.raises(ValueError, match="did not complete"):
+        model_stage_timings(
+            [signalled, scheduled, _event(3, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, 1.6, 2), failed]
+        )
