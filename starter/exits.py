@@ -6,11 +6,12 @@ import os
 import sys
 from typing import NoReturn
 
+from dsmo.starter import worker_logging
 from dsmo.starter.telemetry import flush_tracing
 
 
 def hard_exit(code: int) -> NoReturn:
-    """Flush traces and standard streams, then exit without interpreter teardown.
+    """Flush traces, queued log lines and standard streams, then exit without interpreter teardown.
 
     The Temporal client's native threads can abort a finishing interpreter ("PyGILState_Release
     ... finalizing", temporalio/sdk-python#300), turning a successful command into exit code -6.
@@ -20,6 +21,7 @@ def hard_exit(code: int) -> NoReturn:
         code: The process exit status.
     """
     flush_tracing()
+    worker_logging.flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

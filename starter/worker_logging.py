@@ -6,7 +6,12 @@ the thread holds a logging handler's lock (``Handler.acquire`` has returned but 
 ``try``/``finally`` has not begun), the lock is never released: the next log call on any thread
 blocks for good, and the worker's event loop, which logs the failed task, stops serving every
 run. This module makes the process's only handler lock-free: records go to a ``SimpleQueue``
-(a C-level put, nothing to leak) and one listener thread, never interrupted, writes them out.
+(a C-level put, nothing to leak) and one writer thread, never interrupted, writes them out.
+
+The writer wakes every `WRITE_INTERVAL` and writes what queued since, instead of waking for each
+record: a put that wakes a waiting thread hands it the GIL, and a worker logs a dozen lines per
+run from its workflow tasks, so each line took the event loop off its cores for a moment (with
+every line so handed over, W5's throughput against all 200 calls in flight was ~10% lower).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import logging.handlers
 import queue
 import sys
+import threading
 from typing import TextIO
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -29,33 +35,81 @@ class LockFreeQueueHandler(logging.handlers.QueueHandler):
         self.lock = None
 
 
-class _Listener(logging.handlers.QueueListener):
-    """A queue listener whose ``stop`` may be called again (by the caller, then at exit)."""
+# Short enough that a line reaches the log about when it happened; long enough that the writer
+# takes the GIL a few times a second, not once per line.
+WRITE_INTERVAL = 0.05
+
+_writers: list[LogWriter] = []
+
+
+class LogWriter:
+    """One thread that writes the queued records to a stream every `WRITE_INTERVAL`, then flushes once."""
+
+    def __init__(self, records: queue.SimpleQueue[logging.LogRecord], handler: logging.StreamHandler[TextIO]) -> None:
+        self.records = records
+        self.handler = handler
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dsmo-log-writer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
 
     def stop(self) -> None:
-        if self._thread is not None:
-            super().stop()
+        """Write what is queued and end the thread; calling it again only writes what queued since."""
+        if self._thread.is_alive():
+            self._stopping.set()
+            self._thread.join()
+        self.write_queued()
+
+    def write_queued(self) -> None:
+        """Write every record queued so far, then flush the stream once."""
+        lines = []
+        while True:
+            try:
+                record = self.records.get_nowait()
+            except queue.Empty:
+                break
+            if record.levelno < self.handler.level:
+                continue
+            try:
+                lines.append(self.handler.format(record) + self.handler.terminator)
+            except Exception:  # noqa: BLE001 - a record that cannot be formatted is reported, as logging does
+                self.handler.handleError(record)
+        if lines:
+            self.handler.stream.write("".join(lines))
+            self.handler.flush()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(WRITE_INTERVAL):
+            self.write_queued()
 
 
-def install(level: int = logging.INFO, *, stream: TextIO | None = None) -> logging.handlers.QueueListener:
-    """Route the root logger through a lock-free queue to a stream handler on a listener thread.
+def install(level: int = logging.INFO, *, stream: TextIO | None = None) -> LogWriter:
+    """Route the root logger through a lock-free queue to a writer thread.
 
     Args:
         level: The root logger's level.
         stream: Where records are written (default ``sys.stderr``).
 
     Returns:
-        The started listener; it is stopped (and the queue flushed) at interpreter exit.
+        The started writer; `flush` (called by `hard_exit`) and interpreter exit write what is left.
     """
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    writer = logging.StreamHandler(stream or sys.stderr)
-    writer.setFormatter(logging.Formatter(LOG_FORMAT))
-    listener = _Listener(records, writer, respect_handler_level=True)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    writer = LogWriter(records, handler)
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     root.addHandler(LockFreeQueueHandler(records))
     root.setLevel(level)
-    listener.start()
-    atexit.register(listener.stop)
-    return listener
+    writer.start()
+    _writers.append(writer)
+    atexit.register(writer.stop)
+    return writer
+
+
+def flush() -> None:
+    """Write every record the installed writers hold (before an exit that skips `atexit`)."""
+    for writer in _writers:
+        writer.write_queued()

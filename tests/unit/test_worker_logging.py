@@ -36,3 +36,29 @@ def test_records_reach_the_stream_through_a_handler_without_a_lock() -> None:
     lines = stream.getvalue().splitlines()
     assert sorted(line.split(": ", 1)[1] for line in lines) == [f"from thread {n}" for n in range(8)]
     assert all(" INFO dsmo.test: " in line for line in lines)
+
+
+def test_the_writer_takes_the_queued_lines_together_and_flush_writes_them_at_once() -> None:
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    stream = io.StringIO()
+    try:
+        writer = worker_logging.install(logging.INFO, stream=stream)
+        writer.stop()  # no thread from here on: only flush writes
+        log = logging.getLogger("dsmo.test")
+        log.info("first")
+        log.warning("second")
+        log.debug("below the level")
+        assert stream.getvalue() == ""  # queued, nothing woken to write it
+        worker_logging.flush()
+        after_flush = stream.getvalue()
+        log.info("third")
+        writer.stop()  # again: writes what queued since
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+    assert [line.split(": ", 1)[1] for line in after_flush.splitlines()] == ["first", "second"]
+    assert [line.split(": ", 1)[1] for line in stream.getvalue().splitlines()] == ["first", "second", "third"]
