@@ -41,10 +41,11 @@ def pooled(batches: list[dict[str, Any]], runs: int, latency: float) -> dict[str
     """One contender's figures over its batches: stage timings pooled, the batch figures' median or total.
 
     A batch's window runs from its first model stage scheduled to its last completed: the calls
-    completed per second are the stages over the window, the mean calls in flight the stages'
-    total time over it. With C calls in flight on average, the ideal is C/latency calls per
-    second; by Little's law the ratio to it is ``latency`` over the mean stage time, pooled here
-    and per batch. Against all ``runs`` in flight at once, the ideal is ``runs``/latency.
+    completed per second are the stages over the window, the mean stages in flight (queued or
+    calling) the stages' total time over it. With C in flight on average, the ideal is
+    C/latency calls per second; by Little's law the ratio to it is ``latency`` over the mean
+    stage time, pooled here and per batch. Against all ``runs`` in flight at once, the ideal is
+    ``runs``/latency.
     """
     residence = [seconds for batch in batches for seconds in batch["residence"]]
     dispatch = [seconds for batch in batches for seconds in batch["dispatch"]]
@@ -90,7 +91,7 @@ def w5_table(w5_results: dict[str, Any]) -> str:
         ("Runs completed", lambda f: f"{f['completed']:,} of {f['runs']:,}"),
         ("Model calls made", lambda f: f"{f['model_calls']:,}"),
         ("Model calls in flight, peak (largest of the batches)", lambda f: f"{f['peak_in_flight']:,}"),
-        ("Model calls in flight, mean over a batch", lambda f: f"{f['mean_in_flight']:.0f}"),
+        ("Model stages in flight (queued ones too), mean over a batch", lambda f: f"{f['mean_in_flight']:.0f}"),
         ("Model stage, mean time scheduled to completed (s)", lambda f: f"{f['stage_mean_seconds']:.3f}"),
         ("Model stage, p95 (s)", lambda f: f"{f['stage_p95_seconds']:.3f}"),
         ("of which queued in Temporal until a worker took it, mean (s)", _figure("dispatch_mean_seconds", 3)),
@@ -156,11 +157,11 @@ plain agent making the same call with a blocking client on the processor threads
 clients, and **raw Temporal + the writes**, the same plus the two store writes an `llm` stage
 makes after its answer (the call's record and the output). Every time is from Temporal's history:
 the model stage from scheduled to completed (a worker with a free slot gets its stage in the reply
-to the workflow task that scheduled it, so it queues in Temporal for nothing). With C calls in
-flight on average, the ideal is C per latency calls per second, and the ratio to it is the
-latency over the mean stage time (Little's law); the releases queue for the two cores (each is
-a workflow task), so fewer than {runs} calls are in flight at a time, and the ratio against all
-{runs} is beside it.
+to the workflow task that scheduled it, so it queues in Temporal for nothing). With C model
+stages in flight on average (queued ones too), the ideal is C per latency calls per second, and
+the ratio to it is the latency over the mean stage time (Little's law); the releases queue for
+the two cores (each is a workflow task), so fewer than {runs} calls are in flight at a time, and
+the ratio against all {runs} is beside it.
 
 {w5_table(w5_results)}
 {_held_section(w5_results)}{W5_END}"""
