@@ -42,8 +42,6 @@ from dsmo.workflows.definition import AgentDefinition, parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 ANSWER = json.dumps({"category": "billing", "confidence": 0.9})
-# How each contender's worker is configured: the async one accepts the 200 calls; the thread
-# pool one keeps the defaults, where accepted work equals threads (see docs/plugins.md).
 ASYNC, THREAD_POOL = "async (llm stage)", "thread pool (plain agent)"
 RAW, RAW_WRITES = "raw Temporal", "raw Temporal + the writes"
 BATCH_LIMIT_SECONDS = 600
@@ -120,10 +118,11 @@ async def _go(dsmo: DsmoClient, run_id: str) -> None:
     await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"event_id": "go", "text": "go"})
 
 
-async def _start(dsmo: DsmoClient, contender: Contender, queue: str, index: int) -> str:
+async def _start(dsmo: DsmoClient, graph: AgentDefinition | None, queue: str, index: int) -> str:
+    """Start one run: of ``graph`` on DSMO, or of the reference workflow when there is none."""
     text = f"invoice {index} is wrong"
-    if contender.dsmo:
-        return await dsmo.start(definition(contender.name), {"text": text}, task_queue=queue)
+    if graph is not None:
+        return await dsmo.start(graph, {"text": text}, task_queue=queue)
     run_id = f"bench-w5-floor-{uuid.uuid4().hex[:12]}"
     await dsmo.temporal.start_workflow(llm_floor.WORKFLOW, text, id=run_id, task_queue=queue)
     return run_id
@@ -222,7 +221,8 @@ async def _one_batch(
         await asyncio.to_thread(_server, url, "/reset", "POST")
         if held:
             await asyncio.to_thread(_server, url, f"/hold?until={runs}", "POST")
-        run_ids = await asyncio.gather(*(_start(dsmo, contender, queue, index) for index in range(runs)))
+        graph = definition(contender.name) if contender.dsmo else None
+        run_ids = await asyncio.gather(*(_start(dsmo, graph, queue, index) for index in range(runs)))
         deadline = time.monotonic() + BATCH_LIMIT_SECONDS
         await _until_counted(dsmo, f"{in_queue} AND WaitingFor = 'response'", runs, "at the gate", deadline)
         began = time.time()
