@@ -127,6 +127,8 @@ def build_worker(
                     stages.run_stage,
                     stages.write_dead_letter,
                     audit.export_audit,
+                    audit.write_audit_segment,
+                    audit.store_event_values,
                     messaging.send_message,
                     messaging.send_request,
                     definitions.resolve_definition,

@@ -1,44 +1,77 @@
-"""The audit trail exported to `audit/{run_id}.jsonl`: one event per line, hash-chained.
+"""The audit trail in the store: one event per line, hash-chained, written once.
 
 Each line carries `prevHash` (the previous line's hash, or 64 zeros) and `hash` =
 sha256(prevHash + the event's canonical JSON). Changing, removing or reordering any line
-breaks the chain from that line on; `verify_trail` also compares the file with the run's own
+breaks the chain from that line on; `verify_lines` also compares the lines with the run's own
 trail in Temporal, so a rewritten chain is caught as well.
+
+A run that continues as new writes each generation's events as a segment
+(`audit/{run_id}/segments/{n}.jsonl`), chained from the last hash of the one before; when the
+run ends, `audit/{run_id}.jsonl` holds the whole trail: the segments' lines, then the rest.
+Variables an event set that are too large to record inline are kept at `events/{run_id}/{seq}.json`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.workflows.contracts import EXPORT_AUDIT, AuditExport
+from dsmo.activities.artifacts import ArtifactStore, encode_json
+from dsmo.workflows.contracts import EXPORT_AUDIT, STORE_EVENT_VALUES, WRITE_AUDIT_SEGMENT
+from dsmo.workflows.trail_contracts import GENESIS_HASH, AuditExport, AuditSegment, EventValues, TrailHead
 
-GENESIS = "0" * 64
+GENESIS = GENESIS_HASH
 # The Temporal run id of the execution that exported the file (object metadata).
 EXECUTION_META = "workflow-run-id"
+JSONL = "application/x-ndjson"
 
 
 def audit_key(run_id: str) -> str:
     return f"audit/{run_id}.jsonl"
 
 
+def segment_key(run_id: str, number: int) -> str:
+    return f"audit/{run_id}/segments/{number:06d}.jsonl"
+
+
+def event_values_key(run_id: str, seq: int) -> str:
+    return f"events/{run_id}/{seq:09d}.json"
+
+
 def _canonical(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def chain(events: list[dict[str, Any]]) -> bytes:
-    lines, previous = [], GENESIS
+def chained(events: Iterable[dict[str, Any]], previous: str = GENESIS) -> tuple[bytes, str]:
+    """The events as chained lines from ``previous``, and the last line's hash."""
+    lines = []
     for event in events:
         digest = hashlib.sha256((previous + _canonical(event)).encode()).hexdigest()
         lines.append(_canonical({**event, "prevHash": previous, "hash": digest}))
         previous = digest
-    return ("\n".join(lines) + "\n").encode()
+    return ("".join(line + "\n" for line in lines)).encode(), previous
+
+
+def chain(events: list[dict[str, Any]]) -> bytes:
+    """A whole trail as chained lines, from the genesis hash."""
+    return chained(events)[0]
+
+
+def unchained(body: bytes) -> list[dict[str, Any]]:
+    """The events of chained lines, without their hashes (the run's own form of them)."""
+    events = []
+    for line in body.decode().splitlines():
+        record = json.loads(line)
+        record.pop("hash", None)
+        record.pop("prevHash", None)
+        events.append(record)
+    return events
 
 
 @dataclass(frozen=True)
@@ -73,25 +106,56 @@ def verify_lines(body: bytes, expected: list[dict[str, Any]] | None = None) -> V
     return Verification(True, len(lines))
 
 
+def read_segments(store: ArtifactStore, run_id: str, count: int) -> bytes:
+    """The chained lines of a run's first ``count`` trail segments, in order."""
+    return b"".join(store.read_bytes(store.uri(segment_key(run_id, number))) for number in range(1, count + 1))
+
+
+def _last_hash(body: bytes) -> str:
+    lines = body.rstrip(b"\n").rsplit(b"\n", 1)
+    return str(json.loads(lines[-1]).get("hash")) if body.strip() else GENESIS
+
+
 class AuditActivities:
     def __init__(self, store: ArtifactStore) -> None:
         self.store = store
 
     @activity.defn(name=EXPORT_AUDIT)
     def export_audit(self, export: AuditExport) -> str:
-        """Write the chained trail once; a retry or a later export of a longer trail must extend it.
+        """Write the whole chained trail once: the run's segments, then the events after them.
 
-        One exception: a file written by this same workflow execution from a workflow task that
-        never committed (the worker died between the export and the task's completion). Its last
-        events were never in the history; the re-run task records them again with its own
-        timestamps, and the history is the truth, so that file is replaced.
+        A retry or a later export of a longer trail must extend the file. One exception: a file
+        written by this same workflow execution from a workflow task that never committed (the
+        worker died between the export and the task's completion). Its last events were never in
+        the history; the re-run task records them again with its own timestamps, and the history
+        is the truth, so that file is replaced.
         """
-        key = audit_key(export.run_id)
-        body = chain(export.events)
+        earlier = read_segments(self.store, export.run_id, export.segments) if export.segments else b""
+        if _last_hash(earlier) != export.previous_hash:
+            raise ApplicationError(
+                f"the audit segments of {export.run_id} do not end at the run's head ({export.previous_hash[:12]})",
+                type="AuditConflict",
+                non_retryable=True,
+            )
+        body = earlier + chained(export.events, export.previous_hash)[0]
+        return self._write_once(audit_key(export.run_id), body)
+
+    @activity.defn(name=WRITE_AUDIT_SEGMENT)
+    def write_audit_segment(self, segment: AuditSegment) -> TrailHead:
+        """Write one generation's events as the trail's next segment; returns the new head."""
+        body, last = chained(segment.events, segment.previous_hash)
+        self._write_once(segment_key(segment.run_id, segment.number), body)
+        return TrailHead(seq=int(segment.events[-1]["seq"]), hash=last, segments=segment.number)
+
+    @activity.defn(name=STORE_EVENT_VALUES)
+    def store_event_values(self, values: EventValues) -> str:
+        """Keep variables an event set that are too large for the trail; returns their URI."""
+        stored = self.store.put_json_bytes_once(event_values_key(values.run_id, values.seq), encode_json(values.values))
+        return stored.uri
+
+    def _write_once(self, key: str, body: bytes) -> str:
         execution = activity.info().workflow_run_id or ""
-        stored = self.store.put_json_bytes_once(
-            key, body, content_type="application/x-ndjson", metadata={EXECUTION_META: execution}
-        )
+        stored = self.store.put_json_bytes_once(key, body, content_type=JSONL, metadata={EXECUTION_META: execution})
         if stored.created:
             return stored.uri
         existing = self.store.read_bytes(stored.uri)
@@ -110,7 +174,7 @@ class AuditActivities:
             Bucket=self.store.bucket,
             Key=key,
             Body=body,
-            ContentType="application/x-ndjson",
+            ContentType=JSONL,
             Metadata={EXECUTION_META: execution, "sha256": hashlib.sha256(body).hexdigest()},
         )
         return stored.uri

@@ -212,6 +212,10 @@ def evaluate_condition(expression: str, activation: Mapping[str, Any], *, bounde
     over this activation is above the budget, and caps the extension functions' sizes.
     """
     program = compile_condition(expression)
+    # Only the roots the expression names are handed to CEL: converting the whole activation
+    # cost ~24 ms per evaluation with a 60 KB input of small lists (and ~0.2 s with 99k values),
+    # whatever the expression read; a `match` over a full inbox ran into the deadlock detector.
+    activation = {name: activation[name] for name in program.variables() if name in activation}
     if bounded:
         estimate = runtime_cost(expression, activation)
         if estimate > cost.COST_BUDGET:
@@ -219,7 +223,7 @@ def evaluate_condition(expression: str, activation: Mapping[str, Any], *, bounde
                 f"{_short(expression)} was not evaluated: it may visit {estimate:,} elements here, above the "
                 f"budget of {cost.COST_BUDGET:,}"
             )
-    context = cel.Context(variables=dict(activation))
+    context = cel.Context(variables=activation)
     if bounded:
         for name, fn in _CAPPED_FUNCTIONS.items():
             context.add_function(name, fn)

@@ -17,6 +17,8 @@ RUN_STAGE = "run_stage"
 SEND_MESSAGE = "send_message"
 WRITE_DEAD_LETTER = "write_dead_letter"
 EXPORT_AUDIT = "export_audit"
+WRITE_AUDIT_SEGMENT = "write_audit_segment"
+STORE_EVENT_VALUES = "store_event_values"
 
 SUMMARY_MAX_BYTES = 4096
 # A run input up to this size travels with the tasks of the stages that read it (see StageTask).
@@ -97,11 +99,6 @@ class DeadLetter(WireModel):
     variables: dict[str, Any]
     task_queue: str
     created_at: datetime
-
-
-class AuditExport(WireModel):
-    run_id: str
-    events: list[dict[str, Any]]
 
 
 class StageMessage(WireModel):

@@ -23,6 +23,7 @@ from dsmo.workflows.run import Run
 from dsmo.workflows.saga import unwind
 from dsmo.workflows.service_budgets import BUDGETS, call_service, record_service_failure
 from dsmo.workflows.status import RunStatus
+from dsmo.workflows.trail_contracts import AuditExport
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 
@@ -120,8 +121,11 @@ async def _export_audit(run: Run) -> None:
     state = run.state
     if run_id_problem(state.run_id) and workflow.patched(STRICT_RUN_ID_PATCH):
         return  # no object key can be built from the id; the trail stays in the history
-    events = [event.model_dump(mode="json") for event in state.audit.events]
-    export = contracts.AuditExport(run_id=state.run_id, events=events)
+    trail = state.audit
+    events = [event.model_dump(mode="json") for event in trail.events]
+    export = AuditExport(
+        run_id=state.run_id, events=events, previous_hash=trail.head.hash, segments=trail.head.segments
+    )
     try:
         # Local: the export is one put at the very end; a task-queue round trip would add latency.
         await call_service(contracts.EXPORT_AUDIT, export, result_type=str, local=True, cancellation_is_failure=True)

@@ -30,10 +30,11 @@ with workflow.unsafe.imports_passed_through():
         parse_update,
         strict_event_problem,
     )
-    from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView
+    from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, TrailView
     from dsmo.workflows.run import Run
     from dsmo.workflows.status import RunStatus
     from dsmo.workflows.steps import step_from
+    from dsmo.workflows.trail_segments import note_tail, write_segment
 
 # workflow.patched ids: each names a change to what running executions do.
 EVENT_SIZE_CAP_PATCH = "event-size-cap"
@@ -76,6 +77,7 @@ class AgentExecution:
                 if checkpoint.wait is not None and node_id is not None:
                     node_id = await step_from(run, node_id, resume=checkpoint.wait)
             while node_id is not None:
+                note_tail(run)
                 if run.continue_as_new_due():
                     raise ContinueAsNewDue(node_id)
                 node_id = await step_from(run, node_id)
@@ -91,6 +93,9 @@ class AgentExecution:
 
     async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
         run = self._run
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await write_segment(run)
+        # Events recorded by handlers while the segment was written stay in the tail.
         await workflow.wait_condition(workflow.all_handlers_finished)
         checkpoint = run.to_checkpoint(due.node, due.wait)
         workflow.logger.info("Execution %s continues as new (generation %d)", run.state.run_id, checkpoint.generation)
@@ -184,5 +189,11 @@ class AgentExecution:
 
     @workflow.query(name="events")
     def events(self) -> list[AuditEvent]:
-        """The run's audit trail so far."""
+        """The run's audit trail since its last segment in the store (all of it, for most runs)."""
         return self._run.state.audit.events
+
+    @workflow.query(name="trail")
+    def trail(self) -> TrailView:
+        """Where the trail's segments end in the store, and the events after them."""
+        trail = self._run.state.audit
+        return TrailView(head=trail.head, events=trail.events)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from temporalio import workflow
 
@@ -133,8 +133,11 @@ def _keep(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
 # -- what a wait takes ------------------------------------------------------------------------
 
 
-def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent) -> str | None:
-    """Why the wait in progress does not take ``event`` of its kind, or None."""
+def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, facts: dict[str, Any] | None = None) -> str | None:
+    """Why the wait in progress does not take ``event`` of its kind, or None.
+
+    ``facts``: the run's activation, when the caller judges many events against one wait.
+    """
     if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in waiting.requested:
         return _not_requested(event, waiting.requested)
     node = run.definition.nodes.get(waiting.node)
@@ -147,13 +150,13 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent) -> str | None:
         return f"MESSAGE_RECEIVED.from: {sender!r} is not the sender {waiting.node} expects ({expected!r})"
     if params.match is None:
         return None
-    facts = {
-        **activation(run),
+    seen = {
+        **(activation(run) if facts is None else facts),
         "event": {"type": event.type, "eventId": event.event_id, "data": event.data},
         "waitingData": waiting.data,
     }
     try:
-        if evaluate_condition(params.match, facts):
+        if evaluate_condition(params.match, seen):
             return None
     except ConditionError as err:
         return f"{event.type} does not match {waiting.node}'s match: {err}"
@@ -204,9 +207,10 @@ def take_kept(run: Run, waiting: Waiting) -> ResumeEvent | None:
     have taken some of its documents already).
     """
     state = run.state
+    facts = activation(run)  # once for the whole inbox, not once per kept event
     for entry in list(state.inbox):
         event = entry.event
-        if EVENT_KINDS[event.type].waiting_for != waiting.kind or wait_problem(run, waiting, event) is not None:
+        if EVENT_KINDS[event.type].waiting_for != waiting.kind or wait_problem(run, waiting, event, facts) is not None:
             continue
         state.inbox.remove(entry)
         state.audit.record(

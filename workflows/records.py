@@ -12,6 +12,7 @@ from dsmo.workflows.contracts import PreparedRun
 from dsmo.workflows.definition import AgentDefinition
 from dsmo.workflows.inbox import InboxEntry, InboxView
 from dsmo.workflows.status import RunStatus
+from dsmo.workflows.trail_contracts import TrailHead
 from dsmo.workflows.wire import WireModel
 
 AuditType = Literal[
@@ -74,6 +75,18 @@ class AuditEvent(WireModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class TrailView(WireModel):
+    """A run's audit trail as the `trail` query gives it.
+
+    Attributes:
+        head: The segments in the store (`audit/{run_id}/segments/`) and where they end.
+        events: The events after them, in order.
+    """
+
+    head: TrailHead
+    events: list[AuditEvent]
+
+
 class WaitCheckpoint(WireModel):
     kind: str
     node: str
@@ -85,13 +98,21 @@ class WaitCheckpoint(WireModel):
 
 
 class Checkpoint(WireModel):
-    """What a run carries into its next Temporal run when it continues as new."""
+    """What a run carries into its next Temporal run when it continues as new.
+
+    Nothing here grows with the run's age: the trail's earlier events are in the store
+    (``trail``), event ids are a bounded window of fingerprints (``seen_ids``), and ``path``
+    and ``committed`` keep their latest entries. ``seen_event_ids`` and a long ``audit`` are
+    what runs from before these bounds carried.
+    """
 
     node: str | None
     step: int
     variables: dict[str, Any]
-    seen_event_ids: list[str]
-    audit: list[AuditEvent]
+    seen_event_ids: list[str] = Field(default_factory=list)
+    audit: list[AuditEvent] = Field(default_factory=list)  # the trail's tail (all of it, before segments)
+    trail: TrailHead | None = None
+    seen_ids: str = ""
     input_uri: str | None
     wait: WaitCheckpoint | None = None
     generation: int = 1

@@ -15,7 +15,7 @@ from temporalio import workflow
 
 from dsmo.workflows import contracts
 from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.audit import AuditTrail
+from dsmo.workflows.audit import TAIL_BYTES_MAX, AuditTrail
 from dsmo.workflows.control import RunEnded
 from dsmo.workflows.definition import AgentDefinition
 from dsmo.workflows.metrics import count_event
@@ -30,7 +30,14 @@ from dsmo.workflows.records import (
     next_recorded,
 )
 from dsmo.workflows.run_state import RunState
+from dsmo.workflows.seen_ids import SeenIds
 from dsmo.workflows.status import RunStatus
+
+# What a checkpoint keeps of lists that grow with every node a run enters: the latest entries.
+# `run.path` in a condition sees at most this many; a stage's commit is judged against the
+# keys of the latest ones (a stage of an earlier generation cannot report again).
+PATH_CARRIED = 1_000
+COMMITTED_CARRIED = 1_000
 
 
 @dataclass
@@ -47,11 +54,14 @@ class Run:
     slot_held: bool = False  # a concurrency-limit slot to give back at the end
     slot_granted: bool = False
     visits: dict[str, int] = field(default_factory=dict)  # node -> times entered (loops)
-    committed: set[str] = field(default_factory=set)  # idempotency keys of committed stages
+    # Idempotency keys of committed stages, oldest first.
+    committed: dict[str, None] = field(default_factory=dict)
     routed_to_fail_safe: bool = False
     saga: list[Compensation] = field(default_factory=list)
     resumes_replayed: int = 0  # a replay's cursor in the original's resumes
     actions_replayed: int = 0  # ... and in its saga actions
+    # Whether this run writes its trail in segments (trail_segments.py); None until it matters.
+    trail_segments: bool | None = None
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:
@@ -97,11 +107,13 @@ class Run:
         self.step = checkpoint.step
         self.slot_held = self.slot_granted = checkpoint.slot_held
         self.visits = dict(checkpoint.visits)
-        self.committed = set(checkpoint.committed)
+        self.committed = dict.fromkeys(checkpoint.committed)
         self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
         self.saga = [Compensation.model_validate(entry) for entry in checkpoint.saga]
-        state.audit.events = list(checkpoint.audit)
-        state.seen_event_ids = set(checkpoint.seen_event_ids)
+        state.audit.restore(checkpoint.trail, checkpoint.audit)
+        if checkpoint.trail is not None:
+            self.trail_segments = True
+        state.seen_event_ids = SeenIds.restored(checkpoint.seen_ids, checkpoint.seen_event_ids)
         state.inbox = list(checkpoint.inbox)
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
@@ -114,16 +126,17 @@ class Run:
             node=node,
             step=self.step,
             variables=state.variables,
-            seen_event_ids=sorted(state.seen_event_ids),
+            seen_ids=state.seen_event_ids.packed(),
             audit=state.audit.events,
+            trail=state.audit.head if self.trail_segments else None,
             input_uri=self.input_uri,
             wait=wait,
             generation=(previous.generation + 1) if previous else 2,
             slot_held=self.slot_held,
             started_at=state.started_at,
-            path=state.path,
+            path=state.path[-PATH_CARRIED:],
             visits=self.visits,
-            committed=sorted(self.committed),
+            committed=list(self.committed)[-COMMITTED_CARRIED:],
             config_ref=state.config_ref,
             routed_to_fail_safe=self.routed_to_fail_safe,
             saga=[entry.model_dump(mode="json") for entry in self.saga],
@@ -142,6 +155,8 @@ class Run:
     def continue_as_new_due(self) -> bool:
         """The history is long enough to carry the run into a fresh Temporal run."""
         info = workflow.info()
+        if self.trail_segments and self.state.audit.tail_bytes >= TAIL_BYTES_MAX:
+            return True  # the trail written since the last segment is large (trail_segments.py)
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.request.history_limit
 
     def message_key(self, node_id: str) -> str:

@@ -19,6 +19,7 @@ from dsmo.workflows.audit import AuditTrail
 from dsmo.workflows.events import EventAck, ResumeEvent
 from dsmo.workflows.inbox import InboxEntry, inbox_view
 from dsmo.workflows.records import ExecutionResult, StatusView
+from dsmo.workflows.seen_ids import SeenIds
 from dsmo.workflows.status import RunStatus, next_status
 
 # Keyword search attributes are indexed up to a bounded length; an address longer than this is cut.
@@ -52,7 +53,7 @@ class RunState:
     current_node: str | None = None
     waiting: Waiting | None = None
     resume_event: ResumeEvent | None = None
-    seen_event_ids: set[str] = field(default_factory=set)
+    seen_event_ids: SeenIds = field(default_factory=SeenIds)
     inbox: list[InboxEntry] = field(default_factory=list)  # events kept for a wait ahead, oldest first
     duplicates_recorded: int = 0  # DUPLICATE_IGNORED records in this generation of the run
     updated_at: datetime | None = None

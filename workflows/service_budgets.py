@@ -54,6 +54,8 @@ BUDGETS: dict[str, ServiceBudget] = {
         ServiceBudget(contracts.RELEASE_SLOT, timedelta(minutes=10), "give the slot back when the run ends"),
         ServiceBudget(contracts.WRITE_DEAD_LETTER, timedelta(minutes=30), "write a dead letter"),
         ServiceBudget(contracts.EXPORT_AUDIT, timedelta(minutes=30), "export the audit trail when the run ends"),
+        ServiceBudget(contracts.WRITE_AUDIT_SEGMENT, timedelta(minutes=10), "write the audit trail's next segment"),
+        ServiceBudget(contracts.STORE_EVENT_VALUES, timedelta(minutes=2), "store an event's large variables"),
     )
 }
 

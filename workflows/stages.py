@@ -197,7 +197,7 @@ def _commit(
     state.audit.record(
         "STAGE_SUCCEEDED", at=summary.finished_at, artifact_uris=[summary.artifact_out_uri], data=data, **common
     )
-    run.committed.add(task.idempotency_key)
+    run.committed[task.idempotency_key] = None
     if isinstance(node, RunAgentNode) and node.compensate is not None:
         push(run, task.stage_path, node.compensate, None, summary.summary)
     state.variables.setdefault("stages", {})[node_id] = {

@@ -25,6 +25,7 @@ from dsmo.workflows.run_state import Waiting
 from dsmo.workflows.sensitive import masked_variables
 from dsmo.workflows.status import RunStatus
 from dsmo.workflows.templating import render
+from dsmo.workflows.trail_segments import recorded_values
 
 TIMEOUT_SUMMARIES = {
     "response": "Timeout waiting for the user's response",
@@ -113,8 +114,8 @@ async def await_event(
         if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
             updates["signedAt"] = workflow.now().isoformat()
         state.variables.update(updates)
-        recorded = masked_variables(updates, run.definition.sensitive or ())
-        resumed = {"eventType": event.type, "eventId": event.event_id, "set": recorded}
+        recorded = await recorded_values(run, masked_variables(updates, run.definition.sensitive or ()))
+        resumed = {"eventType": event.type, "eventId": event.event_id, **recorded}
         resume_run(run, node_id, resumed | ({"fromInbox": True} if kept is not None else {}))
         return
 

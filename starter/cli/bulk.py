@@ -1,4 +1,4 @@
-"""Operations on many runs at once, with a progress bar: bulk cancel, batch redrive, live watch."""
+"""Cancelling and watching runs, one or many at once (with a progress bar), and batch redrive."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.cli.context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
 from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing
 from dsmo.starter.ops import dead_letters
@@ -28,6 +29,17 @@ def _progress(console: Console) -> Progress:
         console=console,
         transient=False,
     )
+
+
+async def cancel_one(obj: Context, run_id: str, *, reason: str, by: str) -> str:
+    """Cancel one run and wait for it to unwind; the line to print."""
+    client = await obj.client()
+    await client.cancel(run_id, reason=reason, by=by)
+    try:
+        result = await client.result(run_id)
+    except WorkflowTaskFailing as failing:  # Temporal holds the request until the task runs again
+        return f"cancel requested: {run_id} unwinds when its workflow task runs again ({failing})"
+    return f"{result.status.value}: {run_id} by {result.cancelled_by} ({result.cancel_reason})"
 
 
 async def cancel_matching(settings: Settings, query: str, *, reason: str, by: str) -> tuple[int, int]:

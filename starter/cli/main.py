@@ -226,13 +226,9 @@ def cancel(obj: Context, run_id: str | None, reason: str, cancelled_by: str, que
         return
     assert run_id is not None
 
-    async def go() -> Any:
-        client = await obj.client()
-        await client.cancel(run_id, reason=reason, by=cancelled_by)
-        return await client.result(run_id)
+    from dsmo.starter.cli.bulk import cancel_one
 
-    result = run(go)
-    click.echo(f"{result.status.value}: {run_id} by {result.cancelled_by} ({result.cancel_reason})")
+    click.echo(run(lambda: cancel_one(obj, run_id, reason=reason, by=cancelled_by)))
 
 
 def _duration(text: str, option: str) -> timedelta:

@@ -39,6 +39,8 @@ from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlre
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.audit_log import read_segments, unchained
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import run_health
 from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
@@ -52,7 +54,14 @@ from dsmo.workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentT
 from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal, parse_update
 from dsmo.workflows.identifiers import check_run_id, event_id_problem
-from dsmo.workflows.records import AuditEvent, ExecutionRequest, ExecutionResult, StatusView, WorkflowTaskFailure
+from dsmo.workflows.records import (
+    AuditEvent,
+    ExecutionRequest,
+    ExecutionResult,
+    StatusView,
+    TrailView,
+    WorkflowTaskFailure,
+)
 from dsmo.workflows.status import RunStatus
 from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
 
@@ -237,6 +246,7 @@ class DsmoClient:
         # store is opened on the first start.
         self.prepare_runs = prepare_runs
         self._preparer: RunPreparer | None = None
+        self._store: ArtifactStore | None = None  # opened when a trail's segments are first read
         # Each run's start trace context (fixed in its memo at start), so events join the run's
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
@@ -560,8 +570,13 @@ class DsmoClient:
             RunClosed: The run has ended already.
             RunNotFound: No run has this id.
         """
-        view = await self.status(run_id)
-        if view.status.terminal:
+        try:
+            view: StatusView | None = await self.status(run_id)
+        except (WorkflowTaskFailing, NoWorker):
+            # The run cannot answer a query now. Temporal still records the request (and refuses
+            # it for a run that has ended): the run unwinds as soon as its task runs again.
+            view = None
+        if view is not None and view.status.terminal:
             raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to cancel")
         try:
             await self._handle(run_id).cancel(reason=json.dumps({"cancelledBy": by, "cancelReason": reason}))
@@ -580,8 +595,25 @@ class DsmoClient:
         Raises:
             RunNotFound: No run has this id.
         """
-        trail: list[AuditEvent] = await self._query(run_id, "events", list[AuditEvent])
-        return trail
+        try:
+            view: TrailView = await self._query(run_id, "trail", TrailView)
+        except DsmoError as err:
+            if "unknown queryType" not in str(err):
+                raise
+            # A worker from before trail segments: its runs carry the whole trail.
+            trail: list[AuditEvent] = await self._query(run_id, "events", list[AuditEvent])
+            return trail
+        if not view.head.segments:
+            return view.events
+        earlier = await asyncio.to_thread(self._segment_events, run_id, view.head.segments)
+        return earlier + view.events
+
+    def _segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
+        """The events a long-lived run has written to its trail's segments in the store."""
+        if self._store is None:
+            self._store = artifact_store(self.settings)
+        body = read_segments(self._store, run_id, segments)
+        return [AuditEvent.model_validate(event) for event in unchained(body)]
 
     async def variables(self, run_id: str) -> dict[str, Any]:
         """The run's variables (its input, event variables, `stages`, `steps`).

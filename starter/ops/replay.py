@@ -97,6 +97,15 @@ async def load_snapshot(store: ArtifactStore, config_ref: str | None) -> AgentDe
     return AgentDefinition.model_validate(snapshot["definition"])
 
 
+def resumed_values(store: ArtifactStore, event: AuditEvent) -> dict[str, Any]:
+    """The variables a RUN_RESUMED set: recorded inline, or (large ones) in the store by reference."""
+    ref = event.data.get("setRef")
+    if isinstance(ref, dict) and ref.get("uri"):
+        values: dict[str, Any] = store.read_json(str(ref["uri"]))
+        return values
+    return dict(event.data.get("set") or {})
+
+
 @dataclass(frozen=True)
 class ReplayPlanned:
     request: ExecutionRequest
@@ -119,7 +128,7 @@ async def plan_replay(
         raise DsmoError(f"--from-stage: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
     events = await dsmo.events(run_id)
     resumes = [
-        RecordedResume(node=e.stage or "", event_type=str(e.data.get("eventType")), set=e.data.get("set") or {})
+        RecordedResume(node=e.stage or "", event_type=str(e.data.get("eventType")), set=resumed_values(store, e))
         for e in events
         if e.type == "RUN_RESUMED"
     ]

@@ -183,7 +183,36 @@ async def inbox_kept_and_consumed(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
-FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
+LONG_CHAT = {
+    "agent": "golden-long-chat",
+    "start": "listen",
+    "nodes": {
+        "listen": {
+            "actionType": "wait_for_event",
+            "parameters": {"event": "message"},
+            "transitions": [{"when": 'eventResult == "stop"', "to": "bye"}, {"to": "listen"}],
+        },
+        "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
+    },
+}
+
+
+async def long_chat_segments(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """A looping wait fed events larger than the trail keeps inline, through continue-as-new:
+    its first generation stores event variables by reference and writes a trail segment."""
+    from dsmo.workflows.definition import parse_definition
+
+    run_id = await dsmo.start(parse_definition(LONG_CHAT), task_queue=queue, history_limit=30)
+    first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    for index in range(6):
+        data = {"result": "said", "data": {"notes": "n" * 5000}}
+        await dsmo.deliver_event(run_id, "EVENT_COMPLETED", data, event_id=f"g-{index}")
+    await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "stop"}, event_id="g-stop")
+    await dsmo.result(run_id)
+    return run_id, first
+
+
+FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
     "order_saga_payment_declined": saga_failure,
@@ -197,6 +226,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str]]] = {
     "strict_signal_refused": strict_signal_refused,
     "raw_start_bad_run_id": raw_start_bad_run_id,
     "inbox_kept_and_consumed": inbox_kept_and_consumed,
+    # The first generation of a run that continued as new (a flow may name the Temporal run).
+    "long_chat_segments": long_chat_segments,
 }
 
 
@@ -219,8 +250,9 @@ async def main(names: list[str]) -> None:
         actions=order_actions(db),
     ):
         for name in names or list(FLOWS):
-            run_id = await FLOWS[name](dsmo, queue)
-            history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+            recorded = await FLOWS[name](dsmo, queue)
+            run_id, temporal_run = recorded if isinstance(recorded, tuple) else (recorded, None)
+            history = await dsmo.temporal.get_workflow_handle(run_id, run_id=temporal_run).fetch_history()
             document = {"workflowId": run_id, "history": json.loads(history.to_json())}
             (HERE / f"{name}.json").write_text(json.dumps(document, indent=1))
             print(f"recorded {name} ({run_id}, {len(history.events)} events)")

@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import EXECUTION_META, AuditActivities, audit_key, chain, verify_lines
-from dsmo.workflows.contracts import AuditExport
+from dsmo.workflows.trail_contracts import AuditExport
 
 pytestmark = pytest.mark.integration
 

@@ -168,3 +168,30 @@ async def test_no_worker_is_named_at_once(harness: Harness, cleanup: list[str], 
 def test_start_request_model_is_what_the_raw_start_sends() -> None:
     with pytest.raises(ValueError, match="teleport"):
         ExecutionRequest.model_validate({"definition": FROM_THE_FUTURE, "input": {}})
+
+
+async def test_a_run_whose_workflow_task_fails_can_still_be_cancelled(harness: Harness, cleanup: list[str]) -> None:
+    dsmo, queue = harness.dsmo, f"failing-{uuid.uuid4().hex[:8]}"
+    run_id = f"future-{uuid.uuid4().hex[:8]}"
+    cleanup.append(run_id)
+    async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        await dsmo.temporal.start_workflow(
+            "AgentExecution",
+            {"definition": FROM_THE_FUTURE, "input": {}},
+            id=run_id,
+            task_queue=queue,
+            task_timeout=timedelta(seconds=1),
+        )
+
+        async def failing() -> Any:
+            view = await dsmo.status(run_id)
+            return view if view.workflow_task_failure else None
+
+        assert await eventually(failing) is not None
+        with pytest.raises(WorkflowTaskFailing):
+            await dsmo.variables(run_id)  # the run cannot answer a query...
+        # ...yet the cancel is taken: Temporal holds it until the run's task runs again.
+        cancelled = await asyncio.to_thread(
+            dsmo_cli, harness.cli_env(), "cancel", run_id, "--reason", "stuck on a bad definition"
+        )
+        assert cancelled.returncode == 0, cancelled.stderr

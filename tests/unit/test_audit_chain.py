@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from dsmo.activities.audit_log import chain, verify_lines
+from dsmo.activities.audit_log import chain, chained, unchained, verify_lines
 
 EVENTS = [{"seq": i, "type": "STAGE_SUCCEEDED", "runId": "r", "data": {"n": i}} for i in range(1, 5)]
 
@@ -32,3 +32,11 @@ def test_a_recomputed_chain_still_differs_from_the_run() -> None:
     forged[1]["data"] = {"n": -1}
     result = verify_lines(chain(forged), EVENTS)
     assert not result.ok and "differs from the run's own audit trail" in (result.problem or "")
+
+
+def test_segments_chained_from_each_other_make_the_whole_trail() -> None:
+    first, head = chained(EVENTS[:2])
+    second, last = chained(EVENTS[2:], head)
+    assert first + second == chain(EVENTS)
+    assert last == json.loads(chain(EVENTS).splitlines()[-1])["hash"]
+    assert unchained(first + second) == EVENTS

@@ -1,0 +1,74 @@
+"""One activation's work stays bounded whatever the inbox and the variables.
+
+A wait's `match` was evaluated once per kept event, each time over every run variable: a full
+inbox of 100 events with a 60 KB input of 20,000 empty lists took the workflow task past
+Temporal's deadlock detector, and the run was wedged for good. Now a condition sees only the
+roots it names, and the run's activation is built once for the whole inbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.status import RunStatus
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.integration
+
+
+def gated_chat() -> AgentDefinition:
+    return parse_definition(
+        {
+            "agent": "gated-chat",
+            "start": "gate",
+            "inbox": {"maxEvents": 100},
+            "nodes": {
+                "gate": {"actionType": "wait_for_event", "parameters": {"event": "opened"}, "next": "reply"},
+                "reply": {
+                    "actionType": "wait_for_response",
+                    "parameters": {"match": "event.data.text == 'go'"},
+                    "next": "bye",
+                },
+                "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
+            },
+        }
+    )
+
+
+async def failed_tasks(harness: Harness, run_id: str) -> int:
+    handle = harness.dsmo.temporal.get_workflow_handle(run_id)
+    failed = EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    return sum([1 async for event in handle.fetch_history_events() if event.event_type == failed])
+
+
+@pytest.mark.parametrize(
+    "run_input",
+    [
+        pytest.param({"lists": [[] for _ in range(20_000)]}, id="20k-empty-lists"),
+        pytest.param({"values": list(range(99_000))}, id="99k-values"),
+    ],
+)
+async def test_a_full_inbox_and_a_large_input_do_not_wedge_the_run(harness: Harness, run_input: dict[str, Any]) -> None:
+    dsmo = harness.dsmo
+    run_id = await harness.start(gated_chat(), run_input)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    for index in range(100):
+        ack = await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": f"early {index}"}, event_id=f"e-{index}")
+        assert ack.buffered, (index, ack)
+    # The gate opens: the reply wait judges all 100 kept events against its match at once.
+    opened = await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "opened"}, event_id="gate")
+    assert opened.accepted
+    view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    while view.current_node != "reply":
+        await asyncio.sleep(0.1)
+        view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    assert view.inbox is not None and view.inbox.count == 100  # none matched; all still kept
+    assert (await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "go"}, event_id="go")).accepted
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "go"
+    assert await failed_tasks(harness, run_id) == 0
