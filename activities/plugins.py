@@ -21,7 +21,7 @@ from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_NAME = re.compile(f"^{AGENT_NAME_PATTERN}$")  # what definitions accept for agents, actions and channels
+_NAME = re.compile(AGENT_NAME_PATTERN)  # what definitions accept for agents, actions and channels
 
 # What the decorators fill; `default_registry` (the processors) lives with the processors.
 default_actions = ActionRegistry()
@@ -141,5 +141,5 @@ def channel(name: str) -> Callable[[ChannelFactory], ChannelFactory]:
 
 
 def _check_name(name: str, kind: str) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise PluginError(f"{kind} {name!r}: a name is lower case letters, digits and dashes (at most 63)")
