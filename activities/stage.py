@@ -143,7 +143,15 @@ class StageActivities:
         else:
             calls, records = {}, []
             processor.check_input(document)
-            output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
+            result = await call_maybe_async(
+                self.executor,
+                processor.fn,
+                document,
+                message,
+                who=("agent", processor.name, f"run {task.run_id}, stage {task.stage}"),
+                blocking=processor.blocking,
+            )
+            output = as_output(result, agent=task.agent)
             processor.check_result(output)
         stored = await self._io(self._commit, task, key, output, records)
         if not stored.created:
