@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 import types
+from collections import deque
 from collections.abc import Awaitable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,6 +27,8 @@ T = TypeVar("T")
 # far above what a healthy worker's loop lags under load, far below Temporal's own timeouts.
 STALL_SECONDS = 1.0
 SAMPLE_SECONDS = 0.1  # how often the monitor asks the loop to wake it
+# Steps kept for the monitor's next report: bounded, as a process may run agents with no monitor.
+HELD_KEPT = 64
 
 log = logging.getLogger("dsmo.worker.loop")
 
@@ -45,7 +48,7 @@ class LoopWatch:
 
     def __init__(self, threshold: float = STALL_SECONDS) -> None:
         self.threshold = threshold
-        self._held: list[Hold] = []
+        self._held: deque[Hold] = deque(maxlen=HELD_KEPT)
 
     async def run(self, awaitable: Awaitable[T], *, kind: str, name: str, where: str) -> T:
         """Await ``awaitable`` (an agent's or action's coroutine), timing each of its steps."""
@@ -57,7 +60,8 @@ class LoopWatch:
 
     def take_held(self) -> list[Hold]:
         """The steps that held the loop since the last call."""
-        held, self._held = self._held, []
+        held = list(self._held)
+        self._held.clear()
         return held
 
     async def monitor(self, meter: MetricMeter, *, interval: float = SAMPLE_SECONDS) -> None:
