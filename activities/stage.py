@@ -1,8 +1,9 @@
 """The stage activities: prepare a run, run one processor attempt on artifacts, dead-letter a stage.
 
-`run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop,
-a plain one on the processor threads, and the artifact reads and writes on those threads too
-(the S3 clients are synchronous), so one worker can hold many slow model calls at once.
+`run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop
+(watched: see loop_watch.py) unless declared blocking, a plain one on the processor threads, and
+the artifact reads and writes on those threads too (the S3 clients are synchronous), so one
+worker can hold many slow model calls at once.
 """
 
 from __future__ import annotations
