@@ -33,6 +33,7 @@ from dsmo.activities.definitions import DefinitionActivities, DefinitionStore
 from dsmo.activities.errors import PluginError
 from dsmo.activities.limiter import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
+from dsmo.activities.maybe_async import loop_watch
 from dsmo.activities.messaging import Channel, MessagingActivities
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
@@ -212,7 +213,8 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         offered = ", ".join(channels) or "none"
         raise PluginError(f"DSMO_CHANNEL: channel {settings.channel!r} is not offered by any plugin ({offered})")
     setup_tracing("dsmo-worker")
-    client = await connect_temporal(settings, runtime=_metrics_runtime(settings))
+    runtime = _metrics_runtime(settings)
+    client = await connect_temporal(settings, runtime=runtime)
     await asyncio.to_thread(ensure_bucket, settings)
     await _ensure_search_attributes(client)
     store = artifact_store(settings, cache=True)
@@ -247,8 +249,13 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         settings.artifact_bucket,
     )
     log.info("%d objects from start-up kept out of garbage collection", freeze_startup_heap())
-    async with worker:
-        await stop.wait()
+    # Names any async agent or action that blocks the loop every run on this worker shares.
+    watching = asyncio.create_task(loop_watch.monitor((runtime or Runtime.default()).metric_meter))
+    try:
+        async with worker:
+            await stop.wait()
+    finally:
+        watching.cancel()
     log.info("worker stopped")
 
 

@@ -138,7 +138,10 @@ class ActionActivities:
     async def invoke_action(self, task: ActionTask) -> ActionResult:
         action = self.registry.get(task.action)
         ctx = ActionContext(task.run_id, task.node, task.idempotency_key, activity.info().attempt, self.settings)
-        output = await call_maybe_async(self.executor, action.execute, task.input, ctx)
+        where = f"run {task.run_id}, step {task.node}"
+        output = await call_maybe_async(
+            self.executor, action.execute, task.input, ctx, who=("action", task.action, where)
+        )
         return ActionResult(output=output)
 
     @activity.defn(name=COMPENSATE)
@@ -150,6 +153,9 @@ class ActionActivities:
         if not action.is_compensatable(task.output):
             return CompensationResult(applied=False, detail="not compensatable")
         ctx = ActionContext(task.run_id, task.node, task.key, task.attempt, self.settings)
-        answer = await call_maybe_async(self.executor, action.compensate, task.output, ctx)
+        where = f"run {task.run_id}, compensating {task.node}"
+        answer = await call_maybe_async(
+            self.executor, action.compensate, task.output, ctx, who=("action", task.action, where)
+        )
         applied = True if answer is None else bool(answer)  # a function that returns nothing did it
         return CompensationResult(applied=applied, detail="applied" if applied else "already compensated")

@@ -27,7 +27,8 @@ def describe(processors: ProcessorRegistry, actions: ActionRegistry, channels: I
                 "name": processor.name,
                 "version": processor.version,
                 "kind": "agent",
-                "mode": "async" if processor.is_async else "sync",
+                # "blocking": an async def declared blocking, run on the processor threads
+                "mode": ("blocking" if processor.blocking else "async") if processor.is_async else "sync",
                 "description": processor.description,
                 "inputSchema": processor.input_schema,
                 "outputSchema": processor.output_schema,

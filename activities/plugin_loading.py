@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Iterable
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from dsmo.activities.errors import PluginError
 
 ENTRY_POINT_GROUP = "dsmo.plugins"
+# A plugin whose import takes longer than this is named in a log line, and again each time as
+# long again has passed: a worker that seems to hang at start says which import it waits for.
+PROGRESS_EVERY = 10.0
+
+log = logging.getLogger("dsmo.plugins")
 
 
 def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> list[str]:
@@ -46,16 +55,43 @@ def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> l
 
 def _import(module: str, where: str) -> None:
     try:
-        importlib.import_module(module)
+        with _progress(module, where):
+            importlib.import_module(module)
     except PluginError as err:
         raise PluginError(f"{where} {module}: {err}") from None
     except ModuleNotFoundError as err:
         if err.name and (module == err.name or module.startswith(f"{err.name}.")):
             raise PluginError(f"{where} {module}: module not found (is it installed, or on PYTHONPATH?)") from None
         raise PluginError(f"{where} {module}: it imports {err.name!r}, which is not installed") from None
-    except Exception as err:  # noqa: BLE001 - any failure while importing user code is reported in one line
+    except SystemExit as err:
+        # sys.exit() in a plugin would end the worker with the plugin's code and no word of why.
+        raise PluginError(
+            f"{where} {module}: import failed: the module exits at import (SystemExit: {err.code})"
+        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 - any failure while importing user code is reported in one line
         first = str(err).splitlines()[0] if str(err) else ""
         raise PluginError(f"{where} {module}: import failed: {type(err).__name__}: {first}") from None
+
+
+@contextmanager
+def _progress(module: str, where: str) -> Iterator[None]:
+    """Log "still importing" every `PROGRESS_EVERY` seconds while the block runs."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def report() -> None:
+        while not done.wait(PROGRESS_EVERY):
+            log.warning("still importing %s %s (%.0f s)", where, module, time.monotonic() - started)
+
+    watcher = threading.Thread(target=report, name=f"dsmo-import-{module}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def split_modules(value: str) -> list[str]:

@@ -21,7 +21,7 @@ from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_NAME = re.compile(f"^{AGENT_NAME_PATTERN}$")  # what definitions accept for agents, actions and channels
+_NAME = re.compile(AGENT_NAME_PATTERN)  # what definitions accept for agents, actions and channels
 
 # What the decorators fill; `default_registry` (the processors) lives with the processors.
 default_actions = ActionRegistry()
@@ -36,13 +36,15 @@ def agent(
     input_schema: SchemaSource | None = None,
     output_schema: SchemaSource | None = None,
     summary_schema: SchemaSource | None = None,
+    blocking: bool = False,
 ) -> Callable[[ProcessorFn], ProcessorFn]:
     """Register a processor that `run_agent` nodes can name.
 
     The function takes the stage's input document and its message (`StageMessage`: run id,
     stage, artifact URIs, attempt, idempotency key) and returns ``(document, summary)`` or a
     `ProcessorOutput`. It may be a plain function (run on the worker's processor threads) or an
-    ``async def`` (run on the worker's event loop). It cannot choose the next node.
+    ``async def`` (run on the worker's event loop, so it must never block: every run on the
+    worker waits while it does). It cannot choose the next node.
 
     Args:
         name: The agent's name, as nodes write it (``agent: risk-score``).
@@ -51,6 +53,8 @@ def agent(
         input_schema: A pydantic model class or a JSON Schema the input document must match.
         output_schema: The same, for the output document.
         summary_schema: The same, for the summary transitions read.
+        blocking: For an ``async def`` that calls blocking code (a synchronous client, a long
+            computation): it then runs on its own event loop in a processor thread.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -77,6 +81,7 @@ def agent(
         input_schema=input_schema,
         output_schema=output_schema,
         summary_schema=summary_schema,
+        blocking=blocking,
     )
 
 
@@ -141,5 +146,5 @@ def channel(name: str) -> Callable[[ChannelFactory], ChannelFactory]:
 
 
 def _check_name(name: str, kind: str) -> None:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise PluginError(f"{kind} {name!r}: a name is lower case letters, digits and dashes (at most 63)")

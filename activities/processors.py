@@ -53,6 +53,7 @@ class Processor:
     input: ContractSchema | None = None
     output: ContractSchema | None = None
     summary: ContractSchema | None = None
+    blocking: bool = False  # an async def that may block: run on the processor threads, not the loop
 
     @property
     def is_async(self) -> bool:
@@ -114,6 +115,7 @@ class ProcessorRegistry:
         input_schema: SchemaSource | None = None,
         output_schema: SchemaSource | None = None,
         summary_schema: SchemaSource | None = None,
+        blocking: bool = False,
     ) -> Callable[[ProcessorFn], ProcessorFn]:
         """A decorator registering a processor as ``name`` at ``version``.
 
@@ -130,7 +132,8 @@ class ProcessorRegistry:
             except SchemaDoesNotCompile as err:
                 raise PluginError(f"{label}: a schema does not compile: {err}") from None
             text = description or (inspect.getdoc(fn) or "").split("\n")[0]
-            self.add(Processor(name, version, fn, text, *schemas))
+            inputs, outputs, summaries = schemas
+            self.add(Processor(name, version, fn, text, inputs, outputs, summaries, blocking=blocking))
             return fn
 
         return decorate

@@ -1,8 +1,9 @@
 """The stage activities: prepare a run, run one processor attempt on artifacts, dead-letter a stage.
 
-`run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop,
-a plain one on the processor threads, and the artifact reads and writes on those threads too
-(the S3 clients are synchronous), so one worker can hold many slow model calls at once.
+`run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop
+(watched: see loop_watch.py) unless declared blocking, a plain one on the processor threads, and
+the artifact reads and writes on those threads too (the S3 clients are synchronous), so one
+worker can hold many slow model calls at once.
 """
 
 from __future__ import annotations
@@ -143,7 +144,15 @@ class StageActivities:
         else:
             calls, records = {}, []
             processor.check_input(document)
-            output = as_output(await call_maybe_async(self.executor, processor.fn, document, message), agent=task.agent)
+            result = await call_maybe_async(
+                self.executor,
+                processor.fn,
+                document,
+                message,
+                who=("agent", processor.name, f"run {task.run_id}, stage {task.stage}"),
+                blocking=processor.blocking,
+            )
+            output = as_output(result, agent=task.agent)
             processor.check_result(output)
         stored = await self._io(self._commit, task, key, output, records)
         if not stored.created:

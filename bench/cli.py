@@ -22,6 +22,8 @@ from dsmo.starter.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 # Markers of the section `make hostile` writes (bench/hostile.py).
 HOSTILE_START, HOSTILE_END = "<!-- hostile:start -->", "<!-- hostile:end -->"
+# ... and of its event-loop part (bench/hostile_loop.py).
+HOSTILE_LOOP_START, HOSTILE_LOOP_END = "<!-- hostile-loop:start -->", "<!-- hostile-loop:end -->"
 
 
 @contextlib.asynccontextmanager
@@ -216,7 +218,11 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         # keeps them as they are.
         old = page.read_text() if page.exists() else ""
         new_page = benchmarks_page(results, text)
-        for start, end in ((reliability_report.START, reliability_report.END), (HOSTILE_START, HOSTILE_END)):
+        for start, end in (
+            (reliability_report.START, reliability_report.END),
+            (HOSTILE_START, HOSTILE_END),
+            (HOSTILE_LOOP_START, HOSTILE_LOOP_END),
+        ):
             kept = reliability_report.existing(old, start, end)
             if kept:
                 new_page = reliability_report.splice(new_page, kept, start, end)

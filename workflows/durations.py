@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_PATTERN = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
+_PATTERN = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -22,7 +22,7 @@ def parse_duration(value: Any) -> timedelta:
         seconds = float(value)
     elif isinstance(value, str):
         text = value.strip().lower()
-        match = _PATTERN.match(text)
+        match = _PATTERN.fullmatch(text)
         if not text or match is None or not any(match.groups()):
             raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d or 1h30m")
         *whole, milliseconds = match.groups()

@@ -144,7 +144,8 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, facts: dict[str
     params = getattr(node, "parameters", None)
     if not isinstance(params, ExternalWaitOptions):
         return None
-    expected = getattr(params, "expected_from", None)
+    # The wait's own (rendered) expectedFrom; a falsy one is not shown, so the parameter decides.
+    expected = waiting.data.get("expectedFrom", getattr(params, "expected_from", None))
     sender = event.data.get("from")
     if expected is not None and sender is not None and sender != expected:
         return f"MESSAGE_RECEIVED.from: {sender!r} is not the sender {waiting.node} expects ({expected!r})"

@@ -19,8 +19,8 @@ from dsmo.workflows.errors import TemplateError
 _PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
 MAX_PLACEHOLDER = 300  # characters between the braces: a path and a short default
 _SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]")
-_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\])*$")
-_DEFAULT = re.compile(r"""^(?P<path>.+?)\s*\|\s*default\(\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*\)$""")
+_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\])*")
+_DEFAULT = re.compile(r"""(?P<path>.+?)\s*\|\s*default\(\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*\)""")
 
 
 def _split(expression: str) -> tuple[str, str | None]:
@@ -28,9 +28,9 @@ def _split(expression: str) -> tuple[str, str | None]:
     expression = expression.strip()
     if len(expression) > MAX_PLACEHOLDER:
         raise TemplateError(f"invalid placeholder {{{{{expression[:40]}…}}}}: longer than {MAX_PLACEHOLDER} characters")
-    match = _DEFAULT.match(expression)
+    match = _DEFAULT.fullmatch(expression)
     path, default = (match.group("path"), match.group("dq") or match.group("sq") or "") if match else (expression, None)
-    if not _PATH.match(path):
+    if not _PATH.fullmatch(path):
         raise TemplateError(
             f"invalid placeholder {{{{{expression}}}}}: use a variable path like candidate.name or "
             'documentUrls[0], optionally with | default("text")'
@@ -45,7 +45,7 @@ def placeholders(template: str) -> list[str]:
 
 def lookup(variables: Mapping[str, Any], path: str) -> Any:
     """The value at ``path`` (``a.b[0].c``) or TemplateError naming the missing part."""
-    if not _PATH.match(path):
+    if not _PATH.fullmatch(path):
         raise TemplateError(f"invalid variable path {path!r}")
     current: Any = variables
     walked = ""

@@ -24,7 +24,7 @@ from dsmo.workflows.run import Run
 from dsmo.workflows.run_state import Waiting
 from dsmo.workflows.sensitive import masked_variables
 from dsmo.workflows.status import RunStatus
-from dsmo.workflows.templating import render
+from dsmo.workflows.templating import render, render_values
 from dsmo.workflows.trail_segments import recorded_values
 
 TIMEOUT_SUMMARIES = {
@@ -37,6 +37,9 @@ TIMEOUT_SUMMARIES = {
 }
 # A delay's `until` may be at most this far away.
 MAX_UNTIL = timedelta(days=30)
+# workflow.patched id: a wait's threadId, expectedFrom and title are rendered, as its other
+# parameters are. Before, their templates stayed literal in waitingData, where match reads them.
+RENDER_PATCH = "render-wait-parameters"
 
 
 async def wait_for_response_node(
@@ -45,16 +48,28 @@ async def wait_for_response_node(
     """The `wait_for_response` node: a reply from a person."""
     reply = node.parameters
     data = {k: v for k, v in (("expectedFrom", reply.expected_from), ("threadId", reply.thread_id)) if v}
-    await await_event(run, node_id, "response", reply, data, resume=resume)
+    await await_event(run, node_id, "response", reply, _rendered(run, data), resume=resume)
 
 
 async def wait_for_event_node(run: Run, node_id: str, node: WaitForEventNode, resume: WaitCheckpoint | None) -> None:
     """The `wait_for_event` node: a calendar (or any named) event."""
     event = node.parameters
     details = {"event": render(event.event, run.state.variables)}
-    await await_event(
-        run, node_id, "event", event, details | ({"title": event.title} if event.title else {}), resume=resume
-    )
+    title = _rendered(run, {"title": event.title}) if event.title else {}
+    await await_event(run, node_id, "event", event, details | title, resume=resume)
+
+
+def _rendered(run: Run, shown: dict[str, Any]) -> dict[str, Any]:
+    """What a wait shows, its templates rendered (a whole ``{{path}}`` keeps its value's type).
+
+    A run that began such a wait before these were rendered keeps them as written; a wait with
+    no template asks nothing, so its history gains no marker.
+    """
+    if not any(isinstance(value, str) and "{{" in value for value in shown.values()):
+        return shown
+    if not workflow.patched(RENDER_PATCH):
+        return shown
+    return dict(render_values(shown, run.state.variables))
 
 
 async def await_event(

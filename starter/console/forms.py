@@ -42,7 +42,18 @@ class TaskForm:
 FORMS: dict[str, TaskForm] = {
     form.wait: form
     for form in (
-        TaskForm("response", "MESSAGE_RECEIVED", "Reply", "Send reply", (Field("text", "Reply", "textarea"),)),
+        TaskForm(
+            "response",
+            "MESSAGE_RECEIVED",
+            "Reply",
+            "Send reply",
+            (
+                Field("text", "Reply", "textarea"),
+                # What a wait's expectedFrom and match may read, filled in with what the wait shows.
+                Field("from", "From", required=False, hint="who replies", default_from="expectedFrom"),
+                Field("threadId", "Thread", required=False, hint="the conversation's thread", default_from="threadId"),
+            ),
+        ),
         TaskForm("document", "DOCUMENT_UPLOADED", "Documents", "Upload"),
         TaskForm(
             "signature",

@@ -178,6 +178,7 @@ BAD_PLUGINS = {
         "a schema does not compile",
     ),
     "crash": ("raise RuntimeError('no config')\n", "import failed: RuntimeError: no config"),
+    "exit": ("import sys\nsys.exit(3)\n", "import failed: the module exits at import (SystemExit: 3)"),
 }
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from dsmo.activities import plugin_loading, plugins
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compile_schema
 from dsmo.activities.errors import ContractViolation, PluginError
@@ -124,3 +128,46 @@ def test_plugin_modules_come_from_entry_points_and_dsmo_load() -> None:
     assert split_modules(" a.b, ,c ") == ["a.b", "c"]
     with pytest.raises(PluginError, match="plugin no_such_module_xyz: module not found"):
         load_plugins(["no_such_module_xyz"], entry_points=False)
+
+
+@pytest.mark.parametrize("name", ["h4b-nl\n", "ok\n", "Upper", "a b", "-lead", ""])
+def test_a_name_with_anything_after_it_is_refused_for_agents_actions_and_channels(name: str) -> None:
+    # `$` alone also matches before a trailing newline: the whole name must match.
+    for register in (plugins.agent, plugins.action, plugins.channel):
+        with pytest.raises(PluginError, match=r"a name is lower case letters, digits and dashes"):
+            register(name)
+
+
+def test_a_plugin_that_exits_at_import_is_one_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "quits_at_import.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError) as caught:
+        load_plugins(["quits_at_import"], entry_points=False)
+    assert str(caught.value) == "plugin quits_at_import: import failed: the module exits at import (SystemExit: 3)"
+
+
+def test_a_slow_import_is_named_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The plugin's import blocks until the progress line has been logged: no clock decides the test.
+    (tmp_path / "slow_gate.py").write_text("import threading\nrelease = threading.Event()\n")
+    (tmp_path / "slow_plugin.py").write_text(
+        "from slow_gate import release\nassert release.wait(30), 'no progress line was logged'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import slow_gate  # type: ignore[import-not-found]
+
+    class Releases(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "still importing" in record.getMessage():
+                slow_gate.release.set()
+
+    monkeypatch.setattr(plugin_loading, "PROGRESS_EVERY", 0.01)
+    handler = Releases()
+    logging.getLogger("dsmo.plugins").addHandler(handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="dsmo.plugins"):
+            assert load_plugins(["slow_plugin"], entry_points=False) == ["slow_plugin"]
+    finally:
+        logging.getLogger("dsmo.plugins").removeHandler(handler)
+    assert re.fullmatch(r"still importing plugin slow_plugin \(\d+ s\)", caplog.records[0].getMessage())
