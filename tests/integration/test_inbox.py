@@ -153,7 +153,9 @@ async def test_events_no_wait_ahead_takes_are_refused_and_duplicates_recorded_on
     assert result.status is RunStatus.COMPLETED
 
     events = await dsmo.events(run_id)
-    assert [e.data["eventId"] for e in of(events, "DUPLICATE_IGNORED")] == ["cal-1"]
+    # The late copy is recorded too if it reached the run before it ended; after, the client
+    # answers it from the trail without writing anything.
+    assert [e.data["eventId"] for e in of(events, "DUPLICATE_IGNORED")] in (["cal-1"], ["cal-1", "cal-1"])
     # (an upload may be kept too: it can arrive while the document request is still going out)
     assert [e.data["eventId"] for e in of(events, "EVENT_CONSUMED")].count("cal-1") == 1
     rejected = of(events, "EVENT_REJECTED")
