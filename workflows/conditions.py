@@ -141,11 +141,18 @@ def _publish_items(program: Any) -> int:
 
 def runtime_cost(expression: str, activation: Mapping[str, Any]) -> int:
     """The estimate with the largest list or map the condition can see, measured now."""
+    program = compile_condition(expression)
+    if not cost.shape(expression).depths:  # no comprehension: the size of the data does not matter
+        return _estimate(expression, program, 0)
+    seen = {name: activation[name] for name in program.variables() if name in activation}
+    return _estimate(expression, program, cost.largest_collection(seen))
+
+
+def _estimate(expression: str, program: Any, items: int) -> int:
     shape = cost.shape(expression)
-    if not shape.depths:  # no comprehension: the size of the data does not matter
+    if not shape.depths:
         return shape.cost(0)
-    items = cost.largest_collection(activation)
-    if PRODUCERS & set(compile_condition(expression).functions()):
+    if PRODUCERS & set(program.functions()):
         items = max(items, cost.MAX_ITEMS)
     return shape.cost(items)
 
@@ -211,37 +218,65 @@ def evaluate_condition(expression: str, activation: Mapping[str, Any], *, bounde
     ``bounded`` (the default) refuses, with ConditionCostExceeded, a condition whose estimate
     over this activation is above the budget, and caps the extension functions' sizes.
     """
-    program = compile_condition(expression)
-    # Only the roots the expression names are handed to CEL: converting the whole activation
-    # cost ~24 ms per evaluation with a 60 KB input of small lists (and ~0.2 s with 99k values),
-    # whatever the expression read; a `match` over a full inbox ran into the deadlock detector.
-    activation = {name: activation[name] for name in program.variables() if name in activation}
-    if bounded:
-        estimate = runtime_cost(expression, activation)
-        if estimate > cost.COST_BUDGET:
-            raise ConditionCostExceeded(
-                f"{_short(expression)} was not evaluated: it may visit {estimate:,} elements here, above the "
-                f"budget of {cost.COST_BUDGET:,}"
-            )
-    context = cel.Context(variables=activation)
-    if bounded:
-        for name, fn in _CAPPED_FUNCTIONS.items():
-            context.add_function(name, fn)
-    else:
-        add_stdlib_to_context(context)
-    try:
-        result = program.execute(context)
-    except ConditionError:
-        raise
-    except Exception as err:  # noqa: BLE001 - the library raises builtins for evaluation errors
-        text = str(err)
-        if _COST_MARK in text:
-            reason = text[text.index(_COST_MARK) + len(_COST_MARK) :].split(". Check function", 1)[0].strip()
-            raise ConditionCostExceeded(f"{_short(expression)} stopped: {reason}") from None
-        raise ConditionError(f"{expression!r} failed: {type(err).__name__}: {text.splitlines()[0][:200]}") from None
-    if not isinstance(result, bool):
-        raise ConditionError(f"{expression!r} yielded {type(result).__name__}, not a bool")
-    return result
+    return ConditionScope(activation).evaluate(expression, bounded=bounded)
+
+
+class ConditionScope:
+    """Facts that conditions are evaluated over, handed to CEL once per expression.
+
+    Only the roots an expression names are converted: converting the whole activation cost
+    ~24 ms per evaluation with a 60 KB input of small lists (~0.2 s with 99k values), whatever
+    the expression read. A wait judging its inbox evaluates its `match` once per kept event
+    with only ``changes`` (the event) differing: the rest is converted once for all of them.
+    """
+
+    def __init__(self, facts: Mapping[str, Any]) -> None:
+        self.facts = facts
+        self._prepared: dict[tuple[str, bool], tuple[Any, int]] = {}
+
+    def evaluate(self, expression: str, changes: Mapping[str, Any] | None = None, *, bounded: bool = True) -> bool:
+        """Evaluate over the facts with ``changes`` on top (the same names on every call)."""
+        program = compile_condition(expression)
+        names = set(program.variables())
+        changed = {name: value for name, value in (changes or {}).items() if name in names}
+        context, largest = self._prepare(expression, program, names, set(changes or ()), bounded)
+        if bounded:
+            items = max(largest, cost.largest_collection(changed)) if cost.shape(expression).depths else 0
+            estimate = _estimate(expression, program, items)
+            if estimate > cost.COST_BUDGET:
+                raise ConditionCostExceeded(
+                    f"{_short(expression)} was not evaluated: it may visit {estimate:,} elements here, above the "
+                    f"budget of {cost.COST_BUDGET:,}"
+                )
+        for name, value in changed.items():
+            context.add_variable(name, value)
+        try:
+            result = program.execute(context)
+        except ConditionError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the library raises builtins for evaluation errors
+            text = str(err)
+            if _COST_MARK in text:
+                reason = text[text.index(_COST_MARK) + len(_COST_MARK) :].split(". Check function", 1)[0].strip()
+                raise ConditionCostExceeded(f"{_short(expression)} stopped: {reason}") from None
+            raise ConditionError(f"{expression!r} failed: {type(err).__name__}: {text.splitlines()[0][:200]}") from None
+        if not isinstance(result, bool):
+            raise ConditionError(f"{expression!r} yielded {type(result).__name__}, not a bool")
+        return result
+
+    def _prepare(self, expression: str, program: Any, names: set[str], changing: set[str], bounded: bool) -> Any:
+        key = (expression, bounded)
+        if key not in self._prepared:
+            base = {name: self.facts[name] for name in names - changing if name in self.facts}
+            context = cel.Context(variables=base)
+            if bounded:
+                for name, fn in _CAPPED_FUNCTIONS.items():
+                    context.add_function(name, fn)
+            else:
+                add_stdlib_to_context(context)
+            largest = cost.largest_collection(base) if bounded and cost.shape(expression).depths else 0
+            self._prepared[key] = (context, largest)
+        return self._prepared[key]
 
 
 def _short(expression: str, limit: int = 80) -> str:

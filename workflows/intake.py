@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from temporalio import workflow
 
-from dsmo.workflows.conditions import ConditionError, evaluate_condition
+from dsmo.workflows.conditions import ConditionError, ConditionScope
 from dsmo.workflows.events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
 from dsmo.workflows.inbox import DEFAULT_POLICY, InboxEntry, InboxPolicy, event_size, full_reason
 from dsmo.workflows.nodes import ExternalWaitNode, ExternalWaitOptions, RequestDocumentNode
@@ -133,10 +133,10 @@ def _keep(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
 # -- what a wait takes ------------------------------------------------------------------------
 
 
-def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, facts: dict[str, Any] | None = None) -> str | None:
+def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, scope: ConditionScope | None = None) -> str | None:
     """Why the wait in progress does not take ``event`` of its kind, or None.
 
-    ``facts``: the run's activation, when the caller judges many events against one wait.
+    ``scope``: the run's activation, when the caller judges many events against one wait.
     """
     if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in waiting.requested:
         return _not_requested(event, waiting.requested)
@@ -151,13 +151,12 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, facts: dict[str
         return f"MESSAGE_RECEIVED.from: {sender!r} is not the sender {waiting.node} expects ({expected!r})"
     if params.match is None:
         return None
-    seen = {
-        **(activation(run) if facts is None else facts),
+    changes = {
         "event": {"type": event.type, "eventId": event.event_id, "data": event.data},
         "waitingData": waiting.data,
     }
     try:
-        if evaluate_condition(params.match, seen):
+        if (scope or ConditionScope(activation(run))).evaluate(params.match, changes):
             return None
     except ConditionError as err:
         return f"{event.type} does not match {waiting.node}'s match: {err}"
@@ -208,10 +207,10 @@ def take_kept(run: Run, waiting: Waiting) -> ResumeEvent | None:
     have taken some of its documents already).
     """
     state = run.state
-    facts = activation(run)  # once for the whole inbox, not once per kept event
+    scope = ConditionScope(activation(run))  # once for the whole inbox, not once per kept event
     for entry in list(state.inbox):
         event = entry.event
-        if EVENT_KINDS[event.type].waiting_for != waiting.kind or wait_problem(run, waiting, event, facts) is not None:
+        if EVENT_KINDS[event.type].waiting_for != waiting.kind or wait_problem(run, waiting, event, scope) is not None:
             continue
         state.inbox.remove(entry)
         state.audit.record(

@@ -13,6 +13,7 @@ from dsmo.workflows import condition_cost as cost
 from dsmo.workflows.conditions import (
     ConditionCostExceeded,
     ConditionError,
+    ConditionScope,
     check_condition,
     evaluate_condition,
     runtime_cost,
@@ -97,3 +98,24 @@ def test_published_conditions_evaluate_within_the_bound(expression: str, items: 
     assert runtime_cost(expression, activation) <= cost.COST_BUDGET
     with contextlib.suppress(ConditionCostExceeded):  # a capped function stopped it (a string past its cap)
         assert isinstance(evaluate_condition(expression, activation), bool)
+
+
+class CountingFacts(dict):  # type: ignore[type-arg]
+    """Facts that count how often each root is read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: dict[str, int] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads[key] = self.reads.get(key, 0) + 1
+        return super().__getitem__(key)
+
+
+def test_a_scope_hands_cel_only_the_roots_named_and_each_once_for_many_events() -> None:
+    facts = CountingFacts(big=[[] for _ in range(20_000)], small={"limit": 2}, unused=list(range(99_000)))
+    scope = ConditionScope(facts)
+    expression = "size(big) > small.limit && event.data.text == 'go'"
+    verdicts = [scope.evaluate(expression, {"event": {"data": {"text": text}}}) for text in ["no"] * 99 + ["go"]]
+    assert verdicts == [False] * 99 + [True]
+    assert facts.reads == {"big": 1, "small": 1}  # `unused` never converted; the rest once for 100 events
