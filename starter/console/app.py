@@ -16,6 +16,7 @@ from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.console import actions, pages
 from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, current_viewer, sign_in_url
+from dsmo.starter.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.console.run_page import GraphCache
 from dsmo.starter.console.session import Signer, load_secret
 from dsmo.starter.console.web import HERE, Console, render
@@ -46,4 +47,4 @@ def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient, definitions
     """Create the objects the console uses, once the app's client is connected."""
     s3 = s3_client(settings)
     store = ArtifactStore(s3, settings.artifact_bucket)
-    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store))
+    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store), DefinitionGraphs())

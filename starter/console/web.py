@@ -20,6 +20,7 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.console.auth import ConsoleProblem
+from dsmo.starter.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.console.run_page import GraphCache
 from dsmo.starter.settings import Settings
 from dsmo.workflows.identifiers import run_id_problem
@@ -50,6 +51,7 @@ class Console:
     store: ArtifactStore
     definitions: DefinitionStore
     graphs: GraphCache
+    drawings: DefinitionGraphs
 
 
 def console(request: Request) -> Console:
