@@ -15,11 +15,11 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.console import actions, pages
-from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, current_viewer, sign_in_url
+from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, sign_in_url
 from dsmo.starter.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.console.run_page import GraphCache
 from dsmo.starter.console.session import Signer, load_secret
-from dsmo.starter.console.web import HERE, Console, render
+from dsmo.starter.console.web import HERE, Console, problem_page
 from dsmo.starter.settings import Settings
 from dsmo.starter.storage import s3_client
 
@@ -39,8 +39,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(ConsoleProblem)
     async def problem(request: Request, err: ConsoleProblem) -> HTMLResponse:
-        context = {"viewer": current_viewer(request), "status": err.status, "message": err.message}
-        return render(request, "problem.html", context, err.status)
+        return problem_page(request, err.status, err.message)
 
 
 def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient, definitions: DefinitionStore) -> None:
