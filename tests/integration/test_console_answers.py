@@ -1,8 +1,10 @@
-"""The console over plain HTTP: every error is a page, and a bad page token is refused at once."""
+"""The console over plain HTTP: every error is a page, sessions end when people sign out or their
+key is revoked, sign-in attempts are limited per address, and a bad page token is refused at once."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,10 +15,11 @@ import httpx
 import pytest
 
 from dsmo.starter.api_keys import KeyStore
+from dsmo.starter.console.actions import SIGN_IN_FAILURE_BURST
 from dsmo.starter.console.tasks import FilterError, TaskFilter, task_page
 from dsmo.starter.settings import Settings
 from tests.conftest import Harness
-from tests.console_session import sign_in
+from tests.console_session import csrf_of, sign_in
 from tests.ingress_server import serving
 
 pytestmark = pytest.mark.integration
@@ -90,3 +93,42 @@ async def test_a_bogus_page_token_gets_the_task_list_with_the_field_named(served
     with served.browser() as browser:
         await asyncio.to_thread(sign_in, browser, served.key)
         is_page(await asyncio.to_thread(browser.get, "/console/?page=QUJD"), 422, "page: not a page of this list")
+
+
+async def test_signing_out_ends_the_session_for_every_copy_of_the_cookie(served: Served) -> None:
+    with served.browser() as browser, served.browser() as thief:
+        assert (await asyncio.to_thread(sign_in, browser, served.key)).status_code == 303
+        thief.cookies.set("dsmo_session", browser.cookies["dsmo_session"], path="/console")
+        assert (await asyncio.to_thread(thief.get, "/console/")).status_code == 200  # a working copy
+        token = csrf_of((await asyncio.to_thread(browser.get, "/console/")).text)
+        out = await asyncio.to_thread(browser.post, "/console/logout", data={"csrf_token": token})
+        assert out.status_code == 303 and out.headers["location"] == "/console/login?notice=signed-out"
+        after = await asyncio.to_thread(thief.get, "/console/")
+        assert after.status_code == 303 and after.headers["location"].startswith("/console/login")
+        # Another session of the same key is not affected.
+        with served.browser() as other:
+            assert (await asyncio.to_thread(sign_in, other, served.key)).status_code == 303
+            assert (await asyncio.to_thread(other.get, "/console/")).status_code == 200
+
+
+async def test_revoking_a_key_ends_its_sessions(served: Served) -> None:
+    with served.browser() as browser:
+        await asyncio.to_thread(sign_in, browser, served.key)
+        assert (await asyncio.to_thread(browser.get, "/console/")).status_code == 200
+        assert served.keys.revoke("person")
+        after = await asyncio.to_thread(browser.get, "/console/")
+        assert after.status_code == 303 and after.headers["location"].startswith("/console/login")
+
+
+async def test_sign_in_is_limited_per_address_with_a_warning(served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="dsmo.console")
+    with served.browser() as browser:
+        wrong = [(await asyncio.to_thread(sign_in, browser, "dsmo_wrong")) for _ in range(SIGN_IN_FAILURE_BURST)]
+        assert [answer.status_code for answer in wrong] == [401] * SIGN_IN_FAILURE_BURST
+        limited = await asyncio.to_thread(sign_in, browser, "dsmo_wrong")
+        is_page(limited, 429, "too many wrong keys from this address")
+        assert int(limited.headers["retry-after"]) >= 1
+        # Until the wait is over even the right key is refused: guessing cannot go on meanwhile.
+        assert (await asyncio.to_thread(sign_in, browser, served.key)).status_code == 429
+    warnings = [record.getMessage() for record in caplog.records if record.name == "dsmo.console"]
+    assert any("sign-in from 127.0.0.1 refused" in line for line in warnings), warnings
