@@ -110,7 +110,11 @@ def problem_document(status: int, message: str, viewer: Viewer | None = None) ->
 
 def problem_page(request: Request, status: int, message: str) -> HTMLResponse:
     """The console's error page for a request: the problem in one line, the viewer's menu kept."""
-    context = {"viewer": current_viewer(request), "status": status, "message": message}
+    try:
+        viewer = current_viewer(request)
+    except Exception:  # noqa: BLE001 - the page reports an error; it must not fail on the menu
+        viewer = None
+    context = {"viewer": viewer, "status": status, "message": message}
     return render(request, "problem.html", context, status)
 
 

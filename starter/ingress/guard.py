@@ -93,7 +93,7 @@ class IngressGuard:
                     return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
-            await _reply(send, 413, "too_large", f"body is {declared} bytes; the limit is {self.max_body}")
+            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {self.max_body}")
             return
         await self._capped(scope, receive, send)
 
@@ -128,14 +128,14 @@ class IngressGuard:
                 await send(message)
             elif not replied:
                 replied = True
-                await _reply(send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
 
         try:
             await self.app(scope, capped_receive, capped_send)
         except BodyTooLarge:
             if not replied:
                 replied = True
-                await _reply(send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
 
 
 def credential_params(query: str) -> list[str]:
@@ -179,6 +179,14 @@ async def _reply(
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
+    """A refusal in the shape of the path: the console's page, or the API's JSON."""
+    if is_console_path(scope["path"]):
+        await _page(send, status, message)
+    else:
+        await _reply(send, status, code, message)
 
 
 async def _page(send: Send, status: int, message: str) -> None:

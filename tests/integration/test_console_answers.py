@@ -63,6 +63,8 @@ async def test_every_console_error_is_a_page_naming_the_problem(served: Served) 
         is_page(await asyncio.to_thread(get, "/console/runs/a%20b"), 422, "run:")
         answer = await asyncio.to_thread(browser.delete, "/console/")
         is_page(answer, 405)
+        too_large = await asyncio.to_thread(browser.post, "/console/login", content=b"a=" + b"x" * 70_000)
+        is_page(too_large, 413, "the limit is 65536")
         # Signed in, an error page keeps the menu.
         assert "Sign out" in (await asyncio.to_thread(get, "/console/nope")).text
     # The API keeps its JSON.
