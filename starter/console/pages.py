@@ -23,6 +23,7 @@ from dsmo.starter.console.auth import (
     viewer_with,
 )
 from dsmo.starter.console.forms import FORMS
+from dsmo.starter.console.graph_layout import edges
 from dsmo.starter.console.run_page import load_run_page
 from dsmo.starter.console.session import PRESESSION_COOKIE
 from dsmo.starter.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
@@ -159,6 +160,7 @@ async def definition(
         "graph_svg": drawn.svg,
         "graph_plain": drawn.plain,
         "node_count": len(shown.nodes),
+        "edge_count": len(edges(shown)),
         "changes": drawn.changes,
     }
     return render(request, "definition.html", context)
