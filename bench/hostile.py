@@ -1,5 +1,6 @@
 """`make hostile`: peak memory of DSMO's entry points fed the hostile inputs an outside prober
-used (alias bombs, costly conditions, deep nesting, gigabyte bodies), over each one's baseline.
+used (alias bombs, costly conditions, deep nesting, gigabyte bodies), over each one's baseline;
+for a page that costs time to produce (a 500-node definition), how long other requests wait.
 
 Each case runs a real entry point in its own process: `dsmo definitions validate` (peak RSS of
 that process against a valid definition's), and `dsmo serve` / `dsmo codec-server` (the server's
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,14 +34,20 @@ import httpx
 from bench.cli import HOSTILE_END, HOSTILE_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
+from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.client.codec import new_key
 from dsmo.starter.devstack.stack import free_port_block
 from dsmo.starter.settings import Settings
+from dsmo.starter.storage import artifact_store
+from dsmo.workflows.definition import parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BOUND_MB = 300
+# While a hostile page is being produced, another request is answered within this (seconds).
+CONCURRENT_BOUND_S = 1.0
+LARGE_GRAPH_NODES = 500
 GIGABYTE = 1 << 30
 CHUNK = 1 << 16
 CHAINED_REPLACE = "'a'" + ".replace('a','aa')" * 27 + " != ''"
@@ -55,10 +63,17 @@ class Case:
     peak_mb: float
     over_baseline_mb: float
     seconds: float
+    concurrent_s: float | None = None  # the slowest other request answered meanwhile, when measured
 
     @property
     def within_bound(self) -> bool:
+        """Within the memory bound (the suite checks this one: memory is not a matter of luck)."""
         return self.over_baseline_mb <= BOUND_MB
+
+    @property
+    def within_time(self) -> bool:
+        """Other requests were answered within `CONCURRENT_BOUND_S` (checked by `make hostile`)."""
+        return self.concurrent_s is None or self.concurrent_s <= CONCURRENT_BOUND_S
 
 
 # -- definitions through `dsmo definitions validate` ------------------------------------------
@@ -115,6 +130,22 @@ def definition_cases() -> dict[str, str]:
         "'{{ ' and 3,990 spaces in a message": _message("{{ " + " " * 3_990),
         "definition nested 500 deep": _deep(500),
     }
+
+
+def large_graph(agent: str, nodes: int = LARGE_GRAPH_NODES) -> dict[str, Any]:
+    """A valid definition of ``nodes`` waits, each going on to the next and jumping ahead, back
+    and across the graph (a layered layout of it took minutes)."""
+    spec: dict[str, Any] = {}
+    for index in range(nodes - 1):
+        jumps = (index + 1, index + 7, index - 13, (index * 37) % nodes)
+        ahead, *others = dict.fromkeys(to for to in jumps if 0 <= to < nodes and to != index)
+        spec[f"n{index}"] = {
+            "actionType": "wait_for_response",
+            "transitions": [{"when": f"lastResponse == 'to {to}'", "to": f"n{to}"} for to in others]
+            + [{"to": f"n{ahead}"}],
+        }
+    spec[f"n{nodes - 1}"] = {"actionType": "send_message", "parameters": {"message": "done"}}
+    return {"agent": agent, "start": "n0", "nodes": spec}
 
 
 # A child's peak RSS starts at its parent's RSS when it forks and survives exec, so a command
@@ -268,10 +299,42 @@ async def measure_ingress(settings: Settings, folder: Path) -> list[Case]:
                 Case("dsmo serve", "event data nested 900 deep", str(response.status_code), peak, peak - base,
                      time.monotonic() - started)
             )  # fmt: skip
+        cases.append(await _definition_page(settings, url, key, process.pid, base))
         return cases
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+async def _definition_page(settings: Settings, url: str, key: str, pid: int, base: float) -> Case:
+    """A 500-node definition's console page, first opened, while another client reads a run."""
+    DefinitionStore(artifact_store(settings)).publish(parse_definition(large_graph("hostile-large")))
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=300) as browser,
+        httpx.AsyncClient(base_url=url, timeout=300, headers={"X-API-Key": key}) as api,
+    ):
+        form = await browser.get("/console/login")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+        assert token, "the sign-in page has no CSRF token"
+        await browser.post("/console/login", data={"api_key": key, "next": "/console/", "csrf_token": token[1]})
+        started = time.monotonic()
+        page = asyncio.ensure_future(browser.get("/console/definitions/hostile-large"))
+        latencies = []
+        while not page.done():
+            asked = time.monotonic()
+            await api.get("/executions/no-such-run")
+            latencies.append(time.monotonic() - asked)
+            await asyncio.sleep(0.05)
+        answer = await page
+        seconds = time.monotonic() - started
+    peak = _peak_rss_mb(pid)
+    slowest = max(latencies, default=0.0)
+    text = (
+        f"{answer.status_code}, {len(answer.content) / 1e6:.2f} MB of HTML; "
+        f"{len(latencies)} reads answered meanwhile, slowest {slowest:.2f} s (bound {CONCURRENT_BOUND_S:.0f} s)"
+    )
+    return Case("dsmo serve", f"console page of a {LARGE_GRAPH_NODES}-node definition", text, peak, peak - base,
+                seconds, slowest)  # fmt: skip
 
 
 async def measure_codec_server(settings: Settings) -> list[Case]:
@@ -335,7 +398,8 @@ def section(cases: list[Case]) -> str:
 Measured by `make hostile` on {datetime.now(UTC).isoformat(timespec="seconds")}, on {machine()}.
 Each hostile input goes through a real entry point in its own process; "over baseline" is that
 process's peak RSS minus its peak on a normal input (a valid definition, a normal request).
-The stated bound is {BOUND_MB} MB over baseline.
+The stated bound is {BOUND_MB} MB over baseline; while a hostile page is produced, other requests
+are answered within {CONCURRENT_BOUND_S:.0f} s ("s" is the time to the hostile input's answer).
 
 {table(cases)}
 {HOSTILE_END}"""
@@ -352,8 +416,10 @@ def main() -> None:
         page = REPO / "BENCHMARKS.md"
         page.write_text(splice(page.read_text(), section(cases), HOSTILE_START, HOSTILE_END))
     over = [case for case in cases if not case.within_bound]
+    slow = [case for case in cases if not case.within_time]
     print(f"\n{len(cases) - len(over)} of {len(cases)} cases within {BOUND_MB} MB over baseline")
-    sys.exit(1 if over else 0)
+    print(f"{len(cases) - len(slow)} of {len(cases)} cases kept other requests within {CONCURRENT_BOUND_S:.0f} s")
+    sys.exit(1 if over or slow else 0)
 
 
 if __name__ == "__main__":

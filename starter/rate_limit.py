@@ -1,4 +1,5 @@
-"""Per-key token buckets: how many events one calling system may deliver per second."""
+"""Token buckets by name: how many events one calling system may deliver per second, how many
+wrong keys one address may try at the console's sign-in."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ class _Bucket:
     refilled_at: float
 
 
+# Names kept at most before full buckets (as good as new) are forgotten: many callers, or many
+# addresses at the sign-in, cannot grow the table without bound.
+KEPT_NAMES = 50_000
+
+
 class TokenBuckets:
-    """One bucket per key name, refilled at ``rate`` tokens a second up to ``burst``.
+    """One bucket per name, refilled at ``rate`` tokens a second up to ``burst``.
 
     Args:
         rate: Tokens added per second.
@@ -26,6 +32,14 @@ class TokenBuckets:
         self.rate, self.burst, self.clock = rate, burst, clock
         self._buckets: dict[str, _Bucket] = {}
 
+    def waiting(self, name: str) -> float:
+        """Seconds until ``name`` may go ahead (0.0 now), without taking a token."""
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            return 0.0
+        tokens = min(float(self.burst), bucket.tokens + (self.clock() - bucket.refilled_at) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def take(self, name: str) -> float:
         """Take one token for ``name``.
 
@@ -33,6 +47,8 @@ class TokenBuckets:
             0.0 if the call may go ahead, else the seconds until a token is available.
         """
         now = self.clock()
+        if name not in self._buckets and len(self._buckets) >= KEPT_NAMES:
+            self._forget_full(now)
         bucket = self._buckets.setdefault(name, _Bucket(tokens=float(self.burst), refilled_at=now))
         bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.refilled_at) * self.rate)
         bucket.refilled_at = now
@@ -40,3 +56,12 @@ class TokenBuckets:
             bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) / self.rate
+
+    def _forget_full(self, now: float) -> None:
+        full = [
+            name
+            for name, bucket in self._buckets.items()
+            if bucket.tokens + (now - bucket.refilled_at) * self.rate >= self.burst
+        ]
+        for name in full:
+            del self._buckets[name]

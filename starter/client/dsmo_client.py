@@ -13,10 +13,10 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -66,6 +66,7 @@ from dsmo.workflows.status import RunStatus
 from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
 
 log = logging.getLogger("dsmo.client")
+T = TypeVar("T")
 
 WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
@@ -645,7 +646,12 @@ class DsmoClient:
             RunNotFound: No run has this id.
         """
         check_run_id(run_id)
-        outcome = asyncio.ensure_future(self._result(run_id))
+        return await self._unless_failing(run_id, self._result(run_id))
+
+    async def _unless_failing(self, run_id: str, call: Coroutine[Any, Any, T]) -> T:
+        """Await ``call``, unless the run's workflow task is failing: then `WorkflowTaskFailing`
+        soon after (a result would wait for ever, an update ~20 s for the server's refusal)."""
+        outcome = asyncio.ensure_future(call)
         watch = asyncio.ensure_future(self._watch_workflow_task(run_id))
         try:
             await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -761,6 +767,8 @@ class DsmoClient:
             EventNotAccepted: The run refused it; nothing was written to its history.
             RunNotFound: No run has this id.
             RunClosed: The run has ended.
+            WorkflowTaskFailing: The run's workflow task keeps failing, so it cannot take the
+                event now (said within seconds, naming the failure).
         """
         event_id = event_id or str(uuid.uuid4())
         check_event_id(event_id)
@@ -770,8 +778,11 @@ class DsmoClient:
             with tracer.start_as_current_span(
                 f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
             ):
-                ack: EventAck = await self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
+                update = self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
+                ack: EventAck = await self._unless_failing(run_id, update)
             return ack
+        except WorkflowTaskFailing as err:
+            raise _not_taken(err, event_type) from None
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:
@@ -779,6 +790,8 @@ class DsmoClient:
                 return EventAck(event_id=event_id, accepted=False, duplicate=True, status=status, detail=cause.message)
             raise EventNotAccepted(f"{event_type} rejected: {_update_failure(err)}") from None
         except RPCError as err:
+            if "workflow task in failed state" in str(err).lower():  # failing before the watch looked
+                raise _not_taken(await self._query_error(run_id, "deliver_event", err), event_type) from None
             problem = await self._closed_or_missing(run_id, err)
             if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):
                 # A retry of an event the run already took: idempotent, even after the run ended.
@@ -922,6 +935,15 @@ class DsmoClient:
                 f"Temporal at {self.settings.temporal_address} is unavailable: {_first_line(err)}"
             )
         return DsmoError(f"run {run_id!r}: {_first_line(err)}")
+
+
+def _not_taken(err: DsmoError, event_type: str) -> DsmoError:
+    """A run that cannot take an event now, saying how to send it later."""
+    if not isinstance(err, WorkflowTaskFailing):
+        return err
+    return WorkflowTaskFailing(
+        f"{err}; {event_type} not taken: send it again with the same event id once the run moves"
+    )
 
 
 def _first_line(err: BaseException) -> str:

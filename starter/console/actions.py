@@ -1,5 +1,8 @@
 """What the console's forms do: sign in and out, deliver an event, finish an upload, cancel a run.
 
+Signing in is limited per client address: after `SIGN_IN_FAILURE_BURST` wrong keys, one more
+try every 6 s (429 and a logged warning until then). Signing out ends the session for good.
+
 Every POST checks its CSRF token first, then the key's scope for what it does. Events go
 through the run's validated `deliver_event` update with the event id fixed when the form was
 rendered, so a second submit of the same form is acknowledged as a duplicate.
@@ -8,6 +11,7 @@ rendered, so a second submit of the same form is acknowledged as a duplicate.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from urllib.parse import quote
 
@@ -31,6 +35,7 @@ from dsmo.starter.console.auth import (
 from dsmo.starter.console.forms import FORMS, event_data, field_errors
 from dsmo.starter.console.pages import run_context
 from dsmo.starter.console.session import PRESESSION_COOKIE, SESSION_COOKIE
+from dsmo.starter.console.signed_out import SignedOut
 from dsmo.starter.console.uploads import return_valid, upload_prefix
 from dsmo.starter.console.web import checked_run_id, console, render
 from dsmo.starter.rate_limit import TokenBuckets
@@ -38,6 +43,9 @@ from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.events import EventAck
 
 router = APIRouter(prefix=CONSOLE, include_in_schema=False)
+log = logging.getLogger("dsmo.console")
+# Wrong keys one client address may try at the sign-in: a burst, then one more every 6 s.
+SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND = 10, 1 / 6
 
 
 def _run_url(run_id: str, notice: str) -> str:
@@ -73,16 +81,23 @@ async def login(
     binding = request.cookies.get(PRESESSION_COOKIE, "")
     if not binding or not signer(request).csrf_valid(csrf_token, f"presession:{binding}"):
         raise ConsoleProblem(403, f"{CSRF_FIELD}: missing or not issued to this browser; reload the page and retry")
+    failures: TokenBuckets = request.app.state.sign_in_failures
+    address = request.client.host if request.client else "unknown"
+    context = {"csrf": signer(request).csrf_token(f"presession:{binding}"), "next": safe_next(next), "viewer": None}
+    wait = failures.waiting(address)
+    if wait > 0:
+        log.warning("console sign-in from %s refused: too many wrong keys; next try in %d s", address, math.ceil(wait))
+        message = f"too many wrong keys from this address; try again in {math.ceil(wait)} s"
+        page = render(request, "login.html", {**context, "errors": {"api_key": message}}, 429)
+        page.headers["retry-after"] = str(math.ceil(wait))
+        return page
     keys: KeyStore = request.app.state.keys
     key = keys.verify(api_key.strip()) if api_key.strip() else None
     if key is None:
-        context = {
-            "csrf": signer(request).csrf_token(f"presession:{binding}"),
-            "next": safe_next(next),
-            "viewer": None,
-            "errors": {"api_key": "unknown API key" if api_key.strip() else "enter your API key"},
-        }
-        return render(request, "login.html", context, 401)
+        if api_key.strip():
+            failures.take(address)
+        errors = {"api_key": "unknown API key" if api_key.strip() else "enter your API key"}
+        return render(request, "login.html", {**context, "errors": errors}, 401)
     answer = RedirectResponse(safe_next(next), status_code=303)
     answer.set_cookie(SESSION_COOKIE, signer(request).session_cookie(key.name, key.key_hash), **cookie_options(request))  # type: ignore[arg-type]
     answer.delete_cookie(PRESESSION_COOKIE, path=CONSOLE)
@@ -91,9 +106,11 @@ async def login(
 
 @router.post("/logout")
 async def logout(
-    viewer: Viewer = Depends(signed_in), csrf_token: str = Form(default="", alias=CSRF_FIELD)
+    request: Request, viewer: Viewer = Depends(signed_in), csrf_token: str = Form(default="", alias=CSRF_FIELD)
 ) -> RedirectResponse:
     check_csrf(viewer, csrf_token)
+    ended: SignedOut = request.app.state.console_signed_out
+    await asyncio.to_thread(ended.add, viewer.session.session_id, viewer.session.expires)
     answer = RedirectResponse(f"{CONSOLE}/login?notice=signed-out", status_code=303)
     answer.delete_cookie(SESSION_COOKIE, path=CONSOLE)
     return answer

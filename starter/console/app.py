@@ -15,10 +15,14 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.console import actions, pages
-from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, current_viewer, sign_in_url
+from dsmo.starter.console.actions import SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND
+from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, SignInRequired, sign_in_url
+from dsmo.starter.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.console.run_page import GraphCache
 from dsmo.starter.console.session import Signer, load_secret
-from dsmo.starter.console.web import HERE, Console, render
+from dsmo.starter.console.signed_out import SignedOut
+from dsmo.starter.console.web import HERE, Console, problem_page
+from dsmo.starter.rate_limit import TokenBuckets
 from dsmo.starter.settings import Settings
 from dsmo.starter.storage import s3_client
 
@@ -26,6 +30,8 @@ from dsmo.starter.storage import s3_client
 def install_console(app: FastAPI, settings: Settings) -> None:
     """Add the console's routes, static assets and error pages to ``app``."""
     app.state.console_signer = Signer(load_secret(settings.api_keys_path))
+    app.state.console_signed_out = SignedOut(settings.api_keys_path)
+    app.state.sign_in_failures = TokenBuckets(SIGN_IN_FAILURES_PER_SECOND, SIGN_IN_FAILURE_BURST)
     app.mount(f"{CONSOLE}/static", StaticFiles(directory=str(HERE / "static")), name="console-static")
     app.include_router(pages.router)
     app.include_router(actions.router)
@@ -38,12 +44,11 @@ def install_console(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(ConsoleProblem)
     async def problem(request: Request, err: ConsoleProblem) -> HTMLResponse:
-        context = {"viewer": current_viewer(request), "status": err.status, "message": err.message}
-        return render(request, "problem.html", context, err.status)
+        return problem_page(request, err.status, err.message)
 
 
 def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient, definitions: DefinitionStore) -> None:
     """Create the objects the console uses, once the app's client is connected."""
     s3 = s3_client(settings)
     store = ArtifactStore(s3, settings.artifact_bucket)
-    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store))
+    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store), DefinitionGraphs())

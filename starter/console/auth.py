@@ -23,6 +23,7 @@ from dsmo.starter.console.session import (
     Signer,
     key_fingerprint,
 )
+from dsmo.starter.console.signed_out import SignedOut
 
 CONSOLE = "/console"
 CSRF_FIELD = "csrf_token"
@@ -73,9 +74,12 @@ def signer(request: Request) -> Signer:
 
 
 def current_viewer(request: Request) -> Viewer | None:
-    """The signed-in viewer, or None; a revoked or replaced key ends the session."""
+    """The signed-in viewer, or None; signing out, or a revoked or replaced key, ends the session."""
     session = signer(request).session(request.cookies.get(SESSION_COOKIE))
     if session is None:
+        return None
+    ended: SignedOut = request.app.state.console_signed_out
+    if session.session_id in ended:
         return None
     keys: KeyStore = request.app.state.keys
     key = keys.named(session.key_name)

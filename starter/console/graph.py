@@ -1,4 +1,4 @@
-"""A definition's graph, drawn: a layered layout (grandalf's Sugiyama), as SVG or Mermaid text.
+"""A definition's graph, drawn as SVG or Mermaid text (laid out by `graph_layout`).
 
 The SVG marks the path a run took (visited nodes, taken edges) and the node it is at, for run
 pages and `dsmo definitions graph`. Every label is escaped: node ids are restricted by the
@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from grandalf.graphs import Edge as LayoutEdge
-from grandalf.graphs import Graph, Vertex
-from grandalf.layouts import SugiyamaLayout
-
+from dsmo.starter.console.graph_layout import Arrow, Box, Drawing, edges, layout, layout_graph, plain_layout
 from dsmo.workflows.definition import AgentDefinition
 
-NODE_WIDTH, NODE_HEIGHT = 170.0, 46.0
-MARGIN = 24.0
+__all__ = ["Arrow", "Box", "Drawing", "draw", "edges", "layout", "layout_graph", "mermaid", "plain_layout", "svg"]
+
 LABEL_CHARS = 40  # a condition longer than this is shortened on its edge (whole in its tooltip)
 STYLE = (
     "<style>"
@@ -51,119 +47,6 @@ MARKERS = (
 )
 
 
-@dataclass
-class Box:
-    """A node placed on the drawing: its centre and size."""
-
-    node: str
-    action_type: str
-    x: float = 0.0
-    y: float = 0.0
-    w: float = NODE_WIDTH
-    h: float = NODE_HEIGHT
-    xy: tuple[float, float] = (0.0, 0.0)  # grandalf writes the centre here
-
-
-@dataclass
-class Arrow:
-    """One edge: a `next` or a transition, routed as a polyline."""
-
-    source: str
-    target: str
-    label: str
-    points: list[tuple[float, float]] = field(default_factory=list)
-
-    def setpath(self, points: list[tuple[float, float]]) -> None:  # grandalf's routing callback
-        self.points = [(float(x), float(y)) for x, y in points]
-
-
-@dataclass
-class Drawing:
-    boxes: dict[str, Box]
-    arrows: list[Arrow]
-    width: float
-    height: float
-
-
-def edges(definition: AgentDefinition) -> list[tuple[str, str, str]]:
-    """Every edge as (source, target, label): `next`, or each transition's condition (`default`)."""
-    found = []
-    for node_id, node in definition.nodes.items():
-        if node.next is not None:
-            found.append((node_id, node.next, ""))
-        for transition in node.transitions:
-            found.append((node_id, transition.to, transition.when or "default"))
-    return found
-
-
-def layout(definition: AgentDefinition) -> Drawing:
-    """Place every node in layers from the start (cycles are broken for layering, still drawn)."""
-    kinds = {node_id: node.action_type for node_id, node in definition.nodes.items()}
-    return layout_graph(kinds, edges(definition), definition.start)
-
-
-def layout_graph(kinds: Mapping[str, str], edge_list: list[tuple[str, str, str]], start: str) -> Drawing:
-    """Place nodes (id -> action type) and edges (source, target, label) in layers from ``start``."""
-    boxes = {node_id: Box(node_id, kind) for node_id, kind in kinds.items()}
-    vertices = {node_id: Vertex(node_id) for node_id in boxes}
-    for node_id, vertex in vertices.items():
-        vertex.view = boxes[node_id]
-    arrows: list[Arrow] = []
-    layout_edges = []
-    for source, target, label in edge_list:
-        arrow = Arrow(source, target, label)
-        arrows.append(arrow)
-        if source == target:
-            continue  # a self-loop has no layer to span; it is drawn beside its node
-        edge = LayoutEdge(vertices[source], vertices[target])
-        edge.view = arrow
-        layout_edges.append(edge)
-    graph = Graph(list(vertices.values()), layout_edges)
-    offset = 0.0
-    for component in graph.C:  # the fail-safe node may stand apart from the rest
-        sugiyama = SugiyamaLayout(component)
-        roots = [vertex for vertex in component.sV if vertex.data == start] or None
-        sugiyama.init_all(roots=roots)
-        sugiyama.xspace, sugiyama.yspace = 30, 50
-        sugiyama.draw()
-        placed = [vertex.view for vertex in component.sV]
-        left = min(box.xy[0] - box.w / 2 for box in placed)
-        for box in placed:
-            box.x, box.y = box.xy[0] - left + offset, box.xy[1]
-        for edge in component.sE:
-            edge.view.points = [(x - left + offset, y) for x, y in edge.view.points]
-        offset = max(box.x + box.w / 2 for box in placed) + 2 * MARGIN
-    top = min(box.y - box.h / 2 for box in boxes.values())
-    for box in boxes.values():
-        box.x, box.y = box.x + MARGIN, box.y - top + MARGIN
-    for arrow in arrows:
-        arrow.points = [(x + MARGIN, y - top + MARGIN) for x, y in arrow.points]
-        if not arrow.points or arrow.source == arrow.target:
-            arrow.points = _straight(boxes[arrow.source], boxes[arrow.target])
-        else:  # grandalf routes centre to centre: end the line on each box's border, arrowhead visible
-            arrow.points[0] = _border(boxes[arrow.source], arrow.points[1])
-            arrow.points[-1] = _border(boxes[arrow.target], arrow.points[-2])
-    width = max(box.x + box.w / 2 for box in boxes.values()) + MARGIN
-    height = max(box.y + box.h / 2 for box in boxes.values()) + MARGIN
-    return Drawing(boxes, arrows, width, height)
-
-
-def _border(box: Box, toward: tuple[float, float]) -> tuple[float, float]:
-    """Where the line from ``box``'s centre to ``toward`` leaves the box."""
-    dx, dy = toward[0] - box.x, toward[1] - box.y
-    if dx == 0 and dy == 0:
-        return box.x, box.y
-    scale = min(box.w / 2 / abs(dx) if dx else float("inf"), box.h / 2 / abs(dy) if dy else float("inf"))
-    return box.x + dx * min(scale, 1.0), box.y + dy * min(scale, 1.0)
-
-
-def _straight(source: Box, target: Box) -> list[tuple[float, float]]:
-    if source is target:  # a loop on itself: out of the right side and back in
-        right, y = source.x + source.w / 2, source.y
-        return [(right, y - 8), (right + 24, y - 8), (right + 24, y + 8), (right, y + 8)]
-    return [(source.x, source.y + source.h / 2), (target.x, target.y - target.h / 2)]
-
-
 def taken_edges(path: list[str]) -> set[tuple[str, str]]:
     """The edges a run went along: each consecutive pair of its path."""
     return set(itertools.pairwise(path))
@@ -179,7 +62,7 @@ def svg(
     """The graph as a standalone SVG; ``path`` (nodes in order) and ``current`` are highlighted.
 
     Classes for styling: ``node``, ``visited``, ``current``, ``start``, ``edge``, ``taken``.
-    ``drawing`` is the definition's `layout`, when the caller kept it (a layout costs milliseconds).
+    ``drawing`` is the definition's `layout`, when the caller kept it (a large one costs CPU time).
     """
     visited, taken = set(path or ()), taken_edges(list(path or ()))
 

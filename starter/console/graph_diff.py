@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dsmo.starter.console.graph import Arrow, draw, edges, layout_graph
+from dsmo.starter.console.graph import Arrow, Drawing, draw, edges, layout_graph
 from dsmo.workflows.definition import AgentDefinition
 
 EdgeKey = tuple[str, str, str]  # source, target, label (the condition, or "" for next)
@@ -51,12 +51,22 @@ def diff(old: AgentDefinition, new: AgentDefinition) -> GraphDiff:
     )
 
 
-def diff_svg(old: AgentDefinition, new: AgentDefinition) -> str:
-    """Both versions on one drawing, each change marked (see the module's docstring)."""
-    changes = diff(old, new)
+def diff_layout(old: AgentDefinition, new: AgentDefinition) -> Drawing:
+    """Both versions' nodes and edges laid out together."""
     kinds = {node_id: node.action_type for node_id, node in old.nodes.items()}
     kinds.update({node_id: node.action_type for node_id, node in new.nodes.items()})
     every_edge = sorted(set(edges(old)) | set(edges(new)))
+    return layout_graph(kinds, every_edge, new.start)
+
+
+def diff_svg(
+    old: AgentDefinition, new: AgentDefinition, *, changes: GraphDiff | None = None, drawing: Drawing | None = None
+) -> str:
+    """Both versions on one drawing, each change marked (see the module's docstring).
+
+    ``changes`` and ``drawing`` are `diff` and `diff_layout` of the two, when the caller has them.
+    """
+    changes = changes or diff(old, new)
     marks = (
         {node: "added" for node in changes.added_nodes}
         | {node: "removed" for node in changes.removed_nodes}
@@ -69,7 +79,7 @@ def diff_svg(old: AgentDefinition, new: AgentDefinition) -> str:
         return ["added"] if key in added else ["removed"] if key in removed else []
 
     return draw(
-        layout_graph(kinds, every_edge, new.start),
+        drawing or diff_layout(old, new),
         title=f"{new.agent}: {old.workflow_version} -> {new.workflow_version}",
         node_marks=lambda node: [marks[node]] if node in marks else [],
         edge_marks=edge_marks,

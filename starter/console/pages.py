@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from dsmo.activities.errors import UnknownAgent
 from dsmo.starter.client.dsmo_client import RunNotFound
-from dsmo.starter.console import graph, graph_diff
 from dsmo.starter.console.auth import (
     CONSOLE,
     ConsoleProblem,
@@ -24,6 +23,7 @@ from dsmo.starter.console.auth import (
     viewer_with,
 )
 from dsmo.starter.console.forms import FORMS
+from dsmo.starter.console.graph_layout import edges
 from dsmo.starter.console.run_page import load_run_page
 from dsmo.starter.console.session import PRESESSION_COOKIE
 from dsmo.starter.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
@@ -142,21 +142,26 @@ async def definitions(request: Request, viewer: Viewer = Depends(can_read)) -> H
 async def definition(
     request: Request, agent: str, viewer: Viewer = Depends(can_read), version: str = "", compare: str = ""
 ) -> HTMLResponse:
-    store = console(request).definitions
+    app = console(request)
+    store = app.definitions
     try:
         versions = await asyncio.to_thread(store.versions, agent)
         shown = await asyncio.to_thread(store.resolve, agent, version or None)
         older = await asyncio.to_thread(store.resolve, agent, compare) if compare else None
     except UnknownAgent as err:
         raise ConsoleProblem(404, str(err)) from None
+    drawn = await app.drawings.get(shown, older)
     context: dict[str, Any] = {
         "viewer": viewer,
         "agent": agent,
         "versions": versions,
         "shown": shown,
         "compare": older,
-        "graph_svg": graph.svg(shown) if older is None else graph_diff.diff_svg(older, shown),
-        "changes": graph_diff.diff(older, shown) if older is not None else None,
+        "graph_svg": drawn.svg,
+        "graph_plain": drawn.plain,
+        "node_count": len(shown.nodes),
+        "edge_count": len(edges(shown)),
+        "changes": drawn.changes,
     }
     return render(request, "definition.html", context)
 

@@ -1,10 +1,11 @@
 """The console's sessions and CSRF tokens: signed values, no server-side store.
 
-A person signs in with an API key; the console answers with a session cookie that names the key
-and a fingerprint of its hash, signed with the console's secret. Every request re-reads the key
-file, so a revoked or replaced key ends its sessions at once. The secret lives beside the key
-file (``console-secret``, mode 0600), created on first use, so every `dsmo serve` sharing the key
-file accepts the same sessions and a restart signs nobody out.
+A person signs in with an API key; the console answers with a session cookie that names the key,
+a fingerprint of its hash and a random session id, signed with the console's secret. Every
+request re-reads the key file, so a revoked or replaced key ends its sessions at once; "Sign
+out" lists the session id as ended (see `signed_out`), so a copy of the cookie is refused too.
+The secret lives beside the key file (``console-secret``, mode 0600), created on first use, so
+every `dsmo serve` sharing the key file accepts the same sessions and a restart signs nobody out.
 
 CSRF tokens are bound to the session (or, on the sign-in form, to a random pre-session cookie):
 ``nonce.signature`` where the signature covers the nonce and the binding, so a token from one
@@ -51,16 +52,20 @@ def load_secret(beside: Path) -> bytes:
 
 @dataclass(frozen=True)
 class Session:
-    """Who is signed in: the key's name and a fingerprint of its stored hash, until ``expires``."""
+    """Who is signed in: the key's name and a fingerprint of its stored hash, until ``expires``.
+
+    ``session_id`` is random, one per sign-in: "Sign out" ends that session and no other.
+    """
 
     key_name: str
     key_fingerprint: str
     expires: int
+    session_id: str
 
     @property
     def binding(self) -> str:
         """What this session's CSRF tokens are bound to."""
-        return f"session:{self.key_name}:{self.key_fingerprint}:{self.expires}"
+        return f"session:{self.key_name}:{self.key_fingerprint}:{self.expires}:{self.session_id}"
 
 
 def key_fingerprint(key_hash: str) -> str:
@@ -86,7 +91,12 @@ class Signer:
 
     def session_cookie(self, key_name: str, key_hash: str) -> str:
         """A signed session for the key, valid for `SESSION_SECONDS`."""
-        payload = {"k": key_name, "f": key_fingerprint(key_hash), "e": int(self._now()) + SESSION_SECONDS}
+        payload = {
+            "k": key_name,
+            "f": key_fingerprint(key_hash),
+            "e": int(self._now()) + SESSION_SECONDS,
+            "s": secrets.token_urlsafe(16),
+        }
         body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
         return f"{body}.{self._mac('session', body)}"
 
@@ -99,7 +109,8 @@ class Signer:
             return None
         try:
             payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            session = Session(str(payload["k"]), str(payload["f"]), int(payload["e"]))
+            # A cookie from before sessions had ids ("s") is no session: its holder signs in again.
+            session = Session(str(payload["k"]), str(payload["f"]), int(payload["e"]), str(payload["s"]))
         except (ValueError, KeyError, TypeError):
             return None
         return session if session.expires > self._now() else None

@@ -12,9 +12,12 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-from temporalio.client import Client, WorkflowExecution
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+from temporalio.client import Client
+from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError
 
 from dsmo.workflows import search_attributes as sa
@@ -23,6 +26,7 @@ from dsmo.workflows.identifiers import agent_name_problem
 # Waits a person completes. Child-agent and delay waits show on run pages, not as tasks.
 PERSON_WAITS = ("response", "document", "signature", "test", "event")
 PAGE_SIZE = 25
+LIST_TIMEOUT = timedelta(seconds=10)
 # Free-text filters: printable, no quote or backslash (they would end the query's string).
 _PLAIN = re.compile(r"[^'\"\\\x00-\x1f\x7f]{1,200}")
 
@@ -104,16 +108,16 @@ class TaskPage:
     total: int
 
 
-def _task(execution: WorkflowExecution) -> Task:
-    attrs = execution.typed_search_attributes
+def _task(info: WorkflowExecutionInfo) -> Task:
+    attrs = decode_typed_search_attributes(info.search_attributes)
     return Task(
-        run_id=execution.id,
+        run_id=info.execution.workflow_id,
         agent=attrs.get(sa.AGENT_NAME) or "",
         kind=attrs.get(sa.WAITING_FOR) or "",
         assignee=attrs.get(sa.WAITING_ON),
         due=attrs.get(sa.WAITING_UNTIL),
         since=attrs.get(sa.WAITING_SINCE),
-        started=execution.start_time,
+        started=info.start_time.ToDatetime(tzinfo=UTC),
     )
 
 
@@ -137,9 +141,13 @@ async def task_page(
     filters.check()
     query = filters.query(now)
     token = _decode_page(page)
-    listing = client.list_workflows(query, page_size=page_size, next_page_token=token)
+    request = ListWorkflowExecutionsRequest(
+        namespace=client.namespace, page_size=page_size, next_page_token=token or b"", query=query
+    )
     try:
-        await listing.fetch_next_page(page_size=page_size)
+        # Not retried: Temporal answers a token it cannot read with UNKNOWN, which the SDK would
+        # retry for ~10 s (a person's bad link is not a server hiccup); the person can reload.
+        listing = await client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT)
         counted = await client.count_workflows(query)
     except RPCError as err:
         if token is not None:
@@ -147,7 +155,7 @@ async def task_page(
         raise FilterError(f"filters: visibility refused the query: {err.message}") from None
     following = listing.next_page_token
     return TaskPage(
-        tasks=[_task(execution) for execution in listing.current_page or []],
+        tasks=[_task(info) for info in listing.executions],
         next_page=base64.urlsafe_b64encode(following).decode().rstrip("=") if following else None,
         total=counted.count,
     )

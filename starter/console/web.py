@@ -19,7 +19,8 @@ from fastapi.templating import Jinja2Templates
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definitions import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.console.auth import ConsoleProblem
+from dsmo.starter.console.auth import CONSOLE, ConsoleProblem, Viewer, current_viewer
+from dsmo.starter.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.console.run_page import GraphCache
 from dsmo.starter.settings import Settings
 from dsmo.workflows.identifiers import run_id_problem
@@ -50,6 +51,7 @@ class Console:
     store: ArtifactStore
     definitions: DefinitionStore
     graphs: GraphCache
+    drawings: DefinitionGraphs
 
 
 def console(request: Request) -> Console:
@@ -96,6 +98,39 @@ TEMPLATES.env.filters["since"] = since
 TEMPLATES.env.filters["when"] = when
 
 
+def is_console_path(path: str) -> bool:
+    """Whether ``path`` is the console's (its errors are pages, not the API's JSON)."""
+    return path == CONSOLE or path.startswith(f"{CONSOLE}/")
+
+
+def problem_document(status: int, message: str, viewer: Viewer | None = None) -> str:
+    """The console's error page as HTML text, for answers made outside a route (the guard)."""
+    return TEMPLATES.get_template("problem.html").render(viewer=viewer, status=status, message=message, notice=None)
+
+
+def problem_page(request: Request, status: int, message: str) -> HTMLResponse:
+    """The console's error page for a request: the problem in one line, the viewer's menu kept."""
+    try:
+        viewer = current_viewer(request)
+    except Exception:  # noqa: BLE001 - the page reports an error; it must not fail on the menu
+        viewer = None
+    context = {"viewer": viewer, "status": status, "message": message}
+    return render(request, "problem.html", context, status)
+
+
+def security_headers(form_targets: str = "") -> dict[str, str]:
+    """Headers of every console page: never cached or framed, no outside scripts."""
+    return {
+        "cache-control": "no-store",
+        "x-frame-options": "DENY",
+        "content-security-policy": (
+            "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+            f"form-action 'self'{' ' + form_targets if form_targets else ''}; frame-ancestors 'none'"
+        ),
+        "referrer-policy": "same-origin",
+    }
+
+
 def render(request: Request, template: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     """A page; every page gets the viewer (if any) and the notice named in the URL."""
     notice = NOTICES.get(request.query_params.get("notice", ""))
@@ -103,11 +138,7 @@ def render(request: Request, template: str, context: dict[str, Any], status: int
         request, template, {"notice": notice, **context}, status_code=status
     )
     # Pages hold CSRF tokens and run data: never cached, never framed, no outside scripts.
-    page.headers["cache-control"] = "no-store"
-    page.headers["x-frame-options"] = "DENY"
-    page.headers["content-security-policy"] = (
-        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-        "form-action 'self' " + request.app.state.console.settings.s3_endpoint + "; frame-ancestors 'none'"
-    )
-    page.headers["referrer-policy"] = "same-origin"
+    # Uploads post straight to the object store, so its address is a form target too.
+    opened: Console | None = getattr(request.app.state, "console", None)
+    page.headers.update(security_headers(opened.settings.s3_endpoint if opened else ""))
     return page

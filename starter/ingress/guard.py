@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from dsmo.starter.api_keys import ApiKey, KeyStore
+from dsmo.starter.console.web import is_console_path, problem_document, security_headers
 from dsmo.starter.rate_limit import TokenBuckets
 
 Scope = MutableMapping[str, Any]
@@ -65,6 +66,10 @@ class IngressGuard:
         in_url = credential_params(scope.get("query_string", b"").decode("latin-1"))
         if UPLOAD_RETURN.fullmatch(path):  # the object store names the uploaded object `key`
             in_url = [name for name in in_url if name != "key"]
+        if in_url and is_console_path(path):
+            message = f"{in_url[0]}: a credential in the address is refused (it would be logged); sign in with the form"
+            await _page(send, 400, message)
+            return
         if in_url:
             message = f"{in_url[0]}: send API keys in a header (Authorization: Bearer or X-API-Key), never in the URL"
             await _reply(send, 400, "credential_in_url", message)
@@ -88,7 +93,7 @@ class IngressGuard:
                     return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
-            await _reply(send, 413, "too_large", f"body is {declared} bytes; the limit is {self.max_body}")
+            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {self.max_body}")
             return
         await self._capped(scope, receive, send)
 
@@ -123,14 +128,14 @@ class IngressGuard:
                 await send(message)
             elif not replied:
                 replied = True
-                await _reply(send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
 
         try:
             await self.app(scope, capped_receive, capped_send)
         except BodyTooLarge:
             if not replied:
                 replied = True
-                await _reply(send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
 
 
 def credential_params(query: str) -> list[str]:
@@ -173,4 +178,21 @@ async def _reply(
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
+    """A refusal in the shape of the path: the console's page, or the API's JSON."""
+    if is_console_path(scope["path"]):
+        await _page(send, status, message)
+    else:
+        await _reply(send, status, code, message)
+
+
+async def _page(send: Send, status: int, message: str) -> None:
+    """The console's error page, for a console path refused before it reaches the app."""
+    body = problem_document(status, message).encode()
+    headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.encode(), value.encode()) for name, value in security_headers().items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

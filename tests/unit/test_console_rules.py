@@ -10,6 +10,7 @@ import pytest
 from dsmo.starter.console.auth import safe_next
 from dsmo.starter.console.forms import FORMS, event_data, field_errors
 from dsmo.starter.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
+from dsmo.starter.console.signed_out import SIGNED_OUT_FILE, SignedOut
 from dsmo.starter.console.tasks import FilterError, TaskFilter
 from dsmo.starter.console.uploads import return_path, return_valid
 
@@ -125,3 +126,24 @@ def test_an_upload_return_address_is_valid_only_for_its_session_run_document_and
         ("session:a", "run-1", "id_card", "console-2"),
     ):
         assert not return_valid(signer, *changed, signature)
+
+
+def test_each_sign_in_is_its_own_session() -> None:
+    signer = Signer(b"s" * 32, now=Clock())
+    first, second = (signer.session(signer.session_cookie("alice", "hash-1")) for _ in range(2))
+    assert first is not None and second is not None
+    assert first.session_id != second.session_id and first.binding != second.binding
+
+
+def test_a_signed_out_session_is_refused_by_every_server_until_it_would_have_expired(tmp_path: Path) -> None:
+    clock = Clock()
+    keys = tmp_path / "api-keys.json"
+    one, other = SignedOut(keys, now=clock), SignedOut(keys, now=clock)  # two servers, one key file
+    assert "s-1" not in one
+    one.add("s-1", expires=int(clock.now) + 60)
+    assert "s-1" in one and "s-1" in other and "s-2" not in other
+    assert (tmp_path / SIGNED_OUT_FILE).stat().st_mode & 0o777 == 0o600
+    clock.now += 61  # expired: the cookie is refused anyway, so the next sign-out drops the entry
+    other.add("s-2", expires=int(clock.now) + 60)
+    assert (tmp_path / SIGNED_OUT_FILE).read_text().split() == ["s-2", str(int(clock.now) + 60)]
+    assert "s-2" in one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dsmo.starter import rate_limit
 from dsmo.starter.rate_limit import TokenBuckets
 
 
@@ -26,3 +27,24 @@ def test_a_burst_then_the_rate_and_keys_are_counted_apart() -> None:
     assert buckets.take("crm") == pytest.approx(0.5)
     clock.now += 60  # a long quiet spell refills up to the burst, not beyond
     assert [buckets.take("crm") for _ in range(4)][-1] > 0
+
+
+def test_waiting_tells_without_taking() -> None:
+    clock = Clock()
+    buckets = TokenBuckets(rate=1.0, burst=1, clock=clock)
+    assert buckets.waiting("10.0.0.1") == 0.0 and buckets.waiting("10.0.0.1") == 0.0
+    buckets.take("10.0.0.1")
+    assert buckets.waiting("10.0.0.1") == pytest.approx(1.0)
+    clock.now += 1
+    assert buckets.waiting("10.0.0.1") == 0.0
+
+
+def test_many_names_do_not_grow_the_table_without_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rate_limit, "KEPT_NAMES", 3)
+    clock = Clock()
+    buckets = TokenBuckets(rate=1.0, burst=2, clock=clock)
+    for name in ("a", "b", "c"):
+        buckets.take(name)
+    clock.now += 10  # all three full again: as good as forgotten
+    buckets.take("d")
+    assert buckets.waiting("a") == 0.0 and len(buckets._buckets) == 1
