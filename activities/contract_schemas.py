@@ -3,19 +3,25 @@
 Either form is turned into one JSON Schema (Draft 2020-12) and checked with the `jsonschema`
 library, so a schema written by hand and one generated from a model behave alike. A document
 that fails is a contract violation, the same failure as an oversized summary.
+
+`pattern` and `patternProperties` are matched by RE2, in time linear in the text (Python's `re`
+backtracks: one crafted answer could hold a worker for minutes); a schema with a pattern RE2
+cannot compile does not compile here either (see `workflows.schema_patterns`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel
 
 from dsmo.activities.errors import ContractViolation
+from dsmo.workflows.schema_patterns import UnsupportedPattern, check_patterns, compiled
 
 SchemaSource = type[BaseModel] | Mapping[str, Any]
 
@@ -33,7 +39,15 @@ class ContractSchema:
 
     def check(self, document: Any, *, agent: str, what: str) -> None:
         """Raise ContractViolation naming the first failing field, if ``document`` does not match."""
-        error = jsonschema.exceptions.best_match(self.validator.iter_errors(document))
+        try:
+            error = jsonschema.exceptions.best_match(self.validator.iter_errors(document))
+        except RecursionError:
+            # A document nested deeper than the interpreter's stack, or a schema that refers to
+            # itself without end (`$ref: "#"`): either way the document cannot be held to it.
+            raise ContractViolation(
+                f"agent {agent}: {what} cannot be checked against its schema: it nests too deep, "
+                "or the schema refers to itself without end"
+            ) from None
         if error is None:
             return
         path = [str(part) for part in error.absolute_path]
@@ -63,7 +77,57 @@ def compile_schema(source: SchemaSource | None) -> ContractSchema | None:
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
+        check_patterns(schema)
     except SchemaError as err:
         where = "/".join(str(part) for part in err.absolute_path) or "schema"
         raise SchemaDoesNotCompile(f"{where}: {err.message}") from None
-    return ContractSchema(schema, validator_class(schema))
+    except UnsupportedPattern as err:
+        raise SchemaDoesNotCompile(str(err)) from None
+    return ContractSchema(schema, _linear(validator_class)(schema))
+
+
+@functools.cache
+def _linear(validator_class: type[jsonschema.protocols.Validator]) -> Any:
+    """``validator_class`` with every keyword that matches a pattern matching it with RE2."""
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        validator_class,
+        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional},
+    )
+
+
+# The three keywords below are jsonschema's own (jsonschema/_keywords.py), with RE2 for `re`.
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not compiled(pattern).search(instance):
+        yield ValidationError(f"{instance[:80]!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if compiled(pattern).search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = [compiled(pattern) for pattern in schema.get("patternProperties", {})]
+    extras = [key for key in instance if key not in properties and not any(pattern.search(key) for pattern in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if patterns:
+            listed = ", ".join(repr(each) for each in sorted(extras))
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{listed} {verb} not match any of the regexes: {regexes}")
+        else:
+            listed = ", ".join(repr(each) for each in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.activities.json_values import json_problem
 from dsmo.workflows.errors import DsmoError
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})
@@ -35,7 +36,7 @@ def content_of(status: int | None, body: str, error: str | None) -> tuple[str, d
     try:
         reply = json.loads(body)
         content = reply["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         raise LlmUnavailable(f"llm endpoint answered {status} without a chat completion: {body[:200]}") from None
     if not isinstance(content, str):
         raise LlmUnavailable("llm endpoint answered a chat completion without text content")
@@ -48,13 +49,34 @@ def check_answer(content: str, schema: Any) -> tuple[str | None, dict[str, Any]]
         parsed = json.loads(content)
     except json.JSONDecodeError as err:
         return f"it is not JSON ({err.msg} at character {err.pos})", {}
+    except RecursionError:
+        return "it is nested too deep", {}
     if not isinstance(parsed, dict):
         return f"it is a JSON {type(parsed).__name__}, not an object", {}
+    problem = json_problem(parsed, what="answer")
+    if problem is not None:
+        return problem, {}
     try:
         schema.check(parsed, agent="llm", what="answer")
     except ContractViolation as err:
         return str(err).removeprefix("agent llm: "), {}
     return None, parsed
+
+
+def judge(
+    status: int | None, body: str, error: str | None, schema: Any
+) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
+    """(content, reply, problem, answer) of one call; the problem is None when the answer is taken.
+
+    Raises:
+        LlmUnavailable: No answer, a transient status, or a body that is no chat completion.
+        InvalidInput: The endpoint refused the request (another 4xx).
+    """
+    content, reply = content_of(status, body, error)
+    if schema is None:
+        return content, reply, None, {"text": content}
+    problem, answer = check_answer(content, schema)
+    return content, reply, problem, answer
 
 
 def answer_summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:

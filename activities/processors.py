@@ -16,6 +16,7 @@ from typing import Any
 
 from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, SchemaSource, compile_schema
 from dsmo.activities.errors import ContractViolation, PluginError, UnknownAgent
+from dsmo.activities.json_values import json_problem
 from dsmo.activities.maybe_async import is_async_callable
 from dsmo.workflows.contracts import StageMessage
 
@@ -88,12 +89,17 @@ class Processor:
         """Check what the processor returned: JSON objects matching the declared schemas.
 
         Raises:
-            ContractViolation: The document or summary is not an object or does not match.
+            ContractViolation: The document or summary is not an object of plain JSON values
+                (finite numbers, string keys, no sets or other objects), or does not match.
         """
         if not isinstance(output.document, dict):
             raise ContractViolation(f"agent {self.name}: output must be a JSON object")
         if not isinstance(output.summary, dict):
             raise ContractViolation(f"agent {self.name}: summary must be a JSON object")
+        for what, value in (("output", output.document), ("summary", output.summary), ("inference", output.inference)):
+            problem = json_problem(value, what=what)
+            if problem is not None:
+                raise ContractViolation(f"agent {self.name}: {problem}")
         if self.output is not None:
             self.output.check(output.document, agent=self.name, what="output")
         if self.summary is not None:

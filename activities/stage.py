@@ -143,7 +143,9 @@ class StageActivities:
             output, calls, records = attempt.output, attempt.calls, [attempt.unwritten]
         else:
             calls, records = {}, []
-            processor.check_input(document)
+            # Schemas are checked on the I/O threads, never on the event loop the worker's other
+            # stages and calls share.
+            await self._io(processor.check_input, document)
             result = await call_maybe_async(
                 self.executor,
                 processor.fn,
@@ -153,7 +155,7 @@ class StageActivities:
                 blocking=processor.blocking,
             )
             output = as_output(result, agent=task.agent)
-            processor.check_result(output)
+            await self._io(processor.check_result, output)
         stored = await self._io(self._commit, task, key, output, records)
         if not stored.created:
             # Another execution of this attempt committed first (a reset, a duplicate task): its

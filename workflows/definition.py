@@ -40,6 +40,7 @@ from dsmo.workflows.nodes import (
     WaitForEventNode,
     WaitForResponseNode,
 )
+from dsmo.workflows.schema_patterns import UnsupportedPattern, check_patterns
 from dsmo.workflows.sensitive import sensitive_problem
 from dsmo.workflows.templating import placeholders
 
@@ -357,13 +358,21 @@ def _check_llm(node_id: str, node: LlmNode) -> None:
     # Only where a definition is admitted (files, publish, the ingress), never inside a workflow.
     import jsonschema
 
+    validator_class = jsonschema.validators.validator_for(node.output_schema, default=jsonschema.Draft202012Validator)
     try:
-        jsonschema.validators.validator_for(node.output_schema, default=jsonschema.Draft202012Validator).check_schema(
-            node.output_schema
-        )
+        validator_class.check_schema(node.output_schema)
+        check_patterns(node.output_schema)
     except jsonschema.exceptions.SchemaError as err:
         where = ".".join(str(part) for part in err.absolute_path)
         raise ValueError(f"@nodes.{node_id}.outputSchema{'.' + where if where else ''}: {err.message}") from None
+    except UnsupportedPattern as err:
+        raise ValueError(f"@nodes.{node_id}.outputSchema.{err}") from None
+    try:
+        # A schema that refers to itself before it reads any of the answer (`$ref: "#"`) never
+        # ends on any answer; checking an empty one finds it.
+        next(validator_class(node.output_schema).iter_errors({}), None)
+    except RecursionError:
+        raise ValueError(f"@nodes.{node_id}.outputSchema: refers to itself without end (a $ref cycle)") from None
     if node.output_schema.get("type", "object") != "object":
         raise ValueError(f"@nodes.{node_id}.outputSchema.type: the answer is a JSON object, so the type is object")
     properties = node.output_schema.get("properties")

@@ -45,6 +45,21 @@ def test_a_complete_llm_node_is_admitted() -> None:
         ({"temperature": 3}, "nodes.ask.temperature", "less than or equal to 2"),
         ({"retries": 9}, "nodes.ask.retries", "less than or equal to 5"),
         ({"agent": "x"}, "nodes.ask.agent", "not a known field"),
+        # Patterns are matched by RE2 (linear time), which has no lookaround or backreferences.
+        (
+            {"outputSchema": {"properties": {"x": {"type": "string", "pattern": "^(?!no)"}}}},
+            "nodes.ask.outputSchema.properties.x.pattern",
+            "linear-time engine (RE2)",
+        ),
+        ({"outputSchema": {"patternProperties": {"(a)\\1": {}}}}, "nodes.ask.outputSchema.patternProperties", "RE2"),
+        (
+            {"outputSchema": {"patternProperties": {"^x": {}}, "unevaluatedProperties": False}},
+            "nodes.ask.outputSchema.unevaluatedProperties",
+            "not supported beside patternProperties",
+        ),
+        # A schema that refers to itself before it reads the answer never ends on any answer.
+        ({"outputSchema": {"$ref": "#"}}, "nodes.ask.outputSchema", "refers to itself without end"),
+        ({"outputSchema": {"allOf": [{"$ref": "#"}]}}, "nodes.ask.outputSchema", "refers to itself without end"),
     ],
 )
 def test_publishing_names_the_broken_field(node: dict[str, Any], field: str, reason: str) -> None:
@@ -59,6 +74,21 @@ def test_an_answer_is_parsed_then_checked() -> None:
     assert check_answer("label: a", schema)[0].startswith("it is not JSON")  # type: ignore[union-attr]
     assert check_answer("[1]", schema)[0] == "it is a JSON list, not an object"
     assert "label" in (check_answer('{"label": "c"}', schema)[0] or "")
+
+
+def test_an_answer_with_a_non_finite_number_or_nested_too_deep_is_a_problem() -> None:
+    schema = compile_schema({"type": "object", "properties": {"score": {"type": "number"}}})
+    assert (
+        check_answer('{"score": NaN}', schema)[0] == "answer.score: nan is not a JSON number (numbers must be finite)"
+    )
+    assert (
+        check_answer('{"score": 1e999}', schema)[0] == "answer.score: inf is not a JSON number (numbers must be finite)"
+    )
+    assert check_answer('{"a": ' * 3_000 + "1" + "}" * 3_000, schema)[0] == "it is nested too deep"
+    assert "nested more than 64 levels deep" in (check_answer('{"a": ' * 100 + "1" + "}" * 100, schema)[0] or "")
+    # A recursive schema is fine as long as the answer bounds it.
+    tree = compile_schema({"type": "object", "properties": {"child": {"$ref": "#"}}})
+    assert check_answer('{"child": {"child": {}}}', tree) == (None, {"child": {"child": {}}})
 
 
 def test_the_default_summary_keeps_short_scalar_fields() -> None:
