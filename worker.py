@@ -178,7 +178,8 @@ def _activity_name(fn: Callable[..., Any]) -> str:
 
 def llm_endpoint(settings: Settings) -> LlmEndpoint:
     """The endpoint `llm` stages call, from ``DSMO_LLM_*``."""
-    return LlmEndpoint(settings.llm_base_url, settings.llm_api_key, settings.llm_model, settings.llm_aliases)
+    s = settings
+    return LlmEndpoint(s.llm_base_url, s.llm_api_key, s.llm_model, s.llm_aliases, s.llm_max_response_bytes)
 
 
 def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list[str]:

@@ -8,6 +8,11 @@ latency). An answer that does not match the schema is sent back with the validat
 the node's `retries`, then the stage is a contract violation (the fail-safe route). A 408, 409,
 429 or 5xx answer, or no answer, is transient: the orchestrator retries the stage.
 
+A response is read as it streams in, up to the endpoint's `max_response_bytes`
+(``DSMO_LLM_MAX_RESPONSE_BYTES``); a longer one is refused at that point, recorded as refused, and
+the stage is a contract violation, with no repair call (that would send it back). The answer is
+parsed and held to its schema on the I/O threads, never on the event loop every call shares.
+
 A replay never calls a model: its call names the original run, and each request is answered by
 the original's recorded response for the same stage, attempt and call number.
 """
@@ -28,15 +33,17 @@ import httpx
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import ContractSchema, compile_schema
 from dsmo.activities.errors import ContractViolation, InvalidInput
-from dsmo.activities.llm_answers import add_usage, answer_summary, check_answer, content_of
+from dsmo.activities.llm_answers import add_usage, answer_summary, judge
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.contracts import StageTask
-from dsmo.workflows.errors import DsmoError, TemplateError
+from dsmo.workflows.errors import TemplateError
 from dsmo.workflows.llm_call import LlmCall
 from dsmo.workflows.templating import render
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
 CALL_RECORD_KIND = "dsmo.llm-call/v1"
+# The largest response a call reads (``DSMO_LLM_MAX_RESPONSE_BYTES``): ~1M tokens of JSON.
+DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -48,12 +55,14 @@ class LlmEndpoint:
         api_key: Sent as a bearer token when set.
         default_model: The model of a node that names none.
         aliases: Model aliases a node may name instead of a model (``fast`` -> ``gpt-4o-mini``).
+        max_response_bytes: The most of a response a call reads; a longer one is refused.
     """
 
     base_url: str
     api_key: str = ""
     default_model: str = "gpt-4o-mini"
     aliases: Mapping[str, str] = field(default_factory=dict)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def model(self, requested: str | None) -> str:
         name = requested or self.default_model
@@ -89,12 +98,15 @@ class _Exchange:
     body: str = ""
     latency_ms: float = 0.0
     error: str | None = None
+    refused: str | None = None  # why the response was not read whole (above the size cap)
     recorded: str | None = None  # the original's response artifact a replay answered from
 
     def record(self) -> dict[str, Any]:
         response: dict[str, Any] = {"status": self.status, "body": self.body, "latencyMs": round(self.latency_ms, 1)}
         if self.error is not None:
             response["error"] = self.error
+        if self.refused is not None:
+            response["refused"] = self.refused
         if self.recorded is not None:
             response["recordedFrom"] = self.recorded
         return {"kind": CALL_RECORD_KIND, "request": self.request, "response": response}
@@ -128,14 +140,15 @@ class LlmStage:
     async def run(self, task: StageTask, document: Any, io: IO) -> LlmAttempt:
         """One stage attempt: the answer as the output document, its short fields as the summary.
 
-        Every call is recorded, but the record of the one whose answer is taken is left for the
-        caller to write with the output (`LlmAttempt.unwritten`).
+        Every call is recorded whatever follows it, but the record of the one whose answer is
+        taken is left for the caller to write with the output (`LlmAttempt.unwritten`).
 
         Raises:
             InvalidInput: A template names a missing variable, no endpoint is configured, the
                 endpoint refused the request (4xx), or a replay finds no recorded response.
             LlmUnavailable: The endpoint did not answer, or answered 408/409/429/5xx.
-            ContractViolation: The answer still breaks the schema after the node's retries.
+            ContractViolation: The answer still breaks the schema after the node's retries, or
+                the response is larger than the endpoint's cap.
         """
         call = task.llm
         assert call is not None
@@ -165,17 +178,18 @@ class LlmStage:
             # call whose answer is taken is written with the output (`LlmAttempt.unwritten`).
             record = (f"{folder}llm/{number}.json", exchange.record())
             try:
-                content, reply = content_of(exchange.status, exchange.body, exchange.error)
-            except DsmoError:
+                if exchange.refused is not None:
+                    raise ContractViolation(f"llm: {exchange.refused}")
+                # On the I/O threads: parsing a large answer, or checking it, must not hold the
+                # event loop every other call and stage on this worker shares.
+                content, reply, problem, answer = await io(
+                    judge, exchange.status, exchange.body, exchange.error, schema
+                )
+            except Exception:
                 await io(self.store.put_json_once, *record)
                 raise
             add_usage(usage, reply)
-            if schema is None:
-                answer: dict[str, Any] = {"text": content}
-                break
-            problem, parsed = check_answer(content, schema)
             if problem is None:
-                answer = parsed
                 break
             await io(self.store.put_json_once, *record)
             if number > call.retries:
@@ -227,11 +241,34 @@ class LlmStage:
         started = time.perf_counter()
         try:
             client = self.clients[next(self._turn) % len(self.clients)]
-            response = await client.post(url, json=exchange.request, headers=headers)
-            exchange.status, exchange.body = response.status_code, response.text
+            async with client.stream("POST", url, json=exchange.request, headers=headers) as response:
+                exchange.status = response.status_code
+                body = await self._read_capped(response, exchange)
+                exchange.body = body.decode(response.encoding or "utf-8", errors="replace")
         except httpx.HTTPError as err:
             exchange.error = f"{type(err).__name__}: {err}"[:500]
         exchange.latency_ms = (time.perf_counter() - started) * 1000
+
+    async def _read_capped(self, response: httpx.Response, exchange: _Exchange) -> bytes:
+        """The response's body, up to the cap: a successful one above it is refused, unread;
+        an error's is cut there (only its first lines are ever shown)."""
+        cap = self.endpoint.max_response_bytes
+        setting = "DSMO_LLM_MAX_RESPONSE_BYTES"
+        declared = response.headers.get("content-length", "")
+        if response.is_success and declared.isdigit() and int(declared) > cap:
+            exchange.refused = f"the response declares {int(declared):,} bytes, above the {cap:,}-byte cap ({setting})"
+            return b""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                if response.is_success:
+                    exchange.refused = f"the response is larger than the {cap:,}-byte cap ({setting}); read no further"
+                    return b""
+                return b"".join(chunks)[:cap]
+        return b"".join(chunks)
 
     async def _recorded(self, exchange: _Exchange, folder: str, io: IO) -> None:
         uri = self.store.uri(f"{folder}llm/{exchange.number}.json")
@@ -244,6 +281,7 @@ class LlmStage:
             ) from None
         exchange.status, exchange.body = record.get("status"), record.get("body", "")
         exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri
+        exchange.refused = record.get("refused")
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,24 +16,28 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted reply: a chat completion with ``content``, or ``body`` sent as it is."""
+    """One scripted reply: a chat completion with ``content``, or ``body`` sent as it is, or a
+    chat completion whose content is ``streamed`` bytes of ``a``, made as it is sent (a hostile
+    answer of any size at no cost to the server), without a Content-Length."""
 
     status: int = 200
     content: str | None = None
     body: str | None = None
     latency: float | None = None  # seconds; None for the server's own
+    streamed: int | None = None
 
 
 class ChatServer:
@@ -53,6 +57,7 @@ class ChatServer:
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.streamed_bytes = 0  # of streamed replies, what the clients took before they stopped reading
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
@@ -60,6 +65,7 @@ class ChatServer:
                 Route("/stats", self._stats, methods=["GET"]),
                 Route("/reset", self._reset, methods=["POST"]),
                 Route("/hold", self._set_hold, methods=["POST"]),
+                Route("/script", self._script, methods=["POST"]),
             ]
         )
         self._server: uvicorn.Server | None = None
@@ -72,8 +78,18 @@ class ChatServer:
 
     async def _stats(self, request: Request) -> Response:
         return JSONResponse(
-            {"requests": len(self.requests), "peakInFlight": self.peak_in_flight, "releasedAt": self.released_at}
+            {
+                "requests": len(self.requests),
+                "peakInFlight": self.peak_in_flight,
+                "releasedAt": self.released_at,
+                "streamedBytes": self.streamed_bytes,
+            }
         )
+
+    async def _script(self, request: Request) -> Response:
+        """``POST /script`` with a list of `Reply` fields: queue those replies (`make hostile`)."""
+        self.reply(*(Reply(**fields) for fields in await request.json()))
+        return JSONResponse({"queued": len(self.script)})
 
     async def _reset(self, request: Request) -> Response:
         self.requests.clear()
@@ -100,6 +116,10 @@ class ChatServer:
             self.in_flight -= 1
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, media_type="application/json")
+        if reply.streamed is not None:
+            return StreamingResponse(
+                self._stream(reply.streamed), status_code=reply.status, media_type="application/json"
+            )
         content = reply.content if reply.content is not None else self.content
         prompt_words = sum(len(str(message.get("content", "")).split()) for message in body.get("messages", []))
         completion = {
@@ -115,6 +135,18 @@ class ChatServer:
             },
         }
         return JSONResponse(completion, status_code=reply.status)
+
+    async def _stream(self, size: int) -> AsyncIterator[bytes]:
+        head = json.dumps({"model": self.model, "choices": [{"index": 0, "message": {"role": "assistant"}}]})
+        # The content goes last: `{..., "message": {"role": "assistant", "content": "aaa..."}}]}`.
+        yield head.removesuffix("}}]}").encode() + b', "content": "'
+        chunk = b"a" * (1 << 16)
+        for offset in range(0, size, len(chunk)):
+            part = chunk[: size - offset]
+            self.streamed_bytes += len(part)
+            yield part
+            await asyncio.sleep(0)  # let the server see a client that has gone
+        yield b'"}}]}'
 
     async def _hold(self) -> None:
         if self._held is None:

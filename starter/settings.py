@@ -45,6 +45,8 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_LLM_MODEL": "gpt-4o-mini",
     "DSMO_LLM_API_KEY": "",
     "DSMO_LLM_MODELS": "",
+    # The most of one model response a worker reads (4 MiB); a longer answer is refused, recorded.
+    "DSMO_LLM_MAX_RESPONSE_BYTES": "4194304",
     "DSMO_ORDERS_DB_URL": "",
     "DSMO_CODEC_KEYS": "",
     "DSMO_CODEC_KEYS_FILE": "",
@@ -112,6 +114,8 @@ class Settings:
         llm_api_key: The endpoint's key [``DSMO_LLM_API_KEY``].
         llm_models: Model aliases `llm` nodes may name, ``alias=model`` comma-separated
             (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
+        llm_max_response_bytes: The most of one model response a worker reads, at least 1024;
+            a longer answer is refused [``DSMO_LLM_MAX_RESPONSE_BYTES``].
         orders_db_override: The order example's database URL [``DSMO_ORDERS_DB_URL``].
         codec_keys: Payload encryption keys, ``id:base64`` comma-separated [``DSMO_CODEC_KEYS``].
         codec_keys_file: The same keys read from a file [``DSMO_CODEC_KEYS_FILE``].
@@ -155,6 +159,7 @@ class Settings:
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str = ""
     llm_models: str = ""
+    llm_max_response_bytes: int = 4 << 20
     orders_db_override: str = ""
     codec_keys: str = ""
     codec_keys_file: str = ""
@@ -215,6 +220,7 @@ class Settings:
             llm_model=get("DSMO_LLM_MODEL"),
             llm_api_key=get("DSMO_LLM_API_KEY"),
             llm_models=get("DSMO_LLM_MODELS"),
+            llm_max_response_bytes=_whole_number(get("DSMO_LLM_MAX_RESPONSE_BYTES"), "DSMO_LLM_MAX_RESPONSE_BYTES"),
             orders_db_override=get("DSMO_ORDERS_DB_URL"),
             codec_keys=get("DSMO_CODEC_KEYS"),
             codec_keys_file=get("DSMO_CODEC_KEYS_FILE"),
@@ -249,6 +255,8 @@ class Settings:
         if not re.fullmatch(AGENT_NAME_PATTERN, settings.channel):
             raise SettingsError(f"DSMO_CHANNEL: {settings.channel!r} is not a channel name")
         settings.llm_aliases  # noqa: B018 - validates the aliases early
+        if settings.llm_max_response_bytes < 1024:
+            raise SettingsError(f"DSMO_LLM_MAX_RESPONSE_BYTES: {settings.llm_max_response_bytes} is below 1024")
         if settings.channel == "webhook" and not settings.webhook_url:
             raise SettingsError("DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook")
         settings.temporal_port  # noqa: B018 - validates the address early
@@ -293,6 +301,7 @@ class Settings:
             "DSMO_LLM_MODEL": self.llm_model,
             "DSMO_LLM_API_KEY": self.llm_api_key,
             "DSMO_LLM_MODELS": self.llm_models,
+            "DSMO_LLM_MAX_RESPONSE_BYTES": str(self.llm_max_response_bytes),
             "DSMO_ORDERS_DB_URL": self.orders_db_override,
             "DSMO_CODEC_KEYS": self.codec_keys,
             "DSMO_CODEC_KEYS_FILE": self.codec_keys_file,

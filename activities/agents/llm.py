@@ -65,6 +65,7 @@ class LlmProcessor:
     top_p: float = 1.0
     seed: int = 7
     timeout: float = 60.0
+    max_response_bytes: int = 4 << 20  # DSMO_LLM_MAX_RESPONSE_BYTES, as for `llm` stages
 
     def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
         text = document.get("text") if isinstance(document, dict) else None
@@ -104,13 +105,19 @@ class LlmProcessor:
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read())
+                raw = response.read(self.max_response_bytes + 1)
         except urllib.error.HTTPError as err:
             if err.code in (408, 409, 429) or err.code >= 500:
                 raise LlmUnavailable(f"LLM endpoint answered {err.code} {err.reason}") from None
             raise InvalidInput(f"LLM endpoint refused the request: {err.code} {err.reason}") from None
-        except (OSError, ValueError) as err:
+        except OSError as err:
             raise LlmUnavailable(f"LLM endpoint unreachable: {err}") from None
+        if len(raw) > self.max_response_bytes:
+            raise ContractViolation(f"LLM answer is larger than the {self.max_response_bytes:,}-byte cap; refused")
+        try:
+            reply = json.loads(raw)
+        except (ValueError, RecursionError) as err:
+            raise LlmUnavailable(f"LLM endpoint answered no JSON: {str(err)[:200]}") from None
         if not isinstance(reply, dict):
             raise ContractViolation("LLM endpoint answered something other than a JSON object")
         return reply
@@ -128,5 +135,8 @@ def _configured() -> LlmProcessor:
     if not base_url:
         raise InvalidInput(f"{NAME}: DSMO_LLM_BASE_URL is not set on this worker")
     return LlmProcessor(
-        base_url, os.environ.get("DSMO_LLM_MODEL") or "gpt-4o-mini", os.environ.get("DSMO_LLM_API_KEY", "")
+        base_url,
+        os.environ.get("DSMO_LLM_MODEL") or "gpt-4o-mini",
+        os.environ.get("DSMO_LLM_API_KEY", ""),
+        max_response_bytes=int(os.environ.get("DSMO_LLM_MAX_RESPONSE_BYTES") or 4 << 20),
     )

@@ -105,6 +105,15 @@ def test_models_resolve_through_the_workers_aliases() -> None:
         Settings.from_env({"DSMO_LLM_MODELS": "fast"})
 
 
+def test_the_response_cap_is_a_setting_with_a_4_mib_default() -> None:
+    assert Settings.from_env({}).llm_max_response_bytes == 4 << 20 == LlmEndpoint("").max_response_bytes
+    assert Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "65536"}).llm_max_response_bytes == 65536
+    with pytest.raises(SettingsError, match="DSMO_LLM_MAX_RESPONSE_BYTES: 10 is below 1024"):
+        Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "10"})
+    with pytest.raises(SettingsError, match="DSMO_LLM_MAX_RESPONSE_BYTES: '4M' is not a whole number"):
+        Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "4M"})
+
+
 def test_replay_lists_what_changed_in_an_answer() -> None:
     before = {"label": "a", "detail": {"score": 1}, "gone": 1}
     after = {"label": "b", "detail": {"score": 1}, "new": [1]}
