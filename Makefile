@@ -37,9 +37,10 @@ openapi: install             ## regenerate docs/openapi.json from the ingress
 bench: install               ## Table 1, the raw-Temporal floor, W5 (LLM-bound); QUICK=1 for ~3 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times, W5=1 only W5, SCALE=1 only the scale test and the console (needs make up)
 	$(BIN)/python -m bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),) $(if $(W5),--w5-only,) $(if $(SCALE),--scale-only,)
 
-hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies) and a control run's latency beside a loop-blocking agent; writes BENCHMARKS.md
+hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies) and a control run's latency beside a loop-blocking agent and hostile model answers; writes BENCHMARKS.md
 	$(BIN)/python -m bench.hostile --update
 	$(BIN)/python -m bench.hostile_loop --update
+	$(BIN)/python -m bench.hostile_llm --update
 
 reliability: install         ## crash/restart/storage-fault scenarios at larger counts (RUNS=300); writes BENCHMARKS.md
 	$(BIN)/python -m bench.reliability $(if $(RUNS),--runs $(RUNS),) --update

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 HOSTILE_START, HOSTILE_END = "<!-- hostile:start -->", "<!-- hostile:end -->"
 # ... and of its event-loop part (bench/hostile_loop.py).
 HOSTILE_LOOP_START, HOSTILE_LOOP_END = "<!-- hostile-loop:start -->", "<!-- hostile-loop:end -->"
+# ... and of its model-answer part (bench/hostile_llm.py).
+HOSTILE_LLM_START, HOSTILE_LLM_END = "<!-- hostile-llm:start -->", "<!-- hostile-llm:end -->"
 
 
 @contextlib.asynccontextmanager
@@ -222,6 +224,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             (reliability_report.START, reliability_report.END),
             (HOSTILE_START, HOSTILE_END),
             (HOSTILE_LOOP_START, HOSTILE_LOOP_END),
+            (HOSTILE_LLM_START, HOSTILE_LLM_END),
         ):
             kept = reliability_report.existing(old, start, end)
             if kept:

@@ -54,6 +54,8 @@ class ChatServer:
         self.content = content
         self.model = model
         self.script: deque[Reply] = deque()
+        # Replies for the requests whose messages contain a marker, before the script's.
+        self.scripts_for: dict[str, deque[Reply]] = {}
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -87,9 +89,21 @@ class ChatServer:
         )
 
     async def _script(self, request: Request) -> Response:
-        """``POST /script`` with a list of `Reply` fields: queue those replies (`make hostile`)."""
-        self.reply(*(Reply(**fields) for fields in await request.json()))
-        return JSONResponse({"queued": len(self.script)})
+        """``POST /script[?for=MARKER]`` with a list of `Reply` fields: queue those replies, for
+        the requests whose messages contain MARKER if it is given (`make hostile`)."""
+        replies = [Reply(**fields) for fields in await request.json()]
+        marker = request.query_params.get("for")
+        queue = self.script if marker is None else self.scripts_for.setdefault(marker, deque())
+        queue.extend(replies)
+        return JSONResponse({"queued": len(queue)})
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.scripts_for:
+            messages = json.dumps(body.get("messages", []))
+            for marker, replies in self.scripts_for.items():
+                if replies and marker in messages:
+                    return replies.popleft()
+        return self.script.popleft() if self.script else Reply(content=self.content)
 
     async def _reset(self, request: Request) -> Response:
         self.requests.clear()
@@ -105,7 +119,7 @@ class ChatServer:
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append({**body, "authorization": request.headers.get("authorization")})
-        reply = self.script.popleft() if self.script else Reply(content=self.content)
+        reply = self._next_reply(body)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
