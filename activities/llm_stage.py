@@ -8,10 +8,9 @@ latency). An answer that does not match the schema is sent back with the validat
 the node's `retries`, then the stage is a contract violation (the fail-safe route). A 408, 409,
 429 or 5xx answer, or no answer, is transient: the orchestrator retries the stage.
 
-A response is read as it streams in, up to the endpoint's `max_response_bytes`
-(``DSMO_LLM_MAX_RESPONSE_BYTES``); a longer one is refused at that point, recorded as refused, and
-the stage is a contract violation, with no repair call (that would send it back). The answer is
-parsed and held to its schema on the I/O threads, never on the event loop every call shares.
+A response is read as it streams in, up to `max_response_bytes` (DSMO_LLM_MAX_RESPONSE_BYTES): a
+longer one is refused there, recorded, and the stage is a contract violation with no repair call
+(it would send the answer back). Answers are parsed and checked on the I/O threads, not the loop.
 
 A replay never calls a model: its call names the original run, and each request is answered by
 the original's recorded response for the same stage, attempt and call number.
@@ -31,7 +30,7 @@ from typing import Any
 import httpx
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
-from dsmo.activities.contract_schemas import ContractSchema, compile_schema
+from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, compile_schema
 from dsmo.activities.errors import ContractViolation, InvalidInput
 from dsmo.activities.llm_answers import add_usage, answer_summary, judge
 from dsmo.activities.processors import ProcessorOutput
@@ -144,8 +143,9 @@ class LlmStage:
         taken is left for the caller to write with the output (`LlmAttempt.unwritten`).
 
         Raises:
-            InvalidInput: A template names a missing variable, no endpoint is configured, the
-                endpoint refused the request (4xx), or a replay finds no recorded response.
+            InvalidInput: A template names a missing variable, the outputSchema does not compile,
+                no endpoint is configured, the endpoint refused the request (4xx), or a replay
+                finds no recorded response.
             LlmUnavailable: The endpoint did not answer, or answered 408/409/429/5xx.
             ContractViolation: The answer still breaks the schema after the node's retries, or
                 the response is larger than the endpoint's cap.
@@ -154,7 +154,10 @@ class LlmStage:
         assert call is not None
         messages = self._messages(call, document)
         model = self.endpoint.model(call.model)
-        schema = _compiled(encode_json(call.output_schema)) if call.output_schema is not None else None
+        try:
+            schema = _compiled(encode_json(call.output_schema)) if call.output_schema is not None else None
+        except SchemaDoesNotCompile as err:  # published before a rule it breaks (an RE2-less pattern)
+            raise InvalidInput(f"llm outputSchema: {err}") from None
         folder = _attempt_folder(task, task.run_id)
         recorded_folder = _attempt_folder(task, call.recorded_from) if call.recorded_from else None
         if recorded_folder is None and not self.endpoint.base_url:

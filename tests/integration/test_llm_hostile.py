@@ -21,7 +21,7 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.settings import Settings
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.definition import AgentDefinition, parse_definition
 from dsmo.workflows.status import RunStatus
 from tests.conftest import Harness
 from tests.integration.test_llm_stage import replay
@@ -169,3 +169,13 @@ async def test_non_finite_numbers_and_deep_nesting_are_contract_violations(
     assert reason in await violation(harness, run_id)
     # Both calls (the answer and its repair) are recorded, so a replay has both to answer from.
     assert [record["status"] for record in await records(harness, run_id)] == [200, 200]
+
+
+async def test_a_schema_published_before_re2_fails_its_run_at_once(harness: Harness, chat: ChatServer) -> None:
+    # Admitted without today's checks, as a definition published before them was.
+    lookahead = {"type": "object", "properties": {"word": {"type": "string", "pattern": "^(?!no)"}}}
+    definition = AgentDefinition.model_validate(hostile(lookahead))
+    run_id = await harness.start(definition, {"text": "a"})
+    result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+    assert result.status is RunStatus.FAILED and "linear-time engine (RE2)" in (result.error_message or "")
+    assert not chat.requests  # refused before any call
