@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import pytest
 
-from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.workflows.contracts import StageMessage
 from dsmo.workflows.definition import parse_definition
 from dsmo.workflows.status import RunStatus
@@ -68,3 +69,30 @@ async def test_an_output_json_cannot_hold_is_a_contract_violation(harness: Harne
     assert [e.attempt for e in events if e.type == "STAGE_ENQUEUED"] == [1]  # never retried
     version = events[0].workflow_version
     assert not harness.store.list_uris(f"artifacts/{version}/{run_id}/emit/")  # nothing stored
+
+
+async def test_an_agents_contract_is_checked_off_the_event_loop(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker runs on this test's event loop, on the main thread.
+    on_the_loop: list[tuple[str, bool]] = []
+    check_input, check_result = Processor.check_input, Processor.check_result
+
+    def observed_input(self: Processor, document: Any) -> None:
+        on_the_loop.append(("input", threading.current_thread() is threading.main_thread()))
+        check_input(self, document)
+
+    def observed_result(self: Processor, output: ProcessorOutput) -> None:
+        on_the_loop.append(("result", threading.current_thread() is threading.main_thread()))
+        check_result(self, output)
+
+    monkeypatch.setattr(Processor, "check_input", observed_input)
+    monkeypatch.setattr(Processor, "check_result", observed_result)
+    definition = {
+        "agent": "outputs-loop",
+        "start": "emit",
+        "nodes": {"emit": {"actionType": "run_agent", "agent": "emit-nan"}},
+    }
+    run_id = await harness.start(parse_definition(definition))
+    await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+    assert on_the_loop == [("input", False), ("result", False)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest_asyncio
 
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.artifacts import ArtifactStore, stage_output_key
+from dsmo.activities.contract_schemas import ContractSchema
 from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -179,3 +181,21 @@ async def test_a_schema_published_before_re2_fails_its_run_at_once(harness: Harn
     result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
     assert result.status is RunStatus.FAILED and "linear-time engine (RE2)" in (result.error_message or "")
     assert not chat.requests  # refused before any call
+
+
+async def test_answers_are_checked_off_the_event_loop(
+    harness: Harness, chat: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker runs on this test's event loop, on the main thread.
+    on_the_loop: list[bool] = []
+    check = ContractSchema.check
+
+    def observed(self: ContractSchema, document: Any, *, agent: str, what: str) -> None:
+        on_the_loop.append(threading.current_thread() is threading.main_thread())
+        check(self, document, agent=agent, what=what)
+
+    monkeypatch.setattr(ContractSchema, "check", observed)
+    chat.content = json.dumps({"word": "aaa"})
+    run_id = await harness.start(parse_definition(hostile(WORD_SCHEMA)), {"text": "a"})
+    result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+    assert result.path == ["ask", "done"] and on_the_loop == [False]
