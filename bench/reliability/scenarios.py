@@ -287,6 +287,11 @@ async def worker_crash(
     await _start_all(client, plans[runs - held :], stack.settings.task_queue)
     held_ids = set(run_ids[runs - held :])
     await _until(lambda: held_ids <= _started_runs(stack, prefix), 120, "the held stages")
+    # Visibility lists runs asynchronously: the count below includes every held run.
+    open_held = " OR ".join(f"WorkflowId='{run_id}'" for run_id in sorted(held_ids))
+    await _until(
+        lambda: _waiting_all(client, f"({open_held}) AND ExecutionStatus='Running'", held), 60, "held runs listed"
+    )
 
     in_flight = await _count(client, f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'")
     stack.crash_worker()
@@ -378,6 +383,8 @@ async def s3_outage(
         stack.settings.task_queue,
     )
     await _until(lambda: set(run_ids) <= _started_runs(stack, prefix), 120, "every run's first stage")
+    running = f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'"
+    await _until(lambda: _waiting_all(client, running, runs), 60, "every run listed")  # visibility is asynchronous
 
     in_flight = await _count(client, f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'")
     stack.stop_s3()
