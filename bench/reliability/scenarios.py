@@ -4,6 +4,9 @@
 2. Temporal server SIGKILL with every run waiting for an event (SQLite file persistence);
 3. the S3 store stopped for a while during stage execution (retry budgets above and below it).
 
+Where a scenario must strike stages in flight, it holds them (the slow agent's ``holdFile``)
+until the fault has struck, so what a scenario proves never depends on how fast the machine is.
+
 Every scenario returns a ScenarioResult; tests assert on it, `make reliability` tabulates it.
 Longer than most modules because the three scenarios share their run launching and counting
 helpers, which nothing else uses.
@@ -16,8 +19,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from bench.reliability import checks
@@ -27,6 +32,7 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.storage import artifact_store
+from dsmo.workflows import contracts
 from dsmo.workflows.definition import AgentDefinition, parse_definition
 from dsmo.workflows.errors import DsmoError
 from dsmo.workflows.records import ExecutionResult
@@ -38,10 +44,12 @@ LETTER = "Complaint from ann@example.test: the lamp arrived broken and I would l
 
 # Enough attempts to ride out a crashed worker (its attempts time out after `timeout`).
 CRASH_RETRY = {"maxAttempts": 5, "initialInterval": "500ms", "backoffCoefficient": 2.0, "maximumInterval": "2s"}
-# A budget well above a 30 s outage: 1+2+4+8+8+... s of backoff over 12 attempts (~70 s).
-LONG_RETRY = {"maxAttempts": 12, "initialInterval": "1s", "backoffCoefficient": 2.0, "maximumInterval": "8s"}
+# A budget well above a 30 s outage: 1+2+4+8+8+... s of backoff over 20 attempts (~135 s).
+LONG_RETRY = {"maxAttempts": 20, "initialInterval": "1s", "backoffCoefficient": 2.0, "maximumInterval": "8s"}
 # A budget far below it: these stages exhaust their retries and go to the dead-letter store.
 SHORT_RETRY = {"maxAttempts": 2, "initialInterval": "500ms", "backoffCoefficient": 2.0, "maximumInterval": "1s"}
+# Runs the crash scenario holds in their first stage until the worker is killed.
+CRASH_HELD = 4
 
 
 @dataclass
@@ -153,13 +161,14 @@ def waiting_definition() -> AgentDefinition:
 
 
 def outage_definition(budget: str) -> AgentDefinition:
+    """Slow copy -> extract; the first stage is held until the store is down, hence its long timeout."""
     retry = LONG_RETRY if budget == "long" else SHORT_RETRY
     return parse_definition(
         {
             "agent": f"reliability-outage-{budget}",
             "start": "pause",
             "nodes": {
-                "pause": _stage(SLOW_AGENT, retry, "20s", next="extract"),
+                "pause": _stage(SLOW_AGENT, retry, "5m", next="extract"),
                 "extract": _stage("text-extract", retry, "20s", input="{{stages.pause.outputUri}}"),
             },
         }
@@ -172,11 +181,13 @@ W3_AGENT_NODES = {"pause", "extract", "classify", "enrich", "validate"}
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _run_input(index: int, delay_ms: int) -> dict[str, Any]:
+def _run_input(index: int, delay_ms: int, hold: Path | None = None) -> dict[str, Any]:
+    """A run's input; with ``hold``, its slow stage waits until that file exists."""
     return {
         "customer": f"customer-{index}",
         "delayMs": delay_ms,
         "document": {"text": INVOICE if index % 2 == 0 else LETTER},
+        **({"holdFile": str(hold)} if hold is not None else {}),
     }
 
 
@@ -231,25 +242,61 @@ def _pause_started(stack: FaultStack, prefix: str) -> int:
     return sum(1 for (run, stage) in checks.executions(stack.execution_log) if run.startswith(prefix))
 
 
+def _started_runs(stack: FaultStack, prefix: str) -> set[str]:
+    """Runs whose slow stage has started at least once."""
+    return {run for (run, _stage) in checks.executions(stack.execution_log) if run.startswith(prefix)}
+
+
+async def _dead_lettering(client: DsmoClient, run_id: str) -> bool:
+    """True once the run's stage has failed for good: it is writing its dead letter, or has ended."""
+    description = await client.temporal.get_workflow_handle(run_id).describe()
+    if description.status is not None and description.status != WorkflowExecutionStatus.RUNNING:
+        return True
+    pending = description.raw_description.pending_activities
+    return any(activity.activity_type.name == contracts.WRITE_DEAD_LETTER for activity in pending)
+
+
+async def _all_dead_lettering(client: DsmoClient, run_ids: list[str]) -> bool:
+    return all(await asyncio.gather(*(_dead_lettering(client, run_id) for run_id in run_ids)))
+
+
 # -- scenarios --------------------------------------------------------------------------------
 
 
 async def worker_crash(
     stack: FaultStack, client: DsmoClient, *, runs: int = 100, kill_at: float = 0.3, delay_ms: int = 300
 ) -> ScenarioResult:
-    """SIGKILL the worker once ``kill_at`` of the runs have started their first stage; restart it."""
+    """SIGKILL the worker once ``kill_at`` of the runs have started their first stage; restart it.
+
+    The last `CRASH_HELD` runs start then, and are held in their first stage until the kill: the
+    kill always strikes stages in flight, however fast the others went.
+    """
     definition = w3_definition()
     db = OrderDatabase(stack.settings.orders_db_url)
     db.set_stock(PRODUCT, 1_000_000)
     prefix = f"crash-{uuid.uuid4().hex[:6]}"
+    gate = stack.settings.state_dir / f"{prefix}.release"
+    held = min(CRASH_HELD, runs)
     run_ids = [f"{prefix}-{index:04d}" for index in range(runs)]
-    plans = [(run_id, definition, _run_input(index, delay_ms)) for index, run_id in enumerate(run_ids)]
-    await _start_all(client, plans, stack.settings.task_queue)
+    plans = [
+        (run_id, definition, _run_input(index, delay_ms, gate if index >= runs - held else None))
+        for index, run_id in enumerate(run_ids)
+    ]
+    await _start_all(client, plans[: runs - held], stack.settings.task_queue)
     await _until(lambda: _pause_started(stack, prefix) >= max(1, int(kill_at * runs)), 120, "the first stages")
+    await _start_all(client, plans[runs - held :], stack.settings.task_queue)
+    held_ids = set(run_ids[runs - held :])
+    await _until(lambda: held_ids <= _started_runs(stack, prefix), 120, "the held stages")
+    # Visibility lists runs asynchronously: the count below includes every held run.
+    open_held = " OR ".join(f"WorkflowId='{run_id}'" for run_id in sorted(held_ids))
+    await _until(
+        lambda: _waiting_all(client, f"({open_held}) AND ExecutionStatus='Running'", held), 60, "held runs listed"
+    )
 
     in_flight = await _count(client, f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'")
     stack.crash_worker()
     crashed = time.monotonic()
+    gate.touch()  # the restarted worker runs the held stages through
     await asyncio.sleep(1.0)  # a supervisor restarts a crashed worker; not instantly
     await stack.restore()
     back = time.monotonic()
@@ -314,25 +361,36 @@ async def s3_outage(
     short_share: float = 0.25,
     delay_ms: int = 1500,
 ) -> ScenarioResult:
-    """Stop the S3 store for ``outage_s`` while stages run; a share of runs has a retry budget below it."""
+    """Stop the S3 store for ``outage_s`` while stages run; a share of runs has a retry budget below it.
+
+    Every run's first stage is held until the store is down, so every run meets the outage: the
+    short budgets all run out during it, and the store stays down until they have (at least
+    ``outage_s``), while the long budgets retry through it.
+    """
     long_def, short_def = outage_definition("long"), outage_definition("short")
     prefix = f"outage-{uuid.uuid4().hex[:6]}"
+    gate = stack.settings.state_dir / f"{prefix}.release"
     every = max(2, round(1 / short_share)) if short_share > 0 else 0
     plans = []
     for index in range(runs):
         short = every > 0 and index % every == 0
         plans.append((f"{prefix}-{'short' if short else 'long'}-{index:04d}", short_def if short else long_def))
     run_ids = [run_id for run_id, _ in plans]
+    short_ids = [run_id for run_id in run_ids if "-short-" in run_id]
     await _start_all(
         client,
-        [(run_id, definition, _run_input(index, delay_ms)) for index, (run_id, definition) in enumerate(plans)],
+        [(run_id, definition, _run_input(index, delay_ms, gate)) for index, (run_id, definition) in enumerate(plans)],
         stack.settings.task_queue,
     )
-    await _until(lambda: _pause_started(stack, prefix) >= max(1, runs // 4), 120, "the first stages")
+    await _until(lambda: set(run_ids) <= _started_runs(stack, prefix), 120, "every run's first stage")
+    running = f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'"
+    await _until(lambda: _waiting_all(client, running, runs), 60, "every run listed")  # visibility is asynchronous
 
     in_flight = await _count(client, f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'")
     stack.stop_s3()
     stopped = time.monotonic()
+    gate.touch()  # every held stage now finishes its work into a store that is down
+    await _until(lambda: _all_dead_lettering(client, short_ids), 120, "every short budget running out")
     await asyncio.sleep(max(outage_s - (time.monotonic() - stopped), 0))
     await stack.restore()
     back = time.monotonic()
@@ -355,7 +413,8 @@ async def s3_outage(
             tally.flag("duplicates", run_id, f"{letters} dead letters", letters - 1)
     return ScenarioResult(
         scenario="S3 stopped",
-        fault=f"S3 store stopped {outage_s:.0f} s during stages; 1 in {every} runs has a ~2 s retry budget",
+        fault=f"S3 store stopped {outage_s:.0f} s under every run's first stage; "
+        f"1 in {every} runs has a ~2 s retry budget",
         runs=runs,
         in_flight=in_flight,
         downtime_s=back - stopped,

@@ -11,6 +11,9 @@ from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.devstack.stack import DevStack, private_settings
 
 TASK_QUEUE = "reliability"
+# Held stages wait on the worker's event loop, holding a slot but no thread: room for every run
+# of a scenario to be held at once, beside the activities that start and end runs.
+ACTIVITY_SLOTS = 1024
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +26,10 @@ class FaultStack(DevStack):
     """
 
     def __init__(self, state_dir: Path) -> None:
-        super().__init__(private_settings(state_dir).with_changes(task_queue=TASK_QUEUE))
+        settings = private_settings(state_dir).with_changes(
+            task_queue=TASK_QUEUE, max_concurrent_activities=ACTIVITY_SLOTS
+        )
+        super().__init__(settings)
         self.execution_log = state_dir / "executions.jsonl"
 
     def _worker_argv(self) -> list[str]:

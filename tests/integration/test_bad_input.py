@@ -385,8 +385,16 @@ async def target(
         closed_run_id = await dsmo.start(closed, {}, task_queue=settings.task_queue)
         await dsmo.result(closed_run_id)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        target = Target(dsmo, store, settings, run_id, closed_run_id, good_file, tmp, url="", keys=keys)
+        # Each case counts the queue's runs in visibility before and after: let it list these two
+        # first, or a late record would read as a run the case started (the timeout is a hang guard).
+        deadline = asyncio.get_running_loop().time() + 60
+        while await target.runs_on_queue() < 2:
+            assert asyncio.get_running_loop().time() < deadline, "visibility never listed the battery's runs"
+            await asyncio.sleep(0.1)
         with serving(settings) as url:
-            yield Target(dsmo, store, settings, run_id, closed_run_id, good_file, tmp, url, keys)
+            target.url = url
+            yield target
         # Nothing in the battery broke the run: a good reply still resumes it to the end.
         await dsmo.respond(run_id, "sí", event_id="battery-good-reply")
         result = await dsmo.result(run_id)

@@ -59,7 +59,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
     assert written == {"artifacts/bench-floor-io/": runs * 4, "audit/bench-floor-io/": runs}
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
-    assert 0 < results["resume"]["inbox_p50"] < 30
+    assert results["resume"]["inbox_p50"] > 0  # a measurement: its bounds are `make bench`'s
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table

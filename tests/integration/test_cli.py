@@ -7,6 +7,8 @@ import json
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,14 @@ async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run, [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=harness.cli_env(), timeout=60
     )
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
+    """Poll ``check`` until it holds; the timeout is only a hang guard."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"{what} did not happen within {timeout:.0f} s"
+        await asyncio.sleep(0.2)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -61,16 +71,18 @@ async def test_start_status_respond_and_temporal_list(harness: Harness) -> None:
     assert "waitingFor    response" in human.stdout and "/workflows/" + run_id in human.stdout
 
     # The official CLI finds the waiting run by the contract's search attribute. Visibility is
-    # updated asynchronously after the workflow task, so poll briefly before concluding.
+    # updated asynchronously after the workflow task, so poll until it lists the run.
     query = f"WaitingFor='response' AND WorkflowId='{run_id}'"
     listed_ids: list[str] = []
-    for _ in range(50):
+
+    async def listed_by_temporal() -> bool:
+        nonlocal listed_ids
         listed = await temporal_cli(harness, "workflow", "list", "--query", query, "--output", "json")
         assert listed.returncode == 0, listed.stderr
         listed_ids = [row["execution"]["workflowId"] for row in json.loads(listed.stdout or "[]")]
-        if listed_ids:
-            break
-        await asyncio.sleep(0.2)
+        return bool(listed_ids)
+
+    await eventually(listed_by_temporal, "the waiting run listed by `temporal workflow list`")
     assert listed_ids == [run_id]
 
     replied = await cli(harness, "respond", run_id, "sí, sigo interesado", "--event-id", "cli-reply")
@@ -120,13 +132,13 @@ async def test_duplicate_run_id_is_refused(harness: Harness) -> None:
 
 
 SLOW = ProcessorRegistry()
+# The slow stage runs until the test lets it go.
+RELEASE = threading.Event()
 
 
 @SLOW.register("slow-profile", version="1.0.0")
 def _slow(document: object, message: StageMessage) -> ProcessorOutput:
-    import time
-
-    time.sleep(3)
+    RELEASE.wait(120)  # a hang guard only
     return ProcessorOutput(document={"ok": True}, summary={})
 
 
@@ -147,10 +159,15 @@ async def test_a_reply_sent_before_the_run_waits_is_kept_and_taken(harness: Harn
         .replace("agent: candidate-profile", "agent: slow-profile")
         .replace("{{stages.profile.summary.firstName}}", "{{candidate.name}}")
     )
+    RELEASE.clear()
     started = await cli(harness, "start", str(slow), "--input", '{"candidate": {"name": "B", "phone": "2"}}', "--json")
     run_id = json.loads(started.stdout)["runId"]
-    await harness.dsmo.wait_for_status(run_id, {RunStatus.RUNNING})
-    early = await cli(harness, "respond", run_id, "sí, ya", "--event-id", "early-1")
+    try:
+        # The slow stage holds the run before its wait until the reply has been sent.
+        await harness.dsmo.wait_for_status(run_id, {RunStatus.RUNNING})
+        early = await cli(harness, "respond", run_id, "sí, ya", "--event-id", "early-1")
+    finally:
+        RELEASE.set()
     assert early.returncode == 0, early.stderr
     assert early.stdout.startswith(f"kept: early-1 for {run_id} (kept in the run's inbox"), early.stdout
     result = await harness.dsmo.result(run_id)
@@ -220,12 +237,18 @@ async def test_watch_follows_a_run_live(harness: Harness) -> None:
         "0.2",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=harness.cli_env(),
+        env={**harness.cli_env(), "PYTHONUNBUFFERED": "1"},  # each line as it is printed
     )
-    await asyncio.sleep(1.5)
+    assert watcher.stdout is not None
+    # Reply only once the watcher has shown the run waiting, however long it took to start.
+    head = b""
+    while f"{run_id}: waiting".encode() not in head:
+        line = await asyncio.wait_for(watcher.stdout.readline(), timeout=60)
+        assert line, f"the watcher ended before showing the run waiting: {head.decode()}"
+        head += line
     await harness.dsmo.respond(run_id, "visto")
     out, err = await asyncio.wait_for(watcher.communicate(), timeout=60)
-    text = out.decode()
+    text = (head + out).decode()
     assert watcher.returncode == 0, err.decode()
     assert text.index("waiting") < text.index("RUN_RESUMED") < text.index("RUN_COMPLETED")
     assert f"{run_id}: completed" in text
@@ -240,13 +263,12 @@ async def test_bulk_cancel_with_a_query(harness: Harness) -> None:
     for run_id in run_ids:
         await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     query = f"TaskQueue='{harness.task_queue}'"
-    for _ in range(50):  # visibility catches up asynchronously
-        listed = [
-            r.id async for r in harness.dsmo.temporal.list_workflows(f"{query} AND AgentExecutionStatus='waiting'")
-        ]
-        if len(listed) == 3:
-            break
-        await asyncio.sleep(0.2)
+
+    async def all_listed_waiting() -> bool:  # visibility catches up asynchronously
+        waiting = f"{query} AND AgentExecutionStatus='waiting'"
+        return len([r.id async for r in harness.dsmo.temporal.list_workflows(waiting)]) == 3
+
+    await eventually(all_listed_waiting, "three runs listed as waiting")
     proc = await cli(harness, "cancel", "--query", query, "--reason", "campaign closed", "--by", "ops")
     assert proc.returncode == 0 and "cancelled 3 run(s)" in proc.stdout, proc.stdout + proc.stderr
     for run_id in run_ids:

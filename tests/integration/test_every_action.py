@@ -58,7 +58,8 @@ async def dsmo_event(harness: Harness, run_id: str, event_type: str, data: dict[
 
 
 async def waiting_for(harness: Harness, run_id: str, kind: str) -> dict[str, object]:
-    for _ in range(200):
+    deadline = asyncio.get_running_loop().time() + 120  # a hang guard only
+    while asyncio.get_running_loop().time() < deadline:
         view = await harness.dsmo.status(run_id)
         if view.status is RunStatus.WAITING and view.waiting_for == kind:
             return view.waiting_data or {}

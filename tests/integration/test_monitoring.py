@@ -45,7 +45,7 @@ async def runs_cli(harness: Harness, *args: str) -> tuple[int, Any]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-async def eventually(check: Any, timeout: float = 15.0) -> Any:
+async def eventually(check: Any, timeout: float = 60.0) -> Any:
     # Visibility is updated asynchronously after each workflow task.
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -35,6 +36,14 @@ def waiter(agent: str = "pending-test", **extra: object) -> AgentDefinition:
 async def attribute(harness: Harness, run_id: str) -> str | None:
     described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
     return described.typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
+    """Poll ``check`` until it holds; the timeout is only a hang guard."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"{what} did not happen within {timeout:.0f} s"
+        await asyncio.sleep(0.1)
 
 
 async def test_start_delay_shows_pending_and_can_be_cancelled(harness: Harness) -> None:
@@ -91,12 +100,16 @@ async def test_rate_limit_queues_runs_in_pending(harness: Harness) -> None:
     await harness.dsmo.wait_for_status(first, {RunStatus.WAITING})
     second = await harness.start(definition)
     third = await harness.start(definition)
-    await asyncio.sleep(1.0)
     for queued in (second, third):
-        view = await harness.dsmo.status(queued)
-        assert view.status is RunStatus.PENDING, view
-        assert "allows 1 concurrent runs" in (view.pending_reason or "")
-        assert await attribute(harness, queued) == "pending"
+        # Each is PENDING from its start; it says why once its first workflow task has asked for a
+        # slot (the first run holds the only one until it ends, so neither can be admitted).
+        async def queued_behind_the_limit(run_id: str = queued) -> bool:
+            view = await harness.dsmo.status(run_id)
+            assert view.status is RunStatus.PENDING, view
+            reason = "allows 1 concurrent runs" in (view.pending_reason or "")
+            return reason and await attribute(harness, run_id) == "pending"
+
+        await eventually(queued_behind_the_limit, f"{queued} queued behind the rate limit")
 
     # A queued run can be cancelled; it leaves the queue.
     await harness.dsmo.cancel(second, reason="changed my mind")
@@ -112,11 +125,13 @@ async def test_rate_limit_queues_runs_in_pending(harness: Harness) -> None:
 
 
 SLOW = ProcessorRegistry()
+# The slow stage runs until the test lets it go (after it has cancelled the run).
+RELEASE = threading.Event()
 
 
 @SLOW.register("slow-stage", "1.0.0")
 def _slow_stage(document: object, message: StageMessage) -> ProcessorOutput:
-    time.sleep(3)
+    RELEASE.wait(120)  # a hang guard only
     return ProcessorOutput(document={}, summary={})
 
 
@@ -130,10 +145,19 @@ async def test_cancel_a_running_run(harness: Harness) -> None:
     definition = parse_definition(
         {"agent": "slow", "start": "work", "nodes": {"work": {"actionType": "run_agent", "agent": "slow-stage"}}}
     )
+    RELEASE.clear()
     run_id = await harness.start(definition)
-    while (await harness.dsmo.status(run_id)).current_node != "work":
-        await asyncio.sleep(0.05)
-    await harness.dsmo.cancel(run_id, reason="taking too long", by="ops")
+    try:
+        # The stage cannot finish before it is released: the run is RUNNING at `work` when cancelled.
+        async def at_work() -> bool:
+            view = await harness.dsmo.status(run_id)
+            assert not view.status.terminal, view
+            return view.status is RunStatus.RUNNING and view.current_node == "work"
+
+        await eventually(at_work, "the run reaching its slow stage")
+        await harness.dsmo.cancel(run_id, reason="taking too long", by="ops")
+    finally:
+        RELEASE.set()
     result = await harness.dsmo.result(run_id)
     assert (result.status, result.cancelled_by, result.failed_action_id) == (RunStatus.CANCELLED, "ops", "work")
     assert [e.type for e in await harness.dsmo.events(run_id)][-1] == "RUN_ABORTED"

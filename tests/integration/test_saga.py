@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -179,8 +180,15 @@ async def test_failed_compensation_listed_then_retried_by_hand(harness: Harness,
         await harness.dsmo.temporal.get_workflow_handle(retry_id).result()
     assert "failed after 2 attempts" in str(ended.value.cause)
 
-    listed = await cli(harness, "compensations", "failed", "--json")
-    rows = {row["id"]: row for row in __import__("json").loads(listed.stdout)}
+    # Listed from visibility, which catches up with the failure asynchronously (a hang guard only).
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        listed = await cli(harness, "compensations", "failed", "--json")
+        rows = {row["id"]: row for row in json.loads(listed.stdout)}
+        if retry_id in rows or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert retry_id in rows, listed.stdout + listed.stderr
     assert rows[retry_id]["node"] == "process_payment" and rows[retry_id]["attempts"] == 2
     assert "gateway unavailable" in rows[retry_id]["last_error"]
 

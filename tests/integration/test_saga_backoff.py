@@ -45,13 +45,25 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
         await env.shutdown()
 
 
-async def retry_history(env: WorkflowEnvironment, retry_id: str) -> Any:
-    return await env.client.get_workflow_handle(retry_id).query("status", result_type=CompensationRetryState)
+async def retry_history(env: WorkflowEnvironment, retry_id: str) -> CompensationRetryState:
+    state: CompensationRetryState = await env.client.get_workflow_handle(retry_id).query(
+        "status", result_type=CompensationRetryState
+    )
+    return state
 
 
-async def advance(env: WorkflowEnvironment, by: timedelta) -> None:
+async def advance(env: WorkflowEnvironment, by: timedelta, retry_id: str, attempts: int) -> CompensationRetryState:
+    """Move the clock by ``by``, then wait until the retry's ``attempts``-th attempt has finished.
+
+    The attempt that became due runs on the worker in real time: the clock only moves on once
+    its outcome is recorded, with the time it happened at (the timeout is a hang guard).
+    """
     await env.sleep(by)
-    await asyncio.sleep(0.3)  # let the worker finish the attempt that became due
+    deadline = asyncio.get_running_loop().time() + 60
+    while len((state := await retry_history(env, retry_id)).history) < attempts:  # one entry per finished attempt
+        assert asyncio.get_running_loop().time() < deadline, f"attempt {attempts} never ran: {state}"
+        await asyncio.sleep(0.1)
+    return state
 
 
 async def test_compensation_fails_twice_then_succeeds(
@@ -65,10 +77,9 @@ async def test_compensation_fails_twice_then_succeeds(
     retry_id = result.compensation["failed"][0]["retriedBy"]
     assert order_db.row(payments, run_id)["status"] == "captured"  # type: ignore[index]
 
-    await advance(time_env, timedelta(minutes=1, seconds=5))  # retry 1 at +1 min: still failing
-    state = await retry_history(time_env, retry_id)
+    state = await advance(time_env, timedelta(minutes=1, seconds=5), retry_id, 2)  # retry 1 at +1 min: still failing
     assert (state.status, state.attempts) == ("retrying", 2)
-    await advance(time_env, timedelta(minutes=2))  # retry 2 at +3 min: succeeds
+    await advance(time_env, timedelta(minutes=2), retry_id, 3)  # retry 2 at +3 min: succeeds
     handle = time_env.client.get_workflow_handle(retry_id, result_type=CompensationRetryState)
     state = await handle.result()
     assert (state.status, state.attempts) == ("succeeded", 3)
@@ -86,8 +97,8 @@ async def test_retries_follow_1_2_4_8_16_minutes_then_fail_for_good(
     run_id = await skipping.start(definition_from(EXAMPLES / "order_saga.yaml"), ORDER)
     result = await skipping.dsmo.result(run_id)
     retry_id = result.compensation["failed"][0]["retriedBy"]  # type: ignore[index]
-    for minutes in (1, 2, 4, 8):
-        await advance(time_env, timedelta(minutes=minutes, seconds=1))
+    for retry, minutes in enumerate((1, 2, 4, 8), start=1):
+        await advance(time_env, timedelta(minutes=minutes, seconds=1), retry_id, retry + 1)
     # The test server's sleep may not return once a workflow fails under it: skip the last
     # 16 minutes while awaiting the failure instead.
     last = asyncio.ensure_future(time_env.sleep(timedelta(minutes=16, seconds=1)))

@@ -51,9 +51,9 @@ async def test_waiting_run_is_listed_in_the_web_ui(harness: Harness, tmp_path: P
     run_id = await harness.start(definition_from(EXAMPLE), {"candidate": {"name": "UI", "phone": "1"}})
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     query = f"WaitingFor='response' AND AgentName='candidate-screening' AND WorkflowId='{run_id}'"
-    for _ in range(50):  # visibility first
-        if [r async for r in harness.dsmo.temporal.list_workflows(query)]:
-            break
+    deadline = asyncio.get_running_loop().time() + 60  # visibility first; a hang guard only
+    while not [r async for r in harness.dsmo.temporal.list_workflows(query)]:
+        assert asyncio.get_running_loop().time() < deadline, f"{run_id} never listed by visibility"
         await asyncio.sleep(0.2)
     settings = harness.settings
     url = f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows?query={urllib.parse.quote(query)}"
