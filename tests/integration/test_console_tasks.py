@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 async def settled(harness: Harness, filters: TaskFilter, count: int) -> None:
-    for _ in range(100):  # visibility is eventually consistent
+    for _ in range(1200):  # visibility is eventually consistent; a hang guard (2 minutes), not a speed target
         if (await task_page(harness.dsmo.temporal, filters, datetime.now(UTC))).total == count:
             return
         await asyncio.sleep(0.1)

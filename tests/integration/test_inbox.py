@@ -341,10 +341,12 @@ async def test_a_run_started_with_its_first_events_takes_them_without_a_race(har
     run_id = await dsmo.start(chat(), task_queue=harness.task_queue, events=events)
     harness.started.append(run_id)
     view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    while view.waiting_for != "event":
+    for _ in range(1200):  # a hang guard (2 minutes), not a speed target
+        if view.waiting_for == "event":
+            break
         await asyncio.sleep(0.1)
         view = await dsmo.status(run_id)
-    assert view.current_node == "meeting" and view.inbox is None
+    assert view.current_node == "meeting" and view.inbox is None, view
     trail = await dsmo.events(run_id)
     consumed = [e.data["eventId"] for e in of(trail, "EVENT_CONSUMED")]
     # The first came with the start, so the inbox had it before the first wait. A document that

@@ -108,7 +108,7 @@ async def assert_labelled(page: Page) -> None:
 async def until_waiting(page: Page, kind: str) -> None:
     """Reload the run page until it shows the wait for ``kind`` (the run moves on its own)."""
     heading = page.get_by_role("heading", name=f"Waiting for {kind}")
-    for _ in range(100):
+    for _ in range(600):  # a hang guard (2 minutes), not a speed target
         if await heading.count():
             return
         await asyncio.sleep(0.2)
@@ -127,7 +127,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await page.get_by_label("Run id").fill(run_id)
     await page.get_by_role("button", name="Filter").click()
     row = page.locator(f'tr[data-run="{run_id}"]')
-    for _ in range(50):  # visibility is eventually consistent
+    for _ in range(600):  # visibility is eventually consistent; a hang guard, not a speed target
         if await row.count():
             break
         await asyncio.sleep(0.2)
@@ -231,12 +231,14 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     )
 
     trail = [event.model_dump(mode="json") for event in await harness.dsmo.events(run_id)]
-    for _ in range(50):  # the export is the run's last activity
+    body = b""
+    for _ in range(600):  # the export is the run's last activity; a hang guard, not a speed target
         try:
             body = harness.store.read_bytes(harness.store.uri(audit_key(run_id)))
             break
         except Exception:  # noqa: BLE001 - not written yet
             await asyncio.sleep(0.2)
+    assert body, f"the audit trail of {run_id} was never exported"
     assert verify_lines(body, trail).ok
 
 
