@@ -331,7 +331,8 @@ async def _definition_page(settings: Settings, url: str, key: str, pid: int, bas
     slowest = max(latencies, default=0.0)
     text = (
         f"{answer.status_code}, {len(answer.content) / 1e6:.2f} MB of HTML; "
-        f"{len(latencies)} reads answered meanwhile, slowest {slowest:.2f} s (bound {CONCURRENT_BOUND_S:.0f} s)"
+        f"{len(latencies)} read{'' if len(latencies) == 1 else 's'} answered meanwhile, "
+        f"slowest {slowest:.2f} s (bound {CONCURRENT_BOUND_S:.0f} s)"
     )
     return Case("dsmo serve", f"console page of a {LARGE_GRAPH_NODES}-node definition", text, peak, peak - base,
                 seconds, slowest)  # fmt: skip
