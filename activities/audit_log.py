@@ -8,7 +8,8 @@ trail in Temporal, so a rewritten chain is caught as well.
 A run that continues as new writes each generation's events as a segment
 (`audit/{run_id}/segments/{n}.jsonl`), chained from the last hash of the one before; when the
 run ends, `audit/{run_id}.jsonl` holds the whole trail: the segments' lines, then the rest.
-Variables an event set that are too large to record inline are kept at `events/{run_id}/{seq}.json`.
+Variables an event set that are too large to record inline are kept at
+`events/{run_id}/{seq}-{sha256 prefix}.json`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dsmo.activities.artifacts import ArtifactStore, encode_json
+from dsmo.activities.artifacts import ArtifactStore
 from dsmo.workflows.contracts import EXPORT_AUDIT, STORE_EVENT_VALUES, WRITE_AUDIT_SEGMENT
-from dsmo.workflows.trail_contracts import GENESIS_HASH, AuditExport, AuditSegment, EventValues, TrailHead
+from dsmo.workflows.trail_contracts import (
+    GENESIS_HASH,
+    AuditExport,
+    AuditSegment,
+    EventValues,
+    TrailHead,
+    canonical_values,
+    values_digest,
+)
 
 GENESIS = GENESIS_HASH
 # The Temporal run id of the execution that exported the file (object metadata).
@@ -40,8 +49,8 @@ def segment_key(run_id: str, number: int) -> str:
     return f"audit/{run_id}/segments/{number:06d}.jsonl"
 
 
-def event_values_key(run_id: str, seq: int) -> str:
-    return f"events/{run_id}/{seq:09d}.json"
+def event_values_key(run_id: str, seq: int, digest: str) -> str:
+    return f"events/{run_id}/{seq:09d}-{digest[:16]}.json"
 
 
 def _canonical(event: dict[str, Any]) -> str:
@@ -81,8 +90,15 @@ class Verification:
     problem: str | None = None
 
 
-def verify_lines(body: bytes, expected: list[dict[str, Any]] | None = None) -> Verification:
-    """Check the chain line by line, and (given the run's trail) that the content matches it."""
+def verify_lines(
+    body: bytes, expected: list[dict[str, Any]] | None = None, head: TrailHead | None = None
+) -> Verification:
+    """Check the chain line by line, and (given the run's trail) that the content matches it.
+
+    ``head``: where the run's segments end by Temporal's own record. The expected events of a
+    long run come partly from those segments, so a consistent rewrite of the file and the
+    segments is caught here: the chain must pass through the head's hash.
+    """
     previous = GENESIS
     lines = body.decode(errors="replace").splitlines()
     for number, line in enumerate(lines, start=1):
@@ -100,7 +116,11 @@ def verify_lines(body: bytes, expected: list[dict[str, Any]] | None = None) -> V
             )
         if expected is not None and (number > len(expected) or _canonical(expected[number - 1]) != _canonical(record)):
             return Verification(False, len(lines), f"line {number}: differs from the run's own audit trail")
+        if head is not None and number == head.seq and digest != head.hash:
+            return Verification(False, len(lines), f"line {number}: hash differs from the run's own head in Temporal")
         previous = digest
+    if head is not None and head.seq > len(lines):
+        return Verification(False, len(lines), f"the file has {len(lines)} events, the run's segments {head.seq}")
     if expected is not None and len(expected) != len(lines):
         return Verification(False, len(lines), f"the file has {len(lines)} events, the run has {len(expected)}")
     return Verification(True, len(lines))
@@ -150,7 +170,17 @@ class AuditActivities:
     @activity.defn(name=STORE_EVENT_VALUES)
     def store_event_values(self, values: EventValues) -> str:
         """Keep variables an event set that are too large for the trail; returns their URI."""
-        stored = self.store.put_json_bytes_once(event_values_key(values.run_id, values.seq), encode_json(values.values))
+        if values_digest(values.values) != values.sha256:
+            raise ApplicationError("event values do not match their sha256", type="AuditConflict", non_retryable=True)
+        key = event_values_key(values.run_id, values.seq, values.sha256)
+        stored = self.store.put_json_bytes_once(key, canonical_values(values.values))
+        if not stored.created and values_digest(self.store.read_json(stored.uri)) != values.sha256:
+            # Another execution under this run id (a reset, an id reused after retention) wrote it.
+            raise ApplicationError(
+                f"{stored.uri} exists with other values; refusing to refer to it",
+                type="AuditConflict",
+                non_retryable=True,
+            )
         return stored.uri
 
     def _write_once(self, key: str, body: bytes) -> str:

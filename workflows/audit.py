@@ -39,6 +39,7 @@ class AuditTrail:
         self.events: list[AuditEvent] = []  # the tail: events not yet written to a segment
         self.head = TrailHead()  # the events before the tail, in the store
         self.tail_bytes = 0  # roughly, the JSON size of the tail's details
+        self.carried_bytes = 0  # ... of the part of the tail a checkpoint carried in
         self.on_record = on_record
 
     @property
@@ -80,7 +81,13 @@ class AuditTrail:
         """Take up a trail from a checkpoint: its head in the store and the tail it carried."""
         self.head = head or TrailHead()
         self.events = list(tail)
-        self.tail_bytes = sum(detail_bytes(event) for event in self.events)
+        self.tail_bytes = self.carried_bytes = sum(detail_bytes(event) for event in self.events)
+
+    @property
+    def fresh_bytes(self) -> int:
+        """The tail's size recorded by this generation (a tail carried in because its segment
+        could not be written does not make the run continue as new again at once)."""
+        return self.tail_bytes - self.carried_bytes
 
     def advance(self, head: TrailHead) -> None:
         """The tail's events up to ``head.seq`` are in the store now: drop them from the tail."""
@@ -88,6 +95,7 @@ class AuditTrail:
         self.head = head
         self.events = self.events[written:]
         self.tail_bytes = sum(detail_bytes(event) for event in self.events)
+        self.carried_bytes = 0
 
 
 def detail_bytes(event: AuditEvent) -> int:

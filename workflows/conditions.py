@@ -233,6 +233,7 @@ class ConditionScope:
     def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self._prepared: dict[tuple[str, bool], tuple[Any, int]] = {}
+        self.spent = 0  # estimated element visits of the evaluations so far (at least 1 each)
 
     def evaluate(self, expression: str, changes: Mapping[str, Any] | None = None, *, bounded: bool = True) -> bool:
         """Evaluate over the facts with ``changes`` on top (the same names on every call)."""
@@ -243,6 +244,7 @@ class ConditionScope:
         if bounded:
             items = max(largest, cost.largest_collection(changed)) if cost.shape(expression).depths else 0
             estimate = _estimate(expression, program, items)
+            self.spent += estimate
             if estimate > cost.COST_BUDGET:
                 raise ConditionCostExceeded(
                     f"{_short(expression)} was not evaluated: it may visit {estimate:,} elements here, above the "

@@ -4,7 +4,7 @@ Every way in (the `deliver_event` update, raw signals, so the ingress, the CLI a
 `temporal` CLI too) goes through `judge`. An event the wait in progress takes is applied. One
 that it does not take but that some wait still reachable from the current node could take
 (decided from the definition's graph) is kept, in arrival order, until a wait takes it
-(`take_kept`), its time-to-live ends (`keep_inbox`) or no wait ahead can take it any more
+(`inbox_judging.take_kept`), its time-to-live ends (`keep_inbox`) or no wait ahead can take it any more
 (`drop_unreachable`). Anything else is refused with a reason.
 
 Runs that started before the inbox existed refused such events. `workflow.patched(INBOX_PATCH)`
@@ -61,6 +61,13 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     reason = legacy_reason
     if waiting is not None and waiting.kind == EVENT_KINDS[event.type].waiting_for:
         reason = wait_problem(run, waiting, event)
+        if reason is None and run.continuing:
+            # Handing over to the next generation (its trail segment is being written): the
+            # checkpoint carries the inbox, and the wait there takes the event from it.
+            full = full_reason(state.inbox, policy(run), event_size(event))
+            if full is not None:
+                return Verdict("refuse", f"{full}; {event.type} was not kept", False, legacy_reason)
+            return Verdict("keep", "the run is continuing as new", legacy_reason is None, legacy_reason)
         if reason is None:
             return Verdict("apply", None, legacy_reason is None, legacy_reason)
     legacy = legacy_reason is None
@@ -198,31 +205,6 @@ def _legacy_problem(state: RunState, event: ResumeEvent) -> str | None:
 
 
 # -- kept events --------------------------------------------------------------------------------
-
-
-def take_kept(run: Run, waiting: Waiting) -> ResumeEvent | None:
-    """At the start of a wait: the oldest kept event it takes (every requested document kept).
-
-    Returns the event that completes the wait, or None to wait as usual (a document wait may
-    have taken some of its documents already).
-    """
-    state = run.state
-    scope = ConditionScope(activation(run))  # once for the whole inbox, not once per kept event
-    for entry in list(state.inbox):
-        event = entry.event
-        if EVENT_KINDS[event.type].waiting_for != waiting.kind or wait_problem(run, waiting, event, scope) is not None:
-            continue
-        state.inbox.remove(entry)
-        state.audit.record(
-            "EVENT_CONSUMED",
-            at=workflow.now(),
-            stage=waiting.node,
-            data=entry.audit_data(via=entry.via),
-        )
-        if event.type == "DOCUMENT_UPLOADED" and state.receive_document(waiting, event, record_partial=False):
-            continue
-        return event
-    return None
 
 
 async def keep_inbox(run: Run) -> None:

@@ -30,7 +30,7 @@ from dsmo.workflows.records import (
     next_recorded,
 )
 from dsmo.workflows.run_state import RunState
-from dsmo.workflows.seen_ids import SeenIds
+from dsmo.workflows.seen_ids import SEEN_IDS_WINDOW, SeenIds
 from dsmo.workflows.status import RunStatus
 
 # What a checkpoint keeps of lists that grow with every node a run enters: the latest entries.
@@ -62,6 +62,8 @@ class Run:
     actions_replayed: int = 0  # ... and in its saga actions
     # Whether this run writes its trail in segments (trail_segments.py); None until it matters.
     trail_segments: bool | None = None
+    # Set while the run hands over to its next generation: events are kept, not applied.
+    continuing: bool = False
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:
@@ -113,7 +115,11 @@ class Run:
         state.audit.restore(checkpoint.trail, checkpoint.audit)
         if checkpoint.trail is not None:
             self.trail_segments = True
-        state.seen_event_ids = SeenIds.restored(checkpoint.seen_ids, checkpoint.seen_event_ids)
+        # A checkpoint from before the window listed every id: this generation keeps them all
+        # (and room for its own), so it judges duplicates as the code that started it did.
+        legacy = checkpoint.seen_event_ids
+        window = SEEN_IDS_WINDOW + len(legacy) if legacy else SEEN_IDS_WINDOW
+        state.seen_event_ids = SeenIds.restored(checkpoint.seen_ids, legacy, window=window)
         state.inbox = list(checkpoint.inbox)
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
@@ -155,8 +161,8 @@ class Run:
     def continue_as_new_due(self) -> bool:
         """The history is long enough to carry the run into a fresh Temporal run."""
         info = workflow.info()
-        if self.trail_segments and self.state.audit.tail_bytes >= TAIL_BYTES_MAX:
-            return True  # the trail written since the last segment is large (trail_segments.py)
+        if self.trail_segments and self.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
+            return True  # this generation's trail is large (trail_segments.py)
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.request.history_limit
 
     def message_key(self, node_id: str) -> str:

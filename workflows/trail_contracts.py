@@ -6,6 +6,8 @@ are the small models between them, and what a continue-as-new carries of the tra
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from dsmo.workflows.wire import WireModel
@@ -52,3 +54,13 @@ class EventValues(WireModel):
     run_id: str
     seq: int  # the RUN_RESUMED event that refers to them
     values: dict[str, Any]
+    sha256: str  # of `canonical_values(values)`: part of the object's key, checked on reading
+
+
+def canonical_values(values: dict[str, Any]) -> bytes:
+    """The one byte form of event variables that their size and hash are taken of."""
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def values_digest(values: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_values(values)).hexdigest()

@@ -10,7 +10,7 @@ some dozens of replies. Now:
 - a generation also continues as new once its trail holds `TAIL_BYTES_MAX` (not only when its
   history is long), so a segment, and the trail a checkpoint carries, stay bounded;
 - variables an event sets that are larger than `INLINE_VALUES_MAX` are written to
-  `events/{run_id}/{seq}.json` and RUN_RESUMED records their reference, size and hash.
+  `events/{run_id}/{seq}-{sha256 prefix}.json` and RUN_RESUMED records their reference, size and hash.
 
 The exporter, `dsmo events`, the console and `dsmo audit verify` read the segments plus the tail.
 Runs that started before this carried their trail as before; `TRAIL_SEGMENTS_PATCH` is asked
@@ -19,8 +19,6 @@ only where the two differ, so their histories replay as they ran.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from temporalio import workflow
@@ -30,7 +28,7 @@ from dsmo.workflows.activity_calls import ActivityFailed
 from dsmo.workflows.audit import TAIL_BYTES_MAX
 from dsmo.workflows.run import Run
 from dsmo.workflows.service_budgets import BUDGETS, call_service, record_service_failure
-from dsmo.workflows.trail_contracts import AuditSegment, EventValues, TrailHead
+from dsmo.workflows.trail_contracts import AuditSegment, EventValues, TrailHead, canonical_values, values_digest
 
 TRAIL_SEGMENTS_PATCH = "trail-segments"
 # Event variables larger than this (as JSON) are recorded by reference instead of inline.
@@ -46,7 +44,7 @@ def segments_on(run: Run) -> bool:
 
 def note_tail(run: Run) -> None:
     """After each record: once the tail is large, decide whether it may continue as new for it."""
-    if run.trail_segments is None and run.state.audit.tail_bytes >= TAIL_BYTES_MAX:
+    if run.trail_segments is None and run.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
         segments_on(run)
 
 
@@ -62,11 +60,13 @@ async def write_segment(run: Run) -> None:
         previous_hash=trail.head.hash,
         events=[event.model_dump(mode="json") for event in trail.events],
     )
+    run.continuing = True  # an event arriving meanwhile is kept for the next generation's wait
     try:
         # Local: the segment is not copied into the history (only the head that comes back is).
         head = await call_service(contracts.WRITE_AUDIT_SEGMENT, segment, result_type=TrailHead, local=True)
     except ActivityFailed as failed:
-        # The events stay in the tail and travel in the checkpoint; the next generation tries again.
+        # The events stay in the tail and travel in the checkpoint; the next generation tries
+        # again when it has recorded another TAIL_BYTES_MAX of its own (not at once: no loop).
         record_service_failure(state, BUDGETS[contracts.WRITE_AUDIT_SEGMENT], failed.error, stage=state.current_node)
         workflow.logger.warning("audit segment not written for %s: %s", state.run_id, failed.message)
         return
@@ -75,10 +75,10 @@ async def write_segment(run: Run) -> None:
 
 async def recorded_values(run: Run, values: dict[str, Any]) -> dict[str, Any]:
     """What RUN_RESUMED records of the variables an event set: the values, or a reference to them."""
-    text = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    size = len(text.encode())
+    size = len(canonical_values(values))
     if size <= INLINE_VALUES_MAX or not segments_on(run):
         return {"set": values}
+    digest = values_digest(values)
     state = run.state
     # The RUN_RESUMED about to be recorded (a signal recorded while the object is written may
     # take this number first: the name stays unique in the run, which is all it needs to be).
@@ -86,7 +86,7 @@ async def recorded_values(run: Run, values: dict[str, Any]) -> dict[str, Any]:
     try:
         uri = await call_service(
             contracts.STORE_EVENT_VALUES,
-            EventValues(run_id=state.run_id, seq=seq, values=values),
+            EventValues(run_id=state.run_id, seq=seq, values=values, sha256=digest),
             result_type=str,
             local=True,
         )
@@ -94,6 +94,6 @@ async def recorded_values(run: Run, values: dict[str, Any]) -> dict[str, Any]:
         workflow.logger.warning("event values of %s kept inline: %s", state.run_id, failed.message)
         return {"set": values}
     return {
-        "setRef": {"uri": uri, "bytes": size, "sha256": hashlib.sha256(text.encode()).hexdigest()},
+        "setRef": {"uri": uri, "bytes": size, "sha256": digest},
         "setKeys": sorted(values),
     }

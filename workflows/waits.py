@@ -16,7 +16,7 @@ from temporalio import workflow
 from dsmo.workflows.control import ContinueAsNewDue, RunEnded
 from dsmo.workflows.durations import format_duration
 from dsmo.workflows.events import RESUME_EVENT_FOR, variables_after
-from dsmo.workflows.intake import take_kept
+from dsmo.workflows.inbox_judging import take_kept
 from dsmo.workflows.messages import send_message
 from dsmo.workflows.nodes import DelayNode, WaitForEventNode, WaitForResponseNode, WaitOptions, parse_until
 from dsmo.workflows.records import WaitCheckpoint
@@ -24,7 +24,7 @@ from dsmo.workflows.run import Run
 from dsmo.workflows.run_state import Waiting
 from dsmo.workflows.sensitive import masked_variables
 from dsmo.workflows.status import RunStatus
-from dsmo.workflows.templating import render, render_values
+from dsmo.workflows.templating import render
 from dsmo.workflows.trail_segments import recorded_values
 
 TIMEOUT_SUMMARIES = {
@@ -48,28 +48,30 @@ async def wait_for_response_node(
     """The `wait_for_response` node: a reply from a person."""
     reply = node.parameters
     data = {k: v for k, v in (("expectedFrom", reply.expected_from), ("threadId", reply.thread_id)) if v}
-    await await_event(run, node_id, "response", reply, _rendered(run, data), resume=resume)
+    await await_event(run, node_id, "response", reply, data if resume else _rendered(run, data), resume=resume)
 
 
 async def wait_for_event_node(run: Run, node_id: str, node: WaitForEventNode, resume: WaitCheckpoint | None) -> None:
     """The `wait_for_event` node: a calendar (or any named) event."""
     event = node.parameters
     details = {"event": render(event.event, run.state.variables)}
-    title = _rendered(run, {"title": event.title}) if event.title else {}
+    title = _rendered(run, {"title": event.title}) if event.title and resume is None else {}
     await await_event(run, node_id, "event", event, details | title, resume=resume)
 
 
 def _rendered(run: Run, shown: dict[str, Any]) -> dict[str, Any]:
-    """What a wait shows, its templates rendered (a whole ``{{path}}`` keeps its value's type).
+    """What a wait shows, its templates rendered as text (an event's fields are compared with them).
 
-    A run that began such a wait before these were rendered keeps them as written; a wait with
-    no template asks nothing, so its history gains no marker.
+    One that renders empty is left out, as if not given. A run that began such a wait before
+    these were rendered keeps them as written; a wait with no template asks nothing, so its
+    history gains no marker.
     """
     if not any(isinstance(value, str) and "{{" in value for value in shown.values()):
         return shown
     if not workflow.patched(RENDER_PATCH):
         return shown
-    return dict(render_values(shown, run.state.variables))
+    rendered = {name: render(str(value), run.state.variables) for name, value in shown.items()}
+    return {name: value for name, value in rendered.items() if value}
 
 
 async def await_event(
@@ -106,7 +108,7 @@ async def await_event(
             state.begin_wait(waiting)
             workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
         # An event that arrived early, kept in the inbox, resumes the run without waiting.
-        kept = take_kept(run, waiting) if state.inbox else None
+        kept = await take_kept(run, waiting) if state.inbox else None
         if kept is not None:
             state.resume_event = kept
         else:

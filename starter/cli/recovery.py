@@ -16,6 +16,7 @@ from dsmo.starter.ops import dead_letters
 from dsmo.starter.ops import replay as replays
 from dsmo.starter.storage import s3_client
 from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.trail_contracts import TrailHead
 
 
 def register(cli: click.Group) -> None:
@@ -152,14 +153,17 @@ def audit_verify(obj: Context, run_id: str) -> None:
     except ArtifactMissing:
         raise DsmoError(f"no exported audit trail for {run_id!r} (it is written when the run ends)") from None
 
-    async def expected() -> list[dict[str, Any]] | None:
+    async def expected() -> tuple[list[dict[str, Any]], TrailHead] | None:
+        client = await obj.client()
         try:
-            return [event.model_dump(mode="json") for event in await (await obj.client()).events(run_id)]
+            head = (await client.trail(run_id)).head
+            return [event.model_dump(mode="json") for event in await client.events(run_id)], head
         except DsmoError:
             return None  # the run itself is gone (retention): the chain alone is checked
 
-    trail = run(expected)
-    result = verify_lines(body, trail)
+    own = run(expected)
+    trail = own[0] if own is not None else None
+    result = verify_lines(body, trail, own[1] if own is not None else None)
     if result.ok:
         against = " and matches the run's trail" if trail is not None else ""
         click.echo(f"ok: {result.lines} events, hash chain intact{against}")

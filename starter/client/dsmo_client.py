@@ -63,6 +63,7 @@ from dsmo.workflows.records import (
     WorkflowTaskFailure,
 )
 from dsmo.workflows.status import RunStatus
+from dsmo.workflows.trail_contracts import TrailHead
 from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
 
 log = logging.getLogger("dsmo.client")
@@ -596,18 +597,32 @@ class DsmoClient:
         Raises:
             RunNotFound: No run has this id.
         """
+        view = await self.trail(run_id)
+        if not view.head.segments:
+            return view.events
+        earlier = await asyncio.to_thread(self._segment_events, run_id, view.head.segments)
+        return earlier + view.events
+
+    async def trail(self, run_id: str) -> TrailView:
+        """Where the run's trail segments in the store end (by Temporal's own record), and the events after.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The head (segments, last sequence number, its chain hash) and the events after it.
+
+        Raises:
+            RunNotFound: No run has this id.
+        """
         try:
             view: TrailView = await self._query(run_id, "trail", TrailView)
         except DsmoError as err:
             if "unknown queryType" not in str(err):
                 raise
             # A worker from before trail segments: its runs carry the whole trail.
-            trail: list[AuditEvent] = await self._query(run_id, "events", list[AuditEvent])
-            return trail
-        if not view.head.segments:
-            return view.events
-        earlier = await asyncio.to_thread(self._segment_events, run_id, view.head.segments)
-        return earlier + view.events
+            return TrailView(head=TrailHead(), events=await self._query(run_id, "events", list[AuditEvent]))
+        return view
 
     def _segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
         """The events a long-lived run has written to its trail's segments in the store."""

@@ -20,6 +20,7 @@ from dsmo.workflows.limiter import AgentRateLimiter
 from dsmo.workflows.nodes import LlmNode, RunAgentNode
 from dsmo.workflows.records import AuditEvent, ExecutionRequest, RecordedAction, RecordedResume, ReplayPlan, StatusView
 from dsmo.workflows.sandbox import sandbox_runner
+from dsmo.workflows.trail_contracts import values_digest
 
 
 @dataclass
@@ -102,6 +103,8 @@ def resumed_values(store: ArtifactStore, event: AuditEvent) -> dict[str, Any]:
     ref = event.data.get("setRef")
     if isinstance(ref, dict) and ref.get("uri"):
         values: dict[str, Any] = store.read_json(str(ref["uri"]))
+        if values_digest(values) != ref.get("sha256"):
+            raise DsmoError(f"{ref['uri']} does not hold the values RUN_RESUMED #{event.seq} recorded (sha256 differs)")
         return values
     return dict(event.data.get("set") or {})
 

@@ -76,3 +76,36 @@ async def test_a_full_inbox_and_a_large_input_do_not_wedge_the_run(harness: Harn
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "go"
     assert await failed_tasks(harness, run_id) == 0
+
+
+async def test_a_costly_match_over_a_full_inbox_is_judged_over_several_activations(harness: Harness) -> None:
+    definition = gated_chat().model_dump(mode="json", by_alias=True, exclude_none=True)
+    definition["nodes"]["reply"]["parameters"]["match"] = "big.exists(x, x == event.data.text)"
+    definition["inputs"] = ["big"]
+    dsmo = harness.dsmo
+    run_id = await harness.start(parse_definition(definition), {"big": ["go"] * 32_000})
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    for index in range(1, 101):  # none matches: each costs 32,000 visits to judge
+        assert (
+            await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": f"x{index}"}, event_id=f"e-{index}")
+        ).buffered
+    assert (await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "opened"}, event_id="gate")).accepted
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+
+    async def timers() -> int:
+        started = EventType.EVENT_TYPE_TIMER_STARTED
+        return sum([1 async for e in handle.fetch_history_events() if e.event_type == started])
+
+    # 3.2 million visits in budgets of 500,000: the reply wait's timer, then a pause before each
+    # of at least 6 more activations.
+    for _ in range(600):  # a hang guard (2 minutes), not a speed target
+        if await timers() >= 2 + 6:
+            break
+        await asyncio.sleep(0.2)
+    assert await timers() >= 2 + 6
+    view = await dsmo.status(run_id)
+    assert view.current_node == "reply" and view.inbox is not None and view.inbox.count == 100
+    assert (await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "go"}, event_id="go")).accepted
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "go"
+    assert await failed_tasks(harness, run_id) == 0

@@ -8,18 +8,25 @@ ids as a bounded window: every generation's input stays small whatever the run's
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
+import threading
+import uuid
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 
-from dsmo.activities.audit_log import audit_key, segment_key, verify_lines
+from dsmo.activities.audit_log import AuditActivities, audit_key, segment_key, verify_lines
+from dsmo.activities.messaging import FileChannel
 from dsmo.starter.ops.replay import resumed_values
+from dsmo.worker import build_worker
+from dsmo.workflows.contracts import WRITE_AUDIT_SEGMENT
 from dsmo.workflows.definition import AgentDefinition, parse_definition
 from dsmo.workflows.seen_ids import FINGERPRINT_CHARS, SEEN_IDS_WINDOW
 from dsmo.workflows.status import RunStatus
+from dsmo.workflows.trail_contracts import AuditSegment, TrailHead, canonical_values
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration
@@ -96,7 +103,7 @@ async def test_thousands_of_large_events_through_continue_as_new(harness: Harnes
     assert len(continued) == len(sizes) - 1
     body = store.read_bytes(store.uri(audit_key(run_id)))
     expected = [event.model_dump(mode="json") for event in trail]
-    check = verify_lines(body, expected)
+    check = verify_lines(body, expected, (await dsmo.trail(run_id)).head)
     assert check.ok, check.problem
     # The segments are in the store, write-once, and the export begins with them.
     first_segment = store.read_bytes(store.uri(segment_key(run_id, 1)))
@@ -107,5 +114,50 @@ async def test_thousands_of_large_events_through_continue_as_new(harness: Harnes
     assert "set" not in sample.data and sample.data["setKeys"] == ["eventData", "eventResult"]
     values: dict[str, Any] = resumed_values(store, sample)
     assert values["eventData"] == {"n": EVENTS // 2, "notes": NOTES}
-    assert sample.data["setRef"]["bytes"] == len(json.dumps(values, separators=(",", ":"), sort_keys=True))
+    assert sample.data["setRef"]["bytes"] == len(canonical_values(values))
     assert resumed[-1].data["set"] == {"eventResult": "stop", "eventData": {}}
+
+
+async def test_an_event_that_arrives_while_the_run_hands_over_is_kept_for_the_next_generation(
+    harness: Harness,
+) -> None:
+    dsmo = harness.dsmo
+    writing, release = threading.Event(), threading.Event()
+    audit = AuditActivities(harness.store)
+
+    @activity.defn(name=WRITE_AUDIT_SEGMENT)
+    def held_segment(segment: AuditSegment) -> TrailHead:
+        writing.set()
+        release.wait(120)  # a hang guard: the test releases it
+        return audit.write_audit_segment(segment)
+
+    queue = f"handover-{uuid.uuid4().hex[:8]}"
+    worker = build_worker(
+        dsmo.temporal,
+        task_queue=queue,
+        store=harness.store,
+        channel=FileChannel(harness.outbox),
+        overrides=[held_segment],
+    )
+    async with worker:
+        run_id = await dsmo.start(chat_loop(), task_queue=queue, history_limit=30)
+        harness.started.append(run_id)
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        # Signals the wait refuses grow the history until the run continues as new inside its wait.
+        for index in range(200):
+            await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": f"noise-{index}", "text": "x"})
+            if await asyncio.to_thread(writing.wait, 0.2):
+                break
+        assert writing.is_set(), "the run never continued as new"
+        # The segment is being written: the event is kept for the next generation, not lost.
+        late = await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "late"}, event_id="late")
+        assert late.accepted and late.buffered, late
+        release.set()
+        await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "stop"}, event_id="stop")
+        result = await dsmo.result(run_id)
+        trail = await dsmo.events(run_id)
+    assert result.status is RunStatus.COMPLETED
+    resumed = [event for event in trail if event.type == "RUN_RESUMED"]
+    taken = [event for event in resumed if event.data.get("eventId") == "late"]
+    assert len(taken) == 1 and taken[0].data["fromInbox"] and taken[0].data["set"]["eventResult"] == "late"
+    assert resumed[-1].data["eventId"] == "stop"

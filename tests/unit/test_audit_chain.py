@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 from dsmo.activities.audit_log import chain, chained, unchained, verify_lines
+from dsmo.workflows.trail_contracts import TrailHead
 
 EVENTS = [{"seq": i, "type": "STAGE_SUCCEEDED", "runId": "r", "data": {"n": i}} for i in range(1, 5)]
 
@@ -40,3 +41,15 @@ def test_segments_chained_from_each_other_make_the_whole_trail() -> None:
     assert first + second == chain(EVENTS)
     assert last == json.loads(chain(EVENTS).splitlines()[-1])["hash"]
     assert unchained(first + second) == EVENTS
+
+
+def test_a_consistent_rewrite_of_file_and_segments_is_caught_by_the_runs_head() -> None:
+    _, head_hash = chained(EVENTS[:2])  # the segment a long run wrote; Temporal keeps its head
+    head = TrailHead(seq=2, hash=head_hash, segments=1)
+    forged = [{**EVENTS[0], "data": {"n": 99}}, *EVENTS[1:]]
+    # Someone rewrote the segments and the exported file alike: the chain and the "run's trail"
+    # read back from those segments agree, but the chain no longer passes through the head.
+    assert verify_lines(chain(forged), forged).ok
+    result = verify_lines(chain(forged), forged, head)
+    assert not result.ok and "head in Temporal" in (result.problem or "")
+    assert verify_lines(chain(EVENTS), EVENTS, head).ok
