@@ -1,12 +1,12 @@
 """The `llm` node's stage: render the prompts, ask an OpenAI-compatible chat endpoint, hold the
 answer to the node's schema, and record every call.
 
-Calls go out on the worker's event loop through a few shared `httpx.AsyncClient`s, so a worker
-holds as many model calls in flight as it accepts activities. Each call leaves one write-once artifact
-beside the attempt's output: the request as sent and the response as received (status, raw body,
-latency). An answer that does not match the schema is sent back with the validation error, up to
-the node's `retries`, then the stage is a contract violation (the fail-safe route). A 408, 409,
-429 or 5xx answer, or no answer, is transient: the orchestrator retries the stage.
+Calls go out on the worker's event loop through a few shared `httpx.AsyncClient`s (uncompressed),
+so a worker holds as many model calls in flight as it accepts activities. Each call leaves one
+write-once artifact beside the attempt's output: the request as sent and the response as received.
+An answer that does not match the schema is sent back with the validation error, up to the node's
+`retries`, then the stage is a contract violation (the fail-safe route). A 408, 409, 429 or 5xx
+answer, or no answer, is transient: the orchestrator retries the stage.
 
 A response is read as it streams in, up to `max_response_bytes` (DSMO_LLM_MAX_RESPONSE_BYTES): a
 longer one is refused there, recorded, and the stage is a contract violation with no repair call
@@ -113,9 +113,8 @@ class _Exchange:
 
 # httpx's connection pool (httpcore) re-examines every connection it holds, once per idle
 # connection, each time a response closes: work that grows with the square of the pool. With 200
-# calls in flight through one client that bookkeeping took ~70% of the worker's Python time as
-# the answers came back. Calls are spread round-robin over this many clients, so each pool stays
-# small (~13 connections at 200 in flight).
+# calls in flight through one client that took ~70% of the worker's Python time as the answers
+# came back. Calls are spread round-robin over this many clients (~13 connections each at 200).
 CLIENT_POOLS = 16
 
 
@@ -124,6 +123,7 @@ def new_http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(120.0, connect=10.0),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        headers={"Accept-Encoding": "identity"},  # the cap counts bytes held: no chunk may inflate past it
     )
 
 
