@@ -156,8 +156,9 @@ def audit_verify(obj: Context, run_id: str) -> None:
     async def expected() -> tuple[list[dict[str, Any]], TrailHead] | None:
         client = await obj.client()
         try:
+            # The run's own record, from Temporal (needs a worker), not the file being verified.
             head = (await client.trail(run_id)).head
-            return [event.model_dump(mode="json") for event in await client.events(run_id)], head
+            return [event.model_dump(mode="json") for event in await client.events(run_id, live=True)], head
         except DsmoError:
             return None  # the run itself is gone (retention): the chain alone is checked
 

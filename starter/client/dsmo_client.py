@@ -39,8 +39,8 @@ from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlre
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.audit_log import read_segments, unchained
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.audit_log import audit_key, read_segments, unchained
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import run_health
 from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
@@ -585,18 +585,26 @@ class DsmoClient:
         except RPCError as err:
             raise self._rpc_error(run_id, err) from None
 
-    async def events(self, run_id: str) -> list[AuditEvent]:
-        """The run's audit trail so far.
+    async def events(self, run_id: str, *, live: bool = False) -> list[AuditEvent]:
+        """The run's audit trail so far: from the run, or from its exported trail once it has ended.
+
+        A run that has ended exported its whole trail to the store; that export is read, so an
+        ended run's trail needs no worker (and no replay of its history).
 
         Args:
             run_id: The run.
+            live: Ask the run itself even if it has ended (needs a worker): its own record, to
+                check the export against.
 
         Returns:
             The audit events, in order.
 
         Raises:
             RunNotFound: No run has this id.
+            NoWorker: No worker answers a run that has not ended (or exported no trail).
         """
+        if not live and (exported := await self._exported_events(run_id)) is not None:
+            return exported
         view = await self.trail(run_id)
         if not view.head.segments:
             return view.events
@@ -623,6 +631,24 @@ class DsmoClient:
             # A worker from before trail segments: its runs carry the whole trail.
             return TrailView(head=TrailHead(), events=await self._query(run_id, "events", list[AuditEvent]))
         return view
+
+    async def _exported_events(self, run_id: str) -> list[AuditEvent] | None:
+        """The trail an ended run exported (`audit/{run_id}.jsonl`), or None if it has not ended or has none."""
+        try:
+            if (await self._handle(run_id).describe()).close_time is None:
+                return None
+        except (RPCError, TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
+            return None
+        return await asyncio.to_thread(self._read_export, run_id)
+
+    def _read_export(self, run_id: str) -> list[AuditEvent] | None:
+        if self._store is None:
+            self._store = artifact_store(self.settings)
+        try:
+            body = self._store.read_bytes(self._store.uri(audit_key(run_id)))
+        except ArtifactMissing:
+            return None
+        return [AuditEvent.model_validate(event) for event in unchained(body)]
 
     def _segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
         """The events a long-lived run has written to its trail's segments in the store."""

@@ -8,8 +8,12 @@ trail the history will hold. Only a file written by the same workflow execution 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +22,14 @@ from temporalio.testing import ActivityEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import EXECUTION_META, AuditActivities, audit_key, chain, verify_lines
+from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.dsmo_client import NoWorker
+from dsmo.worker import build_worker
+from dsmo.workflows.status import RunStatus
 from dsmo.workflows.trail_contracts import AuditExport
+from tests.conftest import Harness, definition_from
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +86,31 @@ def test_another_executions_different_trail_is_refused_and_the_file_kept(store: 
         export(store, run_id, events("RUN_STARTED", "RUN_ABORTED"), "exec-2")
     assert refused.value.non_retryable and refused.value.type == "AuditConflict"
     assert stored(store, run_id) == chain(original)
+
+
+async def test_an_ended_runs_trail_is_read_from_its_export_with_no_worker(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    queue = f"ended-{uuid.uuid4().hex[:8]}"
+    async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        run_id = await dsmo.start(
+            definition_from(EXAMPLES / "welcome_pack.yaml"),
+            {"candidate": {"name": "A", "email": "a@x"}},
+            task_queue=queue,
+        )
+        harness.started.append(run_id)
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+        live = await dsmo.events(run_id, live=True)
+    # No worker polls the run's queue now: the run cannot answer a query, but its trail was exported.
+    assert await dsmo.events(run_id) == live
+    assert live[-1].type == "RUN_COMPLETED"
+    with pytest.raises(NoWorker):
+        await dsmo.events(run_id, live=True)
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [str(Path(sys.executable).with_name("dsmo")), "events", run_id],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=120,
+    )
+    assert shown.returncode == 0 and "RUN_COMPLETED" in shown.stdout, shown.stderr

@@ -94,7 +94,7 @@ async def test_thousands_of_large_events_through_continue_as_new(harness: Harnes
     assert max(sizes[-3:]) - max(sizes[1:4]) <= SEEN_IDS_WINDOW * FINGERPRINT_CHARS
 
     # One trail across every generation: contiguous, and the exported file verifies against it.
-    trail = await dsmo.events(run_id)
+    trail = await dsmo.events(run_id, live=True)  # the run's own record: segments and the tail
     assert [event.seq for event in trail] == list(range(1, len(trail) + 1))
     resumed = [event for event in trail if event.type == "RUN_RESUMED"]
     assert len(resumed) == EVENTS + 1
@@ -102,6 +102,7 @@ async def test_thousands_of_large_events_through_continue_as_new(harness: Harnes
     continued = [event for event in trail if event.type == "RUN_CONTINUED"]
     assert len(continued) == len(sizes) - 1
     body = store.read_bytes(store.uri(audit_key(run_id)))
+    assert await dsmo.events(run_id) == trail  # read from that export now the run has ended
     expected = [event.model_dump(mode="json") for event in trail]
     check = verify_lines(body, expected, (await dsmo.trail(run_id)).head)
     assert check.ok, check.problem
