@@ -126,9 +126,9 @@ def verify_lines(
     return Verification(True, len(lines))
 
 
-def read_segments(store: ArtifactStore, run_id: str, count: int) -> bytes:
-    """The chained lines of a run's first ``count`` trail segments, in order."""
-    return b"".join(store.read_bytes(store.uri(segment_key(run_id, number))) for number in range(1, count + 1))
+def read_segments(store: ArtifactStore, run_id: str, count: int, *, first: int = 1) -> bytes:
+    """The chained lines of a run's trail segments ``first`` to ``count``, in order."""
+    return b"".join(store.read_bytes(store.uri(segment_key(run_id, number))) for number in range(first, count + 1))
 
 
 def _last_hash(body: bytes) -> str:

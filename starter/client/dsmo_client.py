@@ -73,6 +73,7 @@ WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
 # A query waits for a worker to answer; one that has not in this long is not coming.
 QUERY_TIMEOUT = timedelta(seconds=10)
+SEGMENTS_CACHED = 128  # parsed audit-trail segments a client keeps (each up to ~256 KB of events)
 # A task queue seen with a live poller is not asked again for this long (seconds).
 POLLERS_SEEN_FOR = 5.0
 # How often a wait for a run's result looks for a failing workflow task: first after this
@@ -249,6 +250,7 @@ class DsmoClient:
         self.prepare_runs = prepare_runs
         self._preparer: RunPreparer | None = None
         self._store: ArtifactStore | None = None  # opened when a trail's segments are first read
+        self._segments: OrderedDict[tuple[str, int], list[AuditEvent]] = OrderedDict()
         # Each run's start trace context (fixed in its memo at start), so events join the run's
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
@@ -651,11 +653,24 @@ class DsmoClient:
         return [AuditEvent.model_validate(event) for event in unchained(body)]
 
     def _segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
-        """The events a long-lived run has written to its trail's segments in the store."""
+        """The events a long-lived run has written to its trail's segments in the store.
+
+        Segments are write-once, so each is read once and kept (the latest `SEGMENTS_CACHED`):
+        following a long run (the console's run page) reads only the segments written since.
+        """
         if self._store is None:
             self._store = artifact_store(self.settings)
-        body = read_segments(self._store, run_id, segments)
-        return [AuditEvent.model_validate(event) for event in unchained(body)]
+        events: list[AuditEvent] = []
+        for number in range(1, segments + 1):
+            key = (run_id, number)
+            if key not in self._segments:
+                body = read_segments(self._store, run_id, number, first=number)
+                self._segments[key] = [AuditEvent.model_validate(event) for event in unchained(body)]
+                while len(self._segments) > SEGMENTS_CACHED:
+                    self._segments.popitem(last=False)
+            self._segments.move_to_end(key)
+            events.extend(self._segments[key])
+        return events
 
     async def variables(self, run_id: str) -> dict[str, Any]:
         """The run's variables (its input, event variables, `stages`, `steps`).

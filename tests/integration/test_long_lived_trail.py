@@ -95,6 +95,7 @@ async def test_thousands_of_large_events_through_continue_as_new(harness: Harnes
 
     # One trail across every generation: contiguous, and the exported file verifies against it.
     trail = await dsmo.events(run_id, live=True)  # the run's own record: segments and the tail
+    assert await dsmo.events(run_id, live=True) == trail  # again, from the client's cached segments
     assert [event.seq for event in trail] == list(range(1, len(trail) + 1))
     resumed = [event for event in trail if event.type == "RUN_RESUMED"]
     assert len(resumed) == EVENTS + 1
