@@ -25,33 +25,32 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
-from dsmo.activities import catalogue
+from dsmo.activities import catalog_publishing as catalogue
 from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
-from dsmo.activities.definitions import DefinitionActivities, DefinitionStore
-from dsmo.activities.errors import PluginError
+from dsmo.activities.definition_store import DefinitionActivities, DefinitionStore
 from dsmo.activities.limiter import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
 from dsmo.activities.messaging import Channel, MessagingActivities
+from dsmo.activities.plugin_errors import PluginError
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.stage import StageActivities
-from dsmo.starter import worker_logging
 from dsmo.starter.client.dsmo_client import connect_temporal
-from dsmo.starter.devstack.checks import ensure_bucket, ensure_search_attributes_on
-from dsmo.starter.devstack.processes import StackError
+from dsmo.starter.config.settings import Settings, workflow_sandbox_from
 from dsmo.starter.exits import hard_exit
-from dsmo.starter.settings import Settings, workflow_sandbox_from
+from dsmo.starter.provisioning import StackError, ensure_bucket, ensure_search_attributes_on
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import metrics_runtime, setup_tracing
-from dsmo.starter.worker_heap import freeze_startup_heap
-from dsmo.workflows.compensation import CompensationRetry
-from dsmo.workflows.execution import AgentExecution
-from dsmo.workflows.limiter import AgentRateLimiter
-from dsmo.workflows.sandbox import sandbox_runner
+from dsmo.starter.worker_runtime import logging_setup as worker_logging
+from dsmo.starter.worker_runtime.heap import freeze_startup_heap
+from dsmo.workflows.common.sandbox import sandbox_runner
+from dsmo.workflows.engine.agent_execution import AgentExecution
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")
 
@@ -281,7 +280,7 @@ def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> N
         load: Plugin modules to import besides the entry points and ``DSMO_LOAD``.
     """
     # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
-    # handler lock held and stall the whole worker (see starter/worker_logging.py).
+    # handler lock held and stall the whole worker (see starter/worker_runtime/logging_setup.py).
     worker_logging.install(logging.INFO)
     settings = Settings.from_env()
     try:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import activity
 
-from dsmo.activities.errors import PluginError, UnknownAction, permanent_errors
 from dsmo.activities.maybe_async import call_maybe_async
-from dsmo.workflows.contracts import (
+from dsmo.activities.plugin_errors import PluginError, UnknownAction, permanent_errors
+from dsmo.workflows.contracts.activity_io import (
     COMPENSATE,
     INVOKE_ACTION,
     ActionResult,
@@ -28,7 +28,7 @@ from dsmo.workflows.contracts import (
 )
 
 if TYPE_CHECKING:
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from obstore.exceptions import AlreadyExistsError
 
 from dsmo.activities.artifact_cache import ImmutableCache
-from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.common.errors import DsmoError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,8 +24,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.workflows.contracts import EXPORT_AUDIT, STORE_EVENT_VALUES, WRITE_AUDIT_SEGMENT
-from dsmo.workflows.trail_contracts import (
+from dsmo.workflows.contracts.activity_io import EXPORT_AUDIT, STORE_EVENT_VALUES, WRITE_AUDIT_SEGMENT
+from dsmo.workflows.contracts.trail_io import (
     GENESIS_HASH,
     AuditExport,
     AuditSegment,

@@ -8,7 +8,7 @@ from dsmo.activities.messaging import FileChannel, WebhookChannel
 from dsmo.activities.plugins import channel
 
 if TYPE_CHECKING:
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
 
 @channel("file")

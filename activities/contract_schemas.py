@@ -20,8 +20,8 @@ import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel
 
-from dsmo.activities.errors import ContractViolation
-from dsmo.workflows.schema_patterns import UnsupportedPattern, check_patterns, compiled
+from dsmo.activities.plugin_errors import ContractViolation
+from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patterns, compiled
 
 SchemaSource = type[BaseModel] | Mapping[str, Any]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.client import Client
 
-from dsmo.workflows.contracts import RELEASE_SLOT, REQUEST_SLOT, SlotRequest
-from dsmo.workflows.limiter import AgentRateLimiter, LimiterState, limiter_id
+from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT, SlotRequest
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
 
 
 class LimiterActivities:

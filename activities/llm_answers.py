@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dsmo.activities.errors import ContractViolation, InvalidInput
 from dsmo.activities.json_values import json_problem
-from dsmo.workflows.errors import DsmoError
+from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
+from dsmo.workflows.common.errors import DsmoError
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 SUMMARY_TEXT_MAX = 200  # a string answer field longer than this stays out of the default summary

@@ -31,13 +31,13 @@ import httpx
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, compile_schema
-from dsmo.activities.errors import ContractViolation, InvalidInput
 from dsmo.activities.llm_answers import add_usage, answer_summary, judge
+from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.workflows.contracts import StageTask
-from dsmo.workflows.errors import TemplateError
-from dsmo.workflows.llm_call import LlmCall
-from dsmo.workflows.templating import render
+from dsmo.workflows.common.errors import TemplateError
+from dsmo.workflows.common.templating import render
+from dsmo.workflows.contracts.activity_io import StageTask
+from dsmo.workflows.contracts.llm_call import LlmCall
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
 CALL_RECORD_KIND = "dsmo.llm-call/v1"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, as_output, default_registry
-from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 
 def call_agent(

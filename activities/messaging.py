@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import activity
 
-from dsmo.activities.errors import InvalidInput, PluginError, permanent_errors
-from dsmo.workflows.contracts import (
+from dsmo.activities.plugin_errors import InvalidInput, PluginError, permanent_errors
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import (
     SEND_MESSAGE,
     SEND_REQUEST,
     RequestReceipt,
@@ -30,10 +31,9 @@ from dsmo.workflows.contracts import (
     SendRequest,
     SentMessage,
 )
-from dsmo.workflows.errors import DsmoError
 
 if TYPE_CHECKING:
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
 log = logging.getLogger("dsmo.messaging")
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from dsmo.activities.errors import PluginError
+from dsmo.activities.plugin_errors import PluginError
 
 ENTRY_POINT_GROUP = "dsmo.plugins"
 # A plugin whose import takes longer than this is named in a log line, and again each time as

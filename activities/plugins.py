@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from dsmo.activities.actions import ActionFn, ActionRegistry, FunctionAction
 from dsmo.activities.contract_schemas import SchemaSource
-from dsmo.activities.errors import PluginError
 from dsmo.activities.messaging import ChannelFactory, ChannelRegistry
+from dsmo.activities.plugin_errors import PluginError
 from dsmo.activities.processors import ProcessorFn, check_takes, default_registry
-from dsmo.workflows.identifiers import AGENT_NAME_PATTERN
+from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 
 F = TypeVar("F", bound=Callable[..., Any])
 

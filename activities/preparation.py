@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore, encode_json, run_input_key
-from dsmo.activities.definitions import config_key
-from dsmo.activities.errors import ContractViolation
-from dsmo.workflows.contracts import PreparedRun, PrepareRun
-from dsmo.workflows.errors import DsmoError
+from dsmo.activities.definition_store import config_key
+from dsmo.activities.plugin_errors import ContractViolation
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import PreparedRun, PrepareRun
 
 
 class LeftoverInput(DsmoError):

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, SchemaSource, compile_schema
-from dsmo.activities.errors import ContractViolation, PluginError, UnknownAgent
 from dsmo.activities.json_values import json_problem
 from dsmo.activities.maybe_async import is_async_callable
-from dsmo.workflows.contracts import StageMessage
+from dsmo.activities.plugin_errors import ContractViolation, PluginError, UnknownAgent
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dsmo.activities.errors import ContractViolation
+from dsmo.activities.plugin_errors import ContractViolation
 
 
 class _Schema(BaseModel):

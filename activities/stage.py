@@ -21,13 +21,13 @@ from opentelemetry import trace
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact, encode_json, stage_output_key
-from dsmo.activities.errors import ContractViolation, InvalidInput, permanent_errors
 from dsmo.activities.llm_stage import LlmStage
 from dsmo.activities.maybe_async import call_maybe_async
+from dsmo.activities.plugin_errors import ContractViolation, InvalidInput, permanent_errors
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, as_output
 from dsmo.activities.schemas import check_output
-from dsmo.workflows.contracts import (
+from dsmo.workflows.contracts.activity_io import (
     PREPARE_RUN,
     RUN_STAGE,
     SUMMARY_MAX_BYTES,

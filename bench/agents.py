@@ -18,9 +18,9 @@ from typing import Any
 from bench.paired import RATES, draw
 from bench.queue_db import QueueDb
 from bench.shared_rule import OK, StageExecution
-from dsmo.activities.errors import InvalidInput
+from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 SLOW_S = 2.5  # a slow attempt: past the 1.5 s stage timeout and the queue's visibility timeout
 REPLAY_MARK = ".replay-"

@@ -16,8 +16,8 @@ import click
 from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import DevStack, private_settings, reusable
-from dsmo.starter.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 # Markers of the section `make hostile` writes (bench/hostile.py).

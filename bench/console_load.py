@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 
 from bench.metrics import percentile
-from dsmo.starter.api_keys import KeyStore
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.settings import Settings
+from dsmo.starter.server.api_keys import KeyStore
 
 REQUESTS = 60
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -24,7 +24,7 @@ from bench.paired import MAX_ATTEMPTS, RATES, ambiguous, draw, graph_of, valid_n
 from bench.queue_db import Message, QueueDb
 from bench.shared_rule import OK, StageExecution
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 
 CRASH_EXIT = 17

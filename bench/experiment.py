@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bench.agents import B3Agent
     from dsmo.activities.artifacts import ArtifactStore
     from dsmo.starter.client.dsmo_client import DsmoClient
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
 MODES = ("B3", "B1", "B2")

@@ -20,13 +20,13 @@ from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.workloads import RESUMED_STAGE, inbox_resume_definition, resume_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 
 if TYPE_CHECKING:
     from bench.agents import ExecutionLog
     from dsmo.activities.artifacts import ArtifactStore
     from dsmo.starter.client.dsmo_client import DsmoClient
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
 # The sides of each round, rotated so that each runs first, second and last equally often.
 SIDES = ("b3", "floor", "floor_io")

@@ -34,13 +34,13 @@ import httpx
 from bench.cli import HOSTILE_END, HOSTILE_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.starter.api_keys import KeyStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.codec import new_key
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.settings import Settings
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.storage import artifact_store
-from dsmo.workflows.definition import parse_definition
+from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

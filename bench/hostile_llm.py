@@ -32,10 +32,10 @@ from bench.cli import HOSTILE_LLM_END, HOSTILE_LLM_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.checks import worker_polling
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.settings import Settings
-from dsmo.workflows.definition import parse_definition
+from dsmo.starter.provisioning import worker_polling
+from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 LATENCY_BOUND = 2.0

@@ -34,11 +34,11 @@ from bench.cli import bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.checks import worker_polling
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.settings import Settings
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.starter.provisioning import worker_polling
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

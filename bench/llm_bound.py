@@ -35,10 +35,10 @@ from temporalio.api.history.v1 import HistoryEvent
 from bench import llm_floor
 from bench.w5_report import held_figures, pooled
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.checks import worker_polling
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.settings import Settings
-from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.starter.provisioning import worker_polling
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 REPO = Path(__file__).resolve().parent.parent
 ANSWER = json.dumps({"category": "billing", "confidence": 0.9})

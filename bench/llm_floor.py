@@ -27,10 +27,10 @@ from temporalio.worker import Worker
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.llm_stage import CLIENT_POOLS, new_http_client
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
-from dsmo.starter.worker_heap import freeze_startup_heap
-from dsmo.workflows.search_attributes import WAITING_FOR
+from dsmo.starter.worker_runtime.heap import freeze_startup_heap
+from dsmo.workflows.common.search_attributes import WAITING_FOR
 
 WORKFLOW = "LlmFloorRun"
 GO_SIGNAL = "MESSAGE_RECEIVED"  # the signal DSMO's runs take, so the bench sends the same one

@@ -22,7 +22,7 @@ from bench.floor import FloorComparison
 from bench.workloads import definition
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
 

@@ -19,9 +19,9 @@ from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.workloads import wait_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import DevStack
-from dsmo.starter.settings import Settings
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 
 
 def _rss_mb(pid: int) -> float:

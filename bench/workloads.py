@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 STAGE = {
     "actionType": "run_agent",

@@ -33,12 +33,12 @@ Your own agents, actions and channels are registered with the `agent`, `action` 
 from __future__ import annotations
 
 from dsmo.activities.actions import ActionContext
-from dsmo.activities.errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
 from dsmo.activities.local_call import call_agent
 from dsmo.activities.messaging import Channel
+from dsmo.activities.plugin_errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.starter.client.definitions import load_definition, parse_definition_text
+from dsmo.starter.client.definition_files import load_definition, parse_definition_text
 from dsmo.starter.client.dsmo_client import (
     DsmoClient,
     EventNotAccepted,
@@ -51,15 +51,21 @@ from dsmo.starter.client.dsmo_client import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
+from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.starter.exits import hard_exit
-from dsmo.starter.settings import Settings, SettingsError
-from dsmo.workflows.contracts import RequestReceipt, SendMessageRequest, SendRequest, SentMessage, StageMessage
-from dsmo.workflows.definition import AgentDefinition, RateLimit
-from dsmo.workflows.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
-from dsmo.workflows.events import EventAck
-from dsmo.workflows.identifiers import InvalidRunId
-from dsmo.workflows.records import AuditEvent, ExecutionResult, StatusView
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
+from dsmo.workflows.common.identifiers import InvalidRunId
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import (
+    RequestReceipt,
+    SendMessageRequest,
+    SendRequest,
+    SentMessage,
+    StageMessage,
+)
+from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView
+from dsmo.workflows.definition.model import AgentDefinition, RateLimit
+from dsmo.workflows.events.resume_events import EventAck
 
 __all__ = [
     "ActionContext",

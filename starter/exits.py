@@ -6,8 +6,8 @@ import os
 import sys
 from typing import NoReturn
 
-from dsmo.starter import worker_logging
 from dsmo.starter.telemetry import flush_tracing
+from dsmo.starter.worker_runtime import logging_setup as worker_logging
 
 
 def hard_exit(code: int) -> NoReturn:

@@ -15,7 +15,7 @@ from obstore.store import S3Store
 
 from dsmo.activities.artifact_cache import MIB
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

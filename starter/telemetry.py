@@ -20,7 +20,7 @@ from temporalio.client import Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from dsmo.starter.settings import SettingsError
+from dsmo.starter.config.settings import SettingsError
 
 _installed: dict[str, bool] = {"tracing": False}
 tracer = trace.get_tracer("dsmo")

@@ -23,13 +23,13 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.activities.orders.actions import order_actions
 from dsmo.activities.orders.db import OrderDatabase
 from dsmo.activities.processors import ProcessorRegistry, default_registry
-from dsmo.starter.client.definitions import parse_definition_text
+from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.checks import ensure_search_attributes_on
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.provisioning import ensure_search_attributes_on
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import AgentDefinition
+from dsmo.workflows.definition.model import AgentDefinition
 from tests.fresh_venv import FreshVenv, build_wheel, create
 from tests.stack import reusable, start_private
 

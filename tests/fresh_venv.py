@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsmo.starter.devstack.checks import worker_polling
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.provisioning import worker_polling
 
 REPO = Path(__file__).resolve().parents[1]
 

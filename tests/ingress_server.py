@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from dsmo.starter.ingress.app import create_app
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.server.ingress.app import create_app
 from tests.stack import free_port_block
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsmo.activities.errors import InvalidInput
+from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.plugins import agent
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 
 class _Documented(BaseModel):

@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from dsmo.activities.errors import ContractViolation, InvalidInput
+from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.plugins import agent
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 PROMPT_VERSION = "summarize-v1"
 SYSTEM_PROMPT = (

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
-from dsmo.activities.errors import ActionRefused, InvalidInput
 from dsmo.activities.orders.db import (
     OrderDatabase,
     compensations,
@@ -25,6 +24,7 @@ from dsmo.activities.orders.db import (
     saga_log,
     shipments,
 )
+from dsmo.activities.plugin_errors import ActionRefused, InvalidInput
 
 
 class GatewayUnavailable(RuntimeError):

@@ -16,8 +16,8 @@ from pathlib import Path
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
 from dsmo.activities.orders.db import OrderDatabase
-from dsmo.workflows.records import ExecutionResult
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import ExecutionResult
 
 _OUTPUT = re.compile(r"/(?P<stage>[^/]+(?:/[^/]+)*)/attempt=\d+/output\.json$")
 

@@ -32,11 +32,11 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.storage import artifact_store
-from dsmo.workflows import contracts
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.records import ExecutionResult
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.run_records import ExecutionResult
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 PRODUCT = "reliability-lamp"
 INVOICE = "Invoice INV-7 from billing@acme.test: total 120.50 EUR, payment due in 30 days."

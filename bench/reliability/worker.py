@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dsmo.activities.errors import InvalidInput
+from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, default_registry
-from dsmo.workflows.contracts import StageMessage
+from dsmo.workflows.contracts.activity_io import StageMessage
 
 SLOW_AGENT = "reliability-slow"
 MAX_DELAY_MS = 10_000

@@ -12,10 +12,10 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.cli.context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
 from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing
-from dsmo.starter.ops import dead_letters
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.ops import redrive as dead_letters
 from dsmo.starter.storage import s3_client
-from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.common.errors import DsmoError
 
 LIVE = "ExecutionStatus='Running'"
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 import click
 
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.telemetry import setup_tracing
 
 T = TypeVar("T")

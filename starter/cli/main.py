@@ -10,18 +10,18 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli import catalogue, operations, project, recovery, serve
+from dsmo.starter.cli import catalog, operations, project, recovery, serve
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
-from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.client.definition_files import load_definition
+from dsmo.starter.config.settings import SettingsError
 from dsmo.starter.exits import hard_exit
-from dsmo.starter.settings import SettingsError
-from dsmo.workflows.durations import parse_duration
-from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.events import EVENT_KINDS
-from dsmo.workflows.records import ExecutionResult
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.durations import parse_duration
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import ExecutionResult
+from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -249,7 +249,7 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
 
 
 operations.register(cli)
-catalogue.register(cli)
+catalog.register(cli)
 project.register(cli)
 recovery.register(cli)
 serve.register(cli)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dsmo.starter.scaffold import project_names, scaffold
+from dsmo.starter.scaffold.new_project import project_names, scaffold
 
 
 def register(cli: click.Group) -> None:

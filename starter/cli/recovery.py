@@ -12,11 +12,11 @@ import click
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
 from dsmo.starter.cli.context import Context, pass_context, run
-from dsmo.starter.ops import dead_letters
+from dsmo.starter.ops import redrive as dead_letters
 from dsmo.starter.ops import replay as replays
 from dsmo.starter.storage import s3_client
-from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.trail_contracts import TrailHead
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.trail_io import TrailHead
 
 
 def register(cli: click.Group) -> None:

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dsmo.starter.devstack.stack import ServiceReport
-from dsmo.workflows.durations import format_duration
-from dsmo.workflows.events import EventAck
-from dsmo.workflows.inbox import InboxView
-from dsmo.workflows.records import AuditEvent, StatusView
+from dsmo.workflows.common.durations import format_duration
+from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
+from dsmo.workflows.events.inbox import InboxView
+from dsmo.workflows.events.resume_events import EventAck
 
 # The audit records of an event's way through the inbox (`dsmo events RUN --inbox`).
 INBOX_EVENTS = frozenset({"EVENT_BUFFERED", "EVENT_CONSUMED", "EVENT_EXPIRED", "EVENT_REJECTED", "DUPLICATE_IGNORED"})

@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import click
 
-from dsmo.starter.api_keys import SCOPES, KeyStore
 from dsmo.starter.cli.context import Context, pass_context
+from dsmo.starter.server.api_keys import SCOPES, KeyStore
 
 
 def register(cli: click.Group) -> None:
@@ -36,7 +36,7 @@ def serve(obj: Context, bind: str | None) -> None:
     """
     import uvicorn
 
-    from dsmo.starter.ingress.app import create_app
+    from dsmo.starter.server.ingress.app import create_app
     from dsmo.starter.telemetry import setup_tracing
 
     setup_tracing("dsmo-ingress")
@@ -107,7 +107,7 @@ def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str |
     import uvicorn
 
     from dsmo.starter.client.codec import keys_from_env
-    from dsmo.starter.ingress.codec_server import create_codec_app
+    from dsmo.starter.server.codec_server import create_codec_app
 
     if not token and not insecure_no_token:
         raise click.UsageError(

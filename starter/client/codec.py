@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.common.errors import DsmoError
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"

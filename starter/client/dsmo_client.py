@@ -44,17 +44,16 @@ from dsmo.activities.audit_log import audit_key, read_segments, unchained
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import run_health
 from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
-from dsmo.starter.settings import Settings, SettingsError
+from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
-from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.contracts import PreparedRun
-from dsmo.workflows.definition import AgentDefinition, effective_parameters
-from dsmo.workflows.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
-from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal, parse_update
-from dsmo.workflows.identifiers import check_run_id, event_id_problem
-from dsmo.workflows.records import (
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import check_run_id, event_id_problem
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import PreparedRun
+from dsmo.workflows.contracts.run_records import (
     AuditEvent,
     ExecutionRequest,
     ExecutionResult,
@@ -62,9 +61,16 @@ from dsmo.workflows.records import (
     TrailView,
     WorkflowTaskFailure,
 )
-from dsmo.workflows.status import RunStatus
-from dsmo.workflows.trail_contracts import TrailHead
-from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
+from dsmo.workflows.contracts.trail_io import TrailHead
+from dsmo.workflows.definition.model import AgentDefinition, effective_parameters
+from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
+from dsmo.workflows.events.resume_events import (
+    DUPLICATE_NOT_RECORDED,
+    EventAck,
+    EventRejected,
+    parse_signal,
+    parse_update,
+)
 
 log = logging.getLogger("dsmo.client")
 T = TypeVar("T")

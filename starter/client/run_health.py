@@ -12,7 +12,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkf
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError
 
-from dsmo.workflows.records import WorkflowTaskFailure
+from dsmo.workflows.contracts.run_records import WorkflowTaskFailure
 
 # A live worker long-polls and polls again within about a minute; the server lists a poller
 # for minutes after its worker is gone, with the time its last poll began.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsmo.workflows.definition import AgentDefinition
-from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition.model import AgentDefinition
 
 # The fields of the AgentExecution workflow's input an outside starter sets. The others
 # (checkpoint, replay, prepared, ...) are written by DSMO itself and may change between versions.

@@ -13,11 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsmo.workflows.errors import DsmoError
-
-
-class StackError(DsmoError):
-    code = "stack_error"
+from dsmo.starter.provisioning import StackError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsmo.starter.devstack.checks import (
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.devstack.processes import ManagedProcess, find_binary
+from dsmo.starter.provisioning import (
+    StackError,
     any_worker_polling,
     ensure_bucket,
     ensure_search_attributes,
@@ -29,11 +32,10 @@ from dsmo.starter.devstack.checks import (
     temporal_reachable,
     worker_polling,
 )
-from dsmo.starter.devstack.processes import ManagedProcess, StackError, find_binary
-from dsmo.starter.settings import Settings
-from dsmo.workflows import search_attributes
+from dsmo.workflows.common import (
+    search_attributes,  # Measured on this machine kind: the default dev server adds ~50 ms to every workflow task;
+)
 
-# Measured on this machine kind: the default dev server adds ~50 ms to every workflow task;
 # raising this poll rate cuts raw Temporal latency about 4x (see DESIGN.md).
 # Eager activities: a stage the workflow schedules comes back in the reply to the workflow task
 # that scheduled it, to the same worker, instead of going through matching to a poller. Off by

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from dsmo.activities import catalogue
+from dsmo.activities import catalog_publishing as catalogue
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import ChannelRegistry
 from dsmo.activities.plugins import default_actions, default_channels

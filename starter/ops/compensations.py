@@ -9,9 +9,9 @@ from typing import Any
 from temporalio.client import WorkflowFailureError
 
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.workflows.compensation import CompensationRetry, CompensationRetryRequest, CompensationRetryState
-from dsmo.workflows.contracts import CompensationTask
-from dsmo.workflows.errors import DsmoError
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import CompensationTask
+from dsmo.workflows.saga.compensation_retry import CompensationRetry, CompensationRetryRequest, CompensationRetryState
 
 FAILED_QUERY = "WorkflowType='CompensationRetry' AND ExecutionStatus='Failed'"
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecution
 
 from dsmo.starter.client import run_health
-from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
 # Live runs only: a run terminated from outside (`temporal workflow terminate`) keeps its last

@@ -13,14 +13,21 @@ from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.workflows.definition import AgentDefinition
-from dsmo.workflows.errors import DsmoError
-from dsmo.workflows.execution import AgentExecution
-from dsmo.workflows.limiter import AgentRateLimiter
-from dsmo.workflows.nodes import LlmNode, RunAgentNode
-from dsmo.workflows.records import AuditEvent, ExecutionRequest, RecordedAction, RecordedResume, ReplayPlan, StatusView
-from dsmo.workflows.sandbox import sandbox_runner
-from dsmo.workflows.trail_contracts import values_digest
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.sandbox import sandbox_runner
+from dsmo.workflows.contracts.run_records import (
+    AuditEvent,
+    ExecutionRequest,
+    RecordedAction,
+    RecordedResume,
+    ReplayPlan,
+    StatusView,
+)
+from dsmo.workflows.contracts.trail_io import values_digest
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
+from dsmo.workflows.engine.agent_execution import AgentExecution
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
 
 
 @dataclass

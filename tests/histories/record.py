@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors the flows run
-from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.orders.actions import order_actions
 from dsmo.activities.orders.db import OrderDatabase
-from dsmo.starter.client.definitions import load_definition
+from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
@@ -135,7 +135,7 @@ async def strict_signal_refused(dsmo: DsmoClient, queue: str) -> str:
 
 async def raw_start_bad_run_id(dsmo: DsmoClient, queue: str) -> str:
     """Started around DSMO's checks with an id that is not a run id: it fails at once."""
-    from dsmo.workflows.records import ExecutionRequest
+    from dsmo.workflows.contracts.run_records import ExecutionRequest
 
     run_id = f"golden {uuid.uuid4().hex[:8]}"
     handle = await dsmo.temporal.start_workflow(
@@ -170,7 +170,7 @@ INBOX_CHAT = {
 async def inbox_kept_and_consumed(dsmo: DsmoClient, queue: str) -> str:
     """Started with its first reply (update-with-start), a document kept while the reply is taken,
     a reply from another thread refused by match (a signal), the rest taken live or from the inbox."""
-    from dsmo.workflows.definition import parse_definition
+    from dsmo.workflows.definition.model import parse_definition
 
     first = {"type": "MESSAGE_RECEIVED", "event_id": "g-wrong", "data": {"text": "otro", "threadId": "t-2"}}
     run_id = await dsmo.start(parse_definition(INBOX_CHAT), task_queue=queue, events=[first])
@@ -200,7 +200,7 @@ LONG_CHAT = {
 async def long_chat_segments(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     """A looping wait fed events larger than the trail keeps inline, through continue-as-new:
     its first generation stores event variables by reference and writes a trail segment."""
-    from dsmo.workflows.definition import parse_definition
+    from dsmo.workflows.definition.model import parse_definition
 
     run_id = await dsmo.start(parse_definition(LONG_CHAT), task_queue=queue, history_limit=30)
     first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -9,11 +9,11 @@ import pytest
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -25,8 +25,8 @@ from dsmo.activities.audit_log import EXECUTION_META, AuditActivities, audit_key
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import NoWorker
 from dsmo.worker import build_worker
-from dsmo.workflows.status import RunStatus
-from dsmo.workflows.trail_contracts import AuditExport
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.trail_io import AuditExport
 from tests.conftest import Harness, definition_from
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

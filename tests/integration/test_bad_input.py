@@ -30,16 +30,16 @@ import pytest
 import pytest_asyncio
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.definitions import DefinitionStore, index_key
-from dsmo.activities.errors import UnknownAgent
+from dsmo.activities.definition_store import DefinitionStore, index_key
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.api_keys import KeyStore
+from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.starter.cli.main import _main as dsmo_cli
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.ingress_server import serving
 
 pytestmark = pytest.mark.integration

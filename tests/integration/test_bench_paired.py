@@ -17,7 +17,7 @@ from bench.queue_db import QueueDb, postgres
 from bench.queue_modes import QueueModes
 from bench.shared_rule import OK, judge
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import pytest
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 
 pytestmark = pytest.mark.integration

@@ -23,8 +23,8 @@ import pytest
 import pytest_asyncio
 
 from dsmo import DsmoClient, RunStatus, Settings
-from dsmo.starter.devstack.checks import worker_polling
-from dsmo.workflows.definition import parse_definition
+from dsmo.starter.provisioning import worker_polling
+from dsmo.workflows.definition.model import parse_definition
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration

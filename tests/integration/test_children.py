@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import RunNotFound
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

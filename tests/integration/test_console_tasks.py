@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.starter.console.tasks import TaskFilter, task_page
-from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.status import RunStatus
+from dsmo.starter.server.console.tasks import TaskFilter, task_page
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from bench.hostile import large_graph
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.starter.api_keys import KeyStore
-from dsmo.starter.console import graph_layout
-from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.starter.server.api_keys import KeyStore
+from dsmo.starter.server.console import graph_layout
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in
 from tests.ingress_server import serving

@@ -14,13 +14,13 @@ import pytest
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, RunNotFound
-from dsmo.starter.devstack.checks import temporal_reachable
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.processes import process_alive
 from dsmo.starter.devstack.stack import DevStack
-from dsmo.starter.settings import Settings
+from dsmo.starter.provisioning import temporal_reachable
 from dsmo.starter.storage import s3_client
 from dsmo.worker import build_worker
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import definition_from
 from tests.stack import private_settings
 

@@ -16,9 +16,9 @@ from temporalio import activity
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.worker import build_worker
-from dsmo.workflows.contracts import RUN_STAGE, StageMessage, StageSummary, StageTask
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import RUN_STAGE, StageMessage, StageSummary, StageTask
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

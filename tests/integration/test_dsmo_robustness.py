@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
-from dsmo.activities.errors import InvalidInput
 from dsmo.activities.messaging import FileChannel
+from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.starter.ops import dead_letters
+from dsmo.starter.ops import redrive as dead_letters
 from dsmo.starter.ops import replay as replays
 from dsmo.worker import build_worker
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

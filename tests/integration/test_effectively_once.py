@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsmo.starter.client.dsmo_client import RunAlreadyExists
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.workflows.status import RunStatus
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

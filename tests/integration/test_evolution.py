@@ -15,11 +15,11 @@ import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.errors import DefinitionError
-from dsmo.workflows.events import MAX_EVENT_BYTES
-from dsmo.workflows.execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
+from dsmo.workflows.engine.agent_execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
+from dsmo.workflows.events.resume_events import MAX_EVENT_BYTES
 from tests.conftest import Harness
 from tests.unit.test_golden_histories import replayer
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.api_keys import KeyStore
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from tests.conftest import Harness
 from tests.console_session import csrf_of, sign_in

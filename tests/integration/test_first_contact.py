@@ -15,8 +15,8 @@ import pytest
 from dsmo.activities.audit_log import audit_key
 from dsmo.starter.client.wire_schemas import start_request_schema
 from dsmo.starter.ops import monitoring
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

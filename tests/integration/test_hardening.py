@@ -12,13 +12,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import run_input_key
 from dsmo.activities.audit_log import audit_key
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.activities.errors import UnknownAgent
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.starter.client.dsmo_client import RunAlreadyExists
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.records import ExecutionRequest
-from dsmo.workflows.sensitive import fingerprint
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition.model import parse_definition
+from dsmo.workflows.definition.sensitive import fingerprint
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

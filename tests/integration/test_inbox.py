@@ -26,11 +26,11 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunNotFound
 from dsmo.starter.ops import replay as dsmo_replay
 from dsmo.worker import build_worker
-from dsmo.workflows.contracts import SendMessageRequest, SentMessage
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.intake import INBOX_PATCH
-from dsmo.workflows.records import AuditEvent
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import SendMessageRequest, SentMessage
+from dsmo.workflows.contracts.run_records import AuditEvent
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo.workflows.run.intake import INBOX_PATCH
 from tests.conftest import Harness
 from tests.integration.test_evolution import has_patch_marker, replays
 

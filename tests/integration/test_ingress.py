@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.starter.api_keys import KeyStore
-from dsmo.starter.ingress.app import create_app
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.starter.server.api_keys import KeyStore
+from dsmo.starter.server.ingress.app import create_app
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 
@@ -206,7 +206,7 @@ async def test_a_start_carries_its_first_events_and_the_status_shows_the_inbox(
 
 
 def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
-    from dsmo.starter.settings import Settings
+    from dsmo.starter.config.settings import Settings
 
     spec = create_app(Settings(state_dir=tmp_path)).openapi()
     committed = json.loads((REPO / "docs" / "openapi.json").read_text())

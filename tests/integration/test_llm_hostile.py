@@ -21,10 +21,10 @@ from dsmo.activities.contract_schemas import ContractSchema
 from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.integration.test_llm_stage import replay
 

@@ -12,8 +12,8 @@ import pytest
 
 from dsmo.activities.agents.llm import PROMPT_VERSION, LlmProcessor
 from dsmo.activities.processors import ProcessorRegistry, default_registry
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

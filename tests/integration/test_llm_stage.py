@@ -22,10 +22,10 @@ from dsmo.activities.artifacts import ArtifactStore, stage_output_key
 from dsmo.activities.llm_stage import CLIENT_POOLS, LlmEndpoint, LlmStage, _Exchange
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -22,11 +22,11 @@ from dsmo.activities.audit_log import AuditActivities, audit_key, segment_key, v
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.ops.replay import resumed_values
 from dsmo.worker import build_worker
-from dsmo.workflows.contracts import WRITE_AUDIT_SEGMENT
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.seen_ids import FINGERPRINT_CHARS, SEEN_IDS_WINDOW
-from dsmo.workflows.status import RunStatus
-from dsmo.workflows.trail_contracts import AuditSegment, TrailHead, canonical_values
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import WRITE_AUDIT_SEGMENT
+from dsmo.workflows.contracts.trail_io import AuditSegment, TrailHead, canonical_values
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo.workflows.events.seen_ids import FINGERPRINT_CHARS, SEEN_IDS_WINDOW
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

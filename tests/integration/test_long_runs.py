@@ -11,8 +11,8 @@ import pytest
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, connect_temporal
 from dsmo.starter.telemetry import metrics_runtime
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness, definition_from
 from tests.stack import free_port_block
 

@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

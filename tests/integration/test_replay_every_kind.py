@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.orders.db import OrderDatabase, orders
-from dsmo.workflows.definition import AgentDefinition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

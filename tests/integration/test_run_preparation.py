@@ -21,15 +21,15 @@ from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
-from dsmo.activities.definitions import config_key
-from dsmo.activities.errors import ContractViolation
+from dsmo.activities.definition_store import config_key
+from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.activities.processors import default_registry
 from dsmo.activities.stage import StageActivities
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.workflows.contracts import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.records import ExecutionRequest
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

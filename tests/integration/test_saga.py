@@ -16,9 +16,9 @@ from temporalio.testing import ActivityEnvironment
 
 from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.orders.db import OrderDatabase, orders, reservations, shipments
-from dsmo.workflows.contracts import CompensationTask
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import CompensationTask
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

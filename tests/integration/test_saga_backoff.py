@@ -16,8 +16,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.orders.db import OrderDatabase, payments
-from dsmo.workflows.compensation import CompensationRetryState
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.saga.compensation_retry import CompensationRetryState
 from tests.conftest import Harness, definition_from, start_time_skipping
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.worker import build_worker
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from dsmo.starter.client.dsmo_client import EventNotAccepted
-from dsmo.workflows import search_attributes as sa
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from dsmo.activities.errors import InvalidInput
+from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -24,9 +24,9 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing, connect_temporal
 from dsmo.starter.telemetry import metrics_runtime
 from dsmo.worker import build_worker
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.records import ExecutionRequest
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness, definition_from
 from tests.stack import free_port_block
 

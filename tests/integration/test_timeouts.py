@@ -13,16 +13,16 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.definitions import DefinitionStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.ops import dead_letters
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.ops import redrive as dead_letters
 from dsmo.worker import build_worker
-from dsmo.workflows import contracts
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.service_budgets import BUDGETS
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo.workflows.run.service_budgets import BUDGETS
 from tests.conftest import Harness, start_time_skipping
 
 pytestmark = pytest.mark.integration

@@ -17,10 +17,10 @@ from obstore.exceptions import GenericError
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client.dsmo_client import DsmoClient, TemporalUnavailable
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.tls_proxy import Pki, make_pki, tls_terminator
 

@@ -17,12 +17,12 @@ import pytest
 import yaml
 from temporalio import workflow
 
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.starter.api_keys import KeyStore
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import EventNotAccepted
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.status import RunStatus
-from dsmo.workflows.waits import RENDER_PATCH
+from dsmo.starter.server.api_keys import KeyStore
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo.workflows.nodes.waits import RENDER_PATCH
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.integration.test_evolution import has_patch_marker, replays

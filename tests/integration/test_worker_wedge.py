@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
 from tests.integration.test_hardening import costly_definition
 

@@ -22,10 +22,10 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
-from dsmo.activities.definitions import DefinitionStore
-from dsmo.starter.api_keys import KeyStore
-from dsmo.starter.client.definitions import parse_definition_text
-from dsmo.workflows.status import RunStatus
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.server.api_keys import KeyStore
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 

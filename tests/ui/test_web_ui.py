@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

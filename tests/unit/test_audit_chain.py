@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from dsmo.activities.audit_log import chain, chained, unchained, verify_lines
-from dsmo.workflows.trail_contracts import TrailHead
+from dsmo.workflows.contracts.trail_io import TrailHead
 
 EVENTS = [{"seq": i, "type": "STAGE_SUCCEEDED", "runId": "r", "data": {"n": i}} for i in range(1, 5)]
 

@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from dsmo.starter.client.codec import CodecError, EncryptionCodec, keys_from_env, new_key, parse_keys
-from dsmo.starter.ingress.codec_server import create_codec_app
+from dsmo.starter.server.codec_server import create_codec_app
 
 K1, K2 = ("k1", b"1" * 32), ("k2", b"2" * 32)
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"secret": "s3cr3t"}')

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from dsmo.starter.config.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
 from dsmo.starter.devstack.stack import TEMPORAL_TUNING, store_go_procs
-from dsmo.starter.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
-from dsmo.workflows import search_attributes
+from dsmo.workflows.common import search_attributes
 
 REPO = Path(__file__).resolve().parents[2]
 

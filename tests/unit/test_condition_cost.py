@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsmo.workflows import condition_cost as cost
-from dsmo.workflows.conditions import (
+from dsmo.workflows.definition import condition_cost as cost
+from dsmo.workflows.definition.conditions import (
     ConditionCostExceeded,
     ConditionError,
     ConditionScope,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.console.forms import FORMS, TaskForm, event_data
-from dsmo.workflows.events import EVENT_KINDS
+from dsmo.starter.server.console.forms import FORMS, TaskForm, event_data
+from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 
 @pytest.mark.parametrize("form", [form for form in FORMS.values() if form.fields], ids=lambda form: form.wait)

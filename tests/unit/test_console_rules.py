@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.starter.console.auth import safe_next
-from dsmo.starter.console.forms import FORMS, event_data, field_errors
-from dsmo.starter.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
-from dsmo.starter.console.signed_out import SIGNED_OUT_FILE, SignedOut
-from dsmo.starter.console.tasks import FilterError, TaskFilter
-from dsmo.starter.console.uploads import return_path, return_valid
+from dsmo.starter.server.console.auth import safe_next
+from dsmo.starter.server.console.forms import FORMS, event_data, field_errors
+from dsmo.starter.server.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
+from dsmo.starter.server.console.signed_out import SIGNED_OUT_FILE, SignedOut
+from dsmo.starter.server.console.tasks import FilterError, TaskFilter
+from dsmo.starter.server.console.uploads import return_path, return_valid
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

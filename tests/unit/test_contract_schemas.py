@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compile_schema
-from dsmo.activities.errors import ContractViolation
 from dsmo.activities.json_values import json_problem
+from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.activities.processors import Processor, ProcessorOutput
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dsmo.activities.stage import STAGE_OUTPUT_KIND, stage_input
-from dsmo.workflows.contracts import INLINE_INPUT_MAX_BYTES, inline_input
+from dsmo.workflows.contracts.activity_io import INLINE_INPUT_MAX_BYTES, inline_input
 
 
 def _sized(size: int, char: str = "x") -> dict[str, str]:

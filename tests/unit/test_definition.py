@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from dsmo.starter.client.definitions import load_definition, parse_definition_text
-from dsmo.workflows.definition import RunAgentNode, WaitForResponseNode, parse_definition
-from dsmo.workflows.errors import DefinitionError
+from dsmo.starter.client.definition_files import load_definition, parse_definition_text
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import RunAgentNode, WaitForResponseNode, parse_definition
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "candidate_screening.yaml"
 
@@ -133,7 +133,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_sensitive_entries_are_event_variables_or_stage_summary_fields() -> None:
-    from dsmo.workflows.sensitive import fingerprint, masked_summary, masked_variables
+    from dsmo.workflows.definition.sensitive import fingerprint, masked_summary, masked_variables
 
     base = {
         "agent": "private",

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from dsmo.workflows import definition as definition_module
-from dsmo.workflows.definition import AgentDefinition, DecodedDefinitions, parse_definition
-from dsmo.workflows.errors import DefinitionError
-from dsmo.workflows.records import ExecutionRequest
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition import model as definition_module
+from dsmo.workflows.definition.model import AgentDefinition, DecodedDefinitions, parse_definition
 
 CONVERTER = pydantic_data_converter.payload_converter
 

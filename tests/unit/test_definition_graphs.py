@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from dsmo.starter.console import definition_graphs
-from dsmo.starter.console.definition_graphs import DefinitionGraphs, DrawnGraph
-from dsmo.workflows.definition import AgentDefinition, parse_definition
+from dsmo.starter.server.console import definition_graphs
+from dsmo.starter.server.console.definition_graphs import DefinitionGraphs, DrawnGraph
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 
 def version(message: str) -> AgentDefinition:

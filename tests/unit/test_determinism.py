@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / "workflows").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2] / "workflows"
+WORKFLOWS = sorted(ROOT.rglob("*.py"))
 FORBIDDEN = {
     "boto3",
     "botocore",
@@ -32,7 +33,7 @@ FORBIDDEN = {
 FORBIDDEN_CALLS = {"datetime.now", "datetime.utcnow", "date.today", "time.time", "open", "uuid.uuid4"}
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_forbidden_imports(path: Path) -> None:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
@@ -47,7 +48,7 @@ def test_no_forbidden_imports(path: Path) -> None:
             assert root not in FORBIDDEN and name not in FORBIDDEN, f"{path.name} imports {imported}"
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_clock_or_file_calls(path: Path) -> None:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
@@ -57,4 +58,5 @@ def test_no_clock_or_file_calls(path: Path) -> None:
 
 
 def test_workflows_found() -> None:
-    assert {p.name for p in WORKFLOWS} >= {"execution.py", "status.py", "definition.py"}
+    found = {str(p.relative_to(ROOT)) for p in WORKFLOWS}
+    assert found >= {"engine/agent_execution.py", "common/status.py", "definition/model.py"}

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from dsmo.workflows.durations import format_duration, parse_duration
+from dsmo.workflows.common.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

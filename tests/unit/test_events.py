@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dsmo.workflows.events import EventRejected, parse_signal, parse_update
+from dsmo.workflows.events.resume_events import EventRejected, parse_signal, parse_update
 
 
 def test_signal_payload_is_flat_with_event_id() -> None:
@@ -72,14 +72,14 @@ def test_bad_update_envelopes(envelope: object, message: str) -> None:
     ],
 )
 def test_seed_variables_after_resume(event_type: str, payload: dict[str, object], variables: dict[str, object]) -> None:
-    from dsmo.workflows.events import variables_after
+    from dsmo.workflows.events.resume_events import variables_after
 
     event = parse_signal(event_type, {"event_id": "e", **payload})
     assert variables_after(event, {}, []) == variables
 
 
 def test_document_urls_follow_the_requested_order() -> None:
-    from dsmo.workflows.events import variables_after
+    from dsmo.workflows.events.resume_events import variables_after
 
     event = parse_signal("DOCUMENT_UPLOADED", {"event_id": "e", "document": "a", "url": "u-a"})
     assert variables_after(event, {"b": "u-b", "a": "u-a"}, ["a", "b"]) == {"documentUrls": ["u-a", "u-b"]}

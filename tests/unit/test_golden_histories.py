@@ -14,10 +14,10 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from dsmo.workflows.compensation import CompensationRetry
-from dsmo.workflows.execution import AgentExecution
-from dsmo.workflows.limiter import AgentRateLimiter
-from dsmo.workflows.sandbox import sandbox_runner
+from dsmo.workflows.common.sandbox import sandbox_runner
+from dsmo.workflows.engine.agent_execution import AgentExecution
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
 

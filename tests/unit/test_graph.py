@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from dsmo.workflows.conditions import ConditionError, evaluate_condition
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.errors import DefinitionError
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.conditions import ConditionError, evaluate_condition
+from dsmo.workflows.definition.model import parse_definition
 
 
 def pipeline(**changes: Any) -> dict[str, Any]:

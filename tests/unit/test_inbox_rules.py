@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from dsmo.workflows.definition import AgentDefinition, parse_definition
-from dsmo.workflows.errors import DefinitionError
-from dsmo.workflows.events import ResumeEvent
-from dsmo.workflows.inbox import MAX_INBOX_BYTES, InboxEntry, InboxPolicy, event_size, full_reason, inbox_view
-from dsmo.workflows.waits_ahead import takes_kind, waits_ahead
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
+from dsmo.workflows.events.inbox import MAX_INBOX_BYTES, InboxEntry, InboxPolicy, event_size, full_reason, inbox_view
+from dsmo.workflows.events.resume_events import ResumeEvent
 
 BRANCHES: dict[str, Any] = {
     "agent": "branches",
@@ -116,10 +116,10 @@ def test_status_and_acks_show_the_inbox_in_one_line() -> None:
     from datetime import timedelta
 
     from dsmo.starter.cli.render import ack_line, status_lines
-    from dsmo.workflows.events import EventAck
-    from dsmo.workflows.inbox import InboxView
-    from dsmo.workflows.records import StatusView
-    from dsmo.workflows.status import RunStatus
+    from dsmo.workflows.common.status import RunStatus
+    from dsmo.workflows.contracts.run_records import StatusView
+    from dsmo.workflows.events.inbox import InboxView
+    from dsmo.workflows.events.resume_events import EventAck
 
     oldest = datetime.now(UTC) - timedelta(minutes=2, seconds=5)
     view = StatusView(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.workflows.contracts import SendMessageRequest
+from dsmo.workflows.contracts.activity_io import SendMessageRequest
 
 SECRET = "Mi número de cuenta es 1234"
 

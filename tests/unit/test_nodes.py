@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.errors import DefinitionError
-from dsmo.workflows.nodes import ACTION_TYPES, WAIT_TIMEOUTS
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import parse_definition
+from dsmo.workflows.definition.node_types import ACTION_TYPES, WAIT_TIMEOUTS
 
 WAIT_ACTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "response": ("wait_for_response", {}),
@@ -121,7 +121,7 @@ def test_rate_limit() -> None:
 
 
 def test_compensation_policy_follows_the_seed() -> None:
-    from dsmo.workflows.nodes import CompensationPolicy
+    from dsmo.workflows.definition.node_types import CompensationPolicy
 
     policy = CompensationPolicy()
     assert policy.max_retries == 5 and policy.on == ["failed", "cancelled", "timeout"]

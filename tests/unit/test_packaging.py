@@ -52,11 +52,11 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     assert {name.split("/")[0] for name in names} == {"dsmo", dist_info}
     assert top_level == ["dsmo"]
     # The linked folders travel as real files, under dsmo.
-    for module in ("dsmo/workflows/execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
+    for module in ("dsmo/workflows/engine/agent_execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
         assert module in names
     assert "dsmo/worker.py" in names and not any(name.startswith(("bench/", "tests/")) for name in names)
     # The console works offline: its templates and stylesheet ship inside the package.
-    console = {name.removeprefix("dsmo/starter/console/") for name in names if "/console/" in name}
+    console = {name.removeprefix("dsmo/starter/server/console/") for name in names if "/console/" in name}
     assert {"templates/run.html", "templates/tasks.html", "templates/login.html", "static/console.css"} <= console
 
 

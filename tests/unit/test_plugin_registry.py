@@ -15,12 +15,12 @@ from pydantic import BaseModel
 from dsmo.activities import plugin_loading, plugins
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compile_schema
-from dsmo.activities.errors import ContractViolation, PluginError
 from dsmo.activities.maybe_async import call_maybe_async
 from dsmo.activities.messaging import ChannelRegistry
+from dsmo.activities.plugin_errors import ContractViolation, PluginError
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, as_output
-from dsmo.starter.settings import Settings
+from dsmo.starter.config.settings import Settings
 
 
 class Order(BaseModel):

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsmo.activities.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
-from dsmo.activities.errors import InvalidInput
-from dsmo.workflows.contracts import StageMessage
-from dsmo.workflows.nodes import RetrySpec
+from dsmo.activities.plugin_errors import InvalidInput
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.node_types import RetrySpec
 
 MESSAGE = StageMessage(
     run_id="r",

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsmo.starter.client.definitions import parse_definition_text
-from dsmo.workflows.conditions import ConditionError, check_condition, evaluate_condition
-from dsmo.workflows.errors import DefinitionError, TemplateError
-from dsmo.workflows.templating import render, render_values
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.workflows.common.errors import DefinitionError, TemplateError
+from dsmo.workflows.common.templating import render, render_values
+from dsmo.workflows.definition.conditions import ConditionError, check_condition, evaluate_condition
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter import rate_limit
-from dsmo.starter.rate_limit import TokenBuckets
+from dsmo.starter.server import rate_limit
+from dsmo.starter.server.rate_limit import TokenBuckets
 
 
 class Clock:

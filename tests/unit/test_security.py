@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from dsmo.activities.artifacts import ArtifactError, ArtifactStore, run_input_key, stage_output_key
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.errors import DefinitionError
-from dsmo.workflows.identifiers import InvalidRunId, check_run_id
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.common.identifiers import InvalidRunId, check_run_id
+from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [p for folder in ("workflows", "activities", "starter", "bench") for p in (REPO / folder).rglob("*.py")]

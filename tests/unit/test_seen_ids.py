@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsmo.workflows.seen_ids import FINGERPRINT_CHARS, SEEN_IDS_WINDOW, SeenIds, fingerprint
+from dsmo.workflows.events.seen_ids import FINGERPRINT_CHARS, SEEN_IDS_WINDOW, SeenIds, fingerprint
 
 
 def test_ids_are_recognised_until_the_window_passes_them() -> None:

@@ -6,7 +6,7 @@ import pytest
 from temporalio.service import TLSConfig
 
 from dsmo.starter.client.dsmo_client import temporal_tls
-from dsmo.starter.settings import ENVIRONMENT, Settings, SettingsError
+from dsmo.starter.config.settings import ENVIRONMENT, Settings, SettingsError
 
 
 def test_defaults() -> None:

@@ -11,10 +11,10 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from dsmo.starter import telemetry
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.workflows.contracts import PreparedRun
-from dsmo.workflows.definition import parse_definition
-from dsmo.workflows.records import ExecutionRequest
-from dsmo.workflows.status import RunStatus
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import PreparedRun
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+from dsmo.workflows.definition.model import parse_definition
 
 PREPARED = PreparedRun(input_uri="s3://b/artifacts/v/r/input.json", config_ref="s3://b/configs/v.json")
 

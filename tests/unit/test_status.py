@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from dsmo.workflows.errors import IllegalTransition
-from dsmo.workflows.status import LEGAL, TERMINAL, RunStatus, next_status
+from dsmo.workflows.common.errors import IllegalTransition
+from dsmo.workflows.common.status import LEGAL, TERMINAL, RunStatus, next_status
 
 S = RunStatus
 SEED_TABLE = {

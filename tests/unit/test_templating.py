@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.workflows.errors import TemplateError
-from dsmo.workflows.templating import lookup, placeholders, render
+from dsmo.workflows.common.errors import TemplateError
+from dsmo.workflows.common.templating import lookup, placeholders, render
 
 VARS = {"candidate": {"name": "Ana", "tags": ["a", "b"]}, "documentUrls": ["s3://b/1"], "n": 3, "obj": {"k": 1}}
 
@@ -57,7 +57,7 @@ def test_lookup_does_not_touch_python_attributes() -> None:
 
 
 def test_render_values_keeps_types_of_whole_placeholders() -> None:
-    from dsmo.workflows.templating import render_values
+    from dsmo.workflows.common.templating import render_values
 
     rendered = render_values(
         {

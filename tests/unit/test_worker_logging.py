@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dsmo.starter import worker_logging
+from dsmo.starter.worker_runtime import logging_setup as worker_logging
 
 
 @pytest.fixture

@@ -1,0 +1,95 @@
+"""Loading agent definitions from YAML or JSON files, with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dsmo.workflows.common.document_limits import DEFINITION_LIMITS
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+
+MAX_DEFINITION_BYTES = 1_000_000
+
+
+def load_definition(path: str | Path) -> AgentDefinition:
+    """Read, validate and check an agent definition file (YAML or JSON).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The definition, with its `workflow_version` computed.
+
+    Raises:
+        DefinitionError: The file cannot be read or the definition is invalid; the message
+            names the file, the field and the reason.
+    """
+    source = str(path)
+    file = Path(path)
+    try:
+        # Read at most one byte past the cap: a stream (/dev/stdin, /dev/zero) has no size to stat.
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_DEFINITION_BYTES + 1)
+        if len(raw) > MAX_DEFINITION_BYTES:
+            raise DefinitionError("", f"file is larger than {MAX_DEFINITION_BYTES} bytes", source=source)
+        text = raw.decode("utf-8")
+    except FileNotFoundError:
+        raise DefinitionError("", "file not found", source=source) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise DefinitionError("", f"cannot read file: {err}", source=source) from None
+    return parse_definition_text(text, source=source)
+
+
+MAX_ALIASES = 100
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a document with more than MAX_ALIASES alias uses.
+
+    An alias bomb (each level repeating the one before) is a few hundred bytes that expand to
+    gigabytes; the expanded size is then checked again as a document (workflows.document_limits).
+    """
+
+    aliases = 0
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_ALIASES} aliases (*name): expand the document instead")
+        # The composer recurses per level: refuse deep nesting before Python's stack runs out.
+        self.depth += 1
+        try:
+            if self.depth > DEFINITION_LIMITS.depth:
+                raise yaml.YAMLError(f"nested more than {DEFINITION_LIMITS.depth} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDefinition:
+    """Validate and check an agent definition given as YAML or JSON text.
+
+    Args:
+        text: The document.
+        source: What to call it in error messages.
+
+    Returns:
+        The definition.
+
+    Raises:
+        DefinitionError: The definition is invalid (field and reason in the message).
+    """
+    try:
+        # YAML 1.2 is a superset of JSON, so one parser reads both formats.
+        data = yaml.load(text, Loader=_BoundedLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise DefinitionError("", f"not valid YAML/JSON ({where}{problem})", source=source) from None
+    return parse_definition(data, source=source)

@@ -1,0 +1,1 @@
+"""The configuration every DSMO process reads, typed and checked once."""

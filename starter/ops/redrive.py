@@ -1,0 +1,85 @@
+"""Dead letters (`dlq/{run_id}/{stage}.json`): list them and redrive one as a new linked run."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.ops.replay import load_snapshot
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import DeadLetter
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+
+
+@dataclass(frozen=True)
+class DeadLetterRow:
+    id: str  # {run_id}/{stage}
+    run_id: str
+    stage: str
+    error_type: str
+    attempts: int
+    created_at: str
+    redriven_as: str | None
+
+
+def _marker(letter_id: str) -> str:
+    return f"dlq/{letter_id}.redrive.json"
+
+
+def list_dead_letters(store: ArtifactStore) -> list[DeadLetterRow]:
+    rows = []
+    for uri in store.list_uris("dlq/"):
+        if uri.endswith(".redrive.json") or not uri.endswith(".json"):
+            continue
+        letter = DeadLetter.model_validate(store.read_json(uri))
+        letter_id = f"{letter.run_id}/{letter.stage}"
+        try:
+            redriven = str(store.read_json(store.uri(_marker(letter_id))).get("runId"))
+        except ArtifactMissing:
+            redriven = None
+        rows.append(
+            DeadLetterRow(
+                letter_id,
+                letter.run_id,
+                letter.stage,
+                letter.error_type,
+                letter.attempts,
+                letter.created_at.isoformat(timespec="seconds"),
+                redriven,
+            )
+        )
+    return sorted(rows, key=lambda row: row.created_at)
+
+
+def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
+    try:
+        return DeadLetter.model_validate(store.read_json(store.uri(f"dlq/{letter_id}.json")))
+    except ArtifactMissing:
+        raise DsmoError(f"dead letter {letter_id!r} not found (see `dsmo dlq list`)") from None
+
+
+async def redrive(dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None) -> str:
+    """Reprocess from the failed stage: same definition version, config and variables."""
+    letter = read_dead_letter(store, letter_id)
+    definition = await load_snapshot(store, letter.config_ref)
+    if definition.workflow_version != letter.workflow_version:
+        raise DsmoError(f"dead letter {letter_id}: its config snapshot is of another version")
+    request = ExecutionRequest(
+        definition=definition,
+        input=letter.variables,
+        correlation_id=letter.correlation_id,
+        start_at=letter.stage,
+        origin={"redriveOf": letter.run_id},
+    )
+    run_id = await dsmo.start_request(
+        request, run_id=f"{letter.run_id}.redrive-{uuid.uuid4().hex[:8]}", task_queue=task_queue or letter.task_queue
+    )
+    store.s3.put_object(
+        Bucket=store.bucket,
+        Key=_marker(letter_id),
+        Body=f'{{"runId": "{run_id}"}}'.encode(),
+        ContentType="application/json",
+    )
+    return run_id

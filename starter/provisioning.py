@@ -1,0 +1,122 @@
+"""Health checks and one-time set-up of the servers DSMO uses, shared by workers, the dev stack and tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+from botocore.exceptions import BotoCoreError, ClientError
+from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from dsmo.starter.client.run_health import live_pollers
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.storage import s3_client
+from dsmo.workflows.common import search_attributes
+from dsmo.workflows.common.errors import DsmoError
+
+HEALTH_KEY = "_health/probe"
+
+
+class StackError(DsmoError):
+    """A server DSMO needs (Temporal, the object store) is missing, unreachable or unusable."""
+
+    code = "stack_error"
+
+
+async def temporal_reachable(address: str, namespace: str, timeout: float = 2.0) -> bool:
+    try:
+        client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
+        await asyncio.wait_for(client.service_client.check_health(), timeout)
+    except Exception:  # noqa: BLE001 - any failure to connect means "not healthy yet"
+        return False
+    return True
+
+
+async def ensure_search_attributes(address: str, namespace: str) -> list[str]:
+    """Register the contract's search attributes that the server lacks; returns those added.
+
+    `temporal server start-dev --search-attribute` registers them only when it creates a new
+    database file, so a stack restarted on an older file needs this too.
+    """
+    client = await Client.connect(address, namespace=namespace)
+    return await ensure_search_attributes_on(client)
+
+
+async def ensure_search_attributes_on(client: Client) -> list[str]:
+    namespace = client.namespace
+    wanted = {
+        key.name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{search_attributes.cli_type(key).upper()}")
+        for key in search_attributes.ALL
+    }
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
+        )
+        missing = {name: kind for name, kind in wanted.items() if name not in existing.custom_attributes}
+    except RPCError as err:
+        # The time-skipping test server can add search attributes but not list them.
+        if err.status != RPCStatusCode.UNIMPLEMENTED:
+            raise
+        missing = wanted
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    return sorted(missing)
+
+
+def ensure_bucket(settings: Settings) -> None:
+    s3 = s3_client(settings)
+    try:
+        s3.head_bucket(Bucket=settings.artifact_bucket)
+        return
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot use bucket {settings.artifact_bucket!r}: {err}") from None
+    except BotoCoreError as err:
+        raise StackError(f"AWS_ENDPOINT_URL_S3: {settings.s3_endpoint} does not answer: {err}") from None
+    try:
+        s3.create_bucket(Bucket=settings.artifact_bucket)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot create {settings.artifact_bucket!r}: {err}") from None
+
+
+def s3_round_trip(settings: Settings) -> bool:
+    """True if the store accepts a write and returns it (creating the bucket if needed)."""
+    try:
+        ensure_bucket(settings)
+        s3 = s3_client(settings)
+        s3.put_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY, Body=b"ok")
+        return s3.get_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY)["Body"].read() == b"ok"
+    except (StackError, ClientError, BotoCoreError):
+        return False
+
+
+async def any_worker_polling(settings: Settings) -> bool:
+    """True if a live worker (any process) polls the settings' task queue."""
+    try:
+        client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+        return bool(await live_pollers(client, settings.task_queue))
+    except Exception:  # noqa: BLE001 - no server, no worker
+        return False
+
+
+async def worker_polling(settings: Settings, pid: int) -> bool:
+    """True once the worker process ``pid`` polls the settings' task queue."""
+    try:
+        client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+        response = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=settings.temporal_namespace,
+                task_queue=TaskQueue(name=settings.task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+    except Exception:  # noqa: BLE001
+        return False
+    return any(poller.identity.startswith(f"{pid}@") for poller in response.pollers)

@@ -1,0 +1,1 @@
+"""`dsmo init`: a new user project from templates."""

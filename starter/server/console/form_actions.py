@@ -1,0 +1,196 @@
+"""What the console's forms do: sign in and out, deliver an event, finish an upload, cancel a run.
+
+Signing in is limited per client address: after `SIGN_IN_FAILURE_BURST` wrong keys, one more
+try every 6 s (429 and a logged warning until then). Signing out ends the session for good.
+
+Every POST checks its CSRF token first, then the key's scope for what it does. Events go
+through the run's validated `deliver_event` update with the event id fixed when the form was
+rendered, so a second submit of the same form is acknowledged as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from urllib.parse import quote
+
+from botocore.exceptions import ClientError
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from dsmo.starter.client.dsmo_client import EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.server.api_keys import KeyStore
+from dsmo.starter.server.console.auth import (
+    CONSOLE,
+    CSRF_FIELD,
+    ConsoleProblem,
+    Viewer,
+    check_csrf,
+    cookie_options,
+    safe_next,
+    signed_in,
+    signer,
+)
+from dsmo.starter.server.console.forms import FORMS, event_data, field_errors
+from dsmo.starter.server.console.pages import run_context
+from dsmo.starter.server.console.session import PRESESSION_COOKIE, SESSION_COOKIE
+from dsmo.starter.server.console.signed_out import SignedOut
+from dsmo.starter.server.console.uploads import return_valid, upload_prefix
+from dsmo.starter.server.console.web import checked_run_id, console, render
+from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.events.resume_events import EventAck
+
+router = APIRouter(prefix=CONSOLE, include_in_schema=False)
+log = logging.getLogger("dsmo.console")
+# Wrong keys one client address may try at the sign-in: a burst, then one more every 6 s.
+SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND = 10, 1 / 6
+
+
+def _run_url(run_id: str, notice: str) -> str:
+    return f"{CONSOLE}/runs/{quote(run_id, safe='')}?notice={notice}"
+
+
+def _notice(ack: EventAck) -> str:
+    return "duplicate" if ack.duplicate else "kept" if ack.buffered else "delivered"
+
+
+def _require(viewer: Viewer, scope: str) -> None:
+    if not viewer.allows(scope):
+        raise ConsoleProblem(403, f"key {viewer.key.name!r} lacks the scope {scope!r}")
+
+
+def _within_rate(request: Request, viewer: Viewer) -> None:
+    """The key's event rate, shared with the API's event route (DSMO_INGRESS_EVENTS_PER_SECOND)."""
+    rate: TokenBuckets = request.app.state.event_rate
+    wait = rate.take(viewer.key.name)
+    if wait > 0:
+        raise ConsoleProblem(
+            429, f"key {viewer.key.name!r} sends events faster than its limit; retry in {math.ceil(wait)} s"
+        )
+
+
+@router.post("/login", response_model=None)
+async def login(
+    request: Request,
+    api_key: str = Form(default=""),
+    next: str = Form(default=""),
+    csrf_token: str = Form(default="", alias=CSRF_FIELD),
+) -> Response:
+    binding = request.cookies.get(PRESESSION_COOKIE, "")
+    if not binding or not signer(request).csrf_valid(csrf_token, f"presession:{binding}"):
+        raise ConsoleProblem(403, f"{CSRF_FIELD}: missing or not issued to this browser; reload the page and retry")
+    failures: TokenBuckets = request.app.state.sign_in_failures
+    address = request.client.host if request.client else "unknown"
+    context = {"csrf": signer(request).csrf_token(f"presession:{binding}"), "next": safe_next(next), "viewer": None}
+    wait = failures.waiting(address)
+    if wait > 0:
+        log.warning("console sign-in from %s refused: too many wrong keys; next try in %d s", address, math.ceil(wait))
+        message = f"too many wrong keys from this address; try again in {math.ceil(wait)} s"
+        page = render(request, "login.html", {**context, "errors": {"api_key": message}}, 429)
+        page.headers["retry-after"] = str(math.ceil(wait))
+        return page
+    keys: KeyStore = request.app.state.keys
+    key = keys.verify(api_key.strip()) if api_key.strip() else None
+    if key is None:
+        if api_key.strip():
+            failures.take(address)
+        errors = {"api_key": "unknown API key" if api_key.strip() else "enter your API key"}
+        return render(request, "login.html", {**context, "errors": errors}, 401)
+    answer = RedirectResponse(safe_next(next), status_code=303)
+    answer.set_cookie(SESSION_COOKIE, signer(request).session_cookie(key.name, key.key_hash), **cookie_options(request))  # type: ignore[arg-type]
+    answer.delete_cookie(PRESESSION_COOKIE, path=CONSOLE)
+    return answer
+
+
+@router.post("/logout")
+async def logout(
+    request: Request, viewer: Viewer = Depends(signed_in), csrf_token: str = Form(default="", alias=CSRF_FIELD)
+) -> RedirectResponse:
+    check_csrf(viewer, csrf_token)
+    ended: SignedOut = request.app.state.console_signed_out
+    await asyncio.to_thread(ended.add, viewer.session.session_id, viewer.session.expires)
+    answer = RedirectResponse(f"{CONSOLE}/login?notice=signed-out", status_code=303)
+    answer.delete_cookie(SESSION_COOKIE, path=CONSOLE)
+    return answer
+
+
+@router.post("/runs/{run_id}/events", response_model=None)
+async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed_in)) -> Response:
+    filled = {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
+    check_csrf(viewer, filled.get(CSRF_FIELD))
+    checked_run_id(run_id)
+    form = next((form for form in FORMS.values() if form.event_type == filled.get("event_type")), None)
+    if form is None or not form.fields:
+        raise ConsoleProblem(422, "event_type: not an event this console's forms deliver")
+    _require(viewer, f"events:{form.event_type}")
+    _within_rate(request, viewer)
+    event_id = filled.get("event_id", "")
+    data = event_data(form, filled)
+    errors = field_errors(form, data)
+    if not errors:
+        try:
+            ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
+            return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+        except EventNotAccepted as err:
+            errors = {"_form": str(err)}
+        except (RunNotFound, RunClosed) as err:
+            raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
+    # Shown again with what was typed, the errors beside their fields and the same event id.
+    context = await run_context(request, viewer, run_id)
+    context.update(errors=errors, values=filled, event_id=event_id or context["event_id"])
+    return render(request, "run.html", context, 422)
+
+
+@router.get("/runs/{run_id}/uploaded/{document}/{event_id}/{signature}")
+async def uploaded(
+    request: Request,
+    run_id: str,
+    document: str,
+    event_id: str,
+    signature: str,
+    key: str = "",
+    bucket: str = "",
+    viewer: Viewer = Depends(signed_in),
+) -> RedirectResponse:
+    _require(viewer, "events:DOCUMENT_UPLOADED")
+    checked_run_id(run_id)
+    if not return_valid(viewer.signer, viewer.session.binding, run_id, document, event_id, signature):
+        raise ConsoleProblem(403, "upload: this return address was not issued to this session")
+    app = console(request)
+    _within_rate(request, viewer)
+    if bucket != app.settings.artifact_bucket or not key.startswith(upload_prefix(run_id, event_id)):
+        raise ConsoleProblem(422, "key: not an object of this upload")
+    try:
+        await asyncio.to_thread(app.s3.head_object, Bucket=bucket, Key=key)
+    except ClientError:
+        raise ConsoleProblem(422, f"key: {key!r} is not in the store; upload the file again") from None
+    data = {"document": document, "url": app.store.uri(key)}
+    try:
+        ack = await app.dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=event_id)
+    except DsmoError as err:
+        raise ConsoleProblem(409, str(err)) from None
+    return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+
+
+@router.post("/runs/{run_id}/cancel", response_model=None)
+async def cancel(
+    request: Request,
+    run_id: str,
+    viewer: Viewer = Depends(signed_in),
+    reason: str = Form(default=""),
+    csrf_token: str = Form(default="", alias=CSRF_FIELD),
+) -> HTMLResponse | RedirectResponse:
+    check_csrf(viewer, csrf_token)
+    _require(viewer, "cancel")
+    checked_run_id(run_id)
+    if not reason.strip():
+        context = await run_context(request, viewer, run_id)
+        context["errors"] = {"reason": "give a reason: it is kept in the audit trail"}
+        return render(request, "run.html", context, 422)
+    try:
+        await console(request).dsmo.cancel(run_id, reason=reason.strip()[:500], by=f"console:{viewer.key.name}")
+    except DsmoError as err:
+        raise ConsoleProblem(409, str(err)) from None
+    return RedirectResponse(_run_url(run_id, "cancelled"), status_code=303)

@@ -1,0 +1,119 @@
+"""The forms that complete a task, one per wait kind, and how a filled form becomes an event.
+
+Each form names the resume event it delivers and its fields (the event's data, by their wire
+names). A filled form is checked with the event's own model first, so an error is shown next to
+its field; documents are uploaded by the browser straight to the object store (see `uploads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from dsmo.workflows.events.resume_events import EVENT_KINDS
+
+
+@dataclass(frozen=True)
+class Field:
+    """One control of a form."""
+
+    name: str
+    label: str
+    kind: str = "text"  # an <input> type, or "textarea"
+    required: bool = True
+    hint: str = ""
+    default_from: str | None = None  # a key of the wait's data that fills it in
+
+
+@dataclass(frozen=True)
+class TaskForm:
+    """The form of one wait kind: the event it delivers and its controls."""
+
+    wait: str
+    event_type: str
+    title: str
+    submit: str
+    fields: tuple[Field, ...] = ()
+
+
+FORMS: dict[str, TaskForm] = {
+    form.wait: form
+    for form in (
+        TaskForm(
+            "response",
+            "MESSAGE_RECEIVED",
+            "Reply",
+            "Send reply",
+            (
+                Field("text", "Reply", "textarea"),
+                # What a wait's expectedFrom and match may read, filled in with what the wait shows.
+                Field("from", "From", required=False, hint="who replies", default_from="expectedFrom"),
+                Field("threadId", "Thread", required=False, hint="the conversation's thread", default_from="threadId"),
+            ),
+        ),
+        TaskForm("document", "DOCUMENT_UPLOADED", "Documents", "Upload"),
+        TaskForm(
+            "signature",
+            "SIGNATURE_COMPLETED",
+            "Signature",
+            "Mark as signed",
+            (
+                Field("signedDocumentUrl", "Signed document URL", "url", default_from="document"),
+                Field("signedAt", "Signed at", required=False, hint="for example 2026-11-23T10:00:00Z"),
+            ),
+        ),
+        TaskForm(
+            "test",
+            "TEST_COMPLETED",
+            "Test result",
+            "Record result",
+            (
+                Field("score", "Score", "number"),
+                Field("result", "Result", hint="for example passed or failed"),
+            ),
+        ),
+        TaskForm(
+            "event",
+            "EVENT_COMPLETED",
+            "Event",
+            "Mark as completed",
+            (
+                Field("result", "Result", required=False, hint="completed if left empty"),
+                Field("notes", "Notes", "textarea", required=False),
+            ),
+        ),
+    )
+}
+
+
+def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
+    """The event's data from a filled form: empty optional fields left out, notes under ``data``."""
+    data: dict[str, Any] = {}
+    for control in form.fields:
+        value = (filled.get(control.name) or "").strip()
+        if not value:
+            continue
+        if form.wait == "event" and control.name == "notes":
+            data["data"] = {"notes": value}
+        else:
+            data[control.name] = value
+    return data
+
+
+def field_errors(form: TaskForm, data: Mapping[str, Any]) -> dict[str, str]:
+    """Errors of the event's own model, by form field (``_form`` for the rest)."""
+    names = {control.name for control in form.fields}
+    try:
+        EVENT_KINDS[form.event_type].payload.model_validate(dict(data))
+    except ValidationError as err:
+        errors: dict[str, str] = {}
+        for problem in err.errors():
+            location = str(problem["loc"][0]) if problem["loc"] else "_form"
+            target = location if location in names else "_form"
+            message = problem["msg"].removeprefix("Value error, ")
+            errors.setdefault(target, message if target != "_form" else f"{location}: {message}")
+        return errors
+    return {}

@@ -1,0 +1,174 @@
+"""The console's pages: sign-in, the task list, a run, the definitions and a diff of two versions."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from dsmo.activities.plugin_errors import UnknownAgent
+from dsmo.starter.client.dsmo_client import RunNotFound
+from dsmo.starter.server.console.auth import (
+    CONSOLE,
+    ConsoleProblem,
+    Viewer,
+    cookie_options,
+    presession,
+    safe_next,
+    signer,
+    viewer_with,
+)
+from dsmo.starter.server.console.forms import FORMS
+from dsmo.starter.server.console.graph_layout import edges
+from dsmo.starter.server.console.run_page import load_run_page
+from dsmo.starter.server.console.session import PRESESSION_COOKIE
+from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
+from dsmo.starter.server.console.uploads import UploadForm, return_path, upload_form
+from dsmo.starter.server.console.web import Console, checked_run_id, console, render
+
+router = APIRouter(prefix=CONSOLE, include_in_schema=False)
+can_read = viewer_with("read")
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str | None = None) -> HTMLResponse:
+    binding, fresh = presession(request)
+    page = render(
+        request,
+        "login.html",
+        {"csrf": signer(request).csrf_token(f"presession:{binding}"), "next": safe_next(next), "viewer": None},
+    )
+    if fresh:
+        page.set_cookie(PRESESSION_COOKIE, binding, **cookie_options(request))  # type: ignore[arg-type]
+    return page
+
+
+@router.get("/", response_class=HTMLResponse)
+async def tasks(
+    request: Request,
+    viewer: Viewer = Depends(can_read),
+    kind: str = "",
+    agent: str = "",
+    assignee: str = "",
+    overdue: bool = False,
+    run: str = "",
+    page: str = "",
+) -> HTMLResponse:
+    app = console(request)
+    now = datetime.now(UTC)
+    filters = TaskFilter(kind or None, agent or None, assignee or None, overdue, run or None)
+    context: dict[str, Any] = {"viewer": viewer, "filters": filters, "kinds": PERSON_WAITS, "now": now}
+    try:
+        context["page"] = await task_page(app.dsmo.temporal, filters, now, page=page or None)
+    except FilterError as err:
+        field = str(err).split(":", 1)[0]
+        return render(request, "tasks.html", {**context, "page": None, "errors": {field: str(err)}}, 422)
+    context["errors"] = {}
+    return render(request, "tasks.html", context)
+
+
+async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str, Any]:
+    """What the run template needs; a form's event id is fixed here, when the page is rendered."""
+    checked_run_id(run_id)
+    app = console(request)
+    try:
+        page = await load_run_page(app.dsmo, app.graphs, app.s3, app.store, run_id)
+    except RunNotFound as err:
+        raise ConsoleProblem(404, str(err)) from None
+    view = page.view
+    form = FORMS.get(view.waiting_for or "") if view.status.value == "waiting" else None
+    uploads: list[UploadForm] = []
+    if form is not None and form.wait == "document" and viewer.allows(f"events:{form.event_type}"):
+        uploads = await asyncio.to_thread(_upload_forms, request, app, viewer, run_id, view.waiting_data or {})
+    return {
+        "viewer": viewer,
+        "page": page,
+        "view": view,
+        "form": form,
+        "form_allowed": form is not None and viewer.allows(f"events:{form.event_type}"),
+        "event_id": f"console-{uuid.uuid4().hex}",
+        "uploads": uploads,
+        "values": {
+            control.name: str((view.waiting_data or {}).get(control.default_from, ""))
+            for control in (form.fields if form else ())
+            if control.default_from
+        },
+        "errors": {},
+        "web_ui": app.settings.run_url(run_id),
+        "now": datetime.now(UTC),
+    }
+
+
+def _upload_forms(
+    request: Request, app: Console, viewer: Viewer, run_id: str, waiting: dict[str, Any]
+) -> list[UploadForm]:
+    received = set(waiting.get("received", []))
+    forms = []
+    for document in waiting.get("documents", []):
+        if document in received:
+            continue
+        event_id = f"console-{uuid.uuid4().hex}"
+        back = return_path(viewer.signer, viewer.session.binding, run_id, document, event_id)
+        return_url = str(request.base_url).rstrip("/") + back
+        forms.append(
+            upload_form(
+                app.s3,
+                app.settings.artifact_bucket,
+                return_url=return_url,
+                run_id=run_id,
+                document=document,
+                event_id=event_id,
+            )
+        )
+    return forms
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(request: Request, run_id: str, viewer: Viewer = Depends(can_read)) -> HTMLResponse:
+    return render(request, "run.html", await run_context(request, viewer, run_id))
+
+
+@router.get("/definitions", response_class=HTMLResponse)
+async def definitions(request: Request, viewer: Viewer = Depends(can_read)) -> HTMLResponse:
+    agents = await asyncio.to_thread(console(request).definitions.agents)
+    return render(request, "definitions.html", {"viewer": viewer, "agents": agents})
+
+
+@router.get("/definitions/{agent}", response_class=HTMLResponse)
+async def definition(
+    request: Request, agent: str, viewer: Viewer = Depends(can_read), version: str = "", compare: str = ""
+) -> HTMLResponse:
+    app = console(request)
+    store = app.definitions
+    try:
+        versions = await asyncio.to_thread(store.versions, agent)
+        shown = await asyncio.to_thread(store.resolve, agent, version or None)
+        older = await asyncio.to_thread(store.resolve, agent, compare) if compare else None
+    except UnknownAgent as err:
+        raise ConsoleProblem(404, str(err)) from None
+    drawn = await app.drawings.get(shown, older)
+    context: dict[str, Any] = {
+        "viewer": viewer,
+        "agent": agent,
+        "versions": versions,
+        "shown": shown,
+        "compare": older,
+        "graph_svg": drawn.svg,
+        "graph_plain": drawn.plain,
+        "node_count": len(shown.nodes),
+        "edge_count": len(edges(shown)),
+        "changes": drawn.changes,
+    }
+    return render(request, "definition.html", context)
+
+
+def root_redirect() -> RedirectResponse:
+    """``/`` opens the console's task list (which asks for a sign-in first when needed).
+
+    The session cookie is scoped to ``/console``, so ``/`` itself cannot tell who is signed in.
+    """
+    return RedirectResponse(f"{CONSOLE}/", status_code=303)

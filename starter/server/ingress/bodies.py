@@ -1,0 +1,47 @@
+"""The JSON bodies the ingress accepts, validated by pydantic before any route runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN, RUN_ID_PATTERN, WORKFLOW_VERSION_PATTERN
+from dsmo.workflows.common.wire import to_camel
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class EventRequest(_Body):
+    """A resume event for a run (`POST /executions/{run_id}/events`); field names as on the wire."""
+
+    model_config = ConfigDict(alias_generator=None, populate_by_name=True, extra="forbid")
+    type: str = Field(examples=["MESSAGE_RECEIVED"])
+    event_id: str | None = Field(default=None, max_length=200, description="or the Idempotency-Key header")
+    data: dict[str, Any] = Field(default_factory=dict, examples=[{"text": "Sí, sigo interesada"}])
+
+
+class StartRequest(_Body):
+    """Start a run of a published definition (`POST /executions`)."""
+
+    agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$", examples=["candidate-screening"])
+    version: str | None = Field(
+        default=None,
+        pattern=f"^{WORKFLOW_VERSION_PATTERN}$",
+        description="a published workflow_version (default: the latest)",
+    )
+    input: dict[str, Any] = Field(default_factory=dict)
+    run_id: str | None = Field(default=None, pattern=f"^{RUN_ID_PATTERN}$")
+    events: list[EventRequest] = Field(
+        default_factory=list,
+        max_length=20,
+        description="resume events delivered with the start, in order (each needs its events:<TYPE> scope)",
+    )
+
+
+class CancelRequest(_Body):
+    """Cancel a run (`POST /executions/{run_id}/cancel`) with the reason kept in its audit trail."""
+
+    reason: str = Field(min_length=1, max_length=500)

@@ -1,0 +1,142 @@
+"""Routes of the executions resource: start a run, read one, list them, cancel one."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+
+from dsmo.activities.definition_store import DefinitionStore
+from dsmo.activities.plugin_errors import UnknownAgent
+from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.server.api_keys import ApiKey
+from dsmo.starter.server.ingress.bodies import CancelRequest, StartRequest
+from dsmo.starter.server.ingress.dependencies import (
+    app_settings,
+    can_cancel,
+    can_read,
+    can_start,
+    definition_store,
+    dsmo_client,
+)
+from dsmo.starter.server.ingress.problems import Problem
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import InvalidRunId
+
+router = APIRouter(prefix="/executions", tags=["executions"])
+
+
+@router.post("", status_code=201, summary="Start a run of a published agent definition")
+async def start(
+    body: StartRequest,
+    response: Response,
+    key: ApiKey = Depends(can_start),
+    idempotency_key: str | None = Header(default=None),
+    dsmo: DsmoClient = Depends(dsmo_client),
+    definitions: DefinitionStore = Depends(definition_store),
+    settings: Settings = Depends(app_settings),
+) -> dict[str, Any]:
+    try:
+        definition = definitions.resolve(body.agent, body.version)
+    except UnknownAgent as err:
+        raise Problem(404, "unknown_agent", str(err)) from None
+    run_id = body.run_id
+    if run_id is None and idempotency_key:
+        # The same key from the same caller starts one run; a retry gets that run back.
+        digest = hashlib.sha256(f"{key.name}\x1f{idempotency_key}".encode()).hexdigest()[:16]
+        run_id = f"{definition.agent}-{digest}"
+    for index, event in enumerate(body.events):
+        if not key.allows(f"events:{event.type}"):
+            raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
+    events = [
+        {"type": event.type, "event_id": event.event_id or _start_event_id(idempotency_key, index), "data": event.data}
+        for index, event in enumerate(body.events)
+    ]
+    try:
+        run_id = await dsmo.start(definition, body.input, run_id=run_id, events=events)
+    except EventNotAccepted as err:
+        raise Problem(422, "invalid_event", str(err)) from None
+    except RunAlreadyExists:
+        if not idempotency_key:
+            raise Problem(409, "run_exists", f"run {run_id!r} already exists") from None
+        response.status_code = 200
+    return {
+        "runId": run_id,
+        "agent": definition.agent,
+        "workflowVersion": definition.workflow_version,
+        "url": settings.run_url(str(run_id)),
+        "eventsDelivered": len(events),
+    }
+
+
+def _start_event_id(idempotency_key: str | None, index: int) -> str | None:
+    """A start's event without an id: derived from the start's Idempotency-Key, so a retry repeats it."""
+    return f"{idempotency_key}.{index}" if idempotency_key else None
+
+
+@router.get("/{run_id}", summary="A run's status (its WAITING structure)")
+async def status(run_id: str, _: ApiKey = Depends(can_read), dsmo: DsmoClient = Depends(dsmo_client)) -> dict[str, Any]:
+    try:
+        view = await dsmo.status(run_id)
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    return view.model_dump(mode="json")
+
+
+@router.get("", summary="List runs by status, waitingFor and agent")
+async def list_runs(
+    status: str | None = Query(default=None, pattern="^(pending|running|waiting|completed|failed|timeout|cancelled)$"),
+    waiting_for: str | None = Query(default=None, alias="waitingFor", pattern="^[a-z]+$"),
+    agent: str | None = Query(default=None, pattern="^[a-z0-9-]+$"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    _: ApiKey = Depends(can_read),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    clauses = ["WorkflowType='AgentExecution'"]
+    if status:
+        clauses.append(f"AgentExecutionStatus='{status}'")
+        if status in ("pending", "running", "waiting"):
+            clauses.append("ExecutionStatus='Running'")  # a terminated run keeps its last status
+    if waiting_for:
+        clauses.append(f"WaitingFor='{waiting_for}'")
+    if agent:
+        clauses.append(f"AgentName='{agent}'")
+    runs = []
+    async for execution in dsmo.temporal.list_workflows(" AND ".join(clauses), limit=limit):
+        attrs = execution.typed_search_attributes
+        until: datetime | None = attrs.get(sa.WAITING_UNTIL)
+        runs.append(
+            {
+                "runId": execution.id,
+                "agent": attrs.get(sa.AGENT_NAME),
+                "status": attrs.get(sa.AGENT_EXECUTION_STATUS),
+                "waitingFor": attrs.get(sa.WAITING_FOR),
+                "waitingUntil": until.isoformat() if until else None,
+                "startedAt": execution.start_time.isoformat(),
+            }
+        )
+    return {"runs": runs}
+
+
+@router.post("/{run_id}/cancel", status_code=202, summary="Cancel a run that has not ended")
+async def cancel(
+    run_id: str,
+    body: CancelRequest,
+    key: ApiKey = Depends(can_cancel),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    try:
+        await dsmo.cancel(run_id, reason=body.reason, by=key.name)
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except RunClosed as err:
+        raise Problem(409, "run_closed", str(err)) from None
+    except InvalidRunId:
+        raise
+    except DsmoError as err:
+        raise Problem(409, err.code, str(err)) from None
+    return {"runId": run_id, "cancelRequested": True}

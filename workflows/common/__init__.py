@@ -1,0 +1,3 @@
+"""The ground every other workflow module stands on: errors, the wire model, identifiers,
+durations, templates, limits and the run status machine.
+"""

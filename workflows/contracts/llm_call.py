@@ -1,0 +1,38 @@
+"""What an `llm` node's stage receives: the templates and settings of one model call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from dsmo.workflows.common.wire import WireModel
+
+
+class LlmCall(WireModel):
+    """An `llm` node's request, as its stage activity renders and sends it.
+
+    Attributes:
+        prompt: The user message template.
+        system: The system message template, if any.
+        model: A model name or a worker alias; None for the worker's default.
+        temperature: Sampling temperature.
+        max_tokens: The answer's token cap, if any.
+        output_schema: The JSON Schema the answer must match; None for a plain-text answer.
+        summary_fields: The answer fields the summary keeps; None for its short scalar fields.
+        retries: How many times an invalid answer is sent back with the validation error.
+        variables: The run variables the templates name (by root), rendered in the activity
+            beside ``input`` (the stage's input document).
+        recorded_from: A replay: the run whose recorded responses answer, instead of the model.
+    """
+
+    prompt: str
+    system: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    output_schema: dict[str, Any] | None = None
+    summary_fields: list[str] | None = None
+    retries: int = 1
+    variables: dict[str, Any] = Field(default_factory=dict)
+    recorded_from: str | None = None

@@ -1,0 +1,298 @@
+"""What a run shows the world: its request, status view, terminal record and audit events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field
+
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.common.wire import WireModel
+from dsmo.workflows.contracts.activity_io import PreparedRun
+from dsmo.workflows.contracts.trail_io import TrailHead
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.events.inbox import InboxEntry, InboxView
+
+AuditType = Literal[
+    "RUN_CREATED",
+    "STAGE_ENQUEUED",
+    "STAGE_STARTED",
+    "STAGE_SUCCEEDED",
+    "STAGE_FAILED",
+    "DUPLICATE_IGNORED",
+    "RUN_WAITING",
+    "RUN_RESUMED",
+    "EVENT_RECEIVED",
+    "EVENT_REJECTED",
+    "EVENT_BUFFERED",
+    "EVENT_CONSUMED",
+    "EVENT_EXPIRED",
+    "RUN_CONTINUED",
+    "TRANSITION",
+    "CONTRACT_VIOLATION",
+    "INCONSISTENCY",
+    "DEAD_LETTERED",
+    "SERVICE_FAILED",
+    "ACTION_COMPLETED",
+    "COMPENSATION_STARTED",
+    "COMPENSATION_SUCCEEDED",
+    "COMPENSATION_FAILED",
+    "RUN_COMPLETED",
+    "RUN_ABORTED",
+]
+
+
+class AuditEvent(WireModel):
+    """One entry of a run's audit trail.
+
+    Each entry's hash chains it to the one before (see `dsmo audit verify`), so the trail shows
+    any edit or gap.
+
+    Attributes:
+        seq: Position in the trail, from 1, without gaps.
+        type: What happened (`RUN_CREATED`, `STAGE_SUCCEEDED`, `RUN_RESUMED`, ...).
+        run_id: The run.
+        at: When, by the workflow's deterministic clock.
+        stage: The node it concerns, if any.
+        attempt: The stage attempt, for stage events.
+        workflow_version: The hash of the definition the run follows.
+        agent_version: The processor's version, for stage events.
+        artifact_uris: The S3 objects it refers to (inputs, outputs, snapshots).
+        data: The event's details (event ids, routes taken, errors, summaries).
+    """
+
+    seq: int
+    type: AuditType
+    run_id: str
+    at: datetime
+    stage: str | None = None
+    attempt: int | None = None
+    workflow_version: str
+    agent_version: str | None = None
+    artifact_uris: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrailView(WireModel):
+    """A run's audit trail as the `trail` query gives it.
+
+    Attributes:
+        head: The segments in the store (`audit/{run_id}/segments/`) and where they end.
+        events: The events after them, in order.
+    """
+
+    head: TrailHead
+    events: list[AuditEvent]
+
+
+class WaitCheckpoint(WireModel):
+    kind: str
+    node: str
+    until: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    requested: list[str] = Field(default_factory=list)
+    received: dict[str, str] = Field(default_factory=dict)
+    attempt: int = 1
+
+
+class Checkpoint(WireModel):
+    """What a run carries into its next Temporal run when it continues as new.
+
+    Nothing here grows with the run's age: the trail's earlier events are in the store
+    (``trail``), event ids are a bounded window of fingerprints (``seen_ids``), and ``path``
+    and ``committed`` keep their latest entries. ``seen_event_ids`` and a long ``audit`` are
+    what runs from before these bounds carried.
+    """
+
+    node: str | None
+    step: int
+    variables: dict[str, Any]
+    seen_event_ids: list[str] = Field(default_factory=list)
+    audit: list[AuditEvent] = Field(default_factory=list)  # the trail's tail (all of it, before segments)
+    trail: TrailHead | None = None
+    seen_ids: str = ""
+    input_uri: str | None
+    wait: WaitCheckpoint | None = None
+    generation: int = 1
+    slot_held: bool = False
+    started_at: datetime
+    path: list[str] = Field(default_factory=list)
+    visits: dict[str, int] = Field(default_factory=dict)
+    committed: list[str] = Field(default_factory=list)
+    config_ref: str | None = None
+    routed_to_fail_safe: bool = False
+    saga: list[dict[str, Any]] = Field(default_factory=list)
+    inbox: list[InboxEntry] = Field(default_factory=list)
+
+
+class Compensation(WireModel):
+    """One entry of the saga stack: how to undo a step that succeeded."""
+
+    node: str
+    action: str
+    kind: str
+    output: dict[str, Any] = Field(default_factory=dict)
+    key: str
+
+
+class RecordedResume(WireModel):
+    """How a wait of the original run ended, for a replay: the event and the variables it set."""
+
+    node: str
+    event_type: str
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecordedAction(WireModel):
+    """How an `invoke` step of the original run ended, for a replay: its output, or its error."""
+
+    node: str
+    output: dict[str, Any] | None = None
+    error: str | None = None
+
+
+Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
+
+
+def next_recorded(items: Sequence[Recorded], position: int, node: str) -> tuple[Recorded | None, int]:
+    """The original run's next record at ``node`` from ``position`` on, and where to look next.
+
+    Records of other nodes are passed over (a replay that diverged never takes them back).
+    """
+    for index in range(position, len(items)):
+        if items[index].node == node:
+            return items[index], index + 1
+    return None, len(items)
+
+
+class ReplayPlan(WireModel):
+    """Re-execute a run: recorded outside events instead of live waits, no messages sent, the
+    recorded outcome of each saga action instead of a second execution (no compensation runs
+    either), and (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
+
+    of: str
+    resumes: list[RecordedResume] = Field(default_factory=list)
+    reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
+    actions: list[RecordedAction] = Field(default_factory=list)
+    rerun_llm: bool = False  # call the models again instead of reading the recorded responses
+
+
+class ExecutionRequest(WireModel):
+    """Input of the AgentExecution workflow: the pinned definition and the run's variables."""
+
+    definition: AgentDefinition
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    parent_run_id: str | None = None
+    # Continue as new once the history has this many events (Temporal's own suggestion also counts).
+    history_limit: int = Field(default=10_000, ge=20)
+    checkpoint: Checkpoint | None = None
+    start_at: str | None = None  # a redrive starts at the failed stage
+    origin: dict[str, str] = Field(default_factory=dict)  # {"redriveOf": run} or {"replayOf": run}
+    replay: ReplayPlan | None = None
+    # Set by a DSMO starter that wrote the input artifact and config snapshot and set the start
+    # search attributes itself: the workflow then skips its own preparation (a local activity).
+    # Runs started before this field existed lack it and replay as they ran; a worker older than
+    # it refuses such a request (extra fields are forbidden) rather than run it another way.
+    prepared: PreparedRun | None = None
+
+
+class WorkflowTaskFailure(WireModel):
+    """A run whose workflow task keeps failing: Temporal retries it and the run cannot move."""
+
+    attempts: int
+    since: datetime | None = None
+    error: str
+
+
+class StatusView(WireModel):
+    """What a run is doing now: its status, where it is, what it waits for and, once it ended, how.
+
+    Attributes:
+        run_id: The run.
+        agent: The definition's agent name.
+        workflow_version: The hash of the definition the run follows.
+        status: `pending`, `running`, `waiting` or one of the terminal statuses.
+        current_node: The node being run or waited in.
+        waiting_for: While waiting: `response`, `document`, `signature`, `test`, `event`, `agent` or `delay`.
+        waiting_until: While waiting: when the wait times out.
+        waiting_data: While waiting: what the wait needs (expected sender, requested documents, ...).
+        pending_reason: While pending: why (a delayed start, or the agent's concurrency limit).
+        path: The nodes that ran, in order.
+        config_ref: The S3 URI of the run's configuration snapshot.
+        started_at: When the run started.
+        updated_at: When its status last changed.
+        completed_at: When it ended.
+        result_type: Once ended: `success`, `failure`, `timeout` or `cancelled`.
+        result_summary: Once ended: the outcome in one line.
+        error_message: Once failed: why.
+        failed_action_id: Once failed: the node that failed.
+        cancelled_by: Once cancelled: who asked.
+        cancel_reason: Once cancelled: the reason given.
+        compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
+        inbox: Events kept for a wait ahead (count, kinds, the oldest), when there are any.
+        problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
+            task keeps failing); the other fields then come from Temporal's visibility.
+        workflow_task_failure: When the workflow task keeps failing: attempts, since when, the error.
+    """
+
+    run_id: str
+    agent: str
+    workflow_version: str
+    status: RunStatus
+    current_node: str | None = None
+    waiting_for: str | None = None
+    waiting_until: datetime | None = None
+    waiting_data: dict[str, Any] | None = None
+    pending_reason: str | None = None
+    path: list[str] = Field(default_factory=list)
+    config_ref: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    completed_at: datetime | None = None
+    result_type: str | None = None
+    result_summary: str | None = None
+    error_message: str | None = None
+    failed_action_id: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    compensation: dict[str, Any] | None = None
+    inbox: InboxView | None = None
+    # Set by the client, never by the run: why the run cannot answer or move (no worker polls
+    # its task queue, its workflow task keeps failing). The rest then comes from visibility.
+    problem: str | None = None
+    workflow_task_failure: WorkflowTaskFailure | None = None
+
+
+class ExecutionResult(WireModel):
+    """How a run ended: the workflow's result, returned by `DsmoClient.result`.
+
+    Attributes:
+        run_id: The run.
+        status: The terminal status (`completed`, `failed`, `timeout`, `cancelled`).
+        completed_at: When it ended.
+        result_type: `success`, `failure`, `timeout` or `cancelled`.
+        result_summary: The outcome in one line.
+        error_message: Why it failed, if it did.
+        failed_action_id: The node that failed, if any.
+        cancelled_by: Who cancelled it, if anyone.
+        cancel_reason: The reason given for cancelling.
+        compensation: What the saga undid: `{status: complete|partial, compensated, failed}`.
+        path: The nodes that ran, in order.
+        variables: The run's variables at the end.
+    """
+
+    run_id: str
+    status: RunStatus
+    completed_at: datetime
+    result_type: Literal["success", "failure", "timeout", "cancelled"]
+    result_summary: str | None = None
+    error_message: str | None = None
+    failed_action_id: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    compensation: dict[str, Any] | None = None  # {status: complete|partial, compensated, failed}
+    path: list[str] = Field(default_factory=list)  # the nodes that ran, in order (the state path)
+    variables: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,510 @@
+"""The agent definition: a versioned graph of nodes, loaded from YAML or JSON.
+
+Field names follow the seed (camelCase in files, snake_case in Python). The graph is
+checked when the definition is loaded, so a run never starts on a broken one.
+
+Longer than most modules on purpose: the model, its canonical hash and the graph checks are
+one unit (the checks read the model's private structure and the hash depends on both).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_validator
+
+from dsmo.workflows.common.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.errors import DefinitionError, TemplateError
+from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
+from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patterns
+from dsmo.workflows.common.templating import placeholders
+from dsmo.workflows.common.wire import CamelModel
+from dsmo.workflows.definition.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
+from dsmo.workflows.definition.node_types import (
+    ACTION_TYPES,
+    AssignTestNode,
+    CompensationPolicy,
+    DelayNode,
+    InvokeNode,
+    LlmNode,
+    RequestDocumentNode,
+    RequestSignatureNode,
+    RunAgentNode,
+    SendMessageNode,
+    TriggerAgentNode,
+    WaitForEventNode,
+    WaitForResponseNode,
+)
+from dsmo.workflows.definition.sensitive import sensitive_problem
+from dsmo.workflows.events.inbox import InboxPolicy
+
+NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# What a wait's `match` reads beside a condition's roots: the event, and what the wait itself says.
+MATCH_ROOTS = ("event", "waitingData")
+# Validation context key: set by parse_definition, where a definition is admitted (see check_graph).
+ADMISSION = "dsmo.admission"
+
+__all__ = [
+    "ACTION_TYPES",
+    "AgentDefinition",
+    "Node",
+    "RateLimit",
+    "RunAgentNode",
+    "WaitForResponseNode",
+    "parse_definition",
+]
+
+Node = Annotated[
+    SendMessageNode
+    | WaitForResponseNode
+    | RequestDocumentNode
+    | RequestSignatureNode
+    | AssignTestNode
+    | WaitForEventNode
+    | TriggerAgentNode
+    | DelayNode
+    | RunAgentNode
+    | InvokeNode
+    | LlmNode,
+    Field(discriminator="action_type"),
+]
+
+
+class RateLimit(CamelModel):
+    """Runs of this agent allowed at once; the others wait their turn in PENDING.
+
+    Attributes:
+        max_concurrent: How many runs may be past PENDING at the same time (1 to 10,000).
+    """
+
+    max_concurrent: int = Field(ge=1, le=10_000)
+
+
+class AgentDefinition(CamelModel):
+    """A versioned agent graph: its nodes, where it starts, and run-wide options.
+
+    Load one with `load_definition`; `workflow_version` is the hash of its canonical form.
+
+    Attributes:
+        agent: The agent's name (lower case, digits and dashes).
+        version: The author's version label.
+        description: What the agent does, for people.
+        start: The id of the first node.
+        nodes: The nodes by id; each names its action type and its transitions.
+        rate_limit: How many runs may be active at once, if limited.
+        config: Parameters conditions read as ``config.<key>``; part of the version.
+        inputs: The input variables conditions may read; others are refused at validation.
+        fail_safe: The node a run goes to on a contract violation (no route matched, bad output).
+        audit_level: ``essential``, or ``extended`` to add each message sent and inference metadata.
+        compensation: How the saga undoes completed actions when a later step fails.
+        sensitive: Variables the audit trail keeps as fingerprints, not in the clear.
+        inbox: How long and how many early events a run keeps for a wait ahead (default 7d, 20).
+    """
+
+    agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
+    version: str = Field(default="1.0.0", min_length=1, max_length=50)
+    description: str | None = Field(default=None, max_length=2000)
+    start: str
+    nodes: dict[Annotated[str, Field(pattern=NODE_ID_PATTERN)], Node] = Field(min_length=1, max_length=500)
+    rate_limit: RateLimit | None = None
+    # Parameters conditions read as `config.<key>` (thresholds, enabled routes...); part of the version.
+    config: dict[str, Any] = Field(default_factory=dict)
+    # Run input variables conditions may read; anything else is refused when the definition is checked.
+    inputs: list[str] = Field(default_factory=list, max_length=200)
+    # Where a run goes on a contract violation (no route matched, bad output, version mismatch).
+    fail_safe: str | None = None
+    audit_level: Literal["essential", "extended"] = "essential"
+    compensation: CompensationPolicy = Field(default_factory=CompensationPolicy)
+    # Values the audit trail keeps as a fingerprint, not in the clear (workflows/definition/sensitive.py).
+    # None when absent, so definitions without it keep their workflow_version.
+    sensitive: list[str] | None = Field(default=None, max_length=100)
+    # None when absent (the defaults apply), so definitions without it keep their workflow_version.
+    inbox: InboxPolicy | None = None
+
+    @model_validator(mode="after")
+    def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
+        check_graph(self, admitting=bool(info.context and info.context.get(ADMISSION)))
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _reuse_decoded(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        # Wraps the whole validation, graph check included. Admission always validates in full.
+        if info.context and info.context.get(ADMISSION):
+            return handler(data)
+        return _DECODED.get_or_validate(data, handler)
+
+    @functools.cached_property
+    def workflow_version(self) -> str:
+        """Short hash of the canonical definition: equal graphs, equal versions.
+
+        Computed once per instance (the model is frozen, so it cannot go stale)."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> AgentDefinition:
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("workflow_version", None)  # another graph: hash it again
+        return copied
+
+    def canonical_json(self) -> str:
+        """The definition as compact JSON with sorted keys, the input of its ``workflow_version``.
+
+        Returns:
+            The same text for any two definitions that mean the same, whatever their key order.
+        """
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class DecodedDefinitions:
+    """The definitions a process has decoded, by content: each run carries its definition in its
+    request, and a worker decodes it at every run start and every replay of an evicted run.
+
+    Validation is a pure function of the document and the model is frozen, so handing every run
+    of a version the same instance changes nothing they can observe; it skips revalidating and
+    re-checking the graph (~30 us per node) and rehashing the version. Documents that do not
+    validate are not kept. The SDK decodes on several workflow-task threads: each operation on the
+    OrderedDict is atomic, and two threads decoding the same new version at once both validate
+    it, which costs time, not correctness.
+    """
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict[str, AgentDefinition] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get_or_validate(self, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if not isinstance(data, dict):
+            return handler(data)
+        try:
+            # The document as it came, keys in its order: only the same document shares an instance.
+            key = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError):  # built from Python objects, not decoded: nothing to share
+            return handler(data)
+        found = self._items.get(key)
+        if found is not None:
+            return found
+        decoded = handler(data)
+        if len(self._items) >= self.max_entries:
+            with contextlib.suppress(KeyError):  # KeyError: another thread emptied it meanwhile
+                self._items.popitem(last=False)  # the oldest: versions come and go
+        self._items[key] = decoded
+        return decoded
+
+
+_DECODED = DecodedDefinitions()
+
+
+def _templates(node: Any) -> list[tuple[str, str]]:
+    """Every string in a node's parameters (templates may appear in any of them)."""
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, str):
+            found.append((path, value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}.{index}")
+
+    data = node.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(node, LlmNode):
+        found.extend((field, data[field]) for field in ("prompt", "system") if field in data)
+    walk(data.get("parameters", {}), "parameters")
+    if "input" in data and isinstance(data["input"], str):
+        found.append(("input", data["input"]))
+    elif "input" in data:
+        walk(data["input"], "input")
+    return found
+
+
+def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
+    """What the config snapshot records besides the definition: the values a run will use."""
+    nodes: dict[str, Any] = {}
+    for node_id, node in definition.nodes.items():
+        entry: dict[str, Any] = {"actionType": node.action_type}
+        if getattr(node, "compensate", None) is not None:
+            entry["compensate"] = node.compensate.model_dump(mode="json", by_alias=True)  # type: ignore[union-attr]
+        if isinstance(node, RunAgentNode):
+            entry.update(
+                agent=node.agent,
+                agentVersion=node.agent_version,
+                timeout=node.timeout.total_seconds(),
+                retry=node.retry.model_dump(mode="json", by_alias=True),
+                outputSchema=node.output_schema,
+            )
+        elif isinstance(node, LlmNode):
+            entry.update(
+                model=node.model,
+                temperature=node.temperature,
+                maxTokens=node.max_tokens,
+                retries=node.retries,
+                timeout=node.timeout.total_seconds(),
+                retry=node.retry.model_dump(mode="json", by_alias=True),
+            )
+        params: Any = getattr(node, "parameters", None)
+        timeout = getattr(params, "timeout", None)
+        if timeout is not None:
+            entry.update(
+                timeoutSeconds=timeout.total_seconds(), onTimeout=params.on_timeout, maxRetries=params.max_retries
+            )
+        entry["routes"] = [t.to for t in node.transitions] if node.transitions else ([node.next] if node.next else [])
+        nodes[node_id] = entry
+    return {
+        "thresholds": definition.config,
+        "failSafe": definition.fail_safe,
+        "auditLevel": definition.audit_level,
+        "rateLimit": definition.rate_limit.model_dump(mode="json", by_alias=True) if definition.rate_limit else None,
+        "compensation": definition.compensation.model_dump(mode="json", by_alias=True),
+        "nodes": nodes,
+    }
+
+
+def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
+    """The paper's static checks; each error names the node (raised as '@field: reason').
+
+    Checks added after runs may have started (unknown functions, template variables) apply only
+    when ``admitting`` a definition (`parse_definition`: files, publish, the ingress), not when a
+    running workflow decodes the definition it is pinned to: a run admitted under older checks
+    must keep decoding, and so keep replaying.
+    """
+    nodes = definition.nodes
+    known = ", ".join(sorted(nodes))
+    if definition.start not in nodes:
+        raise ValueError(f"@start: unknown node {definition.start!r} (nodes: {known})")
+    if definition.fail_safe is not None and definition.fail_safe not in nodes:
+        raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
+    stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode | LlmNode)]
+    for index, entry in enumerate(definition.sensitive or ()):
+        problem = sensitive_problem(entry, stages)
+        if problem:
+            raise ValueError(f"@sensitive.{index}: {problem}")
+    for node_id, node in nodes.items():
+        _check_links(node_id, node, nodes, known)
+        for index, transition in enumerate(node.transitions):
+            if transition.when is None:
+                continue
+            try:
+                check_condition(
+                    transition.when,
+                    inputs=definition.inputs,
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
+                )
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.transitions.{index}.when: {err}") from None
+        spec = getattr(node, "compensate", None)
+        if spec is not None and spec.when is not None:
+            try:
+                check_condition(
+                    spec.when,
+                    inputs=["output"],
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
+                )
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.compensate.when: {err}") from None
+            if spec.action is None and not isinstance(node, InvokeNode):
+                raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
+        elif spec is not None and spec.action is None and not isinstance(node, InvokeNode):
+            raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
+        for field, template in _templates(node):
+            try:
+                paths = placeholders(template)
+            except TemplateError as err:
+                raise ValueError(f"@nodes.{node_id}.{field}: {err}") from None
+            for path in paths if admitting else ():
+                if isinstance(node, LlmNode) and path.split(".", 1)[0].split("[", 1)[0] == "input":
+                    continue  # the stage's input document, known only when the stage runs
+                problem = _unknown_variable(path, definition, stages)
+                if problem:
+                    raise ValueError(f"@nodes.{node_id}.{field}: {problem}")
+        if isinstance(node, LlmNode) and admitting:
+            _check_llm(node_id, node)
+        match = getattr(getattr(node, "parameters", None), "match", None)
+        if match is not None:
+            try:
+                check_condition(
+                    match,
+                    inputs=[*definition.inputs, *MATCH_ROOTS],
+                    stages=stages,
+                    config_keys=definition.config.keys(),
+                    check_functions=admitting,
+                )
+            except ConditionError as err:
+                raise ValueError(f"@nodes.{node_id}.parameters.match: {err}") from None
+    _check_reachability(definition)
+
+
+def _check_llm(node_id: str, node: LlmNode) -> None:
+    """An `llm` node's answer schema compiles, and its summary fields are ones the schema has."""
+    if node.output_schema is None:
+        if node.summary is not None and set(node.summary) - {"text"}:
+            raise ValueError(f"@nodes.{node_id}.summary: a plain-text answer has one field, text (add outputSchema)")
+        return
+    # Only where a definition is admitted (files, publish, the ingress), never inside a workflow.
+    import jsonschema
+
+    validator_class = jsonschema.validators.validator_for(node.output_schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(node.output_schema)
+        check_patterns(node.output_schema)
+    except jsonschema.exceptions.SchemaError as err:
+        where = ".".join(str(part) for part in err.absolute_path)
+        raise ValueError(f"@nodes.{node_id}.outputSchema{'.' + where if where else ''}: {err.message}") from None
+    except UnsupportedPattern as err:
+        raise ValueError(f"@nodes.{node_id}.outputSchema.{err}") from None
+    try:
+        # A schema that refers to itself before it reads any of the answer (`$ref: "#"`) never
+        # ends on any answer; checking an empty one finds it.
+        next(validator_class(node.output_schema).iter_errors({}), None)
+    except RecursionError:
+        raise ValueError(f"@nodes.{node_id}.outputSchema: refers to itself without end (a $ref cycle)") from None
+    if node.output_schema.get("type", "object") != "object":
+        raise ValueError(f"@nodes.{node_id}.outputSchema.type: the answer is a JSON object, so the type is object")
+    properties = node.output_schema.get("properties")
+    if node.summary is not None and isinstance(properties, dict):
+        unknown = [name for name in node.summary if name not in properties]
+        if unknown:
+            raise ValueError(
+                f"@nodes.{node_id}.summary: {unknown[0]!r} is not a property of outputSchema "
+                f"({', '.join(properties) or 'none'})"
+            )
+
+
+def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str]) -> str | None:
+    """Why a template's variable can never exist, or None.
+
+    Stage and step references are always checkable; other roots only once the definition
+    declares its run `inputs` (as for conditions), since undeclared inputs could be anything.
+    """
+    root, _, rest = path.partition(".")
+    root = root.split("[", 1)[0]
+    member = rest.split(".", 1)[0].split("[", 1)[0]
+    if root == "stages" and member and member not in stages:
+        return f"refers to unknown stage {member!r} (stages: {', '.join(sorted(stages)) or 'none'})"
+    steps = sorted(node_id for node_id, node in definition.nodes.items() if isinstance(node, InvokeNode))
+    if root == "steps" and member and member not in steps:
+        return f"refers to unknown step {member!r} (invoke steps: {', '.join(steps) or 'none'})"
+    known = {*BUILTIN_ROOTS, "steps", *SEED_VARIABLES, *definition.inputs}
+    if definition.inputs and root not in known:
+        return (
+            f"refers to unknown variable {root!r} (run inputs: {', '.join(definition.inputs)}; "
+            "also stages, steps, run, config and the seed's variables)"
+        )
+    return None
+
+
+def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> None:
+    if node.next is not None and node.transitions:
+        raise ValueError(f"@nodes.{node_id}.transitions: give either next or transitions, not both")
+    if node.next is not None and node.next not in nodes:
+        raise ValueError(f"@nodes.{node_id}.next: unknown node {node.next!r} (nodes: {known})")
+    seen_conditions: set[str] = set()
+    for index, transition in enumerate(node.transitions):
+        where = f"@nodes.{node_id}.transitions.{index}"
+        if transition.to not in nodes:
+            raise ValueError(f"{where}.to: unknown node {transition.to!r} (nodes: {known})")
+        if transition.when is None and index != len(node.transitions) - 1:
+            raise ValueError(
+                f"{where}.when: only the last transition may omit `when` (the ones after it could never be taken)"
+            )
+        if transition.when is not None:
+            normalized = " ".join(transition.when.split())
+            if normalized in seen_conditions:
+                raise ValueError(f"{where}.when: same condition as an earlier transition (ambiguous ordering)")
+            seen_conditions.add(normalized)
+
+
+def successors(node: Any) -> list[str]:
+    """The nodes a node may go to next (its `next`, or every transition's target)."""
+    return [node.next] if node.next is not None else [transition.to for transition in node.transitions]
+
+
+def _check_reachability(definition: AgentDefinition) -> None:
+    nodes = definition.nodes
+    roots = [definition.start] + ([definition.fail_safe] if definition.fail_safe else [])
+    reached: set[str] = set()
+    pending = list(roots)
+    while pending:
+        current = pending.pop()
+        if current not in reached:
+            reached.add(current)
+            pending.extend(successors(nodes[current]))
+    unreachable = sorted(set(nodes) - reached)
+    if unreachable:
+        raise ValueError(f"@nodes.{unreachable[0]}: unreachable from start {definition.start!r}")
+    # Every node must be able to reach an end (a node with no way out), or runs could never finish.
+    ends = {node_id for node_id, node in nodes.items() if not successors(node)}
+    can_end = set(ends)
+    changed = True
+    while changed:
+        changed = False
+        for node_id, node in nodes.items():
+            if node_id not in can_end and any(target in can_end for target in successors(node)):
+                can_end.add(node_id)
+                changed = True
+    stuck = sorted(set(nodes) - can_end)
+    if stuck:
+        raise ValueError(f"@nodes.{stuck[0]}: no path to an end node (a cycle with no exit)")
+
+
+def parse_definition(data: Any, *, source: str | None = None) -> AgentDefinition:
+    """Validate already-parsed YAML/JSON into a definition, or raise one DefinitionError."""
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise DefinitionError(
+            "", f"a definition is a mapping with agent, start and nodes, not {type(data).__name__}", source=source
+        )
+    try:
+        check_document(data, field="definition", limits=DEFINITION_LIMITS)
+    except DocumentTooLarge as err:
+        field, _, reason = str(err).partition(": ")
+        raise DefinitionError(field.removeprefix("definition").lstrip("."), reason, source=source) from None
+    try:
+        return AgentDefinition.model_validate(data, context={ADMISSION: True})
+    except ValidationError as err:
+        raise _first_error(err, source) from None
+
+
+def _first_error(err: Any, source: str | None) -> DefinitionError:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if message.startswith("@"):
+        field, _, reason = message[1:].partition(": ")
+        return DefinitionError(field, reason + more, source=source)
+    # Drop the union tag pydantic adds to the path (nodes.x.send_message.parameters -> nodes.x.parameters).
+    loc = [str(part) for part in first["loc"] if part not in ACTION_TYPES]
+    if loc and loc[-1] == "[key]":
+        return DefinitionError(
+            ".".join(loc[:-1]), f"invalid node id {first['input']!r}: {message}{more}", source=source
+        )
+    field = ".".join(loc)
+    if first["type"] == "union_tag_invalid":
+        tag = first.get("ctx", {}).get("tag")
+        field = f"{field}.actionType" if field else "actionType"
+        message = f"unknown action {tag!r} (expected one of: {', '.join(ACTION_TYPES)})"
+    elif first["type"] == "union_tag_not_found":
+        field = f"{field}.actionType" if field else "actionType"
+        message = "is required"
+    elif first["type"] == "missing":
+        message = "is required"
+    elif first["type"] == "extra_forbidden":
+        message = "is not a known field"
+    return DefinitionError(field, message + more, source=source)

@@ -1,0 +1,1 @@
+"""The workflows Temporal runs: AgentExecution (begin, step through nodes, end), the rate limiter."""

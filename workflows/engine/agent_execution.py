@@ -1,0 +1,205 @@
+"""AgentExecution: the orchestrator. It alone decides what happens next in a run.
+
+The class holds what Temporal calls: the run loop, the signal, update and query handlers, and
+continue-as-new. What each node does lives with its kind (steps.py picks the handler); the
+run's state travels as one `Run` (run.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+# Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
+# re-importing them (and the CEL library's) for every workflow run.
+with workflow.unsafe.imports_passed_through():
+    from dsmo.workflows.common.status import RunStatus
+    from dsmo.workflows.contracts.run_records import (
+        AuditEvent,
+        ExecutionRequest,
+        ExecutionResult,
+        StatusView,
+        TrailView,
+    )
+    from dsmo.workflows.engine.beginning import begin
+    from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
+    from dsmo.workflows.engine.node_step import step_from
+    from dsmo.workflows.events.resume_events import (
+        DUPLICATE_NOT_RECORDED,
+        EVENT_KINDS,
+        EventAck,
+        EventRejected,
+        parse_signal,
+        parse_update,
+        strict_event_problem,
+    )
+    from dsmo.workflows.run import intake
+    from dsmo.workflows.run.context import Run
+    from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded, ServiceFailed
+    from dsmo.workflows.run.dead_letters import service_failed
+    from dsmo.workflows.run.trail_segments import note_tail, write_segment
+
+# workflow.patched ids: each names a change to what running executions do.
+EVENT_SIZE_CAP_PATCH = "event-size-cap"
+# Raw signals are held to the same event-id and shape rules as every other way in; the marker
+# is written only when a signal is refused by them, so runs that never meet one are unchanged.
+STRICT_SIGNALS_PATCH = "strict-signals"
+# Duplicate updates after this many recorded ones are answered by the validator, which writes
+# nothing to history: a sender retrying in a loop cannot grow the run's history without bound.
+DUPLICATES_RECORDED_MAX = 10
+
+
+@workflow.defn(name="AgentExecution")
+class AgentExecution:
+    """One agent run: a durable state machine over its pinned definition."""
+
+    @workflow.init
+    def __init__(self, request: ExecutionRequest) -> None:
+        self._run = Run.from_request(request)
+
+    @workflow.run
+    async def run(self, request: ExecutionRequest) -> ExecutionResult:
+        """Run the graph from its start (or from the checkpoint) to an ending."""
+        run, state = self._run, self._run.state
+        checkpoint = request.checkpoint
+        # Expires the inbox's events; it writes nothing to history while the inbox is empty.
+        self._keeper = asyncio.create_task(intake.keep_inbox(run))
+        try:
+            if checkpoint is None:
+                await begin(run)
+                node_id: str | None = request.start_at or run.definition.start
+            else:
+                state.status = RunStatus.RUNNING
+                state.audit.record(
+                    "RUN_CONTINUED",
+                    at=workflow.now(),
+                    stage=checkpoint.node,
+                    data={"generation": checkpoint.generation},
+                )
+                node_id = checkpoint.node
+                if checkpoint.wait is not None and node_id is not None:
+                    node_id = await step_from(run, node_id, resume=checkpoint.wait)
+            while node_id is not None:
+                note_tail(run)
+                if run.continue_as_new_due():
+                    raise ContinueAsNewDue(node_id)
+                node_id = await step_from(run, node_id)
+        except RunEnded as ended:
+            return await finish_early(run, ended)
+        except ServiceFailed as failed:
+            return await finish_early(run, await service_failed(run, failed))
+        except ContinueAsNewDue as due:
+            await self._continue_as_new(due)
+        except asyncio.CancelledError:
+            return await finish_cancelled(run)
+        return await finish_completed(run)
+
+    async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
+        run = self._run
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await write_segment(run)
+        # Events recorded by handlers while the segment was written stay in the tail.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        checkpoint = run.to_checkpoint(due.node, due.wait)
+        workflow.logger.info("Execution %s continues as new (generation %d)", run.state.run_id, checkpoint.generation)
+        workflow.continue_as_new(run.request.model_copy(update={"checkpoint": checkpoint}))
+
+    # -- events in ---------------------------------------------------------------------------
+
+    @workflow.signal(name="MESSAGE_RECEIVED")
+    def message_received(self, payload: Any = None) -> None:
+        """A reply from a person (raw signal; `deliver_event` is the acknowledged way)."""
+        self._on_signal("MESSAGE_RECEIVED", payload)
+
+    @workflow.signal(name="DOCUMENT_UPLOADED")
+    def document_uploaded(self, payload: Any = None) -> None:
+        """One requested document was uploaded."""
+        self._on_signal("DOCUMENT_UPLOADED", payload)
+
+    @workflow.signal(name="SIGNATURE_COMPLETED")
+    def signature_completed(self, payload: Any = None) -> None:
+        """The requested signature was given."""
+        self._on_signal("SIGNATURE_COMPLETED", payload)
+
+    @workflow.signal(name="TEST_COMPLETED")
+    def test_completed(self, payload: Any = None) -> None:
+        """The assigned test was completed."""
+        self._on_signal("TEST_COMPLETED", payload)
+
+    @workflow.signal(name="EVENT_COMPLETED")
+    def event_completed(self, payload: Any = None) -> None:
+        """The awaited (calendar) event happened."""
+        self._on_signal("EVENT_COMPLETED", payload)
+
+    @workflow.signal(name="SLOT_GRANTED")
+    def slot_granted(self, payload: Any = None) -> None:
+        """The agent's limiter gave this run a slot."""
+        self._run.slot_granted = True
+
+    @workflow.update(name="deliver_event")
+    def deliver_event(self, event: Any) -> EventAck:
+        """Apply one resume event and say what became of it."""
+        # The validator applied the strict rules to new updates; the handler also replays updates
+        # accepted before those rules existed, so it does not apply them again.
+        return intake.take(self._run, parse_update(event, strict=False), via="update")
+
+    @deliver_event.validator
+    def _validate_event(self, event: Any) -> None:
+        # Runs before anything is written to history; raising here rejects the update.
+        state = self._run.state
+        try:
+            parsed = parse_update(event)
+            intake.check(self._run, parsed)
+        except EventRejected as err:
+            raise ApplicationError(str(err), type="EventRejected", non_retryable=True) from None
+        if parsed.event_id in state.seen_event_ids and state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
+            raise ApplicationError(
+                f"event {parsed.event_id!r} was applied already; duplicate not recorded "
+                f"({DUPLICATES_RECORDED_MAX} duplicates recorded)",
+                state.status.value,
+                type=DUPLICATE_NOT_RECORDED,
+                non_retryable=True,
+            )
+
+    def _on_signal(self, event_type: str, payload: Any) -> None:
+        # A bad signal never crashes or blocks the run: it is recorded as rejected.
+        assert event_type in EVENT_KINDS
+        state = self._run.state
+        try:
+            # Runs that applied a bigger signal before the size cap existed must replay as they ran.
+            capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
+            event = parse_signal(event_type, payload, size_cap=capped, strict=False)
+            problem = strict_event_problem(event_type, payload)
+            if problem and workflow.patched(STRICT_SIGNALS_PATCH):
+                raise EventRejected(problem)
+            intake.take(self._run, event, via="signal")
+        except EventRejected as err:
+            event_id = payload.get("event_id") if isinstance(payload, dict) else None
+            state.reject(event_type, str(err), via="signal", event_id=event_id)
+            workflow.logger.warning("Rejected %s for %s: %s", event_type, state.run_id, err)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @workflow.query(name="status")
+    def status(self) -> StatusView:
+        """The run's status, wait and terminal record."""
+        return self._run.state.view()
+
+    @workflow.query(name="variables")
+    def variables(self) -> dict[str, Any]:
+        """The run's variables."""
+        return self._run.state.variables
+
+    @workflow.query(name="events")
+    def events(self) -> list[AuditEvent]:
+        """The run's audit trail since its last segment in the store (all of it, for most runs)."""
+        return self._run.state.audit.events
+
+    @workflow.query(name="trail")
+    def trail(self) -> TrailView:
+        """Where the trail's segments end in the store, and the events after them."""
+        trail = self._run.state.audit
+        return TrailView(head=trail.head, events=trail.events)

@@ -1,0 +1,148 @@
+"""How a run ends: the terminal record, mirrored to Temporal's own run status.
+
+COMPLETED returns the record as the workflow result. FAILED and TIMEOUT unwind the saga and end
+the workflow Failed, CANCELLED unwinds it and ends it Cancelled, both with the record as the
+failure's details. Every ending gives back the concurrency slot and exports the audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from dsmo.workflows.common.identifiers import run_id_problem
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.run_records import ExecutionResult
+from dsmo.workflows.contracts.trail_io import AuditExport
+from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
+from dsmo.workflows.run.activity_calls import ActivityFailed
+from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.control import RunEnded
+from dsmo.workflows.run.intake import drop_all
+from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
+from dsmo.workflows.saga.stack import unwind
+
+CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
+
+
+async def finish_completed(run: Run) -> ExecutionResult:
+    """The run reached the end of its graph."""
+    state = run.state
+    state.current_node = None
+    result = ExecutionResult(
+        run_id=state.run_id,
+        status=RunStatus.COMPLETED,
+        completed_at=workflow.now(),
+        result_type="success",
+        result_summary="Flow completed successfully",
+        path=list(state.path),
+        variables=state.variables,
+    )
+    await _settle(run, result)
+    workflow.logger.info("Execution %s completed with result: success", state.run_id)
+    if run.request.parent_run_id:
+        workflow.logger.info("Emitting AGENT_COMPLETED event to %s", run.request.parent_run_id)
+    return result
+
+
+async def finish_early(run: Run, ended: RunEnded) -> ExecutionResult:
+    """A node ended the run FAILED or TIMEOUT: unwind, settle, and fail the workflow with the record."""
+    state = run.state
+    timeout = ended.status is RunStatus.TIMEOUT
+    compensation = await unwind(run, "timeout" if timeout else "failed")
+    result = ExecutionResult(
+        run_id=state.run_id,
+        status=ended.status,
+        completed_at=workflow.now(),
+        result_type="timeout" if timeout else "failure",
+        result_summary=ended.message if timeout else None,
+        error_message=None if timeout else ended.message,
+        failed_action_id=ended.node,
+        compensation=compensation,
+        path=list(state.path),
+        variables=state.variables,
+    )
+    await _settle(run, result)
+    workflow.logger.info("Execution %s ended %s: %s", state.run_id, ended.status, ended.message)
+    # Failed and timed-out runs end as Failed in Temporal too, carrying the terminal record.
+    raise ApplicationError(
+        ended.message,
+        result.model_dump(mode="json"),
+        type="AgentExecutionTimeout" if timeout else "AgentExecutionFailed",
+        non_retryable=True,
+    )
+
+
+async def finish_cancelled(run: Run) -> ExecutionResult:
+    """The run was cancelled: unwind, settle, and end the workflow Cancelled with the record."""
+    state = run.state
+    by, reason = _cancellation(workflow.cancellation_reason())
+    compensation = await unwind(run, "cancelled")
+    result = ExecutionResult(
+        run_id=state.run_id,
+        status=RunStatus.CANCELLED,
+        completed_at=workflow.now(),
+        result_type="cancelled",
+        cancelled_by=by,
+        cancel_reason=reason,
+        compensation=compensation,
+        failed_action_id=state.current_node,
+        path=list(state.path),
+        variables=state.variables,
+    )
+    await _settle(run, result)
+    workflow.logger.info("Execution %s cancelled by %s: %s", state.run_id, by, reason)
+    raise CancelledError(f"cancelled by {by}: {reason}", result.model_dump(mode="json"))
+
+
+async def _settle(run: Run, result: ExecutionResult) -> None:
+    state = run.state
+    drop_all(run, f"the run ended ({result.status.value})")
+    state.result = result
+    state.enter(result.status)
+    state.audit.record(
+        "RUN_COMPLETED" if result.status is RunStatus.COMPLETED else "RUN_ABORTED",
+        at=result.completed_at,
+        stage=result.failed_action_id,
+        data={"status": result.status.value, "resultType": result.result_type},
+    )
+    if run.slot_held:
+        await slot_call(run, contracts.RELEASE_SLOT, 1)
+    await _export_audit(run)
+    # In-flight update handlers would be lost if the run returned under them.
+    await workflow.wait_condition(workflow.all_handlers_finished)
+
+
+async def _export_audit(run: Run) -> None:
+    """Append-only copy of the trail in the object store, hash-chained (`dsmo audit verify`)."""
+    state = run.state
+    if run_id_problem(state.run_id) and workflow.patched(STRICT_RUN_ID_PATCH):
+        return  # no object key can be built from the id; the trail stays in the history
+    trail = state.audit
+    events = [event.model_dump(mode="json") for event in trail.events]
+    export = AuditExport(
+        run_id=state.run_id, events=events, previous_hash=trail.head.hash, segments=trail.head.segments
+    )
+    try:
+        # Local: the export is one put at the very end; a task-queue round trip would add latency.
+        await call_service(contracts.EXPORT_AUDIT, export, result_type=str, local=True, cancellation_is_failure=True)
+    except ActivityFailed as failed:
+        # The trail in the run's history (the `events` query) still has every event.
+        stage = state.result.failed_action_id if state.result else None
+        record_service_failure(state, BUDGETS[contracts.EXPORT_AUDIT], failed.error, stage=stage)
+        workflow.logger.warning("audit export failed for %s: %s", state.run_id, failed.message)
+
+
+def _cancellation(reason: str | None) -> tuple[str, str]:
+    """`dsmo cancel` sends {"cancelledBy", "cancelReason"} as the reason; anything else is the system's."""
+    if reason:
+        try:
+            data = json.loads(reason)
+        except ValueError:
+            return "system", reason
+        if isinstance(data, dict):
+            return str(data.get("cancelledBy") or "system"), str(data.get("cancelReason") or CANCEL_REASON_DEFAULT)
+    return "system", CANCEL_REASON_DEFAULT

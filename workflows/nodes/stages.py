@@ -1,0 +1,243 @@
+"""DSMO stages: one processor run per attempt, under the orchestrator's central failure policy.
+
+Transient errors are retried with exponential backoff and jitter up to the stage's attempt cap;
+permanent ones are not; a contract violation goes to the definition's fail-safe route. When a
+stage cannot succeed it is dead-lettered with everything needed to reprocess it. A stage
+commits at most once per (run, stage, version): a retry that finds an earlier attempt's output
+reuses it and the orchestrator records the duplicate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+from dsmo.workflows.common.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.common.templating import placeholders, render
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.llm_call import LlmCall
+from dsmo.workflows.contracts.run_records import WaitCheckpoint
+from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
+from dsmo.workflows.definition.sensitive import masked_summary
+from dsmo.workflows.run.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, failure_message
+from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.control import RunEnded
+from dsmo.workflows.run.dead_letters import write_dead_letter
+from dsmo.workflows.run.routing import contract_violation
+from dsmo.workflows.saga.stack import push
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """The central policy's view of one failed attempt."""
+
+    kind: str  # transient | permanent | contract
+    error_type: str
+    message: str
+
+
+def classify(err: ActivityError) -> StageFailure:
+    """The central policy's view of a failed attempt."""
+    cause = err.cause
+    if isinstance(cause, ActivityTimeout):
+        kind = cause.type.name.lower() if cause.type is not None else "timeout"
+        return StageFailure("transient", "Timeout", f"timed out ({kind})")
+    if isinstance(cause, ApplicationError):
+        error_type = cause.type or "Error"
+        if error_type == CONTRACT_VIOLATION:
+            return StageFailure("contract", error_type, cause.message)
+        if error_type in STAGE_PERMANENT or cause.non_retryable:
+            return StageFailure("permanent", error_type, cause.message)
+        return StageFailure("transient", error_type, cause.message)
+    return StageFailure("transient", type(cause).__name__ if cause else "Error", failure_message(err))
+
+
+async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCheckpoint | None) -> None:
+    """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot."""
+    state = run.state
+    visit = run.enter_node(node_id)
+    partition = None if visit == 1 else str(visit)
+    key = contracts.idempotency_key(state.run_id, node_id, state.workflow_version, partition)
+    input_uri = render(node.input, state.variables) if node.input else run.input_uri
+    assert input_uri is not None
+    # A stage on the run's own input gets the document with its task: one read less.
+    input_document = None if node.input else run.input_document
+    replay = run.replay
+    llm = _llm_call(run, node) if isinstance(node, LlmNode) else None
+    errors: list[str] = []
+    for attempt in range(1, node.retry.max_attempts + 1):
+        task = contracts.StageTask(
+            run_id=state.run_id,
+            correlation_id=run.correlation_id,
+            stage=node_id,
+            stage_path=node_id if partition is None else f"{node_id}.v{partition}",
+            workflow_version=state.workflow_version,
+            agent=node.agent,
+            agent_version=node.agent_version,
+            artifact_in_uri=input_uri,
+            idempotency_key=key,
+            attempt=attempt,
+            created_at=workflow.now(),
+            config_ref=state.config_ref,
+            output_schema=node.output_schema if isinstance(node, RunAgentNode) else None,
+            reuse_uri=replay.reuse.get(node_id) if replay and visit == 1 else None,
+            input_document=input_document,
+            llm=llm,
+        )
+        state.audit.record(
+            "STAGE_ENQUEUED",
+            at=task.created_at,
+            stage=node_id,
+            attempt=attempt,
+            artifact_uris=[input_uri],
+            data={"agent": node.agent, "idempotencyKey": key},
+        )
+        try:
+            summary = await call(
+                contracts.RUN_STAGE,
+                task,
+                result_type=contracts.StageSummary,
+                start_to_close_timeout=node.timeout,
+                retry_policy=SINGLE_ATTEMPT,
+                summary=f"{node_id}: {node.agent} (attempt {attempt})",
+            )
+        except ActivityFailed as failed:
+            failure = classify(failed.error)
+            errors.append(f"attempt {attempt}: {failure.error_type}: {failure.message}")
+            state.audit.record(
+                "STAGE_FAILED",
+                at=workflow.now(),
+                stage=node_id,
+                attempt=attempt,
+                data={"error": failure.message, "errorType": failure.error_type, "kind": failure.kind},
+            )
+            if failure.kind == "transient" and attempt < node.retry.max_attempts:
+                await workflow.sleep(node.retry.delay(attempt, workflow.random().random()))
+                continue
+            await _dead_end(run, node_id, node, task, errors, failure)
+            return
+        _commit(run, node_id, node, task, summary)
+        return
+
+
+def _llm_call(run: Run, node: LlmNode) -> LlmCall:
+    """The node's call; the templates are rendered by the activity, which has the input document."""
+    roots = {
+        path.split(".", 1)[0].split("[", 1)[0]
+        for template in (node.prompt, node.system or "")
+        for path in placeholders(template)
+    }
+    variables = run.state.variables
+    replay = run.replay
+    return LlmCall(
+        prompt=node.prompt,
+        system=node.system,
+        model=node.model,
+        temperature=node.temperature,
+        max_tokens=node.max_tokens,
+        output_schema=node.output_schema,
+        summary_fields=node.summary,
+        retries=node.retries,
+        variables={root: variables[root] for root in sorted(roots - {"input"}) if root in variables},
+        # A replay never calls a model unless asked to: the original's recorded responses answer.
+        recorded_from=replay.of if replay is not None and not replay.rerun_llm else None,
+    )
+
+
+def _commit(
+    run: Run, node_id: str, node: StageNode, task: contracts.StageTask, summary: contracts.StageSummary
+) -> None:
+    state = run.state
+    if summary.workflow_version != state.workflow_version:
+        # A completion from another version of the graph (e.g. a stale worker) is never applied.
+        state.audit.record(
+            "INCONSISTENCY",
+            at=workflow.now(),
+            stage=node_id,
+            attempt=task.attempt,
+            data={
+                "expected": state.workflow_version,
+                "got": summary.workflow_version,
+                "outputUri": summary.artifact_out_uri,
+            },
+        )
+        contract_violation(run, node_id, f"stage {node_id} reported workflow_version {summary.workflow_version}")
+    if task.idempotency_key in run.committed:
+        state.audit.record("DUPLICATE_IGNORED", at=workflow.now(), stage=node_id, data={"key": task.idempotency_key})
+        return
+    if summary.reused and summary.attempt != task.attempt:
+        state.audit.record(
+            "DUPLICATE_IGNORED",
+            at=workflow.now(),
+            stage=node_id,
+            attempt=task.attempt,
+            data={
+                "idempotencyKey": task.idempotency_key,
+                "committedAttempt": summary.attempt,
+                "outputUri": summary.artifact_out_uri,
+            },
+        )
+    common: dict[str, Any] = {"stage": node_id, "attempt": summary.attempt, "agent_version": summary.agent_version}
+    state.audit.record("STAGE_STARTED", at=summary.started_at, artifact_uris=[task.artifact_in_uri], **common)
+    data: dict[str, Any] = {
+        "summary": masked_summary(node_id, summary.summary, run.definition.sensitive or ()),
+        "outputSha256": summary.output_sha256,
+        "reused": summary.reused,
+        "idempotencyKey": task.idempotency_key,
+    }
+    if isinstance(node, LlmNode):
+        data["llm"] = summary.inference  # model, prompt hash, tokens, latency, the calls' artifacts
+    elif state.audit.extended and summary.inference:
+        data["inference"] = summary.inference
+    state.audit.record(
+        "STAGE_SUCCEEDED", at=summary.finished_at, artifact_uris=[summary.artifact_out_uri], data=data, **common
+    )
+    run.committed[task.idempotency_key] = None
+    if isinstance(node, RunAgentNode) and node.compensate is not None:
+        push(run, task.stage_path, node.compensate, None, summary.summary)
+    state.variables.setdefault("stages", {})[node_id] = {
+        "status": "succeeded",
+        "outputUri": summary.artifact_out_uri,
+        "summary": summary.summary,
+        "attempt": summary.attempt,
+        "agentVersion": summary.agent_version,
+    }
+
+
+async def _dead_end(
+    run: Run, node_id: str, node: StageNode, task: contracts.StageTask, errors: list[str], failure: StageFailure
+) -> None:
+    state = run.state
+    state.variables.setdefault("stages", {})[node_id] = {
+        "status": "failed",
+        "error": failure.message,
+        "errorType": failure.error_type,
+        "attempt": task.attempt,
+    }
+    if failure.kind == "contract" and run.definition.fail_safe is not None:
+        contract_violation(run, node_id, f"stage {node_id} ({node.agent}): {failure.message}")
+    letter = contracts.DeadLetter(
+        run_id=state.run_id,
+        stage=node_id,
+        agent=node.agent,
+        agent_version=node.agent_version,
+        workflow_version=state.workflow_version,
+        config_ref=state.config_ref,
+        correlation_id=run.correlation_id,
+        artifact_in_uri=task.artifact_in_uri,
+        idempotency_key=task.idempotency_key,
+        attempts=task.attempt,
+        error_type=failure.error_type,
+        errors=errors,
+        variables=state.variables,
+        task_queue=workflow.info().task_queue,
+        created_at=workflow.now(),
+    )
+    await write_dead_letter(run, letter)
+    reason = "retries exhausted" if failure.kind == "transient" else failure.error_type
+    raise RunEnded(RunStatus.FAILED, node_id, f"stage {node_id} ({node.agent}) failed ({reason}): {failure.message}")

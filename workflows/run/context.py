@@ -1,0 +1,194 @@
+"""`Run`: everything one execution knows, passed explicitly to the functions that handle its nodes.
+
+`RunState` (run_state.py) is what the world sees: status, waits, the audit trail, variables.
+`Run` adds what the orchestrator needs to go on: the pinned definition and request, counters
+and the saga stack, and the cursors a replay uses. `from_request` builds it for a new run or
+from a continue-as-new checkpoint; `to_checkpoint` is the inverse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import workflow
+
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.run_records import (
+    Checkpoint,
+    Compensation,
+    ExecutionRequest,
+    RecordedAction,
+    RecordedResume,
+    ReplayPlan,
+    WaitCheckpoint,
+    next_recorded,
+)
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.events.seen_ids import SEEN_IDS_WINDOW, SeenIds
+from dsmo.workflows.run.audit import TAIL_BYTES_MAX, AuditTrail
+from dsmo.workflows.run.control import RunEnded
+from dsmo.workflows.run.metrics import count_event
+from dsmo.workflows.run.state import RunState
+
+# What a checkpoint keeps of lists that grow with every node a run enters: the latest entries.
+# `run.path` in a condition sees at most this many; a stage's commit is judged against the
+# keys of the latest ones (a stage of an earlier generation cannot report again).
+PATH_CARRIED = 1_000
+COMMITTED_CARRIED = 1_000
+
+
+@dataclass
+class Run:
+    """One execution's context: its request, its visible state and the orchestrator's counters."""
+
+    request: ExecutionRequest
+    state: RunState
+    correlation_id: str
+    input_uri: str | None
+    # The run input, when small enough to send with stage tasks (the same document as the artifact).
+    input_document: dict[str, Any] | None
+    step: int = 0  # nodes entered so far: part of idempotency keys and child ids
+    slot_held: bool = False  # a concurrency-limit slot to give back at the end
+    slot_granted: bool = False
+    visits: dict[str, int] = field(default_factory=dict)  # node -> times entered (loops)
+    # Idempotency keys of committed stages, oldest first.
+    committed: dict[str, None] = field(default_factory=dict)
+    routed_to_fail_safe: bool = False
+    saga: list[Compensation] = field(default_factory=list)
+    resumes_replayed: int = 0  # a replay's cursor in the original's resumes
+    actions_replayed: int = 0  # ... and in its saga actions
+    # Whether this run writes its trail in segments (trail_segments.py); None until it matters.
+    trail_segments: bool | None = None
+    # Set while the run hands over to its next generation: events are kept, not applied.
+    continuing: bool = False
+
+    @classmethod
+    def from_request(cls, request: ExecutionRequest) -> Run:
+        """The run a workflow starts with: new, or carried over from ``request.checkpoint``."""
+        info = workflow.info()
+        definition = request.definition
+        version = definition.workflow_version  # a hash of the canonical definition: computed once
+        checkpoint = request.checkpoint
+        state = RunState(
+            run_id=info.workflow_id,
+            agent=definition.agent,
+            workflow_version=version,
+            started_at=checkpoint.started_at if checkpoint else info.start_time,
+            variables=dict(checkpoint.variables if checkpoint else request.input),
+            audit=AuditTrail(
+                info.workflow_id,
+                version,
+                definition.audit_level,
+                on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
+            ),
+        )
+        started_with = info.typed_search_attributes
+        state.identity_unpublished = (
+            started_with.get(sa.AGENT_NAME) is None or started_with.get(sa.WORKFLOW_VERSION) is None
+        )
+        run = cls(
+            request=request,
+            state=state,
+            correlation_id=request.correlation_id or info.workflow_id,
+            input_uri=None,
+            # The input artifact is written from request.input (by the starter or by the
+            # preparation) and a continued run carries the same request: the same document.
+            input_document=contracts.inline_input(request.input),
+        )
+        if checkpoint is not None:
+            run.restore(checkpoint)
+        return run
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Take up where the previous Temporal run of this execution left off."""
+        state = self.state
+        self.input_uri = checkpoint.input_uri
+        self.step = checkpoint.step
+        self.slot_held = self.slot_granted = checkpoint.slot_held
+        self.visits = dict(checkpoint.visits)
+        self.committed = dict.fromkeys(checkpoint.committed)
+        self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
+        self.saga = [Compensation.model_validate(entry) for entry in checkpoint.saga]
+        state.audit.restore(checkpoint.trail, checkpoint.audit)
+        if checkpoint.trail is not None:
+            self.trail_segments = True
+        # A checkpoint from before the window listed every id: this generation keeps them all
+        # (and room for its own), so it judges duplicates as the code that started it did.
+        legacy = checkpoint.seen_event_ids
+        window = SEEN_IDS_WINDOW + len(legacy) if legacy else SEEN_IDS_WINDOW
+        state.seen_event_ids = SeenIds.restored(checkpoint.seen_ids, legacy, window=window)
+        state.inbox = list(checkpoint.inbox)
+        state.path = list(checkpoint.path)
+        state.config_ref = checkpoint.config_ref
+
+    def to_checkpoint(self, node: str | None, wait: WaitCheckpoint | None) -> Checkpoint:
+        """What the next Temporal run needs to go on at ``node`` (inside ``wait``, if waiting)."""
+        state = self.state
+        previous = self.request.checkpoint
+        return Checkpoint(
+            node=node,
+            step=self.step,
+            variables=state.variables,
+            seen_ids=state.seen_event_ids.packed(),
+            audit=state.audit.events,
+            trail=state.audit.head if self.trail_segments else None,
+            input_uri=self.input_uri,
+            wait=wait,
+            generation=(previous.generation + 1) if previous else 2,
+            slot_held=self.slot_held,
+            started_at=state.started_at,
+            path=state.path[-PATH_CARRIED:],
+            visits=self.visits,
+            committed=list(self.committed)[-COMMITTED_CARRIED:],
+            config_ref=state.config_ref,
+            routed_to_fail_safe=self.routed_to_fail_safe,
+            saga=[entry.model_dump(mode="json") for entry in self.saga],
+            inbox=state.inbox,
+        )
+
+    @property
+    def definition(self) -> AgentDefinition:
+        return self.request.definition
+
+    @property
+    def replay(self) -> ReplayPlan | None:
+        """Set when this run re-executes another from its record (`dsmo replay`)."""
+        return self.request.replay
+
+    def continue_as_new_due(self) -> bool:
+        """The history is long enough to carry the run into a fresh Temporal run."""
+        info = workflow.info()
+        if self.trail_segments and self.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
+            return True  # this generation's trail is large (trail_segments.py)
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.request.history_limit
+
+    def message_key(self, node_id: str) -> str:
+        """Idempotency key of a message or request sent at this step."""
+        state = self.state
+        return contracts.idempotency_key(state.run_id, node_id, state.workflow_version, str(self.step))
+
+    def enter_node(self, node_id: str) -> int:
+        """Count one more visit of ``node_id``; returns the visit number (1 on the first)."""
+        visit = self.visits[node_id] = self.visits.get(node_id, 0) + 1
+        return visit
+
+    def recorded_resume(self, node_id: str) -> RecordedResume:
+        """Replay: the original run's next resume at this node, in order."""
+        plan = self.replay
+        assert plan is not None
+        recorded, self.resumes_replayed = next_recorded(plan.resumes, self.resumes_replayed, node_id)
+        if recorded is None:
+            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
+        return recorded
+
+    def recorded_action(self, node_id: str) -> RecordedAction:
+        """Replay: the original run's next outcome of the saga action at this node."""
+        plan = self.replay
+        assert plan is not None
+        recorded, self.actions_replayed = next_recorded(plan.actions, self.actions_replayed, node_id)
+        if recorded is None:
+            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never invoked {node_id}")
+        return recorded

@@ -1,0 +1,218 @@
+"""The mutable state of one run and the only place that changes its status.
+
+Every status change goes through `next_status` (the seed's table) and is mirrored to the
+run's search attributes, so `temporal workflow list` and the Web UI always agree with the
+`status` query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus, next_status
+from dsmo.workflows.contracts.run_records import ExecutionResult, StatusView
+from dsmo.workflows.events.inbox import InboxEntry, inbox_view
+from dsmo.workflows.events.resume_events import EventAck, ResumeEvent
+from dsmo.workflows.events.seen_ids import SeenIds
+from dsmo.workflows.run.audit import AuditTrail
+
+# Keyword search attributes are indexed up to a bounded length; an address longer than this is cut.
+ASSIGNEE_CHARS = 200
+
+
+@dataclass
+class Waiting:
+    kind: str
+    node: str
+    until: datetime | None
+    data: dict[str, Any]
+    requested: list[str] = field(default_factory=list)  # documents a document wait needs
+    received: dict[str, str] = field(default_factory=dict)  # document name -> URL, so far
+
+    def assignee(self) -> str | None:
+        """Who the wait is on: the expected sender of a reply, or whom a request was sent to."""
+        who = self.data.get("expectedFrom") or self.data.get("to")
+        return str(who)[:ASSIGNEE_CHARS] if who else None
+
+
+@dataclass
+class RunState:
+    run_id: str
+    agent: str
+    workflow_version: str
+    started_at: datetime
+    variables: dict[str, Any]
+    audit: AuditTrail
+    status: RunStatus = RunStatus.PENDING
+    current_node: str | None = None
+    waiting: Waiting | None = None
+    resume_event: ResumeEvent | None = None
+    seen_event_ids: SeenIds = field(default_factory=SeenIds)
+    inbox: list[InboxEntry] = field(default_factory=list)  # events kept for a wait ahead, oldest first
+    duplicates_recorded: int = 0  # DUPLICATE_IGNORED records in this generation of the run
+    updated_at: datetime | None = None
+    result: ExecutionResult | None = None
+    pending_reason: str | None = None
+    path: list[str] = field(default_factory=list)  # nodes in the order they ran: the state path
+    config_ref: str | None = None
+    # A run started without DSMO's client (`temporal workflow start`) has no AgentName or
+    # WorkflowVersion: the first upsert sets them too.
+    identity_unpublished: bool = False
+    # WaitingOn and WaitingSince hold a value: the next upsert outside a wait clears them.
+    wait_attributes_set: bool = False
+
+    # -- status -----------------------------------------------------------------------------
+
+    def enter(self, target: RunStatus, *, published: bool = False) -> None:
+        """Move to ``target``; ``published`` when the search attributes already say so."""
+        self.status = next_status(self.status, target)
+        self.updated_at = workflow.now()
+        if target is not RunStatus.WAITING:
+            self.waiting = None
+        if target is not RunStatus.PENDING:
+            self.pending_reason = None
+        if not published or self.identity_unpublished:
+            self.publish()
+
+    def publish(self) -> None:
+        """Mirror status and wait to the search attributes."""
+        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
+        if self.identity_unpublished:
+            updates += [sa.AGENT_NAME.value_set(self.agent), sa.WORKFLOW_VERSION.value_set(self.workflow_version)]
+            self.identity_unpublished = False
+        if self.waiting is None:
+            updates += [sa.WAITING_FOR.value_unset(), sa.WAITING_UNTIL.value_unset()]
+            if self.wait_attributes_set:  # the console's two, only after a wait set them
+                updates += [sa.WAITING_ON.value_unset(), sa.WAITING_SINCE.value_unset()]
+                self.wait_attributes_set = False
+        else:
+            updates.append(sa.WAITING_FOR.value_set(self.waiting.kind))
+            updates.append(sa.WAITING_SINCE.value_set(self.updated_at or workflow.now()))
+            self.wait_attributes_set = True
+            assignee = self.waiting.assignee()
+            updates.append(sa.WAITING_ON.value_set(assignee) if assignee else sa.WAITING_ON.value_unset())
+            if self.waiting.until is not None:
+                updates.append(sa.WAITING_UNTIL.value_set(self.waiting.until))
+            else:
+                updates.append(sa.WAITING_UNTIL.value_unset())
+        workflow.upsert_search_attributes(updates)
+
+    def begin_wait(self, waiting: Waiting, *, record: bool = True) -> None:
+        self.waiting = waiting
+        self.resume_event = None
+        self.enter(RunStatus.WAITING)
+        if record:
+            self.audit.record(
+                "RUN_WAITING",
+                at=workflow.now(),
+                stage=waiting.node,
+                data={"waitingFor": waiting.kind, "waitingUntil": _iso(waiting.until), **waiting.data},
+            )
+
+    # -- resume events ----------------------------------------------------------------------
+    # Which events are applied, kept or refused is decided in intake.py; these only record.
+
+    def record_duplicate(self, event: ResumeEvent, *, via: str) -> EventAck:
+        """An event id seen before: recorded once more as DUPLICATE_IGNORED, nothing else happens."""
+        self.duplicates_recorded += 1
+        self.audit.record(
+            "DUPLICATE_IGNORED",
+            at=workflow.now(),
+            stage=self.current_node,
+            data={"eventType": event.type, "eventId": event.event_id, "via": via},
+        )
+        return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
+
+    def apply_now(self, event: ResumeEvent) -> EventAck:
+        """Hand ``event`` to the wait in progress (intake.py checked that it takes it)."""
+        self.seen_event_ids.add(event.event_id)
+        waiting = self.waiting
+        assert waiting is not None
+        if event.type == "DOCUMENT_UPLOADED":
+            missing = self.receive_document(waiting, event)
+            if missing:
+                return EventAck(
+                    event_id=event.event_id,
+                    accepted=True,
+                    status=self.status,
+                    detail=f"still waiting for: {', '.join(missing)}",
+                )
+        self.resume_event = event
+        return EventAck(event_id=event.event_id, accepted=True, status=self.status)
+
+    def receive_document(self, waiting: Waiting, event: ResumeEvent, *, record_partial: bool = True) -> list[str]:
+        """Note one uploaded document; returns the requested ones still missing.
+
+        A partial upload is recorded (EVENT_RECEIVED, unless ``record_partial`` is False because
+        the caller records it) and the run keeps waiting for the rest.
+        """
+        waiting.received[event.data["document"]] = event.data["url"]
+        missing = [name for name in waiting.requested if name not in waiting.received]
+        if missing:
+            if record_partial:
+                self.audit.record(
+                    "EVENT_RECEIVED",
+                    at=workflow.now(),
+                    stage=waiting.node,
+                    data={
+                        "eventType": event.type,
+                        "eventId": event.event_id,
+                        "document": event.data["document"],
+                        "missing": missing,
+                    },
+                )
+            waiting.data["received"] = sorted(waiting.received)
+        return missing
+
+    def reject(self, event_type: str, reason: str, *, via: str, event_id: Any = None) -> None:
+        self.audit.record(
+            "EVENT_REJECTED",
+            at=workflow.now(),
+            stage=self.current_node,
+            data={
+                "eventType": event_type,
+                "eventId": event_id if isinstance(event_id, str) else None,
+                "reason": reason,
+                "via": via,
+            },
+        )
+
+    # -- views ------------------------------------------------------------------------------
+
+    def view(self) -> StatusView:
+        result = self.result
+        waiting = self.waiting
+        return StatusView(
+            run_id=self.run_id,
+            agent=self.agent,
+            workflow_version=self.workflow_version,
+            status=self.status,
+            current_node=self.current_node,
+            waiting_for=waiting.kind if waiting else None,
+            waiting_until=waiting.until if waiting else None,
+            waiting_data=dict(waiting.data) if waiting else None,
+            pending_reason=self.pending_reason,
+            path=list(self.path),
+            config_ref=self.config_ref,
+            started_at=self.started_at,
+            updated_at=self.updated_at,
+            completed_at=result.completed_at if result else None,
+            result_type=result.result_type if result else None,
+            result_summary=result.result_summary if result else None,
+            error_message=result.error_message if result else None,
+            failed_action_id=result.failed_action_id if result else None,
+            cancelled_by=result.cancelled_by if result else None,
+            cancel_reason=result.cancel_reason if result else None,
+            compensation=result.compensation if result else None,
+            inbox=inbox_view(self.inbox),
+        )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
