@@ -2,7 +2,7 @@
 
 Run it as `dsmo worker [--load MODULE ...]` or `python -m dsmo.worker`. At start it imports its
 plugins (the `dsmo.plugins` entry points, `DSMO_LOAD` and `--load`), serves the agents,
-actions and channels they registered, and writes that catalogue to the artifact store.
+actions and channels they registered, and writes that catalog to the artifact store.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
-from dsmo.activities import catalog_publishing as catalogue
+from dsmo.activities import catalog_publishing as catalog
 from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
@@ -235,8 +235,8 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         settings=settings,
         identity=identity,
     )
-    offer = catalogue.describe(default_registry, default_actions, channels)
-    await asyncio.to_thread(catalogue.publish, store, settings.task_queue, identity, offer)
+    offer = catalog.describe(default_registry, default_actions, channels)
+    await asyncio.to_thread(catalog.publish, store, settings.task_queue, identity, offer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,8 +1,8 @@
 """What a worker offers — its agents, actions and channels — published where clients can read it.
 
-At start a worker writes its catalogue to ``catalogue/{task_queue}/{identity}.json`` in the
+At start a worker writes its catalog to ``catalog/{task_queue}/{identity}.json`` in the
 artifact store (overwriting its previous one). A client asks Temporal which workers poll the
-task queue now and reads only their catalogues, so a stopped worker's offer is not counted.
+task queue now and reads only their catalogs, so a stopped worker's offer is not counted.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dsmo.activities.actions import ActionRegistry, CompensableAction, FunctionA
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
 from dsmo.activities.processors import ProcessorRegistry
 
-PREFIX = "catalogue"
+PREFIX = "catalog"
 
 
 def describe(processors: ProcessorRegistry, actions: ActionRegistry, channels: Iterable[str]) -> dict[str, Any]:
@@ -48,22 +48,22 @@ def describe(processors: ProcessorRegistry, actions: ActionRegistry, channels: I
     }
 
 
-def catalogue_key(task_queue: str, identity: str) -> str:
-    """Where the worker ``identity`` of ``task_queue`` writes its catalogue."""
+def catalog_key(task_queue: str, identity: str) -> str:
+    """Where the worker ``identity`` of ``task_queue`` writes its catalog."""
     return f"{PREFIX}/{quote(task_queue, safe='')}/{quote(identity, safe='@')}.json"
 
 
 def publish(store: ArtifactStore, task_queue: str, identity: str, offer: dict[str, Any]) -> str:
-    """Write a worker's catalogue; returns its URI."""
-    return store.put_json_bytes(catalogue_key(task_queue, identity), encode_json(offer)).uri
+    """Write a worker's catalog; returns its URI."""
+    return store.put_json_bytes(catalog_key(task_queue, identity), encode_json(offer)).uri
 
 
 def read(store: ArtifactStore, task_queue: str, identities: Iterable[str]) -> dict[str, Any]:
-    """The union of the catalogues of the workers ``identities`` (those that wrote one)."""
+    """The union of the catalogs of the workers ``identities`` (those that wrote one)."""
     merged: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {"agents": {}, "actions": {}, "channels": {}}
     for identity in identities:
         try:
-            offer = json.loads(store.read_bytes(store.uri(catalogue_key(task_queue, identity))))
+            offer = json.loads(store.read_bytes(store.uri(catalog_key(task_queue, identity))))
         except ArtifactMissing:
             continue  # a worker of an older DSMO, or one that has not written yet
         for section, rows in merged.items():

@@ -32,7 +32,7 @@ class SchemaDoesNotCompile(ValueError):
 
 @dataclass(frozen=True)
 class ContractSchema:
-    """One compiled schema: its JSON form (for catalogues and docs) and its validator."""
+    """One compiled schema: its JSON form (for catalogs and docs) and its validator."""
 
     json_schema: dict[str, Any]
     validator: jsonschema.protocols.Validator

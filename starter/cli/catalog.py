@@ -142,8 +142,8 @@ def agents() -> None:
 def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> None:
     """What the running workers offer: agents (what each reads, the summary it returns), actions, channels.
 
-    Workers publish their catalogue to the artifact store when they start; this reads the
-    catalogues of the workers polling the task queue now. With no worker polling, or with
+    Workers publish their catalog to the artifact store when they start; this reads the
+    catalogs of the workers polling the task queue now. With no worker polling, or with
     --local, it shows what the plugins loaded here (entry points and DSMO_LOAD) offer.
 
     \b
@@ -152,11 +152,11 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
       dsmo agents list --json | jq '.agents[] | select(.name == "text-extract") | .summarySchema'
     """
     from dsmo.activities.plugin_loading import load_plugins, split_modules
-    from dsmo.starter.ops.agent_catalog import local_catalogue, markdown
+    from dsmo.starter.ops.agent_catalog import local_catalog, markdown
 
     if as_markdown:
         load_plugins()
-        click.echo(markdown(local_catalogue()), nl=False)
+        click.echo(markdown(local_catalog()), nl=False)
         return
     offer = None
     if not local:
@@ -165,7 +165,7 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
             click.echo(f"# {unknown}: showing the plugins loaded here", err=True)
     if offer is None:
         load_plugins(split_modules(obj.settings.load))
-        offer = local_catalogue()
+        offer = local_catalog()
     if as_json:
         click.echo(json.dumps(offer, indent=2))
         return
@@ -180,11 +180,11 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
 
 
 def _workers_offer(obj: Context, store: ArtifactStore) -> tuple[dict[str, Any] | None, str]:
-    """The running workers' catalogue, or None and why it is unknown (publishing needs no Temporal)."""
-    from dsmo.starter.ops.agent_catalog import live_catalogue
+    """The running workers' catalog, or None and why it is unknown (publishing needs no Temporal)."""
+    from dsmo.starter.ops.agent_catalog import live_catalog
 
     async def read() -> dict[str, Any] | None:
-        return await live_catalogue((await obj.client()).temporal, store, obj.settings.task_queue)
+        return await live_catalog((await obj.client()).temporal, store, obj.settings.task_queue)
 
     try:
         offer = run(read)

@@ -1,8 +1,8 @@
 """What workers offer — agents, actions, channels — as the CLI and the reference page show it.
 
-Two sources: the catalogue the running workers published (`live_catalogue`: those polling the
+Two sources: the catalog the running workers published (`live_catalog`: those polling the
 task queue now, read from the artifact store), and the plugins this process loaded
-(`local_catalogue`). `docs/agents.md` is generated from DSMO's own plugins, from the schemas the
+(`local_catalog`). `docs/agents.md` is generated from DSMO's own plugins, from the schemas the
 processors declare, so the reference cannot drift from the code.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from dsmo.activities import catalog_publishing as catalogue
+from dsmo.activities import catalog_publishing as catalog
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import ChannelRegistry
 from dsmo.activities.plugins import default_actions, default_channels
@@ -22,19 +22,19 @@ from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.starter.client.run_health import live_pollers
 
 
-def local_catalogue(
+def local_catalog(
     processors: ProcessorRegistry = default_registry, channels: ChannelRegistry = default_channels
 ) -> dict[str, Any]:
     """The offer of the plugins loaded in this process (channels by name, configured or not)."""
-    return catalogue.describe(processors, default_actions, channels.names())
+    return catalog.describe(processors, default_actions, channels.names())
 
 
-async def live_catalogue(temporal: Client, store: ArtifactStore, task_queue: str) -> dict[str, Any] | None:
+async def live_catalog(temporal: Client, store: ArtifactStore, task_queue: str) -> dict[str, Any] | None:
     """The union of what the workers polling ``task_queue`` now published; None when none polls."""
     identities = await live_pollers(temporal, task_queue)
     if not identities:
         return None
-    return await asyncio.to_thread(catalogue.read, store, task_queue, identities)
+    return await asyncio.to_thread(catalog.read, store, task_queue, identities)
 
 
 def missing_from(offer: dict[str, Any], agents: set[str], actions: set[str]) -> list[str]:

@@ -32,7 +32,7 @@ from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.run.intake import INBOX_PATCH
 from tests.conftest import Harness
-from tests.integration.test_evolution import has_patch_marker, replays
+from tests.integration.test_runs_under_older_checks import has_patch_marker, replays
 
 pytestmark = pytest.mark.asyncio
 

@@ -122,7 +122,7 @@ async def test_an_input_that_fails_the_agents_schema_is_a_contract_violation(
     assert memo.read_text() == "underwriter: Referred to a person"
 
 
-async def test_the_workers_catalogue_lists_what_its_plugins_offer(plugin_worker: PluginWorker) -> None:
+async def test_the_workers_catalog_lists_what_its_plugins_offer(plugin_worker: PluginWorker) -> None:
     listed = await asyncio.to_thread(plugin_worker.cli, "agents", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     offer = json.loads(listed.stdout)
@@ -147,7 +147,7 @@ async def test_publishing_checks_the_definition_against_the_running_workers(
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     (line,) = refused.stderr.strip().splitlines()
     assert "offers agent fraud-score" in line
-    # With no worker on the task queue the catalogue is unknown: published, with a warning.
+    # With no worker on the task queue the catalog is unknown: published, with a warning.
     elsewhere = {**plugin_worker.env, "DSMO_TASK_QUEUE": f"idle-{uuid.uuid4().hex[:6]}"}
     warned = await asyncio.to_thread(
         subprocess.run,

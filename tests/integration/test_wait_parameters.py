@@ -25,7 +25,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.nodes.waits import RENDER_PATCH
 from tests.conftest import Harness
 from tests.ingress_server import serving
-from tests.integration.test_evolution import has_patch_marker, replays
+from tests.integration.test_runs_under_older_checks import has_patch_marker, replays
 
 pytestmark = pytest.mark.asyncio
 INPUT = re.compile(r"<input\b[^>]*>")

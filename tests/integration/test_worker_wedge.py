@@ -21,7 +21,7 @@ import pytest
 
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
-from tests.integration.test_hardening import costly_definition
+from tests.integration.test_hostile_definitions_and_requests import costly_definition
 
 pytestmark = pytest.mark.integration
 

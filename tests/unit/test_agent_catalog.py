@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from dsmo.activities.processors import default_registry
-from dsmo.starter.ops.agent_catalog import local_catalogue, markdown
+from dsmo.starter.ops.agent_catalog import local_catalog, markdown
 from tests.unit.test_processors import MESSAGE
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
@@ -26,13 +26,13 @@ def run(name: str, document: Any) -> Any:
 
 
 def test_the_reference_page_is_generated_from_the_schemas() -> None:
-    assert REFERENCE.read_text() == markdown(local_catalogue()), (
+    assert REFERENCE.read_text() == markdown(local_catalog()), (
         "regenerate: dsmo agents list --markdown > docs/agents.md"
     )
 
 
 def test_every_built_in_processor_declares_input_and_summary() -> None:
-    rows = local_catalogue()["agents"]
+    rows = local_catalog()["agents"]
     assert {row["name"] for row in rows} >= {
         "candidate-profile",
         "text-extract",
