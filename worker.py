@@ -39,7 +39,7 @@ from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.stage import StageActivities
-from dsmo.starter.client.dsmo_client import connect_temporal
+from dsmo.starter.client.connection import connect_temporal
 from dsmo.starter.config.settings import Settings, workflow_sandbox_from
 from dsmo.starter.exits import hard_exit
 from dsmo.starter.provisioning import StackError, ensure_bucket, ensure_search_attributes_on

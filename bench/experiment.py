@@ -29,7 +29,7 @@ from bench.queue_modes import QueueModes
 from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
-from dsmo.starter.ops.replay import plan_replay, replay
+from dsmo.starter.client.replay import plan_replay, replay
 
 if TYPE_CHECKING:
     from bench.agents import B3Agent

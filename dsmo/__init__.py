@@ -39,8 +39,9 @@ from dsmo.activities.plugin_errors import ActionRefused, ContractViolation, Inva
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.starter.client.definition_files import load_definition, parse_definition_text
-from dsmo.starter.client.dsmo_client import (
-    DsmoClient,
+from dsmo.starter.client.dsmo_client import DsmoClient, PublishedAgent
+from dsmo.starter.client.errors import (
+    DefinitionNotFound,
     EventNotAccepted,
     InvalidInputDocument,
     NoWorker,
@@ -51,6 +52,10 @@ from dsmo.starter.client.dsmo_client import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
+from dsmo.starter.client.monitoring import RunSummary
+from dsmo.starter.client.redrive import DeadLetterRow
+from dsmo.starter.client.replay import ReplayReport
+from dsmo.starter.client.trail_store import TrailVerification
 from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.starter.exits import hard_exit
 from dsmo.workflows.common.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
@@ -74,7 +79,9 @@ __all__ = [
     "AuditEvent",
     "Channel",
     "ContractViolation",
+    "DeadLetterRow",
     "DefinitionError",
+    "DefinitionNotFound",
     "DsmoClient",
     "DsmoError",
     "EventAck",
@@ -87,13 +94,16 @@ __all__ = [
     "NoWorker",
     "PluginError",
     "ProcessorOutput",
+    "PublishedAgent",
     "RateLimit",
+    "ReplayReport",
     "RequestReceipt",
     "RunAlreadyExists",
     "RunClosed",
     "RunNotFound",
     "RunNotStarted",
     "RunStatus",
+    "RunSummary",
     "SendMessageRequest",
     "SendRequest",
     "SentMessage",
@@ -103,6 +113,7 @@ __all__ = [
     "StatusView",
     "TemplateError",
     "TemporalUnavailable",
+    "TrailVerification",
     "UnknownAgent",
     "WorkflowTaskFailing",
     "action",

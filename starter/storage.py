@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 
+# ArtifactStore is re-exported: the CLI, the ingress and the console name the store through this
+# module, not through `dsmo.activities` (an import-linter contract holds them to it).
+__all__ = ["ArtifactStore", "artifact_store", "object_store", "s3_client"]
+
+
 def s3_client(settings: Settings) -> S3Client:
     """A boto3 S3 client for the configured endpoint (path-style, few quick retries)."""
     return boto3.client(

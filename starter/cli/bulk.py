@@ -8,13 +8,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.cli.context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
-from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import WorkflowTaskFailing
 from dsmo.starter.config.settings import Settings
-from dsmo.starter.ops import redrive as dead_letters
-from dsmo.starter.storage import s3_client
 from dsmo.workflows.common.errors import DsmoError
 
 LIVE = "ExecutionStatus='Running'"
@@ -64,13 +62,12 @@ async def cancel_matching(settings: Settings, query: str, *, reason: str, by: st
 
 async def redrive_all(settings: Settings) -> list[tuple[str, str]]:
     dsmo = await DsmoClient.connect(settings)
-    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
-    pending = [row for row in dead_letters.list_dead_letters(store) if row.redriven_as is None]
+    pending = [row for row in await dsmo.dead_letters() if row.redriven_as is None]
     started: list[tuple[str, str]] = []
     with _progress(Console(stderr=True)) as progress:
         task = progress.add_task("redriving", total=len(pending))
         for row in pending:
-            started.append((row.id, await dead_letters.redrive(dsmo, store, row.id)))
+            started.append((row.id, await dsmo.redrive(row.id)))
             progress.advance(task)
     return started
 

@@ -9,10 +9,8 @@ from typing import Any
 import click
 from temporalio.service import RPCError
 
-from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.client.definition_files import load_definition
-from dsmo.starter.storage import s3_client
 from dsmo.workflows.common.errors import DsmoError
 
 
@@ -42,16 +40,14 @@ def definitions_validate(definition_file: str) -> None:
 @pass_context
 def definitions_publish(obj: Context, definition_file: str) -> None:
     """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
-    from dsmo.activities.definition_store import DefinitionStore
-    from dsmo.starter.ops.agent_catalog import missing_from
+    from dsmo.starter.client.agent_catalog import missing_from
     from dsmo.workflows.definition.node_types import InvokeNode, RunAgentNode
 
     definition = load_definition(definition_file)
-    store = ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
     nodes = definition.nodes.values()
     agents = {node.agent for node in nodes if isinstance(node, RunAgentNode)}
     actions = {node.action for node in nodes if isinstance(node, InvokeNode)}
-    offer, unknown = _workers_offer(obj, store) if agents or actions else (None, "")
+    offer, unknown = _workers_offer(obj) if agents or actions else (None, "")
     if offer is None and (agents or actions):
         click.echo(
             f"warning: {unknown}, so nobody checked that {', '.join(sorted(agents | actions))} are offered", err=True
@@ -61,7 +57,11 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
             f"{definition_file}: no worker on {obj.settings.task_queue} offers {', '.join(missing)} "
             "(load the plugin that registers it: dsmo worker --load MODULE)"
         )
-    uri = DefinitionStore(store).publish(definition)
+
+    async def publish() -> str:
+        return await (await obj.client(lazy=True)).publish(definition)
+
+    uri = run(publish)
     click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
 
 
@@ -151,21 +151,18 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
       dsmo agents list
       dsmo agents list --json | jq '.agents[] | select(.name == "text-extract") | .summarySchema'
     """
-    from dsmo.activities.plugin_loading import load_plugins, split_modules
-    from dsmo.starter.ops.agent_catalog import local_catalog, markdown
+    from dsmo.starter.client.agent_catalog import loaded_catalog, markdown
 
     if as_markdown:
-        load_plugins()
-        click.echo(markdown(local_catalog()), nl=False)
+        click.echo(markdown(loaded_catalog()), nl=False)
         return
     offer = None
     if not local:
-        offer, unknown = _workers_offer(obj, ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket))
+        offer, unknown = _workers_offer(obj)
         if offer is None:
             click.echo(f"# {unknown}: showing the plugins loaded here", err=True)
     if offer is None:
-        load_plugins(split_modules(obj.settings.load))
-        offer = local_catalog()
+        offer = loaded_catalog(obj.settings.load)
     if as_json:
         click.echo(json.dumps(offer, indent=2))
         return
@@ -179,12 +176,11 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
         click.echo(f"channel  {row['name']}")
 
 
-def _workers_offer(obj: Context, store: ArtifactStore) -> tuple[dict[str, Any] | None, str]:
-    """The running workers' catalog, or None and why it is unknown (publishing needs no Temporal)."""
-    from dsmo.starter.ops.agent_catalog import live_catalog
+def _workers_offer(obj: Context) -> tuple[dict[str, Any] | None, str]:
+    """The running workers' catalog, or None and why it is unknown."""
 
     async def read() -> dict[str, Any] | None:
-        return await live_catalog((await obj.client()).temporal, store, obj.settings.task_queue)
+        return await (await obj.client()).catalog()
 
     try:
         offer = run(read)

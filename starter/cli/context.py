@@ -29,12 +29,12 @@ class Context:
             self._settings = Settings.from_env()
         return self._settings
 
-    async def client(self) -> DsmoClient:
+    async def client(self, *, lazy: bool = False) -> DsmoClient:
         # Before the client connects: with an `OTEL_*` exporter, starts and events are traced (an
         # event joins the run's trace). Here rather than at start-up, so `dsmo worker` and
         # `dsmo serve` keep installing theirs under their own service names.
         setup_tracing("dsmo-cli")
-        return await DsmoClient.connect(self.settings)
+        return await DsmoClient.connect(self.settings, lazy=lazy)
 
 
 pass_context = click.make_pass_decorator(Context)

@@ -12,8 +12,8 @@ import click
 
 from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.render import stack_lines
+from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
-from dsmo.starter.ops import monitoring
 
 
 def register(cli: click.Group) -> None:

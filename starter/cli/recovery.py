@@ -9,23 +9,15 @@ from typing import Any
 
 import click
 
-from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
-from dsmo.activities.audit_log import audit_key, verify_lines
 from dsmo.starter.cli.context import Context, pass_context, run
-from dsmo.starter.ops import redrive as dead_letters
-from dsmo.starter.ops import replay as replays
-from dsmo.starter.storage import s3_client
-from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.contracts.trail_io import TrailHead
+from dsmo.starter.client import compensations
+from dsmo.starter.client.replay import ReplayReport
+from dsmo.starter.client.trail_store import TrailVerification
 
 
 def register(cli: click.Group) -> None:
     for command in (replay, verify, dlq, audit, compensations_group):
         cli.add_command(command)
-
-
-def _store(obj: Context) -> ArtifactStore:
-    return ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
 
 
 @click.command()
@@ -46,10 +38,9 @@ def replay(
     unless --rerun-llm is given.
     """
 
-    async def go() -> replays.ReplayReport:
-        return await replays.replay(
-            await obj.client(), _store(obj), run_id, from_stage=from_stage, task_queue=task_queue, rerun_llm=rerun_llm
-        )
+    async def go() -> ReplayReport:
+        client = await obj.client()
+        return await client.replay(run_id, from_stage=from_stage, task_queue=task_queue, rerun_llm=rerun_llm)
 
     report = run(go)
     if as_json:
@@ -80,7 +71,7 @@ def verify(obj: Context, run_id: str) -> None:
     """Replay a run's Temporal history on the current code: is it still deterministic?"""
 
     async def go() -> str | None:
-        return await replays.verify_history(await obj.client(), run_id)
+        return await (await obj.client()).verify_history(run_id)
 
     problem = run(go)
     if problem is None:
@@ -99,7 +90,10 @@ def dlq() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def dlq_list(obj: Context, as_json: bool) -> None:
-    rows = dead_letters.list_dead_letters(_store(obj))
+    async def go() -> list[Any]:
+        return await (await obj.client()).dead_letters()
+
+    rows = run(go)
     if as_json:
         click.echo(json.dumps([asdict(row) for row in rows]))
         return
@@ -132,7 +126,7 @@ def dlq_redrive(obj: Context, letter_id: str | None, everything: bool, task_queu
     assert letter_id is not None
 
     async def go() -> str:
-        return await dead_letters.redrive(await obj.client(), _store(obj), letter_id, task_queue=task_queue)
+        return await (await obj.client()).redrive(letter_id, task_queue=task_queue)
 
     click.echo(f"redriving {letter_id} as {run(go)}")
 
@@ -147,26 +141,13 @@ def audit() -> None:
 @pass_context
 def audit_verify(obj: Context, run_id: str) -> None:
     """Check the exported trail's hash chain, and that it matches the run's own trail."""
-    store = _store(obj)
-    try:
-        body = store.read_bytes(store.uri(audit_key(run_id)))
-    except ArtifactMissing:
-        raise DsmoError(f"no exported audit trail for {run_id!r} (it is written when the run ends)") from None
 
-    async def expected() -> tuple[list[dict[str, Any]], TrailHead] | None:
-        client = await obj.client()
-        try:
-            # The run's own record, from Temporal (needs a worker), not the file being verified.
-            head = (await client.trail(run_id)).head
-            return [event.model_dump(mode="json") for event in await client.events(run_id, live=True)], head
-        except DsmoError:
-            return None  # the run itself is gone (retention): the chain alone is checked
+    async def go() -> TrailVerification:
+        return await (await obj.client()).verify_trail(run_id)
 
-    own = run(expected)
-    trail = own[0] if own is not None else None
-    result = verify_lines(body, trail, own[1] if own is not None else None)
+    result = run(go)
     if result.ok:
-        against = " and matches the run's trail" if trail is not None else ""
+        against = " and matches the run's trail" if result.compared else ""
         click.echo(f"ok: {result.lines} events, hash chain intact{against}")
     else:
         click.echo(f"TAMPERED: {result.problem}")
@@ -183,7 +164,6 @@ def compensations_group() -> None:
 @pass_context
 def compensations_failed(obj: Context, as_json: bool) -> None:
     """List compensations recorded as failed for manual action."""
-    from dsmo.starter.ops import compensations
 
     async def go() -> list[compensations.FailedCompensation]:
         return await compensations.failed(await obj.client())
@@ -201,7 +181,6 @@ def compensations_failed(obj: Context, as_json: bool) -> None:
 @pass_context
 def compensations_retry(obj: Context, compensation_id: str) -> None:
     """Try a failed compensation once more (ID from `dsmo compensations failed`)."""
-    from dsmo.starter.ops import compensations
 
     async def go() -> Any:
         return await compensations.retry(await obj.client(), compensation_id)

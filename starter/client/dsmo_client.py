@@ -1,21 +1,23 @@
-"""The Python API: start runs, deliver events, read status, audit trail and results.
+"""The Python API: publish definitions, start runs (by name or definition), list them, deliver
+events, read status, audit trail and results, replay and redrive.
 
 Longer than most modules because `DsmoClient` is one class (a class stays in one module) and its
-methods are the public API; the helpers it alone uses (start preparation, worker-health
-probing) sit beside it.
+methods, each with its Args/Returns/Raises, are the public API; what they build on lives beside
+it in this package (errors, event checks, connection, trail store, replay, dead letters,
+monitoring queries, the agent catalog), and the helpers only the class uses (start preparation,
+worker-health probing) stay in it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 from temporalio.client import (
@@ -33,24 +35,38 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
-from temporalio.runtime import Runtime
-from temporalio.service import RPCError, RPCStatusCode, TLSConfig
+from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
-from dsmo.activities.audit_log import audit_key, read_segments, unchained
+from dsmo.activities.definition_store import DefinitionStore, config_key
+from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
-from dsmo.starter.client import run_health
-from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
-from dsmo.starter.config.settings import Settings, SettingsError
+from dsmo.starter.client import agent_catalog, monitoring, redrive, replay, run_health
+from dsmo.starter.client.connection import connect_temporal, first_line
+from dsmo.starter.client.errors import (
+    DefinitionNotFound,
+    EventNotAccepted,
+    InvalidInputDocument,
+    NoWorker,
+    RunAlreadyExists,
+    RunClosed,
+    RunNotFound,
+    RunNotStarted,
+    TemporalUnavailable,
+    WorkflowTaskFailing,
+)
+from dsmo.starter.client.event_checks import check_event_data, check_event_id, initial_events
+from dsmo.starter.client.monitoring import RunSummary
+from dsmo.starter.client.redrive import DeadLetterRow
+from dsmo.starter.client.replay import ReplayReport
+from dsmo.starter.client.trail_store import TrailStore, TrailVerification, verify_export
+from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
-from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
+from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled
 from dsmo.workflows.common import search_attributes as sa
-from dsmo.workflows.common.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentTooLarge, check_document
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.common.identifiers import check_run_id, event_id_problem
+from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.run_records import (
@@ -63,13 +79,11 @@ from dsmo.workflows.contracts.run_records import (
 )
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition, effective_parameters
-from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
 from dsmo.workflows.events.resume_events import (
     DUPLICATE_NOT_RECORDED,
     EventAck,
     EventRejected,
     parse_signal,
-    parse_update,
 )
 
 log = logging.getLogger("dsmo.client")
@@ -79,59 +93,11 @@ WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
 # A query waits for a worker to answer; one that has not in this long is not coming.
 QUERY_TIMEOUT = timedelta(seconds=10)
-SEGMENTS_CACHED = 128  # parsed audit-trail segments a client keeps (each up to ~256 KB of events)
 # A task queue seen with a live poller is not asked again for this long (seconds).
 POLLERS_SEEN_FOR = 5.0
 # How often a wait for a run's result looks for a failing workflow task: first after this
 # long (seconds), then twice as long each time up to the maximum.
 WATCH_FIRST, WATCH_MAX = 1.0, 10.0
-
-
-def check_event_id(event_id: str) -> None:
-    """An event id is the dedup key of an outside system's event: printable, 1-200 characters."""
-    problem = event_id_problem(event_id)
-    if problem:
-        raise EventNotAccepted(problem)
-
-
-def check_event_data(event_type: str, data: Any) -> None:
-    """Depth, size and text limits of an event's data, before it is sent (one line naming the field)."""
-    try:
-        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
-        json.dumps(data, ensure_ascii=False).encode()
-    except DocumentTooLarge as err:
-        raise EventNotAccepted(f"{event_type} rejected: {err}") from None
-    except (UnicodeEncodeError, ValueError, TypeError):
-        raise EventNotAccepted(
-            f"{event_type} rejected: {event_type}.data: not valid Unicode JSON (a lone surrogate?)"
-        ) from None
-
-
-def initial_events(definition: AgentDefinition, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Events to deliver with a start, as ``deliver_event`` envelopes, or EventNotAccepted naming the one.
-
-    Each is checked as the update's validator would, and against the definition: a wait of the
-    graph must take it, or the run would refuse it once started.
-    """
-    waits = waits_ahead(definition, None, include_current=True, fail_safe=True)
-    envelopes = []
-    for index, raw in enumerate(events):
-        if not isinstance(raw, Mapping):
-            raise EventNotAccepted(f"events.{index}: must be an object with type, data and event_id")
-        envelope = {
-            "type": raw.get("type"),
-            "event_id": raw.get("event_id") or raw.get("eventId") or str(uuid.uuid4()),
-            "data": raw.get("data", {}),
-        }
-        try:
-            event = parse_update(envelope)
-            check_event_data(event.type, envelope["data"])
-        except (EventRejected, EventNotAccepted) as err:
-            raise EventNotAccepted(f"events.{index}: {err}") from None
-        if not any(takes_kind(node, event) for node in waits):
-            raise EventNotAccepted(f"events.{index}: no wait of {definition.agent} takes {event.type}")
-        envelopes.append(envelope)
-    return envelopes
 
 
 def _update_failure(err: WorkflowUpdateFailedError) -> str:
@@ -140,104 +106,19 @@ def _update_failure(err: WorkflowUpdateFailedError) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
-class RunNotFound(DsmoError):
-    """No run has this id."""
+@dataclass(frozen=True)
+class PublishedAgent:
+    """An agent with published definitions (what `DsmoClient.definitions` lists).
 
-    code = "run_not_found"
+    Attributes:
+        agent: The agent's name.
+        latest: The ``workflow_version`` a start by name runs.
+        versions: Every published ``workflow_version``, oldest first.
+    """
 
-
-class RunAlreadyExists(DsmoError):
-    """A run with this id exists or existed: run ids are never reused."""
-
-    code = "run_exists"
-
-
-class RunClosed(DsmoError):
-    """The run has ended; it takes no more events or cancellation."""
-
-    code = "run_closed"
-
-
-class EventNotAccepted(DsmoError):
-    """The run refused the event (wrong kind, not waiting, bad payload); nothing was recorded."""
-
-    code = "event_rejected"
-
-
-class RunNotStarted(DsmoError):
-    """The run could not be started."""
-
-    code = "run_not_started"
-
-
-class TemporalUnavailable(DsmoError):
-    """The Temporal frontend cannot be reached."""
-
-    code = "temporal_unavailable"
-
-
-class InvalidInputDocument(DsmoError):
-    """A run input deeper or larger than its limits."""
-
-    code = "invalid_input"
-
-
-class WorkflowTaskFailing(DsmoError):
-    """The run's workflow task keeps failing: it cannot move until the cause is fixed."""
-
-    code = "workflow_task_failing"
-
-
-class NoWorker(DsmoError):
-    """No worker polls the run's task queue, so the run cannot answer or move."""
-
-    code = "no_worker"
-
-
-def data_converter(settings: Settings) -> DataConverter:
-    """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
-    keys = keys_from_env(settings.codec_env())
-    if not keys:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
-
-
-def temporal_tls(settings: Settings) -> TLSConfig | bool:
-    """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
-    if not (settings.tls_cert or settings.tls_ca):
-        return False
-
-    def read(path: str, name: str) -> bytes | None:
-        if not path:
-            return None
-        try:
-            return Path(path).read_bytes()
-        except OSError as err:
-            raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
-
-    return TLSConfig(
-        client_cert=read(settings.tls_cert, "TEMPORAL_TLS_CERT"),
-        client_private_key=read(settings.tls_key, "TEMPORAL_TLS_KEY"),
-        server_root_ca_cert=read(settings.tls_ca, "TEMPORAL_TLS_CA"),
-        domain=settings.tls_server_name or None,
-    )
-
-
-async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
-    try:
-        return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
-            data_converter=data_converter(settings),
-            interceptors=tracing_interceptors(),
-            runtime=runtime,
-            tls=temporal_tls(settings),
-        )
-    except RuntimeError as err:
-        raise TemporalUnavailable(
-            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal_address} ({_first_line(err)}); "
-            "start the stack with `dsmo dev up`"
-        ) from None
+    agent: str
+    latest: str
+    versions: list[str]
 
 
 class DsmoClient:
@@ -255,19 +136,21 @@ class DsmoClient:
         # store is opened on the first start.
         self.prepare_runs = prepare_runs
         self._preparer: RunPreparer | None = None
-        self._store: ArtifactStore | None = None  # opened when a trail's segments are first read
-        self._segments: OrderedDict[tuple[str, int], list[AuditEvent]] = OrderedDict()
+        self._trails: TrailStore | None = None  # opened when a trail is first read from the store
+        self._definitions: DefinitionStore | None = None  # opened when definitions are first used
         # Each run's start trace context (fixed in its memo at start), so events join the run's
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._pollers_seen: dict[str, float] = {}  # task queue -> when a live poller was last seen
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> DsmoClient:
+    async def connect(cls, settings: Settings | None = None, *, lazy: bool = False) -> DsmoClient:
         """Connect to Temporal.
 
         Args:
             settings: Where Temporal and the object store are; `Settings.from_env()` if omitted.
+            lazy: Connect on the first call that needs Temporal instead of now, so work that needs
+                only the store (`publish`, `definitions`) runs while Temporal is down.
 
         Returns:
             A connected client.
@@ -277,15 +160,16 @@ class DsmoClient:
             SettingsError: A setting is invalid.
         """
         settings = settings or Settings.from_env()
-        return cls(await connect_temporal(settings), settings)
+        return cls(await connect_temporal(settings, lazy=lazy), settings)
 
     # -- runs -------------------------------------------------------------------------------
 
     async def start(
         self,
-        definition: AgentDefinition,
+        agent_or_definition: str | AgentDefinition,
         input: dict[str, Any] | None = None,
         *,
+        version: str | None = None,
         run_id: str | None = None,
         task_queue: str | None = None,
         correlation_id: str | None = None,
@@ -293,11 +177,15 @@ class DsmoClient:
         history_limit: int | None = None,
         events: Sequence[Mapping[str, Any]] = (),
     ) -> str:
-        """Start a run of ``definition``. Run ids are never reused, even after a run has ended.
+        """Start a run of a definition. Run ids are never reused, even after a run has ended.
 
         Args:
-            definition: The agent definition to run (see `load_definition`).
+            agent_or_definition: The agent definition to run (see `load_definition`), or the name
+                of an agent whose published definition to run (see `publish`): its latest
+                version, or ``version``.
             input: The run's input document (checked against the definition's limits).
+            version: With an agent name: the published ``workflow_version`` to run (default: the
+                latest). Not given with a definition object.
             run_id: The run's id (default: ``<agent>-<random>``).
             task_queue: The workers' task queue (default: the settings').
             correlation_id: A caller's id kept with the run (for example a ticket number).
@@ -317,7 +205,15 @@ class DsmoClient:
             InvalidRunId: ``run_id`` is not a valid run id.
             EventNotAccepted: An event is malformed or no wait of the definition takes it (the run
                 is not started).
+            DefinitionNotFound: No definition is published under the agent name (or no such version).
+            ValueError: ``version`` given with a definition object.
         """
+        if isinstance(agent_or_definition, str):
+            definition = await self.definition(agent_or_definition, version)
+        elif version is not None:
+            raise ValueError("version: give it with an agent name, not with a definition object")
+        else:
+            definition = agent_or_definition
         request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
         if history_limit is not None:
             request.history_limit = history_limit
@@ -480,11 +376,12 @@ class DsmoClient:
         return True
 
     async def status(self, run_id: str) -> StatusView:
-        """The run's status; from visibility, with ``problem`` set, when no worker can answer.
+        """The run's status; for an ended run with no worker, from its history; else from visibility.
 
         A run whose workflow task keeps failing, or whose task queue no worker polls, cannot
-        answer the `status` query: the view then holds what visibility knows (status, wait,
-        deadline) and says why in ``problem``.
+        answer the `status` query. An ended run's view then comes from the record it ended with
+        (its result in Temporal's history: status, path, outcome, no worker needed); otherwise
+        it holds what visibility knows (status, wait, deadline) and says why in ``problem``.
 
         Args:
             run_id: The run.
@@ -501,6 +398,8 @@ class DsmoClient:
             if failure is not None:
                 return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
             if not await self._worker_polling(described.task_queue):
+                if described.close_time is not None and (ended := await self._ended_view(described)) is not None:
+                    return ended
                 return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
         try:
             view: StatusView = await self._query(run_id, "status", StatusView)
@@ -515,6 +414,48 @@ class DsmoClient:
             failure = await run_health.workflow_task_failure(self.temporal, described)
             return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
         return view
+
+    async def _ended_view(self, described: WorkflowExecutionDescription) -> StatusView | None:
+        """An ended run's view from the record its history holds; None if it holds none (a run
+        terminated from outside, or cancelled before it recorded how)."""
+        record = await self._closed_record(described.id)
+        if record is None:
+            return None
+        attrs = described.typed_search_attributes
+        version = attrs.get(sa.WORKFLOW_VERSION) or ""
+        return StatusView(
+            run_id=described.id,
+            agent=attrs.get(sa.AGENT_NAME) or "",
+            workflow_version=version,
+            status=record.status,
+            current_node=record.path[-1] if record.path else None,
+            path=record.path,
+            config_ref=self._trail_store().store.uri(config_key(version)) if version else None,
+            started_at=described.start_time,
+            updated_at=record.completed_at,
+            completed_at=record.completed_at,
+            result_type=record.result_type,
+            result_summary=record.result_summary,
+            error_message=record.error_message,
+            failed_action_id=record.failed_action_id,
+            cancelled_by=record.cancelled_by,
+            cancel_reason=record.cancel_reason,
+            compensation=record.compensation,
+        )
+
+    async def _closed_record(self, run_id: str) -> ExecutionResult | None:
+        """The record a closed run ended with, from its history alone (no query, no worker)."""
+        handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
+        try:
+            result: ExecutionResult = await handle.result()
+            return result
+        except WorkflowFailureError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError | CancelledError) and cause.details:
+                return ExecutionResult.model_validate(cause.details[0])
+            return None
+        except (RPCError, TypeError, ValueError):
+            return None
 
     def _visibility_view(
         self,
@@ -616,7 +557,7 @@ class DsmoClient:
         view = await self.trail(run_id)
         if not view.head.segments:
             return view.events
-        earlier = await asyncio.to_thread(self._segment_events, run_id, view.head.segments)
+        earlier = await asyncio.to_thread(self._trail_store().segment_events, run_id, view.head.segments)
         return earlier + view.events
 
     async def trail(self, run_id: str) -> TrailView:
@@ -647,36 +588,12 @@ class DsmoClient:
                 return None
         except (RPCError, TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
             return None
-        return await asyncio.to_thread(self._read_export, run_id)
+        return await asyncio.to_thread(self._trail_store().exported_events, run_id)
 
-    def _read_export(self, run_id: str) -> list[AuditEvent] | None:
-        if self._store is None:
-            self._store = artifact_store(self.settings)
-        try:
-            body = self._store.read_bytes(self._store.uri(audit_key(run_id)))
-        except ArtifactMissing:
-            return None
-        return [AuditEvent.model_validate(event) for event in unchained(body)]
-
-    def _segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
-        """The events a long-lived run has written to its trail's segments in the store.
-
-        Segments are write-once, so each is read once and kept (the latest `SEGMENTS_CACHED`):
-        following a long run (the console's run page) reads only the segments written since.
-        """
-        if self._store is None:
-            self._store = artifact_store(self.settings)
-        events: list[AuditEvent] = []
-        for number in range(1, segments + 1):
-            key = (run_id, number)
-            if key not in self._segments:
-                body = read_segments(self._store, run_id, number, first=number)
-                self._segments[key] = [AuditEvent.model_validate(event) for event in unchained(body)]
-                while len(self._segments) > SEGMENTS_CACHED:
-                    self._segments.popitem(last=False)
-            self._segments.move_to_end(key)
-            events.extend(self._segments[key])
-        return events
+    def _trail_store(self) -> TrailStore:
+        if self._trails is None:
+            self._trails = TrailStore(artifact_store(self.settings))
+        return self._trails
 
     async def variables(self, run_id: str) -> dict[str, Any]:
         """The run's variables (its input, event variables, `stages`, `steps`).
@@ -808,6 +725,228 @@ class DsmoClient:
                     f"run {run_id} is {view.status}, not {'/'.join(sorted(statuses))}, after {timeout:.0f}s"
                 )
             await asyncio.sleep(interval)
+
+    # -- published definitions --------------------------------------------------------------
+
+    async def publish(self, definition: AgentDefinition) -> str:
+        """Publish a definition: snapshot it (write-once) and make it its agent's latest version.
+
+        Runs started by the agent's name (`start`, the HTTP API, `trigger_agent`) then follow it.
+
+        Args:
+            definition: The definition to publish (see `load_definition`).
+
+        Returns:
+            The URI of its snapshot in the store (``configs/{workflow_version}.json``).
+
+        Raises:
+            DsmoError: The store refused the write (another definition holds this version).
+        """
+        uri: str = await asyncio.to_thread(self._definition_store().publish, definition)
+        return uri
+
+    async def definitions(self) -> list[PublishedAgent]:
+        """Every agent with a published definition, by name.
+
+        Returns:
+            For each agent: its name, latest ``workflow_version`` and all published versions.
+        """
+        entries = await asyncio.to_thread(self._definition_store().agents)
+        return [PublishedAgent(str(e["agent"]), str(e["latest"]), [str(v) for v in e["versions"]]) for e in entries]
+
+    async def definition(self, agent: str, version: str | None = None) -> AgentDefinition:
+        """A published definition of ``agent``.
+
+        Args:
+            agent: The agent's name.
+            version: The ``workflow_version`` wanted (default: the latest published).
+
+        Returns:
+            The definition, as published.
+
+        Raises:
+            DefinitionNotFound: Nothing is published under ``agent``, or not ``version`` (named
+                in the message).
+        """
+        try:
+            definition: AgentDefinition = await asyncio.to_thread(self._definition_store().resolve, agent, version)
+        except UnknownAgent as err:
+            raise DefinitionNotFound(str(err)) from None
+        return definition
+
+    async def versions(self, agent: str) -> list[str]:
+        """The published versions of ``agent``, oldest first.
+
+        Args:
+            agent: The agent's name.
+
+        Returns:
+            Their ``workflow_version`` hashes.
+
+        Raises:
+            DefinitionNotFound: Nothing is published under ``agent``.
+        """
+        try:
+            versions: list[str] = await asyncio.to_thread(self._definition_store().versions, agent)
+        except UnknownAgent as err:
+            raise DefinitionNotFound(str(err)) from None
+        return versions
+
+    async def catalog(self, task_queue: str | None = None) -> dict[str, Any] | None:
+        """What the workers polling a task queue now offer: agents (with their schemas), actions, channels.
+
+        Args:
+            task_queue: The task queue (default: the settings').
+
+        Returns:
+            The union of the catalogs those workers published, or None when no worker polls it.
+
+        Raises:
+            RPCError: Temporal cannot be asked who polls.
+        """
+        queue = task_queue or self.settings.task_queue
+        return await agent_catalog.live_catalog(self.temporal, self._trail_store().store, queue)
+
+    def _definition_store(self) -> DefinitionStore:
+        if self._definitions is None:
+            self._definitions = DefinitionStore(self._trail_store().store)
+        return self._definitions
+
+    # -- listing, replay, redrive -----------------------------------------------------------
+
+    async def runs(
+        self,
+        query: str | None = None,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        waiting_for: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[RunSummary]:
+        """The runs visibility knows, newest first, with what each waits for.
+
+        Args:
+            query: A Temporal visibility query AND-ed with the filters (for example
+                ``"StartTime > '2026-01-01T00:00:00Z'"``).
+            status: Only runs in this status (`waiting`, `completed`, ...).
+            agent: Only runs of this agent.
+            waiting_for: Only runs waiting for this (`response`, `document`, `event`, ...).
+            limit: At most this many.
+
+        Returns:
+            An async iterator of `RunSummary` rows (use ``async for``).
+
+        Raises:
+            TemporalUnavailable: Temporal cannot be reached.
+            DsmoError: Temporal refused the query (its message says why).
+        """
+        text = monitoring.runs_query(query, status=status, agent=agent, waiting_for=waiting_for)
+        try:
+            async for execution in self.temporal.list_workflows(text, limit=limit):
+                yield monitoring.run_summary(execution)
+        except RPCError as err:
+            if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise TemporalUnavailable(f"Temporal at {self.settings.temporal_address}: {first_line(err)}") from None
+            raise DsmoError(f"query: {first_line(err)}") from None
+
+    async def replay(
+        self,
+        run_id: str,
+        *,
+        from_stage: str | None = None,
+        task_queue: str | None = None,
+        new_id: str | None = None,
+        rerun_llm: bool = False,
+    ) -> ReplayReport:
+        """Re-execute an ended run as a new linked run (same input, version, config); compare the paths.
+
+        `llm` stages answer from the original's recorded responses, so a replay calls no model
+        unless ``rerun_llm``. Waits for the replay to end (a worker must run it).
+
+        Args:
+            run_id: The ended run to replay.
+            from_stage: Reuse the original's committed outputs before this node; recompute from it on.
+            task_queue: The replay's task queue (default: the settings').
+            new_id: The replay's run id (default: ``<run_id>.replay-<random>``).
+            rerun_llm: Call the models again and report the answers that changed.
+
+        Returns:
+            Both paths, both end statuses, the first divergence and each stage's output digests.
+
+        Raises:
+            RunNotFound: No run has this id.
+            DsmoError: The run has not ended, has no config snapshot, or never reached ``from_stage``.
+        """
+        store = self._trail_store().store
+        return await replay.replay(
+            self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
+        )
+
+    async def verify_history(self, run_id: str) -> str | None:
+        """Replay the run's Temporal history on this process's workflow code: is it still deterministic?
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            None if it replays, else what diverged.
+
+        Raises:
+            RunNotFound: No run has this id.
+        """
+        try:
+            return await replay.verify_history(self, run_id)
+        except RPCError as err:
+            raise self._rpc_error(run_id, err) from None
+
+    async def verify_trail(self, run_id: str) -> TrailVerification:
+        """Check an ended run's exported trail: its hash chain and, if the run still answers, its content.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            ``ok``, the number of lines, the first problem found, and whether the content was
+            compared with the run's own trail.
+
+        Raises:
+            DsmoError: The run exported no trail (it is written when the run ends).
+        """
+        trails = self._trail_store()
+        body = await asyncio.to_thread(trails.export, run_id)
+        if body is None:
+            raise DsmoError(f"no exported audit trail for {run_id!r} (it is written when the run ends)")
+        try:
+            # The run's own record, from Temporal (needs a worker), not the file being verified.
+            head = (await self.trail(run_id)).head
+            trail: list[AuditEvent] | None = await self.events(run_id, live=True)
+        except DsmoError:
+            head, trail = None, None  # the run itself is gone (retention): the chain alone is checked
+        return verify_export(body, trail, head)
+
+    async def dead_letters(self) -> list[DeadLetterRow]:
+        """The dead letters (stages that could not succeed), oldest first, with what redrove each.
+
+        Returns:
+            One row per dead letter: its id (``RUN/STAGE``), error type, attempts, when, and the
+            run that redrove it, if any.
+        """
+        return await asyncio.to_thread(redrive.list_dead_letters, self._trail_store().store)
+
+    async def redrive(self, letter_id: str, *, task_queue: str | None = None) -> str:
+        """Reprocess a dead letter from its failed stage as a new linked run (same version, config, variables).
+
+        Args:
+            letter_id: ``RUN/STAGE``, as `dead_letters` lists it.
+            task_queue: The new run's task queue (default: the failed run's).
+
+        Returns:
+            The new run's id.
+
+        Raises:
+            DsmoError: No such dead letter, or its config snapshot is of another version.
+        """
+        return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -994,9 +1133,9 @@ class DsmoClient:
             return RunNotFound(f"run {run_id!r} not found in namespace {self.settings.temporal_namespace}")
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             return TemporalUnavailable(
-                f"Temporal at {self.settings.temporal_address} is unavailable: {_first_line(err)}"
+                f"Temporal at {self.settings.temporal_address} is unavailable: {first_line(err)}"
             )
-        return DsmoError(f"run {run_id!r}: {_first_line(err)}")
+        return DsmoError(f"run {run_id!r}: {first_line(err)}")
 
 
 def _not_taken(err: DsmoError, event_type: str) -> DsmoError:
@@ -1006,7 +1145,3 @@ def _not_taken(err: DsmoError, event_type: str) -> DsmoError:
     return WorkflowTaskFailing(
         f"{err}; {event_type} not taken: send it again with the same event id once the run moves"
     )
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -102,7 +102,7 @@ async def onboarding(dsmo: DsmoClient, queue: str) -> str:
 async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
     """A replay (dsmo replay) of a completed onboarding run: every wait kind, the delay and the
     child taken from the original's record."""
-    from dsmo.starter.ops import replay as replays
+    from dsmo.starter.client import replay as replays
 
     original = await onboarding(dsmo, queue)
     report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
@@ -112,7 +112,7 @@ async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
 async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
     """A replay of an order saga whose payment was declined (before replays took actions'
     outcomes from the record, they ran the actions again)."""
-    from dsmo.starter.ops import replay as replays
+    from dsmo.starter.client import replay as replays
 
     original = await saga_failure(dsmo, queue)
     report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)

@@ -13,7 +13,8 @@ import pytest
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient, RunNotFound
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import RunNotFound
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.processes import process_alive
 from dsmo.starter.devstack.stack import DevStack

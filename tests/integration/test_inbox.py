@@ -23,8 +23,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunNotFound
-from dsmo.starter.ops import replay as dsmo_replay
+from dsmo.starter.client import replay as dsmo_replay
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import EventNotAccepted, RunNotFound
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import SendMessageRequest, SentMessage

@@ -18,7 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient, connect_temporal
+from dsmo.starter.client.connection import connect_temporal
+from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.telemetry import metrics_runtime
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus

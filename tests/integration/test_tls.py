@@ -16,7 +16,8 @@ from botocore.exceptions import SSLError
 from obstore.exceptions import GenericError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.client.dsmo_client import DsmoClient, TemporalUnavailable
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import TemporalUnavailable
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.workflows.common.status import RunStatus

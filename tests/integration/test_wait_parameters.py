@@ -18,7 +18,7 @@ import yaml
 from temporalio import workflow
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.dsmo_client import EventNotAccepted
+from dsmo.starter.client.errors import EventNotAccepted
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

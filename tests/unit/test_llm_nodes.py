@@ -9,8 +9,8 @@ import pytest
 from dsmo.activities.contract_schemas import compile_schema
 from dsmo.activities.llm_answers import answer_summary, check_answer
 from dsmo.activities.llm_stage import LlmEndpoint
+from dsmo.starter.client.replay import answer_changes
 from dsmo.starter.config.settings import Settings, SettingsError
-from dsmo.starter.ops.replay import answer_changes
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
 

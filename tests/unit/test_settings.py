@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from temporalio.service import TLSConfig
 
-from dsmo.starter.client.dsmo_client import temporal_tls
+from dsmo.starter.client.connection import temporal_tls
 from dsmo.starter.config.settings import ENVIRONMENT, Settings, SettingsError
 
 

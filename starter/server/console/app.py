@@ -11,8 +11,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.console import form_actions, pages
@@ -24,7 +22,7 @@ from dsmo.starter.server.console.session import Signer, load_secret
 from dsmo.starter.server.console.signed_out import SignedOut
 from dsmo.starter.server.console.web import HERE, Console, problem_page
 from dsmo.starter.server.rate_limit import TokenBuckets
-from dsmo.starter.storage import s3_client
+from dsmo.starter.storage import ArtifactStore, s3_client
 
 
 def install_console(app: FastAPI, settings: Settings) -> None:
@@ -47,8 +45,8 @@ def install_console(app: FastAPI, settings: Settings) -> None:
         return problem_page(request, err.status, err.message)
 
 
-def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient, definitions: DefinitionStore) -> None:
+def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient) -> None:
     """Create the objects the console uses, once the app's client is connected."""
     s3 = s3_client(settings)
     store = ArtifactStore(s3, settings.artifact_bucket)
-    app.state.console = Console(dsmo, settings, s3, store, definitions, GraphCache(store), DefinitionGraphs())
+    app.state.console = Console(dsmo, settings, s3, store, GraphCache(store), DefinitionGraphs())

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from dsmo.starter.client.dsmo_client import EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.client.errors import EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.console.auth import (
     CONSOLE,

@@ -10,8 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from dsmo.activities.plugin_errors import UnknownAgent
-from dsmo.starter.client.dsmo_client import RunNotFound
+from dsmo.starter.client.errors import DefinitionNotFound, RunNotFound
 from dsmo.starter.server.console.auth import (
     CONSOLE,
     ConsoleProblem,
@@ -134,7 +133,7 @@ async def run_page(request: Request, run_id: str, viewer: Viewer = Depends(can_r
 
 @router.get("/definitions", response_class=HTMLResponse)
 async def definitions(request: Request, viewer: Viewer = Depends(can_read)) -> HTMLResponse:
-    agents = await asyncio.to_thread(console(request).definitions.agents)
+    agents = await console(request).dsmo.definitions()
     return render(request, "definitions.html", {"viewer": viewer, "agents": agents})
 
 
@@ -143,12 +142,11 @@ async def definition(
     request: Request, agent: str, viewer: Viewer = Depends(can_read), version: str = "", compare: str = ""
 ) -> HTMLResponse:
     app = console(request)
-    store = app.definitions
     try:
-        versions = await asyncio.to_thread(store.versions, agent)
-        shown = await asyncio.to_thread(store.resolve, agent, version or None)
-        older = await asyncio.to_thread(store.resolve, agent, compare) if compare else None
-    except UnknownAgent as err:
+        versions = await app.dsmo.versions(agent)
+        shown = await app.dsmo.definition(agent, version or None)
+        older = await app.dsmo.definition(agent, compare) if compare else None
+    except DefinitionNotFound as err:
         raise ConsoleProblem(404, str(err)) from None
     drawn = await app.drawings.get(shown, older)
     context: dict[str, Any] = {

@@ -12,9 +12,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.server.console import graph
+from dsmo.starter.storage import ArtifactStore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
 from dsmo.workflows.definition.model import AgentDefinition

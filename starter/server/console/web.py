@@ -16,13 +16,12 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.console.auth import CONSOLE, ConsoleProblem, Viewer, current_viewer
 from dsmo.starter.server.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.server.console.run_page import GraphCache
+from dsmo.starter.storage import ArtifactStore
 from dsmo.workflows.common.identifiers import run_id_problem
 
 if TYPE_CHECKING:
@@ -49,7 +48,6 @@ class Console:
     settings: Settings
     s3: S3Client
     store: ArtifactStore
-    definitions: DefinitionStore
     graphs: GraphCache
     drawings: DefinitionGraphs
 

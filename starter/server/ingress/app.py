@@ -20,8 +20,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import KeyStore
@@ -30,7 +28,6 @@ from dsmo.starter.server.ingress import event_routes, executions
 from dsmo.starter.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.starter.server.ingress.problems import install_error_handlers
 from dsmo.starter.server.rate_limit import TokenBuckets
-from dsmo.starter.storage import s3_client
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -48,8 +45,7 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.dsmo = await DsmoClient.connect(settings)
-        app.state.definitions = DefinitionStore(ArtifactStore(s3_client(settings), settings.artifact_bucket))
-        open_console(app, settings, app.state.dsmo, app.state.definitions)
+        open_console(app, settings, app.state.dsmo)
         yield
 
     app = FastAPI(

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from fastapi import Header, Request
 
-from dsmo.activities.definition_store import DefinitionStore
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey, KeyStore
@@ -51,12 +50,6 @@ def dsmo_client(request: Request) -> DsmoClient:
     """The app's connected client (opened by the lifespan)."""
     client: DsmoClient = request.app.state.dsmo
     return client
-
-
-def definition_store(request: Request) -> DefinitionStore:
-    """The published definitions the app starts runs from."""
-    store: DefinitionStore = request.app.state.definitions
-    return store
 
 
 def app_settings(request: Request) -> Settings:

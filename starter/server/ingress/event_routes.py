@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.server.ingress.bodies import EventRequest
 from dsmo.starter.server.ingress.dependencies import dsmo_client, verify_key
 from dsmo.starter.server.ingress.problems import Problem

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 
-from dsmo.activities.definition_store import DefinitionStore
-from dsmo.activities.plugin_errors import UnknownAgent
-from dsmo.starter.client.dsmo_client import DsmoClient, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.errors import DefinitionNotFound, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey
 from dsmo.starter.server.ingress.bodies import CancelRequest, StartRequest
@@ -19,11 +17,9 @@ from dsmo.starter.server.ingress.dependencies import (
     can_cancel,
     can_read,
     can_start,
-    definition_store,
     dsmo_client,
 )
 from dsmo.starter.server.ingress.problems import Problem
-from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 
@@ -37,12 +33,11 @@ async def start(
     key: ApiKey = Depends(can_start),
     idempotency_key: str | None = Header(default=None),
     dsmo: DsmoClient = Depends(dsmo_client),
-    definitions: DefinitionStore = Depends(definition_store),
     settings: Settings = Depends(app_settings),
 ) -> dict[str, Any]:
     try:
-        definition = definitions.resolve(body.agent, body.version)
-    except UnknownAgent as err:
+        definition = await dsmo.definition(body.agent, body.version)
+    except DefinitionNotFound as err:
         raise Problem(404, "unknown_agent", str(err)) from None
     run_id = body.run_id
     if run_id is None and idempotency_key:
@@ -96,29 +91,17 @@ async def list_runs(
     _: ApiKey = Depends(can_read),
     dsmo: DsmoClient = Depends(dsmo_client),
 ) -> dict[str, Any]:
-    clauses = ["WorkflowType='AgentExecution'"]
-    if status:
-        clauses.append(f"AgentExecutionStatus='{status}'")
-        if status in ("pending", "running", "waiting"):
-            clauses.append("ExecutionStatus='Running'")  # a terminated run keeps its last status
-    if waiting_for:
-        clauses.append(f"WaitingFor='{waiting_for}'")
-    if agent:
-        clauses.append(f"AgentName='{agent}'")
-    runs = []
-    async for execution in dsmo.temporal.list_workflows(" AND ".join(clauses), limit=limit):
-        attrs = execution.typed_search_attributes
-        until: datetime | None = attrs.get(sa.WAITING_UNTIL)
-        runs.append(
-            {
-                "runId": execution.id,
-                "agent": attrs.get(sa.AGENT_NAME),
-                "status": attrs.get(sa.AGENT_EXECUTION_STATUS),
-                "waitingFor": attrs.get(sa.WAITING_FOR),
-                "waitingUntil": until.isoformat() if until else None,
-                "startedAt": execution.start_time.isoformat(),
-            }
-        )
+    runs = [
+        {
+            "runId": row.run_id,
+            "agent": row.agent or None,
+            "status": row.status,
+            "waitingFor": row.waiting_for,
+            "waitingUntil": row.waiting_until.isoformat() if row.waiting_until else None,
+            "startedAt": row.started_at.isoformat(),
+        }
+        async for row in dsmo.runs(status=status, agent=agent, waiting_for=waiting_for, limit=limit)
+    ]
     return {"runs": runs}
 
 

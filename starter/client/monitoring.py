@@ -105,3 +105,62 @@ def _waiting_rows(executions: list[WorkflowExecution], now: datetime) -> list[Wa
         )
     far = datetime.max.replace(tzinfo=UTC)
     return sorted(rows, key=lambda row: (row.waiting_until or far, row.run_id))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as visibility lists it (what `DsmoClient.runs` yields).
+
+    Attributes:
+        run_id: The run.
+        agent: The definition's agent name.
+        status: The run's status (`pending`, `running`, `waiting` or a terminal one).
+        waiting_for: While waiting: what for (`response`, `document`, `event`, ...).
+        waiting_until: While waiting: when the wait times out.
+        started_at: When the run started.
+        closed_at: When it ended (None while it runs).
+        workflow_version: The hash of the definition the run follows.
+    """
+
+    run_id: str
+    agent: str
+    status: str
+    waiting_for: str | None
+    waiting_until: datetime | None
+    started_at: datetime
+    closed_at: datetime | None
+    workflow_version: str
+
+
+def runs_query(
+    query: str | None = None, *, status: str | None = None, agent: str | None = None, waiting_for: str | None = None
+) -> str:
+    """The visibility query of `DsmoClient.runs`: the filters, AND-ed with ``query`` (Temporal's syntax)."""
+    clauses = ["WorkflowType='AgentExecution'"]
+    if status:
+        clauses.append(f"AgentExecutionStatus='{status}'")
+        if status in ("pending", "running", "waiting"):
+            clauses.append("ExecutionStatus='Running'")  # a terminated run keeps its last status
+    if waiting_for:
+        clauses.append(f"WaitingFor='{waiting_for}'")
+    if agent:
+        clauses.append(f"AgentName='{agent}'")
+    if query:
+        clauses.append(f"({query})")
+    return " AND ".join(clauses)
+
+
+def run_summary(execution: WorkflowExecution) -> RunSummary:
+    """A visibility row as a `RunSummary`."""
+    attrs = execution.typed_search_attributes
+    waiting_for = attrs.get(sa.WAITING_FOR)
+    return RunSummary(
+        run_id=execution.id,
+        agent=attrs.get(sa.AGENT_NAME) or "",
+        status=attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value,
+        waiting_for=waiting_for,
+        waiting_until=attrs.get(sa.WAITING_UNTIL),
+        started_at=execution.start_time,
+        closed_at=execution.close_time,
+        workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
+    )

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.ops.replay import load_snapshot
+from dsmo.starter.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import DeadLetter
 from dsmo.workflows.contracts.run_records import ExecutionRequest
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
 
 
 @dataclass(frozen=True)

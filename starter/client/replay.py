@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
-from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.contracts.run_records import (
@@ -28,6 +27,9 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
 
 
 @dataclass

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowFailureError
 
-from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import CompensationTask
 from dsmo.workflows.saga.compensation_retry import CompensationRetry, CompensationRetryRequest, CompensationRetryState
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
 
 FAILED_QUERY = "WorkflowType='CompensationRetry' AND ExecutionStatus='Failed'"
 

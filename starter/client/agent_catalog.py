@@ -17,6 +17,7 @@ from temporalio.client import Client
 from dsmo.activities import catalog_publishing as catalog
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import ChannelRegistry
+from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.starter.client.run_health import live_pollers
@@ -96,3 +97,16 @@ def _type(spec: dict[str, Any], defs: dict[str, Any]) -> str:
     if kind == "array":
         return f"list of {_type(resolved.get('items', {}), defs)}"
     return str(kind)
+
+
+def loaded_catalog(load: str | None = None) -> dict[str, Any]:
+    """Load the installed plugins (entry points) and the modules in ``load`` (as `DSMO_LOAD`); their offer.
+
+    Args:
+        load: Comma-separated modules to load besides the entry points (None: entry points only).
+
+    Returns:
+        The offer of the plugins now loaded in this process (see `local_catalog`).
+    """
+    load_plugins(split_modules(load or ""))
+    return local_catalog()

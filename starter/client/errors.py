@@ -1,0 +1,68 @@
+"""The client's errors: each a `DsmoError` with a one-line message and a stable ``code``.
+
+The ingress turns ``code`` into its problem type, so a code, once published, keeps its meaning.
+"""
+
+from __future__ import annotations
+
+from dsmo.workflows.common.errors import DsmoError
+
+
+class RunNotFound(DsmoError):
+    """No run has this id."""
+
+    code = "run_not_found"
+
+
+class RunAlreadyExists(DsmoError):
+    """A run with this id exists or existed: run ids are never reused."""
+
+    code = "run_exists"
+
+
+class RunClosed(DsmoError):
+    """The run has ended; it takes no more events or cancellation."""
+
+    code = "run_closed"
+
+
+class EventNotAccepted(DsmoError):
+    """The run refused the event (wrong kind, not waiting, bad payload); nothing was recorded."""
+
+    code = "event_rejected"
+
+
+class RunNotStarted(DsmoError):
+    """The run could not be started."""
+
+    code = "run_not_started"
+
+
+class TemporalUnavailable(DsmoError):
+    """The Temporal frontend cannot be reached."""
+
+    code = "temporal_unavailable"
+
+
+class InvalidInputDocument(DsmoError):
+    """A run input deeper or larger than its limits."""
+
+    code = "invalid_input"
+
+
+class WorkflowTaskFailing(DsmoError):
+    """The run's workflow task keeps failing: it cannot move until the cause is fixed."""
+
+    code = "workflow_task_failing"
+
+
+class NoWorker(DsmoError):
+    """No worker polls the run's task queue, so the run cannot answer or move."""
+
+    code = "no_worker"
+
+
+class DefinitionNotFound(DsmoError):
+    """No definition is published under this agent name (or no such version of it)."""
+
+    code = "unknown_agent"

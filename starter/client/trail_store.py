@@ -1,0 +1,77 @@
+"""A run's audit trail as the store holds it: the export an ended run wrote, and the segments a
+long-lived run writes as it goes, read by the client without asking a worker."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.audit_log import audit_key, read_segments, unchained, verify_lines
+from dsmo.workflows.contracts.run_records import AuditEvent
+from dsmo.workflows.contracts.trail_io import TrailHead
+
+SEGMENTS_CACHED = 128  # parsed audit-trail segments a client keeps (each up to ~256 KB of events)
+
+
+class TrailStore:
+    """Reads trails from the artifact store; keeps the latest segments it parsed (they are write-once)."""
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+        self._segments: OrderedDict[tuple[str, int], list[AuditEvent]] = OrderedDict()
+
+    def export(self, run_id: str) -> bytes | None:
+        """The exported trail (`audit/{run_id}.jsonl`) as written, or None if there is none."""
+        try:
+            return self.store.read_bytes(self.store.uri(audit_key(run_id)))
+        except ArtifactMissing:
+            return None
+
+    def exported_events(self, run_id: str) -> list[AuditEvent] | None:
+        """The exported trail's events, or None if the run exported none."""
+        body = self.export(run_id)
+        return None if body is None else [AuditEvent.model_validate(event) for event in unchained(body)]
+
+    def segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
+        """The events a long-lived run has written to its trail's segments in the store.
+
+        Segments are write-once, so each is read once and kept (the latest `SEGMENTS_CACHED`):
+        following a long run (the console's run page) reads only the segments written since.
+        """
+        events: list[AuditEvent] = []
+        for number in range(1, segments + 1):
+            key = (run_id, number)
+            if key not in self._segments:
+                body = read_segments(self.store, run_id, number, first=number)
+                self._segments[key] = [AuditEvent.model_validate(event) for event in unchained(body)]
+                while len(self._segments) > SEGMENTS_CACHED:
+                    self._segments.popitem(last=False)
+            self._segments.move_to_end(key)
+            events.extend(self._segments[key])
+        return events
+
+
+@dataclass(frozen=True)
+class TrailVerification:
+    """What `DsmoClient.verify_trail` found.
+
+    Attributes:
+        ok: The hash chain is intact (and, if compared, the content matches the run's trail).
+        lines: The number of events in the export.
+        problem: The first problem found, naming its line.
+        compared: The export was compared with the run's own trail (False when the run no longer
+            answers: only the chain was checked).
+    """
+
+    ok: bool
+    lines: int
+    problem: str | None
+    compared: bool
+
+
+def verify_export(body: bytes, trail: list[AuditEvent] | None, head: TrailHead | None) -> TrailVerification:
+    """Check an exported trail's hash chain and, given the run's own trail and head, that it matches."""
+    expected = None if trail is None else [event.model_dump(mode="json") for event in trail]
+    result = verify_lines(body, expected, head)
+    return TrailVerification(result.ok, result.lines, result.problem, compared=trail is not None)
