@@ -411,6 +411,8 @@ class DsmoClient:
             described = await self._describe(run_id)
             if described is None:
                 raise
+            if described.close_time is not None and (ended := await self._ended_view(described)) is not None:
+                return ended
             failure = await run_health.workflow_task_failure(self.temporal, described)
             return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
         return view

@@ -16,7 +16,6 @@ from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.starter.client import redrive as dead_letters
 from dsmo.starter.client import replay as replays
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
@@ -101,7 +100,7 @@ async def test_g3_replay_of_a_human_in_the_loop_run_uses_the_recorded_events(har
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await harness.dsmo.respond(run_id, "sí")
     await harness.dsmo.result(run_id)
-    report = await replays.replay(harness.dsmo, harness.store, run_id, task_queue=harness.task_queue)
+    report = await harness.dsmo.replay(run_id, task_queue=harness.task_queue)  # through the public client
     assert report.same_path and report.replay_path == ["profile", "ask", "wait_reply", "goodbye"]
     replayed = await harness.dsmo.result(report.replay)
     assert replayed.variables["lastResponse"] == "sí"
@@ -122,7 +121,7 @@ async def test_g3_replay_from_a_stage_reuses_the_earlier_outputs(harness: Harnes
     run_id = await harness.start(definition)
     await harness.dsmo.result(run_id)
     assert CALLS[run_id] == 3
-    report = await replays.replay(harness.dsmo, harness.store, run_id, from_stage="c", task_queue=harness.task_queue)
+    report = await harness.dsmo.replay(run_id, from_stage="c", task_queue=harness.task_queue)
     assert report.same_path and CALLS[report.replay] == 1  # only c was recomputed
     events = await harness.dsmo.events(report.replay)
     reused = {e.stage: e.data["reused"] for e in events if e.type == "STAGE_SUCCEEDED"}
@@ -132,7 +131,7 @@ async def test_g3_replay_from_a_stage_reuses_the_earlier_outputs(harness: Harnes
 async def test_g3_verify_replays_the_history_on_the_current_code(harness: Harness) -> None:
     run_id = await harness.start(definition_from(EXAMPLES / "triage.yaml"), {"document": {"text": INVOICE}})
     await harness.dsmo.result(run_id)
-    assert await replays.verify_history(harness.dsmo, run_id) is None
+    assert await harness.dsmo.verify_history(run_id) is None
     proc = await asyncio.to_thread(
         subprocess.run,
         [str(BIN / "dsmo"), "verify", run_id],
@@ -236,18 +235,18 @@ async def test_g4_permanent_error_dead_letter_then_redrive(harness: Harness) -> 
     events = await harness.dsmo.events(run_id)
     assert [e.type for e in events][-3:] == ["STAGE_FAILED", "DEAD_LETTERED", "RUN_ABORTED"]
     assert [e.attempt for e in events if e.type == "STAGE_ENQUEUED" and e.stage == "bill"] == [1]  # not retried
-    rows = [row for row in dead_letters.list_dead_letters(harness.store) if row.run_id == run_id]
+    rows = [row for row in await harness.dsmo.dead_letters() if row.run_id == run_id]
     assert [(row.stage, row.error_type, row.attempts) for row in rows] == [("bill", "InvalidInput", 1)]
 
     FIXED.add(correlation)  # the cause is fixed (e.g. a new agent build); reprocess the stage
-    redriven = await dead_letters.redrive(harness.dsmo, harness.store, f"{run_id}/bill")
+    redriven = await harness.dsmo.redrive(f"{run_id}/bill")
     fixed = await harness.dsmo.result(redriven)
     assert fixed.status is RunStatus.COMPLETED
     assert (await harness.dsmo.status(redriven)).path == ["bill", "done"]  # from the failed stage on
     first = (await harness.dsmo.events(redriven))[0]
     assert first.data["redriveOf"] == run_id and first.data["startAt"] == "bill"
     assert CALLS.get(redriven) is None  # prep was not run again
-    listed = [row for row in dead_letters.list_dead_letters(harness.store) if row.run_id == run_id]
+    listed = [row for row in await harness.dsmo.dead_letters() if row.run_id == run_id]
     assert listed[0].redriven_as == redriven
 
 
