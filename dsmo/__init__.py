@@ -15,6 +15,12 @@ Example:
         run_id = await client.start(definition, {"applicantName": "Ada"})
         print(await client.status(run_id))
 
+        # Or publish it once, then start runs by the agent's name (its latest version):
+        await client.publish(definition)
+        run_id = await client.start(definition.agent, {"applicantName": "Ada"})
+        async for row in client.runs(agent=definition.agent):
+            print(row.run_id, row.status, row.waiting_for)
+
     asyncio.run(main())
     ```
 

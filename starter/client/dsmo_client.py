@@ -752,6 +752,9 @@ class DsmoClient:
 
         Returns:
             For each agent: its name, latest ``workflow_version`` and all published versions.
+
+        Raises:
+            botocore.exceptions.BotoCoreError: The object store cannot be reached.
         """
         entries = await asyncio.to_thread(self._definition_store().agents)
         return [PublishedAgent(str(e["agent"]), str(e["latest"]), [str(v) for v in e["versions"]]) for e in entries]
@@ -835,8 +838,8 @@ class DsmoClient:
             waiting_for: Only runs waiting for this (`response`, `document`, `event`, ...).
             limit: At most this many.
 
-        Returns:
-            An async iterator of `RunSummary` rows (use ``async for``).
+        Yields:
+            One `RunSummary` per run (use ``async for``).
 
         Raises:
             TemporalUnavailable: Temporal cannot be reached.
@@ -932,6 +935,9 @@ class DsmoClient:
         Returns:
             One row per dead letter: its id (``RUN/STAGE``), error type, attempts, when, and the
             run that redrove it, if any.
+
+        Raises:
+            botocore.exceptions.BotoCoreError: The object store cannot be reached.
         """
         return await asyncio.to_thread(redrive.list_dead_letters, self._trail_store().store)
 

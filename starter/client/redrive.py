@@ -18,6 +18,18 @@ if TYPE_CHECKING:  # the client calls this module; it names the client only in a
 
 @dataclass(frozen=True)
 class DeadLetterRow:
+    """A dead letter as `DsmoClient.dead_letters` lists it.
+
+    Attributes:
+        id: ``RUN/STAGE``, what `DsmoClient.redrive` takes.
+        run_id: The run whose stage could not succeed.
+        stage: That stage.
+        error_type: The last error's type.
+        attempts: How many attempts were made.
+        created_at: When it was dead-lettered (ISO 8601).
+        redriven_as: The run that redrove it, if one did.
+    """
+
     id: str  # {run_id}/{stage}
     run_id: str
     stage: str

@@ -34,6 +34,20 @@ if TYPE_CHECKING:  # the client calls this module; it names the client only in a
 
 @dataclass
 class ReplayReport:
+    """What `DsmoClient.replay` found: the original's and the replay's paths and outputs, side by side.
+
+    Attributes:
+        original: The replayed run's id.
+        replay: The replay's run id.
+        original_path: The nodes the original ran, in order.
+        replay_path: The nodes the replay ran, in order.
+        original_status: How the original ended.
+        replay_status: How the replay ended.
+        first_divergence: The index of the first step where the paths differ (None: the same path).
+        outputs: Per stage, the sha256 of its output in the original and in the replay.
+        answers: With ``rerun_llm``: per `llm` stage whose answer changed, each changed field.
+    """
+
     original: str
     replay: str
     original_path: list[str]
