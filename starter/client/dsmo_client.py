@@ -3,9 +3,10 @@ events, read status, audit trail and results, replay and redrive.
 
 Longer than most modules because `DsmoClient` is one class (a class stays in one module) and its
 methods, each with its Args/Returns/Raises, are the public API; what they build on lives beside
-it in this package (errors, event checks, connection, trail store, replay, dead letters,
-monitoring queries, the agent catalog), and the helpers only the class uses (start preparation,
-worker-health probing) stay in it.
+it in this package (errors and how Temporal's refusals map to them, event checks, connection,
+status views built without the run, trail store, replay, dead letters, monitoring queries, the
+agent catalog); the helpers that need the client's state (start preparation, worker-health
+probing, query fallbacks) stay in it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from dsmo.starter.client.errors import (
     NoWorker,
     RunAlreadyExists,
     RunClosed,
-    RunNotFound,
     RunNotStarted,
     TemporalUnavailable,
     WorkflowTaskFailing,
@@ -59,6 +59,8 @@ from dsmo.starter.client.event_checks import check_event_data, check_event_id, i
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
+from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
+from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.starter.client.trail_store import TrailStore, TrailVerification, verify_export
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
@@ -75,7 +77,6 @@ from dsmo.workflows.contracts.run_records import (
     ExecutionResult,
     StatusView,
     TrailView,
-    WorkflowTaskFailure,
 )
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition, effective_parameters
@@ -98,12 +99,6 @@ POLLERS_SEEN_FOR = 5.0
 # How often a wait for a run's result looks for a failing workflow task: first after this
 # long (seconds), then twice as long each time up to the maximum.
 WATCH_FIRST, WATCH_MAX = 1.0, 10.0
-
-
-def _update_failure(err: WorkflowUpdateFailedError) -> str:
-    """The run's reason for refusing an update (its validator's message)."""
-    cause = err.cause
-    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
 @dataclass(frozen=True)
@@ -318,7 +313,7 @@ class DsmoClient:
         except WorkflowAlreadyStartedError:
             raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
         except WorkflowUpdateFailedError as err:
-            raise EventNotAccepted(f"events.0: {_update_failure(err)} (the run started)") from None
+            raise EventNotAccepted(f"events.0: {update_failure(err)} (the run started)") from None
         self._remember_trace(run_id, carrier)
 
     @staticmethod
@@ -370,7 +365,7 @@ class DsmoClient:
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
         except (TypeError, ValueError):
             return True  # described, though not decodable (the time-skipping server)
         return True
@@ -396,17 +391,17 @@ class DsmoClient:
         if described is not None:
             failure = await run_health.workflow_task_failure(self.temporal, described)
             if failure is not None:
-                return self._visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
+                return visibility_view(described, problem=run_health.failing_hint(failure), failure=failure)
             if not await self._worker_polling(described.task_queue):
                 if described.close_time is not None and (ended := await self._ended_view(described)) is not None:
                     return ended
-                return self._visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
+                return visibility_view(described, problem=run_health.no_worker_hint(described.task_queue))
         try:
             view: StatusView = await self._query(run_id, "status", StatusView)
         except RunNotStarted:
             if described is None:
                 raise
-            return self._visibility_view(described)
+            return visibility_view(described)
         except (WorkflowTaskFailing, NoWorker) as err:  # it began failing, or its worker stopped, just now
             described = await self._describe(run_id)
             if described is None:
@@ -414,78 +409,16 @@ class DsmoClient:
             if described.close_time is not None and (ended := await self._ended_view(described)) is not None:
                 return ended
             failure = await run_health.workflow_task_failure(self.temporal, described)
-            return self._visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
+            return visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
         return view
 
     async def _ended_view(self, described: WorkflowExecutionDescription) -> StatusView | None:
-        """An ended run's view from the record its history holds; None if it holds none (a run
-        terminated from outside, or cancelled before it recorded how)."""
-        record = await self._closed_record(described.id)
+        """An ended run's view from the record its history holds (no query, no worker); None if
+        it holds none (a run terminated from outside, or cancelled before it recorded how)."""
+        record = await closed_record(self.temporal, described.id)
         if record is None:
             return None
-        attrs = described.typed_search_attributes
-        version = attrs.get(sa.WORKFLOW_VERSION) or ""
-        return StatusView(
-            run_id=described.id,
-            agent=attrs.get(sa.AGENT_NAME) or "",
-            workflow_version=version,
-            status=record.status,
-            current_node=record.path[-1] if record.path else None,
-            path=record.path,
-            config_ref=self._trail_store().store.uri(config_key(version)) if version else None,
-            started_at=described.start_time,
-            updated_at=record.completed_at,
-            completed_at=record.completed_at,
-            result_type=record.result_type,
-            result_summary=record.result_summary,
-            error_message=record.error_message,
-            failed_action_id=record.failed_action_id,
-            cancelled_by=record.cancelled_by,
-            cancel_reason=record.cancel_reason,
-            compensation=record.compensation,
-        )
-
-    async def _closed_record(self, run_id: str) -> ExecutionResult | None:
-        """The record a closed run ended with, from its history alone (no query, no worker)."""
-        handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
-        try:
-            result: ExecutionResult = await handle.result()
-            return result
-        except WorkflowFailureError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError | CancelledError) and cause.details:
-                return ExecutionResult.model_validate(cause.details[0])
-            return None
-        except (RPCError, TypeError, ValueError):
-            return None
-
-    def _visibility_view(
-        self,
-        described: WorkflowExecutionDescription,
-        *,
-        problem: str | None = None,
-        failure: WorkflowTaskFailure | None = None,
-    ) -> StatusView:
-        """What visibility knows of a run: for a run whose start is delayed (no workflow task
-        yet) and for one no worker can answer for."""
-        attrs = described.typed_search_attributes
-        delay_until = described.execution_time or described.start_time
-        status = RunStatus(attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value)
-        delayed = status is RunStatus.PENDING and delay_until > described.start_time
-        waiting_for = attrs.get(sa.WAITING_FOR)
-        return StatusView(
-            run_id=described.id,
-            agent=attrs.get(sa.AGENT_NAME) or "",
-            workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
-            status=status,
-            waiting_for=waiting_for,
-            waiting_until=attrs.get(sa.WAITING_UNTIL) if waiting_for else None,
-            pending_reason=f"scheduled to start at {delay_until.isoformat(timespec='seconds')}" if delayed else None,
-            started_at=described.start_time,
-            completed_at=described.close_time,
-            problem=problem,
-            workflow_task_failure=failure,
-        )
+        return ended_view(described, record, lambda version: self._trail_store().store.uri(config_key(version)))
 
     async def _describe(self, run_id: str) -> WorkflowExecutionDescription | None:
         """The run's description; None if the server's answer cannot be decoded (Temporal's
@@ -493,7 +426,7 @@ class DsmoClient:
         try:
             return await self._handle(run_id).describe()
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
         except (TypeError, ValueError):
             return None
 
@@ -534,7 +467,7 @@ class DsmoClient:
         try:
             await self._handle(run_id).cancel(reason=json.dumps({"cancelledBy": by, "cancelReason": reason}))
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
 
     async def events(self, run_id: str, *, live: bool = False) -> list[AuditEvent]:
         """The run's audit trail so far: from the run, or from its exported trail once it has ended.
@@ -673,7 +606,7 @@ class DsmoClient:
                 return await self._record_from_queries(run_id)
             raise
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
 
     async def _record_from_queries(self, run_id: str) -> ExecutionResult:
         view = await self.status(run_id)
@@ -902,7 +835,7 @@ class DsmoClient:
         try:
             return await replay.verify_history(self, run_id)
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
 
     async def verify_trail(self, run_id: str) -> TrailVerification:
         """Check an ended run's exported trail: its hash chain and, if the run still answers, its content.
@@ -991,16 +924,16 @@ class DsmoClient:
                 ack: EventAck = await self._unless_failing(run_id, update)
             return ack
         except WorkflowTaskFailing as err:
-            raise _not_taken(err, event_type) from None
+            raise not_taken(err, event_type) from None
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:
                 status = str(cause.details[0]) if cause.details else "unknown"
                 return EventAck(event_id=event_id, accepted=False, duplicate=True, status=status, detail=cause.message)
-            raise EventNotAccepted(f"{event_type} rejected: {_update_failure(err)}") from None
+            raise EventNotAccepted(f"{event_type} rejected: {update_failure(err)}") from None
         except RPCError as err:
             if "workflow task in failed state" in str(err).lower():  # failing before the watch looked
-                raise _not_taken(await self._query_error(run_id, "deliver_event", err), event_type) from None
+                raise not_taken(await self._query_error(run_id, "deliver_event", err), event_type) from None
             problem = await self._closed_or_missing(run_id, err)
             if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):
                 # A retry of an event the run already took: idempotent, even after the run ended.
@@ -1048,7 +981,7 @@ class DsmoClient:
         try:
             await self._handle(run_id).signal(event_type, payload)
         except RPCError as err:
-            raise self._rpc_error(run_id, err) from None
+            raise rpc_error(self.settings, run_id, err) from None
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -1098,13 +1031,13 @@ class DsmoClient:
             failure = await run_health.workflow_task_failure(self.temporal, described)
             polling = await run_health.live_pollers(self.temporal, described.task_queue)
         except (RPCError, TypeError, ValueError):
-            return self._rpc_error(run_id, err)
+            return rpc_error(self.settings, run_id, err)
         # Whatever the error says: a query to a run whose task fails can also end as a transport
         # error (an "h2 protocol error" when the failure's text overflows the reply's headers).
         if failure is not None:
             return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
         if not failed_task and not timed_out:
-            return self._rpc_error(run_id, err)
+            return rpc_error(self.settings, run_id, err)
         if not polling:
             return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
         if failed_task:
@@ -1124,32 +1057,11 @@ class DsmoClient:
     async def _closed_or_missing(self, run_id: str, err: RPCError) -> DsmoError:
         """NOT_FOUND for an update means either no such run or one that has ended: ask which."""
         if err.status != RPCStatusCode.NOT_FOUND:
-            return self._rpc_error(run_id, err)
+            return rpc_error(self.settings, run_id, err)
         try:
             described = await self._handle(run_id).describe()
         except RPCError:
-            return self._rpc_error(run_id, err)
+            return rpc_error(self.settings, run_id, err)
         if described.close_time is not None:
             return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
-        return self._rpc_error(run_id, err)
-
-    def _rpc_error(self, run_id: str, err: RPCError) -> DsmoError:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            text = str(err).lower()
-            if "already completed" in text or "closed" in text or "completed" in text:
-                return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
-            return RunNotFound(f"run {run_id!r} not found in namespace {self.settings.temporal_namespace}")
-        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-            return TemporalUnavailable(
-                f"Temporal at {self.settings.temporal_address} is unavailable: {first_line(err)}"
-            )
-        return DsmoError(f"run {run_id!r}: {first_line(err)}")
-
-
-def _not_taken(err: DsmoError, event_type: str) -> DsmoError:
-    """A run that cannot take an event now, saying how to send it later."""
-    if not isinstance(err, WorkflowTaskFailing):
-        return err
-    return WorkflowTaskFailing(
-        f"{err}; {event_type} not taken: send it again with the same event id once the run moves"
-    )
+        return rpc_error(self.settings, run_id, err)
