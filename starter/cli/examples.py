@@ -14,6 +14,7 @@ EXAMPLES: dict[str, str] = {
     "worker": "DSMO_TASK_QUEUE=agent-executions dsmo worker",
     "definitions validate": "dsmo definitions validate examples/triage.yaml",
     "definitions publish": "dsmo definitions publish examples/background_check.yaml",
+    "runs list": "dsmo runs list --status waiting --agent document-triage",
     "runs stats": "dsmo runs stats --json",
     "runs waiting": "dsmo runs waiting",
     "runs stuck": "dsmo runs stuck || echo 'some runs are stuck'",

@@ -14,6 +14,7 @@ from dsmo.starter.cli.context import Context, pass_context, run
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
+from dsmo.workflows.common.status import RunStatus
 
 
 def register(cli: click.Group) -> None:
@@ -108,7 +109,34 @@ def worker(modules: tuple[str, ...]) -> None:
 
 @click.group()
 def runs() -> None:
-    """The seed's monitoring queries, on Temporal visibility."""
+    """Runs on Temporal visibility: list them, and the seed's monitoring queries."""
+
+
+@runs.command("list")
+@click.option("--status", type=click.Choice([status.value for status in RunStatus]), help="Only runs in this status.")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option("--waiting-for", help="Only runs waiting for this (response, document, event, ...).")
+@click.option("--query", help="A Temporal visibility query, AND-ed with the filters.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="At most this many runs.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def runs_list(
+    obj: Context,
+    status: str | None,
+    agent: str | None,
+    waiting_for: str | None,
+    query: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Runs, newest first, with what each waits for and until when (from Temporal visibility)."""
+
+    async def go() -> list[Any]:
+        client = await obj.client()
+        listed = client.runs(query, status=status, agent=agent, waiting_for=waiting_for, limit=limit)
+        return [row async for row in listed]
+
+    _print(run(go), as_json, ["run_id", "agent", "status", "waiting_for", "waiting_until", "started_at"])
 
 
 def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:

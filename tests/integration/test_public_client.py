@@ -4,9 +4,14 @@ replay, and cancel — the way a Python user drives DSMO without the CLI."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +20,7 @@ from dsmo import (
     DsmoClient,
     RunClosed,
     RunStatus,
+    RunSummary,
     Settings,
     parse_definition_text,
 )
@@ -28,6 +34,16 @@ from tests.fresh_venv import FreshVenv
 pytestmark = pytest.mark.integration
 
 PROJECT = Path(__file__).resolve().parents[1] / "coexist_project"
+BIN = Path(sys.executable).parent
+T = TypeVar("T")
+
+
+async def eventually(listing: Callable[[], Awaitable[list[T]]], done: Callable[[list[T]], bool]) -> list[T]:
+    """The listing once ``done`` holds for it (visibility is written asynchronously), or the last one after 60 s."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while not done(rows := await listing()) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+    return rows
 
 
 def _agent() -> str:
@@ -65,7 +81,12 @@ async def publish_and_start(path, agent, task_queue):
 
 async def read(agent, run_id):
     client = await DsmoClient.connect(Settings.from_env())
-    runs = [row async for row in client.runs(agent=agent)]
+    # Visibility is written asynchronously: the list shows the run's end a moment after it ended.
+    for _ in range(150):
+        runs = [row async for row in client.runs(agent=agent)]
+        if [row.status for row in runs] == ["completed"]:
+            break
+        await asyncio.sleep(0.2)
     status = await client.status(run_id)
     trail = await client.events(run_id)
     print(json.dumps({
@@ -179,20 +200,40 @@ async def test_runs_lists_waiting_runs_with_what_they_wait_for(harness: Harness)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     view = await harness.dsmo.status(run_id)
 
-    rows = [row async for row in harness.dsmo.runs(agent=agent, status="waiting")]
+    async def waiting() -> list[RunSummary]:
+        return [row async for row in harness.dsmo.runs(agent=agent, status="waiting")]
+
+    rows = await eventually(waiting, lambda rows: len(rows) == 1 and rows[0].waiting_until is not None)
     assert [(row.run_id, row.agent, row.status, row.waiting_for) for row in rows] == [
         (run_id, agent, "waiting", "response")
     ]
     assert rows[0].waiting_until == view.waiting_until and rows[0].closed_at is None
     queried = [row.run_id async for row in harness.dsmo.runs(f"WorkflowId = '{run_id}'")]
     assert queried == [run_id]
+    # `dsmo runs list` shows the same rows.
+    listed = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "runs", "list", "--agent", agent, "--status", "waiting", "--json"],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    (shown,) = json.loads(listed.stdout)
+    assert (shown["run_id"], shown["status"], shown["waiting_for"]) == (run_id, "waiting", "response")
+    assert view.waiting_until is not None and shown["waiting_until"] == view.waiting_until.isoformat()
 
     await harness.dsmo.cancel(run_id, reason="done with the test", by="tester")
     ended = await harness.dsmo.result(run_id)
     assert ended.status is RunStatus.CANCELLED and ended.cancelled_by == "tester"
     with pytest.raises(RunClosed):
         await harness.dsmo.cancel(run_id, reason="again")
-    assert [row.status async for row in harness.dsmo.runs(agent=agent)] == ["cancelled"]
+
+    async def statuses() -> list[str]:
+        return [row.status async for row in harness.dsmo.runs(agent=agent)]
+
+    assert await eventually(statuses, lambda found: found == ["cancelled"]) == ["cancelled"]
 
 
 async def test_status_and_trail_of_an_ended_run_need_no_worker(
