@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.cli.context import Context
+from dsmo.starter.cli.click_context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
 from dsmo.starter.client.dsmo_client import DsmoClient, WorkflowTaskFailing
 from dsmo.starter.config.settings import Settings

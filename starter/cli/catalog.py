@@ -10,7 +10,7 @@ import click
 from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.storage import s3_client
 from dsmo.workflows.common.errors import DsmoError

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from dsmo.starter.cli import catalog, operations, project, recovery, serve
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
 from dsmo.starter.client.definition_files import load_definition

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.devstack.stack import DevStack
 from dsmo.starter.ops import monitoring

@@ -11,7 +11,7 @@ import click
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.ops import redrive as dead_letters
 from dsmo.starter.ops import replay as replays
 from dsmo.starter.storage import s3_client

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from dsmo.starter.cli.context import Context, pass_context
+from dsmo.starter.cli.click_context import Context, pass_context
 from dsmo.starter.server.api_keys import SCOPES, KeyStore
 
 
