@@ -184,7 +184,7 @@ def measure_definitions(env: dict[str, str], folder: Path) -> list[Case]:
         answer = f"exit {code}: {first.replace(str(path), path.name)}"
         cases.append(Case("dsmo definitions validate", name, answer, peak, peak - base_mb, time.monotonic() - started))
     # Publishable: each replace is capped at 64 KiB when evaluated, so evaluation stops early.
-    evaluate = "from workflows.conditions import evaluate_condition as e; e({!r}, {{}})"
+    evaluate = "from dsmo.workflows.definition.conditions import evaluate_condition as e; e({!r}, {{}})"
     _, _, python_mb = _peak_of([sys.executable, "-c", evaluate.format("1 == 1")], env)
     started = time.monotonic()
     code, first, peak = _peak_of([sys.executable, "-c", evaluate.format(CHAINED_REPLACE)], env)
