@@ -28,8 +28,8 @@ from dsmo.starter.provisioning import ensure_search_attributes_on
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
 from dsmo.workflows.definition.model import AgentDefinition
-from dsmo_examples.orders.actions import order_actions
 from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import order_actions
 from tests.fresh_venv import FreshVenv, build_wheel, create
 from tests.stack import reusable, start_private
 

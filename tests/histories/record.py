@@ -26,8 +26,8 @@ from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
-from dsmo_examples.orders.actions import order_actions
 from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import order_actions
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"

@@ -25,7 +25,7 @@ import pytest
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import dev_plugins_env
 from dsmo.starter.provisioning import worker_polling
-from dsmo_examples.orders.actions import STEPS
+from dsmo_examples.orders.order_steps import STEPS
 
 pytestmark = pytest.mark.integration
 

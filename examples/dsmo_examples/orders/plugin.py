@@ -15,8 +15,8 @@ from typing import Any
 
 from dsmo.activities.actions import ActionContext
 from dsmo.activities.plugins import action
-from dsmo_examples.orders.actions import STEPS, Step
 from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import STEPS, Step
 
 ORDERS_DB_URL = "DSMO_ORDERS_DB_URL"
 
