@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.llm_stage import CLIENT_POOLS, new_http_client
+from dsmo.activities.llm_http import CLIENT_POOLS, new_http_client
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.worker_runtime.heap import freeze_startup_heap

@@ -29,7 +29,6 @@ from bench.reliability import checks
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.storage import artifact_store
 from dsmo.workflows.common.errors import DsmoError
@@ -37,6 +36,8 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import ExecutionResult
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.plugin import database_url
 
 PRODUCT = "reliability-lamp"
 INVOICE = "Invoice INV-7 from billing@acme.test: total 120.50 EUR, payment due in 30 days."
@@ -272,7 +273,7 @@ async def worker_crash(
     kill always strikes stages in flight, however fast the others went.
     """
     definition = w3_definition()
-    db = OrderDatabase(stack.settings.orders_db_url)
+    db = OrderDatabase(database_url(stack.settings.state_dir))
     db.set_stock(PRODUCT, 1_000_000)
     prefix = f"crash-{uuid.uuid4().hex[:6]}"
     gate = stack.settings.state_dir / f"{prefix}.release"
@@ -320,7 +321,7 @@ async def temporal_restart(
 ) -> ScenarioResult:
     """SIGKILL the Temporal server with every run waiting; restart it on the same SQLite file; resume all."""
     definition = waiting_definition()
-    db = OrderDatabase(stack.settings.orders_db_url)
+    db = OrderDatabase(database_url(stack.settings.state_dir))
     db.set_stock(PRODUCT, 1_000_000)
     prefix = f"restart-{uuid.uuid4().hex[:6]}"
     run_ids = [f"{prefix}-{index:04d}" for index in range(runs)]

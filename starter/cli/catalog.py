@@ -136,7 +136,10 @@ def agents() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Agents (with JSON Schemas), actions and channels as JSON.")
 @click.option("--local", is_flag=True, help="What this process's plugins offer, not the running workers'.")
 @click.option(
-    "--markdown", "as_markdown", is_flag=True, help="The reference page of DSMO's own agents (docs/agents.md)."
+    "--markdown",
+    "as_markdown",
+    is_flag=True,
+    help="A reference page of the agents the plugins loaded here offer (entry points and DSMO_LOAD).",
 )
 @pass_context
 def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> None:
@@ -155,7 +158,7 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
     from dsmo.starter.ops.agent_catalog import local_catalog, markdown
 
     if as_markdown:
-        load_plugins()
+        load_plugins(split_modules(obj.settings.load))
         click.echo(markdown(local_catalog()), nl=False)
         return
     offer = None

@@ -47,7 +47,6 @@ ENVIRONMENT: dict[str, str] = {
     "DSMO_LLM_MODELS": "",
     # The most of one model response a worker reads (4 MiB); a longer answer is refused, recorded.
     "DSMO_LLM_MAX_RESPONSE_BYTES": "4194304",
-    "DSMO_ORDERS_DB_URL": "",
     "DSMO_CODEC_KEYS": "",
     "DSMO_CODEC_KEYS_FILE": "",
     "DSMO_METRICS_BIND": "127.0.0.1:9464",
@@ -116,7 +115,6 @@ class Settings:
             (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
         llm_max_response_bytes: The most of one model response a worker reads, at least 1024;
             a longer answer is refused [``DSMO_LLM_MAX_RESPONSE_BYTES``].
-        orders_db_override: The order example's database URL [``DSMO_ORDERS_DB_URL``].
         codec_keys: Payload encryption keys, ``id:base64`` comma-separated [``DSMO_CODEC_KEYS``].
         codec_keys_file: The same keys read from a file [``DSMO_CODEC_KEYS_FILE``].
         metrics_bind: Where the worker serves Prometheus metrics [``DSMO_METRICS_BIND``].
@@ -160,7 +158,6 @@ class Settings:
     llm_api_key: str = ""
     llm_models: str = ""
     llm_max_response_bytes: int = 4 << 20
-    orders_db_override: str = ""
     codec_keys: str = ""
     codec_keys_file: str = ""
     metrics_bind: str = "127.0.0.1:9464"
@@ -221,7 +218,6 @@ class Settings:
             llm_api_key=get("DSMO_LLM_API_KEY"),
             llm_models=get("DSMO_LLM_MODELS"),
             llm_max_response_bytes=_whole_number(get("DSMO_LLM_MAX_RESPONSE_BYTES"), "DSMO_LLM_MAX_RESPONSE_BYTES"),
-            orders_db_override=get("DSMO_ORDERS_DB_URL"),
             codec_keys=get("DSMO_CODEC_KEYS"),
             codec_keys_file=get("DSMO_CODEC_KEYS_FILE"),
             metrics_bind="" if source.get("DSMO_METRICS_BIND") == "off" else get("DSMO_METRICS_BIND"),
@@ -302,7 +298,6 @@ class Settings:
             "DSMO_LLM_API_KEY": self.llm_api_key,
             "DSMO_LLM_MODELS": self.llm_models,
             "DSMO_LLM_MAX_RESPONSE_BYTES": str(self.llm_max_response_bytes),
-            "DSMO_ORDERS_DB_URL": self.orders_db_override,
             "DSMO_CODEC_KEYS": self.codec_keys,
             "DSMO_CODEC_KEYS_FILE": self.codec_keys_file,
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
@@ -380,11 +375,6 @@ class Settings:
     @property
     def api_keys_path(self) -> Path:
         return Path(self.api_keys_file) if self.api_keys_file else self.state_dir / "api-keys.json"
-
-    @property
-    def orders_db_url(self) -> str:
-        """The order-saga example's database: SQLite under the state folder unless a URL is set."""
-        return self.orders_db_override or f"sqlite:///{self.state_dir / 'orders.db'}"
 
     def run_url(self, run_id: str) -> str:
         """Link to a run in the Temporal Web UI.

@@ -19,8 +19,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
+from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, split_modules
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.processes import ManagedProcess, find_binary
 from dsmo.starter.provisioning import (
@@ -173,7 +175,7 @@ class DevStack:
             return self._report(proc, True, state="running (not started by dsmo)")
         extra = store_go_procs(os.cpu_count(), os.environ) if proc is self.s3 else {}
         if proc is self.worker:
-            extra = self._worker_env()
+            extra = {**dev_plugins_env(self.settings), **self._worker_env()}
         pid = proc.start(argv(), env={**self.settings.to_env(), **extra}, cwd=self.settings.state_dir)
         if not await self._wait_healthy(proc, healthy, timeout):
             proc.stop()
@@ -306,6 +308,25 @@ class DevStack:
     def _worker_env(self) -> dict[str, str]:
         """Environment the worker process gets besides the settings (a subclass may add some)."""
         return {}
+
+
+def dev_plugins_env(settings: Settings) -> dict[str, str]:
+    """``DSMO_LOAD`` for the embedded stack's worker: the configured modules, then the
+    ``dsmo.dev_plugins`` entry points (DSMO's examples, when installed); empty if there are none.
+
+    An entry point whose package cannot be found here (metadata left without its code) is left
+    out rather than stopping the worker.
+
+    Args:
+        settings: The stack's settings (their ``load`` comes first).
+
+    Returns:
+        The variable to add to the worker's environment, or nothing.
+    """
+    dev = [name for name in entry_point_modules(DEV_ENTRY_POINT_GROUP) if find_spec(name.split(".")[0]) is not None]
+    if not dev:
+        return {}
+    return {"DSMO_LOAD": ",".join(dict.fromkeys([*split_modules(settings.load), *dev]))}
 
 
 def _host(url: str) -> str:

@@ -17,17 +17,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors the flows run
+import dsmo_examples  # noqa: F401 - registers the example agents the flows run
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.orders.actions import order_actions
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
+from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import order_actions
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
