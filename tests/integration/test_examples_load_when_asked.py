@@ -3,7 +3,7 @@
 `dsmo worker` with no ``DSMO_LOAD`` offers DSMO's own plugins (the channels) and no example agent
 or order action, although the examples are installed beside it; with ``DSMO_LOAD=dsmo_examples``
 it offers them all. The embedded stack's worker loads them by their ``dsmo.dev_plugins`` entry
-point (test_devstack runs the screening example on it).
+point (test_stack runs the screening example on it).
 """
 
 from __future__ import annotations
