@@ -48,9 +48,9 @@ from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled, tracing_interceptors
 from dsmo.workflows.common import search_attributes as sa
-from dsmo.workflows.common.document_limits import EVENT_LIMITS, INPUT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentTooLarge, check_document
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.common.identifiers import check_run_id, event_id_problem
+from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.run_records import (
@@ -70,6 +70,7 @@ from dsmo.workflows.events.resume_events import (
     EventRejected,
     parse_signal,
     parse_update,
+    well_formed,
 )
 
 log = logging.getLogger("dsmo.client")
@@ -87,24 +88,19 @@ POLLERS_SEEN_FOR = 5.0
 WATCH_FIRST, WATCH_MAX = 1.0, 10.0
 
 
-def check_event_id(event_id: str) -> None:
-    """An event id is the dedup key of an outside system's event: printable, 1-200 characters."""
-    problem = event_id_problem(event_id)
-    if problem:
-        raise EventNotAccepted(problem)
+def check_event(event_type: str, event_id: Any, data: Any) -> None:
+    """Refuse a malformed event before it is sent, by the run's own rule (`well_formed`).
 
+    The run's validator asks the same function, so this answer and the run's are the same words;
+    the round trip is saved and nothing reaches the run.
 
-def check_event_data(event_type: str, data: Any) -> None:
-    """Depth, size and text limits of an event's data, before it is sent (one line naming the field)."""
+    Raises:
+        EventMalformed: The event is not well formed (the message names the field and why).
+    """
     try:
-        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
-        json.dumps(data, ensure_ascii=False).encode()
-    except DocumentTooLarge as err:
-        raise EventNotAccepted(f"{event_type} rejected: {err}") from None
-    except (UnicodeEncodeError, ValueError, TypeError):
-        raise EventNotAccepted(
-            f"{event_type} rejected: {event_type}.data: not valid Unicode JSON (a lone surrogate?)"
-        ) from None
+        well_formed(event_type, event_id, data)
+    except EventRejected as problem:
+        raise EventMalformed(f"{event_type} rejected: {problem}", problem) from None
 
 
 def initial_events(definition: AgentDefinition, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -125,9 +121,8 @@ def initial_events(definition: AgentDefinition, events: Sequence[Mapping[str, An
         }
         try:
             event = parse_update(envelope)
-            check_event_data(event.type, envelope["data"])
-        except (EventRejected, EventNotAccepted) as err:
-            raise EventNotAccepted(f"events.{index}: {err}") from None
+        except EventRejected as problem:
+            raise EventMalformed(f"events.{index}: {problem}", problem) from None
         if not any(takes_kind(node, event) for node in waits):
             raise EventNotAccepted(f"events.{index}: no wait of {definition.agent} takes {event.type}")
         envelopes.append(envelope)
@@ -162,6 +157,19 @@ class EventNotAccepted(DsmoError):
     """The run refused the event (wrong kind, not waiting, bad payload); nothing was recorded."""
 
     code = "event_rejected"
+
+
+class EventMalformed(EventNotAccepted):
+    """The event is not well formed; it was refused before it was sent, so no run saw it.
+
+    Attributes:
+        problem: What `well_formed` said: the field at fault (``problem.field``) and why
+            (``problem.reason``); ``str(problem)`` is the run's own one-line answer.
+    """
+
+    def __init__(self, message: str, problem: EventRejected) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class RunNotStarted(DsmoError):
@@ -826,6 +834,7 @@ class DsmoClient:
             Whether it was applied, a duplicate, and the run's status.
 
         Raises:
+            EventMalformed: The event is not well formed; it was not sent (an EventNotAccepted).
             EventNotAccepted: The run refused it; nothing was written to its history.
             RunNotFound: No run has this id.
             RunClosed: The run has ended.
@@ -833,8 +842,7 @@ class DsmoClient:
                 event now (said within seconds, naming the failure).
         """
         event_id = event_id or str(uuid.uuid4())
-        check_event_id(event_id)
-        check_event_data(event_type, data)
+        check_event(event_type, event_id, data)
         event = {"type": event_type, "event_id": event_id, "data": data}
         try:
             with tracer.start_as_current_span(
@@ -888,16 +896,13 @@ class DsmoClient:
             payload: The event's data, with an optional ``event_id`` for deduplication.
 
         Raises:
-            EventNotAccepted: The event is malformed; it is refused before it reaches the run.
+            EventMalformed: The event is not well formed; it is refused before it reaches the run.
             RunNotFound: No run has this id.
         """
-        if isinstance(payload.get("event_id"), str):
-            check_event_id(payload["event_id"])
-        check_event_data(event_type, {key: value for key, value in payload.items() if key != "event_id"})
         try:
-            parse_signal(event_type, payload)
-        except EventRejected as err:
-            raise EventNotAccepted(f"{event_type} rejected: {err}") from None
+            parse_signal(event_type, payload)  # well_formed, as the run's signal handler asks it
+        except EventRejected as problem:
+            raise EventMalformed(f"{event_type} rejected: {problem}", problem) from None
         try:
             await self._handle(run_id).signal(event_type, payload)
         except RPCError as err:

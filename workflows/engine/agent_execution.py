@@ -47,9 +47,6 @@ EVENT_SIZE_CAP_PATCH = "event-size-cap"
 # Raw signals are held to the same event-id and shape rules as every other way in; the marker
 # is written only when a signal is refused by them, so runs that never meet one are unchanged.
 STRICT_SIGNALS_PATCH = "strict-signals"
-# Duplicate updates after this many recorded ones are answered by the validator, which writes
-# nothing to history: a sender retrying in a loop cannot grow the run's history without bound.
-DUPLICATES_RECORDED_MAX = 10
 
 
 @workflow.defn(name="AgentExecution")
@@ -148,21 +145,15 @@ class AgentExecution:
 
     @deliver_event.validator
     def _validate_event(self, event: Any) -> None:
-        # Runs before anything is written to history; raising here rejects the update.
-        state = self._run.state
+        # Runs before anything is written to history; raising here rejects the update. The two
+        # judgements every way in gets: well formed (parse_update), and taken by the run (intake).
         try:
-            parsed = parse_update(event)
-            intake.check(self._run, parsed)
+            intake.check(self._run, parse_update(event))
+        except intake.DuplicateNotRecorded as err:
+            status = self._run.state.status.value
+            raise ApplicationError(str(err), status, type=DUPLICATE_NOT_RECORDED, non_retryable=True) from None
         except EventRejected as err:
             raise ApplicationError(str(err), type="EventRejected", non_retryable=True) from None
-        if parsed.event_id in state.seen_event_ids and state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
-            raise ApplicationError(
-                f"event {parsed.event_id!r} was applied already; duplicate not recorded "
-                f"({DUPLICATES_RECORDED_MAX} duplicates recorded)",
-                state.status.value,
-                type=DUPLICATE_NOT_RECORDED,
-                non_retryable=True,
-            )
 
     def _on_signal(self, event_type: str, payload: Any) -> None:
         # A bad signal never crashes or blocks the run: it is recorded as rejected.

@@ -4,8 +4,9 @@ Signing in is limited per client address: after `SIGN_IN_FAILURE_BURST` wrong ke
 try every 6 s (429 and a logged warning until then). Signing out ends the session for good.
 
 Every POST checks its CSRF token first, then the key's scope for what it does. Events go
-through the run's validated `deliver_event` update with the event id fixed when the form was
-rendered, so a second submit of the same form is acknowledged as a duplicate.
+through DsmoClient.deliver_event like every other way in (`well_formed` before sending, then the
+run's validated `deliver_event` update) with the event id fixed when the form was rendered, so a
+second submit of the same form is acknowledged as a duplicate.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from botocore.exceptions import ClientError
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from dsmo.starter.client.dsmo_client import EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.client.dsmo_client import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.console.auth import (
     CONSOLE,
@@ -127,16 +128,16 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     _require(viewer, f"events:{form.event_type}")
     _within_rate(request, viewer)
     event_id = filled.get("event_id", "")
-    data = event_data(form, filled)
-    errors = field_errors(form, data)
-    if not errors:
-        try:
-            ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
-            return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
-        except EventNotAccepted as err:
-            errors = {"_form": str(err)}
-        except (RunNotFound, RunClosed) as err:
-            raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
+    try:
+        data = event_data(form, filled)
+        ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
+        return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+    except EventMalformed as err:  # refused before it was sent, in the words every way in gets
+        errors = field_errors(form, err.problem)
+    except EventNotAccepted as err:
+        errors = {"_form": str(err)}
+    except (RunNotFound, RunClosed) as err:
+        raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
     # Shown again with what was typed, the errors beside their fields and the same event id.
     context = await run_context(request, viewer, run_id)
     context.update(errors=errors, values=filled, event_id=event_id or context["event_id"])
