@@ -94,6 +94,11 @@ def check_event(event_type: str, event_id: Any, data: Any) -> None:
     The run's validator asks the same function, so this answer and the run's are the same words;
     the round trip is saved and nothing reaches the run.
 
+    Args:
+        event_type: The event's type.
+        event_id: Its deduplication id.
+        data: Its data.
+
     Raises:
         EventMalformed: The event is not well formed (the message names the field and why).
     """

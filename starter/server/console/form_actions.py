@@ -41,7 +41,7 @@ from dsmo.starter.server.console.uploads import return_valid, upload_prefix
 from dsmo.starter.server.console.web import checked_run_id, console, render
 from dsmo.starter.server.rate_limit import TokenBuckets
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.events.resume_events import EventAck
+from dsmo.workflows.events.resume_events import EventAck, EventRejected
 
 router = APIRouter(prefix=CONSOLE, include_in_schema=False)
 log = logging.getLogger("dsmo.console")
@@ -128,18 +128,23 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     _require(viewer, f"events:{form.event_type}")
     _within_rate(request, viewer)
     event_id = filled.get("event_id", "")
+    malformed: EventRejected | None = None
     try:
         data = event_data(form, filled)
         ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
         return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
     except EventMalformed as err:  # refused before it was sent, in the words every way in gets
-        errors = field_errors(form, err.problem)
+        malformed = err.problem
+        errors = {}
     except EventNotAccepted as err:
         errors = {"_form": str(err)}
     except (RunNotFound, RunClosed) as err:
         raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
-    # Shown again with what was typed, the errors beside their fields and the same event id.
+    # Shown again with what was typed, the errors beside their fields and the same event id. The
+    # page shows the form of the run's wait now, which is not the one sent if the page was stale.
     context = await run_context(request, viewer, run_id)
+    if malformed is not None:
+        errors = field_errors(context["form"], malformed)
     context.update(errors=errors, values=filled, event_id=event_id or context["event_id"])
     return render(request, "run.html", context, 422)
 

@@ -102,12 +102,12 @@ def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
-def field_errors(form: TaskForm, problem: EventRejected) -> dict[str, str]:
-    """Where a form shows why its event is not well formed: beside its field, else above the form.
+def field_errors(form: TaskForm | None, problem: EventRejected) -> dict[str, str]:
+    """Where the page's ``form`` shows why an event is not well formed: beside its field, else above.
 
     ``problem`` is `well_formed`'s answer (DsmoClient asks it before sending), so the console says
     what every other way in says: the reason beside the field it names, or the whole line.
     """
-    if problem.field in {control.name for control in form.fields}:
+    if form is not None and problem.field in {control.name for control in form.fields}:
         return {problem.field: problem.reason}
     return {"_form": str(problem)}
