@@ -262,7 +262,7 @@ def _start(command: list[str], env: dict[str, str], url: str) -> subprocess.Pope
 
 async def measure_ingress(settings: Settings, folder: Path) -> list[Case]:
     port = free_port_block(1)
-    settings = settings.with_changes(api_keys_file=str(folder / "keys.json"), ingress_bind=f"127.0.0.1:{port}")
+    settings = settings.with_changes(ingress={"api_keys_file": str(folder / "keys.json"), "bind": f"127.0.0.1:{port}"})
     key = KeyStore(settings.api_keys_path).add("prober", ["events:*", "start", "read"])
     env = {**os.environ, **settings.to_env()}
     url = f"http://127.0.0.1:{port}"

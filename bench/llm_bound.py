@@ -219,7 +219,7 @@ async def _one_batch(
     in_queue = f"TaskQueue = '{queue}'"
     try:
         deadline = time.monotonic() + 60
-        while not await worker_polling(settings.with_changes(task_queue=queue), worker.pid):
+        while not await worker_polling(settings.with_changes(temporal={"task_queue": queue}), worker.pid):
             if worker.poll() is not None or time.monotonic() > deadline:
                 tail = Path(log.name).read_text()[-1500:]
                 raise RuntimeError(f"W5 {contender.name}: the worker did not start; its log ends:\n{tail}")

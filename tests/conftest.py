@@ -108,7 +108,7 @@ class Harness:
         return sorted(records, key=lambda record: record["sentAt"])
 
     def cli_env(self) -> dict[str, str]:
-        return {**os.environ, **self.settings.with_changes(task_queue=self.task_queue).to_env()}
+        return {**os.environ, **self.settings.with_changes(temporal={"task_queue": self.task_queue}).to_env()}
 
 
 @pytest.fixture

@@ -283,9 +283,9 @@ async def worker_crash(
         (run_id, definition, _run_input(index, delay_ms, gate if index >= runs - held else None))
         for index, run_id in enumerate(run_ids)
     ]
-    await _start_all(client, plans[: runs - held], stack.settings.task_queue)
+    await _start_all(client, plans[: runs - held], stack.settings.temporal.task_queue)
     await _until(lambda: _pause_started(stack, prefix) >= max(1, int(kill_at * runs)), 120, "the first stages")
-    await _start_all(client, plans[runs - held :], stack.settings.task_queue)
+    await _start_all(client, plans[runs - held :], stack.settings.temporal.task_queue)
     held_ids = set(run_ids[runs - held :])
     await _until(lambda: held_ids <= _started_runs(stack, prefix), 120, "the held stages")
     # Visibility lists runs asynchronously: the count below includes every held run.
@@ -326,7 +326,7 @@ async def temporal_restart(
     prefix = f"restart-{uuid.uuid4().hex[:6]}"
     run_ids = [f"{prefix}-{index:04d}" for index in range(runs)]
     plans = [(run_id, definition, _run_input(index, 0)) for index, run_id in enumerate(run_ids)]
-    await _start_all(client, plans, stack.settings.task_queue)
+    await _start_all(client, plans, stack.settings.temporal.task_queue)
     waiting = f"WorkflowId STARTS_WITH '{prefix}' AND AgentExecutionStatus='waiting'"
     await _until(lambda: _waiting_all(client, waiting, runs), 120, f"{runs} runs waiting")
 
@@ -381,7 +381,7 @@ async def s3_outage(
     await _start_all(
         client,
         [(run_id, definition, _run_input(index, delay_ms, gate)) for index, (run_id, definition) in enumerate(plans)],
-        stack.settings.task_queue,
+        stack.settings.temporal.task_queue,
     )
     await _until(lambda: set(run_ids) <= _started_runs(stack, prefix), 120, "every run's first stage")
     running = f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'"

@@ -64,7 +64,7 @@ async def cancel_matching(settings: Settings, query: str, *, reason: str, by: st
 
 async def redrive_all(settings: Settings) -> list[tuple[str, str]]:
     dsmo = await DsmoClient.connect(settings)
-    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.store.bucket)
     pending = [row for row in dead_letters.list_dead_letters(store) if row.redriven_as is None]
     started: list[tuple[str, str]] = []
     with _progress(Console(stderr=True)) as progress:
@@ -84,7 +84,7 @@ async def watch(settings: Settings, run_id: str, *, interval: float = 0.5) -> An
         view = await dsmo.status(run_id)
         if view.status != last_status or view.problem != last_problem:
             console.rule(f"{run_id}: {view.status.value}")
-            for line in status_lines(view, run_url=settings.run_url(run_id)):
+            for line in status_lines(view, run_url=settings.temporal.run_url(run_id)):
                 console.print(line, highlight=False)
             last_status, last_problem = view.status, view.problem
         if view.workflow_task_failure is not None:

@@ -47,7 +47,7 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
     from dsmo.workflows.definition.node_types import InvokeNode, RunAgentNode
 
     definition = load_definition(definition_file)
-    store = ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
+    store = ArtifactStore(s3_client(obj.settings), obj.settings.store.bucket)
     nodes = definition.nodes.values()
     agents = {node.agent for node in nodes if isinstance(node, RunAgentNode)}
     actions = {node.action for node in nodes if isinstance(node, InvokeNode)}
@@ -58,7 +58,7 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
         )
     elif offer is not None and (missing := missing_from(offer, agents, actions)):
         raise click.ClickException(
-            f"{definition_file}: no worker on {obj.settings.task_queue} offers {', '.join(missing)} "
+            f"{definition_file}: no worker on {obj.settings.temporal.task_queue} offers {', '.join(missing)} "
             "(load the plugin that registers it: dsmo worker --load MODULE)"
         )
     uri = DefinitionStore(store).publish(definition)
@@ -158,16 +158,16 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
     from dsmo.starter.ops.agent_catalog import local_catalog, markdown
 
     if as_markdown:
-        load_plugins(split_modules(obj.settings.load))
+        load_plugins(split_modules(obj.settings.worker.load))
         click.echo(markdown(local_catalog()), nl=False)
         return
     offer = None
     if not local:
-        offer, unknown = _workers_offer(obj, ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket))
+        offer, unknown = _workers_offer(obj, ArtifactStore(s3_client(obj.settings), obj.settings.store.bucket))
         if offer is None:
             click.echo(f"# {unknown}: showing the plugins loaded here", err=True)
     if offer is None:
-        load_plugins(split_modules(obj.settings.load))
+        load_plugins(split_modules(obj.settings.worker.load))
         offer = local_catalog()
     if as_json:
         click.echo(json.dumps(offer, indent=2))
@@ -187,12 +187,12 @@ def _workers_offer(obj: Context, store: ArtifactStore) -> tuple[dict[str, Any] |
     from dsmo.starter.ops.agent_catalog import live_catalog
 
     async def read() -> dict[str, Any] | None:
-        return await live_catalog((await obj.client()).temporal, store, obj.settings.task_queue)
+        return await live_catalog((await obj.client()).temporal, store, obj.settings.temporal.task_queue)
 
     try:
         offer = run(read)
     except (DsmoError, RPCError) as err:
         return None, f"Temporal cannot be reached ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
     if offer is None:
-        return None, f"no worker polls {obj.settings.task_queue}"
+        return None, f"no worker polls {obj.settings.temporal.task_queue}"
     return offer, ""

@@ -25,7 +25,7 @@ def register(cli: click.Group) -> None:
 
 
 def _store(obj: Context) -> ArtifactStore:
-    return ArtifactStore(s3_client(obj.settings), obj.settings.artifact_bucket)
+    return ArtifactStore(s3_client(obj.settings), obj.settings.store.bucket)
 
 
 @click.command()

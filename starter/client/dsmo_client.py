@@ -209,7 +209,7 @@ class NoWorker(DsmoError):
 
 def data_converter(settings: Settings) -> DataConverter:
     """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
-    keys = keys_from_env(settings.codec_env())
+    keys = keys_from_env(settings.codec.to_env())
     if not keys:
         return pydantic_data_converter
     return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
@@ -217,7 +217,7 @@ def data_converter(settings: Settings) -> DataConverter:
 
 def temporal_tls(settings: Settings) -> TLSConfig | bool:
     """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
-    if not (settings.tls_cert or settings.tls_ca):
+    if not (settings.temporal.tls_cert or settings.temporal.tls_ca):
         return False
 
     def read(path: str, name: str) -> bytes | None:
@@ -229,18 +229,18 @@ def temporal_tls(settings: Settings) -> TLSConfig | bool:
             raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
 
     return TLSConfig(
-        client_cert=read(settings.tls_cert, "TEMPORAL_TLS_CERT"),
-        client_private_key=read(settings.tls_key, "TEMPORAL_TLS_KEY"),
-        server_root_ca_cert=read(settings.tls_ca, "TEMPORAL_TLS_CA"),
-        domain=settings.tls_server_name or None,
+        client_cert=read(settings.temporal.tls_cert, "TEMPORAL_TLS_CERT"),
+        client_private_key=read(settings.temporal.tls_key, "TEMPORAL_TLS_KEY"),
+        server_root_ca_cert=read(settings.temporal.tls_ca, "TEMPORAL_TLS_CA"),
+        domain=settings.temporal.tls_server_name or None,
     )
 
 
 async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     try:
         return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
+            settings.temporal.address,
+            namespace=settings.temporal.namespace,
             data_converter=data_converter(settings),
             interceptors=tracing_interceptors(),
             runtime=runtime,
@@ -248,7 +248,7 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
         )
     except RuntimeError as err:
         raise TemporalUnavailable(
-            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal_address} ({_first_line(err)}); "
+            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal.address} ({_first_line(err)}); "
             "start the stack with `dsmo dev up`"
         ) from None
 
@@ -402,7 +402,7 @@ class DsmoClient:
         status = self._start_status(request, start_delay)
         options: dict[str, Any] = dict(
             id=run_id,
-            task_queue=task_queue or self.settings.task_queue,
+            task_queue=task_queue or self.settings.temporal.task_queue,
             # A run id names one audit trail for good: refuse to reuse it even after it closed.
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             # A second start while the first is open is refused too, never merged into it
@@ -1001,10 +1001,10 @@ class DsmoClient:
             text = str(err).lower()
             if "already completed" in text or "closed" in text or "completed" in text:
                 return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
-            return RunNotFound(f"run {run_id!r} not found in namespace {self.settings.temporal_namespace}")
+            return RunNotFound(f"run {run_id!r} not found in namespace {self.settings.temporal.namespace}")
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             return TemporalUnavailable(
-                f"Temporal at {self.settings.temporal_address} is unavailable: {_first_line(err)}"
+                f"Temporal at {self.settings.temporal.address} is unavailable: {_first_line(err)}"
             )
         return DsmoError(f"run {run_id!r}: {_first_line(err)}")
 

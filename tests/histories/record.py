@@ -233,10 +233,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
 
 async def main(names: list[str]) -> None:
     settings = Settings.from_env()
-    dsmo = await DsmoClient.connect(settings.with_changes(codec_keys="", codec_keys_file=""))
+    dsmo = await DsmoClient.connect(settings.with_changes(codec={"keys": "", "keys_file": ""}))
     from dsmo.activities.artifacts import ArtifactStore
 
-    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.store.bucket)
     for child in ("background_check.yaml", "welcome_pack.yaml"):
         DefinitionStore(store).publish(load_definition(EXAMPLES / child))
     db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")

@@ -105,6 +105,10 @@ def test_dsmo_load_offers_the_examples(stack_settings: Settings, tmp_path: Path)
 
 
 def test_the_embedded_stacks_worker_loads_the_examples_after_the_configured_plugins() -> None:
-    assert dev_plugins_env(Settings(load="acme.plugin")) == {"DSMO_LOAD": "acme.plugin,dsmo_examples"}
+    assert dev_plugins_env(Settings().with_changes(worker={"load": "acme.plugin"})) == {
+        "DSMO_LOAD": "acme.plugin,dsmo_examples"
+    }
     assert dev_plugins_env(Settings()) == {"DSMO_LOAD": "dsmo_examples"}
-    assert dev_plugins_env(Settings(load="dsmo_examples")) == {"DSMO_LOAD": "dsmo_examples"}  # once
+    assert dev_plugins_env(Settings().with_changes(worker={"load": "dsmo_examples"})) == {
+        "DSMO_LOAD": "dsmo_examples"
+    }  # once

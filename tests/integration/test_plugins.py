@@ -48,7 +48,9 @@ class PluginWorker:
 
 @pytest_asyncio.fixture
 async def plugin_worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterator[PluginWorker]:
-    settings = stack_settings.with_changes(task_queue=f"plugins-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"plugins-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {
         **os.environ,
         **settings.to_env(),
@@ -77,7 +79,7 @@ async def plugin_worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterat
 
 async def start_loan(dsmo: DsmoClient, worker: PluginWorker, data: dict[str, float]) -> str:
     definition = parse_definition_text((PROJECT / "loan.yaml").read_text(), source="loan.yaml")
-    return await dsmo.start(definition, data, task_queue=worker.settings.task_queue)
+    return await dsmo.start(definition, data, task_queue=worker.settings.temporal.task_queue)
 
 
 async def test_a_user_agent_action_and_channel_complete_a_run(

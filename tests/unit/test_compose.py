@@ -55,10 +55,10 @@ def published(service: dict[str, Any]) -> set[int]:
 def test_ports_match_the_embedded_defaults(compose: dict[str, Any]) -> None:
     defaults = Settings.from_env({})
     services = compose["services"]
-    assert defaults.temporal_port in published(services["temporal"])
-    assert defaults.ui_port in published(services["temporal-ui"])
-    assert defaults.s3_port in published(services["s3"])
-    assert f"-s3.port={defaults.s3_port}" in services["s3"]["command"]
+    assert defaults.temporal.port in published(services["temporal"])
+    assert defaults.temporal.ui_port in published(services["temporal-ui"])
+    assert defaults.store.port in published(services["s3"])
+    assert f"-s3.port={defaults.store.port}" in services["s3"]["command"]
 
 
 def test_worker_environment_uses_the_settings_names(compose: dict[str, Any]) -> None:

@@ -166,7 +166,7 @@ async def uploaded(
         raise ConsoleProblem(403, "upload: this return address was not issued to this session")
     app = console(request)
     _within_rate(request, viewer)
-    if bucket != app.settings.artifact_bucket or not key.startswith(upload_prefix(run_id, event_id)):
+    if bucket != app.settings.store.bucket or not key.startswith(upload_prefix(run_id, event_id)):
         raise ConsoleProblem(422, "key: not an object of this upload")
     try:
         await asyncio.to_thread(app.s3.head_object, Bucket=bucket, Key=key)

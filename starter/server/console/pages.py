@@ -98,7 +98,7 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
             if control.default_from
         },
         "errors": {},
-        "web_ui": app.settings.run_url(run_id),
+        "web_ui": app.settings.temporal.run_url(run_id),
         "now": datetime.now(UTC),
     }
 
@@ -117,7 +117,7 @@ def _upload_forms(
         forms.append(
             upload_form(
                 app.s3,
-                app.settings.artifact_bucket,
+                app.settings.store.bucket,
                 return_url=return_url,
                 run_id=run_id,
                 document=document,

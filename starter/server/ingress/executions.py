@@ -68,7 +68,7 @@ async def start(
         "runId": run_id,
         "agent": definition.agent,
         "workflowVersion": definition.workflow_version,
-        "url": settings.run_url(str(run_id)),
+        "url": settings.temporal.run_url(str(run_id)),
         "eventsDelivered": len(events),
     }
 
