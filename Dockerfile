@@ -9,7 +9,10 @@ COPY starter ./starter
 COPY worker.py ./
 # dsmo/ maps the folders above under the one import name `dsmo`.
 COPY dsmo ./dsmo
-RUN pip install --no-cache-dir '.[postgres]'
+# DSMO's examples, a distribution of their own: docker-compose.yml asks for them (DSMO_LOAD).
+COPY examples/pyproject.toml ./examples/
+COPY examples/dsmo_examples ./examples/dsmo_examples
+RUN pip install --no-cache-dir . './examples[postgres]'
 RUN useradd --create-home dsmo && mkdir -p /var/lib/dsmo/outbox && chown dsmo /var/lib/dsmo/outbox
 USER dsmo
 CMD ["python", "-m", "dsmo.worker"]

@@ -6,16 +6,16 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install up down demo test unit lint fmt clean ui-check openapi bench hostile reliability golden docs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[devstack,dev,bench,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[devstack,dev,bench,docs]' -e ./examples
 	touch $(STAMP)
 
 install: $(STAMP)
 
-up: install                 ## start the embedded stack and a background worker
+up: install                 ## start the embedded stack and a background worker (it loads the examples)
 	$(BIN)/dsmo dev up --worker
 
 down:                        ## stop what `make up` started

@@ -178,7 +178,7 @@ def _activity_name(fn: Callable[..., Any]) -> str:
 def llm_endpoint(settings: Settings) -> LlmEndpoint:
     """The endpoint `llm` stages call, from ``DSMO_LLM_*``."""
     s = settings
-    return LlmEndpoint(s.llm_base_url, s.llm_api_key, s.llm_model, s.llm_aliases, s.llm_max_response_bytes)
+    return LlmEndpoint(s.llm.base_url, s.llm.api_key, s.llm.model, s.llm.aliases, s.llm.max_response_bytes)
 
 
 def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list[str]:
@@ -191,27 +191,28 @@ def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list
     """
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    return load_plugins([*split_modules(settings.load), *modules])
+    return load_plugins([*split_modules(settings.worker.load), *modules])
 
 
 def _metrics_runtime(settings: Settings) -> Runtime | None:
-    if not settings.metrics_bind:
+    if not settings.worker.metrics_bind:
         return None
     try:
-        runtime = metrics_runtime(settings.metrics_bind)
+        runtime = metrics_runtime(settings.worker.metrics_bind)
     except Exception as err:  # noqa: BLE001 - metrics must not stop the worker
-        log.warning("metrics endpoint %s not started: %s", settings.metrics_bind, err)
+        log.warning("metrics endpoint %s not started: %s", settings.worker.metrics_bind, err)
         return None
-    log.info("Prometheus metrics on http://%s/metrics", settings.metrics_bind)
+    log.info("Prometheus metrics on http://%s/metrics", settings.worker.metrics_bind)
     return runtime
 
 
 async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()) -> None:
     """Serve the task queue until SIGINT or SIGTERM; the plugins must be loaded already."""
     channels: dict[str, Channel] = default_channels.build(settings)
-    if settings.channel not in channels:
+    default_channel = settings.messaging.channel
+    if default_channel not in channels:
         offered = ", ".join(channels) or "none"
-        raise PluginError(f"DSMO_CHANNEL: channel {settings.channel!r} is not offered by any plugin ({offered})")
+        raise PluginError(f"DSMO_CHANNEL: channel {default_channel!r} is not offered by any plugin ({offered})")
     setup_tracing("dsmo-worker")
     runtime = _metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
@@ -221,32 +222,32 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     identity = f"{os.getpid()}@{socket.gethostname()}"
     worker = build_worker(
         client,
-        task_queue=settings.task_queue,
+        task_queue=settings.temporal.task_queue,
         store=store,
         channels=channels,
-        default_channel=settings.channel,
+        default_channel=default_channel,
         registry=default_registry,
         actions=default_actions,
-        activity_threads=settings.processor_threads,
-        max_concurrent_activities=settings.max_concurrent_activities,
-        max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
-        sandboxed=settings.workflow_sandbox,
+        activity_threads=settings.worker.processor_threads,
+        max_concurrent_activities=settings.worker.max_concurrent_activities,
+        max_concurrent_workflow_tasks=settings.worker.max_concurrent_workflow_tasks,
+        sandboxed=settings.worker.sandbox,
         extra_workflows=extra_workflows,
         settings=settings,
         identity=identity,
     )
     offer = catalog.describe(default_registry, default_actions, channels)
-    await asyncio.to_thread(catalog.publish, store, settings.task_queue, identity, offer)
+    await asyncio.to_thread(catalog.publish, store, settings.temporal.task_queue, identity, offer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info(
         "worker polling %s on %s (namespace %s), artifacts in s3://%s",
-        settings.task_queue,
-        settings.temporal_address,
-        settings.temporal_namespace,
-        settings.artifact_bucket,
+        settings.temporal.task_queue,
+        settings.temporal.address,
+        settings.temporal.namespace,
+        settings.store.bucket,
     )
     log.info("%d objects from start-up kept out of garbage collection", freeze_startup_heap())
     # Names any async agent or action that blocks the loop every run on this worker shares.

@@ -14,12 +14,12 @@ if TYPE_CHECKING:
 @channel("file")
 def file_channel(settings: Settings) -> FileChannel:
     """One JSON file per message in the outbox folder (``DSMO_OUTBOX_DIR``)."""
-    return FileChannel(settings.outbox_dir, log_content=settings.log_content)
+    return FileChannel(settings.outbox_dir, log_content=settings.messaging.log_content)
 
 
 @channel("webhook")
 def webhook_channel(settings: Settings) -> WebhookChannel | None:
     """POSTs to ``DSMO_WEBHOOK_URL``; not offered when it is unset."""
-    if not settings.webhook_url:
+    if not settings.messaging.webhook_url:
         return None
-    return WebhookChannel(settings.webhook_url, token=settings.webhook_token or None)
+    return WebhookChannel(settings.messaging.webhook_url, token=settings.messaging.webhook_token or None)

@@ -6,7 +6,7 @@ that fails is a contract violation, the same failure as an oversized summary.
 
 `pattern` and `patternProperties` are matched by RE2, in time linear in the text (Python's `re`
 backtracks: one crafted answer could hold a worker for minutes); a schema with a pattern RE2
-cannot compile does not compile here either (see `workflows.schema_patterns`).
+cannot compile does not compile here either (see `workflows/common/schema_patterns.py`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import httpx
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, compile_schema
 from dsmo.activities.llm_answers import add_usage, answer_summary, judge
+from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, new_http_client, read_capped
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.common.errors import TemplateError
@@ -41,8 +42,6 @@ from dsmo.workflows.contracts.llm_call import LlmCall
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
 CALL_RECORD_KIND = "dsmo.llm-call/v1"
-# The largest response a call reads (``DSMO_LLM_MAX_RESPONSE_BYTES``): ~1M tokens of JSON.
-DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -109,22 +108,6 @@ class _Exchange:
         if self.recorded is not None:
             response["recordedFrom"] = self.recorded
         return {"kind": CALL_RECORD_KIND, "request": self.request, "response": response}
-
-
-# httpx's connection pool (httpcore) re-examines every connection it holds, once per idle
-# connection, each time a response closes: work that grows with the square of the pool. With 200
-# calls in flight through one client that took ~70% of the worker's Python time as the answers
-# came back. Calls are spread round-robin over this many clients (~13 connections each at 200).
-CLIENT_POOLS = 16
-
-
-def new_http_client() -> httpx.AsyncClient:
-    """One of the pooled clients model calls go out through (public for the bench's reference worker)."""
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(120.0, connect=10.0),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-        headers={"Accept-Encoding": "identity"},  # the cap counts bytes held: no chunk may inflate past it
-    )
 
 
 class LlmStage:
@@ -246,32 +229,11 @@ class LlmStage:
             client = self.clients[next(self._turn) % len(self.clients)]
             async with client.stream("POST", url, json=exchange.request, headers=headers) as response:
                 exchange.status = response.status_code
-                body = await self._read_capped(response, exchange)
+                body, exchange.refused = await read_capped(response, self.endpoint.max_response_bytes)
                 exchange.body = body.decode(response.encoding or "utf-8", errors="replace")
         except httpx.HTTPError as err:
             exchange.error = f"{type(err).__name__}: {err}"[:500]
         exchange.latency_ms = (time.perf_counter() - started) * 1000
-
-    async def _read_capped(self, response: httpx.Response, exchange: _Exchange) -> bytes:
-        """The response's body, up to the cap: a successful one above it is refused, unread;
-        an error's is cut there (only its first lines are ever shown)."""
-        cap = self.endpoint.max_response_bytes
-        setting = "DSMO_LLM_MAX_RESPONSE_BYTES"
-        declared = response.headers.get("content-length", "")
-        if response.is_success and declared.isdigit() and int(declared) > cap:
-            exchange.refused = f"the response declares {int(declared):,} bytes, above the {cap:,}-byte cap ({setting})"
-            return b""
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > cap:
-                if response.is_success:
-                    exchange.refused = f"the response is larger than the {cap:,}-byte cap ({setting}); read no further"
-                    return b""
-                return b"".join(chunks)[:cap]
-        return b"".join(chunks)
 
     async def _recorded(self, exchange: _Exchange, folder: str, io: IO) -> None:
         uri = self.store.uri(f"{folder}llm/{exchange.number}.json")

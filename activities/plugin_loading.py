@@ -18,6 +18,9 @@ from contextlib import contextmanager
 from dsmo.activities.plugin_errors import PluginError
 
 ENTRY_POINT_GROUP = "dsmo.plugins"
+# Plugins only the embedded stack's worker loads besides those (`dsmo dev up --worker`): DSMO's
+# examples declare theirs here, so a production worker offers them only when asked (DSMO_LOAD).
+DEV_ENTRY_POINT_GROUP = "dsmo.dev_plugins"
 # A plugin whose import takes longer than this is named in a log line, and again each time as
 # long again has passed: a worker that seems to hang at start says which import it waits for.
 PROGRESS_EVERY = 10.0
@@ -31,7 +34,7 @@ def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> l
     Args:
         modules: Module names to import (from `--load` and `DSMO_LOAD`).
         entry_points: Also import the modules that installed distributions declare in the
-            ``dsmo.plugins`` entry-point group (DSMO's own examples are declared there).
+            ``dsmo.plugins`` entry-point group (DSMO's own channels are declared there).
 
     Returns:
         The loaded module names, in load order.
@@ -41,7 +44,7 @@ def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> l
     """
     loaded: list[str] = []
     if entry_points:
-        for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda point: point.name):
+        for point in _entry_points(ENTRY_POINT_GROUP):
             where = f"entry point {point.name!r}" + (f" of {point.dist.name}" if point.dist else "")
             _import(point.module, where)
             loaded.append(point.module)
@@ -51,6 +54,22 @@ def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> l
             _import(name, "plugin")
             loaded.append(name)
     return loaded
+
+
+def entry_point_modules(group: str) -> list[str]:
+    """The modules installed distributions declare in an entry-point ``group``, by entry-point name.
+
+    Args:
+        group: The entry-point group, e.g. `DEV_ENTRY_POINT_GROUP`.
+
+    Returns:
+        Module names, each once.
+    """
+    return list(dict.fromkeys(point.module for point in _entry_points(group)))
+
+
+def _entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=group), key=lambda point: point.name)
 
 
 def _import(module: str, where: str) -> None:

@@ -2,8 +2,8 @@
 
 A plugin is a Python module whose import registers things with these decorators; a worker
 imports its plugins at start (`dsmo worker --load MODULE`, `DSMO_LOAD`, or the `dsmo.plugins`
-entry points of installed distributions) and serves what they registered. DSMO's own example
-agents, order-saga actions and channels are plugins too.
+entry points of installed distributions) and serves what they registered. DSMO's own channels
+are plugins too, and so are its examples (the `dsmo_examples` distribution, loaded when asked).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ HOSTILE_LLM_START, HOSTILE_LLM_END = "<!-- hostile-llm:start -->", "<!-- hostile
 @contextlib.asynccontextmanager
 async def bench_stack() -> AsyncIterator[tuple[Settings, DevStack | None]]:
     """The running stack if one answers (`make up`), else a private one started and stopped here."""
-    settings = Settings.from_env().with_changes(metrics_bind="")
+    settings = Settings.from_env().with_changes(worker={"metrics_bind": ""})
     if await reusable(settings):
         yield settings, None
         return
@@ -165,7 +165,7 @@ async def scale_only(quick: bool, *, out_dir: Path, update_benchmarks: bool) -> 
 
     results: dict[str, Any] = json.loads((out_dir / "latest.json").read_text())
     config = BenchConfig() if quick else BenchConfig.full()
-    settings = Settings.from_env().with_changes(metrics_bind="")
+    settings = Settings.from_env().with_changes(worker={"metrics_bind": ""})
     if not await reusable(settings):
         raise SystemExit("--scale-only needs a running stack (make up)")
     results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), config.scale_runs, None)

@@ -31,7 +31,7 @@ class CpuMeter:
     @classmethod
     def for_stack(cls, settings: Settings) -> CpuMeter:
         meter = cls({"python": psutil.Process(os.getpid())})
-        for role, port in (("temporal", settings.temporal_port), ("s3", settings.s3_port)):
+        for role, port in (("temporal", settings.temporal.port), ("s3", settings.store.port)):
             try:
                 pid = listening_pid(port)
             except psutil.AccessDenied:  # other users' sockets: measure what we can

@@ -184,7 +184,7 @@ def measure_definitions(env: dict[str, str], folder: Path) -> list[Case]:
         answer = f"exit {code}: {first.replace(str(path), path.name)}"
         cases.append(Case("dsmo definitions validate", name, answer, peak, peak - base_mb, time.monotonic() - started))
     # Publishable: each replace is capped at 64 KiB when evaluated, so evaluation stops early.
-    evaluate = "from workflows.conditions import evaluate_condition as e; e({!r}, {{}})"
+    evaluate = "from dsmo.workflows.definition.conditions import evaluate_condition as e; e({!r}, {{}})"
     _, _, python_mb = _peak_of([sys.executable, "-c", evaluate.format("1 == 1")], env)
     started = time.monotonic()
     code, first, peak = _peak_of([sys.executable, "-c", evaluate.format(CHAINED_REPLACE)], env)
@@ -262,7 +262,7 @@ def _start(command: list[str], env: dict[str, str], url: str) -> subprocess.Pope
 
 async def measure_ingress(settings: Settings, folder: Path) -> list[Case]:
     port = free_port_block(1)
-    settings = settings.with_changes(api_keys_file=str(folder / "keys.json"), ingress_bind=f"127.0.0.1:{port}")
+    settings = settings.with_changes(ingress={"api_keys_file": str(folder / "keys.json"), "bind": f"127.0.0.1:{port}"})
     key = KeyStore(settings.api_keys_path).add("prober", ["events:*", "start", "read"])
     env = {**os.environ, **settings.to_env()}
     url = f"http://127.0.0.1:{port}"

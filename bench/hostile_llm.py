@@ -169,7 +169,7 @@ async def _one_case(
         worker = subprocess.Popen([sys.executable, "-m", "dsmo.worker"], env=env, cwd=REPO, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 90
-        while not await worker_polling(settings.with_changes(task_queue=queue), worker.pid):
+        while not await worker_polling(settings.with_changes(temporal={"task_queue": queue}), worker.pid):
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the worker did not start; see {folder / 'worker.log'}")
             await asyncio.sleep(0.2)

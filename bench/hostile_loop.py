@@ -134,7 +134,7 @@ async def measure(settings: Settings, out_dir: Path) -> list[LoopCase]:
         (root / "started").mkdir()
         bind = f"127.0.0.1:{free_port_block(1)}"
         queue = f"hostile-loop-{uuid.uuid4().hex[:8]}"
-        worker_settings = settings.with_changes(task_queue=queue, metrics_bind=bind)
+        worker_settings = settings.with_changes(temporal={"task_queue": queue}, worker={"metrics_bind": bind})
         env = {**os.environ, **worker_settings.to_env(), "HOSTILE_STARTED": str(root / "started")}
         log = root / "worker.log"
         with open(log, "w") as stderr:

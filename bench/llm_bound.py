@@ -58,11 +58,17 @@ class Contender:
     holds_all: bool = True  # can have every call of a batch in flight at once
 
 
+# W5's definitions run the example agent text-extract: its workers load DSMO's examples.
+EXAMPLES = "dsmo_examples"
 CONTENDERS = (
     # Every call of a batch accepted at once, the I/O threads as many as the reference's.
-    Contender(ASYNC, ("dsmo.worker",), {"DSMO_MAX_CONCURRENT_ACTIVITIES": "256", "DSMO_PROCESSOR_THREADS": "32"}),
+    Contender(
+        ASYNC,
+        ("dsmo.worker",),
+        {"DSMO_MAX_CONCURRENT_ACTIVITIES": "256", "DSMO_PROCESSOR_THREADS": "32", "DSMO_LOAD": EXAMPLES},
+    ),
     # The defaults, where accepted work equals threads (see docs/plugins.md).
-    Contender(THREAD_POOL, ("dsmo.worker",), {"DSMO_LOAD": "bench.llm_agents"}, holds_all=False),
+    Contender(THREAD_POOL, ("dsmo.worker",), {"DSMO_LOAD": f"{EXAMPLES},bench.llm_agents"}, holds_all=False),
     Contender(RAW, ("bench.llm_floor",), {}, dsmo=False),
     Contender(RAW_WRITES, ("bench.llm_floor", "--writes"), {}, dsmo=False),
 )
@@ -213,7 +219,7 @@ async def _one_batch(
     in_queue = f"TaskQueue = '{queue}'"
     try:
         deadline = time.monotonic() + 60
-        while not await worker_polling(settings.with_changes(task_queue=queue), worker.pid):
+        while not await worker_polling(settings.with_changes(temporal={"task_queue": queue}), worker.pid):
             if worker.poll() is not None or time.monotonic() > deadline:
                 tail = Path(log.name).read_text()[-1500:]
                 raise RuntimeError(f"W5 {contender.name}: the worker did not start; its log ends:\n{tail}")

@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.llm_stage import CLIENT_POOLS, new_http_client
+from dsmo.activities.llm_http import CLIENT_POOLS, new_http_client
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.worker_runtime.heap import freeze_startup_heap
@@ -100,12 +100,12 @@ class FloorModelCall:
 
 async def serve(settings: Settings, base_url: str, *, writes: bool) -> None:
     """Run the reference worker on the settings' task queue until cancelled."""
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace)
     call = FloorModelCall(base_url, artifact_store(settings, cache=True) if writes else None)
     freeze_startup_heap()  # as DSMO's worker does, so both meet the same collector
     worker = Worker(
         client,
-        task_queue=settings.task_queue,
+        task_queue=settings.temporal.task_queue,
         workflows=[LlmFloorRun],
         activities=[floor_step, call.call],
         max_concurrent_activities=ACTIVITY_SLOTS,

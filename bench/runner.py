@@ -116,7 +116,7 @@ class Bench(FloorComparison, PaperExperiment):
             channel=FileChannel(self.settings.state_dir / "bench-outbox"),
             registry=bench_registry(self.agent),
             activity_threads=32,
-            sandboxed=self.settings.workflow_sandbox,
+            sandboxed=self.settings.worker.sandbox,
         )
         extra = Worker(
             client,

@@ -31,7 +31,7 @@ def _rss_mb(pid: int) -> float:
 def _server_pid(settings: Settings, stack: DevStack | None) -> int | None:
     if stack is not None:
         return stack.temporal.pid()
-    return listening_pid(settings.temporal_port)
+    return listening_pid(settings.temporal.port)
 
 
 async def _resume_p50(dsmo: DsmoClient, run_ids: list[str]) -> float:

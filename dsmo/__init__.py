@@ -44,10 +44,9 @@ from dsmo.activities.messaging import Channel
 from dsmo.activities.plugin_errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.starter.client.definition_files import load_definition, parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient, PublishedAgent
-from dsmo.starter.client.errors import (
+from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
+    EventMalformed,
     EventNotAccepted,
     InvalidInputDocument,
     NoWorker,
@@ -58,6 +57,8 @@ from dsmo.starter.client.errors import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
+from dsmo.starter.client.definition_files import load_definition, parse_definition_text
+from dsmo.starter.client.dsmo_client import DsmoClient, PublishedAgent
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
@@ -91,6 +92,7 @@ __all__ = [
     "DsmoClient",
     "DsmoError",
     "EventAck",
+    "EventMalformed",
     "EventNotAccepted",
     "ExecutionResult",
     "IllegalTransition",

@@ -34,7 +34,7 @@ async def main() -> int:
     section(f"started {run_id} ({definition.agent}, workflow_version {definition.workflow_version})")
 
     waiting = await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=60)
-    print("\n".join(status_lines(waiting, run_url=settings.run_url(run_id))))
+    print("\n".join(status_lines(waiting, run_url=settings.temporal.run_url(run_id))))
 
     section("a reply arrives from outside (MESSAGE_RECEIVED through deliver_event)")
     ack = await dsmo.respond(run_id, "Sí, sigo interesada", event_id=f"{run_id}-reply-1")
@@ -42,20 +42,20 @@ async def main() -> int:
 
     result = await dsmo.result(run_id)
     section("final status")
-    print("\n".join(status_lines(await dsmo.status(run_id), run_url=settings.run_url(run_id))))
+    print("\n".join(status_lines(await dsmo.status(run_id), run_url=settings.temporal.run_url(run_id))))
 
     section("audit trail")
     print("\n".join(event_lines(await dsmo.events(run_id))))
 
     section("artifacts")
-    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.store.bucket)
     for uri in store.list_uris(f"artifacts/{definition.workflow_version}/{run_id}/"):
         print(uri)
     print(f"messages sent: {settings.outbox_dir / run_id}")
 
     section("web UI")
-    print(settings.run_url(run_id))
-    host, _, port = settings.ingress_bind.rpartition(":")
+    print(settings.temporal.run_url(run_id))
+    host, _, port = settings.ingress.bind.rpartition(":")
     print(f"the console: `.venv/bin/dsmo serve`, then http://{host or '127.0.0.1'}:{port}/console/runs/{run_id}")
     return 0 if result.status is RunStatus.COMPLETED else 1
 

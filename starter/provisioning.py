@@ -72,18 +72,18 @@ async def ensure_search_attributes_on(client: Client) -> list[str]:
 def ensure_bucket(settings: Settings) -> None:
     s3 = s3_client(settings)
     try:
-        s3.head_bucket(Bucket=settings.artifact_bucket)
+        s3.head_bucket(Bucket=settings.store.bucket)
         return
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
-            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot use bucket {settings.artifact_bucket!r}: {err}") from None
+            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot use bucket {settings.store.bucket!r}: {err}") from None
     except BotoCoreError as err:
-        raise StackError(f"AWS_ENDPOINT_URL_S3: {settings.s3_endpoint} does not answer: {err}") from None
+        raise StackError(f"AWS_ENDPOINT_URL_S3: {settings.store.endpoint} does not answer: {err}") from None
     try:
-        s3.create_bucket(Bucket=settings.artifact_bucket)
+        s3.create_bucket(Bucket=settings.store.bucket)
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot create {settings.artifact_bucket!r}: {err}") from None
+            raise StackError(f"DSMO_ARTIFACT_BUCKET: cannot create {settings.store.bucket!r}: {err}") from None
 
 
 def s3_round_trip(settings: Settings) -> bool:
@@ -91,8 +91,8 @@ def s3_round_trip(settings: Settings) -> bool:
     try:
         ensure_bucket(settings)
         s3 = s3_client(settings)
-        s3.put_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY, Body=b"ok")
-        return s3.get_object(Bucket=settings.artifact_bucket, Key=HEALTH_KEY)["Body"].read() == b"ok"
+        s3.put_object(Bucket=settings.store.bucket, Key=HEALTH_KEY, Body=b"ok")
+        return s3.get_object(Bucket=settings.store.bucket, Key=HEALTH_KEY)["Body"].read() == b"ok"
     except (StackError, ClientError, BotoCoreError):
         return False
 
@@ -100,8 +100,8 @@ def s3_round_trip(settings: Settings) -> bool:
 async def any_worker_polling(settings: Settings) -> bool:
     """True if a live worker (any process) polls the settings' task queue."""
     try:
-        client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-        return bool(await live_pollers(client, settings.task_queue))
+        client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace)
+        return bool(await live_pollers(client, settings.temporal.task_queue))
     except Exception:  # noqa: BLE001 - no server, no worker
         return False
 
@@ -109,11 +109,11 @@ async def any_worker_polling(settings: Settings) -> bool:
 async def worker_polling(settings: Settings, pid: int) -> bool:
     """True once the worker process ``pid`` polls the settings' task queue."""
     try:
-        client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+        client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace)
         response = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
-                namespace=settings.temporal_namespace,
-                task_queue=TaskQueue(name=settings.task_queue),
+                namespace=settings.temporal.namespace,
+                task_queue=TaskQueue(name=settings.temporal.task_queue),
                 task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
             )
         )

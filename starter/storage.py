@@ -30,10 +30,10 @@ def s3_client(settings: Settings) -> S3Client:
     """A boto3 S3 client for the configured endpoint (path-style, few quick retries)."""
     return boto3.client(
         "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
+        endpoint_url=settings.store.endpoint,
+        aws_access_key_id=settings.store.access_key,
+        aws_secret_access_key=settings.store.secret_key,
+        region_name=settings.store.region,
         config=Config(
             retries={"max_attempts": 3, "mode": "standard"},
             connect_timeout=5,
@@ -52,7 +52,7 @@ def s3_client(settings: Settings) -> S3Client:
 def object_store(settings: Settings) -> S3Store:
     """The artifact bucket through obstore (the worker's hot path), configured as `s3_client`."""
     client_options: dict[str, Any] = {
-        "allow_http": urlparse(settings.s3_endpoint).scheme == "http",
+        "allow_http": urlparse(settings.store.endpoint).scheme == "http",
         "connect_timeout": timedelta(seconds=5),
         "timeout": timedelta(seconds=30),
     }
@@ -60,11 +60,11 @@ def object_store(settings: Settings) -> S3Store:
     if ca_bundle := os.environ.get("AWS_CA_BUNDLE"):
         client_options["root_certificate"] = Path(ca_bundle).read_bytes()
     return S3Store(
-        settings.artifact_bucket,
-        endpoint=settings.s3_endpoint,
-        access_key_id=settings.s3_access_key,
-        secret_access_key=settings.s3_secret_key,
-        region=settings.s3_region,
+        settings.store.bucket,
+        endpoint=settings.store.endpoint,
+        access_key_id=settings.store.access_key,
+        secret_access_key=settings.store.secret_key,
+        region=settings.store.region,
         virtual_hosted_style_request=False,
         client_options=client_options,  # type: ignore[arg-type]
         # Like boto3's standard mode here: a few quick retries; the activity retries the rest.
@@ -76,7 +76,7 @@ def artifact_store(settings: Settings, *, cache: bool = False) -> ArtifactStore:
     """The store a worker uses: obstore for stage I/O, boto3 for the rest, optionally cached."""
     return ArtifactStore(
         lambda: s3_client(settings),
-        settings.artifact_bucket,
+        settings.store.bucket,
         objects=object_store(settings),
-        cache_bytes=settings.artifact_cache_mb * MIB if cache else 0,
+        cache_bytes=settings.store.cache_mb * MIB if cache else 0,
     )

@@ -16,12 +16,10 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors
+import dsmo_examples  # noqa: F401 - registers the example agents (and the order saga's actions)
 from dsmo.activities.actions import ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.orders.actions import order_actions
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -30,6 +28,8 @@ from dsmo.starter.provisioning import ensure_search_attributes_on
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
 from dsmo.workflows.definition.model import AgentDefinition
+from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import order_actions
 from tests.fresh_venv import FreshVenv, build_wheel, create
 from tests.stack import reusable, start_private
 
@@ -108,7 +108,7 @@ class Harness:
         return sorted(records, key=lambda record: record["sentAt"])
 
     def cli_env(self) -> dict[str, str]:
-        return {**os.environ, **self.settings.with_changes(task_queue=self.task_queue).to_env()}
+        return {**os.environ, **self.settings.with_changes(temporal={"task_queue": self.task_queue}).to_env()}
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ class FreshVenv:
 
     @contextlib.contextmanager
     def worker(self, settings: Settings, *args: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[None]:
-        """`dsmo worker ARGS` from this virtualenv, polling ``settings.task_queue`` until the block
+        """`dsmo worker ARGS` from this virtualenv, polling ``settings.temporal.task_queue`` until the block
         ends; its output goes to ``log``, shown if it stops before polling."""
         with log.open("w") as sink:
             process = subprocess.Popen(

@@ -70,7 +70,7 @@ def main() -> None:
         print(f"BENCHMARKS.md updated; results in {out / 'reliability.json'}")
     if bad:
         print(f"reliability: runs lost, effects duplicated or orphaned in: {', '.join(bad)}")
-    # The Temporal client's threads can abort a normal interpreter exit (see starter.cli_context.hard_exit).
+    # The Temporal client's threads can abort a normal interpreter exit (see dsmo.starter.exits.hard_exit).
     hard_exit(1 if bad else 0)
 
 

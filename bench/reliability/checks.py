@@ -15,9 +15,9 @@ from pathlib import Path
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionResult
+from dsmo_examples.orders.db import OrderDatabase
 
 _OUTPUT = re.compile(r"/(?P<stage>[^/]+(?:/[^/]+)*)/attempt=\d+/output\.json$")
 

@@ -29,7 +29,6 @@ from bench.reliability import checks
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.storage import artifact_store
 from dsmo.workflows.common.errors import DsmoError
@@ -37,6 +36,8 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import ExecutionResult
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.plugin import database_url
 
 PRODUCT = "reliability-lamp"
 INVOICE = "Invoice INV-7 from billing@acme.test: total 120.50 EUR, payment due in 30 days."
@@ -272,7 +273,7 @@ async def worker_crash(
     kill always strikes stages in flight, however fast the others went.
     """
     definition = w3_definition()
-    db = OrderDatabase(stack.settings.orders_db_url)
+    db = OrderDatabase(database_url(stack.settings.state_dir))
     db.set_stock(PRODUCT, 1_000_000)
     prefix = f"crash-{uuid.uuid4().hex[:6]}"
     gate = stack.settings.state_dir / f"{prefix}.release"
@@ -282,9 +283,9 @@ async def worker_crash(
         (run_id, definition, _run_input(index, delay_ms, gate if index >= runs - held else None))
         for index, run_id in enumerate(run_ids)
     ]
-    await _start_all(client, plans[: runs - held], stack.settings.task_queue)
+    await _start_all(client, plans[: runs - held], stack.settings.temporal.task_queue)
     await _until(lambda: _pause_started(stack, prefix) >= max(1, int(kill_at * runs)), 120, "the first stages")
-    await _start_all(client, plans[runs - held :], stack.settings.task_queue)
+    await _start_all(client, plans[runs - held :], stack.settings.temporal.task_queue)
     held_ids = set(run_ids[runs - held :])
     await _until(lambda: held_ids <= _started_runs(stack, prefix), 120, "the held stages")
     # Visibility lists runs asynchronously: the count below includes every held run.
@@ -320,12 +321,12 @@ async def temporal_restart(
 ) -> ScenarioResult:
     """SIGKILL the Temporal server with every run waiting; restart it on the same SQLite file; resume all."""
     definition = waiting_definition()
-    db = OrderDatabase(stack.settings.orders_db_url)
+    db = OrderDatabase(database_url(stack.settings.state_dir))
     db.set_stock(PRODUCT, 1_000_000)
     prefix = f"restart-{uuid.uuid4().hex[:6]}"
     run_ids = [f"{prefix}-{index:04d}" for index in range(runs)]
     plans = [(run_id, definition, _run_input(index, 0)) for index, run_id in enumerate(run_ids)]
-    await _start_all(client, plans, stack.settings.task_queue)
+    await _start_all(client, plans, stack.settings.temporal.task_queue)
     waiting = f"WorkflowId STARTS_WITH '{prefix}' AND AgentExecutionStatus='waiting'"
     await _until(lambda: _waiting_all(client, waiting, runs), 120, f"{runs} runs waiting")
 
@@ -380,7 +381,7 @@ async def s3_outage(
     await _start_all(
         client,
         [(run_id, definition, _run_input(index, delay_ms, gate)) for index, (run_id, definition) in enumerate(plans)],
-        stack.settings.task_queue,
+        stack.settings.temporal.task_queue,
     )
     await _until(lambda: set(run_ids) <= _started_runs(stack, prefix), 120, "every run's first stage")
     running = f"WorkflowId STARTS_WITH '{prefix}' AND ExecutionStatus='Running'"

@@ -27,7 +27,7 @@ class FaultStack(DevStack):
 
     def __init__(self, state_dir: Path) -> None:
         settings = private_settings(state_dir).with_changes(
-            task_queue=TASK_QUEUE, max_concurrent_activities=ACTIVITY_SLOTS
+            temporal={"task_queue": TASK_QUEUE}, worker={"max_concurrent_activities": ACTIVITY_SLOTS}
         )
         super().__init__(settings)
         self.execution_log = state_dir / "executions.jsonl"

@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dsmo.starter.cli.context import Context
+from dsmo.starter.cli.click_context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.client.client_errors import WorkflowTaskFailing
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import WorkflowTaskFailing
 from dsmo.starter.config.settings import Settings
 from dsmo.workflows.common.errors import DsmoError
 
@@ -81,7 +81,7 @@ async def watch(settings: Settings, run_id: str, *, interval: float = 0.5) -> An
         view = await dsmo.status(run_id)
         if view.status != last_status or view.problem != last_problem:
             console.rule(f"{run_id}: {view.status.value}")
-            for line in status_lines(view, run_url=settings.run_url(run_id)):
+            for line in status_lines(view, run_url=settings.temporal.run_url(run_id)):
                 console.print(line, highlight=False)
             last_status, last_problem = view.status, view.problem
         if view.workflow_task_failure is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from temporalio.service import RPCError
 
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.workflows.common.errors import DsmoError
 
@@ -54,7 +54,7 @@ def definitions_publish(obj: Context, definition_file: str) -> None:
         )
     elif offer is not None and (missing := missing_from(offer, agents, actions)):
         raise click.ClickException(
-            f"{definition_file}: no worker on {obj.settings.task_queue} offers {', '.join(missing)} "
+            f"{definition_file}: no worker on {obj.settings.temporal.task_queue} offers {', '.join(missing)} "
             "(load the plugin that registers it: dsmo worker --load MODULE)"
         )
 
@@ -136,7 +136,10 @@ def agents() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Agents (with JSON Schemas), actions and channels as JSON.")
 @click.option("--local", is_flag=True, help="What this process's plugins offer, not the running workers'.")
 @click.option(
-    "--markdown", "as_markdown", is_flag=True, help="The reference page of DSMO's own agents (docs/agents.md)."
+    "--markdown",
+    "as_markdown",
+    is_flag=True,
+    help="A reference page of the agents the plugins loaded here offer (entry points and DSMO_LOAD).",
 )
 @pass_context
 def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> None:
@@ -154,7 +157,7 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
     from dsmo.starter.client.agent_catalog import loaded_catalog, markdown
 
     if as_markdown:
-        click.echo(markdown(loaded_catalog()), nl=False)
+        click.echo(markdown(loaded_catalog(obj.settings.worker.load)), nl=False)
         return
     offer = None
     if not local:
@@ -162,7 +165,7 @@ def agents_list(obj: Context, as_json: bool, local: bool, as_markdown: bool) -> 
         if offer is None:
             click.echo(f"# {unknown}: showing the plugins loaded here", err=True)
     if offer is None:
-        offer = loaded_catalog(obj.settings.load)
+        offer = loaded_catalog(obj.settings.worker.load)
     if as_json:
         click.echo(json.dumps(offer, indent=2))
         return
@@ -187,5 +190,5 @@ def _workers_offer(obj: Context) -> tuple[dict[str, Any] | None, str]:
     except (DsmoError, RPCError) as err:
         return None, f"Temporal cannot be reached ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
     if offer is None:
-        return None, f"no worker polls {obj.settings.task_queue}"
+        return None, f"no worker polls {obj.settings.temporal.task_queue}"
     return offer, ""

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from dsmo.starter.cli import catalog, operations, project, recovery, serve
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
 from dsmo.starter.client.definition_files import load_definition
@@ -78,14 +78,14 @@ def start(
         shown: dict[str, Any] = {
             "runId": started,
             "workflowVersion": definition.workflow_version,
-            "url": obj.settings.run_url(started),
+            "url": obj.settings.temporal.run_url(started),
         }
         if result is not None:
             shown.update(result.model_dump(mode="json", by_alias=True, include={"status", "path", "error_message"}))
         click.echo(json.dumps(shown))
     else:
         click.echo(f"started {started} ({definition.agent}, workflow_version {definition.workflow_version})")
-        click.echo(f"web UI  {obj.settings.run_url(started)}")
+        click.echo(f"web UI  {obj.settings.temporal.run_url(started)}")
         if result is not None:
             click.echo(f"{result.status.value} path {' -> '.join(result.path) or '(none)'}")
             if result.error_message:
@@ -135,7 +135,7 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
     if as_json:
         click.echo(view.model_dump_json(indent=2))
     else:
-        click.echo("\n".join(status_lines(view, run_url=obj.settings.run_url(run_id))))
+        click.echo("\n".join(status_lines(view, run_url=obj.settings.temporal.run_url(run_id))))
 
 
 @cli.command()

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
@@ -31,7 +31,12 @@ def dev() -> None:
 
 
 @dev.command("up")
-@click.option("--worker", "with_worker", is_flag=True, help="Also start a background worker.")
+@click.option(
+    "--worker",
+    "with_worker",
+    is_flag=True,
+    help="Also start a background worker; it loads DSMO_LOAD and the dsmo.dev_plugins entry points (the examples).",
+)
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for each service.")
 @pass_context
 def dev_up(obj: Context, with_worker: bool, timeout: float) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli.context import Context, pass_context, run
+from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.client import compensations
 from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.trail_store import TrailVerification

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import click
 
-from dsmo.starter.cli.context import Context, pass_context
+from dsmo.starter.cli.click_context import Context, pass_context
 from dsmo.starter.server.api_keys import SCOPES, KeyStore
 
 
@@ -40,7 +40,7 @@ def serve(obj: Context, bind: str | None) -> None:
     from dsmo.starter.telemetry import setup_tracing
 
     setup_tracing("dsmo-ingress")
-    host, port = _split(bind or obj.settings.ingress_bind)
+    host, port = _split(bind or obj.settings.ingress.bind)
     uvicorn.run(create_app(obj.settings), host=host, port=port, log_level="info")
 
 
@@ -115,5 +115,5 @@ def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str |
             "pass --insecure-no-token to serve without one"
         )
     host, port = _split(bind)
-    app = create_codec_app(keys_from_env(obj.settings.codec_env()), list(origins), token)
+    app = create_codec_app(keys_from_env(obj.settings.codec.to_env()), list(origins), token)
     uvicorn.run(app, host=host, port=port)

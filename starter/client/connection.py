@@ -11,15 +11,15 @@ from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
+from dsmo.starter.client.client_errors import TemporalUnavailable
 from dsmo.starter.client.codec import EncryptionCodec, keys_from_env
-from dsmo.starter.client.errors import TemporalUnavailable
 from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.starter.telemetry import tracing_interceptors
 
 
 def data_converter(settings: Settings) -> DataConverter:
     """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
-    keys = keys_from_env(settings.codec_env())
+    keys = keys_from_env(settings.codec.to_env())
     if not keys:
         return pydantic_data_converter
     return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
@@ -27,7 +27,7 @@ def data_converter(settings: Settings) -> DataConverter:
 
 def temporal_tls(settings: Settings) -> TLSConfig | bool:
     """A TLSConfig for the Temporal connection (mTLS with a client cert), or False for plaintext."""
-    if not (settings.tls_cert or settings.tls_ca):
+    if not (settings.temporal.tls_cert or settings.temporal.tls_ca):
         return False
 
     def read(path: str, name: str) -> bytes | None:
@@ -39,10 +39,10 @@ def temporal_tls(settings: Settings) -> TLSConfig | bool:
             raise SettingsError(f"{name}: cannot read {path}: {err.strerror}") from None
 
     return TLSConfig(
-        client_cert=read(settings.tls_cert, "TEMPORAL_TLS_CERT"),
-        client_private_key=read(settings.tls_key, "TEMPORAL_TLS_KEY"),
-        server_root_ca_cert=read(settings.tls_ca, "TEMPORAL_TLS_CA"),
-        domain=settings.tls_server_name or None,
+        client_cert=read(settings.temporal.tls_cert, "TEMPORAL_TLS_CERT"),
+        client_private_key=read(settings.temporal.tls_key, "TEMPORAL_TLS_KEY"),
+        server_root_ca_cert=read(settings.temporal.tls_ca, "TEMPORAL_TLS_CA"),
+        domain=settings.temporal.tls_server_name or None,
     )
 
 
@@ -63,8 +63,8 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
     """
     try:
         return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
+            settings.temporal.address,
+            namespace=settings.temporal.namespace,
             data_converter=data_converter(settings),
             interceptors=tracing_interceptors(),
             runtime=runtime,
@@ -73,7 +73,7 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
         )
     except RuntimeError as err:
         raise TemporalUnavailable(
-            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal_address} ({first_line(err)}); "
+            f"TEMPORAL_ADDRESS: cannot reach Temporal at {settings.temporal.address} ({first_line(err)}); "
             "start the stack with `dsmo dev up`"
         ) from None
 

@@ -50,7 +50,7 @@ class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a document with more than MAX_ALIASES alias uses.
 
     An alias bomb (each level repeating the one before) is a few hundred bytes that expand to
-    gigabytes; the expanded size is then checked again as a document (workflows.document_limits).
+    gigabytes; the expanded size is then checked again as a document (dsmo.workflows.common.document_limits).
     """
 
     aliases = 0

@@ -43,9 +43,9 @@ from dsmo.activities.definition_store import DefinitionStore, config_key
 from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import agent_catalog, monitoring, redrive, replay, run_health
-from dsmo.starter.client.connection import connect_temporal, first_line
-from dsmo.starter.client.errors import (
+from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
+    EventMalformed,
     EventNotAccepted,
     InvalidInputDocument,
     NoWorker,
@@ -55,7 +55,8 @@ from dsmo.starter.client.errors import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
-from dsmo.starter.client.event_checks import check_event_data, check_event_id, initial_events
+from dsmo.starter.client.connection import connect_temporal, first_line
+from dsmo.starter.client.event_checks import check_event, initial_events
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
@@ -280,7 +281,7 @@ class DsmoClient:
         status = self._start_status(request, start_delay)
         options: dict[str, Any] = dict(
             id=run_id,
-            task_queue=task_queue or self.settings.task_queue,
+            task_queue=task_queue or self.settings.temporal.task_queue,
             # A run id names one audit trail for good: refuse to reuse it even after it closed.
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             # A second start while the first is open is refused too, never merged into it
@@ -742,7 +743,7 @@ class DsmoClient:
         Raises:
             RPCError: Temporal cannot be asked who polls.
         """
-        queue = task_queue or self.settings.task_queue
+        queue = task_queue or self.settings.temporal.task_queue
         return await agent_catalog.live_catalog(self.temporal, self._trail_store().store, queue)
 
     def _definition_store(self) -> DefinitionStore:
@@ -784,7 +785,7 @@ class DsmoClient:
                 yield monitoring.run_summary(execution)
         except RPCError as err:
             if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-                raise TemporalUnavailable(f"Temporal at {self.settings.temporal_address}: {first_line(err)}") from None
+                raise TemporalUnavailable(f"Temporal at {self.settings.temporal.address}: {first_line(err)}") from None
             raise DsmoError(f"query: {first_line(err)}") from None
 
     async def replay(
@@ -906,6 +907,7 @@ class DsmoClient:
             Whether it was applied, a duplicate, and the run's status.
 
         Raises:
+            EventMalformed: The event is not well formed; it was not sent (an EventNotAccepted).
             EventNotAccepted: The run refused it; nothing was written to its history.
             RunNotFound: No run has this id.
             RunClosed: The run has ended.
@@ -913,8 +915,7 @@ class DsmoClient:
                 event now (said within seconds, naming the failure).
         """
         event_id = event_id or str(uuid.uuid4())
-        check_event_id(event_id)
-        check_event_data(event_type, data)
+        check_event(event_type, event_id, data)
         event = {"type": event_type, "event_id": event_id, "data": data}
         try:
             with tracer.start_as_current_span(
@@ -968,16 +969,13 @@ class DsmoClient:
             payload: The event's data, with an optional ``event_id`` for deduplication.
 
         Raises:
-            EventNotAccepted: The event is malformed; it is refused before it reaches the run.
+            EventMalformed: The event is not well formed; it is refused before it reaches the run.
             RunNotFound: No run has this id.
         """
-        if isinstance(payload.get("event_id"), str):
-            check_event_id(payload["event_id"])
-        check_event_data(event_type, {key: value for key, value in payload.items() if key != "event_id"})
         try:
-            parse_signal(event_type, payload)
-        except EventRejected as err:
-            raise EventNotAccepted(f"{event_type} rejected: {err}") from None
+            parse_signal(event_type, payload)  # well_formed, as the run's signal handler asks it
+        except EventRejected as problem:
+            raise EventMalformed(f"{event_type} rejected: {problem}", problem) from None
         try:
             await self._handle(run_id).signal(event_type, payload)
         except RPCError as err:

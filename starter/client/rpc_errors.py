@@ -6,8 +6,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from dsmo.starter.client.client_errors import RunClosed, RunNotFound, TemporalUnavailable, WorkflowTaskFailing
 from dsmo.starter.client.connection import first_line
-from dsmo.starter.client.errors import RunClosed, RunNotFound, TemporalUnavailable, WorkflowTaskFailing
 from dsmo.starter.config.settings import Settings
 from dsmo.workflows.common.errors import DsmoError
 
@@ -18,9 +18,9 @@ def rpc_error(settings: Settings, run_id: str, err: RPCError) -> DsmoError:
         text = str(err).lower()
         if "already completed" in text or "closed" in text or "completed" in text:
             return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
-        return RunNotFound(f"run {run_id!r} not found in namespace {settings.temporal_namespace}")
+        return RunNotFound(f"run {run_id!r} not found in namespace {settings.temporal.namespace}")
     if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-        return TemporalUnavailable(f"Temporal at {settings.temporal_address} is unavailable: {first_line(err)}")
+        return TemporalUnavailable(f"Temporal at {settings.temporal.address} is unavailable: {first_line(err)}")
     return DsmoError(f"run {run_id!r}: {first_line(err)}")
 
 

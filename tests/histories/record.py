@@ -17,17 +17,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from dsmo.activities import agents as _agents  # noqa: F401 - registers the example processors the flows run
+import dsmo_examples  # noqa: F401 - registers the example agents the flows run
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.orders.actions import order_actions
-from dsmo.activities.orders.db import OrderDatabase
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
+from dsmo_examples.orders.db import OrderDatabase
+from dsmo_examples.orders.order_steps import order_actions
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[1] / "examples"
@@ -233,10 +233,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
 
 async def main(names: list[str]) -> None:
     settings = Settings.from_env()
-    dsmo = await DsmoClient.connect(settings.with_changes(codec_keys="", codec_keys_file=""))
+    dsmo = await DsmoClient.connect(settings.with_changes(codec={"keys": "", "keys_file": ""}))
     from dsmo.activities.artifacts import ArtifactStore
 
-    store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    store = ArtifactStore(s3_client(settings), settings.store.bucket)
     for child in ("background_check.yaml", "welcome_pack.yaml"):
         DefinitionStore(store).publish(load_definition(EXAMPLES / child))
     db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")

@@ -345,7 +345,7 @@ class Target:
         return len(history.events)
 
     async def runs_on_queue(self) -> int:
-        query = f"TaskQueue = '{self.settings.task_queue}'"
+        query = f"TaskQueue = '{self.settings.temporal.task_queue}'"
         return (await self.dsmo.temporal.count_workflows(query)).count
 
     def fill(self, text: str) -> str:
@@ -360,7 +360,7 @@ async def target(
 ) -> AsyncIterator[Target]:
     tmp = tmp_path_factory.mktemp("battery")
     settings = stack_settings.with_changes(
-        task_queue=f"battery-{uuid.uuid4().hex[:8]}", api_keys_file=str(tmp / "keys.json")
+        temporal={"task_queue": f"battery-{uuid.uuid4().hex[:8]}"}, ingress={"api_keys_file": str(tmp / "keys.json")}
     )
     definition = parse_definition(BASE)
     DefinitionStore(store).publish(definition)
@@ -371,10 +371,12 @@ async def target(
         "crm": key_store.add("crm", ["start", "read", "cancel", "events:*"]),
         "reader": key_store.add("reader", ["read"]),
     }
-    worker = build_worker(dsmo.temporal, task_queue=settings.task_queue, store=store, channel=FileChannel(tmp / "out"))
+    worker = build_worker(
+        dsmo.temporal, task_queue=settings.temporal.task_queue, store=store, channel=FileChannel(tmp / "out")
+    )
     customer = {"customer": {"name": "Ana", "phone": "+34 600"}, "text": "Hola, sigo interesada."}
     async with worker:
-        run_id = await dsmo.start(definition, customer, task_queue=settings.task_queue)
+        run_id = await dsmo.start(definition, customer, task_queue=settings.temporal.task_queue)
         closed = parse_definition(
             {
                 "agent": "battery-closed",
@@ -382,7 +384,7 @@ async def target(
                 "nodes": {"only": {"actionType": "send_message", "parameters": {"to": "x", "message": "done"}}},
             }
         )
-        closed_run_id = await dsmo.start(closed, {}, task_queue=settings.task_queue)
+        closed_run_id = await dsmo.start(closed, {}, task_queue=settings.temporal.task_queue)
         await dsmo.result(closed_run_id)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         target = Target(dsmo, store, settings, run_id, closed_run_id, good_file, tmp, url="", keys=keys)
@@ -497,7 +499,7 @@ def mutate(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 async def run_cli(target: Target, args: list[str]) -> tuple[int, str]:
     """`dsmo ARGS` as its entry point runs it (minus the final hard exit): exit code and stderr."""
-    env = {**target.settings.to_env(), "DSMO_TASK_QUEUE": target.settings.task_queue}
+    env = {**target.settings.to_env(), "DSMO_TASK_QUEUE": target.settings.temporal.task_queue}
 
     def call() -> tuple[int, str]:
         err = io.StringIO()

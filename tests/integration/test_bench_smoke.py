@@ -28,7 +28,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
         paired_waves=1,
     )
     # The production worker configuration: no workflow sandbox, the artifact cache on.
-    settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
+    settings = stack_settings.with_changes(worker={"metrics_bind": "", "sandbox": False}, store={"cache_mb": 16})
     bench = Bench(settings, config, progress=lambda _: None)
     floor_io_objects = {prefix: len(bench.store.list_uris(prefix)) for prefix in FLOOR_IO_PREFIXES}
     results = await bench.run()
@@ -73,7 +73,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
 async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) -> None:
     config = BenchConfig(inputs=1, replays=1, concurrency=2, w4_runs=4, w4_concurrency=4, resume_samples=2)
     config.paired_rounds, config.paired_waves = 2, 1
-    settings = stack_settings.with_changes(metrics_bind="", workflow_sandbox=False, artifact_cache_mb=16)
+    settings = stack_settings.with_changes(worker={"metrics_bind": "", "sandbox": False}, store={"cache_mb": 16})
     repeats = await Bench(settings, config, progress=lambda _: None).run_against_floor(2)
     assert len(repeats) == 2
     for measured in repeats:
@@ -91,7 +91,7 @@ async def test_w5_runs_every_contender_in_tiny_batches_with_held_batches(
 
     store = artifact_store(stack_settings)
     written_before = len(store.list_uris("artifacts/bench-w5-floor/"))
-    measured = await w5(stack_settings.with_changes(metrics_bind=""), dsmo, runs=6, latency=0.2, batches=1)
+    measured = await w5(stack_settings.with_changes(worker={"metrics_bind": ""}), dsmo, runs=6, latency=0.2, batches=1)
     # The reference with the writes wrote each call's record and output: 6 runs in a batch, 6 held.
     assert len(store.list_uris("artifacts/bench-w5-floor/")) - written_before == 2 * 12
     assert list(measured["modes"]) == [contender.name for contender in CONTENDERS]

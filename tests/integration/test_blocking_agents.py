@@ -61,7 +61,9 @@ class Worker:
 async def worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterator[Worker]:
     (tmp_path / "blocky.py").write_text(PLUGIN)
     bind = f"127.0.0.1:{free_port_block(1)}"
-    settings = stack_settings.with_changes(task_queue=f"blocky-{uuid.uuid4().hex[:8]}", metrics_bind=bind)
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"blocky-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": bind}
+    )
     log = tmp_path / "worker.log"
     process = subprocess.Popen(
         [str(BIN / "dsmo"), "worker", "--load", "blocky"],
@@ -86,7 +88,7 @@ async def run_agent(dsmo: DsmoClient, worker: Worker, agent: str) -> str:
     definition = parse_definition(
         {"agent": "blocky", "start": "work", "nodes": {"work": {"actionType": "run_agent", "agent": agent}}}
     )
-    run_id = await dsmo.start(definition, {}, task_queue=worker.settings.task_queue)
+    run_id = await dsmo.start(definition, {}, task_queue=worker.settings.temporal.task_queue)
     result = await asyncio.wait_for(dsmo.result(run_id), 60)
     assert result.status is RunStatus.COMPLETED, result.error_message
     return run_id

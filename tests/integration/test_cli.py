@@ -178,7 +178,7 @@ async def test_a_reply_sent_before_the_run_waits_is_kept_and_taken(harness: Harn
 
 
 async def temporal_cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
-    address = ["--address", harness.settings.temporal_address, "--namespace", harness.settings.temporal_namespace]
+    address = ["--address", harness.settings.temporal.address, "--namespace", harness.settings.temporal.namespace]
     return await asyncio.to_thread(
         subprocess.run, [str(BIN / "temporal"), *args, *address], capture_output=True, text=True, timeout=60
     )

@@ -22,7 +22,9 @@ PROJECT = Path(__file__).resolve().parents[1] / "coexist_project"
 @pytest.fixture
 def project_worker(fresh_venv: FreshVenv, stack_settings: Settings, tmp_path: Path) -> Iterator[dict[str, str]]:
     """`dsmo worker --load activities.review`, run from the project's folder with the wheel's `dsmo`."""
-    settings = stack_settings.with_changes(task_queue=f"coexist-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"coexist-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {**settings.to_env(), "DSMO_OUTBOX_DIR": str(tmp_path / "outbox")}
     with fresh_venv.worker(settings, "--load", "activities.review", cwd=PROJECT, env=env, log=tmp_path / "worker.log"):
         yield env

@@ -15,9 +15,9 @@ import pytest_asyncio
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from dsmo.activities.orders.db import OrderDatabase, payments
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.saga.compensation_retry import CompensationRetryState
+from dsmo_examples.orders.db import OrderDatabase, payments
 from tests.conftest import Harness, definition_from, start_time_skipping
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,9 @@ def large_definition(agent: str, nodes: int = 500) -> AgentDefinition:
 
 @pytest.fixture
 def served(harness: Harness, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
     key = KeyStore(settings.api_keys_path).add("reader", ["read"])
     with serving(settings) as url:
         yield url, key

@@ -25,7 +25,7 @@ CANDIDATE = {"candidate": {"id": "c-42", "name": "Lucía", "phone": "+34 600", "
 async def run_cli(harness: Harness, program: str, *args: str) -> str:
     extra = []
     if program == "temporal":
-        extra = ["--address", harness.settings.temporal_address, "--namespace", harness.settings.temporal_namespace]
+        extra = ["--address", harness.settings.temporal.address, "--namespace", harness.settings.temporal.namespace]
     proc = await asyncio.to_thread(
         subprocess.run,
         [str(BIN / program), *args, *extra],

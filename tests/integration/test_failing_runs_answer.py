@@ -40,7 +40,9 @@ class Served:
 
 @pytest.fixture
 def served(harness: Harness, tmp_path: Path) -> Iterator[Served]:
-    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
     key = KeyStore(settings.api_keys_path).add("person", ["read", "start", "cancel", "events:*"])
     with serving(settings) as url:
         yield Served(url, key)

@@ -24,8 +24,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client import replay as dsmo_replay
+from dsmo.starter.client.client_errors import EventNotAccepted, RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import EventNotAccepted, RunNotFound
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import SendMessageRequest, SentMessage

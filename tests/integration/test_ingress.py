@@ -38,7 +38,9 @@ class Ingress:
 @pytest.fixture
 def ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
     DefinitionStore(harness.store).publish(definition_from(REPO / "examples" / "candidate_screening.yaml"))
-    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
     store = KeyStore(settings.api_keys_path)
     keys = {
         "crm": store.add("crm", ["start", "read", "cancel", "events:MESSAGE_RECEIVED"]),
@@ -259,10 +261,8 @@ def strict_ingress(harness: Harness, tmp_path: Path) -> Iterator[Ingress]:
     Slow enough that no token comes back while a test sends its burst, however loaded the machine.
     """
     settings = harness.settings.with_changes(
-        task_queue=harness.task_queue,
-        api_keys_file=str(tmp_path / "keys.json"),
-        ingress_events_per_second=0.2,
-        ingress_event_burst=3,
+        temporal={"task_queue": harness.task_queue},
+        ingress={"api_keys_file": str(tmp_path / "keys.json"), "events_per_second": 0.2, "event_burst": 3},
     )
     store = KeyStore(settings.api_keys_path)
     keys = {"crm": store.add("crm", ["read", "events:*"]), "portal": store.add("portal", ["events:*"])}
@@ -284,12 +284,12 @@ async def test_docs_are_packaged_and_behind_read(strict_ingress: Ingress) -> Non
 
 
 def test_public_and_off_docs(harness: Harness, tmp_path: Path) -> None:
-    public = harness.settings.with_changes(api_keys_file=str(tmp_path / "keys.json"), ingress_docs="public")
+    public = harness.settings.with_changes(ingress={"api_keys_file": str(tmp_path / "keys.json"), "docs": "public"})
     with serving(public) as url:
         assert httpx.get(f"{url}/docs", timeout=10).status_code == 200
         assert httpx.get(f"{url}/openapi.json", timeout=10).status_code == 200
         assert httpx.get(f"{url}/executions", timeout=10).status_code == 401  # only the docs are public
-    off = public.with_changes(ingress_docs="off")
+    off = public.with_changes(ingress={"docs": "off"})
     key = KeyStore(off.api_keys_path).add("reader", ["read"])
     with serving(off) as url:
         answer = httpx.get(f"{url}/openapi.json", headers={"X-API-Key": key}, timeout=10)

@@ -28,7 +28,9 @@ def test_a_scaffolded_project_tests_loads_and_runs(fresh_venv: FreshVenv, stack_
 
     # Installed, the project's entry point makes a plain `dsmo worker` (started elsewhere) load it.
     fresh_venv.pip_install("-e", str(project), cwd=tmp_path)
-    settings = stack_settings.with_changes(task_queue=f"init-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"init-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {**settings.to_env(), "DSMO_OUTBOX_DIR": str(tmp_path / "outbox")}
     with fresh_venv.worker(settings, cwd=tmp_path, env=env, log=tmp_path / "worker.log"):
         listed = fresh_venv.run("dsmo", "agents", "list", "--json", cwd=tmp_path, env=env)

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from dsmo.activities.agents.llm import PROMPT_VERSION, LlmProcessor
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
+from dsmo_examples.agents.llm import PROMPT_VERSION, LlmProcessor
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,8 @@ import pytest_asyncio
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.actions import ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore, stage_output_key
-from dsmo.activities.llm_stage import CLIENT_POOLS, LlmEndpoint, LlmStage, _Exchange
+from dsmo.activities.llm_http import CLIENT_POOLS
+from dsmo.activities.llm_stage import LlmEndpoint, LlmStage, _Exchange
 from dsmo.activities.messaging import FileChannel
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings

@@ -174,7 +174,7 @@ async def test_worker_metrics_on_prometheus(harness: Harness) -> None:
 async def test_encrypted_payloads_never_reach_the_server_in_clear(harness: Harness) -> None:
     secret = f"top-secret-{uuid.uuid4().hex}"
     key = base64.b64encode(b"k" * 32).decode()
-    settings = harness.settings.with_changes(codec_keys=f"k1:{key}")
+    settings = harness.settings.with_changes(codec={"keys": f"k1:{key}"})
     dsmo = await DsmoClient.connect(settings)
     queue = f"codec-{uuid.uuid4().hex[:8]}"
     async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
@@ -183,7 +183,7 @@ async def test_encrypted_payloads_never_reach_the_server_in_clear(harness: Harne
         await dsmo.respond(run_id, secret)
         result = await dsmo.result(run_id)
     assert result.variables["lastResponse"] == secret  # decoded for whoever holds the key
-    plain = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    plain = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace)
     raw = (await plain.get_workflow_handle(run_id).fetch_history()).to_json()
     assert secret not in raw and "Tom\\u00e1s" not in raw and "Tomás" not in raw
     assert "encryption-key-id" in raw or "ZW5jcnlwdGlvbi1rZXktaWQ" in raw  # the key id travels in metadata

@@ -15,10 +15,10 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import ActivityEnvironment
 
 from dsmo.activities.actions import ActionActivities, ActionRegistry
-from dsmo.activities.orders.db import OrderDatabase, orders, reservations, shipments
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import CompensationTask
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo_examples.orders.db import OrderDatabase, orders, reservations, shipments
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.activities.orders.db import OrderDatabase, metadata
+from dsmo_examples.orders.db import OrderDatabase, metadata
 from tests.integration.test_order_saga import (
     test_failed_compensation_listed_then_retried_by_hand,
     test_happy_path_commits_every_step,

@@ -48,12 +48,15 @@ class PluginWorker:
 
 @pytest_asyncio.fixture
 async def plugin_worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterator[PluginWorker]:
-    settings = stack_settings.with_changes(task_queue=f"plugins-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"plugins-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {
         **os.environ,
         **settings.to_env(),
         "ACME_LEDGER": str(tmp_path / "ledger.txt"),
         "ACME_MEMOS": str(tmp_path / "memos"),
+        "DSMO_LOAD": "dsmo_examples",  # beside the project's plugin: DSMO's examples, loaded when asked
     }
     process = subprocess.Popen(
         [str(BIN / "dsmo"), "worker", "--load", "acme_agents.plugin"],
@@ -76,7 +79,7 @@ async def plugin_worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterat
 
 async def start_loan(dsmo: DsmoClient, worker: PluginWorker, data: dict[str, float]) -> str:
     definition = parse_definition_text((PROJECT / "loan.yaml").read_text(), source="loan.yaml")
-    return await dsmo.start(definition, data, task_queue=worker.settings.task_queue)
+    return await dsmo.start(definition, data, task_queue=worker.settings.temporal.task_queue)
 
 
 async def test_a_user_agent_action_and_channel_complete_a_run(
@@ -193,7 +196,8 @@ def bad_plugin_dir(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("name", sorted(BAD_PLUGINS))
 def test_a_bad_plugin_stops_the_worker_with_one_line(name: str, bad_plugin_dir: Path) -> None:
     # Plugins load before the worker connects: no stack is needed to see the error.
-    env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1", "DSMO_METRICS_BIND": "off"}
+    # DSMO's examples first, so a plugin that registers text-extract again registers it twice.
+    env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1", "DSMO_METRICS_BIND": "off", "DSMO_LOAD": "dsmo_examples"}
     proc = subprocess.run(
         [str(BIN / "dsmo"), "worker", "--load", f"bad_{name}"],
         check=False,

@@ -114,12 +114,14 @@ def test_a_user_with_the_wheel_publishes_starts_by_name_lists_and_reads_an_ended
     definition.write_text(source.replace("agent: review-triage", f"agent: {agent}"))
     script = tmp_path / "user.py"
     script.write_text(USER_SCRIPT)
-    settings = stack_settings.with_changes(task_queue=f"public-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"public-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {**settings.to_env(), "DSMO_OUTBOX_DIR": str(tmp_path / "outbox")}
 
     with fresh_venv.worker(settings, "--load", "activities.review", cwd=PROJECT, env=env, log=tmp_path / "w.log"):
         started = fresh_venv.run(
-            "python", str(script), "start", str(definition), agent, settings.task_queue, cwd=tmp_path, env=env
+            "python", str(script), "start", str(definition), agent, settings.temporal.task_queue, cwd=tmp_path, env=env
         )
         assert started.returncode == 0, started.stderr
     run = json.loads(started.stdout)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.activities.orders.db import OrderDatabase, orders
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
+from dsmo_examples.orders.db import OrderDatabase, orders
 from tests.conftest import Harness, definition_from
 
 pytestmark = pytest.mark.integration

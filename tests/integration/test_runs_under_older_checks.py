@@ -1,7 +1,8 @@
 """Checks added after runs were in flight must not break those runs.
 
-Three such changes: publish-time checks on definitions (template variables, unknown CEL
-functions), the 64 KiB cap on event data, and the strict event-id and shape rules on signals.
+Four such changes: publish-time checks on definitions (template variables, unknown CEL
+functions), the 64 KiB cap on event data, the strict event-id and shape rules on signals, and
+the strict rules answering first for a signal that breaks its kind's rules too.
 A run admitted or signalled before them must still decode, run and replay; new runs get the
 new rules.
 """
@@ -18,7 +19,11 @@ from temporalio.api.enums.v1 import EventType
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
-from dsmo.workflows.engine.agent_execution import EVENT_SIZE_CAP_PATCH, STRICT_SIGNALS_PATCH
+from dsmo.workflows.engine.agent_execution import (
+    EVENT_SIZE_CAP_PATCH,
+    STRICT_RULES_FIRST_PATCH,
+    STRICT_SIGNALS_PATCH,
+)
 from dsmo.workflows.events.resume_events import MAX_EVENT_BYTES
 from tests.conftest import Harness
 from tests.unit.test_golden_histories import replayer
@@ -140,4 +145,36 @@ async def test_a_signal_taken_before_the_strict_rules_replays_and_new_runs_refus
     rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
     assert len(rejected) == 1 and "use 1-200 printable characters" in str(rejected[0].data)
     assert await has_patch_marker(harness, new, STRICT_SIGNALS_PATCH)
+    await replays(harness, new)
+
+
+async def test_a_signal_breaking_two_rules_was_refused_for_its_kinds_before_and_for_the_strict_one_now(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = parse_definition(WAIT_THEN_DONE)
+    # A trailing newline in the id (a strict rule) and no text (the reply's own rule).
+    twice = {"event_id": "twice-1\n", "txt": "typo"}
+
+    old = await harness.start(definition)
+    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
+    with monkeypatch.context() as patch:
+        patch.setattr(workflow, "patched", lambda patch_id: False)
+        await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", twice)
+        await harness.dsmo.respond(old, "clean", event_id="clean-old")
+        await harness.dsmo.result(old)
+    rejected = [e for e in await harness.dsmo.events(old) if e.type == "EVENT_REJECTED"]
+    assert [e.data["reason"] for e in rejected] == ["MESSAGE_RECEIVED.text: is required"]
+    assert not await has_patch_marker(harness, old, STRICT_RULES_FIRST_PATCH)
+    await replays(harness, old)
+
+    # Now the answer every other way in gives for the same event (the update's validator, the client).
+    new = await harness.start(definition)
+    await harness.dsmo.wait_for_status(new, {RunStatus.WAITING})
+    await harness.dsmo.temporal.get_workflow_handle(new).signal("MESSAGE_RECEIVED", twice)
+    await harness.dsmo.respond(new, "clean", event_id="clean-new")
+    await harness.dsmo.result(new)
+    rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
+    strict = "MESSAGE_RECEIVED.event_id 'twice-1\\n': use 1-200 printable characters"
+    assert len(rejected) == 1 and str(rejected[0].data["reason"]).startswith(strict)
+    assert await has_patch_marker(harness, new, STRICT_RULES_FIRST_PATCH)
     await replays(harness, new)

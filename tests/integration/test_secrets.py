@@ -25,8 +25,8 @@ BIN = Path(sys.executable).parent
 
 async def test_no_secret_in_logs_or_output(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
     codec_key = base64.b64encode(b"s" * 32).decode()
-    settings = harness.settings.with_changes(codec_keys=f"k1:{codec_key}")
-    secrets = [settings.s3_secret_key, codec_key]
+    settings = harness.settings.with_changes(codec={"keys": f"k1:{codec_key}"})
+    secrets = [settings.store.secret_key, codec_key]
     caplog.set_level(logging.DEBUG)
     dsmo = await DsmoClient.connect(settings)
     queue = f"secret-{uuid.uuid4().hex[:8]}"

@@ -16,8 +16,8 @@ from botocore.exceptions import SSLError
 from obstore.exceptions import GenericError
 
 from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.client.client_errors import TemporalUnavailable
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import TemporalUnavailable
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store, s3_client
 from dsmo.workflows.common.status import RunStatus
@@ -41,16 +41,18 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 def mtls(settings: Settings, address: str, pki: Pki, *, with_client_cert: bool = True) -> Settings:
     return settings.with_changes(
-        temporal_address=address,
-        tls_ca=str(pki.ca),
-        tls_cert=str(pki.client_cert) if with_client_cert else "",
-        tls_key=str(pki.client_key) if with_client_cert else "",
-        tls_server_name="localhost",
+        temporal={
+            "address": address,
+            "tls_ca": str(pki.ca),
+            "tls_cert": str(pki.client_cert) if with_client_cert else "",
+            "tls_key": str(pki.client_key) if with_client_cert else "",
+            "tls_server_name": "localhost",
+        }
     )
 
 
 async def test_a_run_started_and_read_over_mtls(harness: Harness, pki: Pki) -> None:
-    async with tls_terminator(harness.settings.temporal_address, pki, require_client_cert=True, alpn=["h2"]) as addr:
+    async with tls_terminator(harness.settings.temporal.address, pki, require_client_cert=True, alpn=["h2"]) as addr:
         client = await DsmoClient.connect(mtls(harness.settings, addr, pki))
         run_id = await client.start(parse_definition(GREETING), {}, task_queue=harness.task_queue)
         harness.started.append(run_id)
@@ -60,21 +62,21 @@ async def test_a_run_started_and_read_over_mtls(harness: Harness, pki: Pki) -> N
 
 
 async def test_mtls_without_a_client_certificate_is_refused(harness: Harness, pki: Pki) -> None:
-    async with tls_terminator(harness.settings.temporal_address, pki, require_client_cert=True, alpn=["h2"]) as addr:
+    async with tls_terminator(harness.settings.temporal.address, pki, require_client_cert=True, alpn=["h2"]) as addr:
         with pytest.raises(TemporalUnavailable, match="TEMPORAL_ADDRESS: cannot reach Temporal"):
             await DsmoClient.connect(mtls(harness.settings, addr, pki, with_client_cert=False))
 
 
 async def test_tls_to_a_server_the_ca_does_not_vouch_for_is_refused(harness: Harness, pki: Pki, tmp_path: Path) -> None:
     other_ca = make_pki(tmp_path / "other")
-    async with tls_terminator(harness.settings.temporal_address, pki, require_client_cert=True, alpn=["h2"]) as addr:
-        settings = mtls(harness.settings, addr, pki).with_changes(tls_ca=str(other_ca.ca))
+    async with tls_terminator(harness.settings.temporal.address, pki, require_client_cert=True, alpn=["h2"]) as addr:
+        settings = mtls(harness.settings, addr, pki).with_changes(temporal={"tls_ca": str(other_ca.ca)})
         with pytest.raises(TemporalUnavailable):
             await DsmoClient.connect(settings)
 
 
 def _boto3_store(settings: Settings) -> ArtifactStore:
-    return ArtifactStore(s3_client(settings), settings.artifact_bucket)
+    return ArtifactStore(s3_client(settings), settings.store.bucket)
 
 
 def _worker_store(settings: Settings) -> ArtifactStore:
@@ -93,8 +95,8 @@ async def test_artifacts_over_https_with_a_ca_bundle(
     make_store: Callable[[Settings], ArtifactStore],
     refusal: type[Exception],
 ) -> None:
-    async with tls_terminator(stack_settings.s3_endpoint, pki, require_client_cert=False) as addr:
-        settings = stack_settings.with_changes(s3_endpoint=f"https://{addr}")
+    async with tls_terminator(stack_settings.store.endpoint, pki, require_client_cert=False) as addr:
+        settings = stack_settings.with_changes(store={"endpoint": f"https://{addr}"})
         key = f"tls-check/{uuid.uuid4().hex}.json"
 
         # Without the CA the store's certificate is not trusted: nothing is written.
@@ -111,5 +113,5 @@ async def test_artifacts_over_https_with_a_ca_bundle(
         assert await asyncio.to_thread(trusted.read_json, stored.uri) == {"over": "https"}
 
     # The object is in the real store, as the plaintext endpoint sees it.
-    plain = ArtifactStore(s3_client(stack_settings), stack_settings.artifact_bucket)
+    plain = ArtifactStore(s3_client(stack_settings), stack_settings.store.bucket)
     assert await asyncio.to_thread(plain.read_json, plain.uri(key)) == {"over": "https"}

@@ -49,7 +49,9 @@ def test_the_tutorial_parses_into_steps() -> None:
 
 
 def test_every_step_of_the_tutorial_works(fresh_venv: FreshVenv, stack_settings: Settings, tmp_path: Path) -> None:
-    settings = stack_settings.with_changes(task_queue=f"tutorial-{uuid.uuid4().hex[:8]}", metrics_bind="")
+    settings = stack_settings.with_changes(
+        temporal={"task_queue": f"tutorial-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
+    )
     env = {**settings.to_env(), "DSMO_STATE_DIR": str(tmp_path / "state")}
     run_id = f"ticket-{uuid.uuid4().hex[:10]}"
     cwd = tmp_path / "work"

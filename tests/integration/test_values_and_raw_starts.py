@@ -61,7 +61,7 @@ async def test_a_run_started_with_the_official_cli_gets_every_search_attribute(h
     run_id = f"raw-{uuid.uuid4().hex[:8]}"
     harness.started.append(run_id)
     settings = harness.settings
-    address = ["--address", settings.temporal_address, "--namespace", settings.temporal_namespace]
+    address = ["--address", settings.temporal.address, "--namespace", settings.temporal.namespace]
     await temporal_cli(
         "workflow", "start", "--type", "AgentExecution", "--task-queue", harness.task_queue,
         "--workflow-id", run_id, "--input", json.dumps(request), *address,

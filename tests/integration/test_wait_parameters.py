@@ -18,7 +18,7 @@ import yaml
 from temporalio import workflow
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.errors import EventNotAccepted
+from dsmo.starter.client.client_errors import EventNotAccepted
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
@@ -137,7 +137,9 @@ async def test_the_consoles_reply_form_completes_the_docs_inbox_example(harness:
     # A person types only the reply; the wait's sender and thread come filled in from what it shows.
     definition = inbox_chat()
     DefinitionStore(harness.store).publish(definition)
-    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
     key = KeyStore(settings.api_keys_path).add("replier", ["read", "events:MESSAGE_RECEIVED"])
     run_id = await harness.start(definition, CONVERSATION)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})

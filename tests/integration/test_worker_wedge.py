@@ -44,7 +44,9 @@ async def test_slow_workflow_tasks_beside_normal_runs_leave_the_worker_serving(
     harness: Harness, tmp_path: Path
 ) -> None:
     queue = f"wedge-{uuid.uuid4().hex[:8]}"
-    settings = harness.settings.with_changes(task_queue=queue, outbox_dir_override=str(tmp_path / "outbox"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": queue}, messaging={"outbox_dir_override": str(tmp_path / "outbox")}
+    )
     log = tmp_path / "worker.log"
     env = {**os.environ, **settings.to_env(), "DSMO_WORKFLOW_SANDBOX": "off"}
     with log.open("wb") as sink:

@@ -71,7 +71,9 @@ def console(harness: Harness, tmp_path: Path) -> Iterator[Console]:
     definitions = DefinitionStore(harness.store)
     for name in ("onboarding", "background_check", "welcome_pack"):
         definitions.publish(definition_from(EXAMPLES / f"{name}.yaml"))
-    settings = harness.settings.with_changes(task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"))
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
     store = KeyStore(settings.api_keys_path)
     keys = {
         "person": store.add("person", ["read", "cancel", "events:*"]),

@@ -56,7 +56,8 @@ async def test_waiting_run_is_listed_in_the_web_ui(harness: Harness, tmp_path: P
         assert asyncio.get_running_loop().time() < deadline, f"{run_id} never listed by visibility"
         await asyncio.sleep(0.2)
     settings = harness.settings
-    url = f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows?query={urllib.parse.quote(query)}"
+    temporal = settings.temporal
+    url = f"{temporal.ui_url}/namespaces/{temporal.namespace}/workflows?query={urllib.parse.quote(query)}"
     dom = await chromium(tmp_path / "profile", "--dump-dom", url)
     assert run_id in dom.stdout, dom.stderr[-2000:]
     screenshot = settings.state_dir / "ui-check.png"

@@ -1,5 +1,5 @@
-"""Every built-in processor declares what it reads and the summary it returns, the declared
-schemas hold for what it really returns, and the reference page is generated from them."""
+"""Every example agent declares what it reads and the summary it returns, the declared schemas
+hold for what it really returns, and the reference page is generated from them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def run(name: str, document: Any) -> Any:
 
 def test_the_reference_page_is_generated_from_the_schemas() -> None:
     assert REFERENCE.read_text() == markdown(local_catalog()), (
-        "regenerate: dsmo agents list --markdown > docs/agents.md"
+        "regenerate: DSMO_LOAD=dsmo_examples dsmo agents list --markdown > docs/agents.md"
     )
 
 

@@ -13,6 +13,7 @@ import yaml
 from dsmo.starter.config.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
 from dsmo.starter.devstack.stack import TEMPORAL_TUNING, store_go_procs
 from dsmo.workflows.common import search_attributes
+from dsmo_examples.orders.plugin import ORDERS_DB_URL
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,6 +41,7 @@ def test_services(compose: dict[str, Any]) -> None:
         compose["services"]
     )
     assert compose["services"]["worker"]["environment"]["DSMO_ORDERS_DB_URL"].startswith("postgresql+psycopg://")
+    assert compose["services"]["worker"]["environment"]["DSMO_LOAD"] == "dsmo_examples"  # the examples, when asked
     assert compose["services"]["temporal"]["environment"]["DB"].startswith("postgres")
     assert compose["services"]["worker"]["build"] == "."
     assert (REPO / "Dockerfile").exists()
@@ -53,15 +55,16 @@ def published(service: dict[str, Any]) -> set[int]:
 def test_ports_match_the_embedded_defaults(compose: dict[str, Any]) -> None:
     defaults = Settings.from_env({})
     services = compose["services"]
-    assert defaults.temporal_port in published(services["temporal"])
-    assert defaults.ui_port in published(services["temporal-ui"])
-    assert defaults.s3_port in published(services["s3"])
-    assert f"-s3.port={defaults.s3_port}" in services["s3"]["command"]
+    assert defaults.temporal.port in published(services["temporal"])
+    assert defaults.temporal.ui_port in published(services["temporal-ui"])
+    assert defaults.store.port in published(services["s3"])
+    assert f"-s3.port={defaults.store.port}" in services["s3"]["command"]
 
 
 def test_worker_environment_uses_the_settings_names(compose: dict[str, Any]) -> None:
     env = compose["services"]["worker"]["environment"]
-    dsmo_names = {name for name in env if not name.startswith("OTEL_")}  # OTEL_* are OpenTelemetry's own
+    # OTEL_* are OpenTelemetry's own; the order database's URL is the order example's own setting.
+    dsmo_names = {name for name in env if not name.startswith("OTEL_")} - {ORDERS_DB_URL}
     assert dsmo_names <= set(ENVIRONMENT), f"unknown settings: {dsmo_names - set(ENVIRONMENT)}"
     required = {
         "TEMPORAL_ADDRESS",

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsmo.starter.server.console.auth import safe_next
-from dsmo.starter.server.console.forms import FORMS, event_data, field_errors
+from dsmo.starter.server.console.forms import FORMS, TaskForm, event_data, field_errors
 from dsmo.starter.server.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
 from dsmo.starter.server.console.signed_out import SIGNED_OUT_FILE, SignedOut
 from dsmo.starter.server.console.tasks import FilterError, TaskFilter
 from dsmo.starter.server.console.uploads import return_path, return_valid
+from dsmo.workflows.events.resume_events import EventRejected, well_formed
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -107,10 +109,30 @@ def test_a_filled_form_becomes_the_event_data() -> None:
     assert event_data(FORMS["test"], {"score": "87", "result": "passed"}) == {"score": "87", "result": "passed"}
 
 
+def form_errors(form: TaskForm, data: dict[str, Any], event_id: str = "console-1") -> dict[str, str]:
+    """The errors a filled form shows: where `well_formed`'s refusal goes (none when it is well formed)."""
+    try:
+        well_formed(form.event_type, event_id, data)
+    except EventRejected as problem:
+        return field_errors(form, problem)
+    return {}
+
+
 def test_errors_are_placed_beside_their_fields() -> None:
-    assert field_errors(FORMS["test"], {"score": "eighty", "result": "passed"}) == {"score": "must be a number"}
-    assert set(field_errors(FORMS["response"], {})) == {"text"}
-    assert field_errors(FORMS["signature"], {"signedDocumentUrl": "https://x/s.pdf"}) == {}
+    assert form_errors(FORMS["test"], {"score": "eighty", "result": "passed"}) == {"score": "must be a number"}
+    assert set(form_errors(FORMS["response"], {})) == {"text"}
+    assert form_errors(FORMS["signature"], {"signedDocumentUrl": "https://x/s.pdf"}) == {}
+
+
+def test_a_refusal_of_no_form_field_is_shown_above_the_form_as_every_way_in_words_it() -> None:
+    assert form_errors(FORMS["response"], {"text": "hola"}, event_id="e1\n") == {
+        "_form": "MESSAGE_RECEIVED.event_id 'e1\\n': use 1-200 printable characters, without control characters "
+        "or surrounding blanks"
+    }
+    assert form_errors(FORMS["event"], {"data": {"notes": "x" * 70_000}}) == {
+        "_form": "EVENT_COMPLETED.data: 70023 bytes, above the 65536-byte limit (store large content as an artifact "
+        "and send its URI)"
+    }
 
 
 def test_an_upload_return_address_is_valid_only_for_its_session_run_document_and_event() -> None:

@@ -10,6 +10,7 @@ from dsmo.activities.contract_schemas import compile_schema
 from dsmo.activities.llm_answers import answer_summary, check_answer
 from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.starter.client.replay import answer_changes
+from dsmo.starter.config.llm_settings import LlmSettings
 from dsmo.starter.config.settings import Settings, SettingsError
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
@@ -100,14 +101,14 @@ def test_the_default_summary_keeps_short_scalar_fields() -> None:
 def test_models_resolve_through_the_workers_aliases() -> None:
     endpoint = LlmEndpoint("http://x/v1", default_model="base", aliases={"fast": "small-1"})
     assert (endpoint.model(None), endpoint.model("fast"), endpoint.model("other")) == ("base", "small-1", "other")
-    assert Settings(llm_models="fast = small-1, smart=big-2").llm_aliases == {"fast": "small-1", "smart": "big-2"}
+    assert LlmSettings(models="fast = small-1, smart=big-2").aliases == {"fast": "small-1", "smart": "big-2"}
     with pytest.raises(SettingsError, match="DSMO_LLM_MODELS: 'fast' is not alias=model"):
         Settings.from_env({"DSMO_LLM_MODELS": "fast"})
 
 
 def test_the_response_cap_is_a_setting_with_a_4_mib_default() -> None:
-    assert Settings.from_env({}).llm_max_response_bytes == 4 << 20 == LlmEndpoint("").max_response_bytes
-    assert Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "65536"}).llm_max_response_bytes == 65536
+    assert Settings.from_env({}).llm.max_response_bytes == 4 << 20 == LlmEndpoint("").max_response_bytes
+    assert Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "65536"}).llm.max_response_bytes == 65536
     with pytest.raises(SettingsError, match="DSMO_LLM_MAX_RESPONSE_BYTES: 10 is below 1024"):
         Settings.from_env({"DSMO_LLM_MAX_RESPONSE_BYTES": "10"})
     with pytest.raises(SettingsError, match="DSMO_LLM_MAX_RESPONSE_BYTES: '4M' is not a whole number"):

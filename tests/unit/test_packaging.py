@@ -55,6 +55,13 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     for module in ("dsmo/workflows/engine/agent_execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
         assert module in names
     assert "dsmo/worker.py" in names and not any(name.startswith(("bench/", "tests/")) for name in names)
+    # The examples are a distribution of their own (examples/pyproject.toml), not part of the core.
+    assert not any(name.startswith(("dsmo/activities/agents/", "dsmo/activities/orders/")) for name in names)
+    with ZipFile(wheel) as archive:
+        entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
+    assert (
+        "[dsmo.plugins]\nchannels = dsmo.activities.channels\n" in entry_points and "dsmo_examples" not in entry_points
+    )
     # The console works offline: its templates and stylesheet ship inside the package.
     console = {name.removeprefix("dsmo/starter/server/console/") for name in names if "/console/" in name}
     assert {"templates/run.html", "templates/tasks.html", "templates/login.html", "static/console.css"} <= console

@@ -18,7 +18,7 @@ from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compile_schem
 from dsmo.activities.maybe_async import call_maybe_async
 from dsmo.activities.messaging import ChannelRegistry
 from dsmo.activities.plugin_errors import ContractViolation, PluginError
-from dsmo.activities.plugin_loading import load_plugins, split_modules
+from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, load_plugins, split_modules
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, as_output
 from dsmo.starter.config.settings import Settings
 
@@ -124,7 +124,10 @@ def test_a_function_action_without_a_compensation_is_not_compensatable() -> None
 
 def test_plugin_modules_come_from_entry_points_and_dsmo_load() -> None:
     loaded = load_plugins()
-    assert {"dsmo.activities.agents", "dsmo.activities.orders.plugin", "dsmo.activities.channels"} <= set(loaded)
+    # DSMO's own entry point offers only what every deployment needs; its examples load when asked.
+    assert "dsmo.activities.channels" in loaded and not any(name.startswith("dsmo_examples") for name in loaded)
+    assert load_plugins(split_modules("dsmo_examples"), entry_points=False) == ["dsmo_examples"]
+    assert entry_point_modules(DEV_ENTRY_POINT_GROUP) == ["dsmo_examples"]  # the embedded stack's worker loads it
     assert split_modules(" a.b, ,c ") == ["a.b", "c"]
     with pytest.raises(PluginError, match="plugin no_such_module_xyz: module not found"):
         load_plugins(["no_such_module_xyz"], entry_points=False)

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dsmo.activities.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.node_types import RetrySpec
+from dsmo_examples.agents.documents import invoice_enrich, record_validate, rule_classify, text_extract
 
 MESSAGE = StageMessage(
     run_id="r",

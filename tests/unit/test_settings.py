@@ -1,20 +1,40 @@
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.service import TLSConfig
 
 from dsmo.starter.client.connection import temporal_tls
+from dsmo.starter.config.codec_settings import CodecSettings
+from dsmo.starter.config.ingress_settings import IngressSettings
+from dsmo.starter.config.llm_settings import LlmSettings
+from dsmo.starter.config.messaging_settings import MessagingSettings
 from dsmo.starter.config.settings import ENVIRONMENT, Settings, SettingsError
+from dsmo.starter.config.store_settings import StoreSettings
+from dsmo.starter.config.temporal_settings import TemporalSettings
+from dsmo.starter.config.worker_settings import WorkerSettings
+
+GROUPS: list[Any] = [
+    TemporalSettings,
+    StoreSettings,
+    WorkerSettings,
+    IngressSettings,
+    MessagingSettings,
+    LlmSettings,
+    CodecSettings,
+]
 
 
 def test_defaults() -> None:
     settings = Settings.from_env({})
-    assert settings.temporal_address == "127.0.0.1:7233" and settings.temporal_port == 7233
-    assert settings.task_queue == "agent-executions"
-    assert settings.s3_port == 8333 and settings.ui_port == 8233
-    assert settings.run_url("r1") == "http://127.0.0.1:8233/namespaces/default/workflows/r1"
+    assert settings.temporal.address == "127.0.0.1:7233" and settings.temporal.port == 7233
+    assert settings.temporal.task_queue == "agent-executions"
+    assert settings.store.port == 8333 and settings.temporal.ui_port == 8233
+    assert settings.temporal.run_url("r1") == "http://127.0.0.1:8233/namespaces/default/workflows/r1"
     assert settings.outbox_dir == settings.state_dir / "outbox"
 
 
@@ -97,10 +117,172 @@ def test_hardening_settings_name_the_variable_and_the_reason(name: str, value: s
 
 def test_worker_bounds_come_from_the_environment_with_their_floors() -> None:
     defaults = Settings.from_env({})
-    assert (defaults.max_concurrent_activities, defaults.processor_threads) == (16, 16)
-    assert defaults.max_concurrent_workflow_tasks == 100  # Temporal's own default
+    assert (defaults.worker.max_concurrent_activities, defaults.worker.processor_threads) == (16, 16)
+    assert defaults.worker.max_concurrent_workflow_tasks == 100  # Temporal's own default
     # Temporal needs two workflow-task slots while workflows are cached; one is raised to two.
-    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "1"}).max_concurrent_workflow_tasks == 2
-    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "12"}).max_concurrent_workflow_tasks == 12
+    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "1"}).worker.max_concurrent_workflow_tasks == 2
+    assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "12"}).worker.max_concurrent_workflow_tasks == 12
     with pytest.raises(SettingsError, match="DSMO_MAX_CONCURRENT_WORKFLOW_TASKS"):
         Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "many"})
+
+
+# A value other than the default for every variable DSMO reads, and where each one lands.
+EVERY_VARIABLE = {
+    "TEMPORAL_ADDRESS": "temporal.internal:7300",
+    "TEMPORAL_NAMESPACE": "agents",
+    "DSMO_TASK_QUEUE": "q1",
+    "DSMO_UI_PORT": "9100",
+    "DSMO_UI_URL": "https://ui.internal",
+    "TEMPORAL_TLS_CERT": "/pki/c.pem",
+    "TEMPORAL_TLS_KEY": "/pki/k.pem",
+    "TEMPORAL_TLS_CA": "/pki/ca.pem",
+    "TEMPORAL_TLS_SERVER_NAME": "temporal.internal",
+    "AWS_ENDPOINT_URL_S3": "https://s3.internal:9000",
+    "AWS_ACCESS_KEY_ID": "id",
+    "AWS_SECRET_ACCESS_KEY": "secret",
+    "AWS_REGION": "eu-west-1",
+    "DSMO_ARTIFACT_BUCKET": "bucket",
+    "DSMO_ARTIFACT_CACHE_MB": "0",
+    "DSMO_SEAWEED_PORT_BASE": "19400",
+    "DSMO_LOAD": "acme.plugin",
+    "DSMO_MAX_CONCURRENT_ACTIVITIES": "64",
+    "DSMO_PROCESSOR_THREADS": "4",
+    "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "50",
+    "DSMO_WORKFLOW_SANDBOX": "on",
+    "DSMO_METRICS_BIND": "off",
+    "DSMO_INGRESS_BIND": "0.0.0.0:8081",
+    "DSMO_API_KEYS_FILE": "/keys.json",
+    "DSMO_INGRESS_DOCS": "public",
+    "DSMO_INGRESS_EVENTS_PER_SECOND": "2.5",
+    "DSMO_INGRESS_EVENT_BURST": "5",
+    "DSMO_CHANNEL": "webhook",
+    "DSMO_OUTBOX_DIR": "/outbox",
+    "DSMO_LOG_CONTENT": "on",
+    "DSMO_WEBHOOK_URL": "https://hooks.internal/dsmo",
+    "DSMO_WEBHOOK_TOKEN": "token",
+    "DSMO_LLM_BASE_URL": "https://llm.internal/v1",
+    "DSMO_LLM_MODEL": "big",
+    "DSMO_LLM_API_KEY": "sk",
+    "DSMO_LLM_MODELS": "fast=small",
+    "DSMO_LLM_MAX_RESPONSE_BYTES": "65536",
+    "DSMO_CODEC_KEYS": "k1:AAAA",
+    "DSMO_CODEC_KEYS_FILE": "/codec-keys",
+    "DSMO_STATE_DIR": "/state",
+}
+
+
+def test_each_group_reads_its_own_variables() -> None:
+    assert set(EVERY_VARIABLE) == set(ENVIRONMENT)  # the table below covers every variable
+    settings = Settings.from_env(EVERY_VARIABLE)
+    assert settings.temporal == TemporalSettings(
+        address="temporal.internal:7300",
+        namespace="agents",
+        task_queue="q1",
+        ui_port=9100,
+        ui_url_override="https://ui.internal",
+        tls_cert="/pki/c.pem",
+        tls_key="/pki/k.pem",
+        tls_ca="/pki/ca.pem",
+        tls_server_name="temporal.internal",
+    )
+    assert settings.store == StoreSettings(
+        endpoint="https://s3.internal:9000",
+        access_key="id",
+        secret_key="secret",
+        region="eu-west-1",
+        bucket="bucket",
+        cache_mb=0,
+        seaweed_port_base=19400,
+    )
+    assert settings.worker == WorkerSettings(
+        load="acme.plugin",
+        max_concurrent_activities=64,
+        processor_threads=4,
+        max_concurrent_workflow_tasks=50,
+        sandbox=True,
+        metrics_bind="",
+    )
+    assert settings.ingress == IngressSettings(
+        bind="0.0.0.0:8081", api_keys_file="/keys.json", docs="public", events_per_second=2.5, event_burst=5
+    )
+    assert settings.messaging == MessagingSettings(
+        channel="webhook",
+        outbox_dir_override="/outbox",
+        log_content=True,
+        webhook_url="https://hooks.internal/dsmo",
+        webhook_token="token",
+    )
+    assert settings.llm == LlmSettings(
+        base_url="https://llm.internal/v1", model="big", api_key="sk", models="fast=small", max_response_bytes=65536
+    )
+    assert settings.codec == CodecSettings(keys="k1:AAAA", keys_file="/codec-keys")
+    assert settings.state_dir == Path("/state")
+    # The paths that default under the state folder, and the values derived from a group.
+    assert (settings.outbox_dir, settings.api_keys_path) == (Path("/outbox"), Path("/keys.json"))
+    assert (settings.temporal.host, settings.temporal.port, settings.store.port) == ("temporal.internal", 7300, 9000)
+    assert settings.temporal.run_url("r1") == "https://ui.internal/namespaces/agents/workflows/r1"
+    assert settings.llm.aliases == {"fast": "small"}
+    assert Settings.from_env(settings.to_env()) == settings
+    assert settings.to_env() == EVERY_VARIABLE
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda group: group.__name__)
+def test_a_group_reads_only_its_variables_and_defaults_to_its_table(group: Any) -> None:
+    assert group() == group.from_env({}) == group.from_env(group.VARIABLES)
+    mine = {name: value for name, value in EVERY_VARIABLE.items() if name in group.VARIABLES}
+    others = {name: value for name, value in EVERY_VARIABLE.items() if name not in group.VARIABLES}
+    assert group.from_env(others) == group()  # another group's variables do not change this one
+    assert group.from_env(EVERY_VARIABLE) == group.from_env(mine) != group()
+    assert set(group.from_env(mine).to_env()) == set(mine)
+
+
+def test_every_variable_belongs_to_one_group_or_to_settings_itself() -> None:
+    owners = [name for group in GROUPS for name in group.VARIABLES]
+    assert len(owners) == len(set(owners)), "a variable is read by two groups"
+    assert set(ENVIRONMENT) - set(owners) == {"DSMO_STATE_DIR"}
+    assert Settings() == Settings.from_env({})
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda group: group.__name__)
+def test_a_group_documents_its_fields_and_the_variables_they_come_from(group: Any) -> None:
+    doc = inspect.getdoc(group) or ""
+    assert not [field.name for field in dataclasses.fields(group) if f"{field.name}:" not in doc]
+    assert not [name for name in group.VARIABLES if f"``{name}``" not in doc]
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "value", "message"),
+    [
+        (TemporalSettings, "DSMO_UI_PORT", "0", "DSMO_UI_PORT: 0 is outside 1-65535"),
+        (TemporalSettings, "TEMPORAL_TLS_KEY", "/k.pem", "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both"),
+        (StoreSettings, "DSMO_SEAWEED_PORT_BASE", "base", "DSMO_SEAWEED_PORT_BASE: 'base' is not a port number"),
+        (StoreSettings, "AWS_ENDPOINT_URL_S3", "ftp://s3", "AWS_ENDPOINT_URL_S3: 'ftp://s3' is not an http"),
+        (WorkerSettings, "DSMO_PROCESSOR_THREADS", "-2", "DSMO_PROCESSOR_THREADS: -2 is negative"),
+        (WorkerSettings, "DSMO_MAX_CONCURRENT_ACTIVITIES", "x", "DSMO_MAX_CONCURRENT_ACTIVITIES: 'x' is not a whole"),
+        (IngressSettings, "DSMO_INGRESS_EVENTS_PER_SECOND", "inf", "DSMO_INGRESS_EVENTS_PER_SECOND: 'inf' is not a"),
+        (MessagingSettings, "DSMO_CHANNEL", "no such", "DSMO_CHANNEL: 'no such' is not a channel name"),
+        (MessagingSettings, "DSMO_CHANNEL", "webhook", "DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook"),
+        (LlmSettings, "DSMO_LLM_MODELS", "=big", "DSMO_LLM_MODELS: '=big' is not alias=model"),
+    ],
+)
+def test_a_bad_value_names_its_variable_from_its_group(group: Any, name: str, value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{message}") as raised:
+        group.from_env({name: value})
+    assert "\n" not in str(raised.value)  # one line
+    with pytest.raises(SettingsError, match=f"^{message}"):
+        Settings.from_env({name: value})
+
+
+def test_with_changes_replaces_fields_of_a_group_and_keeps_the_rest(tmp_path: Path) -> None:
+    settings = Settings.from_env({"TEMPORAL_NAMESPACE": "agents"})
+    changed = settings.with_changes(temporal={"task_queue": "q2"}, worker={"metrics_bind": ""}, state_dir=tmp_path)
+    assert changed.temporal == TemporalSettings(namespace="agents", task_queue="q2")
+    assert changed.worker.metrics_bind == "" and changed.state_dir == tmp_path
+    assert (changed.store, changed.llm) == (settings.store, settings.llm)
+    assert settings.temporal.task_queue == "agent-executions"  # the original is unchanged
+    assert Settings.from_env(changed.to_env()) == changed
+    assert changed.with_changes(codec=CodecSettings(keys="k1:AAAA")).codec.keys == "k1:AAAA"  # a whole group
+    with pytest.raises(TypeError, match="task_queue"):
+        settings.with_changes(store={"task_queue": "q2"})
+    with pytest.raises(TypeError, match="task_queue"):
+        settings.with_changes(task_queue="q2")

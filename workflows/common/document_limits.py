@@ -29,7 +29,7 @@ class DocumentLimits:
 
 DEFINITION_LIMITS = DocumentLimits()
 INPUT_LIMITS = DocumentLimits(depth=32, values=100_000, chars=1_000_000)
-# An event's bytes are capped by workflows.events.MAX_EVENT_BYTES; these bound its shape.
+# An event's bytes are capped by dsmo.workflows.events.resume_events.MAX_EVENT_BYTES; these bound its shape.
 EVENT_LIMITS = DocumentLimits(depth=32, values=10_000, chars=1_000_000)
 
 

@@ -11,7 +11,7 @@ interrupted, so the bound is decided before evaluation, the way Kubernetes bound
   above the budget the condition is not evaluated (a contract violation, not a stuck task).
 
 Extension functions whose cost depends on their arguments are capped where they are
-registered (see `workflows.conditions`).
+registered (see `dsmo.workflows.definition.conditions`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         EVENT_KINDS,
         EventAck,
         EventRejected,
+        ResumeEvent,
         parse_signal,
         parse_update,
         strict_event_problem,
@@ -47,9 +48,10 @@ EVENT_SIZE_CAP_PATCH = "event-size-cap"
 # Raw signals are held to the same event-id and shape rules as every other way in; the marker
 # is written only when a signal is refused by them, so runs that never meet one are unchanged.
 STRICT_SIGNALS_PATCH = "strict-signals"
-# Duplicate updates after this many recorded ones are answered by the validator, which writes
-# nothing to history: a sender retrying in a loop cannot grow the run's history without bound.
-DUPLICATES_RECORDED_MAX = 10
+# A raw signal that breaks the strict rules and its kind's own rules too is refused for the strict
+# one, as `well_formed` (so every other way in) refuses it; it was refused for its kind's before.
+# The marker is written only for such a signal.
+STRICT_RULES_FIRST_PATCH = "strict-signal-rules-first"
 
 
 @workflow.defn(name="AgentExecution")
@@ -148,38 +150,44 @@ class AgentExecution:
 
     @deliver_event.validator
     def _validate_event(self, event: Any) -> None:
-        # Runs before anything is written to history; raising here rejects the update.
-        state = self._run.state
+        # Runs before anything is written to history; raising here rejects the update. The two
+        # judgements every way in gets: well formed (parse_update), and taken by the run (intake).
         try:
-            parsed = parse_update(event)
-            intake.check(self._run, parsed)
+            intake.check(self._run, parse_update(event))
+        except intake.DuplicateNotRecorded as err:
+            status = self._run.state.status.value
+            raise ApplicationError(str(err), status, type=DUPLICATE_NOT_RECORDED, non_retryable=True) from None
         except EventRejected as err:
             raise ApplicationError(str(err), type="EventRejected", non_retryable=True) from None
-        if parsed.event_id in state.seen_event_ids and state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
-            raise ApplicationError(
-                f"event {parsed.event_id!r} was applied already; duplicate not recorded "
-                f"({DUPLICATES_RECORDED_MAX} duplicates recorded)",
-                state.status.value,
-                type=DUPLICATE_NOT_RECORDED,
-                non_retryable=True,
-            )
 
     def _on_signal(self, event_type: str, payload: Any) -> None:
         # A bad signal never crashes or blocks the run: it is recorded as rejected.
         assert event_type in EVENT_KINDS
         state = self._run.state
         try:
-            # Runs that applied a bigger signal before the size cap existed must replay as they ran.
-            capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
-            event = parse_signal(event_type, payload, size_cap=capped, strict=False)
-            problem = strict_event_problem(event_type, payload)
-            if problem and workflow.patched(STRICT_SIGNALS_PATCH):
-                raise EventRejected(problem)
-            intake.take(self._run, event, via="signal")
+            intake.take(self._run, self._well_formed_signal(event_type, payload), via="signal")
         except EventRejected as err:
             event_id = payload.get("event_id") if isinstance(payload, dict) else None
             state.reject(event_type, str(err), via="signal", event_id=event_id)
             workflow.logger.warning("Rejected %s for %s: %s", event_type, state.run_id, err)
+
+    def _well_formed_signal(self, event_type: str, payload: Any) -> ResumeEvent:
+        """`well_formed`'s answer for a raw signal, the one every way in gets; older runs replay as they ran.
+
+        A run that took signals before the size cap or the strict rules existed took them by the
+        rules of its time, so those rules are asked apart, each behind the patch that added it.
+        """
+        capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
+        problem = strict_event_problem(event_type, payload)
+        try:
+            event = parse_signal(event_type, payload, size_cap=capped, strict=False)
+        except EventRejected:
+            if problem and workflow.patched(STRICT_RULES_FIRST_PATCH):
+                raise EventRejected(problem) from None
+            raise
+        if problem and workflow.patched(STRICT_SIGNALS_PATCH):
+            raise EventRejected(problem)
+        return event
 
     # -- queries -----------------------------------------------------------------------------
 

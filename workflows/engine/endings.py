@@ -23,7 +23,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
-from dsmo.workflows.saga.stack import unwind
+from dsmo.workflows.saga.compensation_stack import unwind
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
 

@@ -19,7 +19,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
 from dsmo.workflows.run.intake import drop_unreachable
 from dsmo.workflows.run.routing import next_node
-from dsmo.workflows.saga.stack import invoke_node
+from dsmo.workflows.saga.compensation_stack import invoke_node
 
 NodeHandler = Callable[[Run, str, Any, WaitCheckpoint | None], Awaitable[None]]
 

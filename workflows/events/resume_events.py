@@ -1,9 +1,14 @@
-"""Resume events from people and outside systems, validated before they touch a run.
+"""Resume events from people and outside systems, and the one rule for whether one is well formed.
 
-Signals arrive as a flat JSON object (``{"event_id": ..., <kind's fields>}``); the
-``deliver_event`` update as ``{"type": ..., "event_id": ..., "data": {...}}``. Both are
-parsed from raw mappings here, so a bad event gets a clear reason instead of being dropped
-by the SDK's decoder. What each event sets in the run's variables is decided here too.
+`well_formed` is that rule. Every way in asks it before anything reaches a run's history:
+DsmoClient before it sends (so the CLI, the ingress and the console too), and inside the run the
+`deliver_event` update's validator and the raw signal handler. It is pure, so the client and the
+run give the same answer, word for word. Signals arrive as a flat JSON object
+(``{"event_id": ..., <kind's fields>}``) and the update as ``{"type": ..., "event_id": ...,
+"data": {...}}``: `parse_signal` and `parse_update` unwrap those envelopes and ask `well_formed`,
+so a bad event gets a clear reason instead of being dropped by the SDK's decoder. Whether the
+run takes a well-formed event is the run's own judgement (`run/intake.py`). What each event sets
+in the run's variables is decided here too.
 """
 
 from __future__ import annotations
@@ -29,9 +34,20 @@ DUPLICATE_NOT_RECORDED = "DuplicateNotRecorded"
 
 
 class EventRejected(DsmoError):
-    """An event that cannot be applied; the message says why and names the field."""
+    """An event that cannot be applied; the message says why and names the field.
+
+    Attributes:
+        field: The field at fault by its wire name (``text``, ``score``, ``event_id``), or None
+            when the problem is the event as a whole; a form shows ``reason`` beside it.
+        reason: Why, without the field's name (the whole message when there is no field).
+    """
 
     code = "event_rejected"
+
+    def __init__(self, message: str, *, field: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason or message
 
 
 class _Payload(WireModel):
@@ -135,25 +151,84 @@ class EventAck(WireModel):
     detail: str | None = None
 
 
-def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True, strict: bool = True) -> ResumeEvent:
-    """A signal's flat payload -> ResumeEvent, or EventRejected.
+def well_formed(
+    event_type: Any, event_id: Any, data: Any, *, size_cap: bool = True, strict: bool = True
+) -> ResumeEvent:
+    """Whether one event is well formed: the ResumeEvent, or EventRejected naming the field and why.
 
-    ``size_cap=False`` only for runs that took signals before MAX_EVENT_BYTES existed;
-    ``strict=False`` skips strict_event_problem's rules, for events a run took before them.
+    The one judgement of an event's shape, for every way in (see the module's docstring). In
+    order: the data is an object, the type is a known resume event, the strict rules (a printable
+    event id, data within EVENT_LIMITS' depth, value count and text), an event id is given and
+    not too long, the data as JSON within MAX_EVENT_BYTES, then the fields of the event's kind.
+
+    Args:
+        event_type: The event's type, one of EVENT_KINDS.
+        event_id: The event's deduplication id.
+        data: The event's data (its kind's fields, by their wire names).
+        size_cap: False only where a run replays signals it took before MAX_EVENT_BYTES existed.
+        strict: False only where a run replays events it took before the strict rules existed.
+
+    Returns:
+        The event, its data as its kind's model dumps it.
+
+    Raises:
+        EventRejected: The event is not well formed; one line naming the field and the reason.
+    """
+    if not isinstance(data, dict):
+        raise _refused("event", "data", "must be a JSON object")
+    kinds = ", ".join(EVENT_KINDS)
+    if not isinstance(event_type, str):
+        raise _refused("event", "type", f"is required, one of {kinds}")
+    if event_type not in EVENT_KINDS:
+        raise _refused("event", "type", f"unknown event {event_type!r} (expected one of {kinds})")
+    if strict:
+        _raise_if_not_strict(event_type, event_id, data)
+    if not isinstance(event_id, str) or not event_id.strip():
+        raise _refused(event_type, "event_id", "is required (a non-empty string that identifies the event)")
+    if len(event_id) > MAX_EVENT_ID:
+        raise _refused(event_type, "event_id", f"longer than {MAX_EVENT_ID} characters")
+    try:
+        size = len(json.dumps(data, ensure_ascii=False).encode()) if size_cap else 0
+    except (RecursionError, ValueError, TypeError) as err:
+        # Such an event failed the workflow task before: refusing it changes no run that exists.
+        # (A payload decodes to JSON; only a caller's own object can be something else.)
+        reason = "not valid Unicode (a lone surrogate?)" if isinstance(err, UnicodeEncodeError) else f"not JSON ({err})"
+        raise _refused(event_type, "data", "nested too deep" if isinstance(err, RecursionError) else reason) from None
+    if size > MAX_EVENT_BYTES:
+        limit = f"above the {MAX_EVENT_BYTES}-byte limit (store large content as an artifact and send its URI)"
+        raise _refused(event_type, "data", f"{size} bytes, {limit}")
+    try:
+        payload = EVENT_KINDS[event_type].payload.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"])
+        reason = "is required" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
+        raise _refused(event_type, field, reason) from None
+    return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
+
+
+def _refused(where: str, field: str, reason: str) -> EventRejected:
+    return EventRejected(f"{where}.{field}: {reason}", field=field, reason=reason)
+
+
+def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True, strict: bool = True) -> ResumeEvent:
+    """A signal's flat payload (``{"event_id": ..., <fields>}``) -> `well_formed`'s answer.
+
+    Raises:
+        EventRejected: The payload is not an object, or `well_formed` refused the event.
     """
     if not isinstance(raw, dict):
         raise EventRejected(f"{event_type}: payload must be a JSON object, not {type(raw).__name__}")
     data = {key: value for key, value in raw.items() if key != "event_id"}
-    if strict:
-        _raise_if_not_strict(event_type, raw.get("event_id"), data)
-    return _build(event_type, raw.get("event_id"), data, size_cap=size_cap)
+    return well_formed(event_type, raw.get("event_id"), data, size_cap=size_cap, strict=strict)
 
 
 def strict_event_problem(event_type: str, raw: Any) -> str | None:
-    """Why a signal's payload breaks the event-id and shape rules, or None.
+    """Why a signal's payload breaks `well_formed`'s strict rules, or None.
 
-    The rules every way in applies (CLI, client, ingress, update validator): a printable event id
-    and data within EVENT_LIMITS' depth, value count and text.
+    The raw signal handler asks this apart from the rest of `well_formed`, because a run that
+    took signals before the strict rules existed must replay as it ran (a `workflow.patched`
+    marker is written only when a signal breaks them).
     """
     if not isinstance(raw, dict):
         return None  # parse_signal refuses it
@@ -165,63 +240,31 @@ def strict_event_problem(event_type: str, raw: Any) -> str | None:
 
 
 def _raise_if_not_strict(event_type: str, event_id: Any, data: dict[str, Any]) -> None:
-    if isinstance(event_id, str) and event_id.strip():  # a missing or blank id is _build's "is required"
+    if isinstance(event_id, str) and event_id.strip():  # a missing or blank id is well_formed's "is required"
         problem = event_id_problem(event_id)
         if problem:
-            raise EventRejected(f"{event_type}.{problem}")
+            raise EventRejected(f"{event_type}.{problem}", field="event_id")
     try:
         check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
     except DocumentTooLarge as err:
-        raise EventRejected(str(err)) from None
+        raise EventRejected(str(err), field="data") from None
 
 
 def parse_update(raw: Any, *, strict: bool = True) -> ResumeEvent:
-    """The ``deliver_event`` update's envelope -> ResumeEvent, or EventRejected.
+    """The ``deliver_event`` update's envelope (``{"type", "event_id", "data"}``) -> `well_formed`'s answer.
 
     ``strict=False`` only where updates accepted before the strict rules are replayed.
+
+    Raises:
+        EventRejected: The envelope is not an object or has an unknown field, or `well_formed`
+            refused the event.
     """
     if not isinstance(raw, dict):
         raise EventRejected(f"event: must be a JSON object with type, event_id and data, not {type(raw).__name__}")
     unknown = sorted(set(raw) - {"type", "event_id", "data"})
     if unknown:
         raise EventRejected(f"event.{unknown[0]}: is not a known field (expected type, event_id, data)")
-    data = raw.get("data", {})
-    if not isinstance(data, dict):
-        raise EventRejected("event.data: must be a JSON object")
-    event_type = raw.get("type")
-    if not isinstance(event_type, str):
-        raise EventRejected(f"event.type: is required, one of {', '.join(EVENT_KINDS)}")
-    if strict and event_type in EVENT_KINDS:
-        _raise_if_not_strict(event_type, raw.get("event_id"), data)
-    return _build(event_type, raw.get("event_id"), data)
-
-
-def _build(event_type: str, event_id: Any, data: dict[str, Any], *, size_cap: bool = True) -> ResumeEvent:
-    if event_type not in EVENT_KINDS:
-        raise EventRejected(f"event.type: unknown event {event_type!r} (expected one of {', '.join(EVENT_KINDS)})")
-    if not isinstance(event_id, str) or not event_id.strip():
-        raise EventRejected(f"{event_type}.event_id: is required (a non-empty string that identifies the event)")
-    if len(event_id) > MAX_EVENT_ID:
-        raise EventRejected(f"{event_type}.event_id: longer than {MAX_EVENT_ID} characters")
-    try:
-        size = len(json.dumps(data, ensure_ascii=False, default=str).encode()) if size_cap else 0
-    except (RecursionError, UnicodeEncodeError, ValueError) as err:
-        # Such an event failed the workflow task before: refusing it changes no run that exists.
-        reason = "nested too deep" if isinstance(err, RecursionError) else "not valid Unicode (a lone surrogate?)"
-        raise EventRejected(f"{event_type}.data: {reason}") from None
-    if size > MAX_EVENT_BYTES:
-        raise EventRejected(
-            f"{event_type}.data: {size} bytes, above the {MAX_EVENT_BYTES}-byte limit "
-            "(store large content as an artifact and send its URI)"
-        )
-    try:
-        payload = EVENT_KINDS[event_type].payload.model_validate(data)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"])
-        reason = "is required" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
-        raise EventRejected(f"{event_type}.{field}: {reason}") from None
-    return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
+    return well_formed(raw.get("type"), raw.get("event_id"), raw.get("data", {}), strict=strict)
 
 
 # The variables variables_after sets, in the order of the event kinds.

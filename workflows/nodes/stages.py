@@ -29,7 +29,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
-from dsmo.workflows.saga.stack import push
+from dsmo.workflows.saga.compensation_stack import push
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
 """Resume events in: applied now, kept in the run's inbox for a wait ahead, or refused.
 
-Every way in (the `deliver_event` update, raw signals, so the ingress, the CLI and the
-`temporal` CLI too) goes through `judge`. An event the wait in progress takes is applied. One
+Whether the run takes an event is decided here, once `resume_events.well_formed` has said it is
+well formed. Every way in (the `deliver_event` update, raw signals, so the ingress, the console,
+the CLI and the `temporal` CLI too) goes through `judge`: the update's validator through `check`
+before anything is written to history, the update's handler and raw signals through `take`,
+which is also the one place a run remembers the ids of the events it took (`seen_event_ids`).
+An event the wait in progress takes is applied. One
 that it does not take but that some wait still reachable from the current node could take
 (decided from the definition's graph) is kept, in arrival order, until a wait takes it
 (`inbox_judging.take_kept`), its time-to-live ends (`keep_inbox`) or no wait ahead can take it any more
@@ -33,6 +37,9 @@ from dsmo.workflows.run.state import RunState, Waiting
 # workflow.patched id: early events are kept for a wait ahead, and a wait's match (and
 # expectedFrom) decides which events it takes. Before, such events were refused or taken.
 INBOX_PATCH = "event-inbox"
+# Duplicate updates after this many recorded ones are answered by the validator, which writes
+# nothing to history: a sender retrying in a loop cannot grow the run's history without bound.
+DUPLICATES_RECORDED_MAX = 10
 
 Action = Literal["apply", "keep", "duplicate", "refuse"]
 
@@ -45,6 +52,10 @@ class Verdict:
     reason: str | None  # why the wait in progress did not take it (or why it is refused)
     legacy_applies: bool  # the rule before the inbox: the event was applied (else refused)
     legacy_reason: str | None
+
+
+class DuplicateNotRecorded(EventRejected):
+    """A duplicate the run answers without recording it (`DUPLICATES_RECORDED_MAX` are recorded)."""
 
 
 def policy(run: Run) -> InboxPolicy:
@@ -90,10 +101,20 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
 
 
 def check(run: Run, event: ResumeEvent) -> None:
-    """The update validator's part: EventRejected if ``event`` would be refused."""
+    """The update validator's part: whether the run takes ``event``, before anything is written.
+
+    Raises:
+        EventRejected: The run would refuse it.
+        DuplicateNotRecorded: A duplicate, and `DUPLICATES_RECORDED_MAX` duplicates are recorded already.
+    """
     verdict = judge(run, event)
     if verdict.action == "refuse":
         raise EventRejected(verdict.reason or f"{event.type} was not applied")
+    if verdict.action == "duplicate" and run.state.duplicates_recorded >= DUPLICATES_RECORDED_MAX:
+        raise DuplicateNotRecorded(
+            f"event {event.event_id!r} was applied already; duplicate not recorded "
+            f"({DUPLICATES_RECORDED_MAX} duplicates recorded)"
+        )
 
 
 def take(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
@@ -102,14 +123,17 @@ def take(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
     verdict = judge(run, event)
     if verdict.action == "duplicate":
         return state.record_duplicate(event, via=via)
-    differs = verdict.action == "keep" or (verdict.action == "refuse" and verdict.legacy_applies)
+    action = verdict.action
+    differs = action == "keep" or (action == "refuse" and verdict.legacy_applies)
     if differs and not workflow.patched(INBOX_PATCH):
         if not verdict.legacy_applies:
             raise EventRejected(verdict.legacy_reason or f"{event.type} was not applied")
-        return state.apply_now(event)
-    if verdict.action == "refuse":
+        action = "apply"
+    if action == "refuse":
         raise EventRejected(verdict.reason or f"{event.type} was not applied")
-    if verdict.action == "keep":
+    # Taken, applied or kept: the only place a run remembers an id, so a repeat is a duplicate.
+    state.seen_event_ids.add(event.event_id)
+    if action == "keep":
         return _keep(run, event, via=via)
     return state.apply_now(event)
 
@@ -118,7 +142,6 @@ def _keep(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
     state = run.state
     now = workflow.now()
     entry = InboxEntry(event=event, arrived_at=now, via=via, size=event_size(event))
-    state.seen_event_ids.add(event.event_id)
     state.inbox.append(entry)
     expires = entry.expires_at(policy(run))
     state.audit.record(

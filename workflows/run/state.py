@@ -116,7 +116,8 @@ class RunState:
             )
 
     # -- resume events ----------------------------------------------------------------------
-    # Which events are applied, kept or refused is decided in intake.py; these only record.
+    # Which events are applied, kept or refused is decided in intake.py, which alone adds to
+    # seen_event_ids; these only record.
 
     def record_duplicate(self, event: ResumeEvent, *, via: str) -> EventAck:
         """An event id seen before: recorded once more as DUPLICATE_IGNORED, nothing else happens."""
@@ -130,8 +131,7 @@ class RunState:
         return EventAck(event_id=event.event_id, accepted=False, duplicate=True, status=self.status)
 
     def apply_now(self, event: ResumeEvent) -> EventAck:
-        """Hand ``event`` to the wait in progress (intake.py checked that it takes it)."""
-        self.seen_event_ids.add(event.event_id)
+        """Hand ``event`` to the wait in progress (intake.py checked that it takes it and noted its id)."""
         waiting = self.waiting
         assert waiting is not None
         if event.type == "DOCUMENT_UPLOADED":

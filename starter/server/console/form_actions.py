@@ -4,8 +4,9 @@ Signing in is limited per client address: after `SIGN_IN_FAILURE_BURST` wrong ke
 try every 6 s (429 and a logged warning until then). Signing out ends the session for good.
 
 Every POST checks its CSRF token first, then the key's scope for what it does. Events go
-through the run's validated `deliver_event` update with the event id fixed when the form was
-rendered, so a second submit of the same form is acknowledged as a duplicate.
+through DsmoClient.deliver_event like every other way in (`well_formed` before sending, then the
+run's validated `deliver_event` update) with the event id fixed when the form was rendered, so a
+second submit of the same form is acknowledged as a duplicate.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from botocore.exceptions import ClientError
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from dsmo.starter.client.errors import EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.console.auth import (
     CONSOLE,
@@ -40,7 +41,7 @@ from dsmo.starter.server.console.uploads import return_valid, upload_prefix
 from dsmo.starter.server.console.web import checked_run_id, console, render
 from dsmo.starter.server.rate_limit import TokenBuckets
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.events.resume_events import EventAck
+from dsmo.workflows.events.resume_events import EventAck, EventRejected
 
 router = APIRouter(prefix=CONSOLE, include_in_schema=False)
 log = logging.getLogger("dsmo.console")
@@ -127,18 +128,23 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     _require(viewer, f"events:{form.event_type}")
     _within_rate(request, viewer)
     event_id = filled.get("event_id", "")
-    data = event_data(form, filled)
-    errors = field_errors(form, data)
-    if not errors:
-        try:
-            ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
-            return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
-        except EventNotAccepted as err:
-            errors = {"_form": str(err)}
-        except (RunNotFound, RunClosed) as err:
-            raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
-    # Shown again with what was typed, the errors beside their fields and the same event id.
+    malformed: EventRejected | None = None
+    try:
+        data = event_data(form, filled)
+        ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
+        return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+    except EventMalformed as err:  # refused before it was sent, in the words every way in gets
+        malformed = err.problem
+        errors = {}
+    except EventNotAccepted as err:
+        errors = {"_form": str(err)}
+    except (RunNotFound, RunClosed) as err:
+        raise ConsoleProblem(409 if isinstance(err, RunClosed) else 404, str(err)) from None
+    # Shown again with what was typed, the errors beside their fields and the same event id. The
+    # page shows the form of the run's wait now, which is not the one sent if the page was stale.
     context = await run_context(request, viewer, run_id)
+    if malformed is not None:
+        errors = field_errors(context["form"], malformed)
     context.update(errors=errors, values=filled, event_id=event_id or context["event_id"])
     return render(request, "run.html", context, 422)
 
@@ -160,7 +166,7 @@ async def uploaded(
         raise ConsoleProblem(403, "upload: this return address was not issued to this session")
     app = console(request)
     _within_rate(request, viewer)
-    if bucket != app.settings.artifact_bucket or not key.startswith(upload_prefix(run_id, event_id)):
+    if bucket != app.settings.store.bucket or not key.startswith(upload_prefix(run_id, event_id)):
         raise ConsoleProblem(422, "key: not an object of this upload")
     try:
         await asyncio.to_thread(app.s3.head_object, Bucket=bucket, Key=key)

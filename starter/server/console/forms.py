@@ -1,8 +1,9 @@
 """The forms that complete a task, one per wait kind, and how a filled form becomes an event.
 
 Each form names the resume event it delivers and its fields (the event's data, by their wire
-names). A filled form is checked with the event's own model first, so an error is shown next to
-its field; documents are uploaded by the browser straight to the object store (see `uploads`).
+names). A filled form's event is judged by `well_formed`, as every way in's is, and a refusal is
+shown next to the field it names; documents are uploaded by the browser straight to the object
+store (see `uploads`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from dsmo.workflows.events.resume_events import EVENT_KINDS
+from dsmo.workflows.events.resume_events import EventRejected
 
 
 @dataclass(frozen=True)
@@ -103,17 +102,12 @@ def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
-def field_errors(form: TaskForm, data: Mapping[str, Any]) -> dict[str, str]:
-    """Errors of the event's own model, by form field (``_form`` for the rest)."""
-    names = {control.name for control in form.fields}
-    try:
-        EVENT_KINDS[form.event_type].payload.model_validate(dict(data))
-    except ValidationError as err:
-        errors: dict[str, str] = {}
-        for problem in err.errors():
-            location = str(problem["loc"][0]) if problem["loc"] else "_form"
-            target = location if location in names else "_form"
-            message = problem["msg"].removeprefix("Value error, ")
-            errors.setdefault(target, message if target != "_form" else f"{location}: {message}")
-        return errors
-    return {}
+def field_errors(form: TaskForm | None, problem: EventRejected) -> dict[str, str]:
+    """Where the page's ``form`` shows why an event is not well formed: beside its field, else above.
+
+    ``problem`` is `well_formed`'s answer (DsmoClient asks it before sending), so the console says
+    what every other way in says: the reason beside the field it names, or the whole line.
+    """
+    if form is not None and problem.field in {control.name for control in form.fields}:
+        return {problem.field: problem.reason}
+    return {"_form": str(problem)}

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from dsmo.starter.client.errors import DefinitionNotFound, RunNotFound
+from dsmo.starter.client.client_errors import DefinitionNotFound, RunNotFound
 from dsmo.starter.server.console.auth import (
     CONSOLE,
     ConsoleProblem,
@@ -97,7 +97,7 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
             if control.default_from
         },
         "errors": {},
-        "web_ui": app.settings.run_url(run_id),
+        "web_ui": app.settings.temporal.run_url(run_id),
         "now": datetime.now(UTC),
     }
 
@@ -116,7 +116,7 @@ def _upload_forms(
         forms.append(
             upload_form(
                 app.s3,
-                app.settings.artifact_bucket,
+                app.settings.store.bucket,
                 return_url=return_url,
                 run_id=run_id,
                 document=document,

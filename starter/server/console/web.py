@@ -138,5 +138,5 @@ def render(request: Request, template: str, context: dict[str, Any], status: int
     # Pages hold CSRF tokens and run data: never cached, never framed, no outside scripts.
     # Uploads post straight to the object store, so its address is a form target too.
     opened: Console | None = getattr(request.app.state, "console", None)
-    page.headers.update(security_headers(opened.settings.s3_endpoint if opened else ""))
+    page.headers.update(security_headers(opened.settings.store.endpoint if opened else ""))
     return page

@@ -55,23 +55,23 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
-        openapi_url=None if settings.ingress_docs == "off" else "/openapi.json",
+        openapi_url=None if settings.ingress.docs == "off" else "/openapi.json",
     )
     app.state.settings = settings
     app.state.keys = KeyStore(settings.api_keys_path)
     # One rate per key for events, whether they come through the API or the console's forms.
-    app.state.event_rate = TokenBuckets(settings.ingress_events_per_second, settings.ingress_event_burst)
+    app.state.event_rate = TokenBuckets(settings.ingress.events_per_second, settings.ingress.event_burst)
 
     # Outermost: no key, no body read; a body is read only up to the cap, chunked or not.
     app.add_middleware(
         IngressGuard,
         keys=app.state.keys,
         max_body=MAX_BODY_BYTES,
-        docs=settings.ingress_docs,
+        docs=settings.ingress.docs,
         event_rate=app.state.event_rate,
     )
     protect_access_log()
-    if settings.ingress_docs != "off":
+    if settings.ingress.docs != "off":
         _serve_docs(app)
     install_error_handlers(app)
     app.include_router(executions.router)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN, RUN_ID_PATTERN, WORKFLOW_VERSION_PATTERN
+from dsmo.workflows.common.identifiers import (
+    AGENT_NAME_PATTERN,
+    MAX_EVENT_ID,
+    RUN_ID_PATTERN,
+    WORKFLOW_VERSION_PATTERN,
+)
 from dsmo.workflows.common.wire import to_camel
 
 
@@ -19,7 +24,11 @@ class EventRequest(_Body):
 
     model_config = ConfigDict(alias_generator=None, populate_by_name=True, extra="forbid")
     type: str = Field(examples=["MESSAGE_RECEIVED"])
-    event_id: str | None = Field(default=None, max_length=200, description="or the Idempotency-Key header")
+    # The id's rules (1-200 printable characters) are the event's own, judged by well_formed with
+    # the rest of the event, so a bad id in the body and in the header get the same answer.
+    event_id: Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_EVENT_ID})] | None = Field(
+        default=None, description="or the Idempotency-Key header"
+    )
     data: dict[str, Any] = Field(default_factory=dict, examples=[{"text": "Sí, sigo interesada"}])
 
 

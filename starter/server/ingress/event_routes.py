@@ -6,12 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
+from dsmo.starter.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.server.ingress.bodies import EventRequest
 from dsmo.starter.server.ingress.dependencies import dsmo_client, verify_key
 from dsmo.starter.server.ingress.problems import Problem
-from dsmo.workflows.events.resume_events import EventRejected, parse_update
 
 router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"])
 
@@ -35,11 +34,9 @@ async def deliver(
     if not event_id:
         raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")
     try:
-        parse_update({"type": body.type, "event_id": event_id, "data": body.data})
-    except EventRejected as err:
-        raise Problem(422, "invalid_event", str(err)) from None
-    try:
         ack = await dsmo.deliver_event(run_id, body.type, body.data, event_id=event_id)
+    except EventMalformed as err:  # the client asked well_formed before sending: the run's own words
+        raise Problem(422, "invalid_event", str(err.problem)) from None
     except RunNotFound as err:
         raise Problem(404, "run_not_found", str(err)) from None
     except (EventNotAccepted, RunClosed) as err:

@@ -7,8 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 
+from dsmo.starter.client.client_errors import (
+    DefinitionNotFound,
+    EventNotAccepted,
+    RunAlreadyExists,
+    RunClosed,
+    RunNotFound,
+)
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import DefinitionNotFound, EventNotAccepted, RunAlreadyExists, RunClosed, RunNotFound
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey
 from dsmo.starter.server.ingress.bodies import CancelRequest, StartRequest
@@ -63,7 +69,7 @@ async def start(
         "runId": run_id,
         "agent": definition.agent,
         "workflowVersion": definition.workflow_version,
-        "url": settings.run_url(str(run_id)),
+        "url": settings.temporal.run_url(str(run_id)),
         "eventsDelivered": len(events),
     }
 

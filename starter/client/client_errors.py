@@ -5,7 +5,12 @@ The ingress turns ``code`` into its problem type, so a code, once published, kee
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dsmo.workflows.common.errors import DsmoError
+
+if TYPE_CHECKING:
+    from dsmo.workflows.events.resume_events import EventRejected
 
 
 class RunNotFound(DsmoError):
@@ -30,6 +35,19 @@ class EventNotAccepted(DsmoError):
     """The run refused the event (wrong kind, not waiting, bad payload); nothing was recorded."""
 
     code = "event_rejected"
+
+
+class EventMalformed(EventNotAccepted):
+    """The event is not well formed; it was refused before it was sent, so no run saw it.
+
+    Attributes:
+        problem: What `well_formed` said: the field at fault (``problem.field``) and why
+            (``problem.reason``); ``str(problem)`` is the run's own one-line answer.
+    """
+
+    def __init__(self, message: str, problem: EventRejected) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class RunNotStarted(DsmoError):

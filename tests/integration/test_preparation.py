@@ -125,7 +125,7 @@ async def test_a_run_started_without_preparation_is_prepared_by_its_workflow(
 async def test_a_starter_that_cannot_reach_the_store_still_starts_the_run(
     harness: Harness, two_stages: AgentDefinition, caplog: pytest.LogCaptureFixture
 ) -> None:
-    unreachable = harness.settings.with_changes(s3_endpoint="http://127.0.0.1:9")  # nothing listens
+    unreachable = harness.settings.with_changes(store={"endpoint": "http://127.0.0.1:9"})  # nothing listens
     client = DsmoClient(harness.dsmo.temporal, unreachable)
     run_id = await client.start(two_stages, VARIABLES, task_queue=harness.task_queue)
     harness.started.append(run_id)

@@ -29,7 +29,7 @@ def cached(stack_settings: Settings) -> ArtifactStore:
 @pytest.fixture
 def bucket_view(stack_settings: Settings) -> ArtifactStore:
     """boto3 only, no cache: what any other client sees in the bucket."""
-    return ArtifactStore(s3_client(stack_settings), stack_settings.artifact_bucket)
+    return ArtifactStore(s3_client(stack_settings), stack_settings.store.bucket)
 
 
 def test_write_once_through_obstore(cached: ArtifactStore, bucket_view: ArtifactStore) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
-from dsmo.activities.orders.db import (
+from dsmo.activities.plugin_errors import ActionRefused, InvalidInput
+from dsmo_examples.orders.db import (
     OrderDatabase,
     compensations,
     faults,
@@ -24,7 +25,6 @@ from dsmo.activities.orders.db import (
     saga_log,
     shipments,
 )
-from dsmo.activities.plugin_errors import ActionRefused, InvalidInput
 
 
 class GatewayUnavailable(RuntimeError):
@@ -250,7 +250,7 @@ def order_actions(db: OrderDatabase, registry: ActionRegistry | None = None) -> 
     """The four steps on ``db`` (tests and the history recorder use their own database).
 
     A worker gets the same steps from the order-saga plugin (`orders/plugin.py`), on the
-    database its settings name.
+    database ``DSMO_ORDERS_DB_URL`` names.
     """
     registry = registry or ActionRegistry()
     for step_class in STEPS:

@@ -13,8 +13,8 @@ import pytest
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
+from dsmo.starter.client.client_errors import RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.errors import RunNotFound
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.processes import process_alive
 from dsmo.starter.devstack.stack import DevStack
@@ -59,8 +59,8 @@ def states(output: str) -> dict[str, str]:
 async def test_worker_process_up_is_idempotent_and_down_leaves_others(stack_settings: Settings, tmp_path: Path) -> None:
     settings = stack_settings.with_changes(
         state_dir=tmp_path / "state",
-        task_queue=f"dev-{uuid.uuid4().hex[:8]}",
-        outbox_dir_override=str(tmp_path / "outbox"),
+        temporal={"task_queue": f"dev-{uuid.uuid4().hex[:8]}"},
+        messaging={"outbox_dir_override": str(tmp_path / "outbox")},
     )
     first = await dsmo_cli(settings, "dev", "up", "--worker")
     assert first.returncode == 0, first.stderr
@@ -89,7 +89,7 @@ async def test_worker_process_up_is_idempotent_and_down_leaves_others(stack_sett
     assert states(down.stdout) == {"worker": "stopped", "temporal": "not running", "s3": "not running"}
     assert not process_alive(worker_pid)  # a zombie awaiting its reaper counts as gone
     # What `up` did not start is still serving.
-    assert await temporal_reachable(stack_settings.temporal_address, stack_settings.temporal_namespace)
+    assert await temporal_reachable(stack_settings.temporal.address, stack_settings.temporal.namespace)
 
 
 async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
 
         # A run waits; the whole stack stops and starts again; the run resumes on its event.
         dsmo = await DsmoClient.connect(settings)
-        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.store.bucket)
         definition = definition_from(EXAMPLE)
         channel = FileChannel(tmp_path / "outbox")
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
@@ -129,11 +129,11 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
             "s3": "stopped",
         }
         assert not any(process_alive(pid) for pid in pids if pid)
-        assert not await temporal_reachable(settings.temporal_address, settings.temporal_namespace, timeout=1)
+        assert not await temporal_reachable(settings.temporal.address, settings.temporal.namespace, timeout=1)
 
         await stack.up(timeout=90)
         dsmo = await DsmoClient.connect(settings)
-        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.store.bucket)
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
             for run_id in run_ids:
                 assert (await dsmo.status(run_id)).status is RunStatus.WAITING
@@ -149,12 +149,12 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         assert reset.returncode == 0, reset.stderr
         assert "temporal.db" in reset.stdout and "seaweed" in reset.stdout
         assert stack.stored_data() == [] and (settings.state_dir / "logs" / "temporal.log").exists()
-        assert not await temporal_reachable(settings.temporal_address, settings.temporal_namespace, timeout=1)
+        assert not await temporal_reachable(settings.temporal.address, settings.temporal.namespace, timeout=1)
         await stack.up(timeout=90)
         dsmo = await DsmoClient.connect(settings)
         with pytest.raises(RunNotFound):
             await dsmo.status(run_ids[0])
-        store = ArtifactStore(s3_client(settings), settings.artifact_bucket)
+        store = ArtifactStore(s3_client(settings), settings.store.bucket)
         with pytest.raises(ArtifactMissing):
             store.read_json(results[0].variables["stages"]["profile"]["outputUri"])
     finally:
@@ -174,7 +174,7 @@ async def test_reset_deletes_nothing_while_a_service_it_did_not_start_answers(
     assert refused.stderr.strip().endswith("stop it first. Nothing was deleted.")
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     assert kept.read_bytes() == b"runs"
-    assert await temporal_reachable(stack_settings.temporal_address, stack_settings.temporal_namespace)
+    assert await temporal_reachable(stack_settings.temporal.address, stack_settings.temporal.namespace)
 
     asked = await dsmo_cli(settings, "dev", "reset")  # no --yes, no answer: aborted, as Ctrl-C
     assert asked.returncode == 130 and "aborted" in asked.stderr and kept.exists()

@@ -4,6 +4,9 @@ The model is asked for JSON (`response_format: json_object`), with temperature 0
 seed; its answer is validated by a pydantic schema (a failure is a contract violation, routed to
 the fail-safe path) and the inference metadata (model, temperature, top_p, seed, prompt version)
 is reported for the extended audit trail. The request, never the payload, is what is recorded.
+
+The call goes out through the `llm` node's HTTP client (`dsmo.activities.llm_http`), on the
+worker's event loop, and its answer is read under the same size cap (DSMO_LLM_MAX_RESPONSE_BYTES).
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ from __future__ import annotations
 import functools
 import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from dsmo.activities.llm_answers import TRANSIENT_STATUS, LlmUnavailable
+from dsmo.activities.llm_http import DEFAULT_MAX_RESPONSE_BYTES, new_http_client, read_capped
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.plugins import agent
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import StageMessage
 
 PROMPT_VERSION = "summarize-v1"
@@ -50,14 +53,21 @@ NAME, VERSION = "llm-summarize", "1.0.0"
 DESCRIPTION = "One-sentence summary, sentiment and named entities from an OpenAI-compatible chat model."
 
 
-class LlmUnavailable(DsmoError):
-    """The endpoint is down or rate-limited (transient: the stage is retried)."""
-
-    code = "llm_unavailable"
-
-
 @dataclass(frozen=True)
 class LlmProcessor:
+    """The summariser on one endpoint (an async agent: the call holds no thread).
+
+    Attributes:
+        base_url: The OpenAI-compatible API root (``.../v1``).
+        model: The model asked.
+        api_key: Sent as a bearer token when set.
+        temperature: Sampling temperature, recorded with the answer.
+        top_p: Nucleus sampling, recorded with the answer.
+        seed: The fixed seed, recorded with the answer.
+        timeout: Seconds the call may take.
+        max_response_bytes: The most of a response read (DSMO_LLM_MAX_RESPONSE_BYTES, as for `llm` nodes).
+    """
+
     base_url: str
     model: str
     api_key: str = ""
@@ -65,9 +75,16 @@ class LlmProcessor:
     top_p: float = 1.0
     seed: int = 7
     timeout: float = 60.0
-    max_response_bytes: int = 4 << 20  # DSMO_LLM_MAX_RESPONSE_BYTES, as for `llm` stages
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
-    def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
+    async def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
+        """Summarise ``document["text"]``.
+
+        Raises:
+            InvalidInput: No text, or the endpoint refused the request (a 4xx other than 408/409/429).
+            LlmUnavailable: The endpoint did not answer, answered 408/409/429/5xx, or no JSON.
+            ContractViolation: The answer does not match `LlmAnswer`, or is larger than the cap.
+        """
         text = document.get("text") if isinstance(document, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("input.text: a non-empty string is required")
@@ -79,7 +96,7 @@ class LlmProcessor:
             "seed": self.seed,
             "response_format": {"type": "json_object"},
         }
-        reply = self._post(body, message.idempotency_key)
+        reply = await self._post(body, message.idempotency_key)
         try:
             content = reply["choices"][0]["message"]["content"]
             answer = LlmAnswer.model_validate(json.loads(content))
@@ -97,22 +114,22 @@ class LlmProcessor:
         summary = {"sentiment": answer.sentiment, "entityCount": len(answer.entities)}
         return ProcessorOutput(document=answer.model_dump(), summary=summary, inference=inference)
 
-    def _post(self, body: dict[str, Any], key: str) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    async def _post(self, body: dict[str, Any], key: str) -> dict[str, Any]:
+        headers = {"Idempotency-Key": key}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         url = self.base_url.rstrip("/") + "/chat/completions"
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(self.max_response_bytes + 1)
-        except urllib.error.HTTPError as err:
-            if err.code in (408, 409, 429) or err.code >= 500:
-                raise LlmUnavailable(f"LLM endpoint answered {err.code} {err.reason}") from None
-            raise InvalidInput(f"LLM endpoint refused the request: {err.code} {err.reason}") from None
-        except OSError as err:
-            raise LlmUnavailable(f"LLM endpoint unreachable: {err}") from None
-        if len(raw) > self.max_response_bytes:
+            async with _client().stream("POST", url, json=body, headers=headers, timeout=self.timeout) as response:
+                status, reason = response.status_code, response.reason_phrase
+                raw, refused = await read_capped(response, self.max_response_bytes)
+        except httpx.HTTPError as err:
+            raise LlmUnavailable(f"LLM endpoint unreachable: {type(err).__name__}: {err}") from None
+        if status in TRANSIENT_STATUS or status >= 500:
+            raise LlmUnavailable(f"LLM endpoint answered {status} {reason}")
+        if status >= 400:
+            raise InvalidInput(f"LLM endpoint refused the request: {status} {reason}")
+        if refused is not None:
             raise ContractViolation(f"LLM answer is larger than the {self.max_response_bytes:,}-byte cap; refused")
         try:
             reply = json.loads(raw)
@@ -123,10 +140,16 @@ class LlmProcessor:
         return reply
 
 
+@functools.cache
+def _client() -> httpx.AsyncClient:
+    """One of the `llm` node's pooled clients, made on first use, for every summariser in this process."""
+    return new_http_client()
+
+
 @agent(NAME, version=VERSION, description=DESCRIPTION, input_schema=LlmInput, summary_schema=LlmSummary)
-def llm_summarize(document: Any, message: StageMessage) -> ProcessorOutput:
+async def llm_summarize(document: Any, message: StageMessage) -> ProcessorOutput:
     """The summariser on the endpoint the worker's environment names (``DSMO_LLM_BASE_URL``)."""
-    return _configured()(document, message)
+    return await _configured()(document, message)
 
 
 @functools.cache
@@ -138,5 +161,5 @@ def _configured() -> LlmProcessor:
         base_url,
         os.environ.get("DSMO_LLM_MODEL") or "gpt-4o-mini",
         os.environ.get("DSMO_LLM_API_KEY", ""),
-        max_response_bytes=int(os.environ.get("DSMO_LLM_MAX_RESPONSE_BYTES") or 4 << 20),
+        max_response_bytes=int(os.environ.get("DSMO_LLM_MAX_RESPONSE_BYTES") or DEFAULT_MAX_RESPONSE_BYTES),
     )
