@@ -6,6 +6,7 @@ import json
 import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,8 +20,10 @@ from dsmo.starter.config.settings import SettingsError
 from dsmo.starter.exits import hard_exit
 from dsmo.workflows.common.durations import parse_duration
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import agent_name_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionResult
+from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 
@@ -40,8 +43,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 @cli.command()
-@click.argument("definition_file", type=click.Path(dir_okay=False))
+@click.argument("definition_file", metavar="DEFINITION_FILE|AGENT", type=click.Path(dir_okay=False))
 @click.option("--input", "input_json", default="{}", help="The run's input variables as a JSON object.")
+@click.option("--version", help="With an AGENT name: the published workflow_version to run (default: the latest).")
 @click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
 @click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
 @click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
@@ -52,28 +56,36 @@ def start(
     obj: Context,
     definition_file: str,
     input_json: str,
+    version: str | None,
     run_id: str | None,
     task_queue: str | None,
     delay_text: str | None,
     wait: bool,
     as_json: bool,
 ) -> None:
-    """Start a run of the agent definition in DEFINITION_FILE.
+    """Start a run of the agent definition in DEFINITION_FILE, or of AGENT's published definition.
+
+    An AGENT name (no such file here) starts its latest published version, or --version.
 
     \b
-    Example:
+    Examples:
       dsmo start examples/candidate_screening.yaml --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
+      dsmo start candidate-screening --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
     """
-    definition = load_definition(definition_file)
+    by_name = not Path(definition_file).exists() and agent_name_problem(definition_file) is None
+    if version is not None and not by_name:
+        raise click.UsageError("--version: give it with an AGENT name, not with a DEFINITION_FILE")
+    loaded = None if by_name else load_definition(definition_file)
     variables = _json_object(input_json, "--input")
     delay = _duration(delay_text, "--delay") if delay_text else None
 
-    async def go() -> tuple[str, ExecutionResult | None]:
+    async def go() -> tuple[AgentDefinition, str, ExecutionResult | None]:
         client = await obj.client()
+        definition = loaded or await client.definition(definition_file, version)
         started = await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
-        return started, (await client.result(started) if wait else None)
+        return definition, started, (await client.result(started) if wait else None)
 
-    started, result = run(go)
+    definition, started, result = run(go)
     if as_json:
         shown: dict[str, Any] = {
             "runId": started,

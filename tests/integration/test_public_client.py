@@ -164,6 +164,30 @@ async def test_start_by_name_runs_the_latest_published_version_or_the_pinned_one
     assert (await client.definition(agent)).workflow_version == second.workflow_version
 
 
+async def test_dsmo_start_takes_an_agent_name_and_a_pinned_version(harness: Harness) -> None:
+    agent = _agent()
+    first = parse_definition_text(_definition_text(agent, "first"), source="first.yaml")
+    await harness.dsmo.publish(first)
+    await harness.dsmo.publish(parse_definition_text(_definition_text(agent, "second"), source="second.yaml"))
+
+    def dsmo_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cli = [str(BIN / "dsmo"), *args]
+        return subprocess.run(cli, capture_output=True, text=True, env=harness.cli_env(), check=False)
+
+    started = await asyncio.to_thread(
+        dsmo_cli, "start", agent, "--version", first.workflow_version, "--input", '{"name": "ada"}', "--wait", "--json"
+    )
+    assert started.returncode == 0, started.stderr
+    shown = json.loads(started.stdout)
+    harness.started.append(shown["runId"])
+    assert shown["workflowVersion"] == first.workflow_version and shown["status"] == "completed"
+    assert [m["message"] for m in harness.messages(shown["runId"])] == ["first"]
+
+    unknown = await asyncio.to_thread(dsmo_cli, "start", f"{agent}-nope")
+    assert unknown.returncode == 1 and unknown.stderr.strip().count("\n") == 0
+    assert f"{agent}-nope" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
 async def test_start_by_name_refuses_an_unknown_agent_or_version_in_one_line_naming_it(dsmo: DsmoClient) -> None:
     agent = _agent()
     with pytest.raises(DefinitionNotFound) as unknown:
