@@ -6,7 +6,6 @@ import json
 import sys
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import click
@@ -15,12 +14,11 @@ from dsmo.starter.cli import catalog, operations, project, recovery, serve
 from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
-from dsmo.starter.client.definition_files import load_definition
+from dsmo.starter.client.definition_files import load_definition, names_agent
 from dsmo.starter.config.settings import SettingsError
 from dsmo.starter.exits import hard_exit
 from dsmo.workflows.common.durations import parse_duration
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.common.identifiers import agent_name_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionResult
 from dsmo.workflows.definition.model import AgentDefinition
@@ -63,16 +61,13 @@ def start(
     wait: bool,
     as_json: bool,
 ) -> None:
-    """Start a run of the agent definition in DEFINITION_FILE, or of AGENT's published definition.
-
-    An AGENT name (no such file here) starts its latest published version, or --version.
+    """Start a run of the definition in DEFINITION_FILE, or of AGENT's published one (latest or --version).
 
     \b
-    Examples:
+    Example:
       dsmo start examples/candidate_screening.yaml --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
-      dsmo start candidate-screening --input '{"candidate": {"name": "Ana", "phone": "+34 600"}}'
     """
-    by_name = not Path(definition_file).exists() and agent_name_problem(definition_file) is None
+    by_name = names_agent(definition_file)
     if version is not None and not by_name:
         raise click.UsageError("--version: give it with an AGENT name, not with a DEFINITION_FILE")
     loaded = None if by_name else load_definition(definition_file)

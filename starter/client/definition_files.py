@@ -9,6 +9,7 @@ import yaml
 
 from dsmo.workflows.common.document_limits import DEFINITION_LIMITS
 from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.common.identifiers import agent_name_problem
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 MAX_DEFINITION_BYTES = 1_000_000
@@ -93,3 +94,16 @@ def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDe
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise DefinitionError("", f"not valid YAML/JSON ({where}{problem})", source=source) from None
     return parse_definition(data, source=source)
+
+
+def names_agent(text: str) -> bool:
+    """Whether ``text`` names a published agent rather than a definition file: no such file is
+    here and it is an agent name (a-z, 0-9 and '-'), as `dsmo start AGENT` takes it.
+
+    Args:
+        text: What the user gave.
+
+    Returns:
+        True to start the agent's published definition, False to read the file.
+    """
+    return not Path(text).exists() and agent_name_problem(text) is None
