@@ -1,0 +1,18 @@
+"""`dsmo start` tells an agent name from a definition file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsmo.starter.client.definition_files import names_agent
+
+
+def test_a_name_that_is_no_file_names_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert names_agent("document-triage")
+    assert not names_agent("examples/triage.yaml")  # a path: read as a file (and refused if missing)
+    assert not names_agent("Triage")  # not an agent name
+    (tmp_path / "triage").write_text("agent: triage\n")
+    assert not names_agent("triage")  # a file of that name is here: it is read
