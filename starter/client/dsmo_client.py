@@ -411,6 +411,14 @@ class DsmoClient:
                 return ended
             failure = await run_health.workflow_task_failure(self.temporal, described)
             return visibility_view(described, problem=str(err).split(": ", 1)[-1], failure=failure)
+        except DsmoError:
+            # An ended run whose query failed otherwise (its worker stopped while answering): its
+            # history still holds how it ended.
+            if described is None or described.close_time is None:
+                raise
+            if (ended := await self._ended_view(described)) is None:
+                raise
+            return ended
         return view
 
     async def _ended_view(self, described: WorkflowExecutionDescription) -> StatusView | None:
