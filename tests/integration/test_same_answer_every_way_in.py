@@ -87,7 +87,8 @@ class Ways:
 def served(harness: Harness, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """The ingress and the console on a free port, and a key that may read and send any event."""
     settings = harness.settings.with_changes(
-        task_queue=harness.task_queue, api_keys_file=str(tmp_path / "keys.json"), ingress_event_burst=100
+        temporal={"task_queue": harness.task_queue},
+        ingress={"api_keys_file": str(tmp_path / "keys.json"), "event_burst": 100},
     )
     key = KeyStore(settings.api_keys_path).add("crm", ["read", "events:*"])
     with serving(settings) as url:
