@@ -42,7 +42,6 @@ ENVIRONMENT: dict[str, str] = {
 }
 
 # The groups' names in `Settings`, in the order they read the environment.
-_GROUPS = ("temporal", "store", "worker", "ingress", "messaging", "llm", "codec")
 
 
 @dataclass(frozen=True)
@@ -98,28 +97,55 @@ class Settings:
             state_dir=Path(source.get("DSMO_STATE_DIR") or _STATE_DIR["DSMO_STATE_DIR"]).expanduser().resolve(),
         )
 
-    def with_changes(self, **changes: Any) -> Settings:
+    def with_changes(
+        self,
+        *,
+        temporal: TemporalSettings | Mapping[str, Any] | None = None,
+        store: StoreSettings | Mapping[str, Any] | None = None,
+        worker: WorkerSettings | Mapping[str, Any] | None = None,
+        ingress: IngressSettings | Mapping[str, Any] | None = None,
+        messaging: MessagingSettings | Mapping[str, Any] | None = None,
+        llm: LlmSettings | Mapping[str, Any] | None = None,
+        codec: CodecSettings | Mapping[str, Any] | None = None,
+        state_dir: Path | None = None,
+    ) -> Settings:
         """A copy with some values changed.
 
         Args:
-            **changes: A group's name and a mapping of its fields to new values
-                (``temporal={"task_queue": "q"}``, the rest of the group kept), or a top-level
-                field (``state_dir``) and its new value.
+            temporal: A whole group, or a mapping of some of its fields to new values
+                (``temporal={"task_queue": "q"}``, the rest of the group kept); likewise
+                ``store``, ``worker``, ``ingress``, ``messaging``, ``llm`` and ``codec``.
+            store: See ``temporal``.
+            worker: See ``temporal``.
+            ingress: See ``temporal``.
+            messaging: See ``temporal``.
+            llm: See ``temporal``.
+            codec: See ``temporal``.
+            state_dir: The new state folder.
 
         Returns:
             The new settings; these are unchanged.
 
         Raises:
-            TypeError: A name is not a group or field.
+            TypeError: A mapping names a field its group does not have.
         """
-        groups = {name: getattr(self, name) for name in _GROUPS}
-        return replace(
-            self,
-            **{
-                name: replace(groups[name], **value) if name in groups and isinstance(value, Mapping) else value
-                for name, value in changes.items()
-            },
-        )
+        asked = {
+            "temporal": temporal,
+            "store": store,
+            "worker": worker,
+            "ingress": ingress,
+            "messaging": messaging,
+            "llm": llm,
+            "codec": codec,
+        }
+        changes: dict[str, Any] = {
+            name: replace(getattr(self, name), **value) if isinstance(value, Mapping) else value
+            for name, value in asked.items()
+            if value is not None
+        }
+        if state_dir is not None:
+            changes["state_dir"] = state_dir
+        return replace(self, **changes)
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes another process (worker, CLI, `temporal`) see these settings.

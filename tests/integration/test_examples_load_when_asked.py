@@ -85,7 +85,9 @@ def names(offer: dict[str, Any], kind: str) -> set[str]:
 
 def test_a_production_worker_offers_no_example_unless_asked(stack_settings: Settings, tmp_path: Path) -> None:
     settings = stack_settings.with_changes(
-        task_queue=f"prod-{uuid.uuid4().hex[:8]}", metrics_bind="", outbox_dir_override=str(tmp_path / "outbox")
+        temporal={"task_queue": f"prod-{uuid.uuid4().hex[:8]}"},
+        worker={"metrics_bind": ""},
+        messaging={"outbox_dir_override": str(tmp_path / "outbox")},
     )
     bare = offer_of(settings, None, tmp_path)
     assert not names(bare, "agents") & EXAMPLE_AGENTS, names(bare, "agents")
@@ -95,7 +97,9 @@ def test_a_production_worker_offers_no_example_unless_asked(stack_settings: Sett
 
 def test_dsmo_load_offers_the_examples(stack_settings: Settings, tmp_path: Path) -> None:
     settings = stack_settings.with_changes(
-        task_queue=f"prod-{uuid.uuid4().hex[:8]}", metrics_bind="", outbox_dir_override=str(tmp_path / "outbox")
+        temporal={"task_queue": f"prod-{uuid.uuid4().hex[:8]}"},
+        worker={"metrics_bind": ""},
+        messaging={"outbox_dir_override": str(tmp_path / "outbox")},
     )
     asked = offer_of(settings, "dsmo_examples", tmp_path)
     assert names(asked, "agents") >= EXAMPLE_AGENTS

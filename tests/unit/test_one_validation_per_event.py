@@ -74,7 +74,15 @@ class Temporal:
         async def signal(name: str, payload: Any) -> None:
             self.sent.append((name, payload))
 
-        return SimpleNamespace(execute_update=execute_update, signal=signal)
+        async def describe() -> Any:
+            # Asked only when tracing is on (another test in the session may have turned it on):
+            # a run with no trace in its memo.
+            async def memo() -> dict[str, Any]:
+                return {}
+
+            return SimpleNamespace(memo=memo)
+
+        return SimpleNamespace(execute_update=execute_update, signal=signal, describe=describe)
 
 
 @pytest.fixture
