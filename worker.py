@@ -30,7 +30,7 @@ from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.definition_store import DefinitionActivities, DefinitionStore
-from dsmo.activities.limiter import LimiterActivities
+from dsmo.activities.limiter_signals import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
 from dsmo.activities.messaging import Channel, MessagingActivities

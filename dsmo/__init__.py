@@ -63,7 +63,14 @@ from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.trail_store import TrailVerification
+from dsmo.starter.config.codec_settings import CodecSettings
+from dsmo.starter.config.ingress_settings import IngressSettings
+from dsmo.starter.config.llm_settings import LlmSettings
+from dsmo.starter.config.messaging_settings import MessagingSettings
 from dsmo.starter.config.settings import Settings, SettingsError
+from dsmo.starter.config.store_settings import StoreSettings
+from dsmo.starter.config.temporal_settings import TemporalSettings
+from dsmo.starter.config.worker_settings import WorkerSettings
 from dsmo.starter.exits import hard_exit
 from dsmo.workflows.common.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
 from dsmo.workflows.common.identifiers import InvalidRunId
@@ -75,7 +82,7 @@ from dsmo.workflows.contracts.activity_io import (
     SentMessage,
     StageMessage,
 )
-from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView
+from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, TrailView
 from dsmo.workflows.definition.model import AgentDefinition, RateLimit
 from dsmo.workflows.events.resume_events import EventAck
 
@@ -85,6 +92,7 @@ __all__ = [
     "AgentDefinition",
     "AuditEvent",
     "Channel",
+    "CodecSettings",
     "ContractViolation",
     "DeadLetterRow",
     "DefinitionError",
@@ -96,9 +104,12 @@ __all__ = [
     "EventNotAccepted",
     "ExecutionResult",
     "IllegalTransition",
+    "IngressSettings",
     "InvalidInput",
     "InvalidInputDocument",
     "InvalidRunId",
+    "LlmSettings",
+    "MessagingSettings",
     "NoWorker",
     "PluginError",
     "ProcessorOutput",
@@ -119,10 +130,14 @@ __all__ = [
     "SettingsError",
     "StageMessage",
     "StatusView",
+    "StoreSettings",
     "TemplateError",
+    "TemporalSettings",
     "TemporalUnavailable",
     "TrailVerification",
+    "TrailView",
     "UnknownAgent",
+    "WorkerSettings",
     "WorkflowTaskFailing",
     "action",
     "agent",

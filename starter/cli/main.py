@@ -12,7 +12,7 @@ import click
 
 from dsmo.starter.cli import catalog, operations, project, recovery, serve
 from dsmo.starter.cli.click_context import Context, pass_context, run
-from dsmo.starter.cli.examples import add_examples
+from dsmo.starter.cli.help_examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
 from dsmo.starter.client.definition_files import load_definition, names_agent
 from dsmo.starter.config.settings import SettingsError

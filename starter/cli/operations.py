@@ -141,7 +141,11 @@ def runs_list(
         listed = client.runs(query, status=status, agent=agent, waiting_for=waiting_for, limit=limit)
         return [row async for row in listed]
 
-    _print(run(go), as_json, ["run_id", "agent", "status", "waiting_for", "waiting_until", "started_at"])
+    try:
+        rows = run(go)
+    except ValueError as bad:  # a filter that is not its kind of value, named
+        raise click.UsageError(str(bad)) from None
+    _print(rows, as_json, ["run_id", "agent", "status", "waiting_for", "waiting_until", "started_at"])
 
 
 def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:

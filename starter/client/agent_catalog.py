@@ -2,8 +2,8 @@
 
 Two sources: the catalog the running workers published (`live_catalog`: those polling the
 task queue now, read from the artifact store), and the plugins this process loaded
-(`local_catalog`). `docs/agents.md` is generated from DSMO's own plugins, from the schemas the
-processors declare, so the reference cannot drift from the code.
+(`local_catalog`). `docs/agents.md` is generated from the plugins a worker loads with
+`DSMO_LOAD=dsmo_examples`, from the schemas the processors declare, so the reference cannot drift from the code.
 """
 
 from __future__ import annotations

@@ -83,4 +83,4 @@ class NoWorker(DsmoError):
 class DefinitionNotFound(DsmoError):
     """No definition is published under this agent name (or no such version of it)."""
 
-    code = "unknown_agent"
+    code = "definition_not_found"

@@ -118,11 +118,11 @@ class PublishedAgent:
 
 
 class DsmoClient:
-    """Start, follow, resume and cancel agent runs.
+    """Publish definitions; start, list, follow, resume, replay and cancel agent runs.
 
     Build one with `DsmoClient.connect()`; it reads `Settings` from the environment unless given
-    some. Every method takes a run id (the Temporal workflow id) and raises a `DsmoError`
-    subclass with a one-line message on failure.
+    some. Methods about one run take its run id (the Temporal workflow id). Failures DSMO can
+    name raise a `DsmoError` subclass with a one-line message; each method's Raises says which.
     """
 
     def __init__(self, client: Client, settings: Settings, *, prepare_runs: bool = True) -> None:
@@ -784,6 +784,7 @@ class DsmoClient:
             One `RunSummary` per run (use ``async for``).
 
         Raises:
+            ValueError: ``status``, ``agent`` or ``waiting_for`` is not a valid value (named).
             TemporalUnavailable: Temporal cannot be reached.
             DsmoError: Temporal refused the query (its message says why).
         """
@@ -974,7 +975,7 @@ class DsmoClient:
         Args:
             run_id: The run.
             event_type: One of the resume event kinds (the signal's name).
-            payload: The event's data, with an optional ``event_id`` for deduplication.
+            payload: The event's data, with its ``event_id`` (required: the run deduplicates by it).
 
         Raises:
             EventMalformed: The event is not well formed; it is refused before it reaches the run.

@@ -5,6 +5,7 @@ Each function also documents the `temporal workflow list --query` that gives the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -12,6 +13,7 @@ from temporalio.client import Client, WorkflowExecution
 
 from dsmo.starter.client import run_health
 from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.status import RunStatus
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
@@ -135,7 +137,18 @@ class RunSummary:
 def runs_query(
     query: str | None = None, *, status: str | None = None, agent: str | None = None, waiting_for: str | None = None
 ) -> str:
-    """The visibility query of `DsmoClient.runs`: the filters, AND-ed with ``query`` (Temporal's syntax)."""
+    """The visibility query of `DsmoClient.runs`: the filters, AND-ed with ``query`` (Temporal's syntax).
+
+    Raises:
+        ValueError: A filter is not a run status, a wait kind or an agent name; the values go
+            into the query as they are, so a quote in one would change what it asks.
+    """
+    if status is not None and status not in set(RunStatus):
+        raise ValueError(f"status: {status!r} is not a run status ({', '.join(RunStatus)})")
+    if waiting_for is not None and not re.fullmatch(r"[a-z_]{1,32}", waiting_for):
+        raise ValueError(f"waiting_for: {waiting_for!r} is not a wait kind (response, document, ...)")
+    if agent is not None and not re.fullmatch(AGENT_NAME_PATTERN, agent):
+        raise ValueError(f"agent: {agent!r} is not an agent name")
     clauses = ["WorkflowType='AgentExecution'"]
     if status:
         clauses.append(f"AgentExecutionStatus='{status}'")

@@ -41,8 +41,6 @@ ENVIRONMENT: dict[str, str] = {
     **_STATE_DIR,
 }
 
-# The groups' names in `Settings`, in the order they read the environment.
-
 
 @dataclass(frozen=True)
 class Settings:

@@ -5,7 +5,7 @@ configured port) is reused and reported. `down` stops only what `up` started.
 
 Longer than most modules because `DevStack` is one class: starting, probing and stopping the two
 services share its pid files and ports. Process handling and readiness checks are in
-`processes.py` and `checks.py`.
+`processes.py` and `starter/provisioning.py`.
 """
 
 from __future__ import annotations

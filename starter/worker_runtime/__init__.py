@@ -1,1 +1,3 @@
-"""What only a worker process needs around its activities: logging that cannot wedge it, its heap."""
+"""The worker process's runtime: logging an interrupted workflow thread cannot wedge (every DSMO
+process flushes it on exit), and the heap the worker builds at start.
+"""

@@ -193,7 +193,7 @@ async def test_start_by_name_refuses_an_unknown_agent_or_version_in_one_line_nam
     with pytest.raises(DefinitionNotFound) as unknown:
         await dsmo.start(agent, {})
     assert agent in str(unknown.value) and "\n" not in str(unknown.value)
-    assert unknown.value.code == "unknown_agent"
+    assert unknown.value.code == "definition_not_found"
 
     await dsmo.publish(parse_definition_text(_definition_text(agent, "hi"), source="hi.yaml"))
     missing = "0" * 64

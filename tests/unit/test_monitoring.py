@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from dsmo.starter.client.monitoring import runs_query, stuck_query
 
 
@@ -24,3 +26,18 @@ def test_an_active_status_leaves_out_runs_terminated_from_outside() -> None:
 def test_stuck_means_waiting_past_the_deadline() -> None:
     query = stuck_query(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert query.endswith("AgentExecutionStatus='waiting' AND WaitingUntil < '2026-01-02T03:04:05Z'")
+
+
+@pytest.mark.parametrize(
+    ("filters", "named"),
+    [
+        ({"status": "done' OR 'x'='x"}, "status"),
+        ({"agent": "x' OR AgentName!='"}, "agent"),
+        ({"waiting_for": "response' OR '1'='1"}, "waiting_for"),
+    ],
+)
+def test_a_filter_that_is_not_its_kind_of_value_is_refused_not_quoted_into_the_query(
+    filters: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{named}: "):
+        runs_query(**filters)

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("workflows", "activities", "starter")
+PACKAGES = ("workflows", "activities", "starter", "examples/dsmo_examples")
 # Names that mean the same thing wherever they appear: a FastAPI app's assembly.
 SAME_MEANING = {"app.py"}
 

@@ -1,8 +1,8 @@
 """AgentExecution: the orchestrator. It alone decides what happens next in a run.
 
 The class holds what Temporal calls: the run loop, the signal, update and query handlers, and
-continue-as-new. What each node does lives with its kind (steps.py picks the handler); the
-run's state travels as one `Run` (run.py).
+continue-as-new. What each node does lives with its kind (`engine/node_step.py` picks the
+handler); the run's state travels as one `Run` (`run/context.py`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `request_document`, `request_signature` and `assign_test` nodes: ask once, then wait.
 
-The request goes out through the node's channel (messages.py) and the run waits for its
+The request goes out through the node's channel (send_message.py) and the run waits for its
 completion event (waits.py). A run resumed from a checkpoint inside the wait does not ask again.
 """
 

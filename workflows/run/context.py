@@ -1,6 +1,6 @@
 """`Run`: everything one execution knows, passed explicitly to the functions that handle its nodes.
 
-`RunState` (run_state.py) is what the world sees: status, waits, the audit trail, variables.
+`RunState` (state.py) is what the world sees: status, waits, the audit trail, variables.
 `Run` adds what the orchestrator needs to go on: the pinned definition and request, counters
 and the saga stack, and the cursors a replay uses. `from_request` builds it for a new run or
 from a continue-as-new checkpoint; `to_checkpoint` is the inverse.

@@ -21,7 +21,7 @@ from dsmo.starter.server.console.run_page import GraphCache
 from dsmo.starter.server.console.session import Signer, load_secret
 from dsmo.starter.server.console.signed_out import SignedOut
 from dsmo.starter.server.console.web import HERE, Console, problem_page
-from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.starter.server.token_buckets import TokenBuckets
 from dsmo.starter.storage import ArtifactStore, s3_client
 
 

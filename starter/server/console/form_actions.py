@@ -39,7 +39,7 @@ from dsmo.starter.server.console.session import PRESESSION_COOKIE, SESSION_COOKI
 from dsmo.starter.server.console.signed_out import SignedOut
 from dsmo.starter.server.console.uploads import return_valid, upload_prefix
 from dsmo.starter.server.console.web import checked_run_id, console, render
-from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.starter.server.token_buckets import TokenBuckets
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.events.resume_events import EventAck, EventRejected
 

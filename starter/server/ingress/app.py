@@ -27,7 +27,7 @@ from dsmo.starter.server.console.app import install_console, open_console
 from dsmo.starter.server.ingress import event_routes, executions
 from dsmo.starter.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.starter.server.ingress.problems import install_error_handlers
-from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.starter.server.token_buckets import TokenBuckets
 
 MAX_BODY_BYTES = 64 * 1024
 

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, quote
 
 from dsmo.starter.server.api_keys import ApiKey, KeyStore
 from dsmo.starter.server.console.web import is_console_path, problem_document, security_headers
-from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.starter.server.token_buckets import TokenBuckets
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

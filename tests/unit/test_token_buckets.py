@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.server import rate_limit
-from dsmo.starter.server.rate_limit import TokenBuckets
+from dsmo.starter.server import token_buckets
+from dsmo.starter.server.token_buckets import TokenBuckets
 
 
 class Clock:
@@ -40,7 +40,7 @@ def test_waiting_tells_without_taking() -> None:
 
 
 def test_many_names_do_not_grow_the_table_without_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rate_limit, "KEPT_NAMES", 3)
+    monkeypatch.setattr(token_buckets, "KEPT_NAMES", 3)
     clock = Clock()
     buckets = TokenBuckets(rate=1.0, burst=2, clock=clock)
     for name in ("a", "b", "c"):
