@@ -4,9 +4,9 @@ events, read status, audit trail and results, replay and redrive.
 Longer than most modules because `DsmoClient` is one class (a class stays in one module) and its
 methods, each with its Args/Returns/Raises, are the public API; what they build on lives beside
 it in this package (errors and how Temporal's refusals map to them, event checks, connection,
-status views built without the run, trail store, replay, dead letters, monitoring queries, the
-agent catalog); the helpers that need the client's state (start preparation, worker-health
-probing, query fallbacks) stay in it.
+status views built without the run, why a run gave no answer, trail store, replay, dead
+letters, monitoring queries, the agent catalog); the helpers that need the client's state
+(start preparation, worker-health probing, the trace cache) stay in it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio.client import (
     Client,
@@ -63,6 +63,7 @@ from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
 from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.starter.client.trail_store import TrailStore, TrailVerification, verify_export
+from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled
@@ -89,17 +90,11 @@ from dsmo.workflows.events.resume_events import (
 )
 
 log = logging.getLogger("dsmo.client")
-T = TypeVar("T")
 
 WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
-# A query waits for a worker to answer; one that has not in this long is not coming.
-QUERY_TIMEOUT = timedelta(seconds=10)
 # A task queue seen with a live poller is not asked again for this long (seconds).
 POLLERS_SEEN_FOR = 5.0
-# How often a wait for a run's result looks for a failing workflow task: first after this
-# long (seconds), then twice as long each time up to the maximum.
-WATCH_FIRST, WATCH_MAX = 1.0, 10.0
 
 
 @dataclass(frozen=True)
@@ -569,36 +564,7 @@ class DsmoClient:
             RunNotFound: No run has this id.
         """
         check_run_id(run_id)
-        return await self._unless_failing(run_id, self._result(run_id))
-
-    async def _unless_failing(self, run_id: str, call: Coroutine[Any, Any, T]) -> T:
-        """Await ``call``, unless the run's workflow task is failing: then `WorkflowTaskFailing`
-        soon after (a result would wait for ever, an update ~20 s for the server's refusal)."""
-        outcome = asyncio.ensure_future(call)
-        watch = asyncio.ensure_future(self._watch_workflow_task(run_id))
-        try:
-            await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (outcome, watch):
-                if not task.done():
-                    task.cancel()
-        if outcome.done() and not outcome.cancelled():
-            return outcome.result()
-        watch.result()  # raises WorkflowTaskFailing
-        raise AssertionError("unreachable: the watch only ends by raising")
-
-    async def _watch_workflow_task(self, run_id: str) -> None:
-        delay = WATCH_FIRST
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, WATCH_MAX)
-            try:
-                described = await self._handle(run_id).describe()
-                failure = await run_health.workflow_task_failure(self.temporal, described)
-            except (RPCError, TypeError, ValueError):
-                continue  # the result's own call reports what is wrong with the server
-            if failure is not None:
-                raise WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+        return await unless_failing(self.temporal, self._handle(run_id), self._result(run_id))
 
     async def _result(self, run_id: str) -> ExecutionResult:
         handle = self.temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
@@ -931,7 +897,7 @@ class DsmoClient:
                 f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
             ):
                 update = self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
-                ack: EventAck = await self._unless_failing(run_id, update)
+                ack: EventAck = await unless_failing(self.temporal, self._handle(run_id), update)
             return ack
         except WorkflowTaskFailing as err:
             raise not_taken(err, event_type) from None
@@ -943,8 +909,11 @@ class DsmoClient:
             raise EventNotAccepted(f"{event_type} rejected: {update_failure(err)}") from None
         except RPCError as err:
             if "workflow task in failed state" in str(err).lower():  # failing before the watch looked
-                raise not_taken(await self._query_error(run_id, "deliver_event", err), event_type) from None
-            problem = await self._closed_or_missing(run_id, err)
+                raise not_taken(
+                    await query_error(self.temporal, self.settings, self._handle(run_id), "deliver_event", err),
+                    event_type,
+                ) from None
+            problem = await closed_or_missing(self.settings, self._handle(run_id), err)
             if isinstance(problem, RunClosed) and await self._applied_before(run_id, event_id):
                 # A retry of an event the run already took: idempotent, even after the run ended.
                 return EventAck(event_id=event_id, accepted=False, duplicate=True, status="ended")
@@ -1024,35 +993,9 @@ class DsmoClient:
         except RPCError as err:
             if "not scheduled yet" in str(err) or "first workflow task" in str(err).lower():
                 raise RunNotStarted(f"run {run_id!r} has not started yet") from None
-            raise await self._query_error(run_id, name, err) from None
+            raise await query_error(self.temporal, self.settings, self._handle(run_id), name, err) from None
         except WorkflowQueryFailedError as err:
             raise DsmoError(f"run {run_id}: query {name} failed: {err}") from None
-
-    async def _query_error(self, run_id: str, name: str, err: RPCError) -> DsmoError:
-        """Why a query got no answer: a failing workflow task, no worker, or the server."""
-        failed_task = "workflow task in failed state" in str(err).lower()
-        # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
-        timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
-        try:
-            described = await self._handle(run_id).describe()
-            failure = await run_health.workflow_task_failure(self.temporal, described)
-            polling = await run_health.live_pollers(self.temporal, described.task_queue)
-        except (RPCError, TypeError, ValueError):
-            return rpc_error(self.settings, run_id, err)
-        # Whatever the error says: a query to a run whose task fails can also end as a transport
-        # error (an "h2 protocol error" when the failure's text overflows the reply's headers).
-        if failure is not None:
-            return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
-        if not failed_task and not timed_out:
-            return rpc_error(self.settings, run_id, err)
-        if not polling:
-            return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
-        if failed_task:
-            return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")
-        return NoWorker(
-            f"run {run_id!r}: no worker answered the {name} query within {QUERY_TIMEOUT.seconds} s "
-            f"(task queue `{described.task_queue}`); is the worker busy or stopped?"
-        )
 
     async def _applied_before(self, run_id: str, event_id: str) -> bool:
         try:
@@ -1060,15 +1003,3 @@ class DsmoClient:
         except DsmoError:
             return False
         return any(e.data.get("eventId") == event_id and e.type in ("RUN_RESUMED", "EVENT_RECEIVED") for e in trail)
-
-    async def _closed_or_missing(self, run_id: str, err: RPCError) -> DsmoError:
-        """NOT_FOUND for an update means either no such run or one that has ended: ask which."""
-        if err.status != RPCStatusCode.NOT_FOUND:
-            return rpc_error(self.settings, run_id, err)
-        try:
-            described = await self._handle(run_id).describe()
-        except RPCError:
-            return rpc_error(self.settings, run_id, err)
-        if described.close_time is not None:
-            return RunClosed(f"run {run_id!r} has already ended; it is not waiting for any event")
-        return rpc_error(self.settings, run_id, err)

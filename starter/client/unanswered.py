@@ -1,0 +1,137 @@
+"""Why a run gave no answer: a failing workflow task, no worker, an ended run, or the server.
+
+Temporal answers a query, an update or a wait for a result with a transport error or not at all
+when the run cannot take its turn; these functions ask Temporal why, so the client's error names
+the cause in one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from dsmo.starter.client import run_health
+from dsmo.starter.client.client_errors import NoWorker, RunClosed, WorkflowTaskFailing
+from dsmo.starter.client.rpc_errors import rpc_error
+from dsmo.starter.config.settings import Settings
+from dsmo.workflows.common.errors import DsmoError
+
+T = TypeVar("T")
+
+# A query waits for a worker to answer; one that has not in this long is not coming.
+QUERY_TIMEOUT = timedelta(seconds=10)
+# How often a wait for a run's result looks for a failing workflow task: first after this
+# long (seconds), then twice as long each time up to the maximum.
+WATCH_FIRST, WATCH_MAX = 1.0, 10.0
+
+
+async def query_error(
+    temporal: Client, settings: Settings, handle: WorkflowHandle[Any, Any], name: str, err: RPCError
+) -> DsmoError:
+    """Why the query (or update) ``name`` to the run of ``handle`` got no answer.
+
+    Args:
+        temporal: The client to ask Temporal with.
+        settings: The client's settings (for the error's hints).
+        handle: The run's handle.
+        name: The query or update that got no answer.
+        err: What Temporal answered.
+
+    Returns:
+        `WorkflowTaskFailing`, `NoWorker`, or the error ``err`` maps to.
+    """
+    run_id = handle.id
+    failed_task = "workflow task in failed state" in str(err).lower()
+    # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
+    timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
+    try:
+        described = await handle.describe()
+        failure = await run_health.workflow_task_failure(temporal, described)
+        polling = await run_health.live_pollers(temporal, described.task_queue)
+    except (RPCError, TypeError, ValueError):
+        return rpc_error(settings, run_id, err)
+    # Whatever the error says: a query to a run whose task fails can also end as a transport
+    # error (an "h2 protocol error" when the failure's text overflows the reply's headers).
+    if failure is not None:
+        return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
+    if not failed_task and not timed_out:
+        return rpc_error(settings, run_id, err)
+    if not polling:
+        return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
+    if failed_task:
+        return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")
+    return NoWorker(
+        f"run {run_id!r}: no worker answered the {name} query within {QUERY_TIMEOUT.seconds} s "
+        f"(task queue `{described.task_queue}`); is the worker busy or stopped?"
+    )
+
+
+async def closed_or_missing(settings: Settings, handle: WorkflowHandle[Any, Any], err: RPCError) -> DsmoError:
+    """NOT_FOUND for an update means either no such run or one that has ended: ask which.
+
+    Args:
+        settings: The client's settings (for the error's hints).
+        handle: The run's handle.
+        err: What Temporal answered.
+
+    Returns:
+        `RunClosed` for a run that has ended, else the error ``err`` maps to.
+    """
+    if err.status != RPCStatusCode.NOT_FOUND:
+        return rpc_error(settings, handle.id, err)
+    try:
+        described = await handle.describe()
+    except RPCError:
+        return rpc_error(settings, handle.id, err)
+    if described.close_time is not None:
+        return RunClosed(f"run {handle.id!r} has already ended; it is not waiting for any event")
+    return rpc_error(settings, handle.id, err)
+
+
+async def unless_failing(temporal: Client, handle: WorkflowHandle[Any, Any], call: Coroutine[Any, Any, T]) -> T:
+    """Await ``call``, unless the run's workflow task is failing.
+
+    A result would then wait for ever, and an update ~20 s for the server's refusal.
+
+    Args:
+        temporal: The client to ask Temporal with.
+        handle: The run's handle.
+        call: What to await.
+
+    Returns:
+        What ``call`` returns.
+
+    Raises:
+        WorkflowTaskFailing: The run's workflow task fails, soon after it is seen failing.
+    """
+    outcome = asyncio.ensure_future(call)
+    watch = asyncio.ensure_future(_watch_workflow_task(temporal, handle))
+    try:
+        await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (outcome, watch):
+            if not task.done():
+                task.cancel()
+    if outcome.done() and not outcome.cancelled():
+        return outcome.result()
+    watch.result()  # raises WorkflowTaskFailing
+    raise AssertionError("unreachable: the watch only ends by raising")
+
+
+async def _watch_workflow_task(temporal: Client, handle: WorkflowHandle[Any, Any]) -> None:
+    delay = WATCH_FIRST
+    while True:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, WATCH_MAX)
+        try:
+            described = await handle.describe()
+            failure = await run_health.workflow_task_failure(temporal, described)
+        except (RPCError, TypeError, ValueError):
+            continue  # the result's own call reports what is wrong with the server
+        if failure is not None:
+            raise WorkflowTaskFailing(f"run {handle.id!r}: {run_health.failing_hint(failure)}")
