@@ -104,20 +104,28 @@ class FreshVenv:
     def worker(self, settings: Settings, *args: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[None]:
         """`dsmo worker ARGS` from this virtualenv, polling ``settings.temporal.task_queue`` until the block
         ends; its output goes to ``log``, shown if it stops before polling."""
-        with log.open("w") as sink:
-            process = subprocess.Popen(
-                [self.bin("dsmo"), "worker", *args], cwd=cwd, env=self.env(env), stdout=sink, stderr=subprocess.STDOUT
-            )
-        try:
-            deadline = time.monotonic() + 60
-            while not asyncio.run(worker_polling(settings, process.pid)):
-                assert process.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "the worker did not start polling"
-                time.sleep(0.3)
+        with polling_worker([self.bin("dsmo"), "worker", *args], settings, env=self.env(env), log=log, cwd=cwd):
             yield
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def polling_worker(
+    command: list[str], settings: Settings, *, env: dict[str, str], log: Path, cwd: Path | None = None
+) -> Iterator[None]:
+    """A worker process started with ``command``, polling ``settings.temporal.task_queue`` until the
+    block ends; its output goes to ``log``, shown if it stops before polling."""
+    with log.open("w") as sink:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not asyncio.run(worker_polling(settings, process.pid)):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the worker did not start polling"
+            time.sleep(0.3)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def create(root: Path, wheel: Path) -> FreshVenv:

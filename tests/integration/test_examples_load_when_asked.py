@@ -8,15 +8,12 @@ point (test_stack runs the screening example on it).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +21,8 @@ import pytest
 
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import dev_plugins_env
-from dsmo.starter.provisioning import worker_polling
 from dsmo_examples.orders.order_steps import STEPS
+from tests.fresh_venv import polling_worker
 
 pytestmark = pytest.mark.integration
 
@@ -41,21 +38,9 @@ EXAMPLE_AGENTS = {
 ORDER_ACTIONS = {step.name for step in STEPS}
 
 
-@contextmanager
-def production_worker(settings: Settings, env: dict[str, str], log: Path) -> Iterator[None]:
+def production_worker(settings: Settings, env: dict[str, str], log: Path) -> AbstractContextManager[None]:
     """`dsmo worker` as a deployment runs it: no `--load`, plugins from entry points and ``env``."""
-    with log.open("w") as sink:
-        process = subprocess.Popen([str(BIN / "dsmo"), "worker"], env=env, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while not asyncio.run(worker_polling(settings, process.pid)):
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the worker did not start polling"
-            time.sleep(0.3)
-        yield
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    return polling_worker([str(BIN / "dsmo"), "worker"], settings, env=env, log=log)
 
 
 def offer_of(settings: Settings, load: str | None, tmp_path: Path) -> dict[str, Any]:
