@@ -84,3 +84,19 @@ class DefinitionNotFound(DsmoError):
     """No definition is published under this agent name (or no such version of it)."""
 
     code = "definition_not_found"
+
+
+class MigrationNotAccepted(DsmoError):
+    """A run refused to move to the version asked for; the message names the reason, in one line.
+
+    Nothing was written to the run's history (its validator refused), unless the run was
+    inside a node and the node it reached cannot move (then the refusal is in its history).
+    """
+
+    code = "migration_refused"
+
+
+class AlreadyOnTarget(MigrationNotAccepted):
+    """The run already follows the target version: nothing to move (a re-run of a batch finds this)."""
+
+    code = "already_on_target"

@@ -42,7 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from dsmo.activities.definition_store import DefinitionStore, config_key
 from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
-from dsmo.starter.client import agent_catalog, monitoring, redrive, replay, run_health
+from dsmo.starter.client import agent_catalog, migration, monitoring, redrive, replay, run_health
 from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
     EventMalformed,
@@ -73,6 +73,7 @@ from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
+from dsmo.workflows.contracts.migration_io import MigrationAck, MigrationRequest
 from dsmo.workflows.contracts.run_records import (
     AuditEvent,
     ExecutionRequest,
@@ -864,6 +865,63 @@ class DsmoClient:
             DsmoError: No such dead letter, or its config snapshot is of another version.
         """
         return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue)
+
+    # -- moving runs to another version ----------------------------------------------------
+
+    async def migrate_run(
+        self,
+        run_id: str,
+        to: AgentDefinition | str,
+        *,
+        node_map: Mapping[str, str] | None = None,
+        leave_wait: bool = False,
+        restart_timers: bool = False,
+        set_variables: Mapping[str, Any] | None = None,
+        reason: str = "",
+        by: str = "user",
+        dry_run: bool = False,
+    ) -> MigrationAck:
+        """Move one run to another published version of its agent, checked by the run first.
+
+        A waiting run moves at once and goes on waiting at the mapped node; a run inside a stage
+        moves at its next node boundary (this call returns once it is decided there).
+
+        Args:
+            run_id: The run.
+            to: The target version: a published definition, or its hash or ``version`` label.
+            node_map: Node ids of the run's version -> the target's, for renamed nodes.
+            leave_wait: Let a waiting run leave its wait when the mapped node waits for
+                something else (the mapped node then runs from its beginning).
+            restart_timers: The wait's timeout starts afresh instead of keeping its deadline.
+            set_variables: Variables to set as the run moves (one the target reads, a fix).
+            reason: Why, recorded in the run's trail (`RUN_MIGRATED`).
+            by: Who asked, recorded beside the reason.
+            dry_run: Only check: ask nothing of the run but where it is.
+
+        Returns:
+            Where the run goes on: the versions, the node it was at and the one it goes on at.
+
+        Raises:
+            AlreadyOnTarget: The run follows ``to`` already (nothing moved).
+            MigrationNotAccepted: The move was refused; the one-line reason names the field.
+            DefinitionNotFound: ``to`` is not a published version of the run's agent.
+            RunClosed: The run has ended.
+            RunNotFound: No run has this id.
+        """
+        if isinstance(to, str):
+            to = await migration.resolve_version(self, (await self.status(run_id)).agent, to)
+        request = MigrationRequest(
+            definition=await migration.published_target(self, to),
+            node_map=dict(node_map or {}),
+            leave_wait=leave_wait,
+            restart_timers=restart_timers,
+            set=dict(set_variables or {}),
+            requested_by=by,
+            reason=reason,
+        )
+        if dry_run:
+            return await migration.preview(self, run_id, request)
+        return await migration.send(self, run_id, request)
 
     # -- events -----------------------------------------------------------------------------
 

@@ -14,14 +14,8 @@ from temporalio.worker import Replayer
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
-from dsmo.workflows.contracts.run_records import (
-    AuditEvent,
-    ExecutionRequest,
-    RecordedAction,
-    RecordedResume,
-    ReplayPlan,
-    StatusView,
-)
+from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
+from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
 from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode

@@ -104,3 +104,60 @@ def test_a_wait_may_be_left_when_asked() -> None:
     position = RunPosition(node="sign", waiting_for="signature")
     plan = plan_migration(parse_definition(V1), version_2(), position, {"sign": "check"}, leave_wait=True)
     assert plan.node == "check"
+
+
+def test_a_version_that_reads_a_variable_the_run_lacks_is_refused_naming_it() -> None:
+    data = copy.deepcopy(V1)
+    data["version"] = "2.0.0"
+    data["nodes"]["bye"]["parameters"]["message"] = "welcome, {{ candidate.name }} ({{ priority }})"
+    position = RunPosition(node="sign", waiting_for="signature", variables={"candidate": {"name": "Ana"}})
+    with pytest.raises(MigrationRefused, match=r"^variables: .*reads 'priority' from 'sign' on.*--set priority="):
+        plan_migration(parse_definition(V1), parse_definition(data), position)
+    supplied = RunPosition(node="sign", waiting_for="signature", variables={"candidate": {}, "priority": "high"})
+    assert plan_migration(parse_definition(V1), parse_definition(data), supplied).node == "sign"
+
+
+def test_a_variable_with_a_default_or_set_by_a_wait_ahead_is_not_needed() -> None:
+    data = copy.deepcopy(V1)
+    data["version"] = "2.0.0"
+    data["nodes"]["bye"]["parameters"]["message"] = '{{ nickname | default("friend") }} signed at {{ signedAt }}'
+    position = RunPosition(node="sign", waiting_for="signature", variables={})
+    assert plan_migration(parse_definition(V1), parse_definition(data), position).node == "sign"
+
+
+def test_a_stage_output_neither_held_nor_produced_ahead_is_needed() -> None:
+    data = copy.deepcopy(V1)
+    data["version"] = "2.0.0"
+    # Version 2 reviews the documents before the signature: a run already at the signature
+    # skipped the review, so the farewell that quotes it has nothing to quote.
+    data["nodes"]["docs"]["next"] = "review"
+    data["nodes"]["review"] = {"actionType": "run_agent", "agent": "reviewer", "next": "sign"}
+    data["nodes"]["bye"]["parameters"]["message"] = "score {{ stages.review.output.score }}"
+    position = RunPosition(node="sign", waiting_for="signature", variables={"stages": {}})
+    with pytest.raises(MigrationRefused, match=r"'stages\.review'"):
+        plan_migration(parse_definition(V1), parse_definition(data), position)
+    held = RunPosition(node="sign", waiting_for="signature", variables={"stages": {"review": {"output": {}}}})
+    assert plan_migration(parse_definition(V1), parse_definition(data), held).node == "sign"
+
+
+def test_a_condition_ahead_is_read_for_its_variables_too() -> None:
+    data = copy.deepcopy(V1)
+    data["version"] = "2.0.0"
+    data["inputs"] = ["tier"]
+    del data["nodes"]["sign"]["next"]
+    data["nodes"]["sign"]["transitions"] = [{"to": "bye", "when": 'tier == "gold"'}, {"to": "bye2"}]
+    data["nodes"]["bye2"] = {"actionType": "send_message", "parameters": {"message": "ok"}}
+    position = RunPosition(node="sign", waiting_for="signature", variables={})
+    with pytest.raises(MigrationRefused, match="'tier'"):
+        plan_migration(parse_definition(V1), parse_definition(data), position)
+
+
+def test_every_node_of_a_definition_reaches_an_end_so_a_mapped_node_does_too() -> None:
+    # The move needs no check of its own: a definition with a cycle that has no exit is never admitted.
+    data = copy.deepcopy(V1)
+    data["nodes"]["loop"] = {"actionType": "wait_for_event", "parameters": {"event": "tick"}, "next": "loop2"}
+    data["nodes"]["loop2"] = {"actionType": "send_message", "parameters": {"message": "again"}, "next": "loop"}
+    data["nodes"]["docs"]["transitions"] = [{"to": "sign", "when": "true"}, {"to": "loop"}]
+    del data["nodes"]["docs"]["next"]
+    with pytest.raises(ValueError, match="no path to an end node"):
+        AgentDefinition.model_validate(data)

@@ -43,6 +43,11 @@ def placeholders(template: str) -> list[str]:
     return [_split(match.group(1))[0] for match in _PLACEHOLDER.finditer(template)]
 
 
+def required_placeholders(template: str) -> list[str]:
+    """The variable paths a template cannot render without (those with no ``default``)."""
+    return [path for path, default in (_split(m.group(1)) for m in _PLACEHOLDER.finditer(template)) if default is None]
+
+
 def lookup(variables: Mapping[str, Any], path: str) -> Any:
     """The value at ``path`` (``a.b[0].c``) or TemplateError naming the missing part."""
     if not _PATH.fullmatch(path):

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import Field
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.activity_io import PreparedRun
+from dsmo.workflows.contracts.migration_io import MigrationRecord
+from dsmo.workflows.contracts.replay_plan import ReplayPlan
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.inbox import InboxEntry, InboxView
@@ -30,6 +31,7 @@ AuditType = Literal[
     "EVENT_CONSUMED",
     "EVENT_EXPIRED",
     "RUN_CONTINUED",
+    "RUN_MIGRATED",
     "TRANSITION",
     "CONTRACT_VIOLATION",
     "INCONSISTENCY",
@@ -125,6 +127,8 @@ class Checkpoint(WireModel):
     routed_to_fail_safe: bool = False
     saga: list[dict[str, Any]] = Field(default_factory=list)
     inbox: list[InboxEntry] = Field(default_factory=list)
+    # Set when the run continues on another version of its definition (a migration).
+    migration: MigrationRecord | None = None
 
 
 class Compensation(WireModel):
@@ -135,48 +139,6 @@ class Compensation(WireModel):
     kind: str
     output: dict[str, Any] = Field(default_factory=dict)
     key: str
-
-
-class RecordedResume(WireModel):
-    """How a wait of the original run ended, for a replay: the event and the variables it set."""
-
-    node: str
-    event_type: str
-    set: dict[str, Any] = Field(default_factory=dict)
-
-
-class RecordedAction(WireModel):
-    """How an `invoke` step of the original run ended, for a replay: its output, or its error."""
-
-    node: str
-    output: dict[str, Any] | None = None
-    error: str | None = None
-
-
-Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
-
-
-def next_recorded(items: Sequence[Recorded], position: int, node: str) -> tuple[Recorded | None, int]:
-    """The original run's next record at ``node`` from ``position`` on, and where to look next.
-
-    Records of other nodes are passed over (a replay that diverged never takes them back).
-    """
-    for index in range(position, len(items)):
-        if items[index].node == node:
-            return items[index], index + 1
-    return None, len(items)
-
-
-class ReplayPlan(WireModel):
-    """Re-execute a run: recorded outside events instead of live waits, no messages sent, the
-    recorded outcome of each saga action instead of a second execution (no compensation runs
-    either), and (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
-
-    of: str
-    resumes: list[RecordedResume] = Field(default_factory=list)
-    reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
-    actions: list[RecordedAction] = Field(default_factory=list)
-    rerun_llm: bool = False  # call the models again instead of reading the recorded responses
 
 
 class ExecutionRequest(WireModel):

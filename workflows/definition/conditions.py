@@ -212,6 +212,14 @@ def check_condition(
             )
 
 
+def condition_references(expression: str) -> tuple[set[str], set[tuple[str, str]]]:
+    """The roots a condition reads (names its macros bind left out) and its ``stages.X``/``config.X`` members."""
+    program = compile_condition(expression)
+    bound = set(_MACRO_VARIABLE.findall(expression))
+    members = set(_MEMBER.findall(_STRING.sub('""', expression)))
+    return {name for name in program.variables() if name not in bound}, members
+
+
 def evaluate_condition(expression: str, activation: Mapping[str, Any], *, bounded: bool = True) -> bool:
     """True or False, or ConditionError (a missing key, a type mismatch, a non-bool result).
 

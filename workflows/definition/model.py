@@ -204,7 +204,7 @@ class DecodedDefinitions:
 _DECODED = DecodedDefinitions()
 
 
-def _templates(node: Any) -> list[tuple[str, str]]:
+def node_templates(node: Any) -> list[tuple[str, str]]:
     """Every string in a node's parameters (templates may appear in any of them)."""
     found: list[tuple[str, str]] = []
 
@@ -321,7 +321,7 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
                 raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
         elif spec is not None and spec.action is None and not isinstance(node, InvokeNode):
             raise ValueError(f"@nodes.{node_id}.compensate.action: required for a {node.action_type} node")
-        for field, template in _templates(node):
+        for field, template in node_templates(node):
             try:
                 paths = placeholders(template)
             except TemplateError as err:

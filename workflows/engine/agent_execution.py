@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 # re-importing them (and the CEL library's) for every workflow run.
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.common.status import RunStatus
+    from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
     from dsmo.workflows.contracts.run_records import (
         AuditEvent,
         ExecutionRequest,
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         StatusView,
         TrailView,
     )
+    from dsmo.workflows.engine import run_migration
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
     from dsmo.workflows.engine.node_step import step_from
@@ -52,6 +54,8 @@ STRICT_SIGNALS_PATCH = "strict-signals"
 # one, as `well_formed` (so every other way in) refuses it; it was refused for its kind's before.
 # The marker is written only for such a signal.
 STRICT_RULES_FIRST_PATCH = "strict-signal-rules-first"
+# What a `migrate` update waiting for the run's next node boundary hears if the run ends first.
+ENDED_FIRST = "the run ended before it reached its next node, so it did not move"
 
 
 @workflow.defn(name="AgentExecution")
@@ -75,39 +79,65 @@ class AgentExecution:
                 node_id: str | None = request.start_at or run.definition.start
             else:
                 state.status = RunStatus.RUNNING
-                state.audit.record(
-                    "RUN_CONTINUED",
-                    at=workflow.now(),
-                    stage=checkpoint.node,
-                    data={"generation": checkpoint.generation},
-                )
+                if checkpoint.migration is not None:
+                    run_migration.arrive(run)
+                else:
+                    state.audit.record(
+                        "RUN_CONTINUED",
+                        at=workflow.now(),
+                        stage=checkpoint.node,
+                        data={"generation": checkpoint.generation},
+                    )
                 node_id = checkpoint.node
                 if checkpoint.wait is not None and node_id is not None:
                     node_id = await step_from(run, node_id, resume=checkpoint.wait)
             while node_id is not None:
                 note_tail(run)
+                # Between two nodes: a move asked while a node ran is decided here (run_migration.py).
+                await run_migration.at_boundary(run, node_id)
                 if run.continue_as_new_due():
                     raise ContinueAsNewDue(node_id)
                 node_id = await step_from(run, node_id)
         except RunEnded as ended:
+            await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_early(run, ended)
         except ServiceFailed as failed:
+            await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_early(run, await service_failed(run, failed))
         except ContinueAsNewDue as due:
             await self._continue_as_new(due)
         except asyncio.CancelledError:
+            await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_cancelled(run)
+        await run_migration.no_more_boundaries(run, ENDED_FIRST)
         return await finish_completed(run)
 
     async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
         run = self._run
+        await run_migration.at_boundary(run, due.node, due.wait)
         await workflow.wait_condition(workflow.all_handlers_finished)
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if run.migration is not None:
+            request = run_migration.hand_over(run, due.node, due.wait)
+            target = request.definition
+            workflow.logger.info("Execution %s moves to %s@%s", run.state.run_id, target.agent, target.version)
+            workflow.continue_as_new(request)
         checkpoint = run.to_checkpoint(due.node, due.wait)
         workflow.logger.info("Execution %s continues as new (generation %d)", run.state.run_id, checkpoint.generation)
         workflow.continue_as_new(run.request.model_copy(update={"checkpoint": checkpoint}))
+
+    # -- moving to another version ---------------------------------------------------------
+
+    @workflow.update(name=MIGRATE_UPDATE)
+    async def migrate(self, request: MigrationRequest) -> MigrationAck:
+        """Move this run to another published version of its agent (see run_migration.py)."""
+        return await run_migration.take(self._run, request)
+
+    @migrate.validator
+    def _validate_migrate(self, request: MigrationRequest) -> None:
+        run_migration.validate(self._run, request)
 
     # -- events in ---------------------------------------------------------------------------
 

@@ -16,16 +16,10 @@ from temporalio import workflow
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
-from dsmo.workflows.contracts.run_records import (
-    Checkpoint,
-    Compensation,
-    ExecutionRequest,
-    RecordedAction,
-    RecordedResume,
-    ReplayPlan,
-    WaitCheckpoint,
-    next_recorded,
-)
+from dsmo.workflows.contracts.migration_io import MigrationRequest
+from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan, next_recorded
+from dsmo.workflows.contracts.run_records import Checkpoint, Compensation, ExecutionRequest, WaitCheckpoint
+from dsmo.workflows.definition.migration_checks import MigrationPlan, RunPosition
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.seen_ids import SEEN_IDS_WINDOW, SeenIds
 from dsmo.workflows.run.audit import TAIL_BYTES_MAX, AuditTrail
@@ -38,6 +32,15 @@ from dsmo.workflows.run.state import RunState
 # keys of the latest ones (a stage of an earlier generation cannot report again).
 PATH_CARRIED = 1_000
 COMMITTED_CARRIED = 1_000
+
+
+@dataclass(frozen=True)
+class PendingMigration:
+    """A move the run accepted: what was asked, where it was, and what the checks decided."""
+
+    request: MigrationRequest
+    position: RunPosition
+    plan: MigrationPlan
 
 
 @dataclass
@@ -64,6 +67,13 @@ class Run:
     trail_segments: bool | None = None
     # Set while the run hands over to its next generation: events are kept, not applied.
     continuing: bool = False
+    # A move to another version (engine/run_migration.py): accepted, carried out at the hand-over.
+    migration: PendingMigration | None = None
+    # A `migrate` update waits for the run's next node boundary (it was inside a stage) ...
+    migration_asked: bool = False
+    # ... where the loop says where the run is (or, if it ends first, why no boundary came).
+    boundary: RunPosition | None = None
+    no_boundary: str | None = None
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:
@@ -160,6 +170,8 @@ class Run:
 
     def continue_as_new_due(self) -> bool:
         """The history is long enough to carry the run into a fresh Temporal run."""
+        if self.migration is not None:
+            return True  # a move to another version is carried out by continuing as new
         info = workflow.info()
         if self.trail_segments and self.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
             return True  # this generation's trail is large (trail_segments.py)

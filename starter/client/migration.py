@@ -1,0 +1,145 @@
+"""Moving runs to another version of their definition: one run, or every run a query selects.
+
+`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these. A move goes through the run's
+`migrate` update, whose validator decides it where the run is. A dry run cannot ask that
+validator without the risk of a move, so it asks the run where it is (its status and
+variables) and runs the same checks (`migration_checks.plan_migration`) here: the answer is
+the run's, unless the run moves on before the real move is sent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
+from dsmo.starter.client.rpc_errors import update_failure
+from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.identifiers import agent_name_problem
+from dsmo.workflows.contracts.migration_io import (
+    ALREADY_ON_TARGET,
+    MIGRATE_UPDATE,
+    MigrationAck,
+    MigrationRequest,
+)
+from dsmo.workflows.definition.migration_checks import (
+    MOVES_AT_BOUNDARY,
+    MigrationRefused,
+    RunPosition,
+    plan_migration,
+    variables_after_move,
+)
+from dsmo.workflows.definition.model import AgentDefinition
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+
+async def resolve_version(client: DsmoClient, agent: str, version: str) -> AgentDefinition:
+    """A published version of ``agent``, named by its hash (``workflow_version``) or its ``version`` label.
+
+    Raises:
+        DefinitionNotFound: No published version of ``agent`` has this hash or label, or two
+            have the label (name the hash then).
+    """
+    published = await client.versions(agent)
+    if version in published:
+        return await client.definition(agent, version)
+    labelled = [definition for wv in published if (definition := await client.definition(agent, wv)).version == version]
+    if len(labelled) == 1:
+        return labelled[0]
+    if labelled:
+        hashes = ", ".join(definition.workflow_version for definition in labelled)
+        raise DefinitionNotFound(
+            f"version: {len(labelled)} published versions of {agent!r} are labelled {version!r} ({hashes}); "
+            "name one by its hash"
+        )
+    raise DefinitionNotFound(f"version: agent {agent!r} has no published version {version!r} (hash or label)")
+
+
+async def send(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+    """Ask the run to move through its `migrate` update; its answer, or why it refused."""
+    handle = client.temporal.get_workflow_handle(run_id)
+    try:
+        update = handle.execute_update(MIGRATE_UPDATE, request, result_type=MigrationAck)
+        ack: MigrationAck = await unless_failing(client.temporal, handle, update)
+        return ack
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type == ALREADY_ON_TARGET:
+            raise AlreadyOnTarget(f"run {run_id!r}: {update_failure(err)}") from None
+        raise MigrationNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
+    except RPCError as err:
+        raise await closed_or_missing(client.settings, handle, err) from None
+
+
+async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+    """What the move would do, by the run's own checks, without asking the run to move (a dry run).
+
+    Raises:
+        AlreadyOnTarget: The run follows the target version already.
+        MigrationNotAccepted: The checks refuse the move (the reason, in one line).
+        RunClosed: The run has ended.
+    """
+    view = await client.status(run_id)
+    target = request.definition
+    if view.status.terminal:
+        raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to move")
+    if view.workflow_version == target.workflow_version:
+        raise AlreadyOnTarget(f"run {run_id!r}: already on {target.version} ({target.workflow_version})")
+    source = await client.definition(view.agent, view.workflow_version)
+    variables = variables_after_move(await client.variables(run_id), request.node_map, request.set)
+    in_wait = view.waiting_for is not None and view.waiting_for not in MOVES_AT_BOUNDARY
+    position = RunPosition(
+        node=view.current_node, waiting_for=view.waiting_for if in_wait else None, variables=variables
+    )
+    try:
+        plan = plan_migration(source, target, position, request.node_map, leave_wait=request.leave_wait)
+    except MigrationRefused as err:
+        raise MigrationNotAccepted(f"run {run_id!r}: {err}") from None
+    return MigrationAck(
+        run_id=run_id,
+        from_version=source.version,
+        to_version=target.version,
+        from_workflow_version=source.workflow_version,
+        to_workflow_version=target.workflow_version,
+        from_node=view.current_node,
+        to_node=plan.node,
+        waiting=in_wait,
+        expiring=list(plan.expiring),
+    )
+
+
+async def published_target(client: DsmoClient, target: AgentDefinition) -> AgentDefinition:
+    """``target``, once it is known to be a published version (a move goes only to one).
+
+    Raises:
+        DefinitionNotFound: ``target`` is not among its agent's published versions.
+    """
+    try:
+        published = await client.versions(target.agent)
+    except DefinitionNotFound:
+        published = []
+    if target.workflow_version not in published:
+        raise DefinitionNotFound(
+            f"to: version {target.version} ({target.workflow_version}) of {target.agent!r} is not published; "
+            "publish it first (dsmo definitions publish FILE)"
+        )
+    return target
+
+
+def selection(agent: str, from_version: str | None, query: str | None) -> str:
+    """The visibility filter of a batch: the agent's open runs, on ``from_version`` if given, and ``query``."""
+    problem = agent_name_problem(agent)
+    if problem:
+        raise DefinitionNotFound(f"agent: {problem}")
+    clauses = [f"{sa.AGENT_NAME.name} = '{agent}'", "ExecutionStatus = 'Running'"]
+    if from_version:
+        clauses.append(f"{sa.WORKFLOW_VERSION.name} = '{from_version}'")
+    if query:
+        clauses.append(f"({query})")
+    return " AND ".join(clauses)

@@ -1,0 +1,193 @@
+"""Moving runs to another version on the real stack: nothing received is lost, refusals write nothing.
+
+A run waiting for documents (two of three in, a signature that arrived early kept in its
+inbox) moves to a version that renames the document node and adds a step before the
+signature, then completes there. Each refusal reason leaves the run's history and trail as
+they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import AgentDefinition
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.asyncio
+
+V1 = """
+agent: {agent}
+version: "1.0.0"
+start: documents
+nodes:
+  documents:
+    actionType: request_document
+    parameters: {{documents: [id_card, diploma, payslip], to: "ana@example.com", timeout: 7d, onTimeout: fail}}
+    next: contract
+  contract:
+    actionType: request_signature
+    parameters: {{document: "s3://contracts/ana.pdf", to: "ana@example.com", timeout: 7d, onTimeout: fail}}
+    next: bye
+  bye:
+    actionType: send_message
+    parameters: {{message: "Welcome, signed at {{{{signedAt}}}}"}}
+"""
+
+# Version 2 renames `documents` to `papers` and checks the papers before the signature.
+V2 = """
+agent: {agent}
+version: "2.0.0"
+start: papers
+nodes:
+  papers:
+    actionType: request_document
+    parameters: {{documents: [id_card, diploma, payslip], to: "ana@example.com", timeout: 7d, onTimeout: fail}}
+    next: check
+  check:
+    actionType: send_message
+    parameters: {{message: "We are checking {{{{documentUrls[0]}}}}"}}
+    next: contract
+  contract:
+    actionType: request_signature
+    parameters: {{document: "s3://contracts/ana.pdf", to: "ana@example.com", timeout: 7d, onTimeout: fail}}
+    next: bye
+  bye:
+    actionType: send_message
+    parameters: {{message: "Welcome {{{{ priority }}}}, signed at {{{{signedAt}}}}"}}
+"""
+
+
+def _agent() -> str:
+    return f"migrate-{uuid.uuid4().hex[:8]}"
+
+
+async def _published(dsmo: DsmoClient, text: str, agent: str, **changes: str) -> AgentDefinition:
+    definition = parse_definition_text(text.format(agent=agent, **changes))
+    await dsmo.publish(definition)
+    return definition
+
+
+async def _waiting_for_documents(harness: Harness, v1: AgentDefinition) -> str:
+    dsmo = harness.dsmo
+    run_id = await harness.start(v1, {"candidate": "ana"})
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    for name in ("id_card", "diploma"):
+        data = {"document": name, "url": f"s3://uploads/{name}.pdf"}
+        await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=f"{run_id}-{name}")
+    # The signature arrives before it was asked for: kept for the signature wait ahead.
+    ack = await dsmo.deliver_event(
+        run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://signed/ana.pdf"}, event_id=f"{run_id}-sig"
+    )
+    assert ack.accepted and "kept" in (ack.detail or "")
+    return run_id
+
+
+async def _history_length(dsmo: DsmoClient, run_id: str) -> int:
+    return len((await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
+
+
+async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_the_new_version(
+    harness: Harness,
+) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, V1, agent)
+    v2 = await _published(dsmo, V2, agent)
+    run_id = await _waiting_for_documents(harness, v1)
+    before = await dsmo.status(run_id)
+    assert before.waiting_data and before.waiting_data["received"] == ["diploma", "id_card"]
+
+    ack = await dsmo.migrate_run(
+        run_id, v2, node_map={"documents": "papers"}, set_variables={"priority": "high"}, reason="fix", by="ops"
+    )
+    assert (ack.from_node, ack.to_node, ack.waiting) == ("documents", "papers", True)
+    assert (ack.from_workflow_version, ack.to_workflow_version) == (v1.workflow_version, v2.workflow_version)
+
+    moved = await _status_on(dsmo, run_id, v2.workflow_version)
+    assert (moved.status, moved.current_node, moved.waiting_for) == (RunStatus.WAITING, "papers", "document")
+    assert moved.waiting_until == before.waiting_until  # the deadline is kept
+    assert moved.waiting_data and moved.waiting_data["received"] == ["diploma", "id_card"]
+    assert moved.inbox and moved.inbox.count == 1  # the early signature is still kept
+    described = await dsmo.temporal.get_workflow_handle(run_id).describe()
+    assert described.typed_search_attributes.get(sa.WORKFLOW_VERSION) == v2.workflow_version
+
+    data = {"document": "payslip", "url": "s3://uploads/payslip.pdf"}
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=f"{run_id}-payslip")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert result.path == ["documents", "check", "contract", "bye"]  # entered `documents`, left it as `papers`
+    assert len(result.variables["documentUrls"]) == 3
+    assert result.variables["signedDocumentUrl"] == "s3://signed/ana.pdf"
+    assert result.variables["priority"] == "high"
+
+    trail = await dsmo.events(run_id)
+    [migrated] = [event for event in trail if event.type == "RUN_MIGRATED"]
+    assert migrated.data["fromVersion"] == "1.0.0" and migrated.data["toVersion"] == "2.0.0"
+    assert migrated.data["nodeMap"] == {"documents": "papers"}
+    assert (migrated.data["requestedBy"], migrated.data["reason"], migrated.data["set"]) == (
+        "ops",
+        "fix",
+        {"priority": "high"},
+    )
+    assert migrated.workflow_version == v2.workflow_version
+    consumed = [event for event in trail if event.type == "EVENT_CONSUMED"]
+    assert [event.data["eventId"] for event in consumed] == [f"{run_id}-sig"]
+    assert [event.seq for event in trail] == list(range(1, len(trail) + 1))  # one chain across the move
+    assert (await dsmo.verify_trail(run_id)).ok
+    assert await dsmo.verify_history(run_id) is None
+
+
+async def _status_on(dsmo: DsmoClient, run_id: str, workflow_version: str) -> Any:
+    """The run's status once its new generation answers on ``workflow_version``."""
+    for _ in range(300):
+        view = await dsmo.status(run_id)
+        if view.workflow_version == workflow_version and view.status is RunStatus.WAITING:
+            return view
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{run_id} never waited on {workflow_version}: {view}")
+
+
+async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, V1, agent)
+    v2 = await _published(dsmo, V2, agent)
+    other = await _published(dsmo, V1, _agent())
+    unpublished = parse_definition_text(V2.format(agent=agent).replace('"2.0.0"', '"2.0.1"'))
+    run_id = await _waiting_for_documents(harness, v1)
+    history, trail = await _history_length(dsmo, run_id), len(await dsmo.events(run_id))
+
+    async def refused(to: AgentDefinition, **options: Any) -> str:
+        with pytest.raises((MigrationNotAccepted, DefinitionNotFound)) as err:
+            await dsmo.migrate_run(run_id, to, **options)
+        return str(err.value)
+
+    both: dict[str, Any] = {"node_map": {"documents": "papers"}, "set_variables": {"priority": "high"}}
+    assert "'documents' has no counterpart in version 2.0.0" in await refused(v2, set_variables={"priority": "x"})
+    assert "waits for document at 'documents'; 'contract' in version 2.0.0 waits for signature" in await refused(
+        v2, node_map={"documents": "contract"}, set_variables={"priority": "x"}
+    )
+    assert "variables: version 2.0.0 reads 'priority'" in await refused(v2, node_map={"documents": "papers"})
+    assert f"is not the run's agent {agent!r}" in await refused(other)
+    assert "is not published" in await refused(unpublished, **both)
+    assert "map nowhere:papers: version 1.0.0 has no node 'nowhere'" in await refused(
+        v2, node_map={"nowhere": "papers"}, set_variables={"priority": "x"}
+    )
+    with pytest.raises(AlreadyOnTarget):
+        await dsmo.migrate_run(run_id, v1)
+    assert await _history_length(dsmo, run_id) == history
+    assert len(await dsmo.events(run_id)) == trail
+    assert (await dsmo.status(run_id)).workflow_version == v1.workflow_version
+
+    # A dry run says what the move would do, and moves nothing.
+    preview = await dsmo.migrate_run(run_id, v2, dry_run=True, **both)
+    assert (preview.to_node, preview.waiting) == ("papers", True)
+    assert await _history_length(dsmo, run_id) == history
+    await dsmo.cancel(run_id, reason="test over")

@@ -1,0 +1,52 @@
+"""What a replay of a run re-executes from: the original's recorded resumes and saga outcomes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import Field
+
+from dsmo.workflows.common.wire import WireModel
+
+
+class RecordedResume(WireModel):
+    """How a wait of the original run ended, for a replay: the event and the variables it set."""
+
+    node: str
+    event_type: str
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecordedAction(WireModel):
+    """How an `invoke` step of the original run ended, for a replay: its output, or its error."""
+
+    node: str
+    output: dict[str, Any] | None = None
+    error: str | None = None
+
+
+Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
+
+
+def next_recorded(items: Sequence[Recorded], position: int, node: str) -> tuple[Recorded | None, int]:
+    """The original run's next record at ``node`` from ``position`` on, and where to look next.
+
+    Records of other nodes are passed over (a replay that diverged never takes them back).
+    """
+    for index in range(position, len(items)):
+        if items[index].node == node:
+            return items[index], index + 1
+    return None, len(items)
+
+
+class ReplayPlan(WireModel):
+    """Re-execute a run: recorded outside events instead of live waits, no messages sent, the
+    recorded outcome of each saga action instead of a second execution (no compensation runs
+    either), and (from a stage on) earlier stages' committed outputs reused instead of recomputed."""
+
+    of: str
+    resumes: list[RecordedResume] = Field(default_factory=list)
+    reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
+    actions: list[RecordedAction] = Field(default_factory=list)
+    rerun_llm: bool = False  # call the models again instead of reading the recorded responses

@@ -1,0 +1,238 @@
+"""Moving a run to another version of its definition: checked, handed over, recorded on arrival.
+
+A `migrate` update asks for the move. Its validator refuses, writing nothing to the history,
+whatever `migration_checks.py` refuses for where the run is now. The move itself is a
+continue-as-new on the target version at the mapped node, carrying the run's checkpoint
+(variables, stage outputs, saga stack, inbox, seen event ids, trail head, deadlines).
+
+Where a run can move:
+- waiting (for a reply, documents, a signature, a test, an event, a date): at once, from
+  inside its wait, which it goes on with at the mapped node (its deadline kept, unless the
+  timers restart);
+- anywhere else (a stage or an agent call in flight, a child run it waits for, queued behind
+  the agent's concurrency limit, a wait whose event has just arrived): at its next node
+  boundary. The update waits there, so the loop (`AgentExecution.run`) enters no node while a
+  move is being decided, and the checks run again against the node the run has reached. If
+  that node cannot move, the update fails with the reason and the run goes on where it is.
+Events that arrive once a move is accepted are kept, not applied, so exactly one version
+takes each (the target's wait, from the inbox).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.contracts.migration_io import (
+    ALREADY_ON_TARGET,
+    MIGRATION_REFUSED,
+    MigrationAck,
+    MigrationRecord,
+    MigrationRequest,
+)
+from dsmo.workflows.contracts.run_records import ExecutionRequest, WaitCheckpoint
+from dsmo.workflows.definition.migration_checks import (
+    MOVES_AT_BOUNDARY,
+    MigrationRefused,
+    RunPosition,
+    plan_migration,
+    variables_after_move,
+    wait_kind,
+)
+from dsmo.workflows.definition.node_types import RequestDocumentNode
+from dsmo.workflows.definition.sensitive import masked_variables
+from dsmo.workflows.run.context import PendingMigration, Run
+
+
+def validate(run: Run, request: MigrationRequest) -> None:
+    """The update's validator: refuse, before anything is written, a move the run cannot make.
+
+    Raises:
+        ApplicationError: ``MigrationRefused`` with the reason in one line, or
+            ``MigrationAlreadyOnTarget`` when the run already follows the target version.
+    """
+    try:
+        _check(run, request, position_now(run) or _between_nodes(run))
+    except MigrationRefused as err:
+        raise _refusal(err) from None
+
+
+async def take(run: Run, request: MigrationRequest) -> MigrationAck:
+    """The update's handler: decide the move where the run is, and have it carried out.
+
+    Returns:
+        Where the run goes on in the target version.
+
+    Raises:
+        ApplicationError: The run reached a node boundary that cannot move, or ended first.
+    """
+    position = position_now(run)
+    if position is None:
+        if run.migration_asked or run.migration is not None:
+            raise _refusal(MigrationRefused("status: another move of this run is under way"))
+        run.migration_asked = True
+        try:
+            await workflow.wait_condition(lambda: run.boundary is not None or run.no_boundary is not None)
+        finally:
+            run.migration_asked = False
+        if run.boundary is None:
+            raise _refusal(MigrationRefused(f"status: {run.no_boundary}"))
+        position = run.boundary
+    try:
+        plan = _check(run, request, position)
+    except MigrationRefused as err:
+        raise _refusal(err) from None
+    run.migration = PendingMigration(request, position, plan)
+    run.continuing = True  # events from now on are kept for the target version's waits
+    source, target = run.definition, request.definition
+    return MigrationAck(
+        run_id=run.state.run_id,
+        from_version=source.version,
+        to_version=target.version,
+        from_workflow_version=source.workflow_version,
+        to_workflow_version=target.workflow_version,
+        from_node=position.node,
+        to_node=plan.node,
+        waiting=position.waiting_for is not None,
+        expiring=list(plan.expiring),
+    )
+
+
+async def at_boundary(run: Run, node_id: str | None, wait: WaitCheckpoint | None = None) -> None:
+    """Hold the run at a node boundary while a waiting `migrate` update decides (see the module doc)."""
+    if not run.migration_asked:
+        return
+    run.boundary = _position(run, node_id, wait.kind if wait else None)
+    await workflow.wait_condition(lambda: not run.migration_asked)
+    run.boundary = None
+
+
+async def no_more_boundaries(run: Run, reason: str) -> None:
+    """The run is ending: a `migrate` update still waiting for a boundary is answered ``reason``."""
+    if run.migration_asked:
+        run.no_boundary = reason
+        await workflow.wait_condition(lambda: not run.migration_asked)
+
+
+def position_now(run: Run) -> RunPosition | None:
+    """Where a waiting run is, to move it from inside its wait; None when it moves at a boundary."""
+    state = run.state
+    waiting = state.waiting
+    if waiting is None or state.resume_event is not None or waiting.kind in MOVES_AT_BOUNDARY:
+        return None
+    return _position(run, waiting.node, waiting.kind)
+
+
+def _between_nodes(run: Run) -> RunPosition:
+    # What the validator can check of a run that moves at its next boundary: the node it is at.
+    return _position(run, run.state.current_node, None)
+
+
+def _position(run: Run, node_id: str | None, waiting_for: str | None) -> RunPosition:
+    return RunPosition(
+        node=node_id,
+        waiting_for=waiting_for,
+        kept=[entry.event for entry in run.state.inbox],
+        variables=run.state.variables,
+    )
+
+
+def _check(run: Run, request: MigrationRequest, position: RunPosition) -> Any:
+    state = run.state
+    if run.replay is not None:
+        raise MigrationRefused("status: a replay follows its original run's record; it does not move")
+    if state.status.terminal:
+        raise MigrationRefused(f"status: the run has ended ({state.status.value})")
+    if run.migration is not None:
+        raise MigrationRefused("status: the run is already moving to another version")
+    target = request.definition
+    if target.agent == run.definition.agent and target.workflow_version == run.definition.workflow_version:
+        raise MigrationRefused(f"already on {target.version} ({target.workflow_version})", already=True)
+    position = RunPosition(
+        node=position.node,
+        waiting_for=position.waiting_for,
+        kept=position.kept,
+        variables=moved_variables(run, request),
+    )
+    return plan_migration(run.definition, target, position, request.node_map, leave_wait=request.leave_wait)
+
+
+def _refusal(err: MigrationRefused) -> ApplicationError:
+    kind = ALREADY_ON_TARGET if err.already else MIGRATION_REFUSED
+    return ApplicationError(str(err), type=kind, non_retryable=True)
+
+
+def moved_variables(run: Run, request: MigrationRequest) -> dict[str, Any]:
+    """The run's variables as the target version sees them (see `variables_after_move`)."""
+    return variables_after_move(run.state.variables, request.node_map, request.set)
+
+
+def hand_over(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> ExecutionRequest:
+    """The next generation's request: the target version, at the mapped node, with the run's state."""
+    pending = run.migration
+    assert pending is not None
+    request, plan, target = pending.request, pending.plan, pending.request.definition
+    mapped = plan.node if plan.node is not None else node_id
+    kept_wait = _moved_wait(wait, mapped, request, target.nodes.get(mapped or "")) if mapped else None
+    record = MigrationRecord(
+        from_version=run.definition.version,
+        from_workflow_version=run.definition.workflow_version,
+        from_node=pending.position.node,
+        to_node=mapped,
+        node_map=dict(plan.node_map),
+        set=masked_variables(request.set, target.sensitive or ()),
+        left_wait=wait is not None and kept_wait is None,
+        restart_timers=request.restart_timers,
+        requested_by=request.requested_by,
+        reason=request.reason,
+    )
+    checkpoint = run.to_checkpoint(mapped, kept_wait).model_copy(
+        update={"variables": moved_variables(run, request), "migration": record}
+    )
+    return run.request.model_copy(update={"definition": target, "checkpoint": checkpoint})
+
+
+def _moved_wait(
+    wait: WaitCheckpoint | None, mapped: str, request: MigrationRequest, node: Any
+) -> WaitCheckpoint | None:
+    if wait is None or node is None:
+        return None
+    if wait_kind(node) != wait.kind:
+        return None  # leaving the wait (the checks refused this unless asked): the node runs afresh
+    update: dict[str, Any] = {"node": mapped}
+    if request.restart_timers:
+        update.update(until=None, attempt=1)  # the node computes its deadline afresh
+    if isinstance(node, RequestDocumentNode):
+        update["requested"] = list(node.parameters.documents)  # what the target asks for
+    return wait.model_copy(update=update)
+
+
+def arrive(run: Run) -> None:
+    """The first thing a moved run's new generation does: record the move and publish its version."""
+    checkpoint = run.request.checkpoint
+    assert checkpoint is not None and checkpoint.migration is not None
+    record, state, definition = checkpoint.migration, run.state, run.definition
+    state.audit.record(
+        "RUN_MIGRATED",
+        at=workflow.now(),
+        stage=record.to_node,
+        data={
+            "fromVersion": record.from_version,
+            "toVersion": definition.version,
+            "fromWorkflowVersion": record.from_workflow_version,
+            "toWorkflowVersion": definition.workflow_version,
+            "fromNode": record.from_node,
+            "toNode": record.to_node,
+            "nodeMap": record.node_map,
+            "set": record.set,
+            "leftWait": record.left_wait,
+            "restartTimers": record.restart_timers,
+            "requestedBy": record.requested_by,
+            "reason": record.reason,
+            "generation": checkpoint.generation,
+        },
+    )
+    workflow.upsert_search_attributes([sa.WORKFLOW_VERSION.value_set(definition.workflow_version)])
