@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from bench import migration_cli
 from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
@@ -64,6 +65,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
                 results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
             except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
                 print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
+        await migration_cli.add_migration(results, settings, bench.dsmo, config.migration_runs, out_dir)
         await _add_w5(results, settings, bench.dsmo, batches=1 if quick else 3)
         results["seconds"] = round(time.perf_counter() - started, 1)
     finish(results, out_dir, update_benchmarks)
@@ -210,9 +212,8 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
     paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
     text = markdown(results)
     print(text)
-    w5 = _w5_section(results)
-    if w5:
-        print("\n" + w5)
+    for extra in filter(None, (migration_cli.migration_section(results), _w5_section(results))):
+        print("\n" + extra)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
         page = REPO / "BENCHMARKS.md"
@@ -232,7 +233,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         w5_section = _w5_section(results)
         if w5_section:
             new_page = reliability_report.splice(new_page, w5_section, *_w5_markers())
-        page.write_text(new_page)
+        page.write_text(migration_cli.with_section(new_page, results))
 
 
 def _w5_markers() -> tuple[str, str]:
@@ -268,6 +269,7 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
 @click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
 @click.option("--w5-only", is_flag=True, help="Run only W5 (LLM-bound), merged into the latest results.")
+@click.option("--migrate-only", "migrate", is_flag=True, help="Run only the migration section (10,000 runs).")
 @click.option(
     "--floor-only",
     "floor_repeats",
@@ -276,7 +278,9 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
     metavar="N",
     help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
 )
-def command(quick: bool, update: bool, scale_only: bool, w5_only: bool, floor_repeats: int | None) -> None:
+def command(
+    quick: bool, update: bool, scale_only: bool, w5_only: bool, migrate: bool, floor_repeats: int | None
+) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
 
     \b
@@ -286,4 +290,9 @@ def command(quick: bool, update: bool, scale_only: bool, w5_only: bool, floor_re
     """
     if floor_repeats and (scale_only or update):
         raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
-    main(quick, update, scale_only, floor_repeats or 0, w5_only)
+    if migrate and (scale_only or w5_only or floor_repeats):
+        raise click.UsageError("--migrate-only: cannot be combined with --scale-only, --w5-only or --floor-only")
+    if migrate:
+        asyncio.run(migration_cli.migration_only(quick, bench_stack, update_benchmarks=update))
+    else:
+        main(quick, update, scale_only, floor_repeats or 0, w5_only)

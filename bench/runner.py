@@ -40,6 +40,7 @@ class BenchConfig:
     ambiguity: float = 0.15
     consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
     scale_runs: int = 200
+    migration_runs: int = 300  # waiting runs migrated in one batch (bench/migration_bench.py)
     artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
     resume_samples: int = 10
     # Against the floor: this many interleaved rounds, each batch at least this many waves of
@@ -58,6 +59,7 @@ class BenchConfig:
             w4_inputs=50,
             w4_concurrency=50,
             scale_runs=10_000,
+            migration_runs=10_000,
             resume_samples=50,
             # Six rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x.
             paired_rounds=6,

@@ -33,6 +33,8 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(cli, args).exit_code == 2
 
 
-@pytest.mark.parametrize("args", [["--floor-only", "0"], ["--floor-only", "2", "--update"]])
+@pytest.mark.parametrize(
+    "args", [["--floor-only", "0"], ["--floor-only", "2", "--update"], ["--migrate-only", "--w5-only"]]
+)
 def test_bench_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(bench_command, args).exit_code == 2
