@@ -108,6 +108,8 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         await bounded(STARTS_AT_ONCE, [partial(dsmo.start, v1, {}, run_id=i, task_queue=dsmo_queue) for i in dsmo_ids])
         waiting = f"TaskQueue = '{dsmo_queue}' AND AgentExecutionStatus = 'waiting'"
         await settled_count(dsmo.temporal, waiting, runs + 1, timeout=max(120.0, runs / 5))
+        _progress(began, f"{runs} DSMO runs waiting; migrating them")
+        load = os.getloadavg()
         dsmo_side = await _side(
             settings,
             dsmo,
@@ -121,11 +123,13 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         dsmo_side["moved_visible"] -= 1  # the warm-up run is on version 2 too
         batch_report = dsmo_side.pop("report")
         dsmo_side.update(latency(timer.seconds[MIGRATE_UPDATE]), summary=batch_report["summary"])
+        _progress(began, f"DSMO: {dsmo_side['runs_per_second']} runs moved per second; starting the bare workflows")
 
         state = {"generation": 0, "blob": "x" * checkpoint_bytes}
         started += bare_ids
         await bounded(STARTS_AT_ONCE, [partial(_start_bare, dsmo, i, bare_queue, state) for i in bare_ids])
         await _first_tasks_done(dsmo, bare_ids)
+        _progress(began, f"{runs} bare workflows waiting; moving them")
         ask = {"generation": 1, "payload": "x" * request_bytes}
         bare_side = await _side(
             settings,
@@ -138,6 +142,7 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         )
         bare_report = bare_side.pop("report")
         bare_side.update(latency(timer.seconds[UPDATE]), summary=bare_report)
+        _progress(began, f"bare: {bare_side['runs_per_second']} moved per second; ending the {len(started)} runs")
         return {
             "runs": runs,
             "concurrency": CONCURRENCY,
@@ -148,12 +153,18 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
             "ratio": dsmo_side["runs_per_second"] / bare_side["runs_per_second"],
             "batch_report": batch_report,
             "seconds": round(time.perf_counter() - began, 1),
+            # The machine is shared: its 1/5/15-minute load as the batches began, and as they ended.
+            "load_average": {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in os.getloadavg()]},
         }
     finally:
         for worker in workers:
             worker.terminate()
             await worker.wait()
         await bounded(STARTS_AT_ONCE, [partial(_terminate, dsmo, run_id) for run_id in started])
+
+
+def _progress(began: float, text: str) -> None:
+    print(f"  migration, {time.perf_counter() - began:.0f} s: {text}", flush=True)
 
 
 async def _side(
