@@ -20,6 +20,7 @@ from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
+from dsmo_examples.orders.db import OrderDatabase, shipments
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.asyncio
@@ -191,3 +192,70 @@ async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness
     assert (preview.to_node, preview.waiting) == ("papers", True)
     assert await _history_length(dsmo, run_id) == history
     await dsmo.cancel(run_id, reason="test over")
+
+
+SAGA = """
+agent: {agent}
+version: "{version}"
+inputs: [order]
+start: create_order
+nodes:
+  create_order:
+    actionType: invoke
+    action: create-order
+    input: {{customer: "{{{{order.customer}}}}", productId: lamp, quantity: 1, amount: 49.5}}
+    compensate: {{kind: annulment, when: 'output.status == "pending"'}}
+    next: reserve_stock
+  reserve_stock:
+    actionType: invoke
+    action: reserve-stock
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", productId: lamp, quantity: 1}}
+    compensate: {{kind: annulment, when: 'output.status == "active"'}}
+    next: approval
+  approval:
+    actionType: wait_for_event
+    parameters: {{event: approval, timeout: 7d, onTimeout: fail}}
+    next: {after_approval}
+{extra}
+  process_payment:
+    actionType: invoke
+    action: process-payment
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", amount: 49.5, card: "4242 4242 4242 4242"}}
+    compensate: {{kind: reversal}}
+    next: create_shipment
+  create_shipment:
+    actionType: invoke
+    action: create-shipment
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", address: "{{{{order.address}}}}"}}
+    compensate: {{kind: counter_operation}}
+"""
+
+NOTIFY = """  notify:
+    actionType: send_message
+    parameters: {message: "paying now"}
+    next: process_payment"""
+
+
+async def test_a_saga_moved_midway_compensates_steps_from_both_versions_lifo(
+    harness: Harness, order_db: OrderDatabase
+) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, SAGA, agent, version="1", after_approval="process_payment", extra="")
+    v2 = await _published(dsmo, SAGA, agent, version="2", after_approval="notify", extra=NOTIFY)
+    # The address no carrier delivers to: the shipment, after the move, fails.
+    run_id = await harness.start(v1, {"order": {"customer": "ana", "address": "nowhere"}})
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.migrate_run(run_id, v2, reason="notify before paying")
+    await _status_on(dsmo, run_id, v2.workflow_version)
+    await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "approved"}, event_id=f"{run_id}-ok")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and result.failed_action_id == "create_shipment"
+    assert result.compensation is not None
+    # Payment was done on version 2, the other two on version 1: undone last-in, first-out.
+    assert result.compensation["compensated"] == ["process_payment", "reserve_stock", "create_order"]
+    assert order_db.effects(run_id)[-3:] == ["refund_payment", "release_stock", "cancel_order"]
+    assert order_db.stock("lamp") == (10, 0)
+    assert order_db.row(shipments, run_id) is None
+    events = await dsmo.events(run_id)
+    done = {e.stage: e.workflow_version for e in events if e.type == "STAGE_SUCCEEDED" and e.stage}
+    assert (done["reserve_stock"], done["process_payment"]) == (v1.workflow_version, v2.workflow_version)
