@@ -144,6 +144,11 @@ async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_
     assert [event.seq for event in trail] == list(range(1, len(trail) + 1))  # one chain across the move
     assert (await dsmo.verify_trail(run_id)).ok
     assert await dsmo.verify_history(run_id) is None
+    # A replay starts on version 1 and moves where the original moved, then takes the same path.
+    report = await dsmo.replay(run_id, task_queue=harness.task_queue)
+    assert (report.replay_status, report.replay_path, report.same_path) == ("completed", result.path, True)
+    replayed = await dsmo.events(report.replay)
+    assert [e.data["toVersion"] for e in replayed if e.type == "RUN_MIGRATED"] == ["2.0.0"]
 
 
 async def _status_on(dsmo: DsmoClient, run_id: str, workflow_version: str) -> Any:
