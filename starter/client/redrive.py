@@ -43,9 +43,9 @@ def _marker(letter_id: str) -> str:
     return f"dlq/{letter_id}.redrive.json"
 
 
-def list_dead_letters(store: ArtifactStore) -> list[DeadLetterRow]:
+def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[DeadLetterRow]:
     rows = []
-    for uri in store.list_uris("dlq/"):
+    for uri in store.list_uris(f"dlq/{run_id}/" if run_id else "dlq/"):
         if uri.endswith(".redrive.json") or not uri.endswith(".json"):
             continue
         letter = DeadLetter.model_validate(store.read_json(uri))
