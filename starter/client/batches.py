@@ -94,7 +94,12 @@ class BatchReport:
         return counts
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON-ready data (camelCase), with its summary and every run's outcome."""
+        """The report as JSON-ready data, with its summary and every run's outcome.
+
+        Returns:
+            ``{"operation", "query", "dryRun", "startedAt", "finishedAt", "summary", "runs": [{"runId",
+            "outcome", "reason", "detail"}]}`` (times in ISO 8601).
+        """
         return {
             "operation": self.operation,
             "query": self.query,
