@@ -72,7 +72,7 @@ def bulk_cancel(
             query, reason=reason, by=cancelled_by, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
         )
 
-    _run_batch(obj, "cancel", query, None, operation, as_json=as_json)
+    _run_batch(obj, "cancel", query, None, operation, limit=limit, as_json=as_json)
 
 
 @bulk.command("redrive")
@@ -84,7 +84,7 @@ def bulk_redrive(obj: Context, query: str, dry_run: bool, rate: float | None, li
     def operation(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         return client.bulk_redrive(query, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome)
 
-    _run_batch(obj, "redrive", query, FAILED_RUNS, operation, as_json=as_json)
+    _run_batch(obj, "redrive", query, FAILED_RUNS, operation, limit=limit, as_json=as_json)
 
 
 @bulk.command("deliver")
@@ -121,7 +121,7 @@ def bulk_deliver(
             query, event_type, data, batch_id=chosen, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
         )
 
-    _run_batch(obj, "deliver", query, None, operation, as_json=as_json)
+    _run_batch(obj, "deliver", query, None, operation, limit=limit, as_json=as_json)
 
 
 def outcome_line(operation: str, outcome: RunOutcome) -> str:
@@ -146,7 +146,9 @@ def summary_line(report: BatchReport) -> str:
     )
 
 
-def _run_batch(obj: Context, operation: str, query: str, scope: str | None, go: Operation, *, as_json: bool) -> None:
+def _run_batch(
+    obj: Context, operation: str, query: str, scope: str | None, go: Operation, *, limit: int | None, as_json: bool
+) -> None:
     # rich is loaded only by the commands that draw with it: every other command starts faster.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -166,6 +168,8 @@ def _run_batch(obj: Context, operation: str, query: str, scope: str | None, go: 
             transient=True,
         ) as progress:
             total = await count_runs(client, query, scope=scope) if bar.is_terminal else None
+            if total is not None and limit is not None:
+                total = min(total, limit)
             task = progress.add_task(operation, total=total)
 
             def on_outcome(outcome: RunOutcome) -> None:

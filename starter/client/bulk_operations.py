@@ -13,9 +13,13 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from temporalio.client import WorkflowExecutionDescription
+from temporalio.service import RPCError
+
 from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.client_errors import EventNotAccepted, RunClosed
 from dsmo.starter.client.event_checks import check_event
+from dsmo.starter.client.rpc_errors import rpc_error
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
@@ -42,9 +46,14 @@ async def bulk_cancel(
     """Cancel every run ``query`` selects, as `DsmoClient.cancel` does one (see there)."""
 
     async def cancel(run_id: str) -> RunOutcome:
+        described = await _describe(dsmo, run_id)
+        if described.close_time is not None:
+            return RunOutcome(run_id, "skipped", "already ended")
+        if described.raw_description.workflow_extended_info.cancel_requested:
+            # Asked before (this batch, interrupted, or another): the run is unwinding or will
+            # when a worker runs it; asking again would add nothing.
+            return RunOutcome(run_id, "skipped", "cancel already requested")
         if dry_run:
-            if await _ended(dsmo, run_id):
-                return RunOutcome(run_id, "skipped", "already ended")
             return RunOutcome(run_id, "would")
         try:
             await dsmo.cancel(run_id, reason=reason, by=by)
@@ -170,10 +179,17 @@ def default_batch_id(event_type: str, data: dict[str, Any], query: str) -> str:
     return "bulk-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+async def _describe(dsmo: DsmoClient, run_id: str) -> WorkflowExecutionDescription:
+    """The run as Temporal describes it (no worker needed), or the client's error for why not."""
+    try:
+        return await dsmo.temporal.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        raise rpc_error(dsmo.settings, run_id, err) from None
+
+
 async def _ended(dsmo: DsmoClient, run_id: str) -> bool:
     """Has the run ended? From Temporal's description: no worker needed."""
-    described = await dsmo.temporal.get_workflow_handle(run_id).describe()
-    return described.close_time is not None
+    return (await _describe(dsmo, run_id)).close_time is not None
 
 
 async def _took(dsmo: DsmoClient, run_id: str, event_id: str) -> bool:

@@ -957,7 +957,8 @@ class DsmoClient:
 
         Returns:
             One outcome per run: ``done`` (cancel requested; the run unwinds on its own),
-            ``skipped`` (already ended), ``would`` (dry run) or ``failed``.
+            ``skipped`` (already ended, or a cancel was requested before), ``would`` (dry run)
+            or ``failed``.
 
         Raises:
             DsmoError: Temporal refused the filter (``query: <why>``); no run was touched.

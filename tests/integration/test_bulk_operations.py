@@ -21,7 +21,9 @@ from dsmo.starter.client.batches import BatchReport
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
+from dsmo_examples.orders.db import OrderDatabase
 from tests.conftest import Harness
+from tests.integration.test_order_saga import order, with_wait
 
 pytestmark = pytest.mark.integration
 
@@ -129,8 +131,11 @@ async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def test_bulk_cancel_dry_run_then_cancel_then_a_rerun_that_changes_nothing(harness: Harness) -> None:
-    run_ids = [await harness.start(response_waiter()) for _ in range(3)]
+async def test_bulk_cancel_dry_run_then_cancel_then_a_rerun_that_changes_nothing(
+    harness: Harness, order_db: OrderDatabase
+) -> None:
+    order_run = await harness.start(with_wait(), order())  # a saga mid-way: stock reserved, order created
+    run_ids = [await harness.start(response_waiter()) for _ in range(2)] + [order_run]
     for run_id in run_ids:
         await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await listed(harness, "AgentExecutionStatus='waiting'", 3)
@@ -160,9 +165,42 @@ async def test_bulk_cancel_dry_run_then_cancel_then_a_rerun_that_changes_nothing
         assert trail[-1].type == "RUN_ABORTED" and trail[-1].data["resultType"] == "cancelled"
         ended[run_id] = (RunStatus.CANCELLED, len(trail))
 
+    # The saga unwound as a single cancel unwinds it: LIFO, every step done so far.
+    compensation = (await harness.dsmo.result(order_run)).compensation
+    assert compensation is not None and compensation["compensated"] == ["reserve_stock", "create_order"]
+    assert order_db.stock("lamp") == (10, 0)
+
     again = await harness.dsmo.bulk_cancel(query, reason="campaign closed", by="ops")
     assert outcomes(again) == dict.fromkeys(run_ids, ("skipped", "already ended"))
     assert await snapshot(harness, run_ids) == ended
+
+
+async def test_bulk_cancel_asks_once_a_run_that_cannot_unwind_yet(harness: Harness) -> None:
+    """A run with no worker takes the cancel request but cannot act on it; a re-run of the batch
+    does not ask again (its history does not grow)."""
+    queue = f"{harness.task_queue}-no-worker"
+    run_id = await harness.dsmo.start(response_waiter(), task_queue=queue)
+    handle = harness.dsmo.temporal.get_workflow_handle(run_id)
+
+    async def history_length() -> int:
+        return len((await handle.fetch_history()).events)
+
+    async def visible() -> bool:
+        return (await harness.dsmo.temporal.count_workflows(f"TaskQueue='{queue}'")).count == 1
+
+    await eventually(visible, "the run listed")
+    try:
+        query = f"TaskQueue='{queue}'"
+        first = await harness.dsmo.bulk_cancel(query, reason="campaign closed")
+        assert outcomes(first) == {run_id: ("done", "cancel requested")}
+        asked = await history_length()
+        again = await harness.dsmo.bulk_cancel(query, reason="campaign closed", dry_run=True)
+        assert outcomes(again) == {run_id: ("skipped", "cancel already requested")}
+        again = await harness.dsmo.bulk_cancel(query, reason="campaign closed")
+        assert outcomes(again) == {run_id: ("skipped", "cancel already requested")}
+        assert await history_length() == asked
+    finally:
+        await handle.terminate("test cleanup: no worker serves this queue")
 
 
 async def test_bulk_redrive_dry_run_then_redrive_then_a_rerun_that_changes_nothing(harness: Harness) -> None:
