@@ -87,7 +87,9 @@ async def bulk_redrive(
             return RunOutcome(run_id, "skipped", f"already redriven as {', '.join(redriven)}", {"redrivenAs": redriven})
         if dry_run:
             return RunOutcome(run_id, "would", ", ".join(pending), {"deadLetters": pending})
-        started = [await dsmo.redrive(letter_id) for letter_id in pending]
+        # One id per letter: a batch interrupted between starting a redrive and marking its
+        # letter finds that run when it runs again, instead of starting a second one.
+        started = [await dsmo.redrive(letter_id, new_id=redrive_id(letter_id)) for letter_id in pending]
         return RunOutcome(run_id, "done", f"as {', '.join(started)}", {"deadLetters": pending, "redrivenAs": started})
 
     return await run_batch(
@@ -153,6 +155,12 @@ async def bulk_deliver(
     return await run_batch(
         dsmo, "deliver", query, deliver, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
     )
+
+
+def redrive_id(letter_id: str) -> str:
+    """The run id a bulk redrive gives the redrive of ``RUN/STAGE``: ``RUN.redrive-<hash of the letter>``."""
+    run_id = letter_id.split("/", 1)[0]
+    return f"{run_id}.redrive-{hashlib.sha256(letter_id.encode()).hexdigest()[:8]}"
 
 
 def refusal(text: str, run_id: str) -> str:

@@ -858,12 +858,15 @@ class DsmoClient:
             check_run_id(run_id)  # it becomes part of an object key prefix
         return await asyncio.to_thread(redrive.list_dead_letters, self._trail_store().store, run_id)
 
-    async def redrive(self, letter_id: str, *, task_queue: str | None = None) -> str:
+    async def redrive(self, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None) -> str:
         """Reprocess a dead letter from its failed stage as a new linked run (same version, config, variables).
 
         Args:
             letter_id: ``RUN/STAGE``, as `dead_letters` lists it.
             task_queue: The new run's task queue (default: the failed run's).
+            new_id: The new run's id (default: ``RUN.redrive-<random>``). If a run of this id
+                exists, it is taken as this letter's redrive (an earlier attempt interrupted
+                before it marked the letter): the letter is marked and nothing is started.
 
         Returns:
             The new run's id.
@@ -871,7 +874,7 @@ class DsmoClient:
         Raises:
             DsmoError: No such dead letter, or its config snapshot is of another version.
         """
-        return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue)
+        return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue, new_id=new_id)
 
     # -- moving runs to another version ----------------------------------------------------
 

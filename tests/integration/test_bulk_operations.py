@@ -18,6 +18,7 @@ import pytest
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.starter.client.batches import BatchReport
+from dsmo.starter.client.bulk_operations import redrive_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
@@ -224,6 +225,11 @@ async def test_bulk_redrive_dry_run_then_redrive_then_a_rerun_that_changes_nothi
     assert await redriven_as() == dict.fromkeys(run_ids)
 
     FIXED.update(correlations)  # the cause is fixed: reprocess the failed stages
+    # An earlier batch was interrupted after it started one redrive and before it marked the letter.
+    interrupted = run_ids[0]
+    first_try = await harness.dsmo.redrive(letters[interrupted], new_id=redrive_id(letters[interrupted]))
+    harness.store.s3.delete_object(Bucket=harness.store.bucket, Key=f"dlq/{letters[interrupted]}.redrive.json")
+    assert await redriven_as() == dict.fromkeys(run_ids)
     done = await harness.dsmo.bulk_redrive(query)
     assert {o.run_id for o in done.outcomes} == set(run_ids) and done.summary()["done"] == 2
     new_runs = await redriven_as()
@@ -232,6 +238,7 @@ async def test_bulk_redrive_dry_run_then_redrive_then_a_rerun_that_changes_nothi
         assert new_run is not None and outcome.detail["redrivenAs"] == [new_run]
         assert (await harness.dsmo.result(new_run)).status is RunStatus.COMPLETED
         assert (await harness.dsmo.events(new_run))[0].data["redriveOf"] == outcome.run_id
+    assert new_runs[interrupted] == first_try  # found and marked, not started twice
     trails = {run_id: len(await harness.dsmo.events(run_id)) for run_id in run_ids}
 
     again = await harness.dsmo.bulk_redrive(query)
