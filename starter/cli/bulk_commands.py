@@ -182,6 +182,10 @@ def _run_batch(
         report = run(batch)
     except InvalidQuery as err:
         raise DsmoError(f"--query: {str(err).removeprefix('query: ')}") from None
+    except KeyboardInterrupt:
+        # Runs already handled stay handled; the same command again skips them and does the rest.
+        click.echo(f"{operation}: interrupted; run the same command again to finish the batch", err=True)
+        sys.exit(130)
     click.echo(summary_line(report), err=as_json)
     if as_json:
         click.echo(json.dumps(report.to_json(), ensure_ascii=False))

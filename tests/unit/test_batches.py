@@ -196,3 +196,21 @@ def test_a_refusal_names_what_the_run_was_doing_first_so_refusals_group_by_it() 
     assert refusal(text, "r-1") == "waiting for response: no wait ahead takes a event; EVENT_COMPLETED was not applied"
     other = "MESSAGE_RECEIVED.from: 'x' is not the sender wait expects ('y')"
     assert refusal(other, "r-1") == other and reason_class(other) == "MESSAGE_RECEIVED.from"
+
+
+def test_each_run_gets_one_line_and_the_batch_a_summary() -> None:
+    from dsmo.starter.cli.bulk_commands import outcome_line, summary_line
+
+    assert outcome_line("cancel", RunOutcome("r1", "done", "cancel requested")) == "cancelled r1 (cancel requested)"
+    assert outcome_line("cancel", RunOutcome("r2", "would")) == "would cancel r2"
+    assert outcome_line("redrive", RunOutcome("r3", "would", "r3/bill")) == "would redrive r3 (r3/bill)"
+    assert outcome_line("deliver", RunOutcome("r4", "refused", "waiting for response: no")) == (
+        "refused r4: waiting for response: no"
+    )
+    assert outcome_line("deliver", RunOutcome("r5", "skipped", "already delivered")) == "skipped r5: already delivered"
+    report = report_of(
+        RunOutcome("a", "done"), RunOutcome("b", "refused", "node x: gone"), RunOutcome("c", "failed", "boom")
+    )
+    assert summary_line(report) == "migrate: 3 run(s): 1 done, 1 refused, 1 failed (refused: node x: 1)"
+    report.dry_run, report.outcomes = True, []
+    assert summary_line(report) == "migrate (dry run): 0 run(s): none selected"
