@@ -18,6 +18,11 @@ EXAMPLES: dict[str, str] = {
     "runs stats": "dsmo runs stats --json",
     "runs waiting": "dsmo runs waiting",
     "runs stuck": "dsmo runs stuck || echo 'some runs are stuck'",
+    "runs bulk cancel": "dsmo runs bulk cancel --query \"AgentName='candidate-screening'\" "
+    "--reason 'campaign closed' --dry-run",
+    "runs bulk redrive": "dsmo runs bulk redrive --query \"AgentName='order-saga'\" --rate 5",
+    "runs bulk deliver": "dsmo runs bulk deliver --query \"WaitingFor='event'\" --type EVENT_COMPLETED "
+    '--data \'{"result": "cancelled", "data": {"why": "office closed"}}\' --batch-id office-closed-12-24',
     "replay": "dsmo replay document-triage-1a2b --from-stage classify",
     "verify": "dsmo verify document-triage-1a2b",
     "dlq list": "dsmo dlq list --json",
