@@ -164,6 +164,7 @@ async def test_bulk_cancel_dry_run_then_cancel_then_a_rerun_that_changes_nothing
         assert (view.cancelled_by, view.cancel_reason) == ("ops", "campaign closed")
         trail = await harness.dsmo.events(run_id)
         assert trail[-1].type == "RUN_ABORTED" and trail[-1].data["resultType"] == "cancelled"
+        assert (trail[-1].data["cancelledBy"], trail[-1].data["cancelReason"]) == ("ops", "campaign closed")
         ended[run_id] = (RunStatus.CANCELLED, len(trail))
 
     # The saga unwound as a single cancel unwinds it: LIFO, every step done so far.
