@@ -17,15 +17,14 @@ from dsmo.starter.client.client_errors import InvalidQuery
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.errors import DsmoError
 
-DONE = {"cancel": "cancelled", "redrive": "redriven", "deliver": "delivered"}
+DONE = {"cancel": "cancelled", "redrive": "redriven", "deliver": "delivered", "migrate": "migrated"}
 Operation = Callable[[DsmoClient, Callable[[RunOutcome], None]], Awaitable[BatchReport]]
 
 
-def batch_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every bulk command shares."""
+def batch_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every batch command shares, besides how it selects runs."""
     for option in reversed(
         [
-            click.option("--query", required=True, help="A Temporal visibility filter selecting the runs."),
             click.option("--dry-run", is_flag=True, help="Send nothing: say what would be done to each run."),
             click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="At most N runs per second."),
             click.option("--limit", type=click.IntRange(min=1), help="At most N runs."),
@@ -36,6 +35,12 @@ def batch_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ):
         fn = option(fn)
     return fn
+
+
+def batch_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every bulk command shares: a required --query and the batch flags."""
+    query = click.option("--query", required=True, help="A Temporal visibility filter selecting the runs.")
+    return query(batch_flags(fn))
 
 
 @click.group()
@@ -72,7 +77,7 @@ def bulk_cancel(
             query, reason=reason, by=cancelled_by, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
         )
 
-    _run_batch(obj, "cancel", query, None, operation, limit=limit, as_json=as_json)
+    run_batch_command(obj, "cancel", query, None, operation, limit=limit, as_json=as_json)
 
 
 @bulk.command("redrive")
@@ -84,7 +89,7 @@ def bulk_redrive(obj: Context, query: str, dry_run: bool, rate: float | None, li
     def operation(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         return client.bulk_redrive(query, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome)
 
-    _run_batch(obj, "redrive", query, FAILED_RUNS, operation, limit=limit, as_json=as_json)
+    run_batch_command(obj, "redrive", query, FAILED_RUNS, operation, limit=limit, as_json=as_json)
 
 
 @bulk.command("deliver")
@@ -121,7 +126,7 @@ def bulk_deliver(
             query, event_type, data, batch_id=chosen, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
         )
 
-    _run_batch(obj, "deliver", query, None, operation, limit=limit, as_json=as_json)
+    run_batch_command(obj, "deliver", query, None, operation, limit=limit, as_json=as_json)
 
 
 def outcome_line(operation: str, outcome: RunOutcome) -> str:
@@ -146,9 +151,13 @@ def summary_line(report: BatchReport) -> str:
     )
 
 
-def _run_batch(
+def run_batch_command(
     obj: Context, operation: str, query: str, scope: str | None, go: Operation, *, limit: int | None, as_json: bool
 ) -> None:
+    """Run a batch with per-run lines, a progress bar on a terminal, a summary and ``--json``'s report.
+
+    Exits 1 when any run ``failed``, 130 when interrupted (the same command again finishes it).
+    """
     # rich is loaded only by the commands that draw with it: every other command starts faster.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

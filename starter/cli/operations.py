@@ -12,6 +12,7 @@ import click
 
 from dsmo.starter.cli.bulk_commands import bulk
 from dsmo.starter.cli.click_context import Context, pass_context, run
+from dsmo.starter.cli.migrate_command import migrate
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
@@ -119,6 +120,7 @@ def runs() -> None:
 
 
 runs.add_command(bulk)
+runs.add_command(migrate)
 
 
 @runs.command("list")

@@ -933,6 +933,82 @@ class DsmoClient:
             return await migration.preview(self, run_id, request)
         return await migration.send(self, run_id, request)
 
+    async def migrate(
+        self,
+        agent: str,
+        to: AgentDefinition | str,
+        *,
+        from_version: str | None = None,
+        query: str | None = None,
+        node_map: Mapping[str, str] | None = None,
+        leave_wait: bool = False,
+        restart_timers: bool = False,
+        set_variables: Mapping[str, Any] | None = None,
+        reason: str = "",
+        by: str = "user",
+        dry_run: bool = False,
+        rate: float | None = None,
+        limit: int | None = None,
+        concurrency: int = 20,
+        on_outcome: Callable[[RunOutcome], None] | None = None,
+    ) -> BatchReport:
+        """Move every open run of ``agent`` that a filter selects to another published version.
+
+        Each run is moved as `migrate_run` moves one, checked by the run itself. Running the same
+        batch again moves nothing twice: runs already on the target are ``skipped``, so an
+        interrupted batch is finished by running it again.
+
+        Args:
+            agent: The agent whose open runs move.
+            to: The target version: a published definition, or its hash or ``version`` label.
+            from_version: Only runs on this version (hash or label); default: every other version.
+            query: A Temporal visibility filter AND-ed to the selection (for example
+                ``WaitingFor = 'document'``).
+            node_map: Node ids of the runs' version -> the target's, for renamed nodes.
+            leave_wait: See `migrate_run`.
+            restart_timers: See `migrate_run`.
+            set_variables: Variables to set in every run as it moves.
+            reason: Why, recorded in each run's trail.
+            by: Who asked, recorded beside the reason.
+            dry_run: Only check each run (`would` or `refused`); nothing is sent.
+            rate: At most this many runs per second.
+            limit: At most this many runs.
+            concurrency: At most this many runs in flight at once.
+            on_outcome: Called with each run's outcome as it is known.
+
+        Returns:
+            The report: each run's outcome (``done``, ``would``, ``skipped``, ``refused``,
+            ``failed``) and a summary, refusals counted by reason (``to_json()`` for the file).
+
+        Raises:
+            DefinitionNotFound: ``to`` or ``from_version`` is not a published version of ``agent``.
+            InvalidQuery: Temporal refused the filter; no run was touched.
+        """
+        target = to if isinstance(to, AgentDefinition) else await migration.resolve_version(self, agent, to)
+        if target.agent != agent:
+            raise DefinitionNotFound(f"to: version {target.version} is of agent {target.agent!r}, not {agent!r}")
+        source = await migration.resolve_version(self, agent, from_version) if from_version else None
+        request = MigrationRequest(
+            definition=target if dry_run else await migration.published_target(self, target),
+            node_map=dict(node_map or {}),
+            leave_wait=leave_wait,
+            restart_timers=restart_timers,
+            set=dict(set_variables or {}),
+            requested_by=by,
+            reason=reason,
+        )
+        return await migration.migrate_batch(
+            self,
+            request,
+            from_version=source.workflow_version if source else None,
+            query=query,
+            dry_run=dry_run,
+            rate=rate,
+            limit=limit,
+            concurrency=concurrency,
+            on_outcome=on_outcome,
+        )
+
     # -- many runs at once -------------------------------------------------------------------
 
     async def bulk_cancel(
