@@ -44,11 +44,13 @@ from dsmo.activities.messaging import Channel
 from dsmo.activities.plugin_errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
+from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
     EventMalformed,
     EventNotAccepted,
     InvalidInputDocument,
+    InvalidQuery,
     NoWorker,
     RunAlreadyExists,
     RunClosed,
@@ -91,6 +93,7 @@ __all__ = [
     "ActionRefused",
     "AgentDefinition",
     "AuditEvent",
+    "BatchReport",
     "Channel",
     "CodecSettings",
     "ContractViolation",
@@ -107,6 +110,7 @@ __all__ = [
     "IngressSettings",
     "InvalidInput",
     "InvalidInputDocument",
+    "InvalidQuery",
     "InvalidRunId",
     "LlmSettings",
     "MessagingSettings",
@@ -121,6 +125,7 @@ __all__ = [
     "RunClosed",
     "RunNotFound",
     "RunNotStarted",
+    "RunOutcome",
     "RunStatus",
     "RunSummary",
     "SendMessageRequest",

@@ -10,10 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dsmo.starter.cli.click_context import Context
 from dsmo.starter.cli.render import event_lines, status_lines
+from dsmo.starter.client.batches import RunOutcome
 from dsmo.starter.client.client_errors import WorkflowTaskFailing
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
-from dsmo.workflows.common.errors import DsmoError
 
 LIVE = "ExecutionStatus='Running'"
 
@@ -41,23 +41,20 @@ async def cancel_one(obj: Context, run_id: str, *, reason: str, by: str) -> str:
 
 
 async def cancel_matching(settings: Settings, query: str, *, reason: str, by: str) -> tuple[int, int]:
+    """Cancel every live run ``query`` selects through `DsmoClient.bulk_cancel`; (cancelled, failed)."""
     dsmo = await DsmoClient.connect(settings)
-    run_ids = [
-        run.id async for run in dsmo.temporal.list_workflows(f"WorkflowType='AgentExecution' AND {LIVE} AND ({query})")
-    ]
     console = Console(stderr=True)
-    done = failed = 0
     with _progress(console) as progress:
-        task = progress.add_task("cancelling", total=len(run_ids))
-        for run_id in run_ids:
-            try:
-                await dsmo.cancel(run_id, reason=reason, by=by)
-                done += 1
-            except DsmoError as err:
-                failed += 1
-                console.print(f"[yellow]{run_id}: {err}")
+        task = progress.add_task("cancelling", total=None)
+
+        def on_outcome(outcome: RunOutcome) -> None:
+            if outcome.outcome == "failed":
+                console.print(f"[yellow]{outcome.run_id}: {outcome.reason}")
             progress.advance(task)
-    return done, failed
+
+        report = await dsmo.bulk_cancel(f"{LIVE} AND ({query})", reason=reason, by=by, on_outcome=on_outcome)
+    summary = report.summary()
+    return summary["done"], summary["failed"]
 
 
 async def redrive_all(settings: Settings) -> list[tuple[str, str]]:

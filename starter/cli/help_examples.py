@@ -15,9 +15,15 @@ EXAMPLES: dict[str, str] = {
     "definitions validate": "dsmo definitions validate examples/triage.yaml",
     "definitions publish": "dsmo definitions publish examples/background_check.yaml",
     "runs list": "dsmo runs list --status waiting --agent document-triage",
+    "runs migrate": "dsmo runs migrate employee-onboarding --from 1.0.0 --to 1.1.0 --map contract:signature --dry-run",
     "runs stats": "dsmo runs stats --json",
     "runs waiting": "dsmo runs waiting",
     "runs stuck": "dsmo runs stuck || echo 'some runs are stuck'",
+    "runs bulk cancel": "dsmo runs bulk cancel --query \"AgentName='candidate-screening'\" "
+    "--reason 'campaign closed' --dry-run",
+    "runs bulk redrive": "dsmo runs bulk redrive --query \"AgentName='order-saga'\" --rate 5",
+    "runs bulk deliver": "dsmo runs bulk deliver --query \"WaitingFor='event'\" --type EVENT_COMPLETED "
+    '--data \'{"result": "cancelled", "data": {"why": "office closed"}}\' --batch-id office-closed-12-24',
     "replay": "dsmo replay document-triage-1a2b --from-stage classify",
     "verify": "dsmo verify document-triage-1a2b",
     "dlq list": "dsmo dlq list --json",

@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
+from dsmo.starter.cli.bulk_commands import bulk
 from dsmo.starter.cli.click_context import Context, pass_context, run
+from dsmo.starter.cli.migrate_command import migrate
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
@@ -114,7 +116,11 @@ def worker(modules: tuple[str, ...]) -> None:
 
 @click.group()
 def runs() -> None:
-    """Runs on Temporal visibility: list them, and the seed's monitoring queries."""
+    """Runs on Temporal visibility: list them, the seed's monitoring queries, and bulk operations."""
+
+
+runs.add_command(bulk)
+runs.add_command(migrate)
 
 
 @runs.command("list")

@@ -100,3 +100,9 @@ class AlreadyOnTarget(MigrationNotAccepted):
     """The run already follows the target version: nothing to move (a re-run of a batch finds this)."""
 
     code = "already_on_target"
+
+
+class InvalidQuery(DsmoError):
+    """Temporal refused a visibility filter; the message says why."""
+
+    code = "invalid_query"

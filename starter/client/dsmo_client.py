@@ -1,12 +1,13 @@
 """The Python API: publish definitions, start runs (by name or definition), list them, deliver
-events, read status, audit trail and results, replay and redrive.
+events, read status, audit trail and results, replay and redrive; cancel, redrive and deliver to
+many runs at once by visibility filter.
 
 Longer than most modules because `DsmoClient` is one class (a class stays in one module) and its
 methods, each with its Args/Returns/Raises, are the public API; what they build on lives beside
 it in this package (errors and how Temporal's refusals map to them, event checks, connection,
 status views built without the run, why a run gave no answer, trail store, replay, dead
-letters, monitoring queries, the agent catalog); the helpers that need the client's state
-(start preparation, worker-health probing, the trace cache) stay in it.
+letters, monitoring queries, the agent catalog, batches and bulk operations); the helpers that
+need the client's state (start preparation, worker-health probing, the trace cache) stay in it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -42,7 +43,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from dsmo.activities.definition_store import DefinitionStore, config_key
 from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
-from dsmo.starter.client import agent_catalog, migration, monitoring, redrive, replay, run_health
+from dsmo.starter.client import agent_catalog, bulk_operations, migration, monitoring, redrive, replay, run_health
+from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
     EventMalformed,
@@ -839,8 +841,11 @@ class DsmoClient:
             head, trail = None, None  # the run itself is gone (retention): the chain alone is checked
         return verify_export(body, trail, head)
 
-    async def dead_letters(self) -> list[DeadLetterRow]:
+    async def dead_letters(self, *, run_id: str | None = None) -> list[DeadLetterRow]:
         """The dead letters (stages that could not succeed), oldest first, with what redrove each.
+
+        Args:
+            run_id: Only this run's (default: every run's).
 
         Returns:
             One row per dead letter: its id (``RUN/STAGE``), error type, attempts, when, and the
@@ -849,14 +854,19 @@ class DsmoClient:
         Raises:
             botocore.exceptions.BotoCoreError: The object store cannot be reached.
         """
-        return await asyncio.to_thread(redrive.list_dead_letters, self._trail_store().store)
+        if run_id is not None:
+            check_run_id(run_id)  # it becomes part of an object key prefix
+        return await asyncio.to_thread(redrive.list_dead_letters, self._trail_store().store, run_id)
 
-    async def redrive(self, letter_id: str, *, task_queue: str | None = None) -> str:
+    async def redrive(self, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None) -> str:
         """Reprocess a dead letter from its failed stage as a new linked run (same version, config, variables).
 
         Args:
             letter_id: ``RUN/STAGE``, as `dead_letters` lists it.
             task_queue: The new run's task queue (default: the failed run's).
+            new_id: The new run's id (default: ``RUN.redrive-<random>``). If a run of this id
+                exists, it is taken as this letter's redrive (an earlier attempt interrupted
+                before it marked the letter): the letter is marked and nothing is started.
 
         Returns:
             The new run's id.
@@ -864,7 +874,7 @@ class DsmoClient:
         Raises:
             DsmoError: No such dead letter, or its config snapshot is of another version.
         """
-        return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue)
+        return await redrive.redrive(self, self._trail_store().store, letter_id, task_queue=task_queue, new_id=new_id)
 
     # -- moving runs to another version ----------------------------------------------------
 
@@ -922,6 +932,197 @@ class DsmoClient:
         if dry_run:
             return await migration.preview(self, run_id, request)
         return await migration.send(self, run_id, request)
+
+    async def migrate(
+        self,
+        agent: str,
+        to: AgentDefinition | str,
+        *,
+        from_version: str | None = None,
+        query: str | None = None,
+        node_map: Mapping[str, str] | None = None,
+        leave_wait: bool = False,
+        restart_timers: bool = False,
+        set_variables: Mapping[str, Any] | None = None,
+        reason: str = "",
+        by: str = "user",
+        dry_run: bool = False,
+        rate: float | None = None,
+        limit: int | None = None,
+        concurrency: int = 20,
+        on_outcome: Callable[[RunOutcome], None] | None = None,
+    ) -> BatchReport:
+        """Move every open run of ``agent`` that a filter selects to another published version.
+
+        Each run is moved as `migrate_run` moves one, checked by the run itself. Running the same
+        batch again moves nothing twice: runs already on the target are ``skipped``, so an
+        interrupted batch is finished by running it again.
+
+        Args:
+            agent: The agent whose open runs move.
+            to: The target version: a published definition, or its hash or ``version`` label.
+            from_version: Only runs on this version (hash or label); default: every other version.
+            query: A Temporal visibility filter AND-ed to the selection (for example
+                ``WaitingFor = 'document'``).
+            node_map: Node ids of the runs' version -> the target's, for renamed nodes.
+            leave_wait: See `migrate_run`.
+            restart_timers: See `migrate_run`.
+            set_variables: Variables to set in every run as it moves.
+            reason: Why, recorded in each run's trail.
+            by: Who asked, recorded beside the reason.
+            dry_run: Only check each run (`would` or `refused`); nothing is sent.
+            rate: At most this many runs per second.
+            limit: At most this many runs.
+            concurrency: At most this many runs in flight at once.
+            on_outcome: Called with each run's outcome as it is known.
+
+        Returns:
+            The report: each run's outcome (``done``, ``would``, ``skipped``, ``refused``,
+            ``failed``) and a summary, refusals counted by reason (``to_json()`` for the file).
+
+        Raises:
+            DefinitionNotFound: ``to`` or ``from_version`` is not a published version of ``agent``.
+            InvalidQuery: Temporal refused the filter; no run was touched.
+        """
+        target = to if isinstance(to, AgentDefinition) else await migration.resolve_version(self, agent, to)
+        if target.agent != agent:
+            raise DefinitionNotFound(f"to: version {target.version} is of agent {target.agent!r}, not {agent!r}")
+        source = await migration.resolve_version(self, agent, from_version) if from_version else None
+        request = MigrationRequest(
+            definition=target if dry_run else await migration.published_target(self, target),
+            node_map=dict(node_map or {}),
+            leave_wait=leave_wait,
+            restart_timers=restart_timers,
+            set=dict(set_variables or {}),
+            requested_by=by,
+            reason=reason,
+        )
+        return await migration.migrate_batch(
+            self,
+            request,
+            from_version=source.workflow_version if source else None,
+            query=query,
+            dry_run=dry_run,
+            rate=rate,
+            limit=limit,
+            concurrency=concurrency,
+            on_outcome=on_outcome,
+        )
+
+    # -- many runs at once -------------------------------------------------------------------
+
+    async def bulk_cancel(
+        self,
+        query: str,
+        *,
+        reason: str,
+        by: str = "user",
+        dry_run: bool = False,
+        rate: float | None = None,
+        limit: int | None = None,
+        on_outcome: Callable[[RunOutcome], None] | None = None,
+    ) -> BatchReport:
+        """Cancel every run a visibility filter selects, each as `cancel` would (reason in its trail,
+        its saga compensated).
+
+        Args:
+            query: A Temporal visibility filter (AND-ed with ``WorkflowType='AgentExecution'``).
+            reason: Why, recorded in each run as `cancelReason`.
+            by: Who, recorded as `cancelledBy`.
+            dry_run: Send nothing; report ``would`` for each open run.
+            rate: At most this many runs per second.
+            limit: At most this many runs.
+            on_outcome: Called with each run's outcome as it is known.
+
+        Returns:
+            One outcome per run: ``done`` (cancel requested; the run unwinds on its own),
+            ``skipped`` (already ended, or a cancel was requested before), ``would`` (dry run)
+            or ``failed``.
+
+        Raises:
+            DsmoError: Temporal refused the filter (``query: <why>``); no run was touched.
+        """
+        return await bulk_operations.bulk_cancel(
+            self, query, reason=reason, by=by, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
+        )
+
+    async def bulk_redrive(
+        self,
+        query: str,
+        *,
+        dry_run: bool = False,
+        rate: float | None = None,
+        limit: int | None = None,
+        on_outcome: Callable[[RunOutcome], None] | None = None,
+    ) -> BatchReport:
+        """Redrive the dead letters of every failed run a visibility filter selects (see `redrive`).
+
+        Args:
+            query: A Temporal visibility filter; only failed runs among those it selects are taken.
+            dry_run: Start nothing; report ``would`` with the dead letters of each run.
+            rate: At most this many runs per second.
+            limit: At most this many runs.
+            on_outcome: Called with each run's outcome as it is known.
+
+        Returns:
+            One outcome per failed run: ``done`` (``detail["redrivenAs"]`` names the new runs),
+            ``skipped`` (no dead letter, or already redriven: named), ``would`` or ``failed``.
+
+        Raises:
+            DsmoError: Temporal refused the filter (``query: <why>``); no run was touched.
+        """
+        return await bulk_operations.bulk_redrive(
+            self, query, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
+        )
+
+    async def bulk_deliver(
+        self,
+        query: str,
+        event_type: str,
+        data: dict[str, Any],
+        *,
+        batch_id: str,
+        dry_run: bool = False,
+        rate: float | None = None,
+        limit: int | None = None,
+        on_outcome: Callable[[RunOutcome], None] | None = None,
+    ) -> BatchReport:
+        """Deliver one resume event to every run a visibility filter selects, each as `deliver_event` would.
+
+        Each run's event id is derived from ``batch_id`` and the run id (``BATCH:RUN``, hashed if
+        too long), so running the same batch again delivers nothing twice: a run that took the
+        event (its trail says so) is ``skipped`` and nothing is written to it.
+
+        Args:
+            query: A Temporal visibility filter (AND-ed with ``WorkflowType='AgentExecution'``).
+            event_type: The resume event kind (`EVENT_COMPLETED`, `MESSAGE_RECEIVED`, ...).
+            data: The event's data, the same for every run.
+            batch_id: The batch's id: the same id again is the same batch.
+            dry_run: Send nothing; report ``would`` for each open run that has not taken the
+                event (whether the run would accept it is its own judgement, known only on delivery).
+            rate: At most this many runs per second.
+            limit: At most this many runs.
+            on_outcome: Called with each run's outcome as it is known.
+
+        Returns:
+            One outcome per run: ``done`` (taken or kept for a wait ahead), ``skipped`` (already
+            delivered, or ended), ``refused`` (the run's reason), ``would`` or ``failed``.
+
+        Raises:
+            EventMalformed: The event is not well formed; nothing was sent to any run.
+            DsmoError: Temporal refused the filter (``query: <why>``); no run was touched.
+        """
+        return await bulk_operations.bulk_deliver(
+            self,
+            query,
+            event_type,
+            data,
+            batch_id=batch_id,
+            dry_run=dry_run,
+            rate=rate,
+            limit=limit,
+            on_outcome=on_outcome,
+        )
 
     # -- events -----------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Moving runs to another version of their definition: one run, or every run a query selects.
 
-`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these. A move goes through the run's
+`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these; a batch goes through
+`batches.run_batch` (paced, reported, idempotent: a run already moved is ``skipped``). A move goes through the run's
 `migrate` update, whose validator decides it where the run is. A dry run cannot ask that
 validator without the risk of a move, so it asks the run where it is (its status and
 variables) and runs the same checks (`migration_checks.plan_migration`) here: the answer is
@@ -9,12 +10,14 @@ the run's, unless the run moves on before the real move is sent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
 from dsmo.starter.client.rpc_errors import update_failure
 from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
@@ -111,6 +114,48 @@ async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) ->
         to_node=plan.node,
         waiting=in_wait,
         expiring=list(plan.expiring),
+    )
+
+
+async def migrate_batch(
+    client: DsmoClient,
+    request: MigrationRequest,
+    *,
+    from_version: str | None = None,
+    query: str | None = None,
+    dry_run: bool = False,
+    rate: float | None = None,
+    limit: int | None = None,
+    concurrency: int = 20,
+    on_outcome: Callable[[RunOutcome], None] | None = None,
+) -> BatchReport:
+    """Move every open run of the target's agent that the filter selects (see `DsmoClient.migrate`)."""
+    target = request.definition
+    scope = selection(target.agent, from_version, None)
+
+    async def one(run_id: str) -> RunOutcome:
+        try:
+            ack = await (preview if dry_run else send)(client, run_id, request)
+        except AlreadyOnTarget:
+            return RunOutcome(run_id, "skipped", f"already on {target.version}")
+        except RunClosed:
+            return RunOutcome(run_id, "skipped", "already ended")
+        except MigrationNotAccepted as err:
+            return RunOutcome(run_id, "refused", str(err).removeprefix(f"run {run_id!r}: "))
+        where = f"{ack.from_node} -> {ack.to_node}" + ("" if ack.waiting else " at its next node boundary")
+        return RunOutcome(run_id, "would" if dry_run else "done", where, ack.model_dump(mode="json"))
+
+    return await run_batch(
+        client,
+        "migrate",
+        query or scope,
+        one,
+        dry_run=dry_run,
+        rate=rate,
+        limit=limit,
+        concurrency=concurrency,
+        on_outcome=on_outcome,
+        scope=scope if query else None,
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.starter.client.client_errors import RunAlreadyExists
 from dsmo.starter.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import DeadLetter
@@ -43,9 +44,9 @@ def _marker(letter_id: str) -> str:
     return f"dlq/{letter_id}.redrive.json"
 
 
-def list_dead_letters(store: ArtifactStore) -> list[DeadLetterRow]:
+def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[DeadLetterRow]:
     rows = []
-    for uri in store.list_uris("dlq/"):
+    for uri in store.list_uris(f"dlq/{run_id}/" if run_id else "dlq/"):
         if uri.endswith(".redrive.json") or not uri.endswith(".json"):
             continue
         letter = DeadLetter.model_validate(store.read_json(uri))
@@ -75,8 +76,14 @@ def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
         raise DsmoError(f"dead letter {letter_id!r} not found (see `dsmo dlq list`)") from None
 
 
-async def redrive(dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None) -> str:
-    """Reprocess from the failed stage: same definition version, config and variables."""
+async def redrive(
+    dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None
+) -> str:
+    """Reprocess from the failed stage: same definition version, config and variables.
+
+    With ``new_id``, a run of that id that exists already is the redrive an interrupted attempt
+    started before it could mark the letter: it is marked now and no second run is started.
+    """
     letter = read_dead_letter(store, letter_id)
     definition = await load_snapshot(store, letter.config_ref)
     if definition.workflow_version != letter.workflow_version:
@@ -88,9 +95,12 @@ async def redrive(dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, tas
         start_at=letter.stage,
         origin={"redriveOf": letter.run_id},
     )
-    run_id = await dsmo.start_request(
-        request, run_id=f"{letter.run_id}.redrive-{uuid.uuid4().hex[:8]}", task_queue=task_queue or letter.task_queue
-    )
+    run_id = new_id or f"{letter.run_id}.redrive-{uuid.uuid4().hex[:8]}"
+    try:
+        await dsmo.start_request(request, run_id=run_id, task_queue=task_queue or letter.task_queue)
+    except RunAlreadyExists:
+        if new_id is None:
+            raise
     store.s3.put_object(
         Bucket=store.bucket,
         Key=_marker(letter_id),

@@ -14,7 +14,8 @@ from temporalio.worker import Replayer
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
-from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
+from dsmo.workflows.contracts.migration_io import MigrationRequest
+from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedMove, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
 from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
@@ -164,6 +165,7 @@ async def plan_replay(
         for e in events
         if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
     ]
+    moves = await _recorded_moves(dsmo, view.agent, events)
     reuse: dict[str, str] = {}
     if from_stage is not None:
         before = view.path[: view.path.index(from_stage)]
@@ -179,9 +181,44 @@ async def plan_replay(
         input=variables,
         correlation_id=run_id,
         origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
-        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions, rerun_llm=rerun_llm),
+        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions, rerun_llm=rerun_llm, moves=moves),
     )
     return ReplayPlanned(request, view, events)
+
+
+async def _recorded_moves(dsmo: DsmoClient, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
+    """The original's moves to other versions, for the replay to make at the same points.
+
+    Each counts the resumes taken since the previous move: a replay's next generation starts
+    its cursor in the record again from there.
+    """
+    moves: list[RecordedMove] = []
+    resumes = 0
+    for event in events:
+        if event.type == "RUN_RESUMED":
+            resumes += 1
+        elif event.type == "RUN_MIGRATED":
+            data = event.data
+            target = await dsmo.definition(agent, str(data["toWorkflowVersion"]))
+            request = MigrationRequest(
+                definition=target,
+                node_map=dict(data.get("nodeMap") or {}),
+                leave_wait=bool(data.get("leftWait")),
+                restart_timers=bool(data.get("restartTimers")),
+                set=dict(data.get("set") or {}),
+                requested_by="replay",
+                reason=f"as the original moved (#{event.seq})",
+            )
+            moves.append(
+                RecordedMove(
+                    node=data.get("fromNode"),
+                    waiting=bool(data.get("waiting")),
+                    resumes_before=resumes,
+                    request=request,
+                )
+            )
+            resumes = 0
+    return moves
 
 
 async def replay(

@@ -10,6 +10,7 @@ may be in flight during a deploy; never regenerate an existing one to make a fai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import uuid
@@ -212,6 +213,67 @@ async def long_chat_segments(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     return run_id, first
 
 
+MOVING = {
+    "agent": "golden-moving",
+    "version": "1",
+    "start": "documents",
+    "nodes": {
+        "documents": {
+            "actionType": "request_document",
+            "parameters": {"documents": ["id_card", "payslip"]},
+            "next": "sign",
+        },
+        "sign": {"actionType": "request_signature", "parameters": {"document": "s3://c"}, "next": "bye"},
+        "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
+    },
+}
+# Version 2 renames `documents` and checks the papers before the signature.
+MOVED = {
+    **MOVING,
+    "version": "2",
+    "start": "papers",
+    "nodes": {
+        "papers": {**MOVING["nodes"]["documents"], "next": "check"},  # type: ignore[index]
+        "check": {"actionType": "send_message", "parameters": {"message": "checking"}, "next": "sign"},
+        "sign": MOVING["nodes"]["sign"],  # type: ignore[index]
+        "bye": MOVING["nodes"]["bye"],  # type: ignore[index]
+    },
+}
+
+
+async def _moved_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """Waiting for documents (one in, a signature kept early), refused a move with no map, moved with one."""
+    from dsmo.starter.client.client_errors import MigrationNotAccepted
+    from dsmo.workflows.definition.model import parse_definition
+
+    v1, v2 = parse_definition(MOVING), parse_definition(MOVED)
+    await dsmo.publish(v1)
+    await dsmo.publish(v2)
+    run_id = await dsmo.start(v1, task_queue=queue)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, event_id="g-1")
+    await dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://s"}, event_id="g-2")
+    with contextlib.suppress(MigrationNotAccepted):  # no counterpart of `documents` unmapped: nothing written
+        await dsmo.migrate_run(run_id, v2)
+    await dsmo.migrate_run(run_id, v2, node_map={"documents": "papers"}, reason="golden", by="golden")
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, event_id="g-3")
+    await dsmo.result(run_id)
+    return run_id, first
+
+
+async def migrated_from(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """The generation that took the move: a refused `migrate` (no trace), an accepted one, continue-as-new."""
+    return await _moved_run(dsmo, queue)
+
+
+async def migrated_to(dsmo: DsmoClient, queue: str) -> str:
+    """The generation on the target version: RUN_MIGRATED, the kept signature taken, completed."""
+    run_id, _ = await _moved_run(dsmo, queue)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -228,6 +290,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "inbox_kept_and_consumed": inbox_kept_and_consumed,
     # The first generation of a run that continued as new (a flow may name the Temporal run).
     "long_chat_segments": long_chat_segments,
+    # A run moved to another version: the generation that moved, and the one that arrived.
+    "migrated_from": migrated_from,
+    "migrated_to": migrated_to,
 }
 
 

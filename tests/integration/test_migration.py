@@ -9,7 +9,13 @@ they were.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +26,12 @@ from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
+from dsmo_examples.orders.db import OrderDatabase, shipments
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.asyncio
+
+BIN = Path(sys.executable).parent
 
 V1 = """
 agent: {agent}
@@ -143,6 +152,11 @@ async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_
     assert [event.seq for event in trail] == list(range(1, len(trail) + 1))  # one chain across the move
     assert (await dsmo.verify_trail(run_id)).ok
     assert await dsmo.verify_history(run_id) is None
+    # A replay starts on version 1 and moves where the original moved, then takes the same path.
+    report = await dsmo.replay(run_id, task_queue=harness.task_queue)
+    assert (report.replay_status, report.replay_path, report.same_path) == ("completed", result.path, True)
+    replayed = await dsmo.events(report.replay)
+    assert [e.data["toVersion"] for e in replayed if e.type == "RUN_MIGRATED"] == ["2.0.0"]
 
 
 async def _status_on(dsmo: DsmoClient, run_id: str, workflow_version: str) -> Any:
@@ -191,3 +205,173 @@ async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness
     assert (preview.to_node, preview.waiting) == ("papers", True)
     assert await _history_length(dsmo, run_id) == history
     await dsmo.cancel(run_id, reason="test over")
+
+
+SAGA = """
+agent: {agent}
+version: "{version}"
+inputs: [order]
+start: create_order
+nodes:
+  create_order:
+    actionType: invoke
+    action: create-order
+    input: {{customer: "{{{{order.customer}}}}", productId: lamp, quantity: 1, amount: 49.5}}
+    compensate: {{kind: annulment, when: 'output.status == "pending"'}}
+    next: reserve_stock
+  reserve_stock:
+    actionType: invoke
+    action: reserve-stock
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", productId: lamp, quantity: 1}}
+    compensate: {{kind: annulment, when: 'output.status == "active"'}}
+    next: approval
+  approval:
+    actionType: wait_for_event
+    parameters: {{event: approval, timeout: 7d, onTimeout: fail}}
+    next: {after_approval}
+{extra}
+  process_payment:
+    actionType: invoke
+    action: process-payment
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", amount: 49.5, card: "4242 4242 4242 4242"}}
+    compensate: {{kind: reversal}}
+    next: create_shipment
+  create_shipment:
+    actionType: invoke
+    action: create-shipment
+    input: {{orderId: "{{{{steps.create_order.orderId}}}}", address: "{{{{order.address}}}}"}}
+    compensate: {{kind: counter_operation}}
+"""
+
+NOTIFY = """  notify:
+    actionType: send_message
+    parameters: {message: "paying now"}
+    next: process_payment"""
+
+
+async def test_a_saga_moved_midway_compensates_steps_from_both_versions_lifo(
+    harness: Harness, order_db: OrderDatabase
+) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, SAGA, agent, version="1", after_approval="process_payment", extra="")
+    v2 = await _published(dsmo, SAGA, agent, version="2", after_approval="notify", extra=NOTIFY)
+    # The address no carrier delivers to: the shipment, after the move, fails.
+    run_id = await harness.start(v1, {"order": {"customer": "ana", "address": "nowhere"}})
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.migrate_run(run_id, v2, reason="notify before paying")
+    await _status_on(dsmo, run_id, v2.workflow_version)
+    await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "approved"}, event_id=f"{run_id}-ok")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and result.failed_action_id == "create_shipment"
+    assert result.compensation is not None
+    # Payment was done on version 2, the other two on version 1: undone last-in, first-out.
+    assert result.compensation["compensated"] == ["process_payment", "reserve_stock", "create_order"]
+    assert order_db.effects(run_id)[-3:] == ["refund_payment", "release_stock", "cancel_order"]
+    assert order_db.stock("lamp") == (10, 0)
+    assert order_db.row(shipments, run_id) is None
+    events = await dsmo.events(run_id)
+    done = {e.stage: e.workflow_version for e in events if e.type == "STAGE_SUCCEEDED" and e.stage}
+    assert (done["reserve_stock"], done["process_payment"]) == (v1.workflow_version, v2.workflow_version)
+
+
+async def dsmo_cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run, [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=harness.cli_env(), timeout=180
+    )
+
+
+async def test_the_waiting_runs_move_through_dsmo_runs_migrate_and_a_rerun_moves_nothing(
+    harness: Harness, tmp_path: Path
+) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, V1, agent)
+    v2_file = tmp_path / "v2.yaml"
+    v2_file.write_text(V2.format(agent=agent))
+    runs = [await _waiting_for_documents(harness, v1) for _ in range(3)]
+    await _visible(dsmo, f"AgentName = '{agent}' AND WorkflowVersion = '{v1.workflow_version}'", 3)
+    move = ["runs", "migrate", agent, "--from", "1.0.0", "--to", str(v2_file), "--map", "documents:papers"]
+    move += ["--set", "priority=high", "--reason", "rename the document step", "--by", "ops", "--json"]
+
+    dry = await dsmo_cli(harness, *move, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert report["summary"]["would"] == 3 and report["dryRun"] is True
+    assert "migrate (dry run): 3 run(s): 3 would" in dry.stderr
+
+    done = await dsmo_cli(harness, *move)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["summary"]["done"] == 3, done.stderr
+    assert {o["runId"] for o in report["runs"]} == set(runs)
+    v2 = await dsmo.definition(agent)  # --to FILE published it
+    assert v2.version == "2.0.0"
+    for run_id in runs:
+        await _status_on(dsmo, run_id, v2.workflow_version)
+
+    # Again, without --from: every run is already on the target, nothing moves twice.
+    again = await dsmo_cli(harness, *[a for a in move if a not in ("--from", "1.0.0")], "--to", v2.workflow_version)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["summary"]["skipped"] == 3
+
+    run_id = runs[0]
+    data = {"document": "payslip", "url": "s3://uploads/payslip.pdf"}
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=f"{run_id}-payslip")
+    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    for check in (["audit", "verify", run_id], ["verify", run_id]):
+        verified = await dsmo_cli(harness, *check)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    for other in runs[1:]:
+        await dsmo.cancel(other, reason="test over")
+
+
+async def _visible(dsmo: DsmoClient, query: str, count: int) -> None:
+    """Until visibility (written asynchronously) selects ``count`` runs."""
+    for _ in range(300):
+        if (await dsmo.temporal.count_workflows(query)).count == count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility never selected {count} runs for {query}")
+
+
+async def test_an_interrupted_batch_is_finished_by_running_it_again_with_no_run_moved_twice(
+    harness: Harness,
+) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, V1, agent)
+    v2 = await _published(dsmo, V2, agent)
+    runs = []
+    for _ in range(8):
+        run_id = await harness.start(v1, {"candidate": "ana"})
+        runs.append(run_id)
+    for run_id in runs:
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await _visible(dsmo, f"AgentName = '{agent}'", 8)
+    move = ["runs", "migrate", agent, "--to", "2.0.0", "--map", "documents:papers", "--set", "priority=low"]
+    # One run every half second: the batch is stopped after its second run moved.
+    slow = subprocess.Popen(
+        [str(BIN / "dsmo"), *move, "--rate", "2"],
+        env=harness.cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    moved_lines: list[str] = []
+    assert slow.stdout is not None
+    while len(moved_lines) < 2:
+        line = await asyncio.to_thread(slow.stdout.readline)
+        assert line, slow.stderr.read() if slow.stderr else ""
+        if line.startswith("migrated "):
+            moved_lines.append(line)
+    os.killpg(slow.pid, signal.SIGKILL)
+    await asyncio.to_thread(slow.wait)
+
+    again = await dsmo_cli(harness, *move, "--json")
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)["summary"]
+    assert summary["skipped"] >= 2 and summary["done"] + summary["skipped"] == 8, summary
+    for run_id in runs:
+        await _status_on(dsmo, run_id, v2.workflow_version)
+        trail = await dsmo.events(run_id)
+        assert [e.type for e in trail].count("RUN_MIGRATED") == 1, run_id
+        await dsmo.cancel(run_id, reason="test over")

@@ -74,6 +74,7 @@ class MigrationRecord(WireModel):
     from_workflow_version: str
     from_node: str | None
     to_node: str | None
+    waiting: bool = False  # it moved from inside its wait (else at a node boundary)
     node_map: dict[str, str] = Field(default_factory=dict)
     set: dict[str, Any] = Field(default_factory=dict)  # sensitive values as their fingerprints
     left_wait: bool = False

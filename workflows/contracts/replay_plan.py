@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from dsmo.workflows.common.wire import WireModel
+from dsmo.workflows.contracts.migration_io import MigrationRequest
 
 
 class RecordedResume(WireModel):
@@ -16,6 +17,22 @@ class RecordedResume(WireModel):
     node: str
     event_type: str
     set: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecordedMove(WireModel):
+    """Where the original run moved to another version, for a replay to move there too.
+
+    Attributes:
+        node: The node it was at when it moved.
+        waiting: It moved from inside its wait at ``node`` (else at the boundary before ``node``).
+        resumes_before: How many of the recorded resumes it had taken by then.
+        request: The move, as the original took it (sensitive values set by it are fingerprints).
+    """
+
+    node: str | None
+    waiting: bool
+    resumes_before: int
+    request: MigrationRequest
 
 
 class RecordedAction(WireModel):
@@ -49,4 +66,7 @@ class ReplayPlan(WireModel):
     resumes: list[RecordedResume] = Field(default_factory=list)
     reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
     actions: list[RecordedAction] = Field(default_factory=list)
-    rerun_llm: bool = False  # call the models again instead of reading the recorded responses
+    rerun_llm: bool = False
+    moves: list[RecordedMove] = Field(
+        default_factory=list
+    )  # the original's moves, in order  # call the models again instead of reading the recorded responses

@@ -95,7 +95,7 @@ class AgentExecution:
                 note_tail(run)
                 # Between two nodes: a move asked while a node ran is decided here (run_migration.py).
                 await run_migration.at_boundary(run, node_id)
-                if run.continue_as_new_due():
+                if run.continue_as_new_due() or run.replay_move_due(node_id, waiting=False):
                     raise ContinueAsNewDue(node_id)
                 node_id = await step_from(run, node_id)
         except RunEnded as ended:
@@ -115,6 +115,8 @@ class AgentExecution:
     async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
         run = self._run
         await run_migration.at_boundary(run, due.node, due.wait)
+        if run.migration is None and run.replay_move_due(due.node, waiting=due.wait is not None):
+            run_migration.as_recorded(run, due.node, due.wait)
         await workflow.wait_condition(workflow.all_handlers_finished)
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.

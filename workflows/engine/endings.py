@@ -107,7 +107,13 @@ async def _settle(run: Run, result: ExecutionResult) -> None:
         "RUN_COMPLETED" if result.status is RunStatus.COMPLETED else "RUN_ABORTED",
         at=result.completed_at,
         stage=result.failed_action_id,
-        data={"status": result.status.value, "resultType": result.result_type},
+        data={
+            "status": result.status.value,
+            "resultType": result.result_type,
+            # Who cancelled and why, in the trail itself (also in the run's record).
+            **({"cancelledBy": result.cancelled_by} if result.cancelled_by else {}),
+            **({"cancelReason": result.cancel_reason} if result.cancel_reason else {}),
+        },
     )
     if run.slot_held:
         await slot_call(run, contracts.RELEASE_SLOT, 1)

@@ -131,6 +131,25 @@ def _between_nodes(run: Run) -> RunPosition:
     return _position(run, run.state.current_node, None)
 
 
+def as_recorded(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> None:
+    """Replay: move as the original did here; a move this replay cannot make is dropped (its path
+    then diverges from the original's, which the replay's report shows)."""
+    plan = run.replay
+    assert plan is not None and plan.moves
+    move = plan.moves[0]
+    position = _position(run, node_id, wait.kind if wait else None)
+    checked = RunPosition(position.node, position.waiting_for, position.kept, moved_variables(run, move.request))
+    try:
+        decided = plan_migration(
+            run.definition, move.request.definition, checked, move.request.node_map, leave_wait=move.request.leave_wait
+        )
+    except MigrationRefused as err:
+        workflow.logger.warning("Replay %s cannot move as its original did: %s", run.state.run_id, err)
+        run.request = run.request.model_copy(update={"replay": plan.model_copy(update={"moves": plan.moves[1:]})})
+        return
+    run.migration = PendingMigration(move.request, position, decided)
+
+
 def _position(run: Run, node_id: str | None, waiting_for: str | None) -> RunPosition:
     return RunPosition(
         node=node_id,
@@ -182,6 +201,7 @@ def hand_over(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> Exe
         from_workflow_version=run.definition.workflow_version,
         from_node=pending.position.node,
         to_node=mapped,
+        waiting=pending.position.waiting_for is not None,
         node_map=dict(plan.node_map),
         set=masked_variables(request.set, target.sensitive or ()),
         left_wait=wait is not None and kept_wait is None,
@@ -192,7 +212,17 @@ def hand_over(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> Exe
     checkpoint = run.to_checkpoint(mapped, kept_wait).model_copy(
         update={"variables": moved_variables(run, request), "migration": record}
     )
-    return run.request.model_copy(update={"definition": target, "checkpoint": checkpoint})
+    update: dict[str, Any] = {"definition": target, "checkpoint": checkpoint}
+    replay = run.replay
+    if replay is not None:  # the rest of the original's record, from where this replay is in it
+        update["replay"] = replay.model_copy(
+            update={
+                "resumes": replay.resumes[run.resumes_replayed :],
+                "actions": replay.actions[run.actions_replayed :],
+                "moves": replay.moves[1:],
+            }
+        )
+    return run.request.model_copy(update=update)
 
 
 def _moved_wait(
@@ -226,6 +256,7 @@ def arrive(run: Run) -> None:
             "toWorkflowVersion": definition.workflow_version,
             "fromNode": record.from_node,
             "toNode": record.to_node,
+            "waiting": record.waiting,
             "nodeMap": record.node_map,
             "set": record.set,
             "leftWait": record.left_wait,

@@ -146,6 +146,8 @@ async def await_event(
 async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:
     """Replay a wait from the original's record: its event's variables, or its timeouts."""
     state, attempt = run.state, 1
+    if run.replay_move_due(node_id, waiting=True):  # the original moved to another version from this wait
+        raise ContinueAsNewDue(node_id, WaitCheckpoint(kind=kind, node=node_id, data=data))
     while True:
         state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
         recorded = run.recorded_resume(node_id)
@@ -176,6 +178,8 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
     """The `delay` node: sleep for a duration or until a date."""
     state, params = run.state, node.parameters
     if run.replay is not None:  # a replay does not sit out the original's timers
+        if run.replay_move_due(node_id, waiting=True):
+            raise ContinueAsNewDue(node_id, WaitCheckpoint(kind="delay", node=node_id))
         # It still enters the wait, as the original did: resuming is only legal from WAITING.
         state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
         run.recorded_resume(node_id)

@@ -177,6 +177,14 @@ class Run:
             return True  # this generation's trail is large (trail_segments.py)
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.request.history_limit
 
+    def replay_move_due(self, node_id: str | None, *, waiting: bool) -> bool:
+        """Replay: the original moved to another version here (at ``node_id``, inside its wait or not)."""
+        plan = self.replay
+        if plan is None or not plan.moves:
+            return False
+        move = plan.moves[0]
+        return move.node == node_id and move.waiting == waiting and self.resumes_replayed == move.resumes_before
+
     def message_key(self, node_id: str) -> str:
         """Idempotency key of a message or request sent at this step."""
         state = self.state
