@@ -6,7 +6,8 @@ same run on the same machine, is N plain workflows on their own worker process, 
 update whose handler makes it continue as new with a state blob the size of DSMO's checkpoint
 (`bench.migration_bare`). Both sides: the same concurrency, latency timed by the same client
 interceptor (`bench.update_timer`), the worker's RSS sampled through the batch, history growth
-read from Temporal, and every run checked to have moved (through visibility).
+read from Temporal, and every run checked to have moved (through visibility). The reference's
+runs move in two halves, one before DSMO's batch and one after it.
 """
 
 from __future__ import annotations
@@ -17,24 +18,13 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]
-
-from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
 from bench.migration_bare import UPDATE, WORKFLOW
 from bench.migration_batch import migrate_batch
-from bench.migration_measures import (
-    FIRST_TASK_DONE,
-    RssSampler,
-    growth,
-    history_sizes,
-    move_payload_bytes,
-    settled_count,
-)
+from bench.migration_measures import FIRST_TASK_DONE, Side, move_payload_bytes, settled_count
 from bench.update_timer import UpdateTimer
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -46,7 +36,6 @@ from dsmo.workflows.definition.model import AgentDefinition
 
 CONCURRENCY = 20  # the batch runner's default: both sides move this many runs at once
 STARTS_AT_ONCE = 40  # as the scale test starts its runs
-SAMPLE = 20  # runs per side whose history growth is read
 
 DEFINITION = """
 agent: {agent}
@@ -75,7 +64,8 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
 
     Returns:
         ``{"runs", "concurrency", "checkpoint_bytes", "request_bytes", "dsmo": {...}, "bare": {...},
-        "ratio", "batch_report"}``, each side with its rate, latency, RSS, CPU and history growth.
+        "ratio", "batch_report", "seconds", "load_average"}``, each side with its rate, latency,
+        RSS, CPU and history growth.
     """
     began = time.perf_counter()
     tag = uuid.uuid4().hex[:6]
@@ -91,58 +81,39 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         await _process(env, "dsmo.worker"),
         await _process(env, "bench.migration_bare", t.address, t.namespace, bare_queue, str(WORKFLOW_TASK_SLOTS)),
     ]
-    started: list[str] = []
+    warm = f"migrate-{tag}-warm"
+    started = [warm, *bare_ids, *dsmo_ids]
     try:
-        for definition in (v1, v2):
-            await dsmo.publish(definition)
-        # One run moved first: the worker warmed up, and the sizes the reference copies.
-        warm = f"migrate-{tag}-warm"
-        started.append(warm)
-        await dsmo.start(v1, {}, run_id=warm, task_queue=dsmo_queue)
-        await dsmo.wait_for_status(warm, {RunStatus.WAITING}, timeout=120)
-        await dsmo.migrate_run(warm, v2, reason="benchmark", by="bench")
-        request_bytes, checkpoint_bytes = await move_payload_bytes(dsmo.temporal, warm)
+        request_bytes, checkpoint_bytes = await _warm_up(dsmo, v1, v2, warm, dsmo_queue)
         timer.seconds.clear()
-
-        started += dsmo_ids
+        state = {"generation": 0, "blob": "x" * checkpoint_bytes}
+        await bounded(STARTS_AT_ONCE, [partial(_start_bare, dsmo, i, bare_queue, state) for i in bare_ids])
+        await _first_tasks_done(dsmo, bare_ids)
         await bounded(STARTS_AT_ONCE, [partial(dsmo.start, v1, {}, run_id=i, task_queue=dsmo_queue) for i in dsmo_ids])
         waiting = f"TaskQueue = '{dsmo_queue}' AND AgentExecutionStatus = 'waiting'"
         await settled_count(dsmo.temporal, waiting, runs + 1, timeout=max(120.0, runs / 5))
-        _progress(began, f"{runs} DSMO runs waiting; migrating them")
-        load = os.getloadavg()
-        dsmo_side = await _side(
-            settings,
-            dsmo,
-            dsmo_ids,
-            workers[0].pid,
-            lambda: migrate_batch(timed, agent, v1, v2, dsmo_ids, concurrency=CONCURRENCY),
-            moved=f"TaskQueue = '{dsmo_queue}' AND WorkflowVersion = '{v2.workflow_version}' "
-            "AND AgentExecutionStatus = 'waiting'",
-            expected=runs + 1,
-        )
-        dsmo_side["moved_visible"] -= 1  # the warm-up run is on version 2 too
-        batch_report = dsmo_side.pop("report")
-        dsmo_side.update(latency(timer.seconds[MIGRATE_UPDATE]), summary=batch_report["summary"])
-        _progress(began, f"DSMO: {dsmo_side['runs_per_second']} runs moved per second; starting the bare workflows")
+        _progress(began, f"{runs} DSMO runs and {runs} bare workflows waiting; moving them")
 
-        state = {"generation": 0, "blob": "x" * checkpoint_bytes}
-        started += bare_ids
-        await bounded(STARTS_AT_ONCE, [partial(_start_bare, dsmo, i, bare_queue, state) for i in bare_ids])
-        await _first_tasks_done(dsmo, bare_ids)
-        _progress(began, f"{runs} bare workflows waiting; moving them")
+        # The reference moves its runs in two halves, one before DSMO's batch and one after, so a
+        # change in the machine's load over the section meets both sides alike.
+        load = os.getloadavg()
         ask = {"generation": 1, "payload": "x" * request_bytes}
-        bare_side = await _side(
-            settings,
-            dsmo,
-            bare_ids,
-            workers[1].pid,
-            lambda: _bare_batch(timed, bare_ids, ask),
-            moved=f"TaskQueue = '{bare_queue}' AND ExecutionStatus = 'ContinuedAsNew'",
-            expected=runs,
-        )
-        bare_report = bare_side.pop("report")
-        bare_side.update(latency(timer.seconds[UPDATE]), summary=bare_report)
-        _progress(began, f"bare: {bare_side['runs_per_second']} moved per second; ending the {len(started)} runs")
+        bare = Side(settings, dsmo.temporal, bare_ids, workers[1].pid)
+        ours = Side(settings, dsmo.temporal, dsmo_ids, workers[0].pid)
+        bare_counts = [await bare.batch(partial(_bare_batch, timed, bare_ids[: runs // 2], ask))]
+        batch_report = await ours.batch(partial(migrate_batch, timed, agent, v1, v2, concurrency=CONCURRENCY))
+        _progress(began, f"DSMO's batch done in {ours.seconds:.0f} s")
+        bare_counts.append(await bare.batch(partial(_bare_batch, timed, bare_ids[runs // 2 :], ask)))
+        load_after = os.getloadavg()
+
+        on_v2 = f"TaskQueue = '{dsmo_queue}' AND WorkflowVersion = '{v2.workflow_version}'"
+        dsmo_side = await ours.figures(f"{on_v2} AND AgentExecutionStatus = 'waiting'", runs + 1)
+        dsmo_side["moved_visible"] -= 1  # the warm-up run is on version 2 too
+        dsmo_side.update(latency(timer.seconds[MIGRATE_UPDATE]), summary=batch_report["summary"])
+        bare_side = await bare.figures(f"TaskQueue = '{bare_queue}' AND ExecutionStatus = 'ContinuedAsNew'", runs)
+        bare_summary = {key: sum(counts[key] for counts in bare_counts) for key in ("done", "failed", "total")}
+        bare_side.update(latency(timer.seconds[UPDATE]), summary=bare_summary)
+        _progress(began, f"{dsmo_side['runs_per_second']} against {bare_side['runs_per_second']} runs moved per second")
         return {
             "runs": runs,
             "concurrency": CONCURRENCY,
@@ -154,7 +125,7 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
             "batch_report": batch_report,
             "seconds": round(time.perf_counter() - began, 1),
             # The machine is shared: its 1/5/15-minute load as the batches began, and as they ended.
-            "load_average": {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in os.getloadavg()]},
+            "load_average": {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in load_after]},
         }
     finally:
         for worker in workers:
@@ -163,41 +134,20 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         await bounded(STARTS_AT_ONCE, [partial(_terminate, dsmo, run_id) for run_id in started])
 
 
+async def _warm_up(
+    dsmo: DsmoClient, v1: AgentDefinition, v2: AgentDefinition, run_id: str, queue: str
+) -> tuple[int, int]:
+    """Publish both versions and move one run: the worker warmed up, and the sizes the reference copies."""
+    for definition in (v1, v2):
+        await dsmo.publish(definition)
+    await dsmo.start(v1, {}, run_id=run_id, task_queue=queue)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=120)
+    await dsmo.migrate_run(run_id, v2, reason="benchmark", by="bench")
+    return await move_payload_bytes(dsmo.temporal, run_id)
+
+
 def _progress(began: float, text: str) -> None:
     print(f"  migration, {time.perf_counter() - began:.0f} s: {text}", flush=True)
-
-
-async def _side(
-    settings: Settings,
-    dsmo: DsmoClient,
-    run_ids: list[str],
-    worker_pid: int,
-    batch: Callable[[], Awaitable[dict[str, Any]]],
-    *,
-    moved: str,
-    expected: int,
-) -> dict[str, Any]:
-    """One side's batch: its wall time, worker RSS and CPU, history growth, and the runs that moved."""
-    sample = run_ids[:: max(1, len(run_ids) // SAMPLE)][:SAMPLE]
-    before = await history_sizes(dsmo.temporal, sample)
-    meter = CpuMeter.for_stack(settings)
-    meter.processes["worker"] = psutil.Process(worker_pid)
-    cpu_before = meter.sample()
-    async with RssSampler(worker_pid) as rss:
-        began = time.perf_counter()
-        report = await batch()
-        seconds = time.perf_counter() - began
-    cpu_after = meter.sample()
-    visible = await settled_count(dsmo.temporal, moved, expected, timeout=120)
-    return {
-        "seconds": round(seconds, 2),
-        "runs_per_second": round(len(run_ids) / seconds, 1),
-        "moved_visible": visible,
-        "worker_rss_mb": rss.figures(),
-        "cpu_ms_per_run": {role: round(ms, 2) for role, ms in per_run_ms(cpu_before, cpu_after, len(run_ids)).items()},
-        "history": await growth(dsmo.temporal, before),
-        "report": report,
-    }
 
 
 def latency(seconds: list[float]) -> dict[str, Any]:

@@ -1,23 +1,29 @@
-"""What the migration section reads around a batch: a worker's RSS through it, history sizes
-before and after, the payloads a move carries, and counts from visibility once they settle."""
+"""What the migration section reads around a batch: the time, a worker's RSS and every process's
+CPU through it, history sizes before and after, the payloads a move carries, and counts from
+visibility once they settle."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil  # type: ignore[import-untyped]
 from temporalio.client import Client
 
+from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
+from dsmo.starter.config.settings import Settings
 
 # (first generation's run id, its events, its bytes), by workflow id
 Sizes = dict[str, tuple[str, int, int]]
 # Started, task scheduled, started, completed: a run's first workflow task is done.
 FIRST_TASK_DONE = 4
+SAMPLE = 20  # runs per side whose history growth is read
+T = TypeVar("T")
 
 
 class RssSampler:
@@ -50,9 +56,56 @@ class RssSampler:
         self.samples.append(self._rss_mb())
         self.after = self.samples[-1]
 
-    def figures(self) -> dict[str, float]:
-        """Before the batch, the peak during it, and right after it, in MB."""
-        return {"before": round(self.before), "peak": round(max(self.samples)), "after": round(self.after)}
+
+class Side:
+    """One side's measurements over its batches (one, or several with the machine's other work between).
+
+    Time, CPU and runs add up over the batches; RSS is the worker's before the first, its peak
+    in any, and after the last; history growth is read for a sample spread over all the runs.
+    """
+
+    def __init__(self, settings: Settings, client: Client, run_ids: list[str], worker_pid: int) -> None:
+        self.client = client
+        self.run_ids = run_ids
+        self.worker_pid = worker_pid
+        self.meter = CpuMeter.for_stack(settings)
+        self.meter.processes["worker"] = psutil.Process(worker_pid)
+        self.sample = run_ids[:: max(1, len(run_ids) // SAMPLE)][:SAMPLE]
+        self.seconds = 0.0
+        self.cpu: dict[str, float] = {}
+        self.rss: list[RssSampler] = []
+        self.before: Sizes = {}
+
+    async def batch(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run one batch, measured."""
+        if not self.before:
+            self.before = await history_sizes(self.client, self.sample)
+        cpu_before = self.meter.sample()
+        async with RssSampler(self.worker_pid) as rss:
+            began = time.perf_counter()
+            result = await work()
+            self.seconds += time.perf_counter() - began
+        for role, ms in per_run_ms(cpu_before, self.meter.sample(), 1).items():
+            self.cpu[role] = self.cpu.get(role, 0.0) + ms
+        self.rss.append(rss)
+        return result
+
+    async def figures(self, moved: str, expected: int) -> dict[str, Any]:
+        """Rate, RSS, CPU per run, history growth, and how many runs visibility shows ``moved``."""
+        runs = len(self.run_ids)
+        return {
+            "seconds": round(self.seconds, 2),
+            "batches": len(self.rss),
+            "runs_per_second": round(runs / self.seconds, 1),
+            "moved_visible": await settled_count(self.client, moved, expected, timeout=120),
+            "worker_rss_mb": {
+                "before": round(self.rss[0].before),
+                "peak": round(max(max(rss.samples) for rss in self.rss)),
+                "after": round(self.rss[-1].after),
+            },
+            "cpu_ms_per_run": {role: round(ms / runs, 2) for role, ms in self.cpu.items()},
+            "history": await growth(self.client, self.before),
+        }
 
 
 async def _size(client: Client, workflow_id: str, run_id: str | None = None) -> tuple[str, int, int]:

@@ -89,8 +89,18 @@ def table(figures: dict[str, Any]) -> str:
     ]
     met = "met" if verdict else "not met"
     lines.append("")
-    lines.append(f"Rate ratio {figures['ratio']:.2f}x against a target of {TARGET}: {met}.")
+    lines.append(f"Rate ratio {figures['ratio']:.2f}x against a target of {TARGET}: {met}.{_load(figures)}")
     return "\n".join(lines)
+
+
+def _load(figures: dict[str, Any]) -> str:
+    load = figures.get("load_average")
+    if not load:
+        return ""
+    return (
+        f" The machine's load average (1 min, 2 cores shared with other jobs) was {load['before'][0]:.1f} "
+        f"as the batches began and {load['after'][0]:.1f} as they ended."
+    )
 
 
 def section(figures: dict[str, Any], command: str, started_at: str, machine: str, note: str = "") -> str:
@@ -101,14 +111,16 @@ def section(figures: dict[str, Any], command: str, started_at: str, machine: str
 
 Measured by `{command}` on {started_at} ({figures["seconds"]} s), on {machine}{note}.
 {runs:,} runs of a version-1 definition wait for a reply on one worker process; version 2
-(the message after the wait corrected) is published and all {runs:,} are migrated in one batch,
-{figures["concurrency"]} at a time, each through the run's validated `migrate` update (the run
+(the message after the wait corrected) is published and all {runs:,} are migrated in one batch by
+`DsmoClient.migrate` (what `dsmo runs migrate` runs: the runs selected through visibility,
+{figures["concurrency"]} at a time), each through the run's validated `migrate` update (the run
 continues as new on version 2 and its new generation records `RUN_MIGRATED`). The reference,
 in the same run on the same machine, is the bare Temporal equivalent of a move: {runs:,} plain
 workflows waiting on a condition on their own worker process (no sandbox, the same workflow-task
 slots), each sent one update ({figures["request_bytes"]:,} B, the size of DSMO's request)
 whose handler makes it continue as new carrying a {figures["checkpoint_bytes"]:,} B state
-blob (the size of DSMO's checkpoint, read from a moved run's history), at the same concurrency.
+blob (the size of DSMO's checkpoint, read from a moved run's history), at the same concurrency,
+in two halves, one before DSMO's batch and one after it, so that both sides meet the same load.
 Latency is timed per update by the same client interceptor on both sides (sent until the answer
 is back); RSS is the worker's, sampled every 0.2 s; CPU is per moved run by process; history
 growth is read from Temporal for {figures["dsmo"]["history"]["sampled"]} runs spread over each

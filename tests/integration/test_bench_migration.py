@@ -28,6 +28,7 @@ async def test_every_waiting_run_moves_in_one_batch_beside_the_bare_updates(
     assert report["operation"] == "migrate" and not report["dryRun"]
     assert report["summary"]["done"] == RUNS and report["summary"]["total"] == RUNS
     assert report["summary"]["refused"] == report["summary"]["failed"] == 0
+    assert report["summary"]["refusedByReason"] == {} and "WorkflowVersion" in report["query"]
     assert len(report["runs"]) == RUNS and {run["outcome"] for run in report["runs"]} == {"done"}
     assert figures["dsmo"]["moved_visible"] == RUNS  # on version 2 and waiting again
     assert figures["bare"]["moved_visible"] == RUNS  # continued as new
@@ -37,6 +38,7 @@ async def test_every_waiting_run_moves_in_one_batch_beside_the_bare_updates(
     for side in ("dsmo", "bare"):
         measured = figures[side]
         assert measured["updates_timed"] == RUNS  # one timed update per run, by the same interceptor
+        assert measured["batches"] == (1 if side == "dsmo" else 2)  # the reference: before and after DSMO's
         assert measured["runs_per_second"] > 0 and measured["latency_p95_s"] >= measured["latency_p50_s"] > 0
         rss = measured["worker_rss_mb"]
         assert rss["peak"] >= max(rss["before"], rss["after"]) - 1 and rss["before"] > 0
@@ -57,4 +59,5 @@ async def test_every_waiting_run_moves_in_one_batch_beside_the_bare_updates(
     assert "| Runs moved per second |" in page and "| ≥ 0.5 |" in page
     assert f"| {RUNS:,} of {RUNS:,} | {RUNS:,} of {RUNS:,} |" in page
     assert "| Refused / failed | 0 / 0 | 0 / 0 |" in page
+    assert "load average" in page
     assert with_section(page, results) == page  # spliced in place, not appended twice
