@@ -92,6 +92,7 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         await bounded(STARTS_AT_ONCE, [partial(dsmo.start, v1, {}, run_id=i, task_queue=dsmo_queue) for i in dsmo_ids])
         waiting = f"TaskQueue = '{dsmo_queue}' AND AgentExecutionStatus = 'waiting'"
         await settled_count(dsmo.temporal, waiting, runs + 1, timeout=max(120.0, runs / 5))
+        before_batches = time.perf_counter() - began
         _progress(began, f"{runs} DSMO runs and {runs} bare workflows waiting; moving them")
 
         # The reference moves its runs in two halves, one before DSMO's batch and one after, so a
@@ -106,7 +107,9 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
         bare_counts.append(await bare.batch(partial(_bare_batch, timed, bare_ids[runs // 2 :], ask)))
         load_after = os.getloadavg()
 
-        on_v2 = f"TaskQueue = '{dsmo_queue}' AND WorkflowVersion = '{v2.workflow_version}'"
+        on_v2 = (
+            f"TaskQueue = '{dsmo_queue}' AND ExecutionStatus = 'Running' AND WorkflowVersion = '{v2.workflow_version}'"
+        )
         dsmo_side = await ours.figures(f"{on_v2} AND AgentExecutionStatus = 'waiting'", runs + 1)
         dsmo_side["moved_visible"] -= 1  # the warm-up run is on version 2 too
         dsmo_side.update(latency(timer.seconds[MIGRATE_UPDATE]), summary=batch_report["summary"])
@@ -124,6 +127,7 @@ async def migration_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> di
             "ratio": dsmo_side["runs_per_second"] / bare_side["runs_per_second"],
             "batch_report": batch_report,
             "seconds": round(time.perf_counter() - began, 1),
+            "seconds_before_batches": round(before_batches, 1),  # starting both sides' runs
             # The machine is shared: its 1/5/15-minute load as the batches began, and as they ended.
             "load_average": {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in load_after]},
         }

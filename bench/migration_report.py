@@ -93,6 +93,11 @@ def table(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _before(figures: dict[str, Any]) -> str:
+    before = figures.get("seconds_before_batches")
+    return f", {before} s of it starting both sides' runs" if before is not None else ""
+
+
 def _load(figures: dict[str, Any]) -> str:
     load = figures.get("load_average")
     if not load:
@@ -109,7 +114,7 @@ def section(figures: dict[str, Any], command: str, started_at: str, machine: str
     return f"""{START}
 ## Migrating waiting runs to a new version
 
-Measured by `{command}` on {started_at} ({figures["seconds"]} s), on {machine}{note}.
+Measured by `{command}` on {started_at} ({figures["seconds"]} s{_before(figures)}), on {machine}{note}.
 {runs:,} runs of a version-1 definition wait for a reply on one worker process; version 2
 (the message after the wait corrected) is published and all {runs:,} are migrated in one batch by
 `DsmoClient.migrate` (what `dsmo runs migrate` runs: the runs selected through visibility,
