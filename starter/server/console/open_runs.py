@@ -4,6 +4,8 @@ The counts come from visibility (the agent, the version, Temporal's `ExecutionSt
 For each older version with open runs, the first runs (at most `DRY_RUNS_PER_PAGE` on a page
 load, all versions together) are dry-run to the latest version with `DsmoClient.migrate_run`:
 each run is asked where it is and the move's checks run here, so nothing is sent to any run.
+A run whose worker is down answers no query, so each dry run has `DRY_RUN_SECONDS` and all of
+a page's together `DRY_RUNS_SECONDS`; a run not checked in time is listed as such.
 The page moves nothing; moves stay an operator's act with a reason (`dsmo runs migrate`).
 """
 
@@ -23,6 +25,9 @@ from dsmo.workflows.definition.model import AgentDefinition
 
 DRY_RUNS_PER_PAGE = 50  # runs dry-run on one page load: each costs a few reads of the run and the store
 DRY_RUNS_AT_ONCE = 8
+# A run whose worker is down answers no query (Temporal gives up after ~10 s): the page does not wait for it.
+DRY_RUN_SECONDS = 2.0
+DRY_RUNS_SECONDS = 5.0  # every dry run of a page load together; those not done by then are listed as unchecked
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class DryRun:
 
 @dataclass(frozen=True)
 class VersionPreview:
-    """The dry runs of one older version's open runs (the first ``len(runs)`` of ``open_runs``)."""
+    """The dry runs of one older version's open runs: the first ``len(runs)`` (none once the page's cap is spent)."""
 
     version: VersionCount
     runs: list[DryRun]
@@ -104,22 +109,59 @@ async def open_runs(dsmo: DsmoClient, agent: str, versions: list[str]) -> OpenRu
         VersionCount(definition.workflow_version, definition.version, total.count)
         for definition, total in zip(definitions, totals, strict=True)
     ]
-    latest, slots = definitions[0], asyncio.Semaphore(DRY_RUNS_AT_ONCE)
-    budget, previews = DRY_RUNS_PER_PAGE, []
-    for count in counts[1:]:
-        if count.open_runs == 0 or budget == 0:
-            continue
-        run_ids = [row.run_id async for row in dsmo.runs(selection(agent, count.workflow_version, None), limit=budget)]
-        budget -= len(run_ids)
-        runs = await asyncio.gather(*(_dry_run(dsmo, slots, run_id, latest) for run_id in run_ids))
-        previews.append(VersionPreview(count, list(runs)))
+    try:
+        selected = await _selected(dsmo, agent, counts[1:])
+    except (DsmoError, RPCError) as err:
+        return OpenRuns(latest=counts[0], counts=counts, problem=f"open runs: {str(err).splitlines()[0]}")
+    slots = asyncio.Semaphore(DRY_RUNS_AT_ONCE)
+    checks = {
+        run_id: asyncio.ensure_future(_dry_run(dsmo, slots, run_id, definitions[0]))
+        for _, run_ids in selected
+        for run_id in run_ids
+    }
+    try:
+        if checks:
+            await asyncio.wait(checks.values(), timeout=DRY_RUNS_SECONDS)
+    finally:  # late ones, or all of them when the page's request is abandoned
+        late = [check for check in checks.values() if not check.done()]
+        for check in late:
+            check.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+    previews = [
+        VersionPreview(count, [_outcome(run_id, checks[run_id]) for run_id in run_ids]) for count, run_ids in selected
+    ]
     return OpenRuns(latest=counts[0], counts=counts, previews=previews)
+
+
+async def _selected(dsmo: DsmoClient, agent: str, older: list[VersionCount]) -> list[tuple[VersionCount, list[str]]]:
+    """The runs to dry-run per older version with open runs, newest version first, within the page's cap."""
+    budget, selected = DRY_RUNS_PER_PAGE, []
+    for count in older:
+        if count.open_runs == 0:
+            continue
+        query = selection(agent, count.workflow_version, None)
+        run_ids = [row.run_id async for row in dsmo.runs(query, limit=budget)] if budget else []
+        budget -= len(run_ids)
+        selected.append((count, run_ids))
+    return selected
+
+
+def _outcome(run_id: str, check: asyncio.Future[DryRun]) -> DryRun:
+    if check.cancelled():
+        return DryRun(run_id, note=f"not checked: the page's {DRY_RUNS_SECONDS:g} s for dry runs ran out")
+    failure = check.exception()
+    if failure is not None:  # one run the client could not read does not take the page down
+        return DryRun(run_id, note=f"not checked: {type(failure).__name__}: {failure}")
+    return check.result()
 
 
 async def _dry_run(dsmo: DsmoClient, slots: asyncio.Semaphore, run_id: str, latest: AgentDefinition) -> DryRun:
     async with slots:
         try:
-            return DryRun(run_id, move=await dsmo.migrate_run(run_id, latest, dry_run=True))
+            async with asyncio.timeout(DRY_RUN_SECONDS):
+                return DryRun(run_id, move=await dsmo.migrate_run(run_id, latest, dry_run=True))
+        except TimeoutError:
+            return DryRun(run_id, note=f"not checked: no answer in {DRY_RUN_SECONDS:g} s (is its worker running?)")
         except AlreadyOnTarget:
             return DryRun(run_id, note="already on the latest version")
         except MigrationNotAccepted as err:
