@@ -15,6 +15,7 @@ from dsmo.starter.cli.click_context import Context, pass_context
 from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.migration import selection
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -92,7 +93,8 @@ def migrate(
 
         return batch()
 
-    run_batch_command(obj, "migrate", query or f"AgentName = '{agent}'", None, go, limit=limit, as_json=as_json)
+    # The progress bar's total: the agent's open runs the filter selects (before --from narrows them).
+    run_batch_command(obj, "migrate", selection(agent, None, query), None, go, limit=limit, as_json=as_json)
 
 
 async def _target(client: DsmoClient, to: str, *, publish: bool) -> AgentDefinition | str:

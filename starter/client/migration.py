@@ -181,7 +181,7 @@ def selection(agent: str, from_version: str | None, query: str | None) -> str:
     """The visibility filter of a batch: the agent's open runs, on ``from_version`` if given, and ``query``."""
     problem = agent_name_problem(agent)
     if problem:
-        raise DefinitionNotFound(f"agent: {problem}")
+        raise DefinitionNotFound(problem)
     clauses = [f"{sa.AGENT_NAME.name} = '{agent}'", "ExecutionStatus = 'Running'"]
     if from_version:
         clauses.append(f"{sa.WORKFLOW_VERSION.name} = '{from_version}'")

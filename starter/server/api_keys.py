@@ -1,8 +1,9 @@
 """API keys for the ingress: one per calling system, hashed at rest, scoped.
 
-Scopes: `start`, `read`, `cancel`, and `events:<TYPE>` (or `events:*`) for the resume events a
-system may send. The file holds only SHA-256 hashes of the keys (random 256-bit tokens, so a
-plain hash is enough); the key itself is shown once, when it is created.
+Scopes: `start`, `read`, `cancel`, `operate` (move runs to another version), and `events:<TYPE>`
+(or `events:*`) for the resume events a system may send. The file holds only SHA-256 hashes of
+the keys (random 256-bit tokens, so a plain hash is enough); the key itself is shown once, when
+it is created.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
-SCOPES = ("start", "read", "cancel", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
+SCOPES = ("start", "read", "cancel", "operate", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
 
 
 class ApiKeyError(DsmoError):

@@ -166,3 +166,29 @@ async def test_a_move_racing_a_reply_lets_exactly_one_version_take_the_reply(har
         assert len(took) == 1, [(e.type, e.workflow_version) for e in events]
         assert [e.type for e in events].count("RUN_MIGRATED") == int(moved[run_id])
         assert not [e for e in events if e.type == "EVENT_REJECTED"]
+
+
+async def test_a_run_queued_behind_the_concurrency_limit_moves_before_its_first_node(harness: Harness) -> None:
+    dsmo, agent = harness.dsmo, f"queued-{uuid.uuid4().hex[:8]}"
+    RELEASE.set()
+    limited = FLOW.replace("start: work", "rateLimit: {{maxConcurrent: 1}}\nstart: work")
+    v1 = parse_definition_text(limited.format(agent=agent, version="1", ask="ask", message="bye"))
+    v2 = parse_definition_text(limited.format(agent=agent, version="2", ask="ask", message="bye from version 2"))
+    for definition in (v1, v2):
+        await dsmo.publish(definition)
+    first = await harness.start(v1)
+    await dsmo.wait_for_status(first, {RunStatus.WAITING})
+    queued = await harness.start(v1)
+    await dsmo.wait_for_status(queued, {RunStatus.PENDING})
+    move = asyncio.create_task(dsmo.migrate_run(queued, v2))
+    await _update_accepted(dsmo, queued)
+    assert not move.done()  # it moves once it has a slot, before its first node
+    await dsmo.respond(first, "done")  # the first run ends and gives its slot to the queued one
+    ack = await move
+    assert (ack.from_node, ack.to_node, ack.waiting) == ("work", "work", False)
+    await dsmo.wait_for_status(queued, {RunStatus.WAITING})
+    await dsmo.respond(queued, "ok")
+    assert (await dsmo.result(queued)).status is RunStatus.COMPLETED
+    types = [e.type for e in await dsmo.events(queued)]
+    assert types.index("RUN_MIGRATED") < types.index("STAGE_STARTED")
+    assert [m["message"] for m in harness.messages(queued)][-1] == "bye from version 2"

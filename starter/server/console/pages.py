@@ -23,6 +23,7 @@ from dsmo.starter.server.console.auth import (
 )
 from dsmo.starter.server.console.forms import FORMS
 from dsmo.starter.server.console.graph_layout import edges
+from dsmo.starter.server.console.open_runs import open_runs
 from dsmo.starter.server.console.run_page import load_run_page
 from dsmo.starter.server.console.session import PRESESSION_COOKIE
 from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
@@ -148,7 +149,7 @@ async def definition(
         older = await app.dsmo.definition(agent, compare) if compare else None
     except DefinitionNotFound as err:
         raise ConsoleProblem(404, str(err)) from None
-    drawn = await app.drawings.get(shown, older)
+    drawn, runs = await asyncio.gather(app.drawings.get(shown, older), open_runs(app.dsmo, agent, versions))
     context: dict[str, Any] = {
         "viewer": viewer,
         "agent": agent,
@@ -160,6 +161,7 @@ async def definition(
         "node_count": len(shown.nodes),
         "edge_count": len(edges(shown)),
         "changes": drawn.changes,
+        "open_runs": runs,
     }
     return render(request, "definition.html", context)
 

@@ -54,3 +54,27 @@ class CancelRequest(_Body):
     """Cancel a run (`POST /executions/{run_id}/cancel`) with the reason kept in its audit trail."""
 
     reason: str = Field(min_length=1, max_length=500)
+
+
+class MigrateRequest(_Body):
+    """Move a run to another published version of its agent (`POST /executions/{run_id}/migrate`)."""
+
+    to: str = Field(
+        min_length=1,
+        max_length=50,
+        examples=["2.0.0"],
+        description="the target version: its workflow_version (hash) or its `version` label",
+    )
+    node_map: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=200,
+        examples=[{"documents": "papers"}],
+        description="node of the run's version -> node of the target (a node not named maps to the same id)",
+    )
+    set: dict[str, Any] = Field(
+        default_factory=dict, max_length=100, description="variables to set as the run moves (one the target reads)"
+    )
+    leave_wait: bool = Field(default=False, description="a wait mapped to another kind of node leaves its wait")
+    restart_timers: bool = Field(default=False, description="the wait's timeout starts afresh on the target node")
+    reason: str = Field(default="", max_length=500, description="why, recorded in the run's trail (RUN_MIGRATED)")
+    dry_run: bool = Field(default=False, description="only check the move; nothing is sent to the run")

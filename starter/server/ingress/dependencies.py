@@ -62,3 +62,4 @@ def app_settings(request: Request) -> Settings:
 can_start = caller("start")
 can_read = caller("read")
 can_cancel = caller("cancel")
+can_operate = caller("operate")

@@ -1,4 +1,4 @@
-"""Routes of the executions resource: start a run, read one, list them, cancel one."""
+"""Routes of the executions resource: start a run, read one, list them, cancel one, move one."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, Query, Response
 
 from dsmo.starter.client.client_errors import (
+    AlreadyOnTarget,
     DefinitionNotFound,
     EventNotAccepted,
+    MigrationNotAccepted,
     RunAlreadyExists,
     RunClosed,
     RunNotFound,
@@ -17,10 +19,11 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey
-from dsmo.starter.server.ingress.bodies import CancelRequest, StartRequest
+from dsmo.starter.server.ingress.bodies import CancelRequest, MigrateRequest, StartRequest
 from dsmo.starter.server.ingress.dependencies import (
     app_settings,
     can_cancel,
+    can_operate,
     can_read,
     can_start,
     dsmo_client,
@@ -129,3 +132,40 @@ async def cancel(
     except DsmoError as err:
         raise Problem(409, err.code, str(err)) from None
     return {"runId": run_id, "cancelRequested": True}
+
+
+@router.post("/{run_id}/migrate", summary="Move a run to another published version of its agent")
+async def migrate(
+    run_id: str,
+    body: MigrateRequest,
+    key: ApiKey = Depends(can_operate),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    """The run's answer to the move (or, with `dryRun`, what the move would do); `by` is the key's name.
+
+    A run already on the target answers 200 with `alreadyOnTarget: true`, so a retry of a move
+    that happened is not an error.
+    """
+    try:
+        ack = await dsmo.migrate_run(
+            run_id,
+            body.to,
+            node_map=body.node_map,
+            leave_wait=body.leave_wait,
+            restart_timers=body.restart_timers,
+            set_variables=body.set,
+            reason=body.reason,
+            by=key.name,
+            dry_run=body.dry_run,
+        )
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except DefinitionNotFound as err:
+        raise Problem(404, "unknown_version", str(err)) from None
+    except RunClosed as err:
+        raise Problem(409, "run_closed", str(err)) from None
+    except AlreadyOnTarget as err:
+        return {"runId": run_id, "alreadyOnTarget": True, "dryRun": body.dry_run, "detail": str(err)}
+    except MigrationNotAccepted as err:
+        raise Problem(409, "migration_refused", str(err)) from None
+    return {**ack.model_dump(mode="json"), "alreadyOnTarget": False, "dryRun": body.dry_run}

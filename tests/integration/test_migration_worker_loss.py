@@ -1,0 +1,97 @@
+"""A worker killed in the middle of a migration batch: the runs it was moving are moved by the next
+worker from their histories, the batch finishes (or a re-run finishes it), and no run moves twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dsmo import DsmoClient, RunStatus, Settings
+from dsmo.starter.client.batches import RunOutcome
+from dsmo.starter.provisioning import worker_polling
+from dsmo.workflows.definition.model import parse_definition
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+
+
+def flow(agent: str, version: str, message: str) -> dict[str, object]:
+    return {
+        "agent": agent,
+        "version": version,
+        "start": "ask",
+        "nodes": {
+            "ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "bye"},
+            "bye": {"actionType": "send_message", "parameters": {"message": message}},
+        },
+    }
+
+
+async def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [str(BIN / "dsmo"), "worker"],
+        env={**os.environ, **settings.to_env()},
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "a"),  # noqa: SIM115 - the child owns it
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not await worker_polling(settings, process.pid):
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the worker did not start polling"
+        await asyncio.sleep(0.3)
+    return process
+
+
+async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
+    dsmo: DsmoClient, stack_settings: Settings, tmp_path: Path
+) -> None:
+    queue = f"migrate-loss-{uuid.uuid4().hex[:8]}"
+    settings = stack_settings.with_changes(temporal={"task_queue": queue}, worker={"metrics_bind": ""})
+    agent = f"loss-{uuid.uuid4().hex[:8]}"
+    v1, v2 = parse_definition(flow(agent, "1", "bye")), parse_definition(flow(agent, "2", "bye from 2"))
+    await dsmo.publish(v1)
+    await dsmo.publish(v2)
+    log = tmp_path / "worker.log"
+    worker = await start_worker(settings, log)
+    try:
+        runs = [await dsmo.start(v1, {}, task_queue=queue) for _ in range(6)]
+        for run_id in runs:
+            await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        for _ in range(300):
+            if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}'")).count == 6:
+                break
+            await asyncio.sleep(0.1)
+        outcomes: list[RunOutcome] = []
+        batch = asyncio.create_task(dsmo.migrate(agent, v2, rate=2, concurrency=2, on_outcome=outcomes.append))
+        while len(outcomes) < 2:
+            assert not batch.done(), batch
+            await asyncio.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGKILL)  # the moves in flight lose their worker
+        worker.wait(timeout=30)
+        worker = await start_worker(settings, log)
+        first = await asyncio.wait_for(batch, timeout=120)
+        again = await dsmo.migrate(agent, v2)
+        assert again.summary()["done"] + first.summary()["done"] + first.summary()["skipped"] >= 6, (first, again)
+        assert again.summary()["skipped"] + again.summary()["done"] == 6
+        for run_id in runs:
+            for _ in range(300):
+                if (await dsmo.status(run_id)).workflow_version == v2.workflow_version:
+                    break
+                await asyncio.sleep(0.1)
+            await dsmo.respond(run_id, "ok")
+            result = await dsmo.result(run_id)
+            assert result.status is RunStatus.COMPLETED
+            assert [e.type for e in await dsmo.events(run_id)].count("RUN_MIGRATED") == 1, run_id
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
