@@ -3,9 +3,9 @@
 A plain workflow waits on a condition; one update, carrying a payload the size of DSMO's
 `migrate` request, makes it continue as new carrying a state blob the size of DSMO's checkpoint,
 and its next generation waits again. Served by its own worker process
-(`python -m bench.migration_bare TASK_QUEUE`) with the settings a DSMO worker runs with (no
-sandbox, the same workflow-task slots, passed in so that this process loads nothing of DSMO's),
-so both sides' workers are measured the same way.
+(`python -m bench.migration_bare ADDRESS NAMESPACE TASK_QUEUE SLOTS`) with the settings a DSMO
+worker runs with (no sandbox, the same workflow-task slots, passed in so that this process loads
+nothing of DSMO's), so both sides' workers are measured the same way.
 """
 
 from __future__ import annotations
