@@ -43,7 +43,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from dsmo.activities.definition_store import DefinitionStore, config_key
 from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
-from dsmo.starter.client import agent_catalog, bulk_operations, migration, monitoring, redrive, replay, run_health
+from dsmo.starter.client import (
+    agent_catalog,
+    bulk_operations,
+    forks,
+    migration,
+    monitoring,
+    redrive,
+    replay,
+    run_health,
+)
 from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
@@ -797,6 +806,62 @@ class DsmoClient:
         store = self._trail_store().store
         return await replay.replay(
             self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
+        )
+
+    async def fork(
+        self,
+        run_id: str,
+        from_node: str,
+        *,
+        set_variables: Mapping[str, Any] | None = None,
+        to: AgentDefinition | str | None = None,
+        node_map: Mapping[str, str] | None = None,
+        task_queue: str | None = None,
+        new_id: str | None = None,
+        reason: str = "",
+        by: str = "user",
+    ) -> str:
+        """Start a new linked run that redoes ``run_id`` from ``from_node``, keeping what happened before.
+
+        Up to ``from_node`` the fork takes the original's record (committed stage outputs, the
+        events its waits took, saga outcomes; no agent called, nothing sent); from there on it runs
+        live, with ``set_variables`` applied. The original may have ended or still be running; it
+        is not touched. The fork's trail says what it forks (`RUN_CREATED` ``forkOf`` and
+        `RUN_FORKED`).
+
+        Args:
+            run_id: The run to fork.
+            from_node: The node the fork runs live from (one on the original's path).
+            set_variables: Corrections set when the fork reaches ``from_node``.
+            to: Fork onto another published version (hash or label, or a definition), moving
+                there as `migrate_run` moves a run.
+            node_map: With ``to``: node ids of the original's version -> the target's.
+            task_queue: The fork's task queue (default: the settings').
+            new_id: The fork's run id (default: ``<run>.fork-<random>``).
+            reason: Why, recorded with a move to ``to``.
+            by: Who asked, recorded with a move to ``to``.
+
+        Returns:
+            The fork's run id.
+
+        Raises:
+            DsmoError: ``from_node`` is not a node the original reached, the original has no
+                config snapshot, or the move to ``to`` is refused (named by its option).
+            DefinitionNotFound: ``to`` is not a published version of the run's agent.
+            RunNotFound: No run has this id.
+        """
+        return await forks.fork(
+            self,
+            self._trail_store().store,
+            run_id,
+            from_node,
+            set_variables=set_variables,
+            to=to,
+            node_map=node_map,
+            task_queue=task_queue,
+            new_id=new_id,
+            reason=reason,
+            by=by,
         )
 
     async def verify_history(self, run_id: str) -> str | None:

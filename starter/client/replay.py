@@ -135,18 +135,24 @@ class ReplayPlanned:
 
 
 async def plan_replay(
-    dsmo: DsmoClient, store: ArtifactStore, run_id: str, from_stage: str | None = None, *, rerun_llm: bool = False
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    run_id: str,
+    from_stage: str | None = None,
+    *,
+    rerun_llm: bool = False,
+    live: bool = False,
+    option: str = "--from-stage",
 ) -> ReplayPlanned:
+    """What a replay (or, with ``live``, a fork of a run that may still be running) re-executes."""
     view = await dsmo.status(run_id)
-    if not view.status.terminal:
+    if not view.status.terminal and not live:
         raise DsmoError(f"run {run_id!r} is {view.status}; replay a run that has ended")
     definition = await load_snapshot(store, view.config_ref)
     if from_stage is not None and from_stage not in definition.nodes:
-        raise DsmoError(
-            f"--from-stage: {from_stage!r} is not a node of {definition.agent} ({', '.join(definition.nodes)})"
-        )
+        raise DsmoError(f"{option}: {from_stage!r} is not a node of {definition.agent} ({', '.join(definition.nodes)})")
     if from_stage is not None and from_stage not in view.path:
-        raise DsmoError(f"--from-stage: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
+        raise DsmoError(f"{option}: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
     events = await dsmo.events(run_id)
     resumes = [
         RecordedResume(node=e.stage or "", event_type=str(e.data.get("eventType")), set=resumed_values(store, e))

@@ -66,7 +66,11 @@ class ReplayPlan(WireModel):
     resumes: list[RecordedResume] = Field(default_factory=list)
     reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
     actions: list[RecordedAction] = Field(default_factory=list)
-    rerun_llm: bool = False
-    moves: list[RecordedMove] = Field(
-        default_factory=list
-    )  # the original's moves, in order  # call the models again instead of reading the recorded responses
+    rerun_llm: bool = False  # call the models again instead of reading the recorded responses
+    # The original's moves to other versions, in order.
+    moves: list[RecordedMove] = Field(default_factory=list)
+    # A fork: from this node on the run is live (real agents, messages and waits), with these
+    # variables set, and (if given) moved to another version there.
+    live_from: str | None = None
+    corrections: dict[str, Any] = Field(default_factory=dict)
+    fork_to: MigrationRequest | None = None

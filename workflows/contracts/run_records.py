@@ -32,6 +32,7 @@ AuditType = Literal[
     "EVENT_EXPIRED",
     "RUN_CONTINUED",
     "RUN_MIGRATED",
+    "RUN_FORKED",
     "TRANSITION",
     "CONTRACT_VIOLATION",
     "INCONSISTENCY",

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         StatusView,
         TrailView,
     )
-    from dsmo.workflows.engine import run_migration
+    from dsmo.workflows.engine import fork_point, run_migration
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
     from dsmo.workflows.engine.node_step import step_from
@@ -93,6 +93,8 @@ class AgentExecution:
                     node_id = await step_from(run, node_id, resume=checkpoint.wait)
             while node_id is not None:
                 note_tail(run)
+                if fork_point.due(run, node_id):
+                    fork_point.go_live(run, node_id)
                 # Between two nodes: a move asked while a node ran is decided here (run_migration.py).
                 await run_migration.at_boundary(run, node_id)
                 if run.continue_as_new_due() or run.replay_move_due(node_id, waiting=False):

@@ -131,6 +131,17 @@ def _between_nodes(run: Run) -> RunPosition:
     return _position(run, run.state.current_node, None)
 
 
+def move_now(run: Run, request: MigrationRequest, node_id: str) -> None:
+    """Decide a move at the boundary before ``node_id`` on the run's own behalf (a fork moving to
+    its target version); the loop carries it out at once.
+
+    Raises:
+        MigrationRefused: The move cannot be made there.
+    """
+    position = _position(run, node_id, None)
+    run.migration = PendingMigration(request, position, _check(run, request, position))
+
+
 def as_recorded(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> None:
     """Replay: move as the original did here; a move this replay cannot make is dropped (its path
     then diverges from the original's, which the replay's report shows)."""

@@ -1,0 +1,62 @@
+"""Where a fork stops re-executing its original's record and runs live.
+
+A fork (`dsmo runs fork RUN --from NODE`) is a new run that replays its original up to NODE:
+earlier stages reuse their committed outputs, waits take the recorded events, saga actions take
+their recorded outcomes, nothing is sent to anyone. At the boundary before NODE it goes live:
+the corrections are set, and from NODE on agents run, messages are sent and waits wait for
+people. The saga steps it replayed were done by the original and stay the original's to undo, so
+the fork does not carry them (recorded). With a target version, the fork also moves to it there,
+checked as any move is.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.migration_checks import MigrationRefused
+from dsmo.workflows.definition.sensitive import masked_variables
+from dsmo.workflows.engine import run_migration
+from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.control import RunEnded
+
+
+def due(run: Run, node_id: str) -> bool:
+    """Whether this run is a fork reaching the node it goes live at."""
+    plan = run.replay
+    return plan is not None and plan.live_from == node_id
+
+
+def go_live(run: Run, node_id: str) -> None:
+    """Leave the record at ``node_id``: set the corrections, drop the original's saga steps, go live.
+
+    Raises:
+        RunEnded: The fork was asked to move to a version it cannot move to at ``node_id``.
+    """
+    plan = run.replay
+    assert plan is not None
+    state = run.state
+    state.variables.update(plan.corrections)
+    dropped = [entry.node for entry in run.saga]
+    run.saga.clear()
+    run.request = run.request.model_copy(update={"replay": None})
+    state.audit.record(
+        "RUN_FORKED",
+        at=workflow.now(),
+        stage=node_id,
+        data={
+            "forkOf": plan.of,
+            "fromNode": node_id,
+            "set": masked_variables(plan.corrections, run.definition.sensitive or ()),
+            "sagaStepsLeftToOriginal": dropped,
+            **({"toVersion": plan.fork_to.definition.version} if plan.fork_to else {}),
+        },
+    )
+    workflow.logger.info("Fork %s of %s goes live at %s", state.run_id, plan.of, node_id)
+    if plan.fork_to is not None:
+        try:
+            run_migration.move_now(run, plan.fork_to, node_id)
+        except MigrationRefused as err:
+            raise RunEnded(
+                RunStatus.FAILED, node_id, f"the fork cannot move to version {plan.fork_to.definition.version}: {err}"
+            ) from None
