@@ -15,6 +15,7 @@ EXAMPLES: dict[str, str] = {
     "definitions validate": "dsmo definitions validate examples/triage.yaml",
     "definitions publish": "dsmo definitions publish examples/background_check.yaml",
     "runs list": "dsmo runs list --status waiting --agent document-triage",
+    "runs fork": "dsmo runs fork ana-1 --from read_document --set 'docUrl=\"s3://uploads/ana/id-v2.json\"'",
     "runs migrate": "dsmo runs migrate employee-onboarding --from 1.0.0 --to 1.1.0 --map contract:signature --dry-run",
     "runs stats": "dsmo runs stats --json",
     "runs waiting": "dsmo runs waiting",

@@ -68,8 +68,8 @@ def migrate(
     same command again skips the runs already moved. --to FILE publishes the file first (not in
     a dry run, which checks against the file as it is).
     """
-    node_map = _node_map(maps, map_file)
-    variables = dict(_assignment(text) for text in sets)
+    node_map = node_map_of(maps, map_file)
+    variables = dict(assignment_of(text) for text in sets)
 
     def go(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         async def batch() -> BatchReport:
@@ -106,7 +106,8 @@ async def _target(client: DsmoClient, to: str, *, publish: bool) -> AgentDefinit
     return definition
 
 
-def _node_map(maps: tuple[str, ...], map_file: str | None) -> dict[str, str]:
+def node_map_of(maps: tuple[str, ...], map_file: str | None) -> dict[str, str]:
+    """The node map of --map OLD:NEW options and a --map-file, or one line naming what is wrong."""
     node_map: dict[str, str] = {}
     if map_file:
         loaded = yaml.safe_load(Path(map_file).read_text())
@@ -123,7 +124,8 @@ def _node_map(maps: tuple[str, ...], map_file: str | None) -> dict[str, str]:
     return node_map
 
 
-def _assignment(text: str) -> tuple[str, Any]:
+def assignment_of(text: str) -> tuple[str, Any]:
+    """``VAR=VALUE`` as (name, value): VALUE as JSON if it is JSON, else as text."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise DsmoError(f"--set: {text!r} is not VAR=VALUE")

@@ -12,6 +12,7 @@ import click
 
 from dsmo.starter.cli.bulk_commands import bulk
 from dsmo.starter.cli.click_context import Context, pass_context, run
+from dsmo.starter.cli.fork_command import fork
 from dsmo.starter.cli.migrate_command import migrate
 from dsmo.starter.cli.render import stack_lines
 from dsmo.starter.client import monitoring
@@ -121,6 +122,7 @@ def runs() -> None:
 
 runs.add_command(bulk)
 runs.add_command(migrate)
+runs.add_command(fork)
 
 
 @runs.command("list")

@@ -3,9 +3,13 @@ runs live from there; no earlier agent is called again (counted), and the origin
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import threading
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +23,7 @@ from tests.conftest import Harness
 
 pytestmark = pytest.mark.asyncio
 
+BIN = Path(sys.executable).parent
 CALLS: Counter[str] = Counter()
 LOCK = threading.Lock()
 COUNTING = ProcessorRegistry()
@@ -157,3 +162,33 @@ async def test_a_fork_is_refused_before_anything_starts(harness: Harness) -> Non
         await dsmo.fork(original, "bye", task_queue=harness.task_queue)
     runs = [r async for r in dsmo.temporal.list_workflows(f"WorkflowId STARTS_WITH '{original}.fork'")]
     assert runs == []
+
+
+async def test_dsmo_runs_fork_starts_the_fork_and_says_its_id(harness: Harness) -> None:
+    dsmo, agent = harness.dsmo, f"fork-{uuid.uuid4().hex[:8]}"
+    original, _, good = await _failed_run(harness, agent)
+    fork_id = f"{original}.fixed"
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "runs", "fork", original, "--from", "read", "--set", f"docUrl={good}", "--id", fork_id],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"forked {original} from read as {fork_id}"
+    harness.started.append(fork_id)
+    assert (await dsmo.result(fork_id)).status is RunStatus.COMPLETED
+    refused = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "runs", "fork", original, "--from", "bye"],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode != 0 and refused.stderr.strip().startswith("error: --from: run")
+    assert "Traceback" not in refused.stderr
