@@ -274,6 +274,15 @@ async def migrated_to(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+async def forked_screening(dsmo: DsmoClient, queue: str) -> str:
+    """A screening forked from its goodbye with a corrected reply: the profile reused, the wait
+    answered from the record, live from the goodbye on (RUN_FORKED)."""
+    original = await screening(dsmo, queue)
+    fork = await dsmo.fork(original, "goodbye", set_variables={"lastResponse": "sí, confirmo"}, task_queue=queue)
+    await dsmo.result(fork)
+    return fork
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -293,6 +302,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # A run moved to another version: the generation that moved, and the one that arrived.
     "migrated_from": migrated_from,
     "migrated_to": migrated_to,
+    # A fork: the record up to a node, then live.
+    "forked_screening": forked_screening,
 }
 
 
