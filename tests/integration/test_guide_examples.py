@@ -1,0 +1,100 @@
+"""The worked examples of the user guides, executed: each page's files written, its commands run in
+order against the suite's stack, and each output it shows found in what the commands before it
+printed.
+
+- docs/migration.md, "Changing a definition while runs are waiting";
+- docs/fixing-runs.md, "Fixing a run".
+
+Names a page uses (agents, run ids) are made unique: a stack the suite reuses may hold them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.integration
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+FENCE = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```$', re.MULTILINE | re.DOTALL)
+BIN = Path(sys.executable).parent
+
+
+def worked_example(page: str) -> list[tuple[str, str | None, str]]:
+    text = (DOCS / page).read_text()
+    section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
+    return [(language, title or None, body) for language, title, body in FENCE.findall(section)]
+
+
+async def run_example(harness: Harness, tmp_path: Path, page: str, names: dict[str, str]) -> None:
+    """Write the page's files, run its commands, find each output it shows; ``names`` renamed."""
+
+    def unique(text: str) -> str:
+        for name, replacement in names.items():
+            text = text.replace(name, replacement)
+        return text
+
+    printed = ""
+    for language, title, body in worked_example(page):
+        if title:
+            (tmp_path / title).write_text(unique(body))
+        elif language == "bash":
+            printed = ""
+            for line in unique(body).splitlines():
+                # In a thread: the suite's worker polls on this test's event loop meanwhile.
+                done = await asyncio.to_thread(
+                    subprocess.run,
+                    [str(BIN / "dsmo"), *shlex.split(line)[1:]],
+                    check=False,  # the return code is asserted with the output
+                    cwd=tmp_path,
+                    env=harness.cli_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+                printed += done.stdout + done.stderr
+        elif language == "text":
+            for expected in unique(body).splitlines():
+                assert expected in printed, f"{expected!r} not in:\n{printed}"
+
+
+def test_the_examples_have_their_files_commands_and_outputs() -> None:
+    migration = worked_example("migration.md")
+    assert [title for _, title, _ in migration if title] == ["onboarding-v1.yaml", "onboarding-v2.yaml"]
+    assert sum(language == "text" for language, _, _ in migration) == 4
+    fixing = worked_example("fixing-runs.md")
+    assert [title for _, title, _ in fixing if title] == ["screening.yaml"]
+    assert sum(language == "text" for language, _, _ in fixing) == 1
+
+
+async def test_every_step_of_the_migration_example_works(harness: Harness, tmp_path: Path) -> None:
+    run_id = f"ana-{uuid.uuid4().hex[:8]}"
+    await run_example(
+        harness, tmp_path, "migration.md", {"hiring-onboarding": f"hiring-{uuid.uuid4().hex[:8]}", "ana-1": run_id}
+    )
+    result = await harness.dsmo.result(run_id)
+    assert result.variables["team"] == "platform"
+    assert [m["message"] for m in harness.messages(run_id)][-1] == "Welcome to the platform team!"
+
+
+async def test_every_step_of_the_fork_example_works(harness: Harness, tmp_path: Path) -> None:
+    run_id = f"ana-{uuid.uuid4().hex[:8]}"
+    await run_example(
+        harness, tmp_path, "fixing-runs.md", {"screening-fix": f"fix-{uuid.uuid4().hex[:8]}", "ana-2": run_id}
+    )
+    fork = f"{run_id}-fixed"
+    result = await harness.dsmo.result(fork)
+    assert result.variables["lastResponse"] == "Sí, sigo interesada"
+    # The question went out once, from the original; the fork only thanked Ana.
+    assert [m["message"] for m in harness.messages(fork)] == ["Gracias, recibimos: Sí, sigo interesada"]
+    assert len(harness.messages(run_id)) == 2
