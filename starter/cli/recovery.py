@@ -10,9 +10,11 @@ from typing import Any
 import click
 
 from dsmo.starter.cli.click_context import Context, pass_context, run
+from dsmo.starter.cli.what_if_command import what_if_command
 from dsmo.starter.client import compensations
 from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.trail_store import TrailVerification
+from dsmo.workflows.common.errors import DsmoError
 
 
 def register(cli: click.Group) -> None:
@@ -21,26 +23,57 @@ def register(cli: click.Group) -> None:
 
 
 @click.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--from-stage", help="Reuse the original's committed outputs before this stage; recompute from it on.")
 @click.option("--task-queue", help="Task queue of the replay run (default: DSMO_TASK_QUEUE).")
 @click.option(
     "--rerun-llm", is_flag=True, help="Call the models again instead of reusing the recorded answers; show changes."
 )
+@click.option("--query", help="Replay every ended run this visibility filter selects against a candidate (what-if).")
+@click.option(
+    "--definition",
+    "definition_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --query: the candidate file.",
+)
+@click.option("--version", help="With --query and --agent: the candidate, a published version (hash or label).")
+@click.option("--agent", help="With --version: the agent whose version it is.")
+@click.option("--limit", type=click.IntRange(min=1), help="With --query: at most N runs.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def replay(
-    obj: Context, run_id: str, from_stage: str | None, task_queue: str | None, rerun_llm: bool, as_json: bool
+    obj: Context,
+    run_id: str | None,
+    from_stage: str | None,
+    task_queue: str | None,
+    rerun_llm: bool,
+    query: str | None,
+    definition_file: str | None,
+    version: str | None,
+    agent: str | None,
+    limit: int | None,
+    as_json: bool,
 ) -> None:
     """Re-execute a run as a new linked run (same input, version, config) and compare the paths.
 
     `llm` stages answer from the original's recorded model responses: a replay calls no model
     unless --rerun-llm is given.
+
+    With --query and a candidate (--definition FILE, or --version V --agent A), every ended run
+    the filter selects is replayed against the candidate instead (what-if): per run, the same
+    path or where it first diverges, then a summary. Exit status 0 when no path diverged, 1
+    when some did, 2 when a run could not be replayed.
     """
+    if query is not None:
+        what_if_command(obj, query, definition_file, version, agent, task_queue, rerun_llm, limit, as_json)
+        return
+    if run_id is None:
+        raise DsmoError("RUN_ID: give a run to replay, or --query with a candidate (what-if)")
+    run_id_given: str = run_id
 
     async def go() -> ReplayReport:
         client = await obj.client()
-        return await client.replay(run_id, from_stage=from_stage, task_queue=task_queue, rerun_llm=rerun_llm)
+        return await client.replay(run_id_given, from_stage=from_stage, task_queue=task_queue, rerun_llm=rerun_llm)
 
     report = run(go)
     if as_json:

@@ -52,6 +52,7 @@ from dsmo.starter.client import (
     redrive,
     replay,
     run_health,
+    what_if,
 )
 from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.client_errors import (
@@ -806,6 +807,48 @@ class DsmoClient:
         store = self._trail_store().store
         return await replay.replay(
             self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
+        )
+
+    async def what_if(
+        self,
+        query: str,
+        candidate: AgentDefinition,
+        *,
+        rerun_llm: bool = False,
+        limit: int | None = None,
+        task_queue: str | None = None,
+        on_run: Callable[[RunOutcome], None] | None = None,
+    ) -> what_if.WhatIfReport:
+        """Replay recorded runs against a candidate version: what would it have done with them?
+
+        Each ended run of the candidate's agent that ``query`` selects is replayed as a new
+        linked run following ``candidate``: its waits take the recorded events, `llm` stages the
+        recorded answers (no model call unless ``rerun_llm``), stages with an unchanged agent
+        reuse their outputs, and nothing is sent to anyone.
+
+        Args:
+            query: A Temporal visibility filter (AND-ed with the agent and ``ended``).
+            candidate: The version to try (published or not).
+            rerun_llm: Ask the models again instead of reading the recorded answers.
+            limit: At most this many runs.
+            task_queue: The replays' task queue (default: the settings').
+            on_run: Called with each run's outcome as it is known.
+
+        Returns:
+            Per run: same path or where it first diverged, and both end statuses; a summary.
+
+        Raises:
+            InvalidQuery: Temporal refused the filter; nothing was replayed.
+        """
+        return await what_if.what_if(
+            self,
+            self._trail_store().store,
+            query,
+            candidate,
+            rerun_llm=rerun_llm,
+            limit=limit,
+            task_queue=task_queue,
+            on_run=on_run,
         )
 
     async def fork(

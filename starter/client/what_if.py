@@ -1,0 +1,197 @@
+"""What a candidate version would have done with recorded runs: replay a corpus against it.
+
+Each selected ended run is replayed as a new linked run that follows the candidate definition
+instead of its own: its waits take the original's recorded events (a wait the record cannot
+answer ends the replay, reported, never invented), `llm` stages answer from the recorded model
+responses (no model is called unless ``rerun_llm``), and nothing is sent to anyone. A stage
+whose node runs the same agent (name and version) in both versions reuses the original's
+committed output; a changed or new one runs. The report says, per run, whether the path is the
+same, and where it first diverges.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.client import replay
+from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+ENDED = "ExecutionStatus != 'Running'"
+
+
+@dataclass(frozen=True)
+class WhatIfRun:
+    """One recorded run replayed against the candidate.
+
+    Attributes:
+        run_id: The recorded run.
+        replay_id: Its replay on the candidate.
+        same_path: The candidate took the same path.
+        original_path: The recorded run's nodes, in order.
+        candidate_path: The replay's nodes, in order.
+        diverged_after: The last node both took before they parted (None: at the start, or same path).
+        original_next: Where the recorded run went next there (None: it ended).
+        candidate_next: Where the candidate went instead (None: it ended).
+        original_status: How the recorded run ended.
+        candidate_status: How the replay ended.
+        problem: Why the replay could not follow the record (a wait it never answered), if so.
+    """
+
+    run_id: str
+    replay_id: str
+    same_path: bool
+    original_path: list[str]
+    candidate_path: list[str]
+    diverged_after: str | None
+    original_next: str | None
+    candidate_next: str | None
+    original_status: str
+    candidate_status: str
+    problem: str | None = None
+
+
+@dataclass
+class WhatIfReport:
+    """The corpus replayed against the candidate: each run, and the batch's own report."""
+
+    candidate: AgentDefinition
+    batch: BatchReport
+    runs: list[WhatIfRun] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts: runs, same path, diverged, errors; runs per divergence point and per final status."""
+        diverged = [run for run in self.runs if not run.same_path]
+        points = Counter(divergence(run) for run in diverged)
+        return {
+            "runs": len(self.runs),
+            "samePath": len(self.runs) - len(diverged),
+            "diverged": len(diverged),
+            "errors": self.batch.summary()["failed"],
+            "byDivergence": dict(points.most_common()),
+            "byStatus": dict(Counter(f"{run.original_status} -> {run.candidate_status}" for run in self.runs)),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The report for CI: the candidate, the summary, every run."""
+        return {
+            "candidate": {
+                "agent": self.candidate.agent,
+                "version": self.candidate.version,
+                "workflowVersion": self.candidate.workflow_version,
+            },
+            "query": self.batch.query,
+            "summary": self.summary(),
+            "runs": [asdict(run) for run in self.runs],
+            "errors": [{"runId": o.run_id, "reason": o.reason} for o in self.batch.outcomes if o.outcome == "failed"],
+        }
+
+
+async def what_if(
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    query: str,
+    candidate: AgentDefinition,
+    *,
+    rerun_llm: bool = False,
+    limit: int | None = None,
+    task_queue: str | None = None,
+    concurrency: int = 10,
+    on_run: Callable[[RunOutcome], None] | None = None,
+) -> WhatIfReport:
+    """Replay every ended run of the candidate's agent that ``query`` selects against ``candidate``."""
+    runs: list[WhatIfRun] = []
+
+    async def one(run_id: str) -> RunOutcome:
+        compared = await _replay_on(dsmo, store, run_id, candidate, rerun_llm=rerun_llm, task_queue=task_queue)
+        runs.append(compared)
+        reason = "same path" if compared.same_path else f"diverged {divergence(compared)}"
+        return RunOutcome(run_id, "done", reason + (f" ({compared.problem})" if compared.problem else ""))
+
+    scope = f"AgentName = '{candidate.agent}' AND {ENDED}"
+    batch = await run_batch(
+        dsmo, "what-if", query, one, limit=limit, concurrency=concurrency, on_outcome=on_run, scope=scope
+    )
+    return WhatIfReport(candidate, batch, sorted(runs, key=lambda run: run.run_id))
+
+
+async def _replay_on(
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    run_id: str,
+    candidate: AgentDefinition,
+    *,
+    rerun_llm: bool,
+    task_queue: str | None,
+) -> WhatIfRun:
+    planned = await replay.plan_replay(dsmo, store, run_id, rerun_llm=rerun_llm)
+    plan = planned.request.replay
+    assert plan is not None
+    source = planned.request.definition
+    reuse = {
+        node: uri
+        for node, uri in _committed(planned.events).items()
+        if _same_agent(source.nodes.get(node), candidate.nodes.get(node))
+    }
+    request = planned.request.model_copy(
+        update={
+            "definition": candidate,
+            "origin": {"replayOf": run_id, "whatIf": candidate.workflow_version},
+            "replay": plan.model_copy(update={"reuse": reuse, "moves": []}),
+        }
+    )
+    replay_id = await dsmo.start_request(
+        request, run_id=f"{run_id}.whatif-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+    result = await dsmo.result(replay_id)
+    original, candidate_path = planned.original.path, result.path
+    index = replay.first_divergence(original, candidate_path)
+    problem = result.error_message if result.error_message and "replay diverged" in result.error_message else None
+    return WhatIfRun(
+        run_id=run_id,
+        replay_id=replay_id,
+        same_path=index is None,
+        original_path=original,
+        candidate_path=candidate_path,
+        diverged_after=original[index - 1] if index else None,
+        original_next=_at(original, index),
+        candidate_next=_at(candidate_path, index),
+        original_status=planned.original.status.value,
+        candidate_status=result.status.value,
+        problem=problem,
+    )
+
+
+def divergence(run: WhatIfRun) -> str:
+    """Where a run's paths part, as ``after NODE: original-next -> candidate-next``."""
+    return f"after {run.diverged_after or '(start)'}: {run.original_next} -> {run.candidate_next}"
+
+
+def _committed(events: list[Any]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for event in events:
+        if event.type == "STAGE_SUCCEEDED" and event.stage and event.artifact_uris and "action" not in event.data:
+            found.setdefault(event.stage, event.artifact_uris[0])
+    return found
+
+
+def _same_agent(before: Any, after: Any) -> bool:
+    """A stage whose output the candidate may reuse: the same kind of stage, agent and version."""
+    if not isinstance(before, RunAgentNode | LlmNode) or type(before) is not type(after):
+        return False
+    if isinstance(before, LlmNode):
+        return before == after  # the same prompts, model and schema
+    return (before.agent, before.agent_version, before.input) == (after.agent, after.agent_version, after.input)
+
+
+def _at(path: list[str], index: int | None) -> str | None:
+    return path[index] if index is not None and index < len(path) else None

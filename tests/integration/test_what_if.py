@@ -1,0 +1,164 @@
+"""What-if on the real stack: recorded runs replayed against a candidate version name exactly the runs
+whose path changes and where, call no agent whose output the record holds, and reach nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.asyncio
+
+BIN = Path(sys.executable).parent
+CALLS: Counter[str] = Counter()
+LOCK = threading.Lock()
+COUNTING = ProcessorRegistry()
+
+
+@COUNTING.register("whatif-profile", "1.0.0")
+def _profile(document: object, message: StageMessage) -> ProcessorOutput:
+    with LOCK:
+        CALLS[message.run_id] += 1
+    return ProcessorOutput(document={"profiled": True}, summary={"profiled": True})
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    return COUNTING
+
+
+FLOW = """
+agent: {agent}
+version: "{version}"
+start: profile
+nodes:
+  profile:
+    actionType: run_agent
+    agent: whatif-profile
+    next: ask
+  ask:
+    actionType: send_message
+    parameters: {{message: "still interested?"}}
+    next: reply
+  reply:
+    actionType: wait_for_response
+    parameters: {{timeout: 1h, onTimeout: fail}}
+    transitions:
+      - {{when: 'lastResponse == "yes"', to: accept}}
+{extra_transition}      - {{to: reject}}
+  accept:
+    actionType: send_message
+    parameters: {{message: "welcome"}}
+  reject:
+    actionType: send_message
+    parameters: {{message: "goodbye"}}
+{extra}"""
+FOLLOW_UP = """  follow_up:
+    actionType: send_message
+    parameters: {message: "can we call you?"}
+"""
+
+
+NO_TO_FOLLOW_UP = """      - {when: 'lastResponse == "no"', to: follow_up}
+"""
+
+
+def flow(agent: str, version: str, otherwise: str) -> str:
+    """The flow; with ``follow_up``, a "no" is followed up instead of said goodbye to."""
+    follow = otherwise == "follow_up"
+    return FLOW.format(
+        agent=agent,
+        version=version,
+        extra=FOLLOW_UP if follow else "",
+        extra_transition=NO_TO_FOLLOW_UP if follow else "",
+    )
+
+
+async def test_a_candidate_that_changes_one_transition_diverges_exactly_the_runs_it_reroutes(
+    harness: Harness, tmp_path: Path
+) -> None:
+    dsmo, agent = harness.dsmo, f"whatif-{uuid.uuid4().hex[:8]}"
+    v1 = parse_definition_text(flow(agent, "1", "reject"))
+    answers = ["yes", "no", "yes", "no", "yes", "maybe", "yes", "yes"]
+    runs = [await harness.start(v1) for _ in answers]
+    for run_id, answer in zip(runs, answers, strict=True):
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, answer, event_id=f"{run_id}-reply")
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    query = f"AgentName = '{agent}'"
+    for _ in range(300):  # visibility is written asynchronously
+        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == len(runs):
+            break
+        await asyncio.sleep(0.1)
+    sent_before = sum(len(harness.messages(run_id)) for run_id in runs)
+    calls_before = sum(CALLS.values())
+
+    # Version 2 asks the ones who said no whether it may call them, instead of saying goodbye.
+    candidate = tmp_path / "v2.yaml"
+    candidate.write_text(flow(agent, "2", "follow_up"))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "replay", "--query", query, "--definition", str(candidate), "--json"],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # some paths diverged
+    assert done.stdout, done.stderr
+    report = json.loads(done.stdout)
+    assert report["summary"]["runs"] == len(runs) and report["summary"]["errors"] == 0
+    diverged = {run["run_id"] for run in report["runs"] if not run["same_path"]}
+    assert diverged == {run_id for run_id, answer in zip(runs, answers, strict=True) if answer == "no"}
+    assert report["summary"]["byDivergence"] == {"after reply: reject -> follow_up": 2}
+    for run in report["runs"]:
+        harness.started.append(run["replay_id"])
+    # The record answered everything: no agent ran again, nobody was sent anything.
+    assert sum(CALLS.values()) == calls_before
+    assert sum(len(harness.messages(run_id)) for run_id in runs) == sent_before
+    assert all(not harness.messages(run["replay_id"]) for run in report["runs"])
+
+    # The same version under another label changes no path: exit status 0.
+    same = tmp_path / "v1b.yaml"
+    same.write_text(flow(agent, "1b", "reject"))
+    again = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "replay", "--query", query, "--definition", str(same), "--limit", "3"],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "3 run(s), 3 same path, 0 diverged, 0 error(s)" in again.stdout
+
+
+async def test_a_bad_filter_is_one_line_and_exit_status_2(harness: Harness, tmp_path: Path) -> None:
+    candidate = tmp_path / "v2.yaml"
+    candidate.write_text(flow("whatif-x", "2", "follow_up"))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "replay", "--query", "NoSuchField = 'x' AND", "--definition", str(candidate)],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("error: --query:"), done.stderr
+    assert "Traceback" not in done.stderr
