@@ -136,13 +136,20 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
 
     async def go() -> Any:
         client = await obj.client()
-        return await client.status(run_id)
+        view = await client.status(run_id)
+        try:
+            forked = await client.forks(run_id)
+        except Exception:  # noqa: BLE001 - the store's list is extra here: the status stands without it
+            forked = []
+        return view, forked
 
-    view = run(go)
+    view, forked = run(go)
     if as_json:
-        click.echo(view.model_dump_json(indent=2))
+        click.echo(json.dumps({**view.model_dump(mode="json"), "forks": forked}, indent=2, ensure_ascii=False))
     else:
         click.echo("\n".join(status_lines(view, run_url=obj.settings.temporal.run_url(run_id))))
+        for fork in forked:
+            click.echo(f"{'fork':<10} {fork['forkId']} (live from {fork['fromNode']})")
 
 
 @cli.command()

@@ -809,6 +809,21 @@ class DsmoClient:
             self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
         )
 
+    async def forks(self, run_id: str) -> list[dict[str, Any]]:
+        """The forks started from ``run_id`` (`fork`), oldest id first.
+
+        Args:
+            run_id: The original run.
+
+        Returns:
+            One entry per fork: ``forkId``, ``fromNode``, ``set`` (the names of the variables
+            corrected) and ``by``.
+
+        Raises:
+            botocore.exceptions.BotoCoreError: The object store cannot be reached.
+        """
+        return await asyncio.to_thread(forks.forks_of, self._trail_store().store, run_id)
+
     async def what_if(
         self,
         query: str,

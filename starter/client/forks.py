@@ -8,6 +8,7 @@ anyone. From the node on, it is a run like any other (see `workflows/engine/fork
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,20 @@ async def fork(
             ),
         }
     )
-    return await dsmo.start_request(
+    forked = await dsmo.start_request(
         request, run_id=new_id or f"{run_id}.fork-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )
+    # Listed under the original (`dsmo status`, the console), which may have ended: its trail is final.
+    note = {"forkId": forked, "fromNode": from_node, "set": sorted(set_variables or {}), "by": by}
+    await asyncio.to_thread(store.put_json_once, fork_key(run_id, forked), note)
+    return forked
+
+
+def fork_key(run_id: str, fork_id: str) -> str:
+    """Where the store notes that ``fork_id`` forks ``run_id``."""
+    return f"forks/{run_id}/{fork_id}.json"
+
+
+def forks_of(store: ArtifactStore, run_id: str) -> list[dict[str, Any]]:
+    """The forks started from ``run_id``: each one's id, the node it went live at, the variables set."""
+    return [store.read_json(uri) for uri in sorted(store.list_uris(f"forks/{run_id}/")) if uri.endswith(".json")]

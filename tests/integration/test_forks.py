@@ -11,15 +11,19 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
+from tests.console_session import sign_in
+from tests.ingress_server import serving
 
 pytestmark = pytest.mark.asyncio
 
@@ -192,3 +196,33 @@ async def test_dsmo_runs_fork_starts_the_fork_and_says_its_id(harness: Harness) 
     )
     assert refused.returncode != 0 and refused.stderr.strip().startswith("error: --from: run")
     assert "Traceback" not in refused.stderr
+
+
+async def test_forks_are_listed_under_their_origin_in_status_and_the_console(harness: Harness, tmp_path: Path) -> None:
+    dsmo, agent = harness.dsmo, f"fork-{uuid.uuid4().hex[:8]}"
+    original, _, good = await _failed_run(harness, agent)
+    fork = await dsmo.fork(original, "read", set_variables={"docUrl": good}, task_queue=harness.task_queue)
+    harness.started.append(fork)
+    await dsmo.result(fork)
+    assert [(f["forkId"], f["fromNode"], f["set"]) for f in await dsmo.forks(original)] == [(fork, "read", ["docUrl"])]
+    status = await asyncio.to_thread(
+        subprocess.run,
+        [str(BIN / "dsmo"), "status", original],
+        capture_output=True,
+        text=True,
+        env=harness.cli_env(),
+        timeout=120,
+        check=False,
+    )
+    assert f"fork       {fork} (live from read)" in status.stdout, status.stdout + status.stderr
+
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    key = KeyStore(settings.api_keys_path).add("person", ["read"])
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=60) as browser:
+        await asyncio.to_thread(sign_in, browser, key)
+        origin_page = (await asyncio.to_thread(browser.get, f"/console/runs/{original}")).text
+        fork_page = (await asyncio.to_thread(browser.get, f"/console/runs/{fork}")).text
+    assert f'href="/console/runs/{fork}"' in origin_page and "Forks:" in origin_page
+    assert f'href="/console/runs/{original}"' in fork_page and "Fork of" in fork_page

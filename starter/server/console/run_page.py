@@ -49,6 +49,7 @@ class RunPage:
     parent: str | None
     children: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    forks: list[dict[str, Any]] = field(default_factory=list)  # runs forked from this one
 
 
 class GraphCache:
@@ -118,6 +119,11 @@ async def load_run_page(
         variables = answers[0] if isinstance(answers[0], dict) else {}
         trail = answers[1] if isinstance(answers[1], list) else []
     description = await describing  # asked beside the queries, not after them
+    try:
+        forks = await dsmo.forks(run_id)
+    except Exception as err:  # noqa: BLE001 - the page stands without the list; it says why
+        forks = []
+        problems.append(f"forks: {err}")
     definition, svg = None, None
     if view.config_ref:
         try:
@@ -135,4 +141,5 @@ async def load_run_page(
         parent=description.parent_id,
         children=_children(trail),
         problems=problems,
+        forks=forks,
     )
