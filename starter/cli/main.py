@@ -13,7 +13,8 @@ import click
 from dsmo.starter.cli import catalog, operations, project, recovery, serve
 from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.help_examples import add_examples
-from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines, status_lines
+from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines
+from dsmo.starter.cli.status_command import status
 from dsmo.starter.client.definition_files import load_definition, names_agent
 from dsmo.starter.config.settings import SettingsError
 from dsmo.starter.exits import hard_exit
@@ -120,36 +121,6 @@ def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
 
     ack = run(go)
     click.echo(ack_line(ack, run_id))
-
-
-@cli.command()
-@click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the status structure as JSON.")
-@pass_context
-def status(obj: Context, run_id: str, as_json: bool) -> None:
-    """Show a run's status (the seed's WAITING structure and the terminal record).
-
-    \b
-    Example:
-      dsmo status ana-1 --json
-    """
-
-    async def go() -> Any:
-        client = await obj.client()
-        view = await client.status(run_id)
-        try:
-            forked = await client.forks(run_id)
-        except Exception:  # noqa: BLE001 - the store's list is extra here: the status stands without it
-            forked = []
-        return view, forked
-
-    view, forked = run(go)
-    if as_json:
-        click.echo(json.dumps({**view.model_dump(mode="json"), "forks": forked}, indent=2, ensure_ascii=False))
-    else:
-        click.echo("\n".join(status_lines(view, run_url=obj.settings.temporal.run_url(run_id))))
-        for fork in forked:
-            click.echo(f"{'fork':<10} {fork['forkId']} (live from {fork['fromNode']})")
 
 
 @cli.command()
@@ -262,6 +233,7 @@ def _json_object(text: str, option: str) -> dict[str, Any]:
     return value
 
 
+cli.add_command(status)
 operations.register(cli)
 catalog.register(cli)
 project.register(cli)
