@@ -1,6 +1,7 @@
 """Moving runs to another version of their definition: one run, or every run a query selects.
 
-`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these; a batch goes through
+`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these (and a replay, on
+`recorded_moves`, to move where its original moved); a batch goes through
 `batches.run_batch` (paced, reported, idempotent: a run already moved is ``skipped``). A move goes through the run's
 `migrate` update, whose validator decides it where the run is. A dry run cannot ask that
 validator without the risk of a move, so it asks the run where it is (its status and
@@ -29,6 +30,8 @@ from dsmo.workflows.contracts.migration_io import (
     MigrationAck,
     MigrationRequest,
 )
+from dsmo.workflows.contracts.replay_plan import RecordedMove
+from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.migration_checks import (
     MOVES_AT_BOUNDARY,
     MigrationRefused,
@@ -188,3 +191,38 @@ def selection(agent: str, from_version: str | None, query: str | None) -> str:
     if query:
         clauses.append(f"({query})")
     return " AND ".join(clauses)
+
+
+async def recorded_moves(dsmo: DsmoClient, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
+    """The original's moves to other versions, for the replay to make at the same points.
+
+    Each counts the resumes taken since the previous move: a replay's next generation starts
+    its cursor in the record again from there.
+    """
+    moves: list[RecordedMove] = []
+    resumes = 0
+    for event in events:
+        if event.type == "RUN_RESUMED":
+            resumes += 1
+        elif event.type == "RUN_MIGRATED":
+            data = event.data
+            target = await dsmo.definition(agent, str(data["toWorkflowVersion"]))
+            request = MigrationRequest(
+                definition=target,
+                node_map=dict(data.get("nodeMap") or {}),
+                leave_wait=bool(data.get("leftWait")),
+                restart_timers=bool(data.get("restartTimers")),
+                set=dict(data.get("set") or {}),
+                requested_by="replay",
+                reason=f"as the original moved (#{event.seq})",
+            )
+            moves.append(
+                RecordedMove(
+                    node=data.get("fromNode"),
+                    waiting=bool(data.get("waiting")),
+                    resumes_before=resumes,
+                    request=request,
+                )
+            )
+            resumes = 0
+    return moves

@@ -12,10 +12,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
+from dsmo.starter.client import migration
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
-from dsmo.workflows.contracts.migration_io import MigrationRequest
-from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedMove, RecordedResume, ReplayPlan
+from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
 from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
@@ -154,13 +154,23 @@ async def plan_replay(
     if from_stage is not None and from_stage not in view.path:
         raise DsmoError(f"{option}: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
     events = await dsmo.events(run_id)
-    resumes = [
-        RecordedResume(node=e.stage or "", event_type=str(e.data.get("eventType")), set=resumed_values(store, e))
-        for e in events
-        if e.type == "RUN_RESUMED"
-    ]
+    resumes: list[RecordedResume] = []
+    waited: dict[str, str] = {}  # node -> what its latest wait waited for
+    for e in events:
+        if e.type == "RUN_WAITING" and e.stage:
+            waited[e.stage] = str(e.data.get("waitingFor"))
+        elif e.type == "RUN_RESUMED":
+            resumes.append(
+                RecordedResume(
+                    node=e.stage or "",
+                    event_type=str(e.data.get("eventType")),
+                    set=resumed_values(store, e),
+                    kind=waited.get(e.stage or ""),
+                )
+            )
     if view.status.value == "timeout" and view.failed_action_id:
-        resumes.append(RecordedResume(node=view.failed_action_id, event_type="TIMEOUT"))
+        node = view.failed_action_id
+        resumes.append(RecordedResume(node=node, event_type="TIMEOUT", kind=waited.get(node)))
     # Saga actions have effects outside DSMO: a replay takes their recorded outcomes.
     actions = [
         RecordedAction(
@@ -171,7 +181,7 @@ async def plan_replay(
         for e in events
         if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
     ]
-    moves = await _recorded_moves(dsmo, view.agent, events)
+    moves = await migration.recorded_moves(dsmo, view.agent, events)
     reuse: dict[str, str] = {}
     if from_stage is not None:
         before = view.path[: view.path.index(from_stage)]
@@ -190,41 +200,6 @@ async def plan_replay(
         replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions, rerun_llm=rerun_llm, moves=moves),
     )
     return ReplayPlanned(request, view, events)
-
-
-async def _recorded_moves(dsmo: DsmoClient, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
-    """The original's moves to other versions, for the replay to make at the same points.
-
-    Each counts the resumes taken since the previous move: a replay's next generation starts
-    its cursor in the record again from there.
-    """
-    moves: list[RecordedMove] = []
-    resumes = 0
-    for event in events:
-        if event.type == "RUN_RESUMED":
-            resumes += 1
-        elif event.type == "RUN_MIGRATED":
-            data = event.data
-            target = await dsmo.definition(agent, str(data["toWorkflowVersion"]))
-            request = MigrationRequest(
-                definition=target,
-                node_map=dict(data.get("nodeMap") or {}),
-                leave_wait=bool(data.get("leftWait")),
-                restart_timers=bool(data.get("restartTimers")),
-                set=dict(data.get("set") or {}),
-                requested_by="replay",
-                reason=f"as the original moved (#{event.seq})",
-            )
-            moves.append(
-                RecordedMove(
-                    node=data.get("fromNode"),
-                    waiting=bool(data.get("waiting")),
-                    resumes_before=resumes,
-                    request=request,
-                )
-            )
-            resumes = 0
-    return moves
 
 
 async def replay(

@@ -1,12 +1,14 @@
 """What a candidate version would have done with recorded runs: replay a corpus against it.
 
 Each selected ended run is replayed as a new linked run that follows the candidate definition
-instead of its own: its waits take the original's recorded events (a wait the record cannot
-answer ends the replay, reported, never invented), `llm` stages answer from the recorded model
+instead of its own: each of its waits takes the original's next recorded event of its kind
+(whatever the wait's node is called there; a wait the record cannot answer ends the replay,
+reported, never invented), `llm` stages answer from the recorded model
 responses (no model is called unless ``rerun_llm``), and nothing is sent to anyone. A stage
 whose node runs the same agent (name and version) in both versions reuses the original's
 committed output; a changed or new one runs. The report says, per run, whether the path is the
-same, and where it first diverges.
+same, and where it first diverges. Replays found by the filter (what-if ones included) are
+skipped: only recorded runs of their own are a corpus.
 """
 
 from __future__ import annotations
@@ -112,7 +114,11 @@ async def what_if(
     runs: list[WhatIfRun] = []
 
     async def one(run_id: str) -> RunOutcome:
-        compared = await _replay_on(dsmo, store, run_id, candidate, rerun_llm=rerun_llm, task_queue=task_queue)
+        planned = await replay.plan_replay(dsmo, store, run_id, rerun_llm=rerun_llm)
+        replayed = planned.events[0].data.get("replayOf") if planned.events else None
+        if replayed:  # a replay (what-if or not) is not a recorded run of its own
+            return RunOutcome(run_id, "skipped", f"a replay of {replayed}")
+        compared = await _replay_on(dsmo, planned, run_id, candidate, task_queue=task_queue)
         runs.append(compared)
         reason = "same path" if compared.same_path else f"diverged {divergence(compared)}"
         return RunOutcome(run_id, "done", reason + (f" ({compared.problem})" if compared.problem else ""))
@@ -125,15 +131,8 @@ async def what_if(
 
 
 async def _replay_on(
-    dsmo: DsmoClient,
-    store: ArtifactStore,
-    run_id: str,
-    candidate: AgentDefinition,
-    *,
-    rerun_llm: bool,
-    task_queue: str | None,
+    dsmo: DsmoClient, planned: replay.ReplayPlanned, run_id: str, candidate: AgentDefinition, *, task_queue: str | None
 ) -> WhatIfRun:
-    planned = await replay.plan_replay(dsmo, store, run_id, rerun_llm=rerun_llm)
     plan = planned.request.replay
     assert plan is not None
     source = planned.request.definition
@@ -146,7 +145,7 @@ async def _replay_on(
         update={
             "definition": candidate,
             "origin": {"replayOf": run_id, "whatIf": candidate.workflow_version},
-            "replay": plan.model_copy(update={"reuse": reuse, "moves": []}),
+            "replay": plan.model_copy(update={"reuse": reuse, "moves": [], "by_kind": True}),
         }
     )
     replay_id = await dsmo.start_request(

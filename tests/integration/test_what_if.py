@@ -132,12 +132,14 @@ async def test_a_candidate_that_changes_one_transition_diverges_exactly_the_runs
     assert sum(len(harness.messages(run_id)) for run_id in runs) == sent_before
     assert all(not harness.messages(run["replay_id"]) for run in report["runs"])
 
-    # The same version under another label changes no path: exit status 0.
+    # The same version under another label changes no path: exit status 0. (The filter picks three
+    # recorded runs; what-if replays it would also find are skipped, not counted as runs.)
+    three = " OR ".join(f"WorkflowId = '{run_id}'" for run_id in runs[:3])
     same = tmp_path / "v1b.yaml"
     same.write_text(flow(agent, "1b", "reject"))
     again = await asyncio.to_thread(
         subprocess.run,
-        [str(BIN / "dsmo"), "replay", "--query", query, "--definition", str(same), "--limit", "3"],
+        [str(BIN / "dsmo"), "replay", "--query", three, "--definition", str(same), "--limit", "3"],
         capture_output=True,
         text=True,
         env=harness.cli_env(),
@@ -162,3 +164,40 @@ async def test_a_bad_filter_is_one_line_and_exit_status_2(harness: Harness, tmp_
     )
     assert done.returncode == 2 and done.stderr.startswith("error: --query:"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_candidate_with_a_renamed_wait_still_takes_the_recorded_replies(
+    harness: Harness, tmp_path: Path
+) -> None:
+    dsmo, agent = harness.dsmo, f"whatif-{uuid.uuid4().hex[:8]}"
+    v1 = parse_definition_text(flow(agent, "1", "reject"))
+    runs = [await harness.start(v1) for _ in range(2)]
+    for run_id, answer in zip(runs, ["yes", "no"], strict=True):
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.respond(run_id, answer, event_id=f"{run_id}-reply")
+        await dsmo.result(run_id)
+    # Version 2 calls the wait `answer` and says so first: the replies are taken by the wait's kind.
+    renamed = flow(agent, "2", "reject").replace("next: reply", "next: notice").replace("  reply:", "  answer:")
+    renamed += (
+        '  notice:\n    actionType: send_message\n    parameters: {message: "reply when you can"}\n    next: answer\n'
+    )
+    candidate = parse_definition_text(renamed)
+    for _ in range(300):
+        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count == 2:
+            break
+        await asyncio.sleep(0.1)
+    report = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
+    harness.started.extend(run.replay_id for run in report.runs)
+    assert report.summary()["errors"] == 0
+    assert {run.candidate_status for run in report.runs} == {"completed"}
+    assert report.summary()["byDivergence"] == {"after ask: reply -> notice": 2}
+    ends = {run.run_id: run.candidate_path[-1] for run in report.runs}
+    assert ends == {runs[0]: "accept", runs[1]: "reject"}  # each reply took its run where it took the original
+    # Asked again, the filter also finds the first replays: they are skipped, not taken as recorded runs.
+    for _ in range(300):
+        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count == 4:
+            break
+        await asyncio.sleep(0.1)
+    again = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
+    harness.started.extend(run.replay_id for run in again.runs)
+    assert again.summary()["runs"] == 2 and again.batch.summary()["skipped"] == 2

@@ -17,6 +17,7 @@ class RecordedResume(WireModel):
     node: str
     event_type: str
     set: dict[str, Any] = Field(default_factory=dict)
+    kind: str | None = None  # what the wait waited for (response, document, ...), when recorded
 
 
 class RecordedMove(WireModel):
@@ -44,6 +45,14 @@ class RecordedAction(WireModel):
 
 
 Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
+
+
+def next_of_kind(items: Sequence[RecordedResume], position: int, kind: str) -> tuple[RecordedResume | None, int]:
+    """The original's next resume of a wait of ``kind`` from ``position`` on, and where to look next."""
+    for index in range(position, len(items)):
+        if items[index].kind == kind:
+            return items[index], index + 1
+    return None, len(items)
 
 
 def next_recorded(items: Sequence[Recorded], position: int, node: str) -> tuple[Recorded | None, int]:
@@ -74,3 +83,6 @@ class ReplayPlan(WireModel):
     live_from: str | None = None
     corrections: dict[str, Any] = Field(default_factory=dict)
     fork_to: MigrationRequest | None = None
+    # A what-if replay against another version: a wait takes the next recorded resume of its
+    # kind (its node may be renamed, moved or new), instead of the next one at its node id.
+    by_kind: bool = False

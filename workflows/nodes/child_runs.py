@@ -139,7 +139,7 @@ async def _replay_child(run: Run, node_id: str, params: TriggerAgentParams) -> N
         return
     # Enter the wait as the original did: resuming is only legal from WAITING.
     state.begin_wait(Waiting("agent", node_id, None, {"childAgent": params.agent, "replay": True}))
-    recorded = run.recorded_resume(node_id)
+    recorded = run.recorded_resume(node_id, "agent")
     state.variables.update(recorded.set)
     resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
     if recorded.event_type == "TIMEOUT" or (

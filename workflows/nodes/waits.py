@@ -150,7 +150,7 @@ async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, 
         raise ContinueAsNewDue(node_id, WaitCheckpoint(kind=kind, node=node_id, data=data))
     while True:
         state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
-        recorded = run.recorded_resume(node_id)
+        recorded = run.recorded_resume(node_id, kind)
         if recorded.event_type != "TIMEOUT":
             state.variables.update(recorded.set)
             resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
@@ -182,7 +182,7 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
             raise ContinueAsNewDue(node_id, WaitCheckpoint(kind="delay", node=node_id))
         # It still enters the wait, as the original did: resuming is only legal from WAITING.
         state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
-        run.recorded_resume(node_id)
+        run.recorded_resume(node_id, "delay")
         resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
         return
     if resume is not None and resume.until is not None:

@@ -17,7 +17,13 @@ from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.migration_io import MigrationRequest
-from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan, next_recorded
+from dsmo.workflows.contracts.replay_plan import (
+    RecordedAction,
+    RecordedResume,
+    ReplayPlan,
+    next_of_kind,
+    next_recorded,
+)
 from dsmo.workflows.contracts.run_records import Checkpoint, Compensation, ExecutionRequest, WaitCheckpoint
 from dsmo.workflows.definition.migration_checks import MigrationPlan, RunPosition
 from dsmo.workflows.definition.model import AgentDefinition
@@ -195,13 +201,18 @@ class Run:
         visit = self.visits[node_id] = self.visits.get(node_id, 0) + 1
         return visit
 
-    def recorded_resume(self, node_id: str) -> RecordedResume:
-        """Replay: the original run's next resume at this node, in order."""
+    def recorded_resume(self, node_id: str, kind: str | None = None) -> RecordedResume:
+        """Replay: the original run's next resume at this node (or, what-if, of this wait kind), in order."""
         plan = self.replay
         assert plan is not None
-        recorded, self.resumes_replayed = next_recorded(plan.resumes, self.resumes_replayed, node_id)
+        if plan.by_kind and kind is not None:
+            recorded, self.resumes_replayed = next_of_kind(plan.resumes, self.resumes_replayed, kind)
+            where = f"in a {kind} wait (at {node_id})"
+        else:
+            recorded, self.resumes_replayed = next_recorded(plan.resumes, self.resumes_replayed, node_id)
+            where = f"at {node_id}"
         if recorded is None:
-            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed at {node_id}")
+            raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never resumed {where}")
         return recorded
 
     def recorded_action(self, node_id: str) -> RecordedAction:
