@@ -4,10 +4,12 @@ N runs of a version-1 definition shaped like a real agent (a `run_agent` stage, 
 for the reply, a transition on it, a closing message) run on one worker process and are answered,
 half "yes" and half "no". Version 2 follows a "no" up instead of saying goodbye, and
 `DsmoClient.what_if` replays the whole corpus against it in one call. The reference is the same
-corpus's first run, measured in the same bench run on the same stack: from the starts until every
-run waits, then from the replies until every run has ended (the time the runs spent waiting for
-the bench to answer them falls between the two and is not counted). The worker counts its agent's
-calls in a file (`bench.what_if_agents`); the file channel's outbox counts the messages.
+runs' own first run, measured in the same bench run on the same stack: the corpus before the
+replay and half as many more of the same runs after it (so a change in the machine's load meets
+both sides), each from the starts until every run waits, then from the replies until every run
+has ended (the time the runs sat waiting for the bench to answer them falls between the two and
+is not counted). The worker counts its agent's calls in a file (`bench.what_if_agents`); the file
+channel's outbox counts the messages.
 """
 
 from __future__ import annotations
@@ -19,24 +21,26 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]
-
-from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
 from bench.migration_measures import settled_count
 from bench.what_if_agents import AGENT, CALLS_FILE, calls
-from dsmo.starter.client import what_if
+from bench.what_if_measures import Meter, history_of, messages_in, settled
+from dsmo.starter.client import replay, what_if
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.what_if import WhatIfReport
 from dsmo.starter.config.settings import Settings
+from dsmo.starter.storage import artifact_store
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 
+PLANNED = 200  # runs whose replay is planned again, alone, to split the replay's cost
+SAMPLE = 20  # runs (and their replays) whose history size is read
 AT_ONCE = 40  # starts and replies in flight at once, as the migration section starts its runs
 REPLAY_MARK = ".whatif-"
 # Runs `DsmoClient.what_if` replays at once: its batch's default (the client does not expose it).
@@ -89,42 +93,15 @@ def definition(agent: str, version: str, *, follow_up: bool = False) -> AgentDef
     )
 
 
-class Meter:
-    """Wall time and CPU per role (worker, Temporal, S3 store, this process) over measured phases."""
-
-    def __init__(self, settings: Settings, worker_pid: int) -> None:
-        self.cpu = CpuMeter.for_stack(settings)
-        self.cpu.processes["worker"] = psutil.Process(worker_pid)
-        self.seconds = 0.0
-        self.ms: dict[str, float] = {}
-
-    async def phase(self, work: Callable[[], Awaitable[Any]]) -> Any:
-        """Run ``work``, adding its wall time and its CPU to the totals."""
-        before = self.cpu.sample()
-        began = time.perf_counter()
-        result = await work()
-        self.seconds += time.perf_counter() - began
-        for role, ms in per_run_ms(before, self.cpu.sample(), 1).items():
-            self.ms[role] = self.ms.get(role, 0.0) + ms
-        return result
-
-    def figures(self, runs: int) -> dict[str, Any]:
-        """Seconds, runs per second and CPU ms per run by role."""
-        return {
-            "seconds": round(self.seconds, 2),
-            "runs_per_second": round(runs / self.seconds, 1),
-            "cpu_ms_per_run": {role: round(ms / runs, 2) for role, ms in self.ms.items()},
-        }
-
-
 async def what_if_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> dict[str, Any]:
-    """Run a corpus of ``runs`` runs to their end, then replay it against a candidate; both measured.
+    """Run a corpus of ``runs`` runs to their end, replay it against a candidate, run half as many more.
 
     Returns:
         ``{"runs", "answers", "original": {...}, "replay": {...}, "ratio", "report_summary",
-        "agent_calls": {...}, "messages": {...}, "seconds", "load_average"}``; each side with its
-        seconds, runs per second and CPU ms per run by role; ``ratio`` is the replay's rate over
-        the original's.
+        "diverged_expected", "agent_calls", "messages", "history", "seconds", "load_average"}``;
+        each side with its seconds, runs per second and CPU ms per run by process (the original
+        side over the corpus and the runs after the replay, with each batch's seconds);
+        ``ratio`` is the replay's rate over the original runs'.
     """
     began = time.perf_counter()
     tag = uuid.uuid4().hex[:6]
@@ -150,18 +127,18 @@ async def what_if_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> dict
         stderr=asyncio.subprocess.DEVNULL,
     )
     run_ids = [f"whatif-{tag}-{index}" for index in range(runs)]
-    answers = {run_id: "yes" if index % 2 == 0 else "no" for index, run_id in enumerate(run_ids)}
+    answers = _answers(run_ids)
+    again = _answers([f"whatif-{tag}-again-{index}" for index in range(max(1, runs // 2))])
     try:
         await _warm_up(dsmo, agent, queue)
         await dsmo.publish(v1)
-        warm_calls, warm_messages = len(calls(calls_file)), _sent(outbox)
+        warm_calls, warm_messages = len(calls(calls_file)), messages_in(outbox)
         on_queue = f"TaskQueue = '{queue}' AND WorkflowVersion = '{v1.workflow_version}'"
         original = Meter(settings, worker.pid)
-        await original.phase(partial(_start_all, dsmo, v1, run_ids, queue, on_queue))
-        _progress(began, f"{runs} runs waiting for their reply")
-        await original.phase(partial(_answer_all, dsmo, answers, on_queue))
-        _progress(began, f"{runs} runs ended in {original.seconds:.0f} s; replaying them against version 2")
-        after_corpus = len(calls(calls_file)), _sent(outbox)
+        await _run_to_end(original, dsmo, v1, answers, queue, on_queue, ended=runs)
+        first_seconds = original.seconds
+        _progress(began, f"{runs} runs ended in {first_seconds:.0f} s; replaying them against version 2")
+        after_corpus = len(calls(calls_file)), messages_in(outbox)
 
         load = os.getloadavg()
         replay = Meter(settings, worker.pid)
@@ -169,23 +146,27 @@ async def what_if_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> dict
             partial(dsmo.what_if, f"WorkflowVersion = '{v1.workflow_version}'", v2, task_queue=queue)
         )
         load_after = os.getloadavg()
-        replay_ids = [run.replay_id for run in report.runs]
-        every_call = calls(calls_file)
-        ours, theirs = original.figures(runs), replay.figures(runs)
+        every_call, sent = calls(calls_file), messages_in(outbox)
+        replay_sent = sum(messages_in(outbox / run.replay_id) for run in report.runs)
+        _progress(began, f"{runs} runs replayed in {replay.seconds:.0f} s; running {len(again)} more as a reference")
+        await _run_to_end(original, dsmo, v1, again, queue, on_queue, ended=runs + len(again))
+        planning = await _planning(settings, dsmo, worker.pid, run_ids[:PLANNED])
+        ours, theirs = original.figures(runs + len(again)), replay.figures(runs)
+        ours["batches"] = {
+            "corpus": {"runs": runs, "seconds": round(first_seconds, 2)},
+            "after_the_replay": {"runs": len(again), "seconds": round(original.seconds - first_seconds, 2)},
+        }
         _progress(began, f"{theirs['runs_per_second']} runs replayed per second against {ours['runs_per_second']}")
-        summary = report.summary()
         return {
             "runs": runs,
             "starts_and_replies_at_once": AT_ONCE,
             "replay_concurrency": REPLAY_CONCURRENCY,
-            "answers": {
-                "yes": sum(a == "yes" for a in answers.values()),
-                "no": sum(a == "no" for a in answers.values()),
-            },
+            "answers": dict(Counter(answers.values())),
             "original": ours,
             "replay": theirs,
             "ratio": theirs["runs_per_second"] / ours["runs_per_second"],
-            "report_summary": summary,
+            "planning": planning,
+            "report_summary": report.summary(),
             "diverged_expected": sum(answer == "no" for answer in answers.values()),
             "agent_calls": {
                 "corpus": after_corpus[0] - warm_calls,
@@ -194,9 +175,10 @@ async def what_if_bench(settings: Settings, dsmo: DsmoClient, runs: int) -> dict
             },
             "messages": {
                 "corpus": after_corpus[1] - warm_messages,
-                "during_replay": _sent(outbox) - after_corpus[1],
-                "to_replays": sum(_sent(outbox / replay_id) for replay_id in replay_ids),
+                "during_replay": sent - after_corpus[1],
+                "to_replays": replay_sent,
             },
+            "history": await _histories(dsmo, report, run_ids),
             "seconds": round(time.perf_counter() - began, 1),
             # The machine is shared: its 1/5/15-minute load as the replay began, and as it ended.
             "load_average": {"before": [round(x, 2) for x in load], "after": [round(x, 2) for x in load_after]},
@@ -219,33 +201,61 @@ async def _warm_up(dsmo: DsmoClient, agent: str, queue: str) -> None:
     await dsmo.what_if(f"WorkflowVersion = '{warm.workflow_version}'", definition(agent, "0.0.2"), task_queue=queue)
 
 
+def _answers(run_ids: list[str]) -> dict[str, str]:
+    """Each run's reply: "yes" and "no" in turn."""
+    return {run_id: "yes" if index % 2 == 0 else "no" for index, run_id in enumerate(run_ids)}
+
+
+async def _run_to_end(
+    meter: Meter,
+    dsmo: DsmoClient,
+    v1: AgentDefinition,
+    answers: dict[str, str],
+    queue: str,
+    on_queue: str,
+    *,
+    ended: int,
+) -> None:
+    """Start the runs and, once all wait, answer them; measured, the time they sat waiting not."""
+    await meter.phase(partial(_start_all, dsmo, v1, list(answers), queue, on_queue))
+    await meter.phase(partial(_answer_all, dsmo, answers, on_queue, ended))
+
+
+async def _planning(settings: Settings, dsmo: DsmoClient, worker_pid: int, run_ids: list[str]) -> dict[str, Any]:
+    """What planning a replay costs alone, per run: what `what_if` does before it starts the replay.
+
+    Reading the run's status, its trail and its definition, at the replay's concurrency.
+    """
+    store = artifact_store(settings)
+    meter = Meter(settings, worker_pid)
+    plans = [partial(replay.plan_replay, dsmo, store, run_id) for run_id in run_ids]
+    await meter.phase(partial(bounded, REPLAY_CONCURRENCY, plans))
+    return {"runs": len(run_ids)} | meter.figures(len(run_ids))
+
+
+async def _histories(dsmo: DsmoClient, report: WhatIfReport, run_ids: list[str]) -> dict[str, Any]:
+    """History sizes of up to `SAMPLE` runs spread over the corpus, and of their replays."""
+    spread = set(run_ids[:: max(1, len(run_ids) // SAMPLE)])
+    sampled = [run for run in report.runs if run.run_id in spread]
+    return {
+        "sampled": len(sampled),
+        "original": await history_of(dsmo, [run.run_id for run in sampled]),
+        "replay": await history_of(dsmo, [run.replay_id for run in sampled]),
+    }
+
+
 async def _start_all(dsmo: DsmoClient, v1: AgentDefinition, run_ids: list[str], queue: str, on_queue: str) -> None:
     """Start every run and return once visibility shows them all waiting for their reply."""
     await bounded(AT_ONCE, [partial(dsmo.start, v1, {}, run_id=run_id, task_queue=queue) for run_id in run_ids])
     waiting = f"{on_queue} AND AgentExecutionStatus = 'waiting'"
-    await _settled(dsmo, waiting, len(run_ids))
+    await settled(dsmo, waiting, len(run_ids))
 
 
-async def _answer_all(dsmo: DsmoClient, answers: dict[str, str], on_queue: str) -> None:
-    """Reply to every run and return once visibility shows them all ended."""
+async def _answer_all(dsmo: DsmoClient, answers: dict[str, str], on_queue: str, ended: int) -> None:
+    """Reply to every run and return once visibility shows ``ended`` runs of the queue completed."""
     jobs = [partial(dsmo.respond, run_id, text, event_id=f"{run_id}-reply") for run_id, text in answers.items()]
     await bounded(AT_ONCE, jobs)
-    await _settled(dsmo, f"{on_queue} AND ExecutionStatus = 'Completed'", len(answers))
-
-
-async def _settled(dsmo: DsmoClient, query: str, expected: int) -> None:
-    """Poll visibility every 0.2 s until ``expected`` runs match ``query`` (it lags the runs a little)."""
-    timeout = max(120.0, expected / 2)
-    deadline = time.monotonic() + timeout
-    while (await dsmo.temporal.count_workflows(query)).count < expected:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{query}: fewer than {expected} runs after {timeout:.0f} s")
-        await asyncio.sleep(0.2)
-
-
-def _sent(folder: Path) -> int:
-    """Messages the file channel wrote under ``folder`` (one JSON file each)."""
-    return sum(1 for _ in folder.rglob("*.json")) if folder.exists() else 0
+    await settled(dsmo, f"{on_queue} AND ExecutionStatus = 'Completed'", ended)
 
 
 def _progress(began: float, text: str) -> None:

@@ -39,6 +39,10 @@ async def test_the_corpus_is_replayed_against_the_candidate_beside_its_own_first
         assert measured["seconds"] > 0 and measured["runs_per_second"] > 0
         assert {"worker", "python"} <= set(measured["cpu_ms_per_run"])
     assert figures["ratio"] == figures["replay"]["runs_per_second"] / figures["original"]["runs_per_second"]
+    assert figures["planning"]["runs"] == RUNS and figures["planning"]["runs_per_second"] > 0
+    history = figures["history"]
+    assert history["sampled"] == RUNS
+    assert history["original"]["events"] > 0 and history["replay"]["events"] > 0
     assert figures["replay_concurrency"] >= 1 and figures["starts_and_replies_at_once"] >= 1
 
     saved = json.loads(save(figures, tmp_path, "2026-11-26T04:00:00+00:00").read_text())
@@ -47,6 +51,7 @@ async def test_the_corpus_is_replayed_against_the_candidate_beside_its_own_first
     page = with_section("# Benchmarks\n", results)
     assert page.startswith("# Benchmarks") and START in page and END in page
     assert "| Runs per second |" in page and "| CPU ms per run, worker |" in page
+    assert "| History events per run |" in page and "| Planning |" in page
     assert f"| Same path / diverged | {RUNS - RUNS // 2:,} / {RUNS // 2:,} |" in page
     assert "| Errors | 0 | 0 |" in page
     assert with_section(page, results) == page  # spliced in place, not appended twice
