@@ -2,7 +2,8 @@
 
 Loaded into the section's worker process with `DSMO_LOAD=bench.what_if_agents`; the file is
 named by ``DSMO_BENCH_CALLS_FILE``. Each line is the run id of the call, so the bench can tell
-the corpus's own calls from any a replay made (a replay's id carries ``.whatif-``).
+the corpus's own calls from any a replay made (a replay's id carries ``.whatif-``). Only the
+worker imports this module: importing it registers the agent in the process.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import threading
 from typing import Any
 
 import dsmo
+from bench.what_if_measures import AGENT, CALLS_FILE, VERSION
 
-AGENT, VERSION = "bench-whatif-profile", "1.0.0"
-CALLS_FILE = "DSMO_BENCH_CALLS_FILE"
 _lock = threading.Lock()
 
 
@@ -24,12 +24,3 @@ def profile(document: dict[str, Any], message: dsmo.StageMessage) -> tuple[dict[
     with _lock, open(os.environ[CALLS_FILE], "a", encoding="utf-8") as calls:
         calls.write(message.run_id + "\n")
     return {"profiled": True}, {"profiled": True}
-
-
-def calls(path: str) -> list[str]:
-    """The run ids of every call so far, one per call."""
-    try:
-        with open(path, encoding="utf-8") as lines:
-            return [line.strip() for line in lines if line.strip()]
-    except FileNotFoundError:
-        return []

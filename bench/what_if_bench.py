@@ -28,8 +28,7 @@ from typing import Any
 
 from bench.jobs import bounded
 from bench.migration_measures import settled_count
-from bench.what_if_agents import AGENT, CALLS_FILE, calls
-from bench.what_if_measures import Meter, history_of, messages_in, settled
+from bench.what_if_measures import AGENT, CALLS_FILE, Meter, calls, history_of, messages_in, settled
 from dsmo.starter.client import replay, what_if
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient

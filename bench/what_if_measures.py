@@ -1,5 +1,5 @@
 """The what-if section's measures: wall time and CPU by process over phases, visibility counts,
-history sizes, messages in the file channel's outbox."""
+history sizes, messages in the file channel's outbox, the counting agent's calls."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ import psutil  # type: ignore[import-untyped]
 from bench.cpu import CpuMeter, per_run_ms
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
+
+# The counting agent the section's worker loads (`bench.what_if_agents`), and the file it counts in.
+AGENT, VERSION = "bench-whatif-profile", "1.0.0"
+CALLS_FILE = "DSMO_BENCH_CALLS_FILE"
 
 
 class Meter:
@@ -70,3 +74,12 @@ async def history_of(dsmo: DsmoClient, run_ids: list[str]) -> dict[str, float]:
 def messages_in(folder: Path) -> int:
     """Messages the file channel wrote under ``folder`` (one JSON file each)."""
     return sum(1 for _ in folder.rglob("*.json")) if folder.exists() else 0
+
+
+def calls(path: str) -> list[str]:
+    """The run ids of every call the counting agent took so far, one per call."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            return [line.strip() for line in lines if line.strip()]
+    except FileNotFoundError:
+        return []
