@@ -41,6 +41,7 @@ class BenchConfig:
     consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
     scale_runs: int = 200
     migration_runs: int = 300  # waiting runs migrated in one batch (bench/migration_bench.py)
+    what_if_runs: int = 100  # ended runs replayed against a candidate (bench/what_if_bench.py)
     artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
     resume_samples: int = 10
     # Against the floor: this many interleaved rounds, each batch at least this many waves of
@@ -60,6 +61,7 @@ class BenchConfig:
             w4_concurrency=50,
             scale_runs=10_000,
             migration_runs=10_000,
+            what_if_runs=1_000,
             resume_samples=50,
             # Six rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x.
             paired_rounds=6,

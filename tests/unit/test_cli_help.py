@@ -34,7 +34,13 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["--floor-only", "0"], ["--floor-only", "2", "--update"], ["--migrate-only", "--w5-only"]]
+    "args",
+    [
+        ["--floor-only", "0"],
+        ["--floor-only", "2", "--update"],
+        ["--migrate-only", "--w5-only"],
+        ["--what-if-only", "--migrate-only"],
+    ],
 )
 def test_bench_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(bench_command, args).exit_code == 2
