@@ -832,6 +832,7 @@ class DsmoClient:
         rerun_llm: bool = False,
         limit: int | None = None,
         task_queue: str | None = None,
+        concurrency: int = 10,
         on_run: Callable[[RunOutcome], None] | None = None,
     ) -> what_if.WhatIfReport:
         """Replay recorded runs against a candidate version: what would it have done with them?
@@ -847,6 +848,7 @@ class DsmoClient:
             rerun_llm: Ask the models again instead of reading the recorded answers.
             limit: At most this many runs.
             task_queue: The replays' task queue (default: the settings').
+            concurrency: At most this many replays in flight at once.
             on_run: Called with each run's outcome as it is known.
 
         Returns:
@@ -863,6 +865,7 @@ class DsmoClient:
             rerun_llm=rerun_llm,
             limit=limit,
             task_queue=task_queue,
+            concurrency=concurrency,
             on_run=on_run,
         )
 
