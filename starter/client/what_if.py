@@ -187,8 +187,9 @@ def _same_agent(before: Any, after: Any) -> bool:
     """A stage whose output the candidate may reuse: the same kind of stage, agent and version."""
     if not isinstance(before, RunAgentNode | LlmNode) or type(before) is not type(after):
         return False
-    if isinstance(before, LlmNode):
-        return before == after  # the same prompts, model and schema
+    if isinstance(before, LlmNode):  # the same prompts, model and schema; where it goes next may differ
+        routing = {"transitions", "next", "compensate"}
+        return bool(before.model_dump(exclude=routing) == after.model_dump(exclude=routing))
     return (before.agent, before.agent_version, before.input) == (after.agent, after.agent_version, after.input)
 
 

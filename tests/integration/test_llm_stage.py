@@ -10,7 +10,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -283,3 +283,40 @@ async def test_calls_are_spread_over_the_stage_s_http_clients(chat: ChatServer, 
     assert sent == {0: 2, 1: 2, 2: 2} and len(chat.requests) == 6
     assert all(exchange.status == 200 for exchange in exchanges)
     assert len(LlmStage(LlmEndpoint(chat.url), store).clients) == CLIENT_POOLS > 1
+
+
+async def test_a_corpus_of_50_llm_runs_replayed_against_a_new_transition_calls_no_model(
+    llm_harness: Harness, chat: ChatServer
+) -> None:
+    dsmo, agent = llm_harness.dsmo, f"llm-what-if-{uuid.uuid4().hex[:6]}"
+    definition = {**DEFINITION, "agent": agent}
+    outages = [await llm_harness.start(parse_definition(definition), TICKET) for _ in range(25)]
+    for run_id in outages:
+        await asyncio.wait_for(dsmo.result(run_id), 60)
+    chat.content = BILLING
+    billing = [await llm_harness.start(parse_definition(definition), TICKET) for _ in range(25)]
+    for run_id in billing:
+        assert (await asyncio.wait_for(dsmo.result(run_id), 60)).path == ["classify", "answer"]
+    query = f"AgentName = '{agent}'"
+    for _ in range(300):  # visibility is written asynchronously
+        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == 50:
+            break
+        await asyncio.sleep(0.1)
+    calls = len(chat.requests)
+    # Version 2 pages the on-call team for billing tickets too.
+    nodes: dict[str, Any] = dict(cast(dict[str, Any], DEFINITION["nodes"]))
+    nodes["classify"] = {
+        **nodes["classify"],
+        "transitions": [
+            {"when": 'stages.classify.summary.category in ["outage", "billing"]', "to": "page"},
+            {"to": "answer"},
+        ],
+    }
+    candidate = parse_definition({**definition, "version": "2.0.0", "nodes": nodes})
+    report = await dsmo.what_if(query, candidate, task_queue=llm_harness.task_queue)
+    llm_harness.started.extend(run.replay_id for run in report.runs)
+    summary = report.summary()
+    assert (summary["runs"], summary["samePath"], summary["errors"]) == (50, 25, 0)
+    assert summary["byDivergence"] == {"after classify: answer -> page": 25}
+    assert {run.run_id for run in report.runs if not run.same_path} == set(billing)
+    assert len(chat.requests) == calls  # every answer came from the record: no model was asked
