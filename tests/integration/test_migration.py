@@ -28,6 +28,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo_examples.orders.db import OrderDatabase, shipments
 from tests.conftest import Harness
+from tests.migration_versions import history_length, waiting_on
 
 pytestmark = pytest.mark.asyncio
 
@@ -100,10 +101,6 @@ async def _waiting_for_documents(harness: Harness, v1: AgentDefinition) -> str:
     return run_id
 
 
-async def _history_length(dsmo: DsmoClient, run_id: str) -> int:
-    return len((await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
-
-
 async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_the_new_version(
     harness: Harness,
 ) -> None:
@@ -120,7 +117,7 @@ async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_
     assert (ack.from_node, ack.to_node, ack.waiting) == ("documents", "papers", True)
     assert (ack.from_workflow_version, ack.to_workflow_version) == (v1.workflow_version, v2.workflow_version)
 
-    moved = await _status_on(dsmo, run_id, v2.workflow_version)
+    moved = await waiting_on(dsmo, run_id, v2.workflow_version)
     assert (moved.status, moved.current_node, moved.waiting_for) == (RunStatus.WAITING, "papers", "document")
     assert moved.waiting_until == before.waiting_until  # the deadline is kept
     assert moved.waiting_data and moved.waiting_data["received"] == ["diploma", "id_card"]
@@ -159,16 +156,6 @@ async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_
     assert [e.data["toVersion"] for e in replayed if e.type == "RUN_MIGRATED"] == ["2.0.0"]
 
 
-async def _status_on(dsmo: DsmoClient, run_id: str, workflow_version: str) -> Any:
-    """The run's status once its new generation answers on ``workflow_version``."""
-    for _ in range(300):
-        view = await dsmo.status(run_id)
-        if view.workflow_version == workflow_version and view.status is RunStatus.WAITING:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited on {workflow_version}: {view}")
-
-
 async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness) -> None:
     dsmo, agent = harness.dsmo, _agent()
     v1 = await _published(dsmo, V1, agent)
@@ -176,7 +163,7 @@ async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness
     other = await _published(dsmo, V1, _agent())
     unpublished = parse_definition_text(V2.format(agent=agent).replace('"2.0.0"', '"2.0.1"'))
     run_id = await _waiting_for_documents(harness, v1)
-    history, trail = await _history_length(dsmo, run_id), len(await dsmo.events(run_id))
+    history, trail = await history_length(dsmo, run_id), len(await dsmo.events(run_id))
 
     async def refused(to: AgentDefinition, **options: Any) -> str:
         with pytest.raises((MigrationNotAccepted, DefinitionNotFound)) as err:
@@ -196,14 +183,14 @@ async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness
     )
     with pytest.raises(AlreadyOnTarget):
         await dsmo.migrate_run(run_id, v1)
-    assert await _history_length(dsmo, run_id) == history
+    assert await history_length(dsmo, run_id) == history
     assert len(await dsmo.events(run_id)) == trail
     assert (await dsmo.status(run_id)).workflow_version == v1.workflow_version
 
     # A dry run says what the move would do, and moves nothing.
     preview = await dsmo.migrate_run(run_id, v2, dry_run=True, **both)
     assert (preview.to_node, preview.waiting) == ("papers", True)
-    assert await _history_length(dsmo, run_id) == history
+    assert await history_length(dsmo, run_id) == history
     await dsmo.cancel(run_id, reason="test over")
 
 
@@ -259,7 +246,7 @@ async def test_a_saga_moved_midway_compensates_steps_from_both_versions_lifo(
     run_id = await harness.start(v1, {"order": {"customer": "ana", "address": "nowhere"}})
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.migrate_run(run_id, v2, reason="notify before paying")
-    await _status_on(dsmo, run_id, v2.workflow_version)
+    await waiting_on(dsmo, run_id, v2.workflow_version)
     await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "approved"}, event_id=f"{run_id}-ok")
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.FAILED and result.failed_action_id == "create_shipment"
@@ -306,7 +293,7 @@ async def test_the_waiting_runs_move_through_dsmo_runs_migrate_and_a_rerun_moves
     v2 = await dsmo.definition(agent)  # --to FILE published it
     assert v2.version == "2.0.0"
     for run_id in runs:
-        await _status_on(dsmo, run_id, v2.workflow_version)
+        await waiting_on(dsmo, run_id, v2.workflow_version)
 
     # Again, without --from: every run is already on the target, nothing moves twice.
     again = await dsmo_cli(harness, *[a for a in move if a not in ("--from", "1.0.0")], "--to", v2.workflow_version)
@@ -371,7 +358,7 @@ async def test_an_interrupted_batch_is_finished_by_running_it_again_with_no_run_
     summary = json.loads(again.stdout)["summary"]
     assert summary["skipped"] >= 2 and summary["done"] + summary["skipped"] == 8, summary
     for run_id in runs:
-        await _status_on(dsmo, run_id, v2.workflow_version)
+        await waiting_on(dsmo, run_id, v2.workflow_version)
         trail = await dsmo.events(run_id)
         assert [e.type for e in trail].count("RUN_MIGRATED") == 1, run_id
         await dsmo.cancel(run_id, reason="test over")

@@ -25,6 +25,7 @@ from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.migration_versions import history_length
 
 pytestmark = pytest.mark.asyncio
 
@@ -81,7 +82,10 @@ def definition(agent: str, version: str, nodes: list[tuple[str, str]]) -> AgentD
         graph[node] = dict(NODES[kind])
         if index + 1 < len(nodes):
             graph[node]["next"] = nodes[index + 1][0]
-    return parse_definition({"agent": agent, "version": version, "start": nodes[0][0], "nodes": graph})
+    # Extended: every message sent is in the trail with its node, so the last node is always recorded.
+    return parse_definition(
+        {"agent": agent, "version": version, "auditLevel": "extended", "start": nodes[0][0], "nodes": graph}
+    )
 
 
 async def answer(dsmo: DsmoClient, run_id: str, count: int | None) -> None:
@@ -104,10 +108,6 @@ async def answer(dsmo: DsmoClient, run_id: str, count: int | None) -> None:
             if after.current_node != view.current_node:
                 break
             await asyncio.sleep(0.05)
-
-
-async def history_length(dsmo: DsmoClient, run_id: str) -> int:
-    return len((await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
