@@ -102,6 +102,15 @@ class AlreadyOnTarget(MigrationNotAccepted):
     code = "already_on_target"
 
 
+class RewindNotAccepted(DsmoError):
+    """A run refused to go back to the node asked for; the message names the reason, in one line.
+
+    Nothing was written to the run's history or trail (its validator, or the client before it, refused).
+    """
+
+    code = "rewind_refused"
+
+
 class InvalidQuery(DsmoError):
     """Temporal refused a visibility filter; the message says why."""
 

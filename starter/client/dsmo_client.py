@@ -51,6 +51,7 @@ from dsmo.starter.client import (
     monitoring,
     redrive,
     replay,
+    rewinds,
     run_health,
     what_if,
 )
@@ -86,6 +87,7 @@ from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.migration_io import MigrationAck, MigrationRequest
+from dsmo.workflows.contracts.rewind_io import RewindAck
 from dsmo.workflows.contracts.run_records import (
     AuditEvent,
     ExecutionRequest,
@@ -922,6 +924,53 @@ class DsmoClient:
             task_queue=task_queue,
             new_id=new_id,
             reason=reason,
+            by=by,
+        )
+
+    async def rewind(
+        self,
+        run_id: str,
+        to_node: str,
+        *,
+        reason: str,
+        set_variables: Mapping[str, Any] | None = None,
+        compensate: bool = True,
+        by: str = "user",
+    ) -> RewindAck:
+        """Send a waiting run back to an earlier node of its path, with corrections.
+
+        The run enters ``to_node`` again with its variables as they were when it first entered
+        it, plus ``set_variables``. The saga steps it did since are undone first, last first, as
+        a failure would undo them (unless ``compensate`` is False). Stage outputs and consumed
+        events after the node stay in the store and the trail, no longer the run's current ones;
+        events kept in its inbox stay. The trail records `RUN_REWOUND`.
+
+        Args:
+            run_id: The run; it must be waiting.
+            to_node: A node on the run's path.
+            reason: Why, recorded in the trail.
+            set_variables: Corrections; each must be an input of the definition or read by a
+                node from ``to_node`` on.
+            compensate: Undo the saga steps done after ``to_node`` (False leaves them, recorded).
+            by: Who asked, recorded beside the reason.
+
+        Returns:
+            What the run answered: where it was, where it goes back to, what was undone.
+
+        Raises:
+            RewindNotAccepted: The run refused (it ended, it is not waiting, a correction no
+                node reads, ...); the one-line reason names the field. Nothing was written.
+            DsmoError: ``to_node`` is not a node the run reached, or ``reason`` is empty.
+            RunNotFound: No run has this id.
+        """
+        return await rewinds.rewind(
+            self,
+            self._trail_store().store,
+            run_id,
+            to_node,
+            reason=reason,
+            set_variables=set_variables,
+            compensate=compensate,
             by=by,
         )
 

@@ -17,6 +17,7 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client import migration, replay
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.migration_io import MigrationRequest
+from dsmo.workflows.definition.corrections import correction_problem
 from dsmo.workflows.definition.migration_checks import MigrationRefused, RunPosition, plan_migration
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -43,6 +44,10 @@ async def fork(
     plan = planned.request.replay
     assert plan is not None
     source = planned.request.definition
+    for name in set_variables or {} if to is None else {}:  # with `to`, the move's checks judge them
+        problem = correction_problem(source, from_node, name)
+        if problem is not None:
+            raise DsmoError(f"--set: {problem}")
     fork_to = None
     if to is not None:
         target = to if isinstance(to, AgentDefinition) else await migration.resolve_version(dsmo, source.agent, to)

@@ -13,13 +13,14 @@ from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.starter.client import migration
+from dsmo.starter.client.record_lines import current_line, reused_outputs
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
 from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
-from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
+from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
 
@@ -153,7 +154,7 @@ async def plan_replay(
         raise DsmoError(f"{option}: {from_stage!r} is not a node of {definition.agent} ({', '.join(definition.nodes)})")
     if from_stage is not None and from_stage not in view.path:
         raise DsmoError(f"{option}: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
-    events = await dsmo.events(run_id)
+    events = current_line(await dsmo.events(run_id))
     resumes: list[RecordedResume] = []
     waited: dict[str, str] = {}  # node -> what its latest wait waited for
     for e in events:
@@ -182,15 +183,7 @@ async def plan_replay(
         if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
     ]
     moves = await migration.recorded_moves(dsmo, view.agent, events)
-    reuse: dict[str, str] = {}
-    if from_stage is not None:
-        before = view.path[: view.path.index(from_stage)]
-        committed = {e.stage: e.artifact_uris[0] for e in events if e.type == "STAGE_SUCCEEDED" and e.artifact_uris}
-        reuse = {
-            node: committed[node]
-            for node in before
-            if isinstance(definition.nodes[node], RunAgentNode | LlmNode) and node in committed
-        }
+    reuse = reused_outputs(definition, events, from_stage) if from_stage is not None else {}
     variables: dict[str, Any] = store.read_json(store.uri(run_input_key(definition.workflow_version, run_id)))
     request = ExecutionRequest(
         definition=definition,

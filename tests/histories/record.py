@@ -283,6 +283,77 @@ async def forked_screening(dsmo: DsmoClient, queue: str) -> str:
     return fork
 
 
+class GoldenHold:
+    """A saga step for the rewound flows: done once per key, undone once per key."""
+
+    name = "golden-hold"
+
+    def execute(self, data: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"holdKey": ctx.key, "status": "active"}
+
+    def compensate(self, output: dict[str, Any], ctx: Any) -> bool:
+        return True
+
+    def is_compensatable(self, output: dict[str, Any]) -> bool:
+        return True
+
+
+REWINDING = {
+    "agent": "golden-rewinding",
+    "inputs": ["email"],
+    "start": "documents",
+    "nodes": {
+        "documents": {
+            "actionType": "request_document",
+            "parameters": {"documents": ["id_card"], "to": "{{email}}"},
+            "next": "hold",
+        },
+        "hold": {
+            "actionType": "invoke",
+            "action": "golden-hold",
+            "input": {"for": "{{email}}"},
+            "compensate": {"kind": "annulment"},
+            "next": "sign",
+        },
+        "sign": {"actionType": "request_signature", "parameters": {"document": "s3://c"}, "next": "bye"},
+        "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
+    },
+}
+
+
+async def _rewound_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """Waiting for a signature, sent back to its documents with a corrected address (the later
+    hold undone), then completed."""
+    from dsmo.workflows.definition.model import parse_definition
+
+    run_id = await dsmo.start(parse_definition(REWINDING), {"email": "wrong@example.com"}, task_queue=queue)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}, event_id="g-1")
+    while (await dsmo.status(run_id)).current_node != "sign":
+        await asyncio.sleep(0.1)
+    await dsmo.rewind(run_id, "documents", set_variables={"email": "right@example.com"}, reason="golden", by="golden")
+    while (view := await dsmo.status(run_id)).current_node != "documents" or view.status is not RunStatus.WAITING:
+        await asyncio.sleep(0.1)
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/2"}, event_id="g-2")
+    while (await dsmo.status(run_id)).current_node != "sign":
+        await asyncio.sleep(0.1)
+    await dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://s"}, event_id="g-3")
+    await dsmo.result(run_id)
+    return run_id, first
+
+
+async def rewound_from(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """The generation that took the rewind: RUN_REWOUND, the hold undone, continue-as-new."""
+    return await _rewound_run(dsmo, queue)
+
+
+async def rewound_to(dsmo: DsmoClient, queue: str) -> str:
+    """The generation that went back: its record re-executed up to the documents, then live."""
+    run_id, _ = await _rewound_run(dsmo, queue)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -304,6 +375,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "migrated_to": migrated_to,
     # A fork: the record up to a node, then live.
     "forked_screening": forked_screening,
+    # A rewind: the generation that went back, and the one that rebuilt its state and went on.
+    "rewound_from": rewound_from,
+    "rewound_to": rewound_to,
 }
 
 
@@ -317,13 +391,15 @@ async def main(names: list[str]) -> None:
         DefinitionStore(store).publish(load_definition(EXAMPLES / child))
     db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")
     db.set_stock("lamp", 5)
+    actions = order_actions(db)
+    actions.add(GoldenHold())
     queue = f"golden-{uuid.uuid4().hex[:6]}"
     async with build_worker(
         dsmo.temporal,
         task_queue=queue,
         store=store,
         channel=FileChannel(settings.outbox_dir),
-        actions=order_actions(db),
+        actions=actions,
     ):
         for name in names or list(FLOWS):
             recorded = await FLOWS[name](dsmo, queue)

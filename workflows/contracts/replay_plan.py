@@ -73,7 +73,8 @@ class ReplayPlan(WireModel):
 
     of: str
     resumes: list[RecordedResume] = Field(default_factory=list)
-    reuse: dict[str, str] = Field(default_factory=dict)  # node -> the original's output URI
+    # node -> the original's output URI at its first visit (``node.vN``: at its Nth visit)
+    reuse: dict[str, str] = Field(default_factory=dict)
     actions: list[RecordedAction] = Field(default_factory=list)
     rerun_llm: bool = False  # call the models again instead of reading the recorded responses
     # The original's moves to other versions, in order.
@@ -86,3 +87,6 @@ class ReplayPlan(WireModel):
     # A what-if replay against another version: a wait takes the next recorded resume of its
     # kind (its node may be renamed, moved or new), instead of the next one at its node id.
     by_kind: bool = False
+    # A rewind: the run re-executes its own record up to ``live_from`` to rebuild its variables,
+    # recording nothing, then goes on live there with the counters it carried (rewind_point.py).
+    rewinding: bool = False

@@ -12,6 +12,7 @@ from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.migration_io import MigrationRecord
 from dsmo.workflows.contracts.replay_plan import ReplayPlan
+from dsmo.workflows.contracts.rewind_io import NodeEntry, RewindRecord
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.inbox import InboxEntry, InboxView
@@ -33,6 +34,7 @@ AuditType = Literal[
     "RUN_CONTINUED",
     "RUN_MIGRATED",
     "RUN_FORKED",
+    "RUN_REWOUND",
     "TRANSITION",
     "CONTRACT_VIOLATION",
     "INCONSISTENCY",
@@ -130,6 +132,10 @@ class Checkpoint(WireModel):
     inbox: list[InboxEntry] = Field(default_factory=list)
     # Set when the run continues on another version of its definition (a migration).
     migration: MigrationRecord | None = None
+    # Where the run first entered each node of its current line (bounded by the graph's size).
+    first_entries: dict[str, NodeEntry] = Field(default_factory=dict)
+    # Set when the run goes back to an earlier node (a rewind): it re-executes its record up to it.
+    rewind: RewindRecord | None = None
 
 
 class Compensation(WireModel):

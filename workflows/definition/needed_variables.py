@@ -79,23 +79,33 @@ def needed_variables(definition: AgentDefinition, node_id: str, variables: Mappi
             return
         missing.add(root)
 
-    for _, node in ahead:
+    for root, member in _references(node for _, node in ahead):
+        need(root, member)
+    return sorted(missing)
+
+
+def variables_read(definition: AgentDefinition, node_id: str) -> set[str]:
+    """The variables (top-level names) the templates and conditions from ``node_id`` on read."""
+    return {root for root, _ in _references(definition.nodes[node] for node in reachable(definition, node_id))}
+
+
+def _references(nodes: Iterable[Any]) -> Iterable[tuple[str, str | None]]:
+    """(variable, member) for each variable the nodes' templates and conditions read."""
+    for node in nodes:
         for path in _template_paths(node):
             root, _, rest = path.partition(".")
             root = root.split("[", 1)[0]
             if isinstance(node, LlmNode) and root == "input":
                 continue  # the stage's own input document
-            need(root, rest.split(".", 1)[0].split("[", 1)[0] or None)
+            yield root, rest.split(".", 1)[0].split("[", 1)[0] or None
         for expression in _conditions(node):
             try:
                 roots, members = condition_references(expression)
             except ConditionError:
                 continue  # admitted before today's checks; the run reports it where it is evaluated
-            for root, member in members:
-                need(root, member)
+            yield from members
             for root in roots - set(BUILTIN_ROOTS):
-                need(root, None)
-    return sorted(missing)
+                yield root, None
 
 
 def _names(value: Any) -> set[str]:

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.common.status import RunStatus
     from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
+    from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
     from dsmo.workflows.contracts.run_records import (
         AuditEvent,
         ExecutionRequest,
@@ -25,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         StatusView,
         TrailView,
     )
-    from dsmo.workflows.engine import fork_point, run_migration
+    from dsmo.workflows.engine import fork_point, rewind_point, run_migration
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
     from dsmo.workflows.engine.node_step import step_from
@@ -81,6 +82,8 @@ class AgentExecution:
                 state.status = RunStatus.RUNNING
                 if checkpoint.migration is not None:
                     run_migration.arrive(run)
+                elif checkpoint.rewind is not None:
+                    rewind_point.arrive(run)
                 else:
                     state.audit.record(
                         "RUN_CONTINUED",
@@ -93,7 +96,9 @@ class AgentExecution:
                     node_id = await step_from(run, node_id, resume=checkpoint.wait)
             while node_id is not None:
                 note_tail(run)
-                if fork_point.due(run, node_id):
+                if rewind_point.due(run, node_id):
+                    rewind_point.go_live(run, node_id)
+                elif fork_point.due(run, node_id):
                     fork_point.go_live(run, node_id)
                 # Between two nodes: a move asked while a node ran is decided here (run_migration.py).
                 await run_migration.at_boundary(run, node_id)
@@ -101,14 +106,17 @@ class AgentExecution:
                     raise ContinueAsNewDue(node_id)
                 node_id = await step_from(run, node_id)
         except RunEnded as ended:
+            rewind_point.abandon(run)
             await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_early(run, ended)
         except ServiceFailed as failed:
+            rewind_point.abandon(run)
             await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_early(run, await service_failed(run, failed))
         except ContinueAsNewDue as due:
             await self._continue_as_new(due)
         except asyncio.CancelledError:
+            rewind_point.abandon(run)
             await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_cancelled(run)
         await run_migration.no_more_boundaries(run, ENDED_FIRST)
@@ -123,6 +131,10 @@ class AgentExecution:
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if run.rewind is not None:
+            request = rewind_point.hand_over(run)
+            workflow.logger.info("Execution %s goes back to %s", run.state.run_id, run.rewind.request.to_node)
+            workflow.continue_as_new(request)
         if run.migration is not None:
             request = run_migration.hand_over(run, due.node, due.wait)
             target = request.definition
@@ -142,6 +154,17 @@ class AgentExecution:
     @migrate.validator
     def _validate_migrate(self, request: MigrationRequest) -> None:
         run_migration.validate(self._run, request)
+
+    # -- going back to an earlier node ----------------------------------------------------
+
+    @workflow.update(name=REWIND_UPDATE)
+    async def rewind(self, request: RewindRequest) -> RewindAck:
+        """Send this waiting run back to an earlier node of its path (see rewind_point.py)."""
+        return await rewind_point.take(self._run, request)
+
+    @rewind.validator
+    def _validate_rewind(self, request: RewindRequest) -> None:
+        rewind_point.validate(self._run, request)
 
     # -- events in ---------------------------------------------------------------------------
 

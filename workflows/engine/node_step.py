@@ -55,6 +55,7 @@ async def _execute(run: Run, node_id: str, *, resume: WaitCheckpoint | None) -> 
     if resume is None:
         run.step += 1
         state.path.append(node_id)
+        run.note_entry(node_id)
     state.current_node = node_id
     drop_unreachable(run, node_id)
     workflow.logger.info("Action %d: %s (%s) - starting", run.step, node.action_type, node_id)

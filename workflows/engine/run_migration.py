@@ -178,6 +178,8 @@ def _check(run: Run, request: MigrationRequest, position: RunPosition) -> Any:
         raise MigrationRefused(f"status: the run has ended ({state.status.value})")
     if run.migration is not None:
         raise MigrationRefused("status: the run is already moving to another version")
+    if run.rewind is not None:
+        raise MigrationRefused(f"status: the run is going back to {run.rewind.request.to_node!r}")
     target = request.definition
     if target.agent == run.definition.agent and target.workflow_version == run.definition.workflow_version:
         raise MigrationRefused(f"already on {target.version} ({target.workflow_version})", already=True)
@@ -220,8 +222,9 @@ def hand_over(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> Exe
         requested_by=request.requested_by,
         reason=request.reason,
     )
+    # Going back across a move is not supported: the nodes entered before it are not offered.
     checkpoint = run.to_checkpoint(mapped, kept_wait).model_copy(
-        update={"variables": moved_variables(run, request), "migration": record}
+        update={"variables": moved_variables(run, request), "migration": record, "first_entries": {}}
     )
     update: dict[str, Any] = {"definition": target, "checkpoint": checkpoint}
     replay = run.replay

@@ -85,7 +85,7 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
             created_at=workflow.now(),
             config_ref=state.config_ref,
             output_schema=node.output_schema if isinstance(node, RunAgentNode) else None,
-            reuse_uri=replay.reuse.get(node_id) if replay and visit == 1 else None,
+            reuse_uri=replay.reuse.get(node_id if partition is None else f"{node_id}.v{partition}") if replay else None,
             input_document=input_document,
             llm=llm,
         )

@@ -23,6 +23,8 @@ EXTENDED_ONLY: frozenset[str] = frozenset({"ACTION_COMPLETED"})
 # trail a checkpoint carries when a segment could not be written) stays far under the 2 MB
 # Temporal allows any payload.
 TAIL_BYTES_MAX = 256 * 1024
+# What comes from outside the run (events sent to it) is recorded even while it is muted.
+FROM_OUTSIDE: frozenset[str] = frozenset({"EVENT_BUFFERED", "EVENT_REJECTED", "EVENT_EXPIRED"})
 
 
 class AuditTrail:
@@ -41,6 +43,9 @@ class AuditTrail:
         self.tail_bytes = 0  # roughly, the JSON size of the tail's details
         self.carried_bytes = 0  # ... of the part of the tail a checkpoint carried in
         self.on_record = on_record
+        # While a rewound run re-executes its record up to the node it went back to, what it
+        # does is in the trail already: only events sent to it meanwhile are recorded (rewind_point.py).
+        self.muted = False
 
     @property
     def extended(self) -> bool:
@@ -58,6 +63,8 @@ class AuditTrail:
         data: dict[str, Any] | None = None,
     ) -> AuditEvent | None:
         if event_type in EXTENDED_ONLY and not self.extended:
+            return None
+        if self.muted and event_type not in FROM_OUTSIDE:
             return None
         event = AuditEvent(
             seq=self.head.seq + len(self.events) + 1,

@@ -24,6 +24,7 @@ from dsmo.workflows.contracts.replay_plan import (
     next_of_kind,
     next_recorded,
 )
+from dsmo.workflows.contracts.rewind_io import NodeEntry, RewindRequest
 from dsmo.workflows.contracts.run_records import Checkpoint, Compensation, ExecutionRequest, WaitCheckpoint
 from dsmo.workflows.definition.migration_checks import MigrationPlan, RunPosition
 from dsmo.workflows.definition.model import AgentDefinition
@@ -47,6 +48,14 @@ class PendingMigration:
     request: MigrationRequest
     position: RunPosition
     plan: MigrationPlan
+
+
+@dataclass(frozen=True)
+class PendingRewind:
+    """A rewind the run accepted: what was asked and where the run was; carried out at the hand-over."""
+
+    request: RewindRequest
+    from_node: str | None
 
 
 @dataclass
@@ -80,6 +89,13 @@ class Run:
     # ... where the loop says where the run is (or, if it ends first, why no boundary came).
     boundary: RunPosition | None = None
     no_boundary: str | None = None
+    # Where the run first entered each node of its current line (what a rewind goes back to).
+    first_entries: dict[str, NodeEntry] = field(default_factory=dict)
+    # A rewind to an earlier node (engine/rewind_point.py): accepted, carried out at the hand-over ...
+    rewind: PendingRewind | None = None
+    # ... and, in the next generation while it re-executes its record up to that node, the
+    # checkpoint it carried in: its counters and saga stack, taken up again once it gets there.
+    rewound_from: Checkpoint | None = None
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:
@@ -128,6 +144,7 @@ class Run:
         self.committed = dict.fromkeys(checkpoint.committed)
         self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
         self.saga = [Compensation.model_validate(entry) for entry in checkpoint.saga]
+        self.first_entries = dict(checkpoint.first_entries)
         state.audit.restore(checkpoint.trail, checkpoint.audit)
         if checkpoint.trail is not None:
             self.trail_segments = True
@@ -163,6 +180,7 @@ class Run:
             routed_to_fail_safe=self.routed_to_fail_safe,
             saga=[entry.model_dump(mode="json") for entry in self.saga],
             inbox=state.inbox,
+            first_entries=self.first_entries,
         )
 
     @property
@@ -176,8 +194,10 @@ class Run:
 
     def continue_as_new_due(self) -> bool:
         """The history is long enough to carry the run into a fresh Temporal run."""
-        if self.migration is not None:
-            return True  # a move to another version is carried out by continuing as new
+        if self.migration is not None or self.rewind is not None:
+            return True  # a move to another version, or back to an earlier node, continues as new
+        if self.rewound_from is not None:
+            return False  # re-executing its record up to the node it went back to: one generation
         info = workflow.info()
         if self.trail_segments and self.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
             return True  # this generation's trail is large (trail_segments.py)
@@ -195,6 +215,13 @@ class Run:
         """Idempotency key of a message or request sent at this step."""
         state = self.state
         return contracts.idempotency_key(state.run_id, node_id, state.workflow_version, str(self.step))
+
+    def note_entry(self, node_id: str) -> None:
+        """Remember where the run stands as it first enters ``node_id`` on its current line."""
+        if node_id not in self.first_entries:
+            audit = self.state.audit
+            next_seq = audit.head.seq + len(audit.events) + 1
+            self.first_entries[node_id] = NodeEntry(step=self.step, saga_depth=len(self.saga), seq=next_seq)
 
     def enter_node(self, node_id: str) -> int:
         """Count one more visit of ``node_id``; returns the visit number (1 on the first)."""

@@ -68,7 +68,10 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     if event.event_id in state.seen_event_ids:
         return Verdict("duplicate", None, True, None)
     legacy_reason = _legacy_problem(state, event)
-    waiting = state.waiting if state.resume_event is None else None
+    # Going back to an earlier node, the run re-executes its record (its waits take recorded
+    # events): events sent meanwhile are kept for its waits from that node on (rewind_point.py).
+    rebuilding = run.rewound_from is not None
+    waiting = state.waiting if state.resume_event is None and not rebuilding else None
     reason = legacy_reason
     if waiting is not None and waiting.kind == EVENT_KINDS[event.type].waiting_for:
         reason = wait_problem(run, waiting, event)
@@ -84,7 +87,7 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     legacy = legacy_reason is None
     if state.status.terminal:
         return Verdict("refuse", reason, legacy, legacy_reason)
-    if run.replay is not None:  # a replay's waits take the original's recorded events, never new ones
+    if run.replay is not None and not rebuilding:  # a replay's waits take recorded events, never new ones
         return Verdict("refuse", f"{reason}; run {state.run_id} is a replay", legacy, legacy_reason)
     ahead = waits_ahead(
         run.definition,

@@ -132,6 +132,21 @@ async def unwind(run: Run, trigger: str) -> dict[str, Any] | None:
     return await shielded(_unwind_all(run, trigger))
 
 
+async def unwind_above(run: Run, depth: int, trigger: str) -> dict[str, Any] | None:
+    """Compensate the steps above the stack's first ``depth`` in reverse (LIFO); those stay.
+
+    A rewind's undoing: whatever the definition's `compensation.on` says, since going back
+    makes those steps as if they had not been done.
+    """
+    if len(run.saga) <= depth:
+        return None
+    kept, run.saga = run.saga[:depth], run.saga[depth:]
+    try:
+        return await shielded(_unwind_all(run, trigger))
+    finally:
+        run.saga = kept + run.saga
+
+
 async def shielded(work: Awaitable[T]) -> T:
     """Await ``work`` to the end even if the run is cancelled meanwhile."""
     task = asyncio.ensure_future(work)

@@ -1,0 +1,73 @@
+"""Rewinding a run: sending a waiting run back to an earlier node of its path, with corrections.
+
+The client reads the run's trail (its current line) and sends, with the `rewind` update, the
+record the run re-executes up to the node to rebuild its variables there: the events its waits
+took, the outcomes of its saga actions, its stages' committed outputs. The run checks the rest
+itself (`workflows/engine/rewind_point.py`) and refuses, writing nothing, what it cannot do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.starter.client import replay
+from dsmo.starter.client.client_errors import RewindNotAccepted
+from dsmo.starter.client.rpc_errors import update_failure
+from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+
+async def rewind(
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    run_id: str,
+    to_node: str,
+    *,
+    reason: str,
+    set_variables: Mapping[str, Any] | None = None,
+    compensate: bool = True,
+    by: str = "user",
+) -> RewindAck:
+    """Send ``run_id`` back to ``to_node``; what the run answered. Every refusal comes before any write."""
+    if not reason.strip():
+        raise DsmoError("--reason: say why the run goes back; it is recorded in the trail")
+    view = await dsmo.status(run_id)
+    if view.status.terminal:
+        raise RewindNotAccepted(
+            f"run {run_id!r}: status: the run has ended ({view.status.value}); fork it instead (dsmo runs fork)"
+        )
+    planned = await replay.plan_replay(dsmo, store, run_id, to_node, live=True, option="--to")
+    plan = planned.request.replay
+    assert plan is not None
+    if plan.moves:
+        raise RewindNotAccepted(
+            f"run {run_id!r}: to: the run moved to another version; going back across a move is not "
+            "supported (fork it instead)"
+        )
+    corrections = dict(set_variables or {})
+    request = RewindRequest(
+        to_node=to_node,
+        set=corrections,
+        compensate=compensate,
+        requested_by=by,
+        reason=reason,
+        plan=plan.model_copy(update={"live_from": to_node, "corrections": corrections, "rewinding": True}),
+    )
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    try:
+        update = handle.execute_update(REWIND_UPDATE, request, result_type=RewindAck)
+        ack: RewindAck = await unless_failing(dsmo.temporal, handle, update)
+        return ack
+    except WorkflowUpdateFailedError as err:
+        raise RewindNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
+    except RPCError as err:
+        raise await closed_or_missing(dsmo.settings, handle, err) from None
