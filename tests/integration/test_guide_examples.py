@@ -30,14 +30,19 @@ FENCE = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```$', re.MULTILINE |
 BIN = Path(sys.executable).parent
 
 
-def worked_example(page: str) -> list[tuple[str, str | None, str]]:
+def worked_example(page: str, heading: str = "A worked example") -> list[tuple[str, str | None, str]]:
     text = (DOCS / page).read_text()
-    section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return [(language, title or None, body) for language, title, body in FENCE.findall(section)]
 
 
 async def run_example(
-    harness: Harness, tmp_path: Path, page: str, names: dict[str, str], exits: dict[str, int] | None = None
+    harness: Harness,
+    tmp_path: Path,
+    page: str,
+    names: dict[str, str],
+    exits: dict[str, int] | None = None,
+    heading: str = "A worked example",
 ) -> None:
     """Write the page's files, run its commands, find each output it shows; ``names`` renamed.
 
@@ -50,7 +55,7 @@ async def run_example(
         return text
 
     printed = ""
-    for language, title, body in worked_example(page):
+    for language, title, body in worked_example(page, heading):
         if title:
             (tmp_path / title).write_text(unique(body))
         elif language == "bash":
@@ -84,6 +89,8 @@ def test_the_examples_have_their_files_commands_and_outputs() -> None:
     fixing = worked_example("fixing-runs.md")
     assert [title for _, title, _ in fixing if title] == ["screening.yaml"]
     assert sum(language == "text" for language, _, _ in fixing) == 1
+    going_back = worked_example("fixing-runs.md", "A worked example of going back")
+    assert [title for _, title, _ in going_back if title] == ["contract.yaml"]
 
 
 async def test_every_step_of_the_migration_example_works(harness: Harness, tmp_path: Path) -> None:
@@ -107,6 +114,24 @@ async def test_every_step_of_the_fork_example_works(harness: Harness, tmp_path: 
     # The question went out once, from the original; the fork only thanked Ana.
     assert [m["message"] for m in harness.messages(fork)] == ["Gracias, recibimos: Sí, sigo interesada"]
     assert len(harness.messages(run_id)) == 2
+
+
+async def test_every_step_of_the_rewind_example_works(harness: Harness, tmp_path: Path) -> None:
+    run_id = f"ana-{uuid.uuid4().hex[:8]}"
+    names = {"contract-fix": f"contract-{uuid.uuid4().hex[:8]}", "ana-3": run_id}
+    await run_example(harness, tmp_path, "fixing-runs.md", names, heading="A worked example of going back")
+    result = await harness.dsmo.result(run_id)
+    assert result.variables["email"] == "ana@example.com"
+    assert result.variables["documentUrls"] == ["s3://uploads/ana-id.pdf"]
+    # The ID card was asked for twice (the second time of the corrected address), the signature once.
+    sent = [(m["to"], m.get("kind")) for m in harness.messages(run_id)]
+    assert [to for to, _ in sent] == [
+        "ana@exmaple.com",
+        "ana@exmaple.com",
+        "ana@example.com",
+        "ana@example.com",
+        "ana@example.com",
+    ]
 
 
 async def test_every_step_of_the_what_if_example_works(harness: Harness, tmp_path: Path) -> None:

@@ -211,6 +211,11 @@ async def test_a_run_waiting_for_a_signature_goes_back_to_the_document_step_and_
     verified = await dsmo.verify_trail(run_id)
     assert verified.ok, verified.problem
     assert await dsmo.verify_history(run_id) is None
+    # A replay follows the run's current line: the same path, reading Ana's document, no agent called.
+    report = await dsmo.replay(run_id, task_queue=harness.task_queue)
+    harness.started.append(report.replay)
+    assert report.same_path and report.replay_status == "completed", report
+    assert (CALLS[f"{report.replay}:profile"], CALLS[f"{report.replay}:read"]) == (1, 1)
 
 
 async def test_going_back_twice_follows_the_run_s_current_line(harness: Harness) -> None:
@@ -222,7 +227,7 @@ async def test_going_back_twice_follows_the_run_s_current_line(harness: Harness)
     assert CALLS[f"{run_id}:read"] == 2
     # Then back to the documents: the record re-executed is the current line (one read, one hold).
     await dsmo.rewind(run_id, "docs", reason="wrong person", set_variables={"applicant": "b@example.com"})
-    await _waiting_at(harness, run_id, "docs")
+    # Sent at once, while the run is still on its way back: kept for the documents wait, taken there.
     await _upload(harness, run_id, _document(harness, "Two"))
     await _waiting_at(harness, run_id, "sign")
     await dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://d/s.pdf"})

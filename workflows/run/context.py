@@ -216,6 +216,13 @@ class Run:
         state = self.state
         return contracts.idempotency_key(state.run_id, node_id, state.workflow_version, str(self.step))
 
+    def going_back_to(self) -> str | None:
+        """The node this run is going back to, from when a rewind is accepted until it is there."""
+        if self.rewind is not None:
+            return self.rewind.request.to_node
+        plan = self.replay
+        return plan.live_from if plan is not None and plan.rewinding else None
+
     def note_entry(self, node_id: str) -> None:
         """Remember where the run stands as it first enters ``node_id`` on its current line."""
         if node_id not in self.first_entries:

@@ -68,10 +68,10 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     if event.event_id in state.seen_event_ids:
         return Verdict("duplicate", None, True, None)
     legacy_reason = _legacy_problem(state, event)
-    # Going back to an earlier node, the run re-executes its record (its waits take recorded
-    # events): events sent meanwhile are kept for its waits from that node on (rewind_point.py).
-    rebuilding = run.rewound_from is not None
-    waiting = state.waiting if state.resume_event is None and not rebuilding else None
+    # Going back to an earlier node (rewind_point.py), the run leaves the wait it is in, then
+    # re-executes its record: events sent meanwhile are kept for its waits from that node on.
+    going_back = run.going_back_to()
+    waiting = state.waiting if state.resume_event is None and going_back is None else None
     reason = legacy_reason
     if waiting is not None and waiting.kind == EVENT_KINDS[event.type].waiting_for:
         reason = wait_problem(run, waiting, event)
@@ -87,12 +87,12 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     legacy = legacy_reason is None
     if state.status.terminal:
         return Verdict("refuse", reason, legacy, legacy_reason)
-    if run.replay is not None and not rebuilding:  # a replay's waits take recorded events, never new ones
+    if run.replay is not None and going_back is None:  # a replay's waits take recorded events only
         return Verdict("refuse", f"{reason}; run {state.run_id} is a replay", legacy, legacy_reason)
     ahead = waits_ahead(
         run.definition,
-        state.current_node,
-        include_current=state.waiting is None,
+        going_back or state.current_node,
+        include_current=going_back is not None or state.waiting is None,
         fail_safe=not run.routed_to_fail_safe,
     )
     if not any(takes_kind(node, event) for node in ahead):
