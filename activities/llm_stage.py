@@ -240,9 +240,14 @@ class LlmStage:
         try:
             record = (await io(self.store.read_json, uri))["response"]
         except ArtifactMissing:
+            why = (
+                "the stage is new or changed in the version replayed, so the original never asked it this"
+                if exchange.number == 1
+                else "the replay asked more than the original did"
+            )
             raise InvalidInput(
                 f"llm replay: the original has no recorded response {exchange.number} for this attempt "
-                "(the replay asked more than the original did); replay with --rerun-llm to call the model"
+                f"({why}); replay with --rerun-llm to call the model"
             ) from None
         exchange.status, exchange.body = record.get("status"), record.get("body", "")
         exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri

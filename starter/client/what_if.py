@@ -31,6 +31,10 @@ if TYPE_CHECKING:  # the client calls this module; it names the client only in a
 ENDED = "ExecutionStatus != 'Running'"
 
 
+# How a replay's failure says the record could not answer it (not that the candidate failed).
+RECORD_LIMITS = ("replay diverged", "llm replay:")
+
+
 @dataclass(frozen=True)
 class WhatIfRun:
     """One recorded run replayed against the candidate.
@@ -46,7 +50,8 @@ class WhatIfRun:
         candidate_next: Where the candidate went instead (None: it ended).
         original_status: How the recorded run ended.
         candidate_status: How the replay ended.
-        problem: Why the replay could not follow the record (a wait it never answered), if so.
+        problem: Why the replay could not follow the record (a wait it never answered, an `llm`
+            stage it never asked that question), if so.
     """
 
     run_id: str
@@ -154,7 +159,8 @@ async def _replay_on(
     result = await dsmo.result(replay_id)
     original, candidate_path = planned.original.path, result.path
     index = replay.first_divergence(original, candidate_path)
-    problem = result.error_message if result.error_message and "replay diverged" in result.error_message else None
+    error = result.error_message or ""
+    problem = error if any(sign in error for sign in RECORD_LIMITS) else None
     return WhatIfRun(
         run_id=run_id,
         replay_id=replay_id,

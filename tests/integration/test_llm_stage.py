@@ -320,3 +320,28 @@ async def test_a_corpus_of_50_llm_runs_replayed_against_a_new_transition_calls_n
     assert summary["byDivergence"] == {"after classify: answer -> page": 25}
     assert {run.run_id for run in report.runs if not run.same_path} == set(billing)
     assert len(chat.requests) == calls  # every answer came from the record: no model was asked
+
+
+async def test_what_if_with_a_changed_prompt_asks_no_model_and_says_why_without_rerun_llm(
+    llm_harness: Harness, chat: ChatServer
+) -> None:
+    dsmo, agent = llm_harness.dsmo, f"llm-prompt-{uuid.uuid4().hex[:6]}"
+    definition = {**DEFINITION, "agent": agent}
+    run_id = await llm_harness.start(parse_definition(definition), TICKET)
+    await asyncio.wait_for(dsmo.result(run_id), 60)
+    query = f"AgentName = '{agent}'"
+    for _ in range(300):  # visibility is written asynchronously
+        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == 1:
+            break
+        await asyncio.sleep(0.1)
+    calls = len(chat.requests)
+    nodes: dict[str, Any] = dict(cast(dict[str, Any], DEFINITION["nodes"]))
+    nodes["classify"] = {**nodes["classify"], "prompt": "Classify this ticket from {{customer.name}}: {{input.text}}"}
+    candidate = parse_definition({**definition, "version": "2.0.0", "nodes": nodes})
+    report = await dsmo.what_if(query, candidate, task_queue=llm_harness.task_queue)
+    llm_harness.started.extend(run.replay_id for run in report.runs)
+    (replayed,) = report.runs
+    assert replayed.candidate_status == "failed"
+    assert "new or changed in the version replayed" in (replayed.problem or ""), replayed
+    assert "--rerun-llm" in (replayed.problem or "")
+    assert len(chat.requests) == calls  # the record does not answer a changed question, and no model is asked

@@ -277,3 +277,26 @@ async def test_every_refusal_is_one_line_and_writes_nothing(harness: Harness) ->
     await dsmo.wait_for_status(run_id, {RunStatus.CANCELLED})
     with pytest.raises(RewindNotAccepted, match=r"has ended .*fork it instead"):
         await dsmo.rewind(run_id, "docs", reason="too late")
+
+
+async def test_a_run_whose_record_cannot_be_re_executed_ends_as_itself(harness: Harness) -> None:
+    """A record that does not answer a wait on the way back (here: one sent without its events)
+    fails the run as the run it was: its trail records it, its own saga steps are undone."""
+    from dsmo.workflows.contracts.replay_plan import ReplayPlan
+    from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
+
+    dsmo = harness.dsmo
+    run_id = await _waiting_for_signature(harness, "Lost")
+    plan = ReplayPlan(of=run_id, live_from="sign", rewinding=True)  # no recorded events
+    request = RewindRequest(to_node="sign", reason="no record", plan=plan)
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    ack = await handle.execute_update(REWIND_UPDATE, request, result_type=RewindAck)
+    assert ack.compensated == []  # nothing was done after `sign`
+    result = await dsmo.result(run_id)
+    assert (result.status, result.failed_action_id) == (RunStatus.FAILED, "docs")
+    assert "never resumed" in (result.error_message or "")
+    assert result.compensation is not None and result.compensation["compensated"] == ["reserve"]
+    assert [what for what, run, _ in LEDGER if run == run_id] == ["hold", "release"]
+    events = await dsmo.events(run_id)
+    assert events[-1].type == "RUN_ABORTED"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

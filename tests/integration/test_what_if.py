@@ -201,3 +201,25 @@ async def test_a_candidate_with_a_renamed_wait_still_takes_the_recorded_replies(
     again = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
     harness.started.extend(run.replay_id for run in again.runs)
     assert again.summary()["runs"] == 2 and again.batch.summary()["skipped"] == 2
+
+
+async def test_a_wait_the_record_cannot_answer_ends_the_replay_and_is_reported(harness: Harness) -> None:
+    dsmo, agent = harness.dsmo, f"whatif-{uuid.uuid4().hex[:8]}"
+    v1 = parse_definition_text(flow(agent, "1", "reject"))
+    run_id = await harness.start(v1)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "yes", event_id=f"{run_id}-reply")
+    await dsmo.result(run_id)
+    # Version 2 asks for a signature before welcoming: the record holds none, and none is invented.
+    signing = '  sign:\n    actionType: request_signature\n    parameters: {document: "s3://c"}\n    next: accept\n'
+    candidate = parse_definition_text(flow(agent, "2", "reject").replace("to: accept}", "to: sign}") + signing)
+    for _ in range(300):
+        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count:
+            break
+        await asyncio.sleep(0.1)
+    report = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
+    harness.started.extend(run.replay_id for run in report.runs)
+    (replayed,) = report.runs
+    assert (replayed.candidate_status, replayed.candidate_path[-1]) == ("failed", "sign")
+    assert "never resumed in a signature wait" in (replayed.problem or ""), replayed
+    assert replayed.diverged_after == "reply" and replayed.candidate_next == "sign"

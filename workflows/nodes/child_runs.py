@@ -137,9 +137,10 @@ async def _replay_child(run: Run, node_id: str, params: TriggerAgentParams) -> N
             "ACTION_COMPLETED", at=workflow.now(), stage=node_id, data={"actionType": "trigger_agent", "replayed": True}
         )
         return
+    # The record first: a replay it cannot answer fails from RUNNING (a wait cannot fail).
+    recorded = run.recorded_resume(node_id, "agent")
     # Enter the wait as the original did: resuming is only legal from WAITING.
     state.begin_wait(Waiting("agent", node_id, None, {"childAgent": params.agent, "replay": True}))
-    recorded = run.recorded_resume(node_id, "agent")
     state.variables.update(recorded.set)
     resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
     if recorded.event_type == "TIMEOUT" or (

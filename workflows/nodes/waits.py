@@ -149,8 +149,9 @@ async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, 
     if run.replay_move_due(node_id, waiting=True):  # the original moved to another version from this wait
         raise ContinueAsNewDue(node_id, WaitCheckpoint(kind=kind, node=node_id, data=data))
     while True:
-        state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
+        # The record first: a replay it cannot answer fails from RUNNING (a wait cannot fail).
         recorded = run.recorded_resume(node_id, kind)
+        state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
         if recorded.event_type != "TIMEOUT":
             state.variables.update(recorded.set)
             resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
@@ -180,9 +181,9 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
     if run.replay is not None:  # a replay does not sit out the original's timers
         if run.replay_move_due(node_id, waiting=True):
             raise ContinueAsNewDue(node_id, WaitCheckpoint(kind="delay", node=node_id))
+        run.recorded_resume(node_id, "delay")  # before the wait: a wait cannot fail
         # It still enters the wait, as the original did: resuming is only legal from WAITING.
         state.begin_wait(Waiting("delay", node_id, None, {"replay": True}))
-        run.recorded_resume(node_id, "delay")
         resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"], "replayed": True})
         return
     if resume is not None and resume.until is not None:
