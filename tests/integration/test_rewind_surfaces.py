@@ -1,5 +1,5 @@
-"""Sending a run back from the CLI (`dsmo runs rewind`): the run's answer in one line or as JSON,
-and refusals in one line writing nothing."""
+"""Sending a run back from the CLI (`dsmo runs rewind`) and over HTTP (`POST /executions/{id}/rewind`):
+the run's answer, the `operate` scope, and refusals writing nothing."""
 
 from __future__ import annotations
 
@@ -7,12 +7,17 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from dsmo.starter.server.api_keys import KeyStore
 from tests.conftest import Harness
+from tests.ingress_server import serving
 from tests.migration_versions import history_length
 from tests.rewind_flow import waiting_at, waiting_for_signature
 
@@ -93,3 +98,68 @@ async def test_dsmo_runs_rewind_no_compensate_json_prints_the_answer_with_the_st
     await waiting_at(harness, run_id, "docs")
     [data] = await rewound_data(harness, run_id)
     assert (data["compensate"], data["requestedBy"]) == (False, "user")
+
+
+@dataclass
+class Served:
+    url: str
+    keys: dict[str, str]
+
+    def client(self, key: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"X-API-Key": self.keys[key]}, timeout=60)
+
+    def browser(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+
+@pytest.fixture
+def served(harness: Harness, tmp_path: Path) -> Iterator[Served]:
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    store = KeyStore(settings.api_keys_path)
+    keys = {"ops": store.add("ops", ["operate", "read"]), "reader": store.add("reader", ["read", "cancel"])}
+    with serving(settings) as url:
+        yield Served(url, keys)
+
+
+async def post(client: httpx.Client, run_id: str, body: dict[str, Any]) -> httpx.Response:
+    return await asyncio.to_thread(client.post, f"/executions/{run_id}/rewind", json=body)
+
+
+async def test_a_run_goes_back_over_http_only_with_the_operate_scope(harness: Harness, served: Served) -> None:
+    run_id = await waiting_for_signature(harness)
+    ops, reader = served.client("ops"), served.client("reader")
+    ask = {"toNode": "docs", "set": {"applicant": "ana@right.example"}, "reason": "wrong address"}
+    history = await history_length(harness.dsmo, run_id)
+
+    forbidden = await post(reader, run_id, ask)
+    assert forbidden.status_code == 403, forbidden.text
+    assert forbidden.json()["error"] == {"code": "forbidden", "message": "key 'reader' lacks the scope 'operate'"}
+    unknown_node = await post(ops, run_id, {**ask, "toNode": "nowhere"})
+    assert unknown_node.status_code == 422, unknown_node.text
+    assert unknown_node.json()["error"]["code"] == "rewind_refused"
+    assert unknown_node.json()["error"]["message"].startswith("toNode: 'nowhere' is not a node of")
+    unread = await post(ops, run_id, {**ask, "set": {"colour": 1}})
+    assert unread.status_code == 409, unread.text
+    assert unread.json()["error"]["code"] == "rewind_refused"
+    assert unread.json()["error"]["message"].startswith(f"run '{run_id}': set: ")
+    no_reason = await post(ops, run_id, {"toNode": "docs"})
+    assert no_reason.status_code == 422 and no_reason.json()["error"]["message"].startswith("reason: "), no_reason.text
+    missing = await post(ops, f"{run_id}-nobody", ask)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found", missing.text
+    assert await history_length(harness.dsmo, run_id) == history  # no refusal wrote anything
+
+    done = await post(ops, run_id, {**ask, "requestedBy": "ana's manager"})
+    assert done.status_code == 200, done.text
+    assert done.json() == {
+        "runId": run_id,
+        "fromNode": "sign",
+        "toNode": "docs",
+        "compensated": ["order"],
+        "compensationFailed": [],
+        "left": [],
+    }
+    await waiting_at(harness, run_id, "docs")
+    [data] = await rewound_data(harness, run_id)
+    assert (data["requestedBy"], data["reason"]) == ("ops (ana's manager)", "wrong address")
