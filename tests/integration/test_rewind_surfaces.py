@@ -1,5 +1,5 @@
-"""Sending a run back from the CLI (`dsmo runs rewind`) and over HTTP (`POST /executions/{id}/rewind`):
-the run's answer, the `operate` scope, and refusals writing nothing."""
+"""Sending a run back from the CLI (`dsmo runs rewind`), over HTTP (`POST /executions/{id}/rewind`)
+and from the console's run page: the run's answer, the `operate` scope, and refusals writing nothing."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 from dsmo.starter.server.api_keys import KeyStore
 from tests.conftest import Harness
+from tests.console_session import csrf_of, sign_in
 from tests.ingress_server import serving
 from tests.migration_versions import history_length
 from tests.rewind_flow import waiting_at, waiting_for_signature
@@ -163,3 +164,59 @@ async def test_a_run_goes_back_over_http_only_with_the_operate_scope(harness: Ha
     await waiting_at(harness, run_id, "docs")
     [data] = await rewound_data(harness, run_id)
     assert (data["requestedBy"], data["reason"]) == ("ops (ana's manager)", "wrong address")
+
+
+async def test_the_run_page_sends_a_waiting_run_back_and_shows_it_in_the_trail(
+    harness: Harness, served: Served
+) -> None:
+    run_id = await waiting_for_signature(harness)
+    history = await history_length(harness.dsmo, run_id)
+    with served.browser() as reader:
+        await asyncio.to_thread(sign_in, reader, served.keys["reader"])
+        page = (await asyncio.to_thread(reader.get, f"/console/runs/{run_id}")).text
+        assert "Send back to an earlier node" not in page  # no `operate`, no form
+        tried = await asyncio.to_thread(
+            reader.post,
+            f"/console/runs/{run_id}/rewind",
+            data={"csrf_token": csrf_of(page), "to_node": "docs", "reason": "x", "compensate": "on"},
+        )
+        assert tried.status_code == 403 and "lacks the scope &#39;operate&#39;" in tried.text, tried.text
+
+    with served.browser() as ops:
+        await asyncio.to_thread(sign_in, ops, served.keys["ops"])
+        page = (await asyncio.to_thread(ops.get, f"/console/runs/{run_id}")).text
+        assert "Send back to an earlier node" in page
+        options = page[page.index('id="rewind-to"') :].split("</select>")[0]
+        assert [line.split('"')[1] for line in options.split("<option value=")[1:]] == ["hello", "docs", "order"]
+        form = {"csrf_token": csrf_of(page), "to_node": "docs", "corrections": "applicant=ana@right.example"}
+
+        refused = await asyncio.to_thread(ops.post, f"/console/runs/{run_id}/rewind", data={**form, "reason": " "})
+        assert refused.status_code == 422, refused.text
+        assert 'id="rewind-error">reason: say why the run goes back' in refused.text
+        assert "applicant=ana@right.example</textarea>" in refused.text  # the form as it was filled
+        unread = await asyncio.to_thread(
+            ops.post,
+            f"/console/runs/{run_id}/rewind",
+            data={**form, "corrections": "colour=1", "reason": "r", "compensate": "on"},
+        )
+        assert unread.status_code == 409 and f"run &#39;{run_id}&#39;: set: " in unread.text, unread.text
+        assert await history_length(harness.dsmo, run_id) == history
+
+        sent = await asyncio.to_thread(
+            ops.post,
+            f"/console/runs/{run_id}/rewind",
+            data={**form, "reason": "wrong document", "compensate": "on"},
+        )
+        assert sent.status_code == 303, sent.text
+        assert sent.headers["location"] == f"/console/runs/{run_id}?notice=rewound"
+        await waiting_at(harness, run_id, "docs")
+        shown = (await asyncio.to_thread(ops.get, sent.headers["location"])).text
+    assert "Sent back: the run goes back to the node" in shown
+    words = " ".join(shown.split())
+    assert 'Sent back: <span class="rewind">from <code>sign</code> to <code>docs</code></span>' in words
+    assert (
+        "Sent back from <code>sign</code> to <code>docs</code>, set applicant; undone: order; "
+        "asked by console:ops: “wrong document”." in words
+    )
+    [data] = await rewound_data(harness, run_id)
+    assert (data["toNode"], data["requestedBy"], data["compensate"]) == ("docs", "console:ops", True)
