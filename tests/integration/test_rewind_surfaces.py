@@ -211,6 +211,13 @@ async def test_the_run_page_sends_a_waiting_run_back_and_shows_it_in_the_trail(
         assert sent.headers["location"] == f"/console/runs/{run_id}?notice=rewound"
         await waiting_at(harness, run_id, "docs")
         shown = (await asyncio.to_thread(ops.get, sent.headers["location"])).text
+        await harness.dsmo.cancel(run_id, reason="done testing")
+        await harness.dsmo.result(run_id)
+        ended = await asyncio.to_thread(
+            ops.post, f"/console/runs/{run_id}/rewind", data={**form, "reason": "again", "compensate": "on"}
+        )
+        assert ended.status_code == 409, ended.text  # no form on an ended run's page: the refusal alone
+        assert "the run has ended (cancelled); fork it instead" in ended.text, ended.text
     assert "Sent back: the run goes back to the node" in shown
     words = " ".join(shown.split())
     assert 'Sent back: <span class="rewind">from <code>sign</code> to <code>docs</code></span>' in words

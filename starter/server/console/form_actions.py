@@ -252,5 +252,7 @@ async def _rewind_refused(
 ) -> HTMLResponse:
     """The run page again, the rewind form open as it was filled and the refusal above it."""
     context = await run_context(request, viewer, run_id)
+    if not context["rewind"]["targets"]:  # no form on the page now (the run no longer waits): the refusal alone
+        raise ConsoleProblem(status, refusal)
     context["rewind"] = {**context["rewind"], **filled, "error": refusal}
     return render(request, "run.html", context, status)
