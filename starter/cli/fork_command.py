@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from dsmo.starter.cli.click_context import Context, pass_context, run
-from dsmo.starter.cli.migrate_command import assignment_of, node_map_of
+from dsmo.starter.cli.migrate_command import node_map_of
+from dsmo.starter.client.run_corrections import assignments_of
 
 
 @click.command("fork")
@@ -38,7 +39,7 @@ def fork(
     outcomes, and nothing is sent to anyone. From --from on it runs live, with the --set
     corrections. RUN_ID may have ended or still run; it is not touched.
     """
-    corrections = dict(assignment_of(text) for text in sets)
+    corrections = assignments_of(sets)
     node_map = node_map_of(maps, map_file)
 
     async def start() -> str:

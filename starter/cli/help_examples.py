@@ -16,6 +16,7 @@ EXAMPLES: dict[str, str] = {
     "definitions publish": "dsmo definitions publish examples/background_check.yaml",
     "runs list": "dsmo runs list --status waiting --agent document-triage",
     "runs fork": "dsmo runs fork ana-1 --from read_document --set 'docUrl=\"s3://uploads/ana/id-v2.json\"'",
+    "runs rewind": "dsmo runs rewind ana-1 --to docs --set 'applicant=\"ana@example.com\"' --reason 'wrong address'",
     "runs migrate": "dsmo runs migrate employee-onboarding --from 1.0.0 --to 1.1.0 --map contract:signature --dry-run",
     "runs stats": "dsmo runs stats --json",
     "runs waiting": "dsmo runs waiting",

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import click
 import yaml
@@ -16,6 +14,7 @@ from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.client.migration import selection
+from dsmo.starter.client.run_corrections import assignments_of
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -69,7 +68,7 @@ def migrate(
     a dry run, which checks against the file as it is).
     """
     node_map = node_map_of(maps, map_file)
-    variables = dict(assignment_of(text) for text in sets)
+    variables = assignments_of(sets)
 
     def go(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         async def batch() -> BatchReport:
@@ -122,14 +121,3 @@ def node_map_of(maps: tuple[str, ...], map_file: str | None) -> dict[str, str]:
             raise DsmoError(f"--map: {entry!r} is not OLD:NEW")
         node_map[old] = new
     return node_map
-
-
-def assignment_of(text: str) -> tuple[str, Any]:
-    """``VAR=VALUE`` as (name, value): VALUE as JSON if it is JSON, else as text."""
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise DsmoError(f"--set: {text!r} is not VAR=VALUE")
-    try:
-        return name, json.loads(value)
-    except ValueError:
-        return name, value

@@ -15,6 +15,7 @@ from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.fork_command import fork
 from dsmo.starter.cli.migrate_command import migrate
 from dsmo.starter.cli.render import stack_lines
+from dsmo.starter.cli.rewind_command import rewind
 from dsmo.starter.client import monitoring
 from dsmo.starter.devstack.stack import DevStack
 from dsmo.workflows.common.status import RunStatus
@@ -123,6 +124,7 @@ def runs() -> None:
 runs.add_command(bulk)
 runs.add_command(migrate)
 runs.add_command(fork)
+runs.add_command(rewind)
 
 
 @runs.command("list")

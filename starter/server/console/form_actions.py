@@ -1,4 +1,4 @@
-"""What the console's forms do: sign in and out, deliver an event, finish an upload, cancel a run.
+"""What the console's forms do: sign in and out, deliver an event, finish an upload, cancel or rewind a run.
 
 Signing in is limited per client address: after `SIGN_IN_FAILURE_BURST` wrong keys, one more
 try every 6 s (429 and a logged warning until then). Signing out ends the session for good.
@@ -6,7 +6,9 @@ try every 6 s (429 and a logged warning until then). Signing out ends the sessio
 Every POST checks its CSRF token first, then the key's scope for what it does. Events go
 through DsmoClient.deliver_event like every other way in (`well_formed` before sending, then the
 run's validated `deliver_event` update) with the event id fixed when the form was rendered, so a
-second submit of the same form is acknowledged as a duplicate.
+second submit of the same form is acknowledged as a duplicate. A rewind goes through
+DsmoClient.rewind; a refusal (one line, nothing written) is shown on the run page with the form
+as it was filled.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from botocore.exceptions import ClientError
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from dsmo.starter.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
+from dsmo.starter.client.client_errors import (
+    EventMalformed,
+    EventNotAccepted,
+    RewindNotAccepted,
+    RunClosed,
+    RunNotFound,
+)
+from dsmo.starter.client.run_corrections import assignments_of
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.console.auth import (
     CONSOLE,
@@ -200,3 +209,50 @@ async def cancel(
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
     return RedirectResponse(_run_url(run_id, "cancelled"), status_code=303)
+
+
+@router.post("/runs/{run_id}/rewind", response_model=None)
+async def rewind(
+    request: Request,
+    run_id: str,
+    viewer: Viewer = Depends(signed_in),
+    to_node: str = Form(default=""),
+    corrections: str = Form(default=""),
+    reason: str = Form(default=""),
+    compensate: str = Form(default=""),
+    csrf_token: str = Form(default="", alias=CSRF_FIELD),
+) -> HTMLResponse | RedirectResponse:
+    check_csrf(viewer, csrf_token)
+    _require(viewer, "operate")
+    checked_run_id(run_id)
+    filled = {"to_node": to_node, "corrections": corrections, "reason": reason, "compensate": bool(compensate)}
+    try:
+        if not reason.strip():
+            raise DsmoError("reason: say why the run goes back; it is recorded in the trail")
+        lines = [line for line in corrections.splitlines() if line.strip()]
+        await console(request).dsmo.rewind(
+            run_id,
+            to_node,
+            reason=reason.strip()[:500],
+            set_variables=assignments_of(lines, "corrections"),
+            compensate=bool(compensate),
+            by=f"console:{viewer.key.name}",
+        )
+    except RunNotFound as err:
+        raise ConsoleProblem(404, str(err)) from None
+    except (RunClosed, RewindNotAccepted) as err:
+        return await _rewind_refused(request, viewer, run_id, filled, str(err), 409)
+    except DsmoError as err:
+        return await _rewind_refused(request, viewer, run_id, filled, str(err), 422)
+    return RedirectResponse(_run_url(run_id, "rewound"), status_code=303)
+
+
+async def _rewind_refused(
+    request: Request, viewer: Viewer, run_id: str, filled: dict[str, object], refusal: str, status: int
+) -> HTMLResponse:
+    """The run page again, the rewind form open as it was filled and the refusal above it."""
+    context = await run_context(request, viewer, run_id)
+    if not context["rewind"]["targets"]:  # no form on the page now (the run no longer waits): the refusal alone
+        raise ConsoleProblem(status, refusal)
+    context["rewind"] = {**context["rewind"], **filled, "error": refusal}
+    return render(request, "run.html", context, status)

@@ -29,6 +29,8 @@ from dsmo.starter.server.console.session import PRESESSION_COOKIE
 from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.starter.server.console.uploads import UploadForm, return_path, upload_form
 from dsmo.starter.server.console.web import Console, checked_run_id, console, render
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import StatusView
 
 router = APIRouter(prefix=CONSOLE, include_in_schema=False)
 can_read = viewer_with("read")
@@ -98,9 +100,30 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
             if control.default_from
         },
         "errors": {},
+        "rewind": {
+            "targets": rewind_targets(view) if viewer.allows("operate") else [],
+            "to_node": "",
+            "corrections": "",
+            "reason": "",
+            "compensate": True,
+            "error": None,
+        },
         "web_ui": app.settings.temporal.run_url(run_id),
         "now": datetime.now(UTC),
     }
+
+
+def rewind_targets(view: StatusView) -> list[str]:
+    """The nodes a waiting run can be sent back to: those on its path before where it waits now.
+
+    The run checks again itself (a node it entered before it kept where it can go back to is
+    refused with the reason); the list only leaves out what cannot be a target at all.
+    """
+    if view.status is not RunStatus.WAITING:
+        return []
+    # The path ends at the node the run waits at; an earlier visit of that node (a loop) is a target.
+    earlier = view.path[:-1] if view.path and view.path[-1] == view.current_node else view.path
+    return list(dict.fromkeys(earlier))
 
 
 def _upload_forms(

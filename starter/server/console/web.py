@@ -36,6 +36,7 @@ NOTICES = {
     "kept": "Delivered: the run keeps it for a wait ahead.",
     "duplicate": "Already delivered: this form was sent before, nothing was applied twice.",
     "cancelled": "Cancel requested.",
+    "rewound": "Sent back: the run goes back to the node; what it undid is in its trail (RUN_REWOUND).",
     "signed-out": "Signed out.",
 }
 

@@ -78,3 +78,22 @@ class MigrateRequest(_Body):
     restart_timers: bool = Field(default=False, description="the wait's timeout starts afresh on the target node")
     reason: str = Field(default="", max_length=500, description="why, recorded in the run's trail (RUN_MIGRATED)")
     dry_run: bool = Field(default=False, description="only check the move; nothing is sent to the run")
+
+
+class RewindRequest(_Body):
+    """Send a waiting run back to an earlier node of its path (`POST /executions/{run_id}/rewind`)."""
+
+    to_node: str = Field(min_length=1, max_length=200, examples=["docs"], description="a node on the run's path")
+    set: dict[str, Any] = Field(
+        default_factory=dict,
+        max_length=100,
+        examples=[{"applicant": "ana@example.com"}],
+        description="variables to correct as the run goes back (each one the node or a later one reads)",
+    )
+    reason: str = Field(min_length=1, max_length=500, description="why, recorded in the run's trail (RUN_REWOUND)")
+    compensate: bool = Field(
+        default=True, description="undo the saga steps done after the node, last first (false leaves them, recorded)"
+    )
+    requested_by: str | None = Field(
+        default=None, max_length=200, description="who asks, recorded beside the key's name"
+    )

@@ -1,4 +1,4 @@
-"""Routes of the executions resource: start a run, read one, list them, cancel one, move one."""
+"""Routes of the executions resource: start a run, read one, list them, cancel one, move one, rewind one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dsmo.starter.client.client_errors import (
     DefinitionNotFound,
     EventNotAccepted,
     MigrationNotAccepted,
+    RewindNotAccepted,
     RunAlreadyExists,
     RunClosed,
     RunNotFound,
@@ -19,7 +20,7 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey
-from dsmo.starter.server.ingress.bodies import CancelRequest, MigrateRequest, StartRequest
+from dsmo.starter.server.ingress.bodies import CancelRequest, MigrateRequest, RewindRequest, StartRequest
 from dsmo.starter.server.ingress.dependencies import (
     app_settings,
     can_cancel,
@@ -169,3 +170,46 @@ async def migrate(
     except MigrationNotAccepted as err:
         raise Problem(409, "migration_refused", str(err)) from None
     return {**ack.model_dump(mode="json"), "alreadyOnTarget": False, "dryRun": body.dry_run}
+
+
+@router.post("/{run_id}/rewind", summary="Send a waiting run back to an earlier node of its path")
+async def rewind(
+    run_id: str,
+    body: RewindRequest,
+    key: ApiKey = Depends(can_operate),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    """The run's answer: where it was, where it goes back to, the saga steps undone or left.
+
+    The trail records the key's name as who asked (with `requestedBy` beside it when given).
+    A refusal writes nothing to the run: 409 when the run cannot go back now (it is not
+    waiting, it has ended, a correction fails the definition's checks), 422 when the ask names
+    a node the run has not reached or is not a node at all.
+    """
+    by = f"{key.name} ({body.requested_by})" if body.requested_by else key.name
+    try:
+        ack = await dsmo.rewind(
+            run_id, body.to_node, reason=body.reason, set_variables=body.set, compensate=body.compensate, by=by
+        )
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except (RunClosed, RewindNotAccepted) as err:
+        raise Problem(409, err.code, str(err)) from None
+    except InvalidRunId:
+        raise
+    except DsmoError as err:
+        if type(err) is not DsmoError:  # the client's own conditions (no worker, ...) keep their answers
+            raise
+        raise Problem(422, RewindNotAccepted.code, _body_field(str(err))) from None
+    return ack.model_dump(mode="json")
+
+
+# The client names the CLI's options; over HTTP the same refusal names the body's fields.
+_BODY_FIELDS = {"--to: ": "toNode: ", "--reason: ": "reason: "}
+
+
+def _body_field(message: str) -> str:
+    for option, field in _BODY_FIELDS.items():
+        if message.startswith(option):
+            return field + message.removeprefix(option)
+    return message
