@@ -54,10 +54,9 @@ from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")
 
-# Workflow tasks a worker holds at once: Temporal's default. Python runs one activation at a
-# time, so fewer would shorten the time a task waits inside a busy worker (W5's stage waited
-# ~0.10 s at 8 against ~0.12 s at 100), but the worker then sits idle while completions travel to
-# the server: W4's throughput against the floor fell from 0.66-0.74x to 0.63-0.64x at 8.
+# Workflow tasks a worker holds at once: Temporal's default. Python runs one activation at a time,
+# so fewer would shorten a task's wait inside a busy worker (W5's stage: ~0.10 s at 8, ~0.12 s at
+# 100), but the worker then idles while completions travel: W4 fell from 0.66-0.74x to 0.63x at 8.
 WORKFLOW_TASK_SLOTS = 100
 
 
@@ -106,7 +105,7 @@ def build_worker(
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
-    limiter = LimiterActivities(client, task_queue)
+    limiter = LimiterActivities(client, task_queue, (settings or Settings.from_env()).worker.slot_holder_check_seconds)
     extra: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     if identity:
         extra["identity"] = identity
@@ -134,6 +133,7 @@ def build_worker(
                     definitions.resolve_definition,
                     limiter.request_slot,
                     limiter.release_slot,
+                    limiter.check_holders,
                     side_effects.invoke_action,
                     side_effects.compensate_action,
                 ],

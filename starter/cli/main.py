@@ -16,6 +16,7 @@ from dsmo.starter.cli.help_examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines
 from dsmo.starter.cli.status_command import status
 from dsmo.starter.client.definition_files import load_definition, names_agent
+from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.config.settings import SettingsError
 from dsmo.starter.exits import hard_exit
 from dsmo.workflows.common.durations import parse_duration
@@ -75,24 +76,32 @@ def start(
     variables = _json_object(input_json, "--input")
     delay = _duration(delay_text, "--delay") if delay_text else None
 
-    async def go() -> tuple[AgentDefinition, str, ExecutionResult | None]:
+    async def go() -> tuple[AgentDefinition, StartReport, ExecutionResult | None]:
         client = await obj.client()
         definition = loaded or await client.definition(definition_file, version)
-        started = await client.start(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
-        return definition, started, (await client.result(started) if wait else None)
+        report = await client.submit(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
+        return definition, report, (await client.result(report.run_id) if wait else None)
 
-    definition, started, result = run(go)
+    definition, report, result = run(go)
+    started = report.run_id
     if as_json:
         shown: dict[str, Any] = {
             "runId": started,
             "workflowVersion": definition.workflow_version,
             "url": obj.settings.temporal.run_url(started),
+            "status": report.status,
         }
+        if definition.concurrency:
+            shown.update(queuedBehind=report.queued_behind, ahead=report.ahead, cancelled=report.cancelled)
         if result is not None:
             shown.update(result.model_dump(mode="json", by_alias=True, include={"status", "path", "error_message"}))
         click.echo(json.dumps(shown))
     else:
         click.echo(f"started {started} ({definition.agent}, workflow_version {definition.workflow_version})")
+        if report.queued_behind:  # a concurrency key's slot is taken: the run waits in line
+            click.echo(f"pending in line for {report.queued_behind} ({report.ahead} ahead)")
+        if report.cancelled:
+            click.echo(f"cancelled {', '.join(report.cancelled)} (onBusy: cancel-previous)")
         click.echo(f"web UI  {obj.settings.temporal.run_url(started)}")
         if result is not None:
             click.echo(f"{result.status.value} path {' -> '.join(result.path) or '(none)'}")

@@ -102,6 +102,20 @@ class AlreadyOnTarget(MigrationNotAccepted):
     code = "already_on_target"
 
 
+class KeyBusy(DsmoError):
+    """A start was refused: its concurrency key is busy and the key says ``onBusy: reject``.
+
+    Attributes:
+        active_runs: The runs holding the key's slots.
+    """
+
+    code = "key_busy"
+
+    def __init__(self, message: str, *, active_runs: list[str]) -> None:
+        super().__init__(message)
+        self.active_runs = active_runs
+
+
 class RewindNotAccepted(DsmoError):
     """A run refused to go back to the node asked for; the message names the reason, in one line.
 

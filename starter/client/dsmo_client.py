@@ -46,6 +46,7 @@ from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import (
     agent_catalog,
     bulk_operations,
+    flow_starts,
     forks,
     migration,
     monitoring,
@@ -70,6 +71,7 @@ from dsmo.starter.client.client_errors import (
 )
 from dsmo.starter.client.connection import connect_temporal, first_line
 from dsmo.starter.client.event_checks import check_event, initial_events
+from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
@@ -227,6 +229,51 @@ class DsmoClient:
             request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
         )
 
+    async def submit(
+        self,
+        agent_or_definition: str | AgentDefinition,
+        input: dict[str, Any] | None = None,
+        *,
+        version: str | None = None,
+        run_id: str | None = None,
+        task_queue: str | None = None,
+        correlation_id: str | None = None,
+        start_delay: timedelta | None = None,
+        events: Sequence[Mapping[str, Any]] = (),
+    ) -> StartReport:
+        """Start a run as `start` does, and say what the definition's flow control did with it.
+
+        Args:
+            agent_or_definition: The definition, or the name of a published agent (see `start`).
+            input: The run's input document.
+            version: With an agent name: the published version to run (default: the latest).
+            run_id: The run's id (default: ``<agent>-<random>``).
+            task_queue: The workers' task queue (default: the settings').
+            correlation_id: A caller's id kept with the run.
+            start_delay: Keep the run ``pending`` until then.
+            events: Resume events delivered with the start (see `start`).
+
+        Returns:
+            The run id, whether it runs at once or waits in line (for which key, behind how many
+            runs), and the runs cancelled to make room for it (``onBusy: cancel-previous``).
+
+        Raises:
+            KeyBusy: A concurrency key of the run is busy and says ``onBusy: reject``; nothing started.
+            InvalidInputDocument: The input is invalid, or lacks a value a concurrency key reads.
+            RunAlreadyExists: A run with ``run_id`` exists or existed.
+            DefinitionNotFound: No definition is published under the agent name.
+        """
+        if isinstance(agent_or_definition, str):
+            definition = await self.definition(agent_or_definition, version)
+        elif version is not None:
+            raise ValueError("version: give it with an agent name, not with a definition object")
+        else:
+            definition = agent_or_definition
+        request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
+        return await self.submit_request(
+            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
+        )
+
     async def start_request(
         self,
         request: ExecutionRequest,
@@ -252,6 +299,39 @@ class DsmoClient:
             InvalidInputDocument: The input is too large, too deep or not JSON.
             RunAlreadyExists: A run with ``run_id`` exists or existed.
             EventNotAccepted: An event is malformed or no wait of the definition takes it.
+            KeyBusy: A concurrency key is busy and says ``onBusy: reject``.
+        """
+        report = await self.submit_request(
+            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
+        )
+        return report.run_id
+
+    async def submit_request(
+        self,
+        request: ExecutionRequest,
+        *,
+        run_id: str | None = None,
+        task_queue: str | None = None,
+        start_delay: timedelta | None = None,
+        events: Sequence[Mapping[str, Any]] = (),
+    ) -> StartReport:
+        """Start a run from a complete request, and say what flow control did with it.
+
+        Args:
+            request: The definition, input and options of the run (see `start_request`).
+            run_id: The run's id (default: ``<agent>-<random>``).
+            task_queue: The workers' task queue (default: the settings').
+            start_delay: Keep the run ``pending`` until then.
+            events: Resume events delivered with the start (see `start`).
+
+        Returns:
+            The run id, and whether it runs at once or waits in line (see `submit`).
+
+        Raises:
+            InvalidInputDocument: The input is invalid, or lacks a value a concurrency key reads.
+            RunAlreadyExists: A run with ``run_id`` exists or existed.
+            EventNotAccepted: An event is malformed or no wait of the definition takes it.
+            KeyBusy: A concurrency key is busy and says ``onBusy: reject``.
         """
         definition = request.definition
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
@@ -266,13 +346,26 @@ class DsmoClient:
             raise InvalidInputDocument(str(err)) from None
         except (UnicodeEncodeError, ValueError, TypeError):
             raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
+        slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
+        queue = task_queue or self.settings.temporal.task_queue
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
-            await self._start(
-                request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=first_events
-            )
+            # A delayed run asks for its slots when it starts; any other claims them now.
+            admission = await flow_starts.admit(self, slots, run_id, queue) if slots and not start_delay else None
+            if admission is not None:
+                request = request.model_copy(update={"slots_claimed": admission.claimed})
+            try:
+                status = await self._start(
+                    request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=first_events
+                )
+            except BaseException:
+                if admission is not None and admission.claimed:
+                    await flow_starts.give_back(self, slots, admission.claimed, run_id, queue)
+                raise
         for event in first_events[1:]:
             await self.deliver_event(run_id, event["type"], event["data"], event_id=event["event_id"])
-        return run_id
+        if admission is None:
+            return StartReport(run_id, status.value)
+        return StartReport(run_id, status.value, admission.queued_behind, admission.ahead, list(admission.cancelled))
 
     async def _start(
         self,
@@ -282,7 +375,7 @@ class DsmoClient:
         task_queue: str | None,
         start_delay: timedelta | None,
         events: list[dict[str, Any]],
-    ) -> None:
+    ) -> RunStatus:
         definition = request.definition
         version = definition.workflow_version  # a hash of the canonical definition: computed once
         if self.prepare_runs and request.checkpoint is None and request.prepared is None:
@@ -326,17 +419,20 @@ class DsmoClient:
         except WorkflowUpdateFailedError as err:
             raise EventNotAccepted(f"events.0: {update_failure(err)} (the run started)") from None
         self._remember_trace(run_id, carrier)
+        return status
 
     @staticmethod
     def _start_status(request: ExecutionRequest, start_delay: timedelta | None) -> RunStatus:
         """The status a run is started with: `pending` unless it can run at once.
 
-        A run with a start delay, or queued behind its agent's rate limit, is `pending` until
-        its workflow admits it. One that starts now, prepared here, is `running` from its start
+        A run with a start delay, queued behind its agent's rate limit, or in line for a
+        concurrency key's slot (one not claimed for it), is `pending` until its workflow admits
+        it. One that starts now, prepared here, is `running` from its start
         (as Temporal and Step Functions report a started execution), and its workflow then skips
         the upsert that would set the same value: one visibility write less per run.
         """
-        immediate = not start_delay and request.definition.rate_limit is None
+        in_line = len(flow_starts.key_slots(request)) > len(request.slots_claimed)
+        immediate = not start_delay and request.definition.rate_limit is None and not in_line
         return RunStatus.RUNNING if immediate and request.prepared is not None else RunStatus.PENDING
 
     async def _prepare(self, request: ExecutionRequest, run_id: str, version: str) -> PreparedRun | None:
@@ -429,6 +525,8 @@ class DsmoClient:
             if (ended := await self._ended_view(described)) is None:
                 raise
             return ended
+        if view.queued_for is not None and view.status is RunStatus.PENDING:
+            return await flow_starts.with_place_in_line(self, view)
         return view
 
     async def _ended_view(self, described: WorkflowExecutionDescription) -> StatusView | None:

@@ -24,6 +24,9 @@ class WorkerSettings:
         sandbox: Run workflows in Temporal's sandbox [``DSMO_WORKFLOW_SANDBOX``].
         metrics_bind: Where the worker serves Prometheus metrics; empty (``off``) for nowhere
             [``DSMO_METRICS_BIND``].
+        slot_holder_check_seconds: How often a concurrency key's lock asks Temporal whether its
+            holders still run, while a run waits in line: the longest a slot left by a terminated
+            run blocks the line [``DSMO_SLOT_HOLDER_CHECK_SECONDS``].
     """
 
     # The variables this group reads, with their defaults.
@@ -40,6 +43,9 @@ class WorkerSettings:
         # determinism by its tests; the sandbox costs ~10 ms of worker CPU per run); the suite runs with it on.
         "DSMO_WORKFLOW_SANDBOX": "off",
         "DSMO_METRICS_BIND": "127.0.0.1:9464",
+        # While a run waits for a concurrency key's slot, its lock checks this often that the
+        # holders still run (a terminated one never gives its slot back).
+        "DSMO_SLOT_HOLDER_CHECK_SECONDS": "60",
     }
 
     load: str = ""
@@ -48,6 +54,7 @@ class WorkerSettings:
     max_concurrent_workflow_tasks: int = 100
     sandbox: bool = False
     metrics_bind: str = "127.0.0.1:9464"
+    slot_holder_check_seconds: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -71,6 +78,7 @@ class WorkerSettings:
             max_concurrent_workflow_tasks=read.whole_number("DSMO_MAX_CONCURRENT_WORKFLOW_TASKS", at_least=2),
             sandbox=workflow_sandbox_from(env),
             metrics_bind="" if env.get("DSMO_METRICS_BIND") == "off" else read.text("DSMO_METRICS_BIND"),
+            slot_holder_check_seconds=read.whole_number("DSMO_SLOT_HOLDER_CHECK_SECONDS", at_least=1),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -86,6 +94,7 @@ class WorkerSettings:
             "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": str(self.max_concurrent_workflow_tasks),
             "DSMO_WORKFLOW_SANDBOX": on_off(self.sandbox),
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
+            "DSMO_SLOT_HOLDER_CHECK_SECONDS": str(self.slot_holder_check_seconds),
         }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration
@@ -132,6 +133,23 @@ async def test_every_step_of_the_rewind_example_works(harness: Harness, tmp_path
         "ana@example.com",
         "ana@example.com",
     ]
+
+
+async def test_every_step_of_the_flow_control_example_works(harness: Harness, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:6]
+    names = {"chat-desk": f"chat-{tag}", "ana-chat": f"ana-{tag}", "luis-chat": f"luis-{tag}", '"ana"': f'"ana-{tag}"'}
+    names["conversation.id=ana"] = f"conversation.id=ana-{tag}"
+    await run_example(harness, tmp_path, "flow-control.md", names)
+    dsmo = harness.dsmo
+    assert (await dsmo.result(f"ana-{tag}-1")).status is RunStatus.COMPLETED
+    # The second message's run got the slot the first gave back, and answered.
+    for _ in range(600):  # a hang guard (a minute), not a speed target
+        if (await dsmo.status(f"ana-{tag}-2")).status is RunStatus.WAITING:
+            break
+        await asyncio.sleep(0.1)
+    assert harness.messages(f"ana-{tag}-2")[0]["message"] == "Recibido: ¿Hay alguien?"
+    for run_id in (f"ana-{tag}-2", f"luis-{tag}-1"):
+        await dsmo.cancel(run_id, reason="example done")
 
 
 async def test_every_step_of_the_what_if_example_works(harness: Harness, tmp_path: Path) -> None:

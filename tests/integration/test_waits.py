@@ -21,6 +21,7 @@ from dsmo.starter.config.settings import Settings
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.slot_io import SlotRequest
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.run.service_budgets import BUDGETS
 from tests.conftest import Harness, start_time_skipping
@@ -195,7 +196,7 @@ async def test_an_infrastructure_call_that_always_fails_ends_the_run_within_its_
     """The limiter cannot be reached: after its 10 min budget the run fails, with a dead letter."""
 
     @activity.defn(name=contracts.REQUEST_SLOT)
-    async def unreachable_limiter(request: contracts.SlotRequest) -> None:
+    async def unreachable_limiter(request: SlotRequest) -> None:
         raise RuntimeError("limiter unreachable: connection refused")
 
     queue = f"budget-{uuid.uuid4().hex[:8]}"

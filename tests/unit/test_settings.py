@@ -150,6 +150,7 @@ EVERY_VARIABLE = {
     "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "50",
     "DSMO_WORKFLOW_SANDBOX": "on",
     "DSMO_METRICS_BIND": "off",
+    "DSMO_SLOT_HOLDER_CHECK_SECONDS": "5",
     "DSMO_INGRESS_BIND": "0.0.0.0:8081",
     "DSMO_API_KEYS_FILE": "/keys.json",
     "DSMO_INGRESS_DOCS": "public",
@@ -201,6 +202,7 @@ def test_each_group_reads_its_own_variables() -> None:
         max_concurrent_workflow_tasks=50,
         sandbox=True,
         metrics_bind="",
+        slot_holder_check_seconds=5,
     )
     assert settings.ingress == IngressSettings(
         bind="0.0.0.0:8081", api_keys_file="/keys.json", docs="public", events_per_second=2.5, event_burst=5

@@ -240,12 +240,6 @@ class ResolveDefinition(WireModel):
     version: str | None = None
 
 
-class SlotRequest(WireModel):
-    agent: str
-    run_id: str
-    max_concurrent: int = 1
-
-
 INVOKE_ACTION = "invoke_action"
 COMPENSATE = "compensate_action"
 

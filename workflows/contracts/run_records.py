@@ -122,6 +122,7 @@ class Checkpoint(WireModel):
     wait: WaitCheckpoint | None = None
     generation: int = 1
     slot_held: bool = False
+    slots: list[str] = Field(default_factory=list)  # locks of concurrency keys the run holds a slot of
     started_at: datetime
     path: list[str] = Field(default_factory=list)
     visits: dict[str, int] = Field(default_factory=dict)
@@ -166,6 +167,8 @@ class ExecutionRequest(WireModel):
     # Runs started before this field existed lack it and replay as they ran; a worker older than
     # it refuses such a request (extra fields are forbidden) rather than run it another way.
     prepared: PreparedRun | None = None
+    # Locks of concurrency keys a starter claimed a slot of for this run before starting it.
+    slots_claimed: list[str] = Field(default_factory=list)
 
 
 class WorkflowTaskFailure(WireModel):
@@ -202,6 +205,7 @@ class StatusView(WireModel):
         cancel_reason: Once cancelled: the reason given.
         compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
         inbox: Events kept for a wait ahead (count, kinds, the oldest), when there are any.
+        queued_for: While pending in line for a concurrency key's slot: the id of the key's lock.
         problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
             task keeps failing); the other fields then come from Temporal's visibility.
         workflow_task_failure: When the workflow task keeps failing: attempts, since when, the error.
@@ -229,6 +233,8 @@ class StatusView(WireModel):
     cancel_reason: str | None = None
     compensation: dict[str, Any] | None = None
     inbox: InboxView | None = None
+    # While pending in line for a concurrency key's slot: the key's lock (the client adds the place).
+    queued_for: str | None = None
     # Set by the client, never by the run: why the run cannot answer or move (no worker polls
     # its task queue, its workflow task keeps failing). The rest then comes from visibility.
     problem: str | None = None

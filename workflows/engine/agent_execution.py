@@ -195,8 +195,12 @@ class AgentExecution:
 
     @workflow.signal(name="SLOT_GRANTED")
     def slot_granted(self, payload: Any = None) -> None:
-        """The agent's limiter gave this run a slot."""
-        self._run.slot_granted = True
+        """A lock gave this run a slot: its agent's rate limit, or a concurrency key's (``lock``)."""
+        lock = payload.get("lock") if isinstance(payload, dict) else None
+        if isinstance(lock, str):
+            self._run.slots_granted.add(lock)
+        else:
+            self._run.slot_granted = True
 
     @workflow.update(name="deliver_event")
     def deliver_event(self, event: Any) -> EventAck:
@@ -251,7 +255,9 @@ class AgentExecution:
     @workflow.query(name="status")
     def status(self) -> StatusView:
         """The run's status, wait and terminal record."""
-        return self._run.state.view()
+        run = self._run
+        view = run.state.view()
+        return view.model_copy(update={"queued_for": run.slot_asked}) if run.slot_asked else view
 
     @workflow.query(name="variables")
     def variables(self) -> dict[str, Any]:

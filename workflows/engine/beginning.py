@@ -14,10 +14,12 @@ from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.slot_io import SlotRequest
 from dsmo.workflows.definition.model import effective_parameters
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
+from dsmo.workflows.run.flow_slots import take_all
 from dsmo.workflows.run.service_budgets import BUDGETS, budget_spent, call_service, record_service_failure
 
 # workflow.patched id: a run started with an id that is not a run id (around DSMO's checks) ends
@@ -57,6 +59,8 @@ async def begin(run: Run) -> None:
         await slot_call(run, contracts.REQUEST_SLOT, limit.max_concurrent)
         run.slot_held = True
         await workflow.wait_condition(lambda: run.slot_granted)
+    # PENDING while queued behind a concurrency key's other runs (flow_slots.py).
+    await take_all(run)
     # A DSMO starter starts a run it prepared, with no delay and no rate limit, as `running`
     # (see DsmoClient._start_status): the value is in the start event, so this is decided
     # the same way on replay, and runs started `pending` (all older ones) upsert as before.
@@ -99,7 +103,7 @@ async def slot_call(run: Run, activity: str, max_concurrent: int) -> None:
     """Ask the agent's limiter for a slot (REQUEST_SLOT) or give it back (RELEASE_SLOT)."""
     state = run.state
     requesting = activity == contracts.REQUEST_SLOT
-    slot = contracts.SlotRequest(agent=state.agent, run_id=state.run_id, max_concurrent=max_concurrent)
+    slot = SlotRequest(agent=state.agent, run_id=state.run_id, max_concurrent=max_concurrent)
     try:
         await call_service(activity, slot, result_type=type(None), cancellation_is_failure=not requesting)
     except ActivityFailed as failed:

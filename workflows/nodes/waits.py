@@ -29,6 +29,7 @@ from dsmo.workflows.events.resume_events import RESUME_EVENT_FOR, variables_afte
 from dsmo.workflows.nodes.send_message import send_message
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded
+from dsmo.workflows.run.flow_slots import give_back_while_waiting, take_back_after_waiting
 from dsmo.workflows.run.inbox_judging import take_kept
 from dsmo.workflows.run.state import Waiting
 from dsmo.workflows.run.trail_segments import recorded_values
@@ -118,6 +119,7 @@ async def await_event(
         if kept is not None:
             state.resume_event = kept
         else:
+            await give_back_while_waiting(run)  # a key that does not hold while the run waits
             remaining = max(until - workflow.now(), timedelta(0))
             try:
                 await workflow.wait_condition(
@@ -126,6 +128,8 @@ async def await_event(
                 )
             except TimeoutError:
                 if state.resume_event is None:
+                    if options.on_timeout != "fail":
+                        await take_back_after_waiting(run)
                     attempt = await on_timeout(run, node_id, kind, options, attempt)
                     if attempt == 0:
                         return
@@ -133,6 +137,7 @@ async def await_event(
         event = state.resume_event
         if event is None:  # woken to continue as new, still waiting
             raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt))
+        await take_back_after_waiting(run)  # in line again for a slot given back while it waited
         updates = variables_after(event, waiting.received, waiting.requested)
         if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
             updates["signedAt"] = workflow.now().isoformat()
@@ -197,6 +202,7 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
         workflow.logger.info("Execution %s entering WAITING state (waitingFor: delay)", state.run_id)
     else:
         state.begin_wait(Waiting("delay", node_id, until, dict(resume.data)), record=False)
+    await give_back_while_waiting(run)
     remaining = until - workflow.now()
     if remaining > timedelta(0):
         try:
@@ -207,6 +213,7 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
             raise ContinueAsNewDue(
                 node_id, WaitCheckpoint(kind="delay", node=node_id, until=until, data={"until": until.isoformat()})
             )
+    await take_back_after_waiting(run)
     resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"]})
 
 

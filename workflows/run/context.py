@@ -71,6 +71,10 @@ class Run:
     step: int = 0  # nodes entered so far: part of idempotency keys and child ids
     slot_held: bool = False  # a concurrency-limit slot to give back at the end
     slot_granted: bool = False
+    # Concurrency keys (engine/flow_slots.py): the locks it holds a slot of, and grants not yet taken.
+    slots_held: list[str] = field(default_factory=list)
+    slots_granted: set[str] = field(default_factory=set)
+    slot_asked: str | None = None  # the lock the run waits in line at, if any
     visits: dict[str, int] = field(default_factory=dict)  # node -> times entered (loops)
     # Idempotency keys of committed stages, oldest first.
     committed: dict[str, None] = field(default_factory=dict)
@@ -140,6 +144,7 @@ class Run:
         self.input_uri = checkpoint.input_uri
         self.step = checkpoint.step
         self.slot_held = self.slot_granted = checkpoint.slot_held
+        self.slots_held = list(checkpoint.slots)
         self.visits = dict(checkpoint.visits)
         self.committed = dict.fromkeys(checkpoint.committed)
         self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
@@ -172,6 +177,7 @@ class Run:
             wait=wait,
             generation=(previous.generation + 1) if previous else 2,
             slot_held=self.slot_held,
+            slots=self.slots_held,
             started_at=state.started_at,
             path=state.path[-PATH_CARRIED:],
             visits=self.visits,

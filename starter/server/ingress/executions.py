@@ -61,8 +61,17 @@ async def start(
         {"type": event.type, "event_id": event.event_id or _start_event_id(idempotency_key, index), "data": event.data}
         for index, event in enumerate(body.events)
     ]
+    flow: dict[str, Any] | None = None
     try:
-        run_id = await dsmo.start(definition, body.input, run_id=run_id, events=events)
+        report = await dsmo.submit(definition, body.input, run_id=run_id, events=events)
+        run_id = report.run_id
+        if definition.concurrency:  # what the definition's flow control did with this start
+            flow = {
+                "status": report.status,
+                "queuedBehind": report.queued_behind,
+                "ahead": report.ahead,
+                "cancelled": report.cancelled,
+            }
     except EventNotAccepted as err:
         raise Problem(422, "invalid_event", str(err)) from None
     except RunAlreadyExists:
@@ -75,6 +84,7 @@ async def start(
         "workflowVersion": definition.workflow_version,
         "url": settings.temporal.run_url(str(run_id)),
         "eventsDelivered": len(events),
+        **({"flow": flow} if flow is not None else {}),
     }
 
 

@@ -26,6 +26,7 @@ DSMO_ERROR_STATUS = {
     "run_not_found": 404,
     "unknown_agent": 404,
     "run_exists": 409,
+    "key_busy": 409,
     "run_closed": 409,
     "event_rejected": 409,
     "run_not_started": 409,

@@ -1,0 +1,178 @@
+"""Starting a run of a definition with concurrency keys: claim its slots first, act on a busy key.
+
+Before the run starts, the starter asks each key's lock (in the order the run takes them) for a
+slot on the run's behalf, in one atomic step that creates the lock if needed (Temporal's
+update-with-start). A free slot is the run's from its start: it starts `running` and asks for
+nothing. The first busy key decides, by its ``onBusy``:
+
+- ``queue``: the run starts `pending` and takes that key and the next ones in line itself;
+- ``reject``: nothing starts; the caller is told which run holds the key (`KeyBusy`);
+- ``cancel-previous``: the runs holding the key are cancelled, with the reason recorded and
+  their sagas undone, and the run queues for the slot they give back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WithStartWorkflowOperation, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy, RunClosed
+from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, ClaimAnswer, LimiterState
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+# A lock may end (idle) just as a claim reaches it: the claim is then sent again, this often at most.
+CLAIM_TRIES = 3
+
+
+@dataclass
+class Admission:
+    """What flow control did with one start.
+
+    Attributes:
+        claimed: Locks whose slot the run holds from its start.
+        queued_behind: The key the run waits in line for (``conversation.id=c-42``), if any.
+        ahead: How many runs held or waited for that key when it was asked.
+        cancelled: Runs cancelled to make room (``onBusy: cancel-previous``).
+    """
+
+    claimed: list[str] = field(default_factory=list)
+    queued_behind: str | None = None
+    ahead: int = 0
+    cancelled: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StartReport:
+    """What became of a start: the run, and what flow control did with it.
+
+    Attributes:
+        run_id: The run.
+        status: ``running`` (it runs at once) or ``pending`` (delayed, or in line for a slot).
+        queued_behind: The concurrency key the run waits in line for (``conversation.id=c-42``).
+        ahead: How many runs held or waited for that key when the run asked.
+        cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
+    """
+
+    run_id: str
+    status: str
+    queued_behind: str | None = None
+    ahead: int = 0
+    cancelled: list[str] = field(default_factory=list)
+
+
+def key_slots(request: ExecutionRequest) -> list[KeySlot]:
+    """The slots a new run of ``request`` needs (none for a replay or a continued run).
+
+    Raises:
+        InvalidInputDocument: The input lacks a value a key reads (the field is named).
+    """
+    definition = request.definition
+    if not definition.concurrency or request.replay is not None or request.checkpoint is not None:
+        return []
+    try:
+        return slots_of(definition.agent, definition.concurrency, request.input)
+    except FlowControlError as err:
+        raise InvalidInputDocument(f"input: {err}") from None
+
+
+async def admit(dsmo: DsmoClient, slots: list[KeySlot], run_id: str, task_queue: str) -> Admission:
+    """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
+
+    Raises:
+        KeyBusy: A busy key says ``reject`` (slots claimed so far are given back).
+    """
+    admission = Admission()
+    for slot in slots:
+        answer = await _claim(dsmo, slot, run_id, task_queue)
+        if answer.admitted:
+            admission.claimed.append(slot.lock)
+            continue
+        admission.queued_behind, admission.ahead = slot.label, len(answer.holders) + answer.waiting
+        if slot.on_busy == "reject":
+            await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+            holders = ", ".join(answer.holders) or "runs in line"
+            raise KeyBusy(
+                f"concurrency.{slot.index}: {slot.label} is busy: run {holders} holds it (onBusy: reject)",
+                active_runs=answer.holders,
+            )
+        if slot.on_busy == "cancel-previous":
+            reason = f"replaced by run {run_id} for {slot.label} (onBusy: cancel-previous)"
+            await asyncio.gather(*(_cancel(dsmo, holder, reason) for holder in answer.holders))
+            admission.cancelled = list(answer.holders)
+        break  # the run takes this key and the next ones in line itself, in order
+    return admission
+
+
+async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], run_id: str, task_queue: str) -> None:
+    """Give back slots claimed for a run that did not start."""
+    for slot in slots:
+        if slot.lock in locks:
+            await dsmo.temporal.start_workflow(
+                AgentRateLimiter.run,
+                _state(slot),
+                id=slot.lock,
+                task_queue=task_queue,
+                start_signal="release",
+                start_signal_args=[{"run_id": run_id}],
+            )
+
+
+async def _claim(dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str) -> ClaimAnswer:
+    ask = {
+        "run_id": run_id,
+        "max_concurrent": slot.limit,
+        "key": slot.key,
+        "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
+    }
+    for attempt in range(1, CLAIM_TRIES + 1):
+        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            "AgentRateLimiter",
+            _state(slot),
+            id=slot.lock,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        try:
+            answer: ClaimAnswer = await dsmo.temporal.execute_update_with_start_workflow(
+                "claim", ask, start_workflow_operation=operation, result_type=ClaimAnswer
+            )
+            return answer
+        except (WorkflowUpdateFailedError, RPCError):
+            if attempt == CLAIM_TRIES:
+                raise
+            await asyncio.sleep(0.1 * attempt)  # the lock was ending as the claim came: ask the next one
+    raise AssertionError("unreachable")
+
+
+async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:
+    with contextlib.suppress(RunClosed):  # it ended meanwhile: its slot is given back all the same
+        await dsmo.cancel(run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
+
+
+async def with_place_in_line(dsmo: DsmoClient, view: StatusView) -> StatusView:
+    """A run in line for a key's slot: its place in the line, added to its pending reason."""
+    assert view.queued_for is not None
+    try:
+        lock: LimiterState = await dsmo.temporal.get_workflow_handle(view.queued_for).query(
+            "snapshot", result_type=LimiterState
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return view  # the lock is busy or just ended: the reason stands without the place
+    if view.run_id not in lock.queue:
+        return view
+    place = f"{lock.queue.index(view.run_id) + 1} of {len(lock.queue)} in line"
+    return view.model_copy(update={"pending_reason": f"{view.pending_reason}; {place}"})
+
+
+def _state(slot: KeySlot) -> LimiterState:
+    return LimiterState(agent=slot.owner, max_concurrent=slot.limit, key=slot.key)

@@ -1,0 +1,232 @@
+"""Per-key concurrency on the real stack: one run per conversation past PENDING, in line in order,
+what a busy key does with a start, slots given back while waiting, and a terminated holder's slot
+freed within the check interval."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import StatusView
+from dsmo.workflows.definition.model import AgentDefinition
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.asyncio
+
+CHECK_SECONDS = 1  # how often a lock checks its holders here (the default is a minute)
+
+FLOW = """
+agent: {agent}
+inputs: [conversation, text]
+concurrency:
+  - {{key: "{{{{conversation.id}}}}", limit: 1{extra}}}
+start: ask
+nodes:
+  ask:
+    actionType: wait_for_response
+    parameters: {{timeout: 1h, onTimeout: fail}}
+    next: bye
+  bye:
+    actionType: send_message
+    parameters: {{message: "got {{{{lastResponse}}}}"}}
+"""
+
+
+@pytest.fixture(autouse=True)
+def quick_holder_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # Read by the test's worker (its locks' activities) when the harness builds it.
+    monkeypatch.setenv("DSMO_SLOT_HOLDER_CHECK_SECONDS", str(CHECK_SECONDS))
+    yield
+
+
+def _flow(extra: str = "") -> AgentDefinition:
+    return parse_definition_text(FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra=extra))
+
+
+def _client(harness: Harness) -> DsmoClient:
+    settings = harness.dsmo.settings.with_changes(worker={"slot_holder_check_seconds": CHECK_SECONDS})
+    return DsmoClient(harness.dsmo.temporal, settings)
+
+
+def _input(conversation: str, text: str = "hola") -> dict[str, Any]:
+    return {"conversation": {"id": conversation}, "text": text}
+
+
+async def _status(harness: Harness, run_id: str, want: RunStatus) -> StatusView:
+    for _ in range(600):  # a hang guard (a minute), not a speed target
+        view = await harness.dsmo.status(run_id)
+        if view.status is want:
+            return view
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{run_id} never became {want}: {view}")
+
+
+async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    first = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    assert (first.status, first.queued_behind) == ("running", None)
+    second = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    third = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    other = await dsmo.submit(flow, _input(f"{conversation}-other"), task_queue=harness.task_queue)
+    harness.started.extend(report.run_id for report in (first, second, third, other))
+    assert (second.status, second.queued_behind, second.ahead) == ("pending", f"conversation.id={conversation}", 1)
+    assert other.status == "running"  # another conversation is not held up
+
+    await _status(harness, first.run_id, RunStatus.WAITING)
+    await _status(harness, other.run_id, RunStatus.WAITING)
+    reason = f"queued: conversation.id={conversation} allows 1 run(s) at once"
+    # The status says where in line: each pending run asks the key's lock for its place.
+    for _ in range(600):  # a hang guard: until the third run has reached the lock
+        last = await dsmo.status(third.run_id)
+        if last.pending_reason == f"{reason}; 2 of 2 in line":
+            break
+        await asyncio.sleep(0.1)
+    assert last.status is RunStatus.PENDING and last.pending_reason == f"{reason}; 2 of 2 in line", last
+    assert (await dsmo.status(second.run_id)).pending_reason == f"{reason}; 1 of 2 in line"
+
+    # The first run ends: the second (not the third) gets the slot, and so on, in order.
+    for run_id, after in ((first.run_id, second.run_id), (second.run_id, third.run_id)):
+        await dsmo.respond(run_id, "listo")
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+        await _status(harness, after, RunStatus.WAITING)
+    await dsmo.respond(third.run_id, "listo")
+    await dsmo.respond(other.run_id, "listo")
+    for run_id in (third.run_id, other.run_id):
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    # Never two past PENDING at once: each run of the conversation started after the one before ended.
+    spans = []
+    for report in (first, second, third):
+        events = await dsmo.events(report.run_id)
+        waited = next(e.at for e in events if e.type == "RUN_WAITING")
+        spans.append((waited, events[-1].at))
+    assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
+
+
+async def test_a_start_for_a_busy_key_that_rejects_is_refused_naming_the_active_run(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow(", onBusy: reject")
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    active = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.append(active)
+    refused_id = f"{flow.agent}-refused"
+    with pytest.raises(KeyBusy) as refused:
+        await dsmo.start(flow, _input(conversation), run_id=refused_id, task_queue=harness.task_queue)
+    assert refused.value.active_runs == [active]
+    assert str(refused.value) == (
+        f"concurrency.0: conversation.id={conversation} is busy: run {active} holds it (onBusy: reject)"
+    )
+    count = await harness.dsmo.temporal.count_workflows(f"WorkflowId = '{refused_id}'")
+    assert count.count == 0  # nothing started
+    await dsmo.cancel(active, reason="done")
+
+
+async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_run(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow(", onBusy: cancel-previous")
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    previous = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, previous, RunStatus.WAITING)
+    report = await dsmo.submit(flow, _input(conversation, "otra cosa"), task_queue=harness.task_queue)
+    harness.started.extend([previous, report.run_id])
+    assert report.cancelled == [previous]
+    ended = await dsmo.result(previous)
+    assert ended.status is RunStatus.CANCELLED
+    assert ended.cancel_reason == (
+        f"replaced by run {report.run_id} for conversation.id={conversation} (onBusy: cancel-previous)"
+    )
+    await _status(harness, report.run_id, RunStatus.WAITING)  # it got the slot the cancelled run gave back
+    await dsmo.cancel(report.run_id, reason="done")
+
+
+async def test_a_key_that_does_not_hold_while_waiting_lets_the_next_run_in(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow(", holdWhileWaiting: false")
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    runs = [await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue) for _ in range(2)]
+    harness.started.extend(runs)
+    for run_id in runs:  # both wait at once: a waiting run gave its slot back
+        await _status(harness, run_id, RunStatus.WAITING)
+    for run_id in runs:  # each takes the slot again to go on, one after the other
+        await dsmo.respond(run_id, "sí")
+    for run_id in runs:
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+async def test_a_key_that_holds_while_waiting_keeps_the_next_run_pending(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    first = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    second = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.extend([first, second])
+    await _status(harness, first, RunStatus.WAITING)
+    assert (await dsmo.status(second)).status is RunStatus.PENDING
+    for run_id in (first, second):
+        await dsmo.cancel(run_id, reason="done")
+
+
+async def test_a_terminated_holder_s_slot_is_freed_within_the_check_interval(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, holder, RunStatus.WAITING)
+    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.append(queued)
+    await _status(harness, queued, RunStatus.PENDING)
+    # Terminated around DSMO: the run never gives its slot back; its lock finds it gone.
+    await harness.dsmo.temporal.get_workflow_handle(holder).terminate(reason="outside DSMO")
+    await _status(harness, queued, RunStatus.WAITING)
+    events = await dsmo.events(queued)
+    # Within the documented bound (the check interval, plus the check itself): from the trail.
+    await dsmo.cancel(queued, reason="done")
+    assert events[-1].type == "RUN_WAITING"
+
+
+async def test_a_start_without_the_key_s_value_is_refused_naming_the_field(harness: Harness) -> None:
+    with pytest.raises(InvalidInputDocument, match=r"^input: concurrency\.0\.key: "):
+        await harness.dsmo.start(_flow(), {"text": "sin conversación"}, task_queue=harness.task_queue)
+
+
+async def test_the_ingress_says_what_became_of_a_start_for_a_busy_key(harness: Harness, tmp_path: Path) -> None:
+    from dsmo.activities.definition_store import DefinitionStore
+    from dsmo.starter.server.api_keys import KeyStore
+    from tests.ingress_server import serving
+    from tests.integration.test_ingress import call
+
+    queueing, rejecting = _flow(), _flow(", onBusy: reject")
+    for definition in (queueing, rejecting):
+        DefinitionStore(harness.store).publish(definition)
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    token = KeyStore(settings.api_keys_path).add("chat", ["start", "read"])
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    with serving(settings) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        answers = []
+        for definition in (queueing, queueing, rejecting, rejecting):
+            body = {"agent": definition.agent, "input": _input(conversation)}
+            answers.append(await call("POST", http, "/executions", json=body))
+        first, second, active, refused = answers
+        harness.started.extend(answer.json()["runId"] for answer in (first, second, active))
+        assert first.status_code == 201 and first.json()["flow"] == {
+            "status": "running",
+            "queuedBehind": None,
+            "ahead": 0,
+            "cancelled": [],
+        }
+        assert second.status_code == 201 and second.json()["flow"]["status"] == "pending"
+        assert second.json()["flow"]["queuedBehind"] == f"conversation.id={conversation}"
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "key_busy" and active.json()["runId"] in error["message"]
+        missing = await call("POST", http, "/executions", json={"agent": queueing.agent, "input": {"text": "x"}})
+        assert missing.status_code == 422 and missing.json()["error"]["message"].startswith("input: concurrency.0.key")
+    for answer in (first, second, active):
+        await harness.dsmo.cancel(answer.json()["runId"], reason="done")

@@ -1,0 +1,41 @@
+"""What a run and a lock (`engine/rate_limiter.py`) exchange through activities: slots asked for and given back."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from dsmo.workflows.common.wire import WireModel
+
+
+class SlotRequest(WireModel):
+    """A run asks a lock for a slot, or gives one back.
+
+    Attributes:
+        agent: The agent (its `rateLimit`), or the owner of a concurrency key's slots.
+        run_id: The run.
+        max_concurrent: How many runs the lock lets hold a slot at once.
+        lock: The lock's workflow id, for a concurrency key (None: the agent's `rateLimit`).
+        key: The key's value, for a concurrency key.
+    """
+
+    agent: str
+    run_id: str
+    max_concurrent: int = 1
+    lock: str | None = None
+    key: str | None = None
+
+
+CHECK_HOLDERS = "check_holders"
+
+
+class HolderCheck(WireModel):
+    """A lock asks which of its holders have ended (terminated, reset) without giving their slot back."""
+
+    runs: list[str]
+
+
+class HolderStates(WireModel):
+    """Which holders a lock asked about are not running: ended, or not found (not started yet, or gone)."""
+
+    ended: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)

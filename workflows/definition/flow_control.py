@@ -1,0 +1,159 @@
+"""Flow control in a definition: per-key concurrency, and what a start for a busy key does.
+
+Each block names a key: a template over the run's input (``{{conversation.id}}``), rendered
+when the run starts, so a key can only read what a start carries. These models and
+`check_flow_control` are what a definition is admitted with; `run/flow_slots.py` and the
+client carry them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from dsmo.workflows.common.errors import TemplateError
+from dsmo.workflows.common.templating import placeholders, render
+from dsmo.workflows.common.wire import CamelModel
+
+SCOPE_PATTERN = r"^(agent|group:[a-z0-9][a-z0-9-]{0,62})$"
+# Roots a key may read: the run's input only (stages, waits and config do not exist at start).
+NOT_AT_START = frozenset({"stages", "steps", "run", "config", "lastResponse", "documentUrls"})
+MAX_KEY_CHARS = 500  # a rendered key longer than this is refused (it names a conversation, a customer...)
+
+
+class ConcurrencyKey(CamelModel):
+    """At most ``limit`` runs per value of ``key`` are past PENDING; the others wait their turn.
+
+    Attributes:
+        key: A template over the run's input, e.g. ``{{conversation.id}}``.
+        limit: How many runs with the same key value may be past PENDING at once (1 to 10,000).
+        scope: ``agent`` (this agent's runs) or ``group:<name>`` (the runs of every agent that
+            names the group share the key's slots).
+        hold_while_waiting: A waiting run keeps its slot (the default: one conversation, one run);
+            False gives it back while the run waits, and the run queues again to resume.
+        on_busy: What a start for a key with no free slot does: ``queue`` (wait in line, the
+            default), ``reject`` (the start is refused, naming the active run) or
+            ``cancel-previous`` (the active run is cancelled, its saga undone, and this one queues).
+    """
+
+    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
+    limit: int = Field(default=1, ge=1, le=10_000)
+    scope: str = Field(default="agent", pattern=SCOPE_PATTERN)
+    hold_while_waiting: bool = True
+    on_busy: Literal["queue", "reject", "cancel-previous"] = "queue"
+
+
+class FlowControlError(ValueError):
+    """A flow-control block a definition cannot be admitted with ('@field: reason')."""
+
+
+def check_flow_control(concurrency: Sequence[ConcurrencyKey] | None, inputs: Sequence[str]) -> None:
+    """Refuse, naming the field, blocks whose keys read what a start does not carry, or that contradict.
+
+    Raises:
+        FlowControlError: The first problem, as ``@concurrency.0.key: reason``.
+    """
+    seen: set[tuple[str, str]] = set()
+    for index, entry in enumerate(concurrency or ()):
+        _check_key(f"concurrency.{index}.key", entry.key, inputs)
+        if (entry.scope, entry.key) in seen:
+            raise FlowControlError(f"@concurrency.{index}: key {entry.key!r} in scope {entry.scope} is given twice")
+        seen.add((entry.scope, entry.key))
+    policies = [index for index, entry in enumerate(concurrency or ()) if entry.on_busy != "queue"]
+    if len(policies) > 1:
+        raise FlowControlError(f"@concurrency.{policies[1]}.onBusy: only one key may say what a busy start does")
+
+
+def _check_key(field: str, template: str, inputs: Sequence[str]) -> None:
+    try:
+        paths = placeholders(template)
+    except TemplateError as err:
+        raise FlowControlError(f"@{field}: {err}") from None
+    if not paths:
+        raise FlowControlError(f"@{field}: {template!r} names no input variable (e.g. {{{{conversation.id}}}})")
+    for path in paths:
+        root = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if root in NOT_AT_START:
+            raise FlowControlError(f"@{field}: {{{{{path}}}}} is not known when a run starts; a key reads its input")
+        if inputs and root not in inputs:
+            raise FlowControlError(f"@{field}: {root!r} is not an input (inputs: {', '.join(inputs)})")
+
+
+def render_key(field: str, template: str, variables: Mapping[str, Any]) -> str:
+    """The key's value for a run with these input ``variables``.
+
+    Raises:
+        FlowControlError: The input lacks a value the key reads, or the value is empty or too long.
+    """
+    try:
+        value = render(template, variables)
+    except TemplateError as err:
+        raise FlowControlError(f"{field}: {err}") from None
+    if not value.strip():
+        raise FlowControlError(f"{field}: {template!r} renders empty for this input")
+    if len(value) > MAX_KEY_CHARS:
+        raise FlowControlError(f"{field}: the key is longer than {MAX_KEY_CHARS} characters")
+    return value
+
+
+@dataclass(frozen=True)
+class KeySlot:
+    """One slot a run needs: which lock (one per key value) and what the key says.
+
+    Attributes:
+        lock: The lock's workflow id (``dsmo-slots.{owner}.{digest of the key}``).
+        owner: The agent, or ``group-<name>`` for a group's keys.
+        key: The key's value for this run.
+        label: The key as people read it: ``conversation.id=c-42``.
+        limit: How many runs may hold a slot of this key value at once.
+        hold_while_waiting: A waiting run keeps the slot.
+        on_busy: What a start for this key does when no slot is free.
+        index: The key's place in the definition's ``concurrency`` list.
+    """
+
+    lock: str
+    owner: str
+    key: str
+    label: str
+    limit: int
+    hold_while_waiting: bool
+    on_busy: str
+    index: int
+
+
+def lock_id(owner: str, key: str) -> str:
+    """The id of the lock of one key value (a digest: key values are any text, ids are not)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return f"dsmo-slots.{owner}.{digest}"
+
+
+def slots_of(agent: str, concurrency: Sequence[ConcurrencyKey], variables: Mapping[str, Any]) -> list[KeySlot]:
+    """The slots a run with these input ``variables`` needs, in the order it takes them.
+
+    Raises:
+        FlowControlError: The input lacks a value a key reads (``concurrency.0.key: ...``).
+    """
+    slots = []
+    for index, entry in enumerate(concurrency):
+        key = render_key(f"concurrency.{index}.key", entry.key, variables)
+        owner = agent if entry.scope == "agent" else entry.scope.replace(":", "-")
+        template = entry.key.strip()
+        name = template[2:-2].strip() if template.startswith("{{") and template.endswith("}}") else template
+        slots.append(
+            KeySlot(
+                lock=lock_id(owner, key),
+                owner=owner,
+                key=key,
+                label=f"{name}={key}",
+                limit=entry.limit,
+                hold_while_waiting=entry.hold_while_waiting,
+                on_busy=entry.on_busy,
+                index=index,
+            )
+        )
+    return sorted(slots, key=lambda slot: slot.lock)

@@ -1,0 +1,111 @@
+"""A run's slots under its definition's concurrency keys: taken before it runs, given back when it ends.
+
+Each key value has its own lock (`engine/rate_limiter.py`). A run takes its slots one key at a
+time in the locks' order, so two runs that share two keys can never each hold one and wait for
+the other. A starter may have claimed some already (`ExecutionRequest.slots_claimed`): those
+are held from the start, with nothing asked. Until every slot is held the run is PENDING, and
+its pending reason names the key it waits for.
+
+A key with ``holdWhileWaiting: false`` is given back while the run waits, and taken again,
+in line, when the wait ends. Replays and forks re-executing a record take no slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.slot_io import SlotRequest
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
+from dsmo.workflows.run.activity_calls import ActivityFailed
+from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.control import RunEnded, ServiceFailed
+from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
+
+
+def key_slots(run: Run) -> list[KeySlot]:
+    """The slots this run needs, in the order it takes them (none for a replay).
+
+    Raises:
+        RunEnded: The run's input lacks a value a key reads (a start around DSMO's checks).
+    """
+    if not run.definition.concurrency or run.replay is not None:
+        return []
+    try:
+        return slots_of(run.definition.agent, run.definition.concurrency, run.request.input)
+    except FlowControlError as err:
+        raise RunEnded(RunStatus.FAILED, "", str(err)) from None
+
+
+async def take_all(run: Run) -> None:
+    """Hold every slot the run needs, waiting in line for each; PENDING meanwhile."""
+    claimed = set(run.request.slots_claimed)
+    for slot in key_slots(run):
+        if slot.lock in claimed:
+            run.slots_held.append(slot.lock)
+        else:
+            await _take(run, slot)
+
+
+async def give_back_while_waiting(run: Run) -> None:
+    """The run began to wait: give back the slots of keys that do not hold while waiting."""
+    leaving = [slot for slot in key_slots(run) if not slot.hold_while_waiting and slot.lock in run.slots_held]
+    if leaving:
+        await _give_back(run, leaving)
+
+
+async def take_back_after_waiting(run: Run) -> None:
+    """The wait ended: take the slots given back when it began again, in line."""
+    for slot in key_slots(run):
+        if slot.lock not in run.slots_held:
+            await _take(run, slot)
+
+
+async def give_back_all(run: Run) -> None:
+    """The run ended: every slot it holds goes to the next in line, and it leaves any line it is in."""
+    try:
+        slots = key_slots(run)
+    except RunEnded:
+        return
+    held = {*run.slots_held, *([run.slot_asked] if run.slot_asked else [])}
+    leaving = [slot for slot in slots if slot.lock in held]
+    if leaving:
+        await _give_back(run, leaving)
+
+
+async def _take(run: Run, slot: KeySlot) -> None:
+    state = run.state
+    if state.status is RunStatus.PENDING:
+        state.pending_reason = f"queued: {slot.label} allows {slot.limit} run(s) at once"
+    run.slot_asked = slot.lock
+    await _call(run, contracts.REQUEST_SLOT, slot)
+    await workflow.wait_condition(lambda: slot.lock in run.slots_granted)
+    run.slots_granted.discard(slot.lock)
+    run.slots_held.append(slot.lock)
+    run.slot_asked = None
+
+
+async def _give_back(run: Run, slots: list[KeySlot]) -> None:
+    for slot in slots:
+        if slot.lock in run.slots_held:
+            run.slots_held.remove(slot.lock)
+    run.slot_asked = None
+    await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot) for slot in slots))
+
+
+async def _call(run: Run, activity: str, slot: KeySlot) -> None:
+    state = run.state
+    request = SlotRequest(
+        agent=slot.owner, run_id=state.run_id, max_concurrent=slot.limit, lock=slot.lock, key=slot.key
+    )
+    asking = activity == contracts.REQUEST_SLOT
+    try:
+        await call_service(activity, request, result_type=type(None), cancellation_is_failure=not asking)
+    except ActivityFailed as failed:
+        reason = record_service_failure(state, BUDGETS[activity], failed.error, stage=None)
+        workflow.logger.warning("%s failed for %s: %s", activity, state.run_id, reason)
+        if asking:
+            raise ServiceFailed(activity, reason) from None
