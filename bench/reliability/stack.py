@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.stack import DevStack, private_settings
+from dsmo.starter.devstack.processes import ManagedProcess
+from dsmo.starter.devstack.stack import DevStack, dev_plugins_env, private_settings
 
 TASK_QUEUE = "reliability"
 # Held stages wait on the worker's event loop, holding a slot but no thread: room for every run
@@ -56,6 +57,14 @@ class FaultStack(DevStack):
     def stop_s3(self) -> None:
         if not self.s3.stop(timeout=3.0):
             raise RuntimeError("the S3 store was not running")
+
+    def extra_worker(self, name: str) -> ManagedProcess:
+        """Start one more worker process on the stack's task queue, as the stack starts its own."""
+        settings = self.settings
+        proc = ManagedProcess(name, settings.state_dir / "run", settings.state_dir / "logs")
+        env = {**settings.to_env(), **dev_plugins_env(settings), **self._worker_env()}
+        proc.start(self._worker_argv(), env=env, cwd=settings.state_dir)
+        return proc
 
     async def restore(self) -> float:
         """Start whatever is down again (same state folder, same ports); seconds until healthy."""

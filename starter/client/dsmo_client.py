@@ -358,8 +358,9 @@ class DsmoClient:
                     request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=first_events
                 )
             except BaseException:
-                if admission is not None and admission.claimed:
-                    await flow_starts.give_back(self, slots, admission.claimed, run_id, queue)
+                if admission is not None:
+                    places = [*admission.claimed, *([admission.in_line] if admission.in_line else [])]
+                    await flow_starts.give_back(self, slots, places, run_id, queue)
                 raise
         for event in first_events[1:]:
             await self.deliver_event(run_id, event["type"], event["data"], event_id=event["event_id"])

@@ -3,9 +3,10 @@
 Before the run starts, the starter asks each key's lock (in the order the run takes them) for a
 slot on the run's behalf, in one atomic step that creates the lock if needed (Temporal's
 update-with-start). A free slot is the run's from its start: it starts `running` and asks for
-nothing. The first busy key decides, by its ``onBusy``:
+nothing. At the first busy key the run is put in line there and then (so runs are served in
+the order they were started), and that key's ``onBusy`` decides:
 
-- ``queue``: the run starts `pending` and takes that key and the next ones in line itself;
+- ``queue``: the run starts `pending`, waits for that slot and takes the next keys itself;
 - ``reject``: nothing starts; the caller is told which run holds the key (`KeyBusy`);
 - ``cancel-previous``: the runs holding the key are cancelled, with the reason recorded and
   their sagas undone, and the run queues for the slot they give back.
@@ -40,12 +41,14 @@ class Admission:
 
     Attributes:
         claimed: Locks whose slot the run holds from its start.
+        in_line: The lock the run was put in line at (its place kept for it until it asks).
         queued_behind: The key the run waits in line for (``conversation.id=c-42``), if any.
         ahead: How many runs held or waited for that key when it was asked.
         cancelled: Runs cancelled to make room (``onBusy: cancel-previous``).
     """
 
     claimed: list[str] = field(default_factory=list)
+    in_line: str | None = None
     queued_behind: str | None = None
     ahead: int = 0
     cancelled: list[str] = field(default_factory=list)
@@ -93,12 +96,15 @@ async def admit(dsmo: DsmoClient, slots: list[KeySlot], run_id: str, task_queue:
     """
     admission = Admission()
     for slot in slots:
-        answer = await _claim(dsmo, slot, run_id, task_queue)
+        # In line at once unless the key rejects: runs are served in the order they were started.
+        answer = await _claim(dsmo, slot, run_id, task_queue, queue=slot.on_busy != "reject")
         if answer.admitted:
             admission.claimed.append(slot.lock)
             continue
         admission.queued_behind, admission.ahead = slot.label, len(answer.holders) + answer.waiting
+        admission.in_line = slot.lock
         if slot.on_busy == "reject":
+            admission.in_line = None
             await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
             holders = ", ".join(answer.holders) or "runs in line"
             raise KeyBusy(
@@ -127,9 +133,10 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
             )
 
 
-async def _claim(dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str) -> ClaimAnswer:
+async def _claim(dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool) -> ClaimAnswer:
     ask = {
         "run_id": run_id,
+        "queue": queue,
         "max_concurrent": slot.limit,
         "key": slot.key,
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,

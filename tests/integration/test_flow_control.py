@@ -104,12 +104,13 @@ async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harn
     await dsmo.respond(other.run_id, "listo")
     for run_id in (third.run_id, other.run_id):
         assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
-    # Never two past PENDING at once: each run of the conversation started after the one before ended.
+    # Never two past PENDING at once: each run of the conversation took the slot after the one before ended.
     spans = []
     for report in (first, second, third):
         events = await dsmo.events(report.run_id)
-        waited = next(e.at for e in events if e.type == "RUN_WAITING")
-        spans.append((waited, events[-1].at))
+        taken = next(e for e in events if e.type == "SLOT_TAKEN")
+        assert taken.data == {"key": f"conversation.id={conversation}", "limit": 1}
+        spans.append((taken.at, next(e.at for e in events if e.type == "RUN_COMPLETED")))
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
 
 
@@ -158,6 +159,8 @@ async def test_a_key_that_does_not_hold_while_waiting_lets_the_next_run_in(harne
         await dsmo.respond(run_id, "sí")
     for run_id in runs:
         assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+        kinds = [e.type for e in await dsmo.events(run_id) if e.type.startswith("SLOT_")]
+        assert kinds == ["SLOT_TAKEN", "SLOT_GIVEN_BACK", "SLOT_TAKEN"]
 
 
 async def test_a_key_that_holds_while_waiting_keeps_the_next_run_pending(harness: Harness) -> None:

@@ -35,6 +35,8 @@ AuditType = Literal[
     "RUN_MIGRATED",
     "RUN_FORKED",
     "RUN_REWOUND",
+    "SLOT_TAKEN",
+    "SLOT_GIVEN_BACK",
     "TRANSITION",
     "CONTRACT_VIOLATION",
     "INCONSISTENCY",

@@ -49,7 +49,7 @@ class LimiterState(WireModel):
         queue: The runs waiting for one, first in line first.
         key: The key's value (a concurrency key's lock), shown in status and the console.
         check_every_seconds: How often holders are checked while a run waits (None: never).
-        held_since: When each holder got its slot.
+        since: When each holder got its slot, or a starter put a run in line (see `claim`).
     """
 
     agent: str
@@ -58,7 +58,7 @@ class LimiterState(WireModel):
     queue: list[str] = Field(default_factory=list)
     key: str | None = None
     check_every_seconds: float | None = None
-    held_since: dict[str, datetime] = Field(default_factory=dict)
+    since: dict[str, datetime] = Field(default_factory=dict)
 
 
 class ClaimAnswer(WireModel):
@@ -114,7 +114,8 @@ class AgentRateLimiter:
 
     @workflow.update
     def claim(self, request: dict[str, Any]) -> ClaimAnswer:
-        """Give ``run_id`` a slot now if one is free and nobody waits; else say who holds the key."""
+        """Give ``run_id`` a slot now if one is free and nobody waits; else say who holds the key,
+        and (with ``queue``) put it in line, so runs are served in the order they were started."""
         state = self._state
         run_id = str(request["run_id"])
         self._configure(request)
@@ -122,10 +123,14 @@ class AgentRateLimiter:
             return ClaimAnswer(admitted=True)
         if len(state.holders) < state.max_concurrent and not state.queue:
             state.holders.append(run_id)
-            state.held_since[run_id] = workflow.now()
+            state.since[run_id] = workflow.now()
             self._changed = True
             return ClaimAnswer(admitted=True)
-        return ClaimAnswer(admitted=False, holders=list(state.holders), waiting=len(state.queue))
+        answer = ClaimAnswer(admitted=False, holders=list(state.holders), waiting=len(state.queue))
+        if request.get("queue") and run_id not in state.queue:
+            state.queue.append(run_id)
+            state.since[run_id] = workflow.now()
+        return answer
 
     @workflow.query
     def snapshot(self) -> LimiterState:
@@ -148,7 +153,7 @@ class AgentRateLimiter:
         state = self._state
         state.holders = [held for held in state.holders if held != run_id]
         state.queue = [queued for queued in state.queue if queued != run_id]
-        state.held_since.pop(run_id, None)
+        state.since.pop(run_id, None)
 
     async def _drop_gone_holders(self) -> None:
         state = self._state
@@ -160,7 +165,7 @@ class AgentRateLimiter:
         )
         # A holder not found may be one a starter claimed a slot for and is starting now.
         settled = workflow.now() - CLAIM_GRACE
-        missing = [run for run in found.missing if state.held_since.get(run, settled) <= settled]
+        missing = [run for run in found.missing if state.since.get(run, settled) <= settled]
         gone = [*found.ended, *missing]
         for run_id in gone:
             workflow.logger.warning("Slot of %s given back: the run ended without giving it back", run_id)
@@ -178,8 +183,6 @@ class AgentRateLimiter:
         while state.queue and len(state.holders) < state.max_concurrent:
             run_id = state.queue.pop(0)
             state.holders.append(run_id)
-            if state.check_every_seconds is not None:
-                state.held_since[run_id] = workflow.now()
             await self._signal_grant(run_id)
 
     async def _signal_grant(self, run_id: str) -> None:
@@ -187,7 +190,14 @@ class AgentRateLimiter:
         grant = {"agent": state.agent}
         if state.key is not None:
             grant["lock"] = workflow.info().workflow_id
+        joined = state.since.get(run_id)
+        if state.key is not None:
+            state.since[run_id] = workflow.now()
         try:
             await workflow.get_external_workflow_handle(run_id).signal("SLOT_GRANTED", grant)
         except Exception:  # noqa: BLE001 - a run that ended meanwhile gives its slot back
+            if joined is not None and workflow.now() - joined < CLAIM_GRACE:
+                # Put in line by a starter an instant ago: the run has not started yet. It asks
+                # for its slot when it does, and is granted it again then.
+                return
             self._drop(run_id)

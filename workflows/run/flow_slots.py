@@ -18,6 +18,7 @@ from temporalio import workflow
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.run_records import AuditType
 from dsmo.workflows.contracts.slot_io import SlotRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
 from dsmo.workflows.run.activity_calls import ActivityFailed
@@ -46,6 +47,7 @@ async def take_all(run: Run) -> None:
     for slot in key_slots(run):
         if slot.lock in claimed:
             run.slots_held.append(slot.lock)
+            _record(run, "SLOT_TAKEN", slot)
         else:
             await _take(run, slot)
 
@@ -53,6 +55,8 @@ async def take_all(run: Run) -> None:
 async def give_back_while_waiting(run: Run) -> None:
     """The run began to wait: give back the slots of keys that do not hold while waiting."""
     leaving = [slot for slot in key_slots(run) if not slot.hold_while_waiting and slot.lock in run.slots_held]
+    for slot in leaving:
+        _record(run, "SLOT_GIVEN_BACK", slot)
     if leaving:
         await _give_back(run, leaving)
 
@@ -86,6 +90,14 @@ async def _take(run: Run, slot: KeySlot) -> None:
     run.slots_granted.discard(slot.lock)
     run.slots_held.append(slot.lock)
     run.slot_asked = None
+    _record(run, "SLOT_TAKEN", slot)
+
+
+def _record(run: Run, event: AuditType, slot: KeySlot) -> None:
+    # When a run took a key's slot and when it gave it back to wait: the trail shows who held a
+    # key when (a run's end gives its slots back right after RUN_COMPLETED or RUN_ABORTED).
+    data = {"key": slot.label, "limit": slot.limit}
+    run.state.audit.record(event, at=workflow.now(), stage=run.state.current_node, data=data)
 
 
 async def _give_back(run: Run, slots: list[KeySlot]) -> None:
