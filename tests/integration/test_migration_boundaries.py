@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -147,17 +149,22 @@ async def test_a_move_racing_a_reply_lets_exactly_one_version_take_the_reply(har
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     moved: dict[str, bool] = {}
     for index, run_id in enumerate(runs):
-        # Half the time the reply is sent first, half the time the move: both in flight at once.
         move, reply = dsmo.migrate_run(run_id, v2), dsmo.respond(run_id, "yes", event_id=f"{run_id}-reply")
-        calls = (move, reply) if index % 2 else (reply, move)
-        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        if index == 0:
+            # The move answered before the reply is sent: a waiting run always takes it.
+            await move
+            outcomes: Sequence[Any] = await asyncio.gather(reply, return_exceptions=True)
+        else:
+            # Both in flight at once, sent in either order: whichever the run takes first wins.
+            calls = (move, reply) if index % 2 else (reply, move)
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
         refused = [o for o in outcomes if isinstance(o, BaseException)]
         # A reply taken first sends the run on past its wait; it may end before a node boundary.
         # (or end before the move reaches it at all: then the move finds a closed run).
         ended = [o for o in refused if isinstance(o, RunClosed) or "ended before" in str(o)]
         assert ended == refused, refused
         moved[run_id] = not refused
-    assert any(moved.values())  # a move sent first, to a waiting run, is always taken
+    assert moved[runs[0]]
     for run_id in runs:
         result = await dsmo.result(run_id)
         assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "yes"
