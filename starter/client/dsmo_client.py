@@ -350,7 +350,12 @@ class DsmoClient:
         queue = task_queue or self.settings.temporal.task_queue
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
-            admission = await flow_starts.admit(self, slots, run_id, queue) if slots and not start_delay else None
+            admission = (
+                await flow_starts.admit(self, slots, run_id, queue, first_events) if slots and not start_delay else None
+            )
+            if admission is not None and admission.delivered_to is not None:
+                # onBusy: deliver: the key's active run took the start's events; nothing starts.
+                return StartReport(admission.delivered_to, "delivered", acks=admission.acks)
             if admission is not None:
                 request = request.model_copy(update={"slots_claimed": admission.claimed})
             try:

@@ -9,13 +9,19 @@ the order they were started), and that key's ``onBusy`` decides:
 - ``queue``: the run starts `pending`, waits for that slot and takes the next keys itself;
 - ``reject``: nothing starts; the caller is told which run holds the key (`KeyBusy`);
 - ``cancel-previous``: the runs holding the key are cancelled, with the reason recorded and
-  their sagas undone, and the run queues for the slot they give back.
+  their sagas undone, and the run queues for the slot they give back;
+- ``deliver``: the start's events go to the run holding the key instead (its wait in progress
+  takes them, or its inbox keeps them for the next wait that does), and no run starts. If that
+  run takes none of them (no wait of its takes them, or it ended meanwhile), the start goes
+  ahead as a new run in line: the events are taken by the active run or start a new one, never
+  both and never neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +29,17 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowQueryFailedErr
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy, RunClosed
+from dsmo.starter.client.client_errors import (
+    EventNotAccepted,
+    InvalidInputDocument,
+    KeyBusy,
+    RunClosed,
+    RunNotFound,
+)
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, ClaimAnswer, LimiterState
+from dsmo.workflows.events.resume_events import EventAck
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -45,6 +58,8 @@ class Admission:
         queued_behind: The key the run waits in line for (``conversation.id=c-42``), if any.
         ahead: How many runs held or waited for that key when it was asked.
         cancelled: Runs cancelled to make room (``onBusy: cancel-previous``).
+        delivered_to: The run that took the start's events instead (``onBusy: deliver``).
+        acks: What that run answered to each event.
     """
 
     claimed: list[str] = field(default_factory=list)
@@ -52,6 +67,8 @@ class Admission:
     queued_behind: str | None = None
     ahead: int = 0
     cancelled: list[str] = field(default_factory=list)
+    delivered_to: str | None = None
+    acks: list[EventAck] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -59,8 +76,9 @@ class StartReport:
     """What became of a start: the run, and what flow control did with it.
 
     Attributes:
-        run_id: The run.
-        status: ``running`` (it runs at once) or ``pending`` (delayed, or in line for a slot).
+        run_id: The run; with ``delivered``, the active run that took the start's events.
+        status: ``running`` (it runs at once), ``pending`` (delayed, or in line for a slot) or
+            ``delivered`` (no run started: the active run of the key took the events).
         queued_behind: The concurrency key the run waits in line for (``conversation.id=c-42``).
         ahead: How many runs held or waited for that key when the run asked.
         cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
@@ -71,6 +89,7 @@ class StartReport:
     queued_behind: str | None = None
     ahead: int = 0
     cancelled: list[str] = field(default_factory=list)
+    acks: list[EventAck] = field(default_factory=list)
 
 
 def key_slots(request: ExecutionRequest) -> list[KeySlot]:
@@ -88,7 +107,13 @@ def key_slots(request: ExecutionRequest) -> list[KeySlot]:
         raise InvalidInputDocument(f"input: {err}") from None
 
 
-async def admit(dsmo: DsmoClient, slots: list[KeySlot], run_id: str, task_queue: str) -> Admission:
+async def admit(
+    dsmo: DsmoClient,
+    slots: list[KeySlot],
+    run_id: str,
+    task_queue: str,
+    events: Sequence[Mapping[str, Any]] = (),
+) -> Admission:
     """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
 
     Raises:
@@ -96,8 +121,17 @@ async def admit(dsmo: DsmoClient, slots: list[KeySlot], run_id: str, task_queue:
     """
     admission = Admission()
     for slot in slots:
-        # In line at once unless the key rejects: runs are served in the order they were started.
-        answer = await _claim(dsmo, slot, run_id, task_queue, queue=slot.on_busy != "reject")
+        delivering = slot.on_busy == "deliver" and bool(events)
+        # In line at once unless the key rejects or delivers: runs are served in the order they started.
+        answer = await _claim(dsmo, slot, run_id, task_queue, queue=slot.on_busy not in ("reject", "deliver"))
+        if not answer.admitted and delivering:
+            for holder in answer.holders:
+                acks = await _deliver(dsmo, holder, events)
+                if acks is not None:
+                    await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+                    return Admission(delivered_to=holder, acks=acks)
+            # No active run took them (none waits for them, or it ended): a new run, in line.
+            answer = await _claim(dsmo, slot, run_id, task_queue, queue=True)
         if answer.admitted:
             admission.claimed.append(slot.lock)
             continue
@@ -117,6 +151,25 @@ async def admit(dsmo: DsmoClient, slots: list[KeySlot], run_id: str, task_queue:
             admission.cancelled = list(answer.holders)
         break  # the run takes this key and the next ones in line itself, in order
     return admission
+
+
+async def _deliver(dsmo: DsmoClient, holder: str, events: Sequence[Mapping[str, Any]]) -> list[EventAck] | None:
+    """Hand the start's events to ``holder``; None when it takes none of them (the start goes ahead).
+
+    The first event decides: once it is taken, the others follow it to the same run.
+    """
+    acks = []
+    for index, event in enumerate(events):
+        try:
+            ack = await dsmo.deliver_event(holder, event["type"], event["data"], event_id=event["event_id"])
+        except (EventNotAccepted, RunClosed, RunNotFound):
+            if index == 0:
+                return None
+            raise
+        if index == 0 and not (ack.accepted or ack.duplicate):
+            return None
+        acks.append(ack)
+    return acks
 
 
 async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], run_id: str, task_queue: str) -> None:

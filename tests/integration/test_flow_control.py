@@ -233,3 +233,116 @@ async def test_the_ingress_says_what_became_of_a_start_for_a_busy_key(harness: H
         assert missing.status_code == 422 and missing.json()["error"]["message"].startswith("input: concurrency.0.key")
     for answer in (first, second, active):
         await harness.dsmo.cancel(answer.json()["runId"], reason="done")
+
+
+CHAT = """
+agent: {agent}
+inputs: [conversation]
+concurrency:
+  - {{key: "{{{{conversation.id}}}}", onBusy: deliver}}
+start: listen
+nodes:
+  listen:
+    actionType: wait_for_response
+    parameters: {{timeout: 1h, onTimeout: fail}}
+    transitions:
+      - {{when: 'lastResponse == "adiós"', to: bye}}
+      - {{to: answer}}
+  answer:
+    actionType: send_message
+    parameters: {{message: "got {{{{lastResponse}}}}"}}
+    next: listen
+  bye:
+    actionType: send_message
+    parameters: {{message: "bye"}}
+"""
+
+
+def _chat() -> AgentDefinition:
+    return parse_definition_text(CHAT.format(agent=f"chat-{uuid.uuid4().hex[:8]}"))
+
+
+def _said(text: str) -> list[dict[str, Any]]:
+    return [{"type": "MESSAGE_RECEIVED", "data": {"text": text}}]
+
+
+async def test_a_second_message_for_a_busy_conversation_goes_to_its_active_run(harness: Harness) -> None:
+    dsmo, chat = _client(harness), _chat()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    first = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+    harness.started.append(first.run_id)
+    assert first.status == "running"
+    second = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("¿hay alguien?"))
+    # No second run: the active one took the message, as it takes a reply.
+    assert (second.run_id, second.status) == (first.run_id, "delivered")
+    assert second.acks[0].accepted
+    third = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
+    assert third.run_id == first.run_id
+    result = await dsmo.result(first.run_id)
+    assert result.status is RunStatus.COMPLETED
+    said = [message["message"] for message in harness.messages(first.run_id)]
+    assert said == ["got hola", "got ¿hay alguien?", "bye"]
+    count = await harness.dsmo.temporal.count_workflows(f"AgentName = '{chat.agent}'")
+    assert count.count == 1
+
+
+async def test_a_message_racing_the_end_of_the_active_run_is_taken_by_it_or_starts_a_new_one(
+    harness: Harness,
+) -> None:
+    dsmo, chat = _client(harness), _chat()
+    for round_ in range(4):
+        conversation = f"c-{uuid.uuid4().hex[:6]}-{round_}"
+        active = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        await _status(harness, active.run_id, RunStatus.WAITING)
+        # The goodbye ends the active run while the next message is on its way to it.
+        ending = dsmo.respond(active.run_id, "adiós", event_id=f"{active.run_id}-bye")
+        racing = dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
+        _, report = (
+            await asyncio.gather(ending, racing) if round_ % 2 else reversed(await asyncio.gather(racing, ending))
+        )
+        harness.started.extend({active.run_id, report.run_id})
+        # Exactly one run took "otra": the active one (before its goodbye) or a new one.
+        takers = []
+        for run_id in {active.run_id, report.run_id}:
+            if report.status != "delivered" and run_id == report.run_id:
+                await _status(harness, run_id, RunStatus.WAITING)
+            events = await harness.dsmo.events(run_id)
+            texts = [e.data.get("set", {}).get("lastResponse") for e in events if e.type == "RUN_RESUMED"]
+            takers += [run_id] * texts.count("otra")
+        assert len(takers) == 1, (report, takers)
+        assert (takers[0] == active.run_id) == (report.status == "delivered")
+        if report.status != "delivered":
+            await dsmo.cancel(report.run_id, reason="done")
+
+
+async def test_the_ingress_delivers_a_second_message_to_the_active_run(harness: Harness, tmp_path: Path) -> None:
+    from dsmo.activities.definition_store import DefinitionStore
+    from dsmo.starter.server.api_keys import KeyStore
+    from tests.ingress_server import serving
+    from tests.integration.test_ingress import call
+
+    chat = _chat()
+    DefinitionStore(harness.store).publish(chat)
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    token = KeyStore(settings.api_keys_path).add("chat", ["start", "read", "events:MESSAGE_RECEIVED"])
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    with serving(settings) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        answers = []
+        for text in ("hola", "¿sigues ahí?"):
+            body = {"agent": chat.agent, "input": _input(conversation), "events": _said(text)}
+            answers.append(await call("POST", http, "/executions", json=body))
+    first, second = answers
+    assert first.status_code == 201 and first.json()["flow"]["status"] == "running"
+    assert second.status_code == 200, second.text
+    assert second.json()["runId"] == first.json()["runId"]
+    assert second.json()["flow"]["status"] == "delivered" and second.json()["flow"]["acks"][0]["accepted"]
+    run_id = first.json()["runId"]
+    harness.started.append(run_id)
+    for _ in range(600):  # a hang guard: until the active run has answered both
+        if len(harness.messages(run_id)) == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert [m["message"] for m in harness.messages(run_id)] == ["got hola", "got ¿sigues ahí?"]
+    await harness.dsmo.cancel(run_id, reason="done")

@@ -38,14 +38,16 @@ class ConcurrencyKey(CamelModel):
             False gives it back while the run waits, and the run queues again to resume.
         on_busy: What a start for a key with no free slot does: ``queue`` (wait in line, the
             default), ``reject`` (the start is refused, naming the active run) or
-            ``cancel-previous`` (the active run is cancelled, its saga undone, and this one queues).
+            ``cancel-previous`` (the active run is cancelled, its saga undone, and this one queues)
+            or ``deliver`` (the start's events go to the active run instead, as a reply would:
+            a second message for a busy conversation).
     """
 
     key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
     limit: int = Field(default=1, ge=1, le=10_000)
     scope: str = Field(default="agent", pattern=SCOPE_PATTERN)
     hold_while_waiting: bool = True
-    on_busy: Literal["queue", "reject", "cancel-previous"] = "queue"
+    on_busy: Literal["queue", "reject", "cancel-previous", "deliver"] = "queue"
 
 
 class FlowControlError(ValueError):

@@ -72,6 +72,9 @@ async def start(
                 "ahead": report.ahead,
                 "cancelled": report.cancelled,
             }
+        if report.status == "delivered":  # onBusy: deliver: the key's active run took the events
+            response.status_code = 200
+            flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
     except EventNotAccepted as err:
         raise Problem(422, "invalid_event", str(err)) from None
     except RunAlreadyExists:
