@@ -297,9 +297,10 @@ async def test_a_message_racing_the_end_of_the_active_run_is_taken_by_it_or_star
         # The goodbye ends the active run while the next message is on its way to it.
         ending = dsmo.respond(active.run_id, "adiós", event_id=f"{active.run_id}-bye")
         racing = dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
-        _, report = (
-            await asyncio.gather(ending, racing) if round_ % 2 else reversed(await asyncio.gather(racing, ending))
-        )
+        if round_ % 2:  # sent in either order, both in flight at once
+            _, report = await asyncio.gather(ending, racing)
+        else:
+            report, _ = await asyncio.gather(racing, ending)
         harness.started.extend({active.run_id, report.run_id})
         # Exactly one run took "otra": the active one (before its goodbye) or a new one.
         takers = []
