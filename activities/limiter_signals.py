@@ -59,7 +59,7 @@ class LimiterActivities:
         # Signal-with-start: the lock is created by the first run that needs it.
         signal = {"run_id": request.run_id, "max_concurrent": request.max_concurrent}
         if request.lock is not None:  # a concurrency key's lock: its value, and how often to check holders
-            signal.update(key=request.key, check_every_seconds=self.holder_check_seconds)
+            signal.update(key=request.key, check_every_seconds=self.holder_check_seconds, priority=request.priority)
         await self.client.start_workflow(
             AgentRateLimiter.run,
             LimiterState(agent=request.agent, max_concurrent=request.max_concurrent, key=request.key),

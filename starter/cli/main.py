@@ -49,6 +49,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
 @click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
 @click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
+@click.option(
+    "--priority",
+    type=click.IntRange(1, 5),
+    help="1 (highest) to 5: ahead of lower ones on the task queue and in a key's line.",
+)
 @click.option("--wait", is_flag=True, help="Wait for the run to end, print how; exit 1 unless it completed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @pass_context
@@ -60,6 +65,7 @@ def start(
     run_id: str | None,
     task_queue: str | None,
     delay_text: str | None,
+    priority: int | None,
     wait: bool,
     as_json: bool,
 ) -> None:
@@ -79,7 +85,9 @@ def start(
     async def go() -> tuple[AgentDefinition, StartReport, ExecutionResult | None]:
         client = await obj.client()
         definition = loaded or await client.definition(definition_file, version)
-        report = await client.submit(definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay)
+        report = await client.submit(
+            definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay, priority=priority
+        )
         return definition, report, (await client.result(report.run_id) if wait else None)
 
     definition, report, result = run(go)

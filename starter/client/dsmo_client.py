@@ -32,6 +32,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import (
+    Priority,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
@@ -184,6 +185,7 @@ class DsmoClient:
         start_delay: timedelta | None = None,
         history_limit: int | None = None,
         events: Sequence[Mapping[str, Any]] = (),
+        priority: int | None = None,
     ) -> str:
         """Start a run of a definition. Run ids are never reused, even after a run has ended.
 
@@ -203,6 +205,9 @@ class DsmoClient:
                 "event_id"?}`` (the ``deliver_event`` envelope; a missing id gets a random one). The
                 first goes in the same call as the start (Temporal's update-with-start), so it cannot
                 race the run; each is kept in the run's inbox for the wait that takes it.
+            priority: 1 (highest) to 5: the run's tasks go ahead of lower ones on the workers' task
+                queue (Temporal's task-queue priority; none counts as 3), and ahead of them in a
+                concurrency key's line.
 
         Returns:
             The run id (the Temporal workflow id).
@@ -222,7 +227,9 @@ class DsmoClient:
             raise ValueError("version: give it with an agent name, not with a definition object")
         else:
             definition = agent_or_definition
-        request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
+        request = ExecutionRequest(
+            definition=definition, input=input or {}, correlation_id=correlation_id, priority=_priority(priority)
+        )
         if history_limit is not None:
             request.history_limit = history_limit
         return await self.start_request(
@@ -240,6 +247,7 @@ class DsmoClient:
         correlation_id: str | None = None,
         start_delay: timedelta | None = None,
         events: Sequence[Mapping[str, Any]] = (),
+        priority: int | None = None,
     ) -> StartReport:
         """Start a run as `start` does, and say what the definition's flow control did with it.
 
@@ -252,6 +260,7 @@ class DsmoClient:
             correlation_id: A caller's id kept with the run.
             start_delay: Keep the run ``pending`` until then.
             events: Resume events delivered with the start (see `start`).
+            priority: 1 (highest) to 5 (see `start`).
 
         Returns:
             The run id, whether it runs at once or waits in line (for which key, behind how many
@@ -269,7 +278,9 @@ class DsmoClient:
             raise ValueError("version: give it with an agent name, not with a definition object")
         else:
             definition = agent_or_definition
-        request = ExecutionRequest(definition=definition, input=input or {}, correlation_id=correlation_id)
+        request = ExecutionRequest(
+            definition=definition, input=input or {}, correlation_id=correlation_id, priority=_priority(priority)
+        )
         return await self.submit_request(
             request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
         )
@@ -351,7 +362,9 @@ class DsmoClient:
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
             admission = (
-                await flow_starts.admit(self, slots, run_id, queue, first_events) if slots and not start_delay else None
+                await flow_starts.admit(self, slots, run_id, queue, first_events, request.priority)
+                if slots and not start_delay
+                else None
             )
             if admission is not None and admission.delivered_to is not None:
                 # onBusy: deliver: the key's active run took the start's events; nothing starts.
@@ -401,6 +414,7 @@ class DsmoClient:
             # The run's trace context: resume events sent later join the same trace. Without
             # a recording tracer there is none to keep (an empty memo still costs a write).
             memo={"trace": carrier} if carrier else None,
+            priority=Priority(priority_key=request.priority) if request.priority else Priority.default,
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(sa.AGENT_EXECUTION_STATUS, status.value),
@@ -1541,3 +1555,10 @@ class DsmoClient:
         except DsmoError:
             return False
         return any(e.data.get("eventId") == event_id and e.type in ("RUN_RESUMED", "EVENT_RECEIVED") for e in trail)
+
+
+def _priority(priority: int | None) -> int | None:
+    """A start's priority, checked: 1 (highest) to 5, or None."""
+    if priority is not None and (isinstance(priority, bool) or not 1 <= priority <= 5):
+        raise ValueError(f"priority: {priority!r} is not 1 (highest) to 5")
+    return priority

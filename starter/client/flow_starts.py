@@ -113,6 +113,7 @@ async def admit(
     run_id: str,
     task_queue: str,
     events: Sequence[Mapping[str, Any]] = (),
+    priority: int | None = None,
 ) -> Admission:
     """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
 
@@ -123,7 +124,8 @@ async def admit(
     for slot in slots:
         delivering = slot.on_busy == "deliver" and bool(events)
         # In line at once unless the key rejects or delivers: runs are served in the order they started.
-        answer = await _claim(dsmo, slot, run_id, task_queue, queue=slot.on_busy not in ("reject", "deliver"))
+        lining_up = slot.on_busy not in ("reject", "deliver")
+        answer = await _claim(dsmo, slot, run_id, task_queue, queue=lining_up, priority=priority)
         if not answer.admitted and delivering:
             for holder in answer.holders:
                 acks = await _deliver(dsmo, holder, events)
@@ -131,7 +133,7 @@ async def admit(
                     await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
                     return Admission(delivered_to=holder, acks=acks)
             # No active run took them (none waits for them, or it ended): a new run, in line.
-            answer = await _claim(dsmo, slot, run_id, task_queue, queue=True)
+            answer = await _claim(dsmo, slot, run_id, task_queue, queue=True, priority=priority)
         if answer.admitted:
             admission.claimed.append(slot.lock)
             continue
@@ -186,10 +188,13 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
             )
 
 
-async def _claim(dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool) -> ClaimAnswer:
+async def _claim(
+    dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
+) -> ClaimAnswer:
     ask = {
         "run_id": run_id,
         "queue": queue,
+        "priority": priority,
         "max_concurrent": slot.limit,
         "key": slot.key,
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,

@@ -347,3 +347,25 @@ async def test_the_ingress_delivers_a_second_message_to_the_active_run(harness: 
         await asyncio.sleep(0.1)
     assert [m["message"] for m in harness.messages(run_id)] == ["got hola", "got ¿sigues ahí?"]
     await harness.dsmo.cancel(run_id, reason="done")
+
+
+async def test_a_higher_priority_start_goes_ahead_in_a_key_s_line(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, holder, RunStatus.WAITING)
+    low = [await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=5) for _ in range(2)]
+    usual = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    urgent = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=1)
+    line = [urgent, usual, *low]  # the order the key serves them in
+    harness.started.extend([holder, *line])
+    described = await harness.dsmo.temporal.get_workflow_handle(urgent).describe()
+    assert described.raw_description.workflow_execution_info.priority.priority_key == 1  # Temporal's own
+    for run_id in (holder, *line):
+        await _status(harness, run_id, RunStatus.WAITING)
+        await dsmo.respond(run_id, "ok")
+        assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    taken = [next(e.at for e in await dsmo.events(run_id) if e.type == "SLOT_TAKEN") for run_id in line]
+    assert taken == sorted(taken)
+    with pytest.raises(ValueError, match=r"^priority: 0 is not 1 \(highest\) to 5$"):
+        await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=0)

@@ -171,6 +171,8 @@ class ExecutionRequest(WireModel):
     prepared: PreparedRun | None = None
     # Locks of concurrency keys a starter claimed a slot of for this run before starting it.
     slots_claimed: list[str] = Field(default_factory=list)
+    # 1 (highest) to 5: the run's tasks go first on Temporal's task queues, and in a key's line.
+    priority: int | None = Field(default=None, ge=1, le=5)
 
 
 class WorkflowTaskFailure(WireModel):

@@ -16,6 +16,7 @@ class SlotRequest(WireModel):
         max_concurrent: How many runs the lock lets hold a slot at once.
         lock: The lock's workflow id, for a concurrency key (None: the agent's `rateLimit`).
         key: The key's value, for a concurrency key.
+        priority: The run's priority (1 highest to 5), if it was started with one: its place in line.
     """
 
     agent: str
@@ -23,6 +24,7 @@ class SlotRequest(WireModel):
     max_concurrent: int = 1
     lock: str | None = None
     key: str | None = None
+    priority: int | None = None
 
 
 CHECK_HOLDERS = "check_holders"

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
 # workflow.patched id: a holder that asks for its slot again is granted it again.
 REGRANT_PATCH = "regrant-holders"
 IDLE_GRACE = timedelta(minutes=1)
+DEFAULT_PRIORITY = 3  # a run started without a priority, as Temporal's task queues count it
 HISTORY_LIMIT = 2_000
 # A holder claimed by a starter may not have started yet: it is not counted as gone before this.
 CLAIM_GRACE = timedelta(seconds=30)
@@ -50,6 +51,7 @@ class LimiterState(WireModel):
         key: The key's value (a concurrency key's lock), shown in status and the console.
         check_every_seconds: How often holders are checked while a run waits (None: never).
         since: When each holder got its slot, or a starter put a run in line (see `claim`).
+        priorities: The priority of each run in line that has one (1 highest to 5; others 3).
     """
 
     agent: str
@@ -59,6 +61,7 @@ class LimiterState(WireModel):
     key: str | None = None
     check_every_seconds: float | None = None
     since: dict[str, datetime] = Field(default_factory=dict)
+    priorities: dict[str, int] = Field(default_factory=dict)
 
 
 class ClaimAnswer(WireModel):
@@ -103,7 +106,7 @@ class AgentRateLimiter:
         if run_id in self._state.holders:
             self._regrants.append(run_id)  # a run reset to before it got its slot asks again
         elif run_id and run_id not in self._state.queue:
-            self._state.queue.append(run_id)
+            self._line_up(run_id, request.get("priority"))
         self._changed = True
 
     @workflow.signal
@@ -128,7 +131,7 @@ class AgentRateLimiter:
             return ClaimAnswer(admitted=True)
         answer = ClaimAnswer(admitted=False, holders=list(state.holders), waiting=len(state.queue))
         if request.get("queue") and run_id not in state.queue:
-            state.queue.append(run_id)
+            self._line_up(run_id, request.get("priority"))
             state.since[run_id] = workflow.now()
         return answer
 
@@ -149,11 +152,22 @@ class AgentRateLimiter:
         state = self._state
         return state.check_every_seconds if state.queue and state.holders and state.check_every_seconds else None
 
+    def _line_up(self, run_id: str, priority: Any) -> None:
+        """In line behind every run of the same or a higher priority (1 highest; none is 3)."""
+        state = self._state
+        level = DEFAULT_PRIORITY if priority is None else int(priority)
+        if priority is not None:
+            state.priorities[run_id] = level
+        ahead = [queued for queued in state.queue if state.priorities.get(queued, DEFAULT_PRIORITY) <= level]
+        place = state.queue.index(ahead[-1]) + 1 if ahead else 0
+        state.queue.insert(place, run_id)
+
     def _drop(self, run_id: str) -> None:
         state = self._state
         state.holders = [held for held in state.holders if held != run_id]
         state.queue = [queued for queued in state.queue if queued != run_id]
         state.since.pop(run_id, None)
+        state.priorities.pop(run_id, None)
 
     async def _drop_gone_holders(self) -> None:
         state = self._state
@@ -182,6 +196,7 @@ class AgentRateLimiter:
                     await self._signal_grant(run_id)
         while state.queue and len(state.holders) < state.max_concurrent:
             run_id = state.queue.pop(0)
+            state.priorities.pop(run_id, None)
             state.holders.append(run_id)
             await self._signal_grant(run_id)
 

@@ -111,7 +111,12 @@ async def _give_back(run: Run, slots: list[KeySlot]) -> None:
 async def _call(run: Run, activity: str, slot: KeySlot) -> None:
     state = run.state
     request = SlotRequest(
-        agent=slot.owner, run_id=state.run_id, max_concurrent=slot.limit, lock=slot.lock, key=slot.key
+        agent=slot.owner,
+        run_id=state.run_id,
+        max_concurrent=slot.limit,
+        lock=slot.lock,
+        key=slot.key,
+        priority=run.request.priority,
     )
     asking = activity == contracts.REQUEST_SLOT
     try:

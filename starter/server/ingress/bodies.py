@@ -48,6 +48,12 @@ class StartRequest(_Body):
         max_length=20,
         description="resume events delivered with the start, in order (each needs its events:<TYPE> scope)",
     )
+    priority: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="1 (highest) to 5: ahead of lower ones on the task queue and in a key's line",
+    )
 
 
 class CancelRequest(_Body):

@@ -63,7 +63,7 @@ async def start(
     ]
     flow: dict[str, Any] | None = None
     try:
-        report = await dsmo.submit(definition, body.input, run_id=run_id, events=events)
+        report = await dsmo.submit(definition, body.input, run_id=run_id, events=events, priority=body.priority)
         run_id = report.run_id
         if definition.concurrency:  # what the definition's flow control did with this start
             flow = {
