@@ -49,6 +49,7 @@ from dsmo.starter.worker_runtime import logging_setup as worker_logging
 from dsmo.starter.worker_runtime.heap import freeze_startup_heap
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
+from dsmo.workflows.engine.debouncer import StartDebouncer
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
@@ -119,7 +120,7 @@ def build_worker(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentExecution, AgentRateLimiter, CompensationRetry, *extra_workflows],
+            workflows=[AgentExecution, AgentRateLimiter, StartDebouncer, CompensationRetry, *extra_workflows],
             activities=_with_overrides(
                 [
                     stages.prepare_run,
@@ -242,12 +243,10 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    where = settings.temporal
     log.info(
         "worker polling %s on %s (namespace %s), artifacts in s3://%s",
-        settings.temporal.task_queue,
-        settings.temporal.address,
-        settings.temporal.namespace,
-        settings.store.bucket,
+        *(where.task_queue, where.address, where.namespace, settings.store.bucket),
     )
     log.info("%d objects from start-up kept out of garbage collection", freeze_startup_heap())
     # Names any async agent or action that blocks the loop every run on this worker shares.

@@ -47,6 +47,7 @@ from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import (
     agent_catalog,
     bulk_operations,
+    debounced_starts,
     flow_starts,
     forks,
     migration,
@@ -345,6 +346,7 @@ class DsmoClient:
             KeyBusy: A concurrency key is busy and says ``onBusy: reject``.
         """
         definition = request.definition
+        run_id_given = run_id is not None
         run_id = run_id or f"{definition.agent}-{uuid.uuid4().hex[:12]}"
         check_run_id(run_id)
         first_events = initial_events(definition, events)
@@ -357,6 +359,11 @@ class DsmoClient:
             raise InvalidInputDocument(str(err)) from None
         except (UnicodeEncodeError, ValueError, TypeError):
             raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
+        if debounced_starts.debounced(request):
+            for given, name in ((first_events, "events"), (start_delay, "start_delay"), (run_id_given, "run_id")):
+                if given:  # the batch's run is started by the key's debouncer, with an id of its own
+                    raise ValueError(f"{name}: a debounced start takes none (its batch's run has its own)")
+            return await debounced_starts.join_batch(self, request, task_queue or self.settings.temporal.task_queue)
         slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
         queue = task_queue or self.settings.temporal.task_queue
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):

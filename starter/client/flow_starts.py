@@ -77,11 +77,14 @@ class StartReport:
 
     Attributes:
         run_id: The run; with ``delivered``, the active run that took the start's events.
-        status: ``running`` (it runs at once), ``pending`` (delayed, or in line for a slot) or
-            ``delivered`` (no run started: the active run of the key took the events).
+        status: ``running`` (it runs at once), ``pending`` (delayed, or in line for a slot),
+            ``delivered`` (no run started: the active run of the key took the events) or
+            ``debounced`` (the start joined its key's batch: the run starts once the key is quiet).
         queued_behind: The concurrency key the run waits in line for (``conversation.id=c-42``).
         ahead: How many runs held or waited for that key when the run asked.
         cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
+        acks: With ``delivered``: what the active run answered to each event.
+        gathered: With ``debounced``: how many starts the run's batch has gathered so far.
     """
 
     run_id: str
@@ -90,6 +93,7 @@ class StartReport:
     ahead: int = 0
     cancelled: list[str] = field(default_factory=list)
     acks: list[EventAck] = field(default_factory=list)
+    gathered: int = 0
 
 
 def key_slots(request: ExecutionRequest) -> list[KeySlot]:

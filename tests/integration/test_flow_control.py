@@ -369,3 +369,73 @@ async def test_a_higher_priority_start_goes_ahead_in_a_key_s_line(harness: Harne
     assert taken == sorted(taken)
     with pytest.raises(ValueError, match=r"^priority: 0 is not 1 \(highest\) to 5$"):
         await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=0)
+
+
+DEBOUNCED = """
+agent: {agent}
+inputs: [order, inputs]
+debounce: {{key: "{{{{order.id}}}}", period: 1s, mode: {mode}}}
+start: note
+nodes:
+  note:
+    actionType: send_message
+    parameters: {{message: "{message}"}}
+"""
+
+
+async def test_starts_close_together_become_one_run_with_the_last_input(harness: Harness) -> None:
+    dsmo = _client(harness)
+    flow = parse_definition_text(
+        DEBOUNCED.format(agent=f"deb-{uuid.uuid4().hex[:8]}", mode="last", message="order {{order.status}}")
+    )
+    order = f"o-{uuid.uuid4().hex[:6]}"
+    reports = []
+    for status in ("paid", "packed", "shipped"):
+        reports.append(
+            await dsmo.submit(flow, {"order": {"id": order, "status": status}}, task_queue=harness.task_queue)
+        )
+    other = await dsmo.submit(flow, {"order": {"id": f"{order}-b", "status": "paid"}}, task_queue=harness.task_queue)
+    run_ids = {report.run_id for report in reports}
+    assert len(run_ids) == 1 and other.run_id not in run_ids  # every caller of the batch got its run's id
+    assert [(report.status, report.gathered) for report in reports] == [
+        ("debounced", 1),
+        ("debounced", 2),
+        ("debounced", 3),
+    ]
+    (run_id,) = run_ids
+    harness.started.extend([run_id, other.run_id])
+    result = await _result_once_started(harness, run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert harness.messages(run_id)[0]["message"] == "order shipped"
+    created = (await dsmo.events(run_id))[0]
+    assert (created.data["debouncedStarts"], created.data["debounceKey"]) == ("3", order)
+    assert (await _result_once_started(harness, other.run_id)).status is RunStatus.COMPLETED
+
+
+async def test_starts_close_together_become_one_run_with_all_inputs(harness: Harness) -> None:
+    dsmo = _client(harness)
+    flow = parse_definition_text(
+        DEBOUNCED.format(agent=f"deb-{uuid.uuid4().hex[:8]}", mode="all", message="{{inputs}}")
+    )
+    order = f"o-{uuid.uuid4().hex[:6]}"
+    inputs = [{"order": {"id": order, "line": line}} for line in range(3)]
+    run_ids = {(await dsmo.submit(flow, data, task_queue=harness.task_queue)).run_id for data in inputs}
+    (run_id,) = run_ids
+    harness.started.append(run_id)
+    result = await _result_once_started(harness, run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == inputs
+    with pytest.raises(InvalidInputDocument, match=r"^input: debounce\.key: "):
+        await dsmo.submit(flow, {"order": {}}, task_queue=harness.task_queue)
+    with pytest.raises(ValueError, match=r"^run_id: a debounced start takes none"):
+        await dsmo.start(flow, inputs[0], run_id=f"{flow.agent}-mine", task_queue=harness.task_queue)
+
+
+async def _result_once_started(harness: Harness, run_id: str) -> Any:
+    from dsmo.starter.client.client_errors import RunNotFound
+
+    for _ in range(600):  # a hang guard: the run starts once its key is quiet for the period
+        try:
+            return await harness.dsmo.result(run_id)
+        except RunNotFound:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{run_id} never started")

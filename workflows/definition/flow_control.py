@@ -1,4 +1,4 @@
-"""Flow control in a definition: per-key concurrency, and what a start for a busy key does.
+"""Flow control in a definition: per-key concurrency, what a start for a busy key does, and debounce.
 
 Each block names a key: a template over the run's input (``{{conversation.id}}``), rendered
 when the run starts, so a key can only read what a start carries. These models and
@@ -12,10 +12,12 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import Field
 
+from dsmo.workflows.common.durations import Duration
 from dsmo.workflows.common.errors import TemplateError
 from dsmo.workflows.common.templating import placeholders, render
 from dsmo.workflows.common.wire import CamelModel
@@ -50,11 +52,32 @@ class ConcurrencyKey(CamelModel):
     on_busy: Literal["queue", "reject", "cancel-previous", "deliver"] = "queue"
 
 
+class Debounce(CamelModel):
+    """Starts for one key value within ``period`` of each other become one run, started once they stop.
+
+    Attributes:
+        key: A template over the run's input, e.g. ``{{order.id}}``.
+        period: How long a key value must go without a start before its run starts (1s to 1h).
+        mode: ``last`` starts the run with the last start's input; ``all`` with every start's
+            input, in order, as the list ``inputs`` (at most `DEBOUNCE_MAX_INPUTS`).
+    """
+
+    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
+    period: Duration
+    mode: Literal["last", "all"] = "last"
+
+
+# A batch of `mode: all` starts that reaches this many inputs starts its run at once.
+DEBOUNCE_MAX_INPUTS = 100
+
+
 class FlowControlError(ValueError):
     """A flow-control block a definition cannot be admitted with ('@field: reason')."""
 
 
-def check_flow_control(concurrency: Sequence[ConcurrencyKey] | None, inputs: Sequence[str]) -> None:
+def check_flow_control(
+    concurrency: Sequence[ConcurrencyKey] | None, inputs: Sequence[str], debounce: Debounce | None = None
+) -> None:
     """Refuse, naming the field, blocks whose keys read what a start does not carry, or that contradict.
 
     Raises:
@@ -66,6 +89,10 @@ def check_flow_control(concurrency: Sequence[ConcurrencyKey] | None, inputs: Seq
         if (entry.scope, entry.key) in seen:
             raise FlowControlError(f"@concurrency.{index}: key {entry.key!r} in scope {entry.scope} is given twice")
         seen.add((entry.scope, entry.key))
+    if debounce is not None:
+        _check_key("debounce.key", debounce.key, inputs)
+        if not timedelta(seconds=1) <= debounce.period <= timedelta(hours=1):
+            raise FlowControlError("@debounce.period: must be between 1s and 1h")
     policies = [index for index, entry in enumerate(concurrency or ()) if entry.on_busy != "queue"]
     if len(policies) > 1:
         raise FlowControlError(f"@concurrency.{policies[1]}.onBusy: only one key may say what a busy start does")

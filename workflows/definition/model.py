@@ -26,7 +26,7 @@ from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patt
 from dsmo.workflows.common.templating import placeholders
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
-from dsmo.workflows.definition.flow_control import ConcurrencyKey, FlowControlError, check_flow_control
+from dsmo.workflows.definition.flow_control import ConcurrencyKey, Debounce, FlowControlError, check_flow_control
 from dsmo.workflows.definition.node_types import (
     ACTION_TYPES,
     AssignTestNode,
@@ -101,6 +101,7 @@ class AgentDefinition(CamelModel):
         rate_limit: How many runs may be active at once, if limited.
         concurrency: Per-key limits: how many runs with the same key value (a conversation, a
             customer) may be past PENDING at once, and what a start for a busy key does.
+        debounce: Starts for one key value close together become one run.
         config: Parameters conditions read as ``config.<key>``; part of the version.
         inputs: The input variables conditions may read; others are refused at validation.
         fail_safe: The node a run goes to on a contract violation (no route matched, bad output).
@@ -117,6 +118,7 @@ class AgentDefinition(CamelModel):
     nodes: dict[Annotated[str, Field(pattern=NODE_ID_PATTERN)], Node] = Field(min_length=1, max_length=500)
     rate_limit: RateLimit | None = None
     concurrency: list[ConcurrencyKey] | None = Field(default=None, min_length=1, max_length=5)
+    debounce: Debounce | None = None
     # Parameters conditions read as `config.<key>` (thresholds, enabled routes...); part of the version.
     config: dict[str, Any] = Field(default_factory=dict)
     # Run input variables conditions may read; anything else is refused when the definition is checked.
@@ -272,12 +274,13 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
         "rateLimit": definition.rate_limit.model_dump(mode="json", by_alias=True) if definition.rate_limit else None,
         "compensation": definition.compensation.model_dump(mode="json", by_alias=True),
         "nodes": nodes,
-        # Only when set: a version's snapshot is written once, and older ones lack the key.
+        # Only when set: a version's snapshot is written once, and older ones lack the keys.
         **(
             {"concurrency": [entry.model_dump(mode="json", by_alias=True) for entry in definition.concurrency]}
             if definition.concurrency
             else {}
         ),
+        **({"debounce": definition.debounce.model_dump(mode="json", by_alias=True)} if definition.debounce else {}),
     }
 
 
@@ -297,7 +300,7 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
         raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
     stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode | LlmNode)]
     try:
-        check_flow_control(definition.concurrency, definition.inputs)
+        check_flow_control(definition.concurrency, definition.inputs, definition.debounce)
     except FlowControlError as err:
         raise ValueError(str(err)) from None
     for index, entry in enumerate(definition.sensitive or ()):

@@ -50,7 +50,7 @@ async def start(
     except DefinitionNotFound as err:
         raise Problem(404, "unknown_agent", str(err)) from None
     run_id = body.run_id
-    if run_id is None and idempotency_key:
+    if run_id is None and idempotency_key and definition.debounce is None:
         # The same key from the same caller starts one run; a retry gets that run back.
         digest = hashlib.sha256(f"{key.name}\x1f{idempotency_key}".encode()).hexdigest()[:16]
         run_id = f"{definition.agent}-{digest}"
@@ -72,6 +72,9 @@ async def start(
                 "ahead": report.ahead,
                 "cancelled": report.cancelled,
             }
+        if report.status == "debounced":  # joined its key's batch: the run starts once the key is quiet
+            response.status_code = 202
+            flow = {"status": report.status, "gathered": report.gathered}
         if report.status == "delivered":  # onBusy: deliver: the key's active run took the events
             response.status_code = 200
             flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
