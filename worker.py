@@ -49,8 +49,7 @@ from dsmo.starter.worker_runtime import logging_setup as worker_logging
 from dsmo.starter.worker_runtime.heap import freeze_startup_heap
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.debouncer import StartDebouncer
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")
@@ -120,7 +119,7 @@ def build_worker(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentExecution, AgentRateLimiter, StartDebouncer, CompensationRetry, *extra_workflows],
+            workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, *extra_workflows],
             activities=_with_overrides(
                 [
                     stages.prepare_run,
@@ -135,6 +134,7 @@ def build_worker(
                     limiter.request_slot,
                     limiter.release_slot,
                     limiter.check_holders,
+                    limiter.request_token,
                     side_effects.invoke_action,
                     side_effects.compensate_action,
                 ],

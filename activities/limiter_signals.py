@@ -8,9 +8,10 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT
-from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates, SlotRequest
+from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT, REQUEST_TOKEN
+from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates, SlotRequest, TokenRequest
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
+from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
 
 
 class LimiterActivities:
@@ -35,6 +36,25 @@ class LimiterActivities:
     @activity.defn(name=RELEASE_SLOT)
     async def release_slot(self, request: SlotRequest) -> None:
         await self._signal("release", request)
+
+    @activity.defn(name=REQUEST_TOKEN)
+    async def request_token(self, request: TokenRequest) -> None:
+        # Signal-with-start: the bucket is created, full, by the first run that needs it.
+        ask = {"run_id": request.run_id, "limit": request.limit, "period_seconds": request.period_seconds}
+        await self.client.start_workflow(
+            KeyThrottle.run,
+            BucketState(
+                owner=request.owner,
+                key=request.key,
+                limit=request.limit,
+                period_seconds=request.period_seconds,
+                burst=request.burst,
+            ),
+            id=request.bucket,
+            task_queue=activity.info().task_queue or self.task_queue,
+            start_signal="ask",
+            start_signal_args=[{**ask, "burst": request.burst}],
+        )
 
     @activity.defn(name=CHECK_HOLDERS)
     async def check_holders(self, check: HolderCheck) -> HolderStates:

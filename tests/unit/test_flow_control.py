@@ -74,3 +74,30 @@ def test_a_missing_or_empty_key_value_names_the_field() -> None:
 def test_a_definition_without_keys_hashes_as_before() -> None:
     text = FLOW.replace("concurrency:\n{blocks}\n", "").replace("{{", "{").replace("}}", "}")
     assert "concurrency" not in parse_definition_text(text).canonical_json()
+
+
+@pytest.mark.parametrize(
+    ("throttle", "words"),
+    [
+        ("throttle: {limit: 0, period: 1m}", "throttle.limit"),
+        ("throttle: {limit: 5, period: 2d}", "throttle.period: must be between 1s and 1d"),
+        ('throttle: {key: "{{stages.x}}", limit: 5, period: 1m}', "throttle.key: {{stages.x}} is not known"),
+    ],
+)
+def test_a_bad_throttle_is_refused_naming_the_field(throttle: str, words: str) -> None:
+    text = FLOW.replace("concurrency:\n{blocks}\n", throttle + "\n").replace("{{", "{").replace("}}", "}")
+    text = text.replace('"{stages.x}"', '"{{stages.x}}"')
+    with pytest.raises(DefinitionError) as refused:
+        parse_definition_text(text)
+    assert words in str(refused.value)
+
+
+def test_a_bad_stage_throttle_is_refused_naming_the_node() -> None:
+    text = FLOW.replace("concurrency:\n{blocks}\n", "").replace("{{", "{").replace("}}", "}")
+    text = text.replace(
+        "parameters: {timeout: 1h}",
+        "parameters: {timeout: 1h}\n    next: work\n  work:\n"
+        "    actionType: run_agent\n    agent: a\n    throttle: {limit: 1, period: 0.5s}",
+    )
+    with pytest.raises(DefinitionError, match=r"nodes\.work\.throttle\.period: must be between 1s and 1d"):
+        parse_definition_text(text)

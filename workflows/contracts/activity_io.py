@@ -195,6 +195,7 @@ SEND_REQUEST = "send_request"
 RESOLVE_DEFINITION = "resolve_definition"
 REQUEST_SLOT = "request_slot"
 RELEASE_SLOT = "release_slot"
+REQUEST_TOKEN = "request_token"
 
 
 class SendRequest(WireModel):

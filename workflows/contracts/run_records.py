@@ -210,6 +210,7 @@ class StatusView(WireModel):
         compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
         inbox: Events kept for a wait ahead (count, kinds, the oldest), when there are any.
         queued_for: While pending in line for a concurrency key's slot: the id of the key's lock.
+        throttled: While a stage waits for its node's throttle: which stage, and the rate it waits for.
         problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
             task keeps failing); the other fields then come from Temporal's visibility.
         workflow_task_failure: When the workflow task keeps failing: attempts, since when, the error.
@@ -239,6 +240,7 @@ class StatusView(WireModel):
     inbox: InboxView | None = None
     # While pending in line for a concurrency key's slot: the key's lock (the client adds the place).
     queued_for: str | None = None
+    throttled: str | None = None
     # Set by the client, never by the run: why the run cannot answer or move (no worker polls
     # its task queue, its workflow task keeps failing). The rest then comes from visibility.
     problem: str | None = None

@@ -27,6 +27,28 @@ class SlotRequest(WireModel):
     priority: int | None = None
 
 
+class TokenRequest(WireModel):
+    """A run asks a throttle key value's bucket for a token (see `engine/throttle_bucket.py`).
+
+    Attributes:
+        bucket: The bucket's workflow id.
+        owner: Whose throttle it is (the agent, or ``agent.node``).
+        key: The key's value.
+        run_id: The run.
+        limit: Tokens per period.
+        period_seconds: The period.
+        burst: The most tokens the bucket holds.
+    """
+
+    bucket: str
+    owner: str
+    key: str
+    run_id: str
+    limit: int
+    period_seconds: float
+    burst: int = 1
+
+
 CHECK_HOLDERS = "check_holders"
 
 

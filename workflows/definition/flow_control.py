@@ -52,6 +52,24 @@ class ConcurrencyKey(CamelModel):
     on_busy: Literal["queue", "reject", "cancel-previous", "deliver"] = "queue"
 
 
+class Throttle(CamelModel):
+    """At most ``limit`` per ``period`` for each value of ``key`` (starts of a definition, or stage
+    starts of a node), with bursts of up to ``burst``; the rest wait their turn, none fails.
+
+    Attributes:
+        key: A template (a definition's over the run's input; a node's over the run's variables);
+            None: one bucket for all (the agent's starts, or the node's stages).
+        limit: How many per period (1 to 1,000,000).
+        period: The period (1s to 1d).
+        burst: How many may go at once after a quiet time (default: 1, evenly spaced).
+    """
+
+    key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    limit: int = Field(ge=1, le=1_000_000)
+    period: Duration
+    burst: int = Field(default=1, ge=1, le=1_000_000)
+
+
 class Debounce(CamelModel):
     """Starts for one key value within ``period`` of each other become one run, started once they stop.
 
@@ -76,7 +94,10 @@ class FlowControlError(ValueError):
 
 
 def check_flow_control(
-    concurrency: Sequence[ConcurrencyKey] | None, inputs: Sequence[str], debounce: Debounce | None = None
+    concurrency: Sequence[ConcurrencyKey] | None,
+    inputs: Sequence[str],
+    debounce: Debounce | None = None,
+    throttle: Throttle | None = None,
 ) -> None:
     """Refuse, naming the field, blocks whose keys read what a start does not carry, or that contradict.
 
@@ -89,6 +110,10 @@ def check_flow_control(
         if (entry.scope, entry.key) in seen:
             raise FlowControlError(f"@concurrency.{index}: key {entry.key!r} in scope {entry.scope} is given twice")
         seen.add((entry.scope, entry.key))
+    if throttle is not None:
+        if throttle.key is not None:
+            _check_key("throttle.key", throttle.key, inputs)
+        check_throttle_period("throttle", throttle)
     if debounce is not None:
         _check_key("debounce.key", debounce.key, inputs)
         if not timedelta(seconds=1) <= debounce.period <= timedelta(hours=1):
@@ -96,6 +121,21 @@ def check_flow_control(
     policies = [index for index, entry in enumerate(concurrency or ()) if entry.on_busy != "queue"]
     if len(policies) > 1:
         raise FlowControlError(f"@concurrency.{policies[1]}.onBusy: only one key may say what a busy start does")
+
+
+def check_throttle_period(field: str, throttle: Throttle) -> None:
+    """Refuse a throttle's period outside 1s to 1d, naming ``field``.
+
+    Raises:
+        FlowControlError: ``@{field}.period: ...``.
+    """
+    if not timedelta(seconds=1) <= throttle.period <= timedelta(days=1):
+        raise FlowControlError(f"@{field}.period: must be between 1s and 1d")
+
+
+def throttle_id(owner: str, key: str) -> str:
+    """The id of one throttle key value's bucket."""
+    return f"dsmo-throttle.{owner}.{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
 def _check_key(field: str, template: str, inputs: Sequence[str]) -> None:

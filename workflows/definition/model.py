@@ -26,7 +26,14 @@ from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patt
 from dsmo.workflows.common.templating import placeholders
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
-from dsmo.workflows.definition.flow_control import ConcurrencyKey, Debounce, FlowControlError, check_flow_control
+from dsmo.workflows.definition.flow_control import (
+    ConcurrencyKey,
+    Debounce,
+    FlowControlError,
+    Throttle,
+    check_flow_control,
+    check_throttle_period,
+)
 from dsmo.workflows.definition.node_types import (
     ACTION_TYPES,
     AssignTestNode,
@@ -102,6 +109,7 @@ class AgentDefinition(CamelModel):
         concurrency: Per-key limits: how many runs with the same key value (a conversation, a
             customer) may be past PENDING at once, and what a start for a busy key does.
         debounce: Starts for one key value close together become one run.
+        throttle: At most so many starts per period for each key value; the rest wait in PENDING.
         config: Parameters conditions read as ``config.<key>``; part of the version.
         inputs: The input variables conditions may read; others are refused at validation.
         fail_safe: The node a run goes to on a contract violation (no route matched, bad output).
@@ -119,6 +127,7 @@ class AgentDefinition(CamelModel):
     rate_limit: RateLimit | None = None
     concurrency: list[ConcurrencyKey] | None = Field(default=None, min_length=1, max_length=5)
     debounce: Debounce | None = None
+    throttle: Throttle | None = None
     # Parameters conditions read as `config.<key>` (thresholds, enabled routes...); part of the version.
     config: dict[str, Any] = Field(default_factory=dict)
     # Run input variables conditions may read; anything else is refused when the definition is checked.
@@ -281,6 +290,7 @@ def effective_parameters(definition: AgentDefinition) -> dict[str, Any]:
             else {}
         ),
         **({"debounce": definition.debounce.model_dump(mode="json", by_alias=True)} if definition.debounce else {}),
+        **({"throttle": definition.throttle.model_dump(mode="json", by_alias=True)} if definition.throttle else {}),
     }
 
 
@@ -299,16 +309,14 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
     if definition.fail_safe is not None and definition.fail_safe not in nodes:
         raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
     stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode | LlmNode)]
-    try:
-        check_flow_control(definition.concurrency, definition.inputs, definition.debounce)
-    except FlowControlError as err:
-        raise ValueError(str(err)) from None
+    _check_flow(definition)
     for index, entry in enumerate(definition.sensitive or ()):
         problem = sensitive_problem(entry, stages)
         if problem:
             raise ValueError(f"@sensitive.{index}: {problem}")
     for node_id, node in nodes.items():
         _check_links(node_id, node, nodes, known)
+        _check_node_throttle(node_id, node)
         for index, transition in enumerate(node.transitions):
             if transition.when is None:
                 continue
@@ -423,6 +431,26 @@ def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str])
             "also stages, steps, run, config and the seed's variables)"
         )
     return None
+
+
+def _check_flow(definition: AgentDefinition) -> None:
+    try:
+        check_flow_control(definition.concurrency, definition.inputs, definition.debounce, definition.throttle)
+    except FlowControlError as err:
+        raise ValueError(str(err)) from None
+
+
+def _check_node_throttle(node_id: str, node: Any) -> None:
+    throttle = getattr(node, "throttle", None)
+    if throttle is None:
+        return
+    try:
+        check_throttle_period(f"nodes.{node_id}.throttle", throttle)
+        placeholders(throttle.key or "")
+    except FlowControlError as err:
+        raise ValueError(str(err)) from None
+    except TemplateError as err:
+        raise ValueError(f"@nodes.{node_id}.throttle.key: {err}") from None
 
 
 def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> None:

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from dsmo.workflows.common.durations import Duration, format_duration
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.wire import CamelModel
+from dsmo.workflows.definition.flow_control import Throttle
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
 # table; it gets the same bounds as the other human actions (document, signature, test).
@@ -294,6 +295,8 @@ class RunAgentNode(_Node):
     output_schema: str | None = Field(default=None, max_length=100, description="a schema registered on the worker")
     timeout: Duration = timedelta(minutes=5)
     retry: RetrySpec = Field(default_factory=RetrySpec)
+    # At most so many of this stage's runs start per period, per key value (flow_control.Throttle).
+    throttle: Throttle | None = None
 
 
 class LlmNode(_Node):
@@ -315,6 +318,7 @@ class LlmNode(_Node):
     input: str | None = Field(default=None, max_length=2000, description="template of the input artifact URI")
     timeout: Duration = timedelta(minutes=2)
     retry: RetrySpec = Field(default_factory=RetrySpec)
+    throttle: Throttle | None = None  # as a run_agent node's
 
     @property
     def agent(self) -> str:

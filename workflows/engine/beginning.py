@@ -21,6 +21,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
 from dsmo.workflows.run.flow_slots import take_all
 from dsmo.workflows.run.service_budgets import BUDGETS, budget_spent, call_service, record_service_failure
+from dsmo.workflows.run.throttle_pass import pass_start
 
 # workflow.patched id: a run started with an id that is not a run id (around DSMO's checks) ends
 # at once and writes nothing; the marker is written only by such runs.
@@ -59,7 +60,8 @@ async def begin(run: Run) -> None:
         await slot_call(run, contracts.REQUEST_SLOT, limit.max_concurrent)
         run.slot_held = True
         await workflow.wait_condition(lambda: run.slot_granted)
-    # PENDING while queued behind a concurrency key's other runs (flow_slots.py).
+    # PENDING while throttled (throttle_pass.py), then in line behind a concurrency key's runs (flow_slots.py).
+    await pass_start(run)
     await take_all(run)
     # A DSMO starter starts a run it prepared, with no delay and no rate limit, as `running`
     # (see DsmoClient._start_status): the value is in the start event, so this is decided

@@ -29,6 +29,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
+from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
 
@@ -69,6 +70,7 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
     input_document = None if node.input else run.input_document
     replay = run.replay
     llm = _llm_call(run, node) if isinstance(node, LlmNode) else None
+    await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
         task = contracts.StageTask(

@@ -59,6 +59,7 @@ class RunState:
     updated_at: datetime | None = None
     result: ExecutionResult | None = None
     pending_reason: str | None = None
+    throttled: str | None = None  # a stage waiting for its throttle's token (throttle_pass.py)
     path: list[str] = field(default_factory=list)  # nodes in the order they ran: the state path
     config_ref: str | None = None
     # A run started without DSMO's client (`temporal workflow start`) has no AgentName or
@@ -198,6 +199,7 @@ class RunState:
             waiting_until=waiting.until if waiting else None,
             waiting_data=dict(waiting.data) if waiting else None,
             pending_reason=self.pending_reason,
+            throttled=self.throttled,
             path=list(self.path),
             config_ref=self.config_ref,
             started_at=self.started_at,

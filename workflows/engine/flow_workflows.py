@@ -1,0 +1,10 @@
+"""The small workflows flow control runs beside the runs: one per lock, throttle bucket or debounced key."""
+
+from __future__ import annotations
+
+from dsmo.workflows.engine.debouncer import StartDebouncer
+from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.engine.throttle_bucket import KeyThrottle
+
+# Registered by every worker beside AgentExecution.
+FLOW_WORKFLOWS: tuple[type, ...] = (AgentRateLimiter, StartDebouncer, KeyThrottle)
