@@ -30,6 +30,7 @@ from dsmo.activities.actions import ActionActivities, ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.definition_store import DefinitionActivities, DefinitionStore
+from dsmo.activities.hand_on import HandOnActivities
 from dsmo.activities.limiter_signals import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
@@ -106,9 +107,8 @@ def build_worker(
     audit = AuditActivities(store)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     limiter = LimiterActivities(client, task_queue, (settings or Settings.from_env()).worker.slot_holder_check_seconds)
-    extra: dict[str, Any] = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
-    if identity:
-        extra["identity"] = identity
+    extra: dict[str, Any] = {"identity": identity} if identity else {}
+    extra.update({} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows})
     extra["workflow_runner"] = workflow_runner or workflow_runner_for(
         workflow_sandbox_from(os.environ) if sandboxed is None else sandboxed
     )
@@ -135,6 +135,7 @@ def build_worker(
                     limiter.release_slot,
                     limiter.check_holders,
                     limiter.request_token,
+                    HandOnActivities(client, store, task_queue).hand_on_deliveries,
                     side_effects.invoke_action,
                     side_effects.compensate_action,
                 ],

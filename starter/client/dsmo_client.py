@@ -369,7 +369,7 @@ class DsmoClient:
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
             admission = (
-                await flow_starts.admit(self, slots, run_id, queue, first_events, request.priority)
+                await flow_starts.admit(self, slots, run_id, queue, request, first_events, self._trail_store().store)
                 if slots and not start_delay
                 else None
             )

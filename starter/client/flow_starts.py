@@ -29,6 +29,7 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowQueryFailedErr
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client.client_errors import (
     EventNotAccepted,
     InvalidInputDocument,
@@ -37,6 +38,7 @@ from dsmo.starter.client.client_errors import (
     RunNotFound,
 )
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
+from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, ClaimAnswer, LimiterState
 from dsmo.workflows.events.resume_events import EventAck
@@ -116,15 +118,16 @@ async def admit(
     slots: list[KeySlot],
     run_id: str,
     task_queue: str,
+    request: ExecutionRequest,
     events: Sequence[Mapping[str, Any]] = (),
-    priority: int | None = None,
+    store: ArtifactStore | None = None,
 ) -> Admission:
     """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
 
     Raises:
         KeyBusy: A busy key says ``reject`` (slots claimed so far are given back).
     """
-    admission = Admission()
+    admission, priority = Admission(), request.priority
     for slot in slots:
         delivering = slot.on_busy == "deliver" and bool(events)
         # In line at once unless the key rejects or delivers: runs are served in the order they started.
@@ -132,7 +135,8 @@ async def admit(
         answer = await _claim(dsmo, slot, run_id, task_queue, queue=lining_up, priority=priority)
         if not answer.admitted and delivering:
             for holder in answer.holders:
-                acks = await _deliver(dsmo, holder, events)
+                assert store is not None, "a key that delivers needs the store, to keep the start"
+                acks = await _deliver(store, dsmo, holder, events, _delivered_start(request, events, task_queue))
                 if acks is not None:
                     await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
                     return Admission(delivered_to=holder, acks=acks)
@@ -159,11 +163,27 @@ async def admit(
     return admission
 
 
-async def _deliver(dsmo: DsmoClient, holder: str, events: Sequence[Mapping[str, Any]]) -> list[EventAck] | None:
+def _delivered_start(request: ExecutionRequest, events: Sequence[Mapping[str, Any]], task_queue: str) -> dict[str, Any]:
+    """What a run that ends without taking a delivered event needs to start the run it stood for."""
+    return {
+        "workflowVersion": request.definition.workflow_version,
+        "input": request.input,
+        "events": [dict(event) for event in events],
+        "taskQueue": task_queue,
+    }
+
+
+async def _deliver(
+    store: ArtifactStore, dsmo: DsmoClient, holder: str, events: Sequence[Mapping[str, Any]], start: dict[str, Any]
+) -> list[EventAck] | None:
     """Hand the start's events to ``holder``; None when it takes none of them (the start goes ahead).
 
-    The first event decides: once it is taken, the others follow it to the same run.
+    The first event decides: once it is taken, the others follow it to the same run. The start
+    is kept in the store first: if the run ends before it takes an event, the event goes on to a
+    run of its own (`activities/hand_on.py`).
     """
+    for event in events:
+        await asyncio.to_thread(store.put_json_once, delivery_key(holder, str(event["event_id"])), start)
     acks = []
     for index, event in enumerate(events):
         try:

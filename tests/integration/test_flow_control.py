@@ -5,6 +5,7 @@ freed within the check interval."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
@@ -24,6 +27,13 @@ from tests.conftest import Harness
 pytestmark = pytest.mark.asyncio
 
 CHECK_SECONDS = 1  # how often a lock checks its holders here (the default is a minute)
+FLOW_AGENTS = ProcessorRegistry()
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    return FLOW_AGENTS
+
 
 FLOW = """
 agent: {agent}
@@ -439,3 +449,53 @@ async def _result_once_started(harness: Harness, run_id: str) -> Any:
         except RunNotFound:
             await asyncio.sleep(0.1)
     raise AssertionError(f"{run_id} never started")
+
+
+GATE = threading.Event()
+
+
+@FLOW_AGENTS.register("flow-think", "1.0.0")
+def _think(document: Any, message: StageMessage) -> ProcessorOutput:
+    GATE.wait(timeout=60)  # held while the test sends the next messages
+    return ProcessorOutput(document={"thought": True}, summary={"thought": True})
+
+
+THINKING_CHAT = CHAT.replace("      - {{to: answer}}\n", "      - {{to: think}}\n").replace(
+    "  answer:\n", "  think:\n    actionType: run_agent\n    agent: flow-think\n    next: answer\n  answer:\n"
+)
+
+
+async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_its_own(harness: Harness) -> None:
+    dsmo = _client(harness)
+    chat = parse_definition_text(THINKING_CHAT.format(agent=f"chat-{uuid.uuid4().hex[:8]}"))
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    GATE.clear()
+    try:
+        first = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        harness.started.append(first.run_id)
+        for _ in range(600):  # a hang guard: until the run thinks about "hola"
+            if any(e.type == "STAGE_ENQUEUED" for e in await dsmo.events(first.run_id)):
+                break
+            await asyncio.sleep(0.1)
+        # Two more messages while it thinks: both kept; the first of them ends the conversation.
+        bye = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
+        more = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
+        assert (bye.status, more.status) == ("delivered", "delivered")
+    finally:
+        GATE.set()
+    assert (await dsmo.result(first.run_id)).status is RunStatus.COMPLETED
+    expired = [e for e in await dsmo.events(first.run_id) if e.type == "EVENT_EXPIRED"]
+    assert len(expired) == 1 and expired[0].data.get("handedOnTo"), [
+        (e.type, e.data) for e in await dsmo.events(first.run_id)
+    ][-6:]
+    handed = expired[0].data["handedOnTo"]
+    harness.started.append(handed)
+    for _ in range(600):  # a hang guard: until the new run has answered "otra"
+        if harness.messages(handed):
+            break
+        await asyncio.sleep(0.1)
+    assert [m["message"] for m in harness.messages(handed)] == ["got otra"]
+    assert [m["message"] for m in harness.messages(first.run_id)] == ["got hola", "bye"]
+    created = next(e for e in await dsmo.events(handed) if e.type == "RUN_CREATED")
+    assert created.data["handedOnEvent"] == expired[0].data["eventId"]
+    await dsmo.cancel(handed, reason="done")

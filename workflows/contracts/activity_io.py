@@ -196,6 +196,7 @@ RESOLVE_DEFINITION = "resolve_definition"
 REQUEST_SLOT = "request_slot"
 RELEASE_SLOT = "release_slot"
 REQUEST_TOKEN = "request_token"
+HAND_ON = "hand_on_deliveries"
 
 
 class SendRequest(WireModel):

@@ -49,6 +49,24 @@ class TokenRequest(WireModel):
     burst: int = 1
 
 
+def delivery_key(run_id: str, event_id: str) -> str:
+    """Where a starter keeps a start it delivered to ``run_id`` (``onBusy: deliver``), for a hand-on."""
+    return f"deliveries/{run_id}/{event_id}.json"
+
+
+class HandOn(WireModel):
+    """A run with ``onBusy: deliver`` ends with delivered events it never took: start runs for them."""
+
+    run_id: str
+    event_ids: list[str]
+
+
+class HandedOn(WireModel):
+    """The runs started for the events handed on, by event id (an event with no start record is left)."""
+
+    runs: dict[str, str] = Field(default_factory=dict)
+
+
 CHECK_HOLDERS = "check_holders"
 
 

@@ -21,7 +21,7 @@ from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.flow_slots import give_back_all
+from dsmo.workflows.run.flow_slots import give_back_all, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 from dsmo.workflows.saga.compensation_stack import unwind
@@ -101,7 +101,8 @@ async def finish_cancelled(run: Run) -> ExecutionResult:
 
 async def _settle(run: Run, result: ExecutionResult) -> None:
     state = run.state
-    drop_all(run, f"the run ended ({result.status.value})")
+    # Messages another start delivered here (onBusy: deliver) and never taken go on to new runs.
+    drop_all(run, f"the run ended ({result.status.value})", await hand_on_deliveries(run))
     state.result = result
     state.enter(result.status)
     state.audit.record(

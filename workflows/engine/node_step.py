@@ -17,7 +17,8 @@ from dsmo.workflows.nodes.stages import run_agent_node
 from dsmo.workflows.nodes.waits import delay_node, wait_for_event_node, wait_for_response_node
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
-from dsmo.workflows.run.intake import drop_unreachable
+from dsmo.workflows.run.flow_slots import hand_on_deliveries
+from dsmo.workflows.run.intake import drop_unreachable, unreachable
 from dsmo.workflows.run.routing import next_node
 from dsmo.workflows.saga.compensation_stack import invoke_node
 
@@ -57,7 +58,9 @@ async def _execute(run: Run, node_id: str, *, resume: WaitCheckpoint | None) -> 
         state.path.append(node_id)
         run.note_entry(node_id)
     state.current_node = node_id
-    drop_unreachable(run, node_id)
+    stale = unreachable(run, node_id)
+    if stale:  # kept events no wait from here on takes expire (delivered ones go on to runs of their own)
+        drop_unreachable(run, node_id, await hand_on_deliveries(run, stale))
     workflow.logger.info("Action %d: %s (%s) - starting", run.step, node.action_type, node_id)
     try:
         await HANDLERS[node.action_type](run, node_id, node, resume)

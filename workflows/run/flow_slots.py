@@ -13,14 +13,16 @@ in line, when the wait ends. Replays and forks re-executing a record take no slo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from temporalio import workflow
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import AuditType
-from dsmo.workflows.contracts.slot_io import SlotRequest
+from dsmo.workflows.contracts.slot_io import HandedOn, HandOn, SlotRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
+from dsmo.workflows.events.inbox import InboxEntry
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
@@ -91,6 +93,28 @@ async def _take(run: Run, slot: KeySlot) -> None:
     run.slots_held.append(slot.lock)
     run.slot_asked = None
     _record(run, "SLOT_TAKEN", slot)
+
+
+async def hand_on_deliveries(run: Run, leaving: Sequence[InboxEntry] | None = None) -> dict[str, str]:
+    """Kept events leave the run untaken (``leaving``; default: all, as it ends): those a start of its
+    key delivered to it (``onBusy: deliver``) each start a new run, as their start would have.
+
+    Returns:
+        The new runs, by event id.
+    """
+    definition, state = run.definition, run.state
+    entries = list(state.inbox if leaving is None else leaving)
+    delivering = any(entry.on_busy == "deliver" for entry in definition.concurrency or ())
+    if not delivering or not entries or run.replay is not None:
+        return {}
+    ask = HandOn(run_id=state.run_id, event_ids=[entry.event.event_id for entry in entries])
+    try:
+        handed: HandedOn = await call_service(contracts.HAND_ON, ask, result_type=HandedOn)
+    except ActivityFailed as failed:
+        reason = record_service_failure(state, BUDGETS[contracts.HAND_ON], failed.error, stage=None)
+        workflow.logger.warning("Handing on the delivered events of %s failed: %s", state.run_id, reason)
+        return {}
+    return handed.runs
 
 
 def _record(run: Run, event: AuditType, slot: KeySlot) -> None:

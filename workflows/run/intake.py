@@ -18,7 +18,7 @@ ran and runs that never meet the difference write no marker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -256,28 +256,34 @@ async def keep_inbox(run: Run) -> None:
         _expire(run, [entry for entry in state.inbox if entry.arrived_at + ttl <= now], "its time-to-live ended")
 
 
-def drop_unreachable(run: Run, node_id: str) -> None:
-    """Entering ``node_id``: expire kept events that no wait from here on can take."""
+def unreachable(run: Run, node_id: str) -> list[InboxEntry]:
+    """The kept events that no wait from ``node_id`` on can take."""
     state = run.state
     if not state.inbox:
-        return
+        return []
     ahead = waits_ahead(run.definition, node_id, include_current=True, fail_safe=not run.routed_to_fail_safe)
-    stale = [entry for entry in state.inbox if not any(takes_kind(node, entry.event) for node in ahead)]
-    _expire(run, stale, f"no wait from {node_id} on takes it")
+    return [entry for entry in state.inbox if not any(takes_kind(node, entry.event) for node in ahead)]
 
 
-def drop_all(run: Run, reason: str) -> None:
-    """The run ends: whatever is still kept expires, each recorded."""
-    _expire(run, list(run.state.inbox), reason)
+def drop_unreachable(run: Run, node_id: str, handed_on: Mapping[str, str] | None = None) -> None:
+    """Entering ``node_id``: expire kept events that no wait from here on can take."""
+    _expire(run, unreachable(run, node_id), f"no wait from {node_id} on takes it", handed_on)
 
 
-def _expire(run: Run, entries: Iterable[InboxEntry], reason: str) -> None:
+def drop_all(run: Run, reason: str, handed_on: Mapping[str, str] | None = None) -> None:
+    """The run ends: whatever is still kept expires, each recorded (with the run it was handed on to)."""
+    _expire(run, list(run.state.inbox), reason, handed_on or {})
+
+
+def _expire(run: Run, entries: Iterable[InboxEntry], reason: str, handed_on: Mapping[str, str] | None = None) -> None:
     state = run.state
     for entry in entries:
         state.inbox.remove(entry)
+        successor = (handed_on or {}).get(entry.event.event_id)
+        extra = {"reason": reason, **({"handedOnTo": successor} if successor else {})}
         state.audit.record(
             "EVENT_EXPIRED",
             at=workflow.now(),
             stage=state.current_node,
-            data=entry.audit_data(reason=reason),
+            data=entry.audit_data(**extra),
         )

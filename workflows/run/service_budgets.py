@@ -53,6 +53,7 @@ BUDGETS: dict[str, ServiceBudget] = {
         ServiceBudget(contracts.REQUEST_SLOT, timedelta(minutes=10), "ask the agent's limiter for a slot"),
         ServiceBudget(contracts.RELEASE_SLOT, timedelta(minutes=10), "give the slot back when the run ends"),
         ServiceBudget(contracts.REQUEST_TOKEN, timedelta(minutes=10), "ask a throttle's bucket for a token"),
+        ServiceBudget(contracts.HAND_ON, timedelta(minutes=10), "start runs for delivered messages left untaken"),
         ServiceBudget(contracts.WRITE_DEAD_LETTER, timedelta(minutes=30), "write a dead letter"),
         ServiceBudget(contracts.EXPORT_AUDIT, timedelta(minutes=30), "export the audit trail when the run ends"),
         ServiceBudget(contracts.WRITE_AUDIT_SEGMENT, timedelta(minutes=10), "write the audit trail's next segment"),
