@@ -71,15 +71,27 @@ async def take_back_after_waiting(run: Run) -> None:
 
 
 async def give_back_all(run: Run) -> None:
-    """The run ended: every slot it holds goes to the next in line, and it leaves any line it is in."""
+    """The run ended: every slot it holds goes to the next in line, and it leaves any line it is in.
+
+    By the locks it holds, not by its definition's keys: a run moved to a version with other keys
+    still holds the slots it took under the old ones.
+    """
     try:
-        slots = key_slots(run)
+        known = {slot.lock: slot for slot in key_slots(run)}
     except RunEnded:
-        return
-    held = {*run.slots_held, *([run.slot_asked] if run.slot_asked else [])}
-    leaving = [slot for slot in slots if slot.lock in held]
+        known = {}
+    held = list(dict.fromkeys([*run.slots_held, *([run.slot_asked] if run.slot_asked else [])]))
+    leaving = [known.get(lock) or _bare(run, lock) for lock in held]
     if leaving:
         await _give_back(run, leaving)
+
+
+def _bare(run: Run, lock: str) -> KeySlot:
+    """A held lock whose key the run's definition no longer names: enough to give its slot back."""
+    agent = run.definition.agent
+    return KeySlot(
+        lock=lock, owner=agent, key="", label=lock, limit=1, hold_while_waiting=True, on_busy="queue", index=0
+    )
 
 
 async def _take(run: Run, slot: KeySlot) -> None:
