@@ -24,6 +24,8 @@ def status_lines(view: StatusView, *, run_url: str) -> list[str]:
         ("status", view.status.value),
         ("problem", view.problem),
         ("node", view.current_node),
+        ("pending", view.pending_reason),
+        ("throttled", view.throttled),
         ("waitingFor", view.waiting_for),
         ("waitingUntil", _when(view.waiting_until)),
         ("waitingData", json.dumps(view.waiting_data, ensure_ascii=False) if view.waiting_data else None),

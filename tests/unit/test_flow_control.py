@@ -101,3 +101,25 @@ def test_a_bad_stage_throttle_is_refused_naming_the_node() -> None:
     )
     with pytest.raises(DefinitionError, match=r"nodes\.work\.throttle\.period: must be between 1s and 1d"):
         parse_definition_text(text)
+
+
+def test_dsmo_status_says_why_a_run_waits_its_turn() -> None:
+    from dsmo.starter.cli.render import status_lines
+    from dsmo.workflows.common.status import RunStatus
+    from dsmo.workflows.contracts.run_records import StatusView
+
+    pending = StatusView(
+        run_id="r",
+        agent="a",
+        workflow_version="w",
+        status=RunStatus.PENDING,
+        pending_reason="queued: k=1; 1 of 2 in line",
+    )
+    throttled = StatusView(
+        run_id="r", agent="a", workflow_version="w", status=RunStatus.RUNNING, throttled="stage s ..."
+    )
+    assert any(
+        line.split() == ["pending", "queued:", "k=1;", "1", "of", "2", "in", "line"]
+        for line in status_lines(pending, run_url="u")
+    )
+    assert any(line.split() == ["throttled", "stage", "s", "..."] for line in status_lines(throttled, run_url="u"))
