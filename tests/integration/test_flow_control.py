@@ -499,3 +499,38 @@ async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_it
     created = next(e for e in await dsmo.events(handed) if e.type == "RUN_CREATED")
     assert created.data["handedOnEvent"] == expired[0].data["eventId"]
     await dsmo.cancel(handed, reason="done")
+
+
+async def test_a_holder_reset_outside_dsmo_keeps_its_slot_and_the_line_moves_on(harness: Harness) -> None:
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, holder, RunStatus.WAITING)
+    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.extend([holder, queued])
+    handle = harness.dsmo.temporal.get_workflow_handle(holder)
+    history = await handle.fetch_history()
+    first_task = next(
+        e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+    # `temporal workflow reset` to the holder's first workflow task: a new Temporal run, same id.
+    await harness.dsmo.temporal.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=harness.dsmo.temporal.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=holder),
+            reason="reset outside DSMO",
+            workflow_task_finish_event_id=first_task,
+            request_id=uuid.uuid4().hex,
+        )
+    )
+    await _status(harness, holder, RunStatus.WAITING)
+    await asyncio.sleep(CHECK_SECONDS * 3)  # several holder checks: the reset run still holds the key
+    assert (await dsmo.status(queued)).status is RunStatus.PENDING
+    await dsmo.respond(holder, "ok")
+    assert (await dsmo.result(holder)).status is RunStatus.COMPLETED
+    await _status(harness, queued, RunStatus.WAITING)  # the slot went on when the reset run ended
+    await dsmo.cancel(queued, reason="done")
