@@ -46,12 +46,16 @@ from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.starter.client.batches import BatchReport, RunOutcome
 from dsmo.starter.client.client_errors import (
+    AlreadyOnTarget,
     DefinitionNotFound,
     EventMalformed,
     EventNotAccepted,
     InvalidInputDocument,
     InvalidQuery,
+    KeyBusy,
+    MigrationNotAccepted,
     NoWorker,
+    RewindNotAccepted,
     RunAlreadyExists,
     RunClosed,
     RunNotFound,
@@ -61,6 +65,7 @@ from dsmo.starter.client.client_errors import (
 )
 from dsmo.starter.client.definition_files import load_definition, parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient, PublishedAgent
+from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
@@ -92,6 +97,7 @@ __all__ = [
     "ActionContext",
     "ActionRefused",
     "AgentDefinition",
+    "AlreadyOnTarget",
     "AuditEvent",
     "BatchReport",
     "Channel",
@@ -112,8 +118,10 @@ __all__ = [
     "InvalidInputDocument",
     "InvalidQuery",
     "InvalidRunId",
+    "KeyBusy",
     "LlmSettings",
     "MessagingSettings",
+    "MigrationNotAccepted",
     "NoWorker",
     "PluginError",
     "ProcessorOutput",
@@ -121,6 +129,7 @@ __all__ = [
     "RateLimit",
     "ReplayReport",
     "RequestReceipt",
+    "RewindNotAccepted",
     "RunAlreadyExists",
     "RunClosed",
     "RunNotFound",
@@ -134,6 +143,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "StageMessage",
+    "StartReport",
     "StatusView",
     "StoreSettings",
     "TemplateError",
