@@ -116,6 +116,12 @@ class KeyBusy(DsmoError):
         self.active_runs = active_runs
 
 
+class FlowControlBusy(DsmoError):
+    """A key's lock or debouncer did not take a start for several seconds (a burst on one key); try again."""
+
+    code = "flow_control_busy"
+
+
 class RewindNotAccepted(DsmoError):
     """A run refused to go back to the node asked for; the message names the reason, in one line.
 

@@ -7,25 +7,18 @@ run starts once the key value has had no start for the definition's ``period``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError
-
 from dsmo.starter.client.client_errors import InvalidInputDocument
 from dsmo.starter.client.flow_starts import StartReport
+from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, render_key
 from dsmo.workflows.engine.debouncer import DebounceAnswer, DebounceState
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
-
-# A debouncer may end (idle) just as a start reaches it: the start is sent again, this often at most.
-TRIES = 3
 
 
 def debounced(request: ExecutionRequest) -> bool:
@@ -52,21 +45,16 @@ async def join_batch(dsmo: DsmoClient, request: ExecutionRequest, task_queue: st
     except FlowControlError as err:
         raise InvalidInputDocument(f"input: {err}") from None
     ask: dict[str, Any] = {"input": request.input, "definition": definition.model_dump(mode="json", exclude_none=True)}
-    for attempt in range(1, TRIES + 1):
-        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "StartDebouncer",
-            DebounceState(definition=definition, key=key),
-            id=debouncer_id(definition.agent, key),
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-        try:
-            answer: DebounceAnswer = await dsmo.temporal.execute_update_with_start_workflow(
-                "add", ask, start_workflow_operation=operation, result_type=DebounceAnswer
-            )
-            return StartReport(answer.run_id, "debounced", gathered=answer.gathered)
-        except (WorkflowUpdateFailedError, RPCError):
-            if attempt == TRIES:
-                raise
-            await asyncio.sleep(0.1 * attempt)  # the debouncer was ending as the start came: ask the next one
-    raise AssertionError("unreachable")
+    state = DebounceState(definition=definition, key=key)
+    answer = await update_with_start(
+        dsmo,
+        "StartDebouncer",
+        state,
+        debouncer_id(definition.agent, key),
+        task_queue,
+        "add",
+        ask,
+        DebounceAnswer,
+        what=f"debounce ({key})",
+    )
+    return StartReport(answer.run_id, "debounced", gathered=answer.gathered)

@@ -220,22 +220,22 @@ class DsmoClient:
             EventNotAccepted: An event is malformed or no wait of the definition takes it (the run
                 is not started).
             DefinitionNotFound: No definition is published under the agent name (or no such version).
+            KeyBusy: A concurrency key of the run is busy and says ``onBusy: reject``; nothing started.
             ValueError: ``version`` given with a definition object.
         """
-        if isinstance(agent_or_definition, str):
-            definition = await self.definition(agent_or_definition, version)
-        elif version is not None:
-            raise ValueError("version: give it with an agent name, not with a definition object")
-        else:
-            definition = agent_or_definition
-        request = ExecutionRequest(
-            definition=definition, input=input or {}, correlation_id=correlation_id, priority=_priority(priority)
+        report = await self.submit(
+            agent_or_definition,
+            input,
+            version=version,
+            run_id=run_id,
+            task_queue=task_queue,
+            correlation_id=correlation_id,
+            start_delay=start_delay,
+            history_limit=history_limit,
+            events=events,
+            priority=priority,
         )
-        if history_limit is not None:
-            request.history_limit = history_limit
-        return await self.start_request(
-            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
-        )
+        return report.run_id
 
     async def submit(
         self,
@@ -247,6 +247,7 @@ class DsmoClient:
         task_queue: str | None = None,
         correlation_id: str | None = None,
         start_delay: timedelta | None = None,
+        history_limit: int | None = None,
         events: Sequence[Mapping[str, Any]] = (),
         priority: int | None = None,
     ) -> StartReport:
@@ -260,6 +261,7 @@ class DsmoClient:
             task_queue: The workers' task queue (default: the settings').
             correlation_id: A caller's id kept with the run.
             start_delay: Keep the run ``pending`` until then.
+            history_limit: Continue as new after this many history events (default: the definition's).
             events: Resume events delivered with the start (see `start`).
             priority: 1 (highest) to 5 (see `start`).
 
@@ -282,6 +284,8 @@ class DsmoClient:
         request = ExecutionRequest(
             definition=definition, input=input or {}, correlation_id=correlation_id, priority=_priority(priority)
         )
+        if history_limit is not None:
+            request.history_limit = history_limit
         return await self.submit_request(
             request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
         )

@@ -25,8 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WithStartWorkflowOperation, WorkflowQueryFailedError, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
@@ -37,6 +36,7 @@ from dsmo.starter.client.client_errors import (
     RunClosed,
     RunNotFound,
 )
+from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
@@ -45,9 +45,6 @@ from dsmo.workflows.events.resume_events import EventAck
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
-
-# A lock may end (idle) just as a claim reaches it: the claim is then sent again, this often at most.
-CLAIM_TRIES = 3
 
 
 @dataclass
@@ -223,24 +220,17 @@ async def _claim(
         "key": slot.key,
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
     }
-    for attempt in range(1, CLAIM_TRIES + 1):
-        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "AgentRateLimiter",
-            _state(slot),
-            id=slot.lock,
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-        try:
-            answer: ClaimAnswer = await dsmo.temporal.execute_update_with_start_workflow(
-                "claim", ask, start_workflow_operation=operation, result_type=ClaimAnswer
-            )
-            return answer
-        except (WorkflowUpdateFailedError, RPCError):
-            if attempt == CLAIM_TRIES:
-                raise
-            await asyncio.sleep(0.1 * attempt)  # the lock was ending as the claim came: ask the next one
-    raise AssertionError("unreachable")
+    return await update_with_start(
+        dsmo,
+        "AgentRateLimiter",
+        _state(slot),
+        slot.lock,
+        task_queue,
+        "claim",
+        ask,
+        ClaimAnswer,
+        what=f"concurrency.{slot.index} ({slot.label})",
+    )
 
 
 async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:

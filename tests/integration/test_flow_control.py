@@ -5,6 +5,7 @@ freed within the check interval."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -14,15 +15,19 @@ from typing import Any
 import httpx
 import pytest
 
+from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
+from tests.ingress_server import serving
+from tests.integration.test_ingress import call
 
 pytestmark = pytest.mark.asyncio
 
@@ -70,6 +75,21 @@ def _client(harness: Harness) -> DsmoClient:
 
 def _input(conversation: str, text: str = "hola") -> dict[str, Any]:
     return {"conversation": {"id": conversation}, "text": text}
+
+
+@contextlib.contextmanager
+def _ingress(
+    harness: Harness, tmp_path: Path, definitions: list[AgentDefinition], scopes: list[str]
+) -> Iterator[httpx.Client]:
+    """The ingress on the harness's task queue, the definitions published, a client with a key of ``scopes``."""
+    for definition in definitions:
+        DefinitionStore(harness.store).publish(definition)
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    token = KeyStore(settings.api_keys_path).add("chat", scopes)
+    with serving(settings) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        yield http
 
 
 async def _status(harness: Harness, run_id: str, want: RunStatus) -> StatusView:
@@ -208,20 +228,9 @@ async def test_a_start_without_the_key_s_value_is_refused_naming_the_field(harne
 
 
 async def test_the_ingress_says_what_became_of_a_start_for_a_busy_key(harness: Harness, tmp_path: Path) -> None:
-    from dsmo.activities.definition_store import DefinitionStore
-    from dsmo.starter.server.api_keys import KeyStore
-    from tests.ingress_server import serving
-    from tests.integration.test_ingress import call
-
     queueing, rejecting = _flow(), _flow(", onBusy: reject")
-    for definition in (queueing, rejecting):
-        DefinitionStore(harness.store).publish(definition)
-    settings = harness.settings.with_changes(
-        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
-    )
-    token = KeyStore(settings.api_keys_path).add("chat", ["start", "read"])
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    with serving(settings) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+    with _ingress(harness, tmp_path, [queueing, rejecting], ["start", "read"]) as http:
         answers = []
         for definition in (queueing, queueing, rejecting, rejecting):
             body = {"agent": definition.agent, "input": _input(conversation)}
@@ -327,19 +336,9 @@ async def test_a_message_racing_the_end_of_the_active_run_is_taken_by_it_or_star
 
 
 async def test_the_ingress_delivers_a_second_message_to_the_active_run(harness: Harness, tmp_path: Path) -> None:
-    from dsmo.activities.definition_store import DefinitionStore
-    from dsmo.starter.server.api_keys import KeyStore
-    from tests.ingress_server import serving
-    from tests.integration.test_ingress import call
-
     chat = _chat()
-    DefinitionStore(harness.store).publish(chat)
-    settings = harness.settings.with_changes(
-        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
-    )
-    token = KeyStore(settings.api_keys_path).add("chat", ["start", "read", "events:MESSAGE_RECEIVED"])
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    with serving(settings) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+    with _ingress(harness, tmp_path, [chat], ["start", "read", "events:MESSAGE_RECEIVED"]) as http:
         answers = []
         for text in ("hola", "¿sigues ahí?"):
             body = {"agent": chat.agent, "input": _input(conversation), "events": _said(text)}
@@ -534,3 +533,21 @@ async def test_a_holder_reset_outside_dsmo_keeps_its_slot_and_the_line_moves_on(
     assert (await dsmo.result(holder)).status is RunStatus.COMPLETED
     await _status(harness, queued, RunStatus.WAITING)  # the slot went on when the reset run ended
     await dsmo.cancel(queued, reason="done")
+
+
+async def test_a_burst_of_starts_on_one_key_all_start(harness: Harness) -> None:
+    """More simultaneous claims on one lock than Temporal lets it take at once (10 on a dev server):
+    those it refuses are asked again, and every start goes through."""
+    dsmo = _client(harness)
+    flow = parse_definition_text(
+        FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra="").replace("limit: 1", "limit: 100")
+    )
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    reports = await asyncio.gather(
+        *(dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue) for _ in range(30))
+    )
+    harness.started.extend(report.run_id for report in reports)
+    assert [report.status for report in reports] == ["running"] * 30
+    for report in reports:
+        await _status(harness, report.run_id, RunStatus.WAITING)
+        await dsmo.cancel(report.run_id, reason="done")

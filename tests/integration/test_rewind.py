@@ -3,7 +3,6 @@ its later saga steps undone once, no earlier agent called again (counted), its t
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import uuid
 from collections import Counter
@@ -18,10 +17,10 @@ from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
-from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
 from tests.migration_versions import history_length
+from tests.rewind_flow import waiting_at
 
 pytestmark = pytest.mark.asyncio
 
@@ -122,16 +121,6 @@ def _flow() -> AgentDefinition:
     return parse_definition_text(FLOW.format(agent=f"rewind-{uuid.uuid4().hex[:8]}"))
 
 
-async def _waiting_at(harness: Harness, run_id: str, node: str) -> StatusView:
-    """The run's status once it waits at ``node`` (a rewind continues as new first)."""
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        view = await harness.dsmo.status(run_id)
-        if view.status is RunStatus.WAITING and view.current_node == node:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited at {node}: {view}")
-
-
 def _document(harness: Harness, name: str) -> str:
     return harness.store.put_json_once(f"uploads/{uuid.uuid4().hex[:8]}/{name}.json", {"name": name}).uri
 
@@ -142,9 +131,9 @@ async def _upload(harness: Harness, run_id: str, url: str) -> None:
 
 async def _waiting_for_signature(harness: Harness, document: str) -> str:
     run_id = await harness.start(_flow(), {"applicant": "wrong@example.com"})
-    await _waiting_at(harness, run_id, "docs")
+    await waiting_at(harness, run_id, "docs")
     await _upload(harness, run_id, _document(harness, document))
-    await _waiting_at(harness, run_id, "sign")
+    await waiting_at(harness, run_id, "sign")
     return run_id
 
 
@@ -160,7 +149,7 @@ async def test_a_run_waiting_for_a_signature_goes_back_to_the_document_step_and_
     )
     assert (ack.from_node, ack.to_node, ack.compensated, ack.left) == ("sign", "docs", ["reserve"], [])
 
-    view = await _waiting_at(harness, run_id, "docs")
+    view = await waiting_at(harness, run_id, "docs")
     assert view.waiting_for == "document" and view.path == ["profile", "docs"]
     variables = await dsmo.variables(run_id)
     # As when it first entered `docs`, plus the correction: the first read and hold are not current.
@@ -171,7 +160,7 @@ async def test_a_run_waiting_for_a_signature_goes_back_to_the_document_step_and_
     assert harness.messages(run_id)[-1]["to"] == "ana@right.example"
 
     await _upload(harness, run_id, _document(harness, "Ana"))
-    await _waiting_at(harness, run_id, "sign")
+    await waiting_at(harness, run_id, "sign")
     await dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://d/signed.pdf"})
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED, result.error_message
@@ -223,13 +212,13 @@ async def test_going_back_twice_follows_the_run_s_current_line(harness: Harness)
     run_id = await _waiting_for_signature(harness, "One")
     # Back to the stage itself: it reads the same document again, as a new output.
     await dsmo.rewind(run_id, "read", reason="the reader was fixed")
-    await _waiting_at(harness, run_id, "sign")
+    await waiting_at(harness, run_id, "sign")
     assert CALLS[f"{run_id}:read"] == 2
     # Then back to the documents: the record re-executed is the current line (one read, one hold).
     await dsmo.rewind(run_id, "docs", reason="wrong person", set_variables={"applicant": "b@example.com"})
     # Sent at once, while the run is still on its way back: kept for the documents wait, taken there.
     await _upload(harness, run_id, _document(harness, "Two"))
-    await _waiting_at(harness, run_id, "sign")
+    await waiting_at(harness, run_id, "sign")
     await dsmo.deliver_event(run_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://d/s.pdf"})
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED, result.error_message
@@ -246,7 +235,7 @@ async def test_without_compensation_the_later_saga_steps_stay_done(harness: Harn
     run_id = await _waiting_for_signature(harness, "Kept")
     ack = await dsmo.rewind(run_id, "docs", reason="re-upload", compensate=False)
     assert (ack.compensated, ack.left) == ([], ["reserve"])
-    await _waiting_at(harness, run_id, "docs")
+    await waiting_at(harness, run_id, "docs")
     assert [what for what, run, _ in LEDGER if run == run_id] == ["hold"]
     rewound = next(e for e in await dsmo.events(run_id) if e.type == "RUN_REWOUND")
     assert rewound.data["compensate"] is False and rewound.data["sagaSteps"] == ["reserve"]
@@ -256,7 +245,7 @@ async def test_without_compensation_the_later_saga_steps_stay_done(harness: Harn
 async def test_every_refusal_is_one_line_and_writes_nothing(harness: Harness) -> None:
     dsmo = harness.dsmo
     run_id = await harness.start(_flow(), {"applicant": "x@example.com"})
-    await _waiting_at(harness, run_id, "docs")
+    await waiting_at(harness, run_id, "docs")
     before = (await history_length(dsmo, run_id), len(await dsmo.events(run_id)))
     refusals: list[tuple[dict[str, Any], type[Exception], str]] = [
         ({"to_node": "sign"}, DsmoError, "never reached 'sign'"),

@@ -34,6 +34,7 @@ DSMO_ERROR_STATUS = {
     "invalid_input": 422,
     "invalid_definition": 422,
     "no_worker": 503,
+    "flow_control_busy": 503,
     "temporal_unavailable": 503,
 }
 

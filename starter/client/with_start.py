@@ -1,0 +1,72 @@
+"""Asking one of flow control's small workflows (a key's lock, a debouncer) something, creating it if needed.
+
+One call does both (Temporal's update-with-start). A busy workflow refuses more updates than it
+has room for in flight (10 on a dev server), and one that is ending or continuing as new drops
+the update: each is asked again, after a short random wait that grows, for a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from dsmo.starter.client.client_errors import FlowControlBusy
+from dsmo.starter.client.connection import first_line
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.starter.client.dsmo_client import DsmoClient
+
+T = TypeVar("T")
+
+# How long a request keeps being asked again, and the first and longest waits between tries.
+PATIENCE_SECONDS = 15.0
+FIRST_WAIT, LONGEST_WAIT = 0.05, 1.0
+
+
+async def update_with_start(
+    dsmo: DsmoClient,
+    workflow: str,
+    state: Any,
+    workflow_id: str,
+    task_queue: str,
+    update: str,
+    arg: Any,
+    result_type: type[T],
+    *,
+    what: str,
+) -> T:
+    """``update`` on ``workflow_id`` (started with ``state`` if not running); its answer.
+
+    Raises:
+        FlowControlBusy: It did not take the request for `PATIENCE_SECONDS` (``what`` names it).
+    """
+    loop = asyncio.get_running_loop()
+    give_up, wait = loop.time() + PATIENCE_SECONDS, FIRST_WAIT
+    while True:
+        operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            workflow,
+            state,
+            id=workflow_id,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        try:
+            answer: T = await dsmo.temporal.execute_update_with_start_workflow(
+                update, arg, start_workflow_operation=operation, result_type=result_type
+            )
+            return answer
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            with contextlib.suppress(Exception):  # the start's handle failed the same way: read it
+                await operation.workflow_handle()
+            if loop.time() + wait > give_up:
+                raise FlowControlBusy(
+                    f"{what}: {workflow_id} did not take the start ({first_line(err)}); try again"
+                ) from None
+        await asyncio.sleep(wait * (0.5 + random.random()))
+        wait = min(wait * 2, LONGEST_WAIT)
