@@ -34,8 +34,8 @@ ui-check: install            ## open the Web UI in headless Chromium, find a wai
 openapi: install             ## regenerate docs/openapi.json from the ingress
 	$(BIN)/python -c 'import json, pathlib; from dsmo.starter.server.ingress.app import create_app; from dsmo.starter.config.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
 
-bench: install               ## Table 1, the raw-Temporal floor, W5 (LLM-bound); QUICK=1 for ~3 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times, W5=1 only W5, SCALE=1 only the scale test and the console (needs make up), MIGRATE=1 only migrating 10,000 waiting runs (300 with QUICK=1), WHATIF=1 only the what-if replay of 1,000 ended runs (100 with QUICK=1)
-	$(BIN)/python -m bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),) $(if $(W5),--w5-only,) $(if $(SCALE),--scale-only,) $(if $(MIGRATE),--migrate-only,) $(if $(WHATIF),--what-if-only,)
+bench: install               ## Table 1, the raw-Temporal floor, W5 (LLM-bound); QUICK=1 for ~3 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times, W5=1 only W5, SCALE=1 only the scale test and the console (needs make up), MIGRATE=1 only migrating 10,000 waiting runs (300 with QUICK=1), WHATIF=1 only the what-if replay of 1,000 ended runs (100 with QUICK=1), FLOW=1 only flow control (per-key concurrency: keyed against plain W4 runs, one lock's ceiling)
+	$(BIN)/python -m bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),) $(if $(W5),--w5-only,) $(if $(SCALE),--scale-only,) $(if $(MIGRATE),--migrate-only,) $(if $(WHATIF),--what-if-only,) $(if $(FLOW),--flow-only,)
 
 hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies) and a control run's latency beside a loop-blocking agent and hostile model answers; writes BENCHMARKS.md
 	$(BIN)/python -m bench.hostile --update

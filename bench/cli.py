@@ -2,7 +2,7 @@
 
 Longer than most modules because it is the one command that runs every section, alone or
 together, and splices each section's text into BENCHMARKS.md; the sections' own work lives in
-their modules (`bench.migration_cli`, `bench.what_if_cli`, ...).
+their modules (`bench.migration_cli`, `bench.what_if_cli`, `bench.flow_cli`, ...).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from bench import migration_cli, what_if_cli
+from bench import flow_cli, migration_cli, what_if_cli
 from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
@@ -72,6 +72,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
                 print(f"scale test failed: {type(err).__name__}: {err}", flush=True)
         await migration_cli.add_migration(results, settings, bench.dsmo, config.migration_runs, out_dir)
         await what_if_cli.add_what_if(results, settings, bench.dsmo, config.what_if_runs, own_stack=stack is not None)
+        await flow_cli.add_flow(results, settings, config, own_stack=stack is not None)
         await _add_w5(results, settings, bench.dsmo, batches=1 if quick else 3)
         results["seconds"] = round(time.perf_counter() - started, 1)
     finish(results, out_dir, update_benchmarks)
@@ -218,7 +219,12 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
     paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
     text = markdown(results)
     print(text)
-    sections = (migration_cli.migration_section(results), what_if_cli.what_if_section(results), _w5_section(results))
+    sections = (
+        migration_cli.migration_section(results),
+        what_if_cli.what_if_section(results),
+        flow_cli.flow_section(results),
+        _w5_section(results),
+    )
     for extra in filter(None, sections):
         print("\n" + extra)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
@@ -234,6 +240,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             (HOSTILE_LOOP_START, HOSTILE_LOOP_END),
             (HOSTILE_LLM_START, HOSTILE_LLM_END),
             what_if_cli.MARKERS,
+            flow_cli.MARKERS,
         ):
             kept = reliability_report.existing(old, start, end)
             if kept:
@@ -241,7 +248,8 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         w5_section = _w5_section(results)
         if w5_section:
             new_page = reliability_report.splice(new_page, w5_section, *_w5_markers())
-        page.write_text(what_if_cli.with_section(migration_cli.with_section(new_page, results), results))
+        new_page = what_if_cli.with_section(migration_cli.with_section(new_page, results), results)
+        page.write_text(flow_cli.with_section(new_page, results))
 
 
 def _w5_markers() -> tuple[str, str]:
@@ -279,6 +287,7 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.option("--w5-only", is_flag=True, help="Run only W5 (LLM-bound), merged into the latest results.")
 @click.option("--migrate-only", "migrate", is_flag=True, help="Run only the migration section (10,000 runs).")
 @click.option("--what-if-only", "what_if", is_flag=True, help="Run only the what-if section (1,000 runs replayed).")
+@click.option("--flow-only", "flow", is_flag=True, help="Run only the flow-control section (per-key concurrency).")
 @click.option(
     "--floor-only",
     "floor_repeats",
@@ -288,7 +297,14 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
     help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
 )
 def command(
-    quick: bool, update: bool, scale_only: bool, w5_only: bool, migrate: bool, what_if: bool, floor_repeats: int | None
+    quick: bool,
+    update: bool,
+    scale_only: bool,
+    w5_only: bool,
+    migrate: bool,
+    what_if: bool,
+    flow: bool,
+    floor_repeats: int | None,
 ) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
 
@@ -303,7 +319,11 @@ def command(
         raise click.UsageError("--migrate-only: cannot be combined with --scale-only, --w5-only or --floor-only")
     if what_if and (migrate or scale_only or w5_only or floor_repeats):
         raise click.UsageError("--what-if-only: cannot be combined with another --*-only option")
-    if migrate:
+    if flow and (migrate or what_if or scale_only or w5_only or floor_repeats):
+        raise click.UsageError("--flow-only: cannot be combined with another --*-only option")
+    if flow:
+        asyncio.run(flow_cli.flow_only(quick, bench_stack, update_benchmarks=update))
+    elif migrate:
         asyncio.run(migration_cli.migration_only(quick, bench_stack, update_benchmarks=update))
     elif what_if:
         asyncio.run(what_if_cli.what_if_only(quick, bench_stack, update_benchmarks=update))

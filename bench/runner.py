@@ -42,6 +42,12 @@ class BenchConfig:
     scale_runs: int = 200
     migration_runs: int = 300  # waiting runs migrated in one batch (bench/migration_bench.py)
     what_if_runs: int = 100  # ended runs replayed against a candidate (bench/what_if_bench.py)
+    # Flow control (bench/flow_bench.py): W4 runs a side, keyed and plain, in this many rounds;
+    # starts through one lock for this many seconds; runs one key serves in line.
+    flow_runs: int = 200
+    flow_rounds: int = 2
+    flow_seconds: float = 10.0
+    flow_handover_runs: int = 50
     artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
     resume_samples: int = 10
     # Against the floor: this many interleaved rounds, each batch at least this many waves of
@@ -62,6 +68,10 @@ class BenchConfig:
             scale_runs=10_000,
             migration_runs=10_000,
             what_if_runs=1_000,
+            flow_runs=1_000,
+            flow_rounds=4,
+            flow_seconds=30.0,
+            flow_handover_runs=200,
             resume_samples=50,
             # Six rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x.
             paired_rounds=6,

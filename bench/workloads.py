@@ -22,11 +22,7 @@ def _stage(**extra: Any) -> dict[str, Any]:
 @functools.cache  # parsed once, as a client reuses its definitions; never mutated
 def definition(workload: str) -> AgentDefinition:
     if workload in ("W1", "W4"):
-        nodes = {
-            "A": _stage(next="B"),
-            "B": _stage(input="{{stages.A.outputUri}}", next="C"),
-            "C": _stage(input="{{stages.B.outputUri}}"),
-        }
+        nodes = _chain()
     else:  # W2, W3: A -> (B or C) -> D; the orchestrator branches on A's summary
         nodes = {
             "A": _stage(transitions=[{"when": 'stages.A.summary.route == "b"', "to": "B"}, {"to": "C"}]),
@@ -35,6 +31,36 @@ def definition(workload: str) -> AgentDefinition:
             "D": _stage(input="{{stages.A.outputUri}}"),
         }
     return parse_definition({"agent": f"bench-{workload.lower()}", "start": "A", "nodes": nodes})
+
+
+def _chain() -> dict[str, Any]:
+    """W1's and W4's stages: A -> B -> C, each reading the one before."""
+    return {
+        "A": _stage(next="B"),
+        "B": _stage(input="{{stages.A.outputUri}}", next="C"),
+        "C": _stage(input="{{stages.B.outputUri}}"),
+    }
+
+
+FLOW_KEY = "customer"  # the input field the flow-control section's concurrency key reads
+
+
+@functools.cache
+def keyed_definition(limit: int = 1, *, stages: int = 3) -> AgentDefinition:
+    """W4's definition (``stages=3``), or its first stage alone, with one concurrency key.
+
+    At most ``limit`` runs per value of the input's `customer` are past PENDING; a start for a
+    busy value waits in line (the section's throughput, ceiling and handover measures).
+    """
+    nodes = _chain() if stages == 3 else {"A": _stage()}
+    return parse_definition(
+        {
+            "agent": f"bench-flow-{stages}",
+            "start": "A",
+            "nodes": nodes,
+            "concurrency": [{"key": f"{{{{{FLOW_KEY}}}}}", "limit": limit}],
+        }
+    )
 
 
 RESUMED_STAGE = "after"
