@@ -44,6 +44,11 @@ def test_a_bad_block_is_refused_naming_the_field(block: str, words: str) -> None
     assert words in str(refused.value)
 
 
+def test_keys_that_hold_while_waiting_and_keys_that_do_not_are_refused_together() -> None:
+    with pytest.raises(DefinitionError, match=r"concurrency\.1\.holdWhileWaiting: the keys of one definition all hold"):
+        _flow('{key: "{{conversation.id}}"}', '{key: "{{tenant}}", limit: 5, holdWhileWaiting: false}')
+
+
 def test_two_keys_that_say_what_a_busy_start_does_are_refused() -> None:
     with pytest.raises(DefinitionError, match=r"concurrency\.1\.onBusy: only one key"):
         _flow('{key: "{{conversation.id}}", onBusy: reject}', '{key: "{{tenant}}", onBusy: cancel-previous}')

@@ -118,6 +118,15 @@ def check_flow_control(
         _check_key("debounce.key", debounce.key, inputs)
         if not timedelta(seconds=1) <= debounce.period <= timedelta(hours=1):
             raise FlowControlError("@debounce.period: must be between 1s and 1h")
+    keys = list(concurrency or ())
+    mixed = [index for index, entry in enumerate(keys) if entry.hold_while_waiting != keys[0].hold_while_waiting]
+    if mixed:
+        # A run taking back a slot it gave up to wait, while holding one it kept, would take its
+        # slots out of order: two runs could each wait for the other's.
+        raise FlowControlError(
+            f"@concurrency.{mixed[0]}.holdWhileWaiting: the keys of one definition all hold while "
+            "waiting or all give their slots back"
+        )
     policies = [index for index, entry in enumerate(concurrency or ()) if entry.on_busy != "queue"]
     if len(policies) > 1:
         raise FlowControlError(f"@concurrency.{policies[1]}.onBusy: only one key may say what a busy start does")
