@@ -128,7 +128,7 @@ async def admit(
     for slot in slots:
         delivering = slot.on_busy == "deliver" and bool(events)
         # In line at once unless the key rejects or delivers: runs are served in the order they started.
-        lining_up = slot.on_busy not in ("reject", "deliver")
+        lining_up = slot.on_busy != "reject" and not delivering
         answer = await _claim(dsmo, slot, run_id, task_queue, queue=lining_up, priority=priority)
         if not answer.admitted and delivering:
             for holder in answer.holders:

@@ -133,6 +133,7 @@ class AgentRateLimiter:
         if request.get("queue") and run_id not in state.queue:
             self._line_up(run_id, request.get("priority"))
             state.since[run_id] = workflow.now()
+            self._changed = True  # someone waits now: the holders are checked from here on
         return answer
 
     @workflow.query
