@@ -551,3 +551,18 @@ async def test_a_burst_of_starts_on_one_key_all_start(harness: Harness) -> None:
     for report in reports:
         await _status(harness, report.run_id, RunStatus.WAITING)
         await dsmo.cancel(report.run_id, reason="done")
+
+
+async def test_a_group_key_holds_runs_of_two_agents_in_one_line(harness: Harness) -> None:
+    dsmo, group = _client(harness), f"group:pay-{uuid.uuid4().hex[:6]}"
+    refund, cancel = (_flow(f', scope: "{group}"') for _ in range(2))
+    assert refund.agent != cancel.agent
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    first = await dsmo.start(refund, _input(conversation), task_queue=harness.task_queue)
+    other = await dsmo.submit(cancel, _input(conversation), task_queue=harness.task_queue)
+    harness.started.extend([first, other.run_id])
+    assert other.status == "pending"  # another agent, the same customer: the same line
+    await _status(harness, first, RunStatus.WAITING)
+    await dsmo.respond(first, "ok")
+    await _status(harness, other.run_id, RunStatus.WAITING)
+    await dsmo.cancel(other.run_id, reason="done")
