@@ -60,7 +60,7 @@ async def _execute(run: Run, node_id: str, *, resume: WaitCheckpoint | None) -> 
     state.current_node = node_id
     stale = unreachable(run, node_id)
     if stale:  # kept events no wait from here on takes expire (delivered ones go on to runs of their own)
-        drop_unreachable(run, node_id, await hand_on_deliveries(run, stale))
+        drop_unreachable(run, node_id, stale, await hand_on_deliveries(run, stale))
     workflow.logger.info("Action %d: %s (%s) - starting", run.step, node.action_type, node_id)
     try:
         await HANDLERS[node.action_type](run, node_id, node, resume)

@@ -265,9 +265,11 @@ def unreachable(run: Run, node_id: str) -> list[InboxEntry]:
     return [entry for entry in state.inbox if not any(takes_kind(node, entry.event) for node in ahead)]
 
 
-def drop_unreachable(run: Run, node_id: str, handed_on: Mapping[str, str] | None = None) -> None:
-    """Entering ``node_id``: expire kept events that no wait from here on can take."""
-    _expire(run, unreachable(run, node_id), f"no wait from {node_id} on takes it", handed_on)
+def drop_unreachable(
+    run: Run, node_id: str, stale: Iterable[InboxEntry], handed_on: Mapping[str, str] | None = None
+) -> None:
+    """Entering ``node_id``: expire the kept events no wait from here on can take (`unreachable`)."""
+    _expire(run, list(stale), f"no wait from {node_id} on takes it", handed_on)
 
 
 def drop_all(run: Run, reason: str, handed_on: Mapping[str, str] | None = None) -> None:
