@@ -65,11 +65,13 @@ class HandOnActivities:
         definition = AgentDefinition.model_validate(snapshot["definition"])
         run_id = f"{definition.agent}-{hashlib.sha256(event_id.encode()).hexdigest()[:12]}"
         event = next(event for event in record["events"] if event["event_id"] == event_id)
+        queue = record.get("taskQueue") or self.task_queue
+        request = ExecutionRequest(definition=definition, input=record["input"], origin={"handedOnEvent": event_id})
         operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             "AgentExecution",
-            ExecutionRequest(definition=definition, input=record["input"], origin={"handedOnEvent": event_id}),
+            request.started_on(queue),
             id=run_id,
-            task_queue=record.get("taskQueue") or self.task_queue,
+            task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             search_attributes=TypedSearchAttributes(
                 [

@@ -1,8 +1,9 @@
-"""Activities that talk to locks (AgentRateLimiter workflows): signal-with-start needs a client."""
+"""Activities that talk to locks (rate limiters, key locks, throttle buckets): signal-with-start needs a client."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -10,6 +11,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT, REQUEST_TOKEN
 from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates, SlotRequest, TokenRequest
+from dsmo.workflows.definition.flow_control import shard_of
+from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
 from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
 
@@ -35,7 +38,18 @@ class LimiterActivities:
 
     @activity.defn(name=RELEASE_SLOT)
     async def release_slot(self, request: SlotRequest) -> None:
-        await self._signal("release", request)
+        if request.lock is None:  # the agent's rate limit: as it always was
+            await self._signal("release", request)
+            return
+        # A plain signal: a lock runs while one of its slots is held or waited for, and a lock
+        # that ended (terminated by hand) keeps no slot to give back.
+        shard, line = shard_of(request.lock)
+        release = {"run_id": request.run_id, **({"line": line} if line else {})}
+        try:
+            await self.client.get_workflow_handle(shard).signal("release", release)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
 
     @activity.defn(name=REQUEST_TOKEN)
     async def request_token(self, request: TokenRequest) -> None:
@@ -77,14 +91,26 @@ class LimiterActivities:
 
     async def _signal(self, name: str, request: SlotRequest) -> None:
         # Signal-with-start: the lock is created by the first run that needs it.
-        signal = {"run_id": request.run_id, "max_concurrent": request.max_concurrent}
-        if request.lock is not None:  # a concurrency key's lock: its value, and how often to check holders
-            signal.update(key=request.key, check_every_seconds=self.holder_check_seconds, priority=request.priority)
+        signal: dict[str, object] = {"run_id": request.run_id, "max_concurrent": request.max_concurrent}
+        task_queue = activity.info().task_queue or self.task_queue
+        if request.lock is None:  # the agent's rate limit
+            state = LimiterState(agent=request.agent, max_concurrent=request.max_concurrent)
+            await self._start(AgentRateLimiter.run, state, limiter_id(request.agent), name, signal, task_queue)
+            return
+        # A concurrency key's: its value, how often to check holders, the run's place in line.
+        signal.update(key=request.key, check_every_seconds=self.holder_check_seconds, priority=request.priority)
+        shard, line = shard_of(request.lock)
+        if line is None:  # a key value's own lock, taken by a run started before locks were sharded
+            state = LimiterState(agent=request.agent, max_concurrent=request.max_concurrent, key=request.key)
+            await self._start(AgentRateLimiter.run, state, shard, name, signal, task_queue)
+        else:
+            await self._start(
+                KeyLocks.run, KeyLocksState(owner=request.agent), shard, name, {**signal, "line": line}, task_queue
+            )
+
+    async def _start(
+        self, run: Any, state: Any, workflow_id: str, signal: str, arg: dict[str, object], task_queue: str
+    ) -> None:
         await self.client.start_workflow(
-            AgentRateLimiter.run,
-            LimiterState(agent=request.agent, max_concurrent=request.max_concurrent, key=request.key),
-            id=request.lock or limiter_id(request.agent),
-            task_queue=activity.info().task_queue or self.task_queue,
-            start_signal=name,
-            start_signal_args=[signal],
+            run, state, id=workflow_id, task_queue=task_queue, start_signal=signal, start_signal_args=[arg]
         )

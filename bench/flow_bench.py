@@ -30,7 +30,7 @@ from bench.metrics import percentile
 from bench.runner import Bench, BenchConfig
 from bench.workloads import FLOW_KEY, definition, keyed_definition
 from dsmo.starter.config.settings import Settings
-from dsmo.workflows.definition.flow_control import lock_id
+from dsmo.workflows.definition.flow_control import lock_id, shard_of
 from dsmo.workflows.definition.model import AgentDefinition
 
 SIDES = ("keyed", "plain")
@@ -170,7 +170,7 @@ class _Sides:
                 await sides[side].drive(self, meter, seconds / 2, concurrency, key)
         figures = {side: await drive.figures(self.dsmo, concurrency) for side, drive in sides.items()}
         figures["one_lock"]["lock"] = await self._lock_history(
-            lock_id(keyed_definition(CEILING_LIMIT, stages=1).agent, customer)
+            lock_id(keyed_definition(CEILING_LIMIT, stages=1).agent, customer, self.queue)
         )
         one, spread = figures["one_lock"]["starts_per_second"], figures["lock_per_start"]["starts_per_second"]
         return {**figures, "ratio": round(one / spread, 3) if spread else None}
@@ -191,11 +191,13 @@ class _Sides:
             "runs_per_second": round(runs / elapsed, 2),
             "started_as": dict(started_as),
             "statuses": dict(Counter(ended)),
-            "lock": await self._lock_history(lock_id(shape.agent, customer)),
+            "lock": await self._lock_history(lock_id(shape.agent, customer, self.queue)),
         }
 
-    async def _lock_history(self, lock: str) -> dict[str, Any]:
-        """The lock's executions so far (each continue-as-new starts one) and its current history."""
+    async def _lock_history(self, slot: str) -> dict[str, Any]:
+        """The executions so far of the shard keeping ``slot``'s line (each continue-as-new starts
+        one) and its current history."""
+        lock, _ = shard_of(slot)
         statuses: Counter[str] = Counter()
         async for execution in self.dsmo.temporal.list_workflows(f"WorkflowId = '{lock}'"):
             statuses[execution.status.name if execution.status else "UNKNOWN"] += 1

@@ -23,11 +23,11 @@ from datetime import datetime
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.flow_starts import key_line
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.flow_control import lock_id
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
-from dsmo.workflows.engine.rate_limiter import LimiterState
 
 AGENT = "keyed-crash"
 
@@ -107,7 +107,7 @@ async def keyed_crash(
         result.completed = sum(status is RunStatus.COMPLETED for status in outcomes)
         result.lost = len(every) - result.completed
         for key, run_ids in lines.items():
-            await _check_line(client, key, run_ids, result)
+            await _check_line(client, key, run_ids, queue, result)
         result.seconds = time.monotonic() - started_at
     finally:
         for proc in extra:
@@ -131,7 +131,7 @@ async def _outcome(client: DsmoClient, run_id: str) -> RunStatus | None:
         return None
 
 
-async def _check_line(client: DsmoClient, key: str, run_ids: list[str], result: KeyedCrashResult) -> None:
+async def _check_line(client: DsmoClient, key: str, run_ids: list[str], queue: str, result: KeyedCrashResult) -> None:
     spans: list[tuple[datetime, datetime, str]] = []
     for run_id in run_ids:
         events = await client.events(run_id)
@@ -151,13 +151,10 @@ async def _check_line(client: DsmoClient, key: str, run_ids: list[str], result: 
             result.problems.append(
                 f"{key}: {after} took the slot at {after_start} before {before} ended at {before_end}"
             )
-    handle = client.temporal.get_workflow_handle(lock_id(AGENT, key))
-    description = await handle.describe()
-    if description.status is not None and description.status.name == "RUNNING":
-        state: LimiterState = await handle.query("snapshot", result_type=LimiterState)
-        if state.holders or state.queue:
-            result.leaked += len(state.holders) + len(state.queue)
-            result.problems.append(f"{key}: its lock still has holders {state.holders} and line {state.queue}")
+    line = await key_line(client, lock_id(AGENT, key, queue))
+    if line is not None and not line.idle:
+        result.leaked += len(line.holders) + len(line.queue)
+        result.problems.append(f"{key}: its lock still has holders {line.holders} and line {line.queue}")
 
 
 def _first(events: list[AuditEvent], kind: str) -> AuditEvent | None:

@@ -81,6 +81,7 @@ from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
 from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.starter.client.trail_store import TrailStore, TrailVerification, verify_export
 from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing
+from dsmo.starter.client.with_start import UpdateGates
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled
@@ -152,6 +153,7 @@ class DsmoClient:
         # trace without a describe call per event. Bounded: oldest runs are forgotten first.
         self._run_traces: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._pollers_seen: dict[str, float] = {}  # task queue -> when a live poller was last seen
+        self.update_gates = UpdateGates()  # this client's requests in flight to each flow-control workflow
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, *, lazy: bool = False) -> DsmoClient:
@@ -368,8 +370,9 @@ class DsmoClient:
                 if given:  # the batch's run is started by the key's debouncer, with an id of its own
                     raise ValueError(f"{name}: a debounced start takes none (its batch's run has its own)")
             return await debounced_starts.join_batch(self, request, task_queue or self.settings.temporal.task_queue)
-        slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
         queue = task_queue or self.settings.temporal.task_queue
+        request = request.started_on(queue)
+        slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
             admission = (

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client.client_errors import (
@@ -39,8 +39,10 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
-from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, ClaimAnswer, LimiterState
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, shard_of, slots_of
+from dsmo.workflows.engine.key_locks import KeyLine, KeyLocks, KeyLocksState
+from dsmo.workflows.engine.rate_limiter import LimiterState
+from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 from dsmo.workflows.events.resume_events import EventAck
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
@@ -105,7 +107,7 @@ def key_slots(request: ExecutionRequest) -> list[KeySlot]:
     if not definition.concurrency or request.replay is not None or request.checkpoint is not None:
         return []
     try:
-        return slots_of(definition.agent, definition.concurrency, request.input)
+        return slots_of(definition.agent, definition.concurrency, request.input, request.key_locks_queue)
     except FlowControlError as err:
         raise InvalidInputDocument(f"input: {err}") from None
 
@@ -199,21 +201,24 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
     """Give back slots claimed for a run that did not start."""
     for slot in slots:
         if slot.lock in locks:
+            shard, line = shard_of(slot.lock)
             await dsmo.temporal.start_workflow(
-                AgentRateLimiter.run,
-                _state(slot),
-                id=slot.lock,
+                KeyLocks.run,
+                KeyLocksState(owner=slot.owner),
+                id=shard,
                 task_queue=task_queue,
                 start_signal="release",
-                start_signal_args=[{"run_id": run_id}],
+                start_signal_args=[{"run_id": run_id, "line": line}],
             )
 
 
 async def _claim(
     dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
 ) -> ClaimAnswer:
+    shard, line = shard_of(slot.lock)
     ask = {
         "run_id": run_id,
+        "line": line,
         "queue": queue,
         "priority": priority,
         "max_concurrent": slot.limit,
@@ -222,14 +227,15 @@ async def _claim(
     }
     return await update_with_start(
         dsmo,
-        "AgentRateLimiter",
-        _state(slot),
-        slot.lock,
+        "DsmoKeyLocks",
+        KeyLocksState(owner=slot.owner),
+        shard,
         task_queue,
         "claim",
         ask,
         ClaimAnswer,
         what=f"concurrency.{slot.index} ({slot.label})",
+        long_lived=True,
     )
 
 
@@ -238,20 +244,36 @@ async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:
         await dsmo.cancel(run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
 
 
+async def key_line(dsmo: DsmoClient, lock: str) -> SlotLine | None:
+    """A key value's line as its lock keeps it now (None: nobody holds or waits for the key).
+
+    Raises:
+        RPCError: Temporal did not answer.
+        WorkflowQueryFailedError: The lock could not answer (busy, or ending).
+    """
+    shard, line = shard_of(lock)
+    handle = dsmo.temporal.get_workflow_handle(shard)
+    try:
+        found: SlotLine | None
+        if line is None:  # a key value's own lock, from before key locks were sharded
+            found = await handle.query("snapshot", result_type=LimiterState)
+        else:
+            found = await handle.query("line", line, result_type=KeyLine)
+        return found
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None  # the lock ended: its last line emptied a while ago
+        raise
+
+
 async def with_place_in_line(dsmo: DsmoClient, view: StatusView) -> StatusView:
     """A run in line for a key's slot: its place in the line, added to its pending reason."""
     assert view.queued_for is not None
     try:
-        lock: LimiterState = await dsmo.temporal.get_workflow_handle(view.queued_for).query(
-            "snapshot", result_type=LimiterState
-        )
+        line = await key_line(dsmo, view.queued_for)
     except (RPCError, WorkflowQueryFailedError):
         return view  # the lock is busy or just ended: the reason stands without the place
-    if view.run_id not in lock.queue:
+    if line is None or view.run_id not in line.queue:
         return view
-    place = f"{lock.queue.index(view.run_id) + 1} of {len(lock.queue)} in line"
+    place = f"{line.queue.index(view.run_id) + 1} of {len(line.queue)} in line"
     return view.model_copy(update={"pending_reason": f"{view.pending_reason}; {place}"})
-
-
-def _state(slot: KeySlot) -> LimiterState:
-    return LimiterState(agent=slot.owner, max_concurrent=slot.limit, key=slot.key)

@@ -354,6 +354,30 @@ async def rewound_to(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+KEYED_CHAT = {
+    "agent": "golden-keyed-chat",
+    "inputs": ["conversation"],
+    "concurrency": [{"key": "{{conversation}}", "limit": 1, "holdWhileWaiting": False}],
+    "start": "ask",
+    "nodes": {
+        "ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "bye"},
+        "bye": {"actionType": "send_message", "parameters": {"message": "got {{lastResponse}}"}},
+    },
+}
+
+
+async def keyed_chat(dsmo: DsmoClient, queue: str) -> str:
+    """A run of a concurrency key: its slot claimed at start, given back while it waits, taken
+    back in line when the reply comes, and given back when it ends."""
+    from dsmo.workflows.definition.model import parse_definition
+
+    report = await dsmo.submit(parse_definition(KEYED_CHAT), {"conversation": "g-1"}, task_queue=queue)
+    await dsmo.wait_for_status(report.run_id, {RunStatus.WAITING})
+    await dsmo.respond(report.run_id, "sí", event_id="golden-keyed-1")
+    await dsmo.result(report.run_id)
+    return report.run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -378,6 +402,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # A rewind: the generation that went back, and the one that rebuilt its state and went on.
     "rewound_from": rewound_from,
     "rewound_to": rewound_to,
+    # A run of a concurrency key that gives its slot back while it waits.
+    "keyed_chat": keyed_chat,
 }
 
 

@@ -57,13 +57,13 @@ def test_two_keys_that_say_what_a_busy_start_does_are_refused() -> None:
 def test_a_run_s_slots_are_one_lock_per_key_value_taken_in_one_order() -> None:
     definition = _flow('{key: "{{conversation.id}}"}', '{key: "{{tenant}}", limit: 5, scope: "group:billing"}')
     assert definition.concurrency is not None
-    slots = slots_of(definition.agent, definition.concurrency, {"conversation": {"id": "c-1"}, "tenant": "acme"})
+    slots = slots_of(definition.agent, definition.concurrency, {"conversation": {"id": "c-1"}, "tenant": "acme"}, "q")
     assert [slot.lock for slot in slots] == sorted(slot.lock for slot in slots)
     by_key = {slot.key: slot for slot in slots}
-    assert by_key["c-1"].lock == lock_id("flow-unit", "c-1") and by_key["c-1"].label == "conversation.id=c-1"
+    assert by_key["c-1"].lock == lock_id("flow-unit", "c-1", "q") and by_key["c-1"].label == "conversation.id=c-1"
     assert by_key["acme"].owner == "group-billing" and by_key["acme"].limit == 5
     # Two runs of one conversation share a lock; another conversation has its own.
-    other = slots_of(definition.agent, definition.concurrency, {"conversation": {"id": "c-2"}, "tenant": "acme"})
+    other = slots_of(definition.agent, definition.concurrency, {"conversation": {"id": "c-2"}, "tenant": "acme"}, "q")
     assert {slot.lock for slot in other} & {slot.lock for slot in slots} == {by_key["acme"].lock}
 
 
@@ -71,9 +71,9 @@ def test_a_missing_or_empty_key_value_names_the_field() -> None:
     definition = _flow('{key: "{{conversation.id}}"}')
     assert definition.concurrency is not None
     with pytest.raises(FlowControlError, match=r"^concurrency\.0\.key: "):
-        slots_of(definition.agent, definition.concurrency, {"tenant": "acme"})
+        slots_of(definition.agent, definition.concurrency, {"tenant": "acme"}, "q")
     with pytest.raises(FlowControlError, match="renders empty"):
-        slots_of(definition.agent, definition.concurrency, {"conversation": {"id": " "}})
+        slots_of(definition.agent, definition.concurrency, {"conversation": {"id": " "}}, "q")
 
 
 def test_a_definition_without_keys_hashes_as_before() -> None:

@@ -125,6 +125,8 @@ class Checkpoint(WireModel):
     generation: int = 1
     slot_held: bool = False
     slots: list[str] = Field(default_factory=list)  # locks of concurrency keys the run holds a slot of
+    # The run's keys live in sharded key locks; absent (False) in runs from before: a lock per value.
+    sharded_keys: bool = False
     started_at: datetime
     path: list[str] = Field(default_factory=list)
     visits: dict[str, int] = Field(default_factory=dict)
@@ -171,8 +173,17 @@ class ExecutionRequest(WireModel):
     prepared: PreparedRun | None = None
     # Locks of concurrency keys a starter claimed a slot of for this run before starting it.
     slots_claimed: list[str] = Field(default_factory=list)
+    # Where the locks of the run's concurrency keys live: the task queue a DSMO starter started it
+    # on (a lock runs on the workers of the runs it serves). Set only for runs with keys.
+    key_locks_queue: str | None = None
     # 1 (highest) to 5: the run's tasks go first on Temporal's task queues, and in a key's line.
     priority: int | None = Field(default=None, ge=1, le=5)
+
+    def started_on(self, task_queue: str) -> ExecutionRequest:
+        """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there."""
+        if not self.definition.concurrency or self.replay is not None or self.checkpoint is not None:
+            return self
+        return self.model_copy(update={"key_locks_queue": task_queue})
 
 
 class WorkflowTaskFailure(WireModel):

@@ -26,6 +26,9 @@ SCOPE_PATTERN = r"^(agent|group:[a-z0-9][a-z0-9-]{0,62})$"
 # Roots a key may read: the run's input only (stages, waits and config do not exist at start).
 NOT_AT_START = frozenset({"stages", "steps", "run", "config", "lastResponse", "documentUrls"})
 MAX_KEY_CHARS = 500  # a rendered key longer than this is refused (it names a conversation, a customer...)
+# The workflows a scope's key values are spread over (`engine/key_locks.py`). Fixed: a value must
+# always land in the same shard, whichever client or worker computes it.
+KEY_SHARDS = 64
 
 
 class ConcurrencyKey(CamelModel):
@@ -184,7 +187,7 @@ class KeySlot:
     """One slot a run needs: which lock (one per key value) and what the key says.
 
     Attributes:
-        lock: The lock's workflow id (``dsmo-slots.{owner}.{digest of the key}``).
+        lock: The key value's slot id (see `lock_id`).
         owner: The agent, or ``group-<name>`` for a group's keys.
         key: The key's value for this run.
         label: The key as people read it: ``conversation.id=c-42``.
@@ -204,14 +207,47 @@ class KeySlot:
     index: int
 
 
-def lock_id(owner: str, key: str) -> str:
-    """The id of the lock of one key value (a digest: key values are any text, ids are not)."""
+def lock_id(owner: str, key: str, task_queue: str | None) -> str:
+    """The slot id of one key value: ``{its shard's workflow id}/{its line}``.
+
+    The line is a digest of the value (key values are any text, ids are not); the shard is
+    that digest modulo `KEY_SHARDS`, so a value always lands in the same shard. Shards live on
+    the task queue of the runs they serve (the workers that poll it run them), so runs of one
+    key on two task queues keep two lines (a run started around DSMO's starters, with no queue
+    named, has its locks on the queue of whichever run first needed them).
+    """
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    place = f"{task_queue}." if task_queue else ""
+    return f"dsmo-keys.{owner}.{place}{int(digest, 16) % KEY_SHARDS:02d}/{digest}"
+
+
+def unsharded_lock_id(owner: str, key: str) -> str:
+    """The lock of one key value as runs from before key locks were sharded took it: a workflow of its own."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     return f"dsmo-slots.{owner}.{digest}"
 
 
-def slots_of(agent: str, concurrency: Sequence[ConcurrencyKey], variables: Mapping[str, Any]) -> list[KeySlot]:
-    """The slots a run with these input ``variables`` needs, in the order it takes them.
+def shard_of(lock: str) -> tuple[str, str | None]:
+    """The workflow that keeps ``lock``'s line, and the line in it.
+
+    A lock without a line is a workflow of its own: an agent's rate limit, or a key value's
+    lock taken by a run started before key locks were sharded.
+    """
+    shard, _, line = lock.partition("/")
+    return shard, line or None
+
+
+def slots_of(
+    agent: str,
+    concurrency: Sequence[ConcurrencyKey],
+    variables: Mapping[str, Any],
+    task_queue: str | None,
+    *,
+    sharded: bool = True,
+) -> list[KeySlot]:
+    """The slots a run whose key locks live on ``task_queue`` needs, in the order it takes them.
+
+    A run from before key locks were sharded (not ``sharded``) takes a lock per key value.
 
     Raises:
         FlowControlError: The input lacks a value a key reads (``concurrency.0.key: ...``).
@@ -224,7 +260,7 @@ def slots_of(agent: str, concurrency: Sequence[ConcurrencyKey], variables: Mappi
         name = template[2:-2].strip() if template.startswith("{{") and template.endswith("}}") else template
         slots.append(
             KeySlot(
-                lock=lock_id(owner, key),
+                lock=lock_id(owner, key, task_queue) if sharded else unsharded_lock_id(owner, key),
                 owner=owner,
                 key=key,
                 label=f"{name}={key}",

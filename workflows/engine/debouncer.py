@@ -122,6 +122,8 @@ class StartDebouncer:
                 definition=definition,
                 input=run_input,
                 origin={"debouncedStarts": str(gathered), "debounceKey": state.key},
+                # The child runs here: its key locks too (only the command's first sending reads it).
+                key_locks_queue=workflow.info().task_queue if definition.concurrency else None,
             ),
             id=run_id,
             parent_close_policy=ParentClosePolicy.ABANDON,

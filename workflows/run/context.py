@@ -75,6 +75,8 @@ class Run:
     slots_held: list[str] = field(default_factory=list)
     slots_granted: set[str] = field(default_factory=set)
     slot_asked: str | None = None  # the lock the run waits in line at, if any
+    # Whether its keys live in sharded key locks: decided once, when the run first needs them.
+    sharded_keys: bool | None = None
     visits: dict[str, int] = field(default_factory=dict)  # node -> times entered (loops)
     # Idempotency keys of committed stages, oldest first.
     committed: dict[str, None] = field(default_factory=dict)
@@ -145,6 +147,7 @@ class Run:
         self.step = checkpoint.step
         self.slot_held = self.slot_granted = checkpoint.slot_held
         self.slots_held = list(checkpoint.slots)
+        self.sharded_keys = checkpoint.sharded_keys
         self.visits = dict(checkpoint.visits)
         self.committed = dict.fromkeys(checkpoint.committed)
         self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
@@ -178,6 +181,7 @@ class Run:
             generation=(previous.generation + 1) if previous else 2,
             slot_held=self.slot_held,
             slots=self.slots_held,
+            sharded_keys=self.sharded_keys is not False,
             started_at=state.started_at,
             path=state.path[-PATH_CARRIED:],
             visits=self.visits,

@@ -28,6 +28,12 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
+# workflow.patched id: a run gives its key slots back through a local activity, and leaves the
+# line it waits in when it ends.
+LOCAL_RELEASE_PATCH = "local-slot-release"
+# workflow.patched id: the run's keys live in sharded key locks (`engine/key_locks.py`).
+SHARDED_KEYS_PATCH = "sharded-key-locks"
+
 
 def key_slots(run: Run) -> list[KeySlot]:
     """The slots this run needs, in the order it takes them (none for a replay).
@@ -37,16 +43,29 @@ def key_slots(run: Run) -> list[KeySlot]:
     """
     if not run.definition.concurrency or run.replay is not None:
         return []
+    if run.sharded_keys is None:
+        # Runs from before sharded key locks keep the lock per key value they were started with.
+        run.sharded_keys = workflow.patched(SHARDED_KEYS_PATCH)
     try:
-        return slots_of(run.definition.agent, run.definition.concurrency, run.request.input)
+        return slots_of(
+            run.definition.agent,
+            run.definition.concurrency,
+            run.request.input,
+            run.request.key_locks_queue,
+            sharded=run.sharded_keys,
+        )
     except FlowControlError as err:
         raise RunEnded(RunStatus.FAILED, "", str(err)) from None
 
 
 async def take_all(run: Run) -> None:
     """Hold every slot the run needs, waiting in line for each; PENDING meanwhile."""
-    claimed = set(run.request.slots_claimed)
-    for slot in key_slots(run):
+    claimed, slots = set(run.request.slots_claimed), key_slots(run)
+    # Claimed by a starter from before sharded key locks: given back, and taken here in a shard.
+    stray = sorted(claimed - {slot.lock for slot in slots})
+    if stray:
+        await _give_back(run, [_bare(run, lock) for lock in stray])
+    for slot in slots:
         if slot.lock in claimed:
             run.slots_held.append(slot.lock)
             _record(run, "SLOT_TAKEN", slot)
@@ -141,10 +160,13 @@ async def _give_back(run: Run, slots: list[KeySlot]) -> None:
         if slot.lock in run.slots_held:
             run.slots_held.remove(slot.lock)
     run.slot_asked = None
-    await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot) for slot in slots))
+    # A local activity: the run goes on (or ends) in the same workflow task. Runs from before
+    # then gave slots back through a task-queue activity; they replay so.
+    local = workflow.patched(LOCAL_RELEASE_PATCH)
+    await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot, local=local) for slot in slots))
 
 
-async def _call(run: Run, activity: str, slot: KeySlot) -> None:
+async def _call(run: Run, activity: str, slot: KeySlot, *, local: bool = False) -> None:
     state = run.state
     request = SlotRequest(
         agent=slot.owner,
@@ -156,7 +178,7 @@ async def _call(run: Run, activity: str, slot: KeySlot) -> None:
     )
     asking = activity == contracts.REQUEST_SLOT
     try:
-        await call_service(activity, request, result_type=type(None), cancellation_is_failure=not asking)
+        await call_service(activity, request, result_type=type(None), local=local, cancellation_is_failure=not asking)
     except ActivityFailed as failed:
         reason = record_service_failure(state, BUDGETS[activity], failed.error, stage=None)
         workflow.logger.warning("%s failed for %s: %s", activity, state.run_id, reason)

@@ -1,0 +1,111 @@
+"""Key locks share shards: a leaked slot is still freed while other keys keep its shard busy, a
+run that ends in line leaves it, and a busy shard neither ends nor arms a timer per wake-up."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.worker import Worker
+
+from dsmo.starter.client.flow_starts import key_line
+from dsmo.workflows.common.sandbox import sandbox_runner
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.flow_control import lock_id, shard_of
+from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from tests.conftest import Harness, start_time_skipping
+from tests.integration.test_flow_control import _client, _flow, _input, _status, quick_holder_checks
+
+pytestmark = pytest.mark.asyncio
+__all__ = ["quick_holder_checks"]  # autouse: the test's worker checks holders every second
+
+
+def _same_shard(agent: str, task_queue: str, count: int) -> list[str]:
+    """``count`` conversation ids whose lines live in one shard."""
+    by_shard: dict[str, list[str]] = {}
+    for index in range(10_000):
+        conversation = f"c-{uuid.uuid4().hex[:6]}-{index}"
+        found = by_shard.setdefault(shard_of(lock_id(agent, conversation, task_queue))[0], [])
+        found.append(conversation)
+        if len(found) == count:
+            return found
+    raise AssertionError("no shard took enough keys")
+
+
+async def test_a_terminated_holder_is_found_while_the_shard_s_other_keys_keep_it_busy(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    leaked, churning = _same_shard(flow.agent, harness.task_queue, 2)
+    shard, churn_line = shard_of(lock_id(flow.agent, churning, harness.task_queue))
+    assert churn_line is not None
+    holder = await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)
+    await _status(harness, holder, RunStatus.WAITING)
+    # Another key of the shard takes and gives back a slot many times a second from here on: the
+    # shard wakes far more often than it checks its holders, and the check must still come.
+    churning_on, churns = asyncio.Event(), [0]
+    churn = asyncio.create_task(_churn(harness, shard, churn_line, churning, churning_on, churns))
+    queued = await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)
+    harness.started.append(queued)
+    await _status(harness, queued, RunStatus.PENDING)
+    await harness.dsmo.temporal.get_workflow_handle(holder).terminate(reason="outside DSMO")
+    await _status(harness, queued, RunStatus.WAITING)
+    churning_on.set()
+    await churn
+    assert churns[0] > 5  # the shard was woken throughout
+    line = await key_line(dsmo, lock_id(flow.agent, leaked, harness.task_queue))
+    assert line is not None and line.holders == [queued] and line.queue == []
+    await dsmo.cancel(queued, reason="done")
+
+
+async def _churn(harness: Harness, shard: str, line: str, key: str, stop: asyncio.Event, churns: list[int]) -> None:
+    handle = harness.dsmo.temporal.get_workflow_handle(shard)
+    while not stop.is_set():
+        ask = {"run_id": f"churn-{churns[0]}", "line": line, "key": key, "max_concurrent": 1}
+        assert (await handle.execute_update("claim", ask)).get("admitted") is True
+        await handle.signal("release", {"run_id": ask["run_id"], "line": line})
+        churns[0] += 1
+        await asyncio.sleep(0.05)
+
+
+async def test_a_run_cancelled_in_line_leaves_the_line_at_once(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.append(holder)
+    await _status(harness, holder, RunStatus.WAITING)
+    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, queued, RunStatus.PENDING)
+    await dsmo.cancel(queued, reason="not needed")
+    assert (await dsmo.result(queued)).status is RunStatus.CANCELLED
+    line = await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue))
+    assert line is not None and line.holders == [holder] and line.queue == []
+    await dsmo.cancel(holder, reason="done")
+
+
+async def test_a_busy_shard_keeps_one_timer_and_ends_a_minute_after_its_last_line_emptied() -> None:
+    """On the time-skipping server: a key taken and given back every 5 s for 150 s never leaves
+    the shard idle a minute, and costs no timer per wake-up; a minute after the last release, it ends."""
+    queue = f"shard-{uuid.uuid4().hex[:8]}"
+    env = await start_time_skipping()
+    try:
+        async with Worker(env.client, task_queue=queue, workflows=[KeyLocks], workflow_runner=sandbox_runner()):
+            handle = await env.client.start_workflow(
+                KeyLocks.run, KeyLocksState(owner="shard"), id=f"dsmo-keys.shard.{queue}.00", task_queue=queue
+            )
+            for turn in range(30):
+                ask = {"run_id": f"r-{turn}", "line": "a", "key": "a", "max_concurrent": 1}
+                assert (await handle.execute_update("claim", ask)).get("admitted") is True
+                await handle.signal("release", {"run_id": f"r-{turn}", "line": "a"})
+                await env.sleep(timedelta(seconds=5))
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+            await env.sleep(timedelta(seconds=70))
+            assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+            history = await handle.fetch_history()
+    finally:
+        await env.shutdown()
+    kinds = [event.event_type for event in history.events]
+    assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED) == 30
+    assert kinds.count(EventType.EVENT_TYPE_TIMER_STARTED) <= 5  # 60 wake-ups; a timer a minute at most

@@ -1,0 +1,71 @@
+"""Key locks' lines and shards: who gets a slot when, and where a key value's line lives."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from dsmo.workflows.definition.flow_control import KEY_SHARDS, lock_id, shard_of
+from dsmo.workflows.engine.slot_line import SlotLine
+
+NOW = datetime(2026, 11, 26, tzinfo=UTC)
+
+
+def test_a_free_slot_is_claimed_at_once_and_a_busy_one_lines_the_run_up() -> None:
+    line = SlotLine(max_concurrent=1)
+    admitted, changed = line.claim("r1", {"queue": True}, NOW)
+    assert admitted.admitted and changed and line.holders == ["r1"]
+    busy, changed = line.claim("r2", {"queue": True}, NOW)
+    assert not busy.admitted and busy.holders == ["r1"] and busy.waiting == 0 and changed
+    assert line.queue == ["r2"] and line.blocked
+    # Asking again changes nothing: a holder is admitted, a run in line keeps its place.
+    assert line.claim("r1", {}, NOW) == (admitted, False)
+    assert line.claim("r2", {"queue": True}, NOW)[0].waiting == 1 and line.queue == ["r2"]
+
+
+def test_a_start_that_does_not_queue_is_told_who_holds_the_key_and_left_out() -> None:
+    line = SlotLine(max_concurrent=1, holders=["r1"])
+    answer, changed = line.claim("r2", {"queue": False}, NOW)
+    assert (answer.admitted, answer.holders, changed, line.queue) == (False, ["r1"], False, [])
+
+
+def test_a_free_slot_goes_to_the_line_before_a_newcomer() -> None:
+    line = SlotLine(max_concurrent=1, holders=["r1"], queue=["r2"])
+    line.drop("r1")
+    answer, _ = line.claim("r3", {"queue": True}, NOW)
+    assert not answer.admitted and line.queue == ["r2", "r3"]
+    assert line.next_holder() == "r2" and line.next_holder() is None and line.holders == ["r2"]
+
+
+def test_runs_line_up_behind_their_priority_and_ahead_of_lower_ones() -> None:
+    line = SlotLine(max_concurrent=1, holders=["busy"])
+    for run_id, priority in [("low", 5), ("plain", None), ("urgent", 1), ("plain-2", 3), ("urgent-2", 1)]:
+        line.line_up(run_id, priority)
+    assert line.queue == ["urgent", "urgent-2", "plain", "plain-2", "low"]
+    line.drop("busy")
+    assert line.next_holder() == "urgent" and "urgent" not in line.priorities
+
+
+def test_a_line_with_a_limit_admits_that_many_at_once() -> None:
+    line = SlotLine(max_concurrent=2)
+    assert [line.claim(run_id, {"queue": True}, NOW)[0].admitted for run_id in ("a", "b", "c")] == [True, True, False]
+    line.drop("a")
+    assert line.next_holder() == "c" and line.next_holder() is None and not line.idle
+    line.drop("b")
+    line.drop("c")
+    assert line.idle
+
+
+def test_a_key_value_always_lands_on_the_same_shard_and_keys_spread_over_all() -> None:
+    assert lock_id("chat", "c-1", "dsmo") == lock_id("chat", "c-1", "dsmo") != lock_id("chat", "c-2", "dsmo")
+    shard, line = shard_of(lock_id("chat", "c-1", "dsmo"))
+    assert shard.startswith("dsmo-keys.chat.dsmo.") and line is not None and len(line) == 24
+    # Another task queue's workers run other locks: a lock never waits on a queue nobody polls.
+    assert shard_of(lock_id("chat", "c-1", "other"))[1] == line != shard_of(lock_id("chat", "c-1", "other"))[0]
+    shards = Counter(shard_of(lock_id("chat", f"c-{index}", "dsmo"))[0] for index in range(6_400))
+    assert len(shards) == KEY_SHARDS and max(shards.values()) < 2 * 6_400 / KEY_SHARDS
+
+
+def test_a_lock_from_before_sharding_is_a_workflow_of_its_own() -> None:
+    assert shard_of("dsmo-slots.chat.0a1b2c") == ("dsmo-slots.chat.0a1b2c", None)
+    assert shard_of("dsmo-limiter.chat") == ("dsmo-limiter.chat", None)
