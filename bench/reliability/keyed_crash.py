@@ -22,6 +22,7 @@ from datetime import datetime
 
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
+from dsmo.starter.client.client_errors import WorkflowTaskFailing
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.client.flow_starts import key_line
 from dsmo.workflows.common.status import RunStatus
@@ -125,10 +126,16 @@ async def _until_ended(client: DsmoClient, count: float) -> None:
 
 
 async def _outcome(client: DsmoClient, run_id: str) -> RunStatus | None:
-    try:
-        return (await asyncio.wait_for(client.result(run_id), 300)).status
-    except TimeoutError:
-        return None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            return (await asyncio.wait_for(client.result(run_id), deadline - time.monotonic())).status
+        except TimeoutError:
+            return None
+        except WorkflowTaskFailing:
+            # A workflow task the killed worker held timed out; the restarted worker takes the retry.
+            await asyncio.sleep(1.0)
+    return None
 
 
 async def _check_line(client: DsmoClient, key: str, run_ids: list[str], queue: str, result: KeyedCrashResult) -> None:

@@ -402,8 +402,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # A rewind: the generation that went back, and the one that rebuilt its state and went on.
     "rewound_from": rewound_from,
     "rewound_to": rewound_to,
-    # A run of a concurrency key that gives its slot back while it waits.
+    # A run of a concurrency key that gives its slot back while it waits: with a lock per key
+    # value (recorded on the code from before key locks were sharded), and in a sharded key lock.
     "keyed_chat": keyed_chat,
+    "keyed_chat_sharded": keyed_chat,
 }
 
 

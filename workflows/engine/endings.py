@@ -21,7 +21,7 @@ from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.flow_slots import LOCAL_RELEASE_PATCH, give_back_all, hand_on_deliveries
+from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 from dsmo.workflows.saga.compensation_stack import unwind
@@ -120,7 +120,7 @@ async def _settle(run: Run, result: ExecutionResult) -> None:
     if run.slot_held:
         await slot_call(run, contracts.RELEASE_SLOT, 1)
     # A run that ends in line leaves it (runs from before then were dropped when their turn came).
-    if run.slots_held or (run.slot_asked and workflow.patched(LOCAL_RELEASE_PATCH)):
+    if run.slots_held or (run.slot_asked and workflow.patched(SIGNALLED_RELEASE_PATCH)):
         await give_back_all(run)
     await _export_audit(run)
     # In-flight update handlers would be lost if the run returned under them.

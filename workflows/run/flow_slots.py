@@ -21,16 +21,16 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import AuditType
 from dsmo.workflows.contracts.slot_io import HandedOn, HandOn, SlotRequest
-from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, slots_of
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, shard_of, slots_of
 from dsmo.workflows.events.inbox import InboxEntry
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
-# workflow.patched id: a run gives its key slots back through a local activity, and leaves the
-# line it waits in when it ends.
-LOCAL_RELEASE_PATCH = "local-slot-release"
+# workflow.patched id: a run gives its key slots back by signalling the lock, and leaves the line
+# it waits in when it ends.
+SIGNALLED_RELEASE_PATCH = "signalled-slot-release"
 # workflow.patched id: the run's keys live in sharded key locks (`engine/key_locks.py`).
 SHARDED_KEYS_PATCH = "sharded-key-locks"
 
@@ -160,13 +160,28 @@ async def _give_back(run: Run, slots: list[KeySlot]) -> None:
         if slot.lock in run.slots_held:
             run.slots_held.remove(slot.lock)
     run.slot_asked = None
-    # A local activity: the run goes on (or ends) in the same workflow task. Runs from before
-    # then gave slots back through a task-queue activity; they replay so.
-    local = workflow.patched(LOCAL_RELEASE_PATCH)
-    await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot, local=local) for slot in slots))
+    # Runs from before signalled releases gave slots back through an activity; they replay so.
+    if workflow.patched(SIGNALLED_RELEASE_PATCH):
+        await asyncio.gather(*(_release(run, slot.lock) for slot in slots))
+    else:
+        await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot) for slot in slots))
 
 
-async def _call(run: Run, activity: str, slot: KeySlot, *, local: bool = False) -> None:
+async def _release(run: Run, lock: str) -> None:
+    """Signal the lock from the run itself: Temporal sends the signal only once the workflow task
+    that gave the slot back is committed, so the next run in line never starts before this one
+    has, in its own history, ended or begun to wait (a local activity could signal from a
+    workflow task that a crash then undoes). The lock runs while one of its slots is held or
+    waited for; one ended around DSMO keeps nothing to give back."""
+    shard, line = shard_of(lock)
+    release = {"run_id": run.state.run_id, **({"line": line} if line is not None else {})}
+    try:
+        await workflow.get_external_workflow_handle(shard).signal("release", release)
+    except Exception as err:  # noqa: BLE001 - the lock is gone: nothing of this run's is left in it
+        workflow.logger.warning("Giving back %s's slot found no lock %s: %s", run.state.run_id, shard, err)
+
+
+async def _call(run: Run, activity: str, slot: KeySlot) -> None:
     state = run.state
     request = SlotRequest(
         agent=slot.owner,
@@ -178,7 +193,7 @@ async def _call(run: Run, activity: str, slot: KeySlot, *, local: bool = False) 
     )
     asking = activity == contracts.REQUEST_SLOT
     try:
-        await call_service(activity, request, result_type=type(None), local=local, cancellation_is_failure=not asking)
+        await call_service(activity, request, result_type=type(None), cancellation_is_failure=not asking)
     except ActivityFailed as failed:
         reason = record_service_failure(state, BUDGETS[activity], failed.error, stage=None)
         workflow.logger.warning("%s failed for %s: %s", activity, state.run_id, reason)
