@@ -4,8 +4,8 @@ Three measures on one stack, with the bench's workers (`bench.runner.Bench`, in 
 
 - **Throughput with a per-key limit.** W4's shape (A -> B -> C, many runs at once, a new run
   starting when one ends) run twice in interleaved rounds: with a concurrency key on the input's
-  `customer`, limit 1, every run its own value (so every start claims a fresh lock and every end
-  gives it back: the cost of the locks themselves), and the same definition without the key.
+  `customer`, limit 1, every run its own value (so every start claims a key value's slot and
+  every end gives it back: the cost of the locks themselves), and the same definition without the key.
 - **Start-to-running latency** of both sides: from the start call until the first stage's agent
   runs (the bench agent's clock, in this process), and, on a sample, until the trail's
   `SLOT_TAKEN` and `STAGE_STARTED`.

@@ -89,11 +89,11 @@ def lock_table(figures: dict[str, Any]) -> str:
     return "\n".join(
         [
             "| Starts as fast as the client can | One key value: one lock (limit 10,000) | "
-            "A key value per start: a lock each |",
+            "A key value per start: over 64 locks |",
             "|---|---|---|",
             both("Runs started", lambda side: f"{side['starts']:,} in {side['seconds']:.1f} s"),
             both("Starts per second", lambda side: f"**{side['starts_per_second']:,.1f}**"),
-            f"| One lock over a lock per start | {ratio} | |",
+            f"| One key value over a key value per start | {ratio} | |",
             both(
                 "Start call (submit), p50 / p95 (ms)",
                 lambda side: f"{_ms(side['start_call'].get('p50')):,.0f} / {_ms(side['start_call'].get('p95')):,.0f}",
@@ -149,8 +149,9 @@ Measured by `{command}` on {started_at} ({figures["seconds"]} s), on {machine}.
 {_stack(figures)}**Keyed** is W4's shape (A -> B -> C with the bench agent, {figures["concurrency"]} runs at once,
 a new run starting when one ends, as the floor comparison runs it) with
 `concurrency: [{{key: "{{{{customer}}}}", limit: 1}}]` and every run its own `customer`: every start
-claims a slot on a lock workflow of its own (created by the claim) and every end gives it back,
-so the difference is the cost of the locks themselves. **Plain** is the same definition without
+claims the slot of a key value no other run has, in one of the agent's 64 key-lock workflows
+(long-lived shards: no workflow is created for a new key value), and every run's end gives it
+back with a signal, so the difference is the cost of the locks themselves. **Plain** is the same definition without
 `concurrency`. Both run on the same stack and workers (in the bench process) in
 {throughput["rounds"]} interleaved rounds of {throughput["batch"]:,} runs a side, the side that
 goes first alternating; runs per second is a round's runs over its wall time, from the first
@@ -164,9 +165,9 @@ side, also until the trail's `SLOT_TAKEN` (the keyed run got its slot) and `STAG
 **One lock.** One-stage runs of the same definition with a limit no start waits for (10,000)
 are started {figures["concurrency"]} at a time, as fast as the client can, for
 {figures["ceiling"]["one_lock"]["seconds"]:.0f} s a side in two halves (the side that goes
-first alternating): all of one key value, so that every start is an update-with-start on the
-same lock workflow (one shard of the keys), and, as the reference, each start its own key value
-(a lock each). The runs they admit run and give their slots back meanwhile, on the same two cores;
+first alternating): all of one key value, so that every start is a claim on the same lock
+workflow (one shard of the keys), and, as the reference, each start its own key value (spread
+over the 64 shards). The runs they admit run and give their slots back meanwhile, on the same two cores;
 the start call is `DsmoClient.submit`, claim and start. The handover starts
 {figures["handover"]["runs"]:,} one-stage runs of one key value with limit 1, {figures["concurrency"]}
 at a time: the key serves them one after another, each run's end handing the slot to the next in line.

@@ -22,7 +22,7 @@ from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -251,7 +251,7 @@ async def verify_history(dsmo: DsmoClient, run_id: str) -> str | None:
     """Replay the run's Temporal history on the current code; None if deterministic, else the problem."""
     history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
     replayer = Replayer(
-        workflows=[AgentExecution, AgentRateLimiter],
+        workflows=[AgentExecution, *FLOW_WORKFLOWS],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )

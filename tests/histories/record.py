@@ -378,6 +378,22 @@ async def keyed_chat(dsmo: DsmoClient, queue: str) -> str:
     return report.run_id
 
 
+async def key_locks_shard(dsmo: DsmoClient, queue: str) -> str:
+    """A key lock's shard: one run's slot claimed at start, a second run in line, the slot handed
+    on when the first ends, and given back when the second does."""
+    from dsmo.workflows.definition.flow_control import lock_id, shard_of
+    from dsmo.workflows.definition.model import parse_definition
+
+    definition = parse_definition({**KEYED_CHAT, "agent": "golden-key-locks"})
+    first = await dsmo.submit(definition, {"conversation": "g-2"}, task_queue=queue)
+    second = await dsmo.submit(definition, {"conversation": "g-2"}, task_queue=queue)
+    for report, reply in ((first, "golden-shard-1"), (second, "golden-shard-2")):
+        await dsmo.wait_for_status(report.run_id, {RunStatus.WAITING})
+        await dsmo.respond(report.run_id, "sí", event_id=reply)
+        await dsmo.result(report.run_id)
+    return shard_of(lock_id(definition.agent, "g-2", queue))[0]
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -406,6 +422,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # value (recorded on the code from before key locks were sharded), and in a sharded key lock.
     "keyed_chat": keyed_chat,
     "keyed_chat_sharded": keyed_chat,
+    # The shard that kept those runs' line (its history so far: it runs on, idle, for a minute).
+    "key_locks_shard": key_locks_shard,
 }
 
 

@@ -80,9 +80,12 @@ async def test_a_run_cancelled_in_line_leaves_the_line_at_once(harness: Harness)
     await _status(harness, queued, RunStatus.PENDING)
     await dsmo.cancel(queued, reason="not needed")
     assert (await dsmo.result(queued)).status is RunStatus.CANCELLED
-    line = await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue))
+    lock = lock_id(flow.agent, conversation, harness.task_queue)
+    line = await key_line(dsmo, lock)
     assert line is not None and line.holders == [holder] and line.queue == []
     await dsmo.cancel(holder, reason="done")
+    # `dsmo verify` replays a key lock's history on this code too.
+    assert await dsmo.verify_history(shard_of(lock)[0]) is None
 
 
 async def test_a_busy_shard_keeps_one_timer_and_ends_a_minute_after_its_last_line_emptied() -> None:

@@ -16,7 +16,7 @@ from temporalio.worker import Replayer
 
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
+from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -24,7 +24,7 @@ HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.j
 
 def replayer() -> Replayer:
     return Replayer(
-        workflows=[AgentExecution, AgentRateLimiter, CompensationRetry],
+        workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )
