@@ -7,7 +7,8 @@ it ended) and from the key locks' own state, never from logs:
 - **overlaps**: two runs of one key holding its slot at the same instant (must be 0);
 - **out of order**: runs of one key that took the slot in another order than they were started;
 - **lost**: runs that did not complete;
-- **leaked**: slots still held, or runs still in line, once every run has ended.
+- **leaked**: once every run has ended, a key whose lock still keeps a run in line, or that does
+  not admit a new start at once (a slot held for a run that ended and not freed when needed).
 
 `tests/integration/test_flow_control_scale.py` runs it on a private stack of its own.
 """
@@ -108,7 +109,7 @@ async def keyed_crash(
         result.completed = sum(status is RunStatus.COMPLETED for status in outcomes)
         result.lost = len(every) - result.completed
         for key, run_ids in lines.items():
-            await _check_line(client, key, run_ids, queue, result)
+            await _check_line(client, definition, key, run_ids, queue, result)
         result.seconds = time.monotonic() - started_at
     finally:
         for proc in extra:
@@ -138,7 +139,9 @@ async def _outcome(client: DsmoClient, run_id: str) -> RunStatus | None:
     return None
 
 
-async def _check_line(client: DsmoClient, key: str, run_ids: list[str], queue: str, result: KeyedCrashResult) -> None:
+async def _check_line(
+    client: DsmoClient, definition: AgentDefinition, key: str, run_ids: list[str], queue: str, result: KeyedCrashResult
+) -> None:
     spans: list[tuple[datetime, datetime, str]] = []
     for run_id in run_ids:
         events = await client.events(run_id)
@@ -159,9 +162,16 @@ async def _check_line(client: DsmoClient, key: str, run_ids: list[str], queue: s
                 f"{key}: {after} took the slot at {after_start} before {before} ended at {before_end}"
             )
     line = await key_line(client, lock_id(AGENT, key, queue))
-    if line is not None and not line.idle:
-        result.leaked += len(line.holders) + len(line.queue)
-        result.problems.append(f"{key}: its lock still has holders {line.holders} and line {line.queue}")
+    if line is not None and line.queue:
+        result.leaked += len(line.queue)
+        result.problems.append(f"{key}: its lock still has runs in line {line.queue}")
+    # A run nobody waited for ends without giving its slot back: the lock frees it when a start
+    # needs it. A probe start must run at once.
+    probe = await client.submit(definition, {"conversation": key, "delayMs": 0}, task_queue=queue)
+    if probe.status != "running":
+        result.leaked += 1
+        result.problems.append(f"{key}: a new start was {probe.status}, not running, after every run ended")
+    await client.cancel(probe.run_id, reason="probe")
 
 
 def _first(events: list[AuditEvent], kind: str) -> AuditEvent | None:

@@ -30,7 +30,7 @@ T = TypeVar("T")
 # How long a request keeps being asked again, and the first and longest waits between tries.
 PATIENCE_SECONDS = 15.0
 FIRST_WAIT, LONGEST_WAIT = 0.05, 1.0
-IN_FLIGHT = 8  # requests one client has in flight to one workflow (below the server's 10 updates)
+IN_FLIGHT = 8  # requests one client process has in flight to one workflow (the server takes 10 updates)
 
 
 class UpdateGates:
@@ -78,7 +78,9 @@ async def update_with_start(
         FlowControlBusy: It did not take the request for `PATIENCE_SECONDS` (``what`` names it).
     """
     if long_lived:
-        with contextlib.suppress(RPCError, WorkflowUpdateFailedError):  # not running, or busy: as below
+        # Not running, or busy: asked again as below (a claim is idempotent). A lock whose worker
+        # died mid-task answers once Temporal hands the task to another: as update-with-start would.
+        with contextlib.suppress(RPCError, WorkflowUpdateFailedError):
             async with dsmo.update_gates.passing(workflow_id):
                 running: T = await dsmo.temporal.get_workflow_handle(workflow_id).execute_update(
                     update, arg, result_type=result_type

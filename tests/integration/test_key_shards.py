@@ -112,3 +112,38 @@ async def test_a_busy_shard_keeps_one_timer_and_ends_a_minute_after_its_last_lin
     kinds = [event.event_type for event in history.events]
     assert kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED) == 30
     assert kinds.count(EventType.EVENT_TYPE_TIMER_STARTED) <= 5  # 60 wake-ups; a timer a minute at most
+
+
+async def test_a_run_nobody_waits_for_ends_without_a_word_to_its_lock_and_the_next_start_runs(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    first = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, first, RunStatus.WAITING)
+    await dsmo.respond(first, "ok")
+    assert (await dsmo.result(first)).status is RunStatus.COMPLETED
+    history = await harness.dsmo.temporal.get_workflow_handle(first).fetch_history()
+    signalled = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    assert not [event for event in history.events if event.event_type == signalled]
+    # The next message of the conversation: the lock asks the old holder, finds it ended, admits.
+    second = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    harness.started.append(second.run_id)
+    assert second.status == "running"
+    line = await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue))
+    assert line is not None and line.holders == [second.run_id]
+    await dsmo.cancel(second.run_id, reason="done")
+
+
+async def test_the_line_of_a_holder_that_ended_unasked_is_forgotten_at_the_next_check(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow()
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    run = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, run, RunStatus.WAITING)
+    lock = lock_id(flow.agent, conversation, harness.task_queue)
+    assert (line := await key_line(dsmo, lock)) is not None and line.holders == [run]
+    await dsmo.respond(run, "ok")
+    await dsmo.result(run)
+    for _ in range(300):  # a hang guard: the lock checks its holders every second here
+        if await key_line(dsmo, lock) is None:
+            break
+        await asyncio.sleep(0.1)
+    assert await key_line(dsmo, lock) is None

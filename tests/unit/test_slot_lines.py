@@ -69,3 +69,12 @@ def test_a_key_value_always_lands_on_the_same_shard_and_keys_spread_over_all() -
 def test_a_lock_from_before_sharding_is_a_workflow_of_its_own() -> None:
     assert shard_of("dsmo-slots.chat.0a1b2c") == ("dsmo-slots.chat.0a1b2c", None)
     assert shard_of("dsmo-limiter.chat") == ("dsmo-limiter.chat", None)
+
+
+def test_holders_told_a_run_waits_are_wanted_until_they_leave() -> None:
+    line = SlotLine(max_concurrent=2, holders=["a", "b"])
+    assert line.full and line.unwanted() == ["a", "b"]
+    line.wanted.append("a")
+    assert line.unwanted() == ["b"]
+    line.drop("a")
+    assert line.wanted == [] and not line.full and line.unwanted() == ["b"]

@@ -127,6 +127,7 @@ class Checkpoint(WireModel):
     slots: list[str] = Field(default_factory=list)  # locks of concurrency keys the run holds a slot of
     # The run's keys live in sharded key locks; absent (False) in runs from before: a lock per value.
     sharded_keys: bool = False
+    slots_wanted: list[str] = Field(default_factory=list)  # held slots a run waits for
     started_at: datetime
     path: list[str] = Field(default_factory=list)
     visits: dict[str, int] = Field(default_factory=dict)

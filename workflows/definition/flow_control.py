@@ -233,8 +233,8 @@ def shard_of(lock: str) -> tuple[str, str | None]:
     A lock without a line is a workflow of its own: an agent's rate limit, or a key value's
     lock taken by a run started before key locks were sharded.
     """
-    shard, _, line = lock.partition("/")
-    return shard, line or None
+    shard, _, line = lock.rpartition("/")  # the line is a hex digest; a task queue may hold a "/"
+    return (shard, line) if shard else (lock, None)
 
 
 def slots_of(

@@ -202,6 +202,13 @@ class AgentExecution:
         else:
             self._run.slot_granted = True
 
+    @workflow.signal(name="SLOT_WANTED")
+    def slot_wanted(self, payload: Any = None) -> None:
+        """A run waits for a concurrency key's slot this run holds (``lock``): give it back when ending."""
+        lock = payload.get("lock") if isinstance(payload, dict) else None
+        if isinstance(lock, str):
+            self._run.slots_wanted.add(lock)
+
     @workflow.update(name="deliver_event")
     def deliver_event(self, event: Any) -> EventAck:
         """Apply one resume event and say what became of it."""

@@ -118,13 +118,12 @@ class StartDebouncer:
         run_input = inputs[-1] if debounce.mode == "last" else {"inputs": inputs}
         await workflow.start_child_workflow(
             "AgentExecution",
+            # The run runs here: its key locks too (only the command's first sending reads it).
             ExecutionRequest(
                 definition=definition,
                 input=run_input,
                 origin={"debouncedStarts": str(gathered), "debounceKey": state.key},
-                # The child runs here: its key locks too (only the command's first sending reads it).
-                key_locks_queue=workflow.info().task_queue if definition.concurrency else None,
-            ),
+            ).started_on(workflow.info().task_queue),
             id=run_id,
             parent_close_policy=ParentClosePolicy.ABANDON,
             search_attributes=TypedSearchAttributes(

@@ -3,17 +3,24 @@
 A definition's concurrency key (`definition/flow_control.py`) gives every key value a line of
 its own: who holds its slots, who waits, first come first served (`engine/slot_line.py`). The
 lines of one scope (an agent, or a group) live in `KEY_SHARDS` long-lived workflows, a key value
-always in the same one (id ``dsmo-keys.{scope}.{shard}``): a new key value costs no new
+always in the same one (id ``dsmo-keys.{scope}.{task queue}.{shard}``): a new key value costs no new
 workflow, one shard's workflow task serves the claims and releases of all its keys that arrived
 together, and no workflow serves every run of a deployment.
 
-Runs ask for a slot with `acquire` (sent with signal-with-start by an activity) and give it back
-with `release`; the shard signals `SLOT_GRANTED` to each run it admits. A starter may `claim` a
-free slot for a run before starting it (an update: admitted at once, or told who holds the key).
-A holder that ended without giving its slot back (terminated, or reset outside DSMO) is found by
-asking Temporal about the holders of lines where runs wait, every ``check_every_seconds``
-however busy the shard's other keys are. The shard carries only lines in use across
-continue-as-new, and ends a minute after its last line emptied.
+Runs ask for a slot with `acquire` (sent with signal-with-start by an activity); the shard
+signals `SLOT_GRANTED` to each run it admits. A starter may `claim` a free slot for a run before
+starting it (an update: admitted at once, or told who holds the key).
+
+A run gives its slot back (`release`) only when it was told that a run waits for it
+(`SLOT_WANTED`), or when it begins a wait under a key that does not hold while waiting: a run
+nobody waits for ends without a word, which saves it and the shard a workflow task each. The
+shard learns that a holder ended when it needs the slot: a claim or a run in line finds the key
+full, and the shard tells the holders a run waits; a holder that ended cannot take that signal,
+and its slot is freed (Temporal refuses the signal only once the holder's end is committed). Every
+``check_every_seconds`` the shard also asks Temporal about the holders of its lines (at most 200
+a time), which forgets lines whose holders ended unasked and frees slots of holders terminated
+or reset around DSMO, however busy its other keys keep it. The shard carries only lines in use
+across continue-as-new, and ends a minute after its last line emptied.
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from dsmo.workflows.common.wire import WireModel
-    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
+    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant, want
     from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 
 IDLE_GRACE = timedelta(minutes=1)
@@ -52,24 +60,29 @@ class KeyLocksState(WireModel):
     Attributes:
         owner: The scope: the agent, or ``group-<name>``.
         lines: The lines by key digest.
-        check_every_seconds: How often holders are checked while a run waits (None: never).
+        check_every_seconds: How often the holders are checked (None: never).
+        next_check: When they are next checked: carried, so continuing as new never puts it off.
     """
 
     owner: str
     lines: dict[str, KeyLine] = Field(default_factory=dict)
     check_every_seconds: float | None = None
+    next_check: datetime | None = None
 
 
 @workflow.defn(name="DsmoKeyLocks")
 class KeyLocks:
+    """One shard of a scope's key locks on one task queue (see the module's docstring)."""
+
     @workflow.init
     def __init__(self, state: KeyLocksState) -> None:
         self._state = state
         self._due: set[str] = set(state.lines)  # lines that changed: a slot to hand on, or idle now
         self._regrants: list[tuple[str, str]] = []  # (line, holder) that asked again
-        # Lines where runs wait behind holders, oldest first: their holders are checked.
-        self._blocked: dict[str, None] = {}
-        self._next_check: datetime | None = None
+        # Lines with holders, least recently checked first: their holders are checked, for those that ended.
+        self._held: dict[str, None] = {name: None for name, line in state.lines.items() if line.holders}
+        self._next_check: datetime | None = state.next_check
+        self._checking: asyncio.Task[None] | None = None
         self._idle_since: datetime | None = None
         self._rang = False  # the clock reached a deadline: a check, or the end of an idle shard
 
@@ -83,14 +96,15 @@ class KeyLocks:
             if self._rang:
                 self._rang = False
                 now = workflow.now()
-                if self._next_check is not None and now >= self._next_check:
-                    await self._check_holders()
-                    continue
+                if self._next_check is not None and now >= self._next_check and self._checking is None:
+                    # Beside the loop: a slow check holds up no claim, release or grant.
+                    self._checking = asyncio.create_task(self._check_holders())
                 if self._idle_since is not None and now - self._idle_since >= IDLE_GRACE:
                     clock.cancel()
                     return
             if workflow.info().get_current_history_length() > HISTORY_LIMIT:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                self._state.next_check = self._next_check
                 workflow.continue_as_new(self._state)
             await workflow.wait_condition(lambda: bool(self._due or self._regrants or self._rang))
 
@@ -113,12 +127,20 @@ class KeyLocks:
             self._due.add(name)
 
     @workflow.update
-    def claim(self, request: dict[str, Any]) -> ClaimAnswer:
+    async def claim(self, request: dict[str, Any]) -> ClaimAnswer:
         """Give ``run_id`` a slot of the key now if one is free and nobody waits; else say who
         holds it, and (with ``queue``) put the run in line, so runs are served in the order they
-        were started."""
-        name = str(request["line"])
-        answer, changed = self._line(name, request).claim(str(request["run_id"]), request, workflow.now())
+        were started.
+
+        Runs that end with nobody waiting for their slot do not give it back (it costs them
+        nothing that way): a claim that finds the key full first tells its holders a run waits,
+        which frees the slots of those that have ended."""
+        name, run_id = str(request["line"]), str(request["run_id"])
+        line = self._line(name, request)
+        if run_id not in line.holders and line.full and line.unwanted():
+            await self._want(name, line)
+            line = self._line(name, request)  # the line may have emptied and been forgotten meanwhile
+        answer, changed = line.claim(run_id, request, workflow.now())
         if changed:
             self._due.add(name)
         return answer
@@ -136,7 +158,10 @@ class KeyLocks:
         line = self._state.lines.get(name)
         if line is None:
             line = self._state.lines[name] = KeyLine(key=str(request.get("key") or ""))
-        line.max_concurrent = max(1, int(request.get("max_concurrent", line.max_concurrent)))
+        limit = max(1, int(request.get("max_concurrent", line.max_concurrent)))
+        if limit > line.max_concurrent:
+            self._due.add(name)  # a definition's higher limit frees slots for the line at once
+        line.max_concurrent = limit
         if request.get("check_every_seconds") is not None:
             self._state.check_every_seconds = float(request["check_every_seconds"])
         return line
@@ -156,13 +181,25 @@ class KeyLocks:
             while line is not None and (holder := line.next_holder()) is not None:
                 signals.append((name, holder))
         # One workflow task sends them all: a shard's grants do not wait for each other.
-        await asyncio.gather(
+        kept = await asyncio.gather(
             *(
                 signal_grant(self._state.lines[name], run_id, {"agent": owner, "lock": f"{shard}/{name}"}, restamp=True)
                 for name, run_id in signals
             )
         )
+        # A run that ended before its grant freed the slot again: the next in line may take it.
+        self._due.update(name for (name, _), still in zip(signals, kept, strict=True) if not still)
+        # Holders runs wait behind give their slot back when they end; those that ended already are dropped.
+        waiting = [name for name in sorted(due) if (line := self._state.lines.get(name)) and line.queue]
+        await asyncio.gather(*(self._want(name, self._state.lines[name]) for name in waiting))
         return due | {name for name, _ in signals}
+
+    async def _want(self, name: str, line: KeyLine) -> None:
+        """Tell the line's holders a run waits; a holder that ended frees its slot (the line is due)."""
+        lock = f"{workflow.info().workflow_id}/{name}"
+        kept = await asyncio.gather(*(want(line, holder, {"lock": lock}) for holder in line.unwanted()))
+        if not all(kept):
+            self._due.add(name)
 
     def _settle(self, changed: set[str]) -> None:
         """Forget lines that emptied, note those where runs wait behind holders, set the deadlines.
@@ -174,12 +211,12 @@ class KeyLocks:
             line = lines.get(name)
             if line is not None and line.idle:
                 del lines[name]
-            if line is not None and line.blocked:
-                self._blocked.setdefault(name, None)
+            if line is not None and line.holders:
+                self._held.setdefault(name, None)
             else:
-                self._blocked.pop(name, None)
+                self._held.pop(name, None)
         every = self._state.check_every_seconds
-        if not self._blocked or not every:
+        if not self._held or not every:
             self._next_check = None
         elif self._next_check is None:
             self._next_check = now + timedelta(seconds=every)
@@ -191,6 +228,7 @@ class KeyLocks:
         return min((due for due in (self._next_check, ends) if due is not None), default=None)
 
     async def _clock(self) -> None:
+        """Ring (``_rang``) at the nearest deadline, then wait until the main loop has answered it."""
         while True:
             target = self._deadline()
             if target is None:
@@ -204,17 +242,24 @@ class KeyLocks:
                 await workflow.wait_condition(lambda: not self._rang)
 
     async def _check_holders(self) -> None:
+        """Ask Temporal about the holders of the lines least recently checked (a batch at most)."""
         self._next_check = None
         lines = self._state.lines
         names: list[str] = []
         holders = 0
-        for name in list(self._blocked):
+        for name in list(self._held):
             if holders + len(lines[name].holders) > CHECK_BATCH and names:
                 break
             names.append(name)
             holders += len(lines[name].holders)
-        for name in names:  # to the back: the next check starts with the lines this one left out
-            del self._blocked[name]
-            self._blocked[name] = None
-        if await drop_gone_holders([lines[name] for name in names]):
-            self._due.update(names)
+        for name in names:  # to the back (carried across continue-as-new): the next check starts elsewhere
+            del self._held[name]
+            self._held[name] = None
+            lines[name] = lines.pop(name)
+        try:
+            await drop_gone_holders([lines[name] for name in names], bounded=True)
+        except ActivityError as err:
+            workflow.logger.warning("Checking the holders of %d key(s) failed: %s", len(names), err)
+        finally:
+            self._checking = None
+            self._due.update(names)  # the next pass hands freed slots on and sets the next check

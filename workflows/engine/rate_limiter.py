@@ -2,10 +2,10 @@
 
 The lock of an agent's `rateLimit` (id ``dsmo-limiter.{agent}``). Runs started before key locks
 were sharded (`engine/key_locks.py`) also hold locks of this kind, one per key value (id
-``dsmo-slots.{scope}.{digest}``), until they end. Runs ask for a slot with `acquire` (sent with signal-with-start by an
-activity, so the lock exists when needed) and give it back with `release`; the lock signals
-`SLOT_GRANTED` to each run it admits. A starter may `claim` a free slot for a run before
-starting it (an update: admitted at once, or told who holds the key).
+``dsmo-slots.{scope}.{digest}``), until they end. Runs ask for a slot with `acquire` (sent with
+signal-with-start by an activity, so the lock exists when needed) and give it back with
+`release`; the lock signals `SLOT_GRANTED` to each run it admits. A starter may `claim` a free
+slot for a run before starting it (an update: admitted at once, or told who holds the key).
 
 A holder that ended without giving its slot back (terminated, or reset outside DSMO) is found
 by asking Temporal about the holders (`check_holders`) every ``check_every_seconds`` while a run

@@ -1,4 +1,4 @@
-"""Telling runs they got their slot, and freeing the slots of holders that ended around DSMO.
+"""Telling runs they got their slot or that a run waits for it, and freeing the slots of holders that ended.
 
 Shared by the workflows that keep lines (`engine/rate_limiter.py`, `engine/key_locks.py`).
 """
@@ -10,6 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates
@@ -17,9 +19,12 @@ with workflow.unsafe.imports_passed_through():
 
 # A holder claimed by a starter may not have started yet: it is not counted as gone before this.
 CLAIM_GRACE = timedelta(seconds=30)
+# A key lock's check of its holders gives up after this (it checks again at its next deadline).
+CHECK_BUDGET = timedelta(minutes=2)
+CHECK_RETRIES = RetryPolicy(maximum_attempts=3)
 
 
-async def signal_grant(line: SlotLine, run_id: str, grant: dict[str, Any], *, restamp: bool) -> None:
+async def signal_grant(line: SlotLine, run_id: str, grant: dict[str, Any], *, restamp: bool) -> bool:
     """Signal ``SLOT_GRANTED`` to ``run_id``; a run that ended meanwhile gives its slot back.
 
     Args:
@@ -27,6 +32,9 @@ async def signal_grant(line: SlotLine, run_id: str, grant: dict[str, Any], *, re
         run_id: The new holder.
         grant: The signal's payload.
         restamp: Note when the holder got its slot (a key's line; an agent's rate limit does not).
+
+    Returns:
+        Whether ``run_id`` still holds the slot (if not, the next in line may take it).
     """
     joined = line.since.get(run_id)
     if restamp:
@@ -37,23 +45,46 @@ async def signal_grant(line: SlotLine, run_id: str, grant: dict[str, Any], *, re
         if joined is not None and workflow.now() - joined < CLAIM_GRACE:
             # Put in line by a starter an instant ago: the run has not started yet. It asks
             # for its slot when it does, and is granted it again then.
-            return
+            return True
         line.drop(run_id)
+        return False
+    return True
 
 
-async def drop_gone_holders(lines: Sequence[SlotLine]) -> bool:
+async def want(line: SlotLine, holder: str, wanted: dict[str, Any]) -> bool:
+    """Tell ``holder`` a run waits for its slot (``SLOT_WANTED``): it gives the slot back when it
+    ends. A holder that has ended cannot take the signal: its slot is freed here.
+
+    Returns:
+        Whether ``holder`` still holds the slot.
+    """
+    joined = line.since.get(holder)
+    try:
+        await workflow.get_external_workflow_handle(holder).signal("SLOT_WANTED", wanted)
+    except Exception:  # noqa: BLE001 - ended (its end is committed), or not started yet
+        if joined is not None and workflow.now() - joined < CLAIM_GRACE:
+            # Claimed by a starter an instant ago: a run not started yet cannot take a signal
+            # either. Temporal tells the two apart.
+            try:
+                found = await _holder_states([holder], bounded=True)
+            except ActivityError:
+                return True  # Temporal did not say: the holder keeps its slot until the next check
+            if holder not in found.ended:
+                return True
+        line.drop(holder)
+        return False
+    if holder in line.holders and holder not in line.wanted:
+        line.wanted.append(holder)
+    return True
+
+
+async def drop_gone_holders(lines: Sequence[SlotLine], *, bounded: bool = False) -> bool:
     """Ask Temporal about the holders of ``lines`` and free the slots of those that ended.
 
     Returns:
         Whether a slot was freed.
     """
-    holders = [run_id for line in lines for run_id in line.holders]
-    found: HolderStates = await workflow.execute_activity(
-        CHECK_HOLDERS,
-        HolderCheck(runs=holders),
-        result_type=HolderStates,
-        start_to_close_timeout=timedelta(seconds=30),
-    )
+    found = await _holder_states([run_id for line in lines for run_id in line.holders], bounded=bounded)
     settled = workflow.now() - CLAIM_GRACE
     freed = False
     for line in lines:
@@ -65,3 +96,19 @@ async def drop_gone_holders(lines: Sequence[SlotLine]) -> bool:
             line.drop(run_id)
         freed = freed or bool(gone)
     return freed
+
+
+async def _holder_states(holders: list[str], *, bounded: bool = False) -> HolderStates:
+    """Which of ``holders`` have ended, and which Temporal does not know (an activity).
+
+    ``bounded``: give up after a few tries (a key lock checks again later) rather than retry for ever.
+    """
+    found: HolderStates = await workflow.execute_activity(
+        CHECK_HOLDERS,
+        HolderCheck(runs=holders),
+        result_type=HolderStates,
+        start_to_close_timeout=timedelta(seconds=30),
+        schedule_to_close_timeout=CHECK_BUDGET if bounded else None,
+        retry_policy=CHECK_RETRIES if bounded else None,
+    )
+    return found

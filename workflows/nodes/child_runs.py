@@ -45,12 +45,14 @@ async def trigger_agent_node(run: Run, node_id: str, node: TriggerAgentNode, res
     child_id = f"{state.run_id}.{node_id}.{run.step}"
     handle = await workflow.start_child_workflow(
         "AgentExecution",
+        # A child runs on its parent's task queue, and so do its key locks (only the start
+        # command's first sending reads the queue: a replay does not compare it).
         ExecutionRequest(
             definition=definition,
             input=render_values(params.input, state.variables),
             correlation_id=run.correlation_id,
             parent_run_id=state.run_id,
-        ),
+        ).started_on(workflow.info().task_queue),
         id=child_id,
         result_type=ExecutionResult,
         parent_close_policy=ParentClosePolicy.REQUEST_CANCEL

@@ -74,6 +74,7 @@ class Run:
     # Concurrency keys (engine/flow_slots.py): the locks it holds a slot of, and grants not yet taken.
     slots_held: list[str] = field(default_factory=list)
     slots_granted: set[str] = field(default_factory=set)
+    slots_wanted: set[str] = field(default_factory=set)  # held slots a run waits for: given back at the end
     slot_asked: str | None = None  # the lock the run waits in line at, if any
     # Whether its keys live in sharded key locks: decided once, when the run first needs them.
     sharded_keys: bool | None = None
@@ -148,6 +149,7 @@ class Run:
         self.slot_held = self.slot_granted = checkpoint.slot_held
         self.slots_held = list(checkpoint.slots)
         self.sharded_keys = checkpoint.sharded_keys
+        self.slots_wanted = set(checkpoint.slots_wanted)
         self.visits = dict(checkpoint.visits)
         self.committed = dict.fromkeys(checkpoint.committed)
         self.routed_to_fail_safe = checkpoint.routed_to_fail_safe
@@ -182,6 +184,7 @@ class Run:
             slot_held=self.slot_held,
             slots=self.slots_held,
             sharded_keys=self.sharded_keys is not False,
+            slots_wanted=sorted(self.slots_wanted & set(self.slots_held)),
             started_at=state.started_at,
             path=state.path[-PATH_CARRIED:],
             visits=self.visits,

@@ -28,8 +28,8 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
-# workflow.patched id: a run gives its key slots back by signalling the lock, and leaves the line
-# it waits in when it ends.
+# workflow.patched id: a run gives its key slots back by signalling the lock (at its end, only
+# those a run waits for), and leaves the line it waits in when it ends.
 SIGNALLED_RELEASE_PATCH = "signalled-slot-release"
 # workflow.patched id: the run's keys live in sharded key locks (`engine/key_locks.py`).
 SHARDED_KEYS_PATCH = "sharded-key-locks"
@@ -62,7 +62,7 @@ async def take_all(run: Run) -> None:
     """Hold every slot the run needs, waiting in line for each; PENDING meanwhile."""
     claimed, slots = set(run.request.slots_claimed), key_slots(run)
     # Claimed by a starter from before sharded key locks: given back, and taken here in a shard.
-    stray = sorted(claimed - {slot.lock for slot in slots})
+    stray = sorted(claimed - {slot.lock for slot in slots}) if run.sharded_keys else []
     if stray:
         await _give_back(run, [_bare(run, lock) for lock in stray])
     for slot in slots:
@@ -100,6 +100,11 @@ async def give_back_all(run: Run) -> None:
     except RunEnded:
         known = {}
     held = list(dict.fromkeys([*run.slots_held, *([run.slot_asked] if run.slot_asked else [])]))
+    if workflow.patched(SIGNALLED_RELEASE_PATCH):
+        # A key lock learns for itself that a holder ended when another run needs the slot: only
+        # slots a run waits for (`SLOT_WANTED`), the line this run waits in, and locks of a key
+        # value of their own (from before sharding, which do not ask) are given back.
+        held = [lock for lock in held if lock in run.slots_wanted or lock == run.slot_asked or not shard_of(lock)[1]]
     leaving = [known.get(lock) or _bare(run, lock) for lock in held]
     if leaving:
         await _give_back(run, leaving)
