@@ -12,13 +12,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.flow_starts import key_line
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from tests.conftest import Harness, start_time_skipping
-from tests.integration.test_flow_control import _client, _flow, _input, _status, quick_holder_checks
+from tests.integration.test_flow_control import FLOW, _client, _flow, _input, _status, quick_holder_checks
 
 pytestmark = pytest.mark.asyncio
 __all__ = ["quick_holder_checks"]  # autouse: the test's worker checks holders every second
@@ -147,3 +148,25 @@ async def test_the_line_of_a_holder_that_ended_unasked_is_forgotten_at_the_next_
             break
         await asyncio.sleep(0.1)
     assert await key_line(dsmo, lock) is None
+
+
+async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(harness: Harness) -> None:
+    """Above ten slots a line would carry many holders that ended until its next check: such a
+    run gives its slot back as it ends, though nobody waits."""
+    dsmo = _client(harness)
+    flow = parse_definition_text(
+        FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra="").replace("limit: 1", "limit: 20")
+    )
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    run = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    await _status(harness, run, RunStatus.WAITING)
+    await dsmo.respond(run, "ok")
+    await dsmo.result(run)
+    history = await harness.dsmo.temporal.get_workflow_handle(run).fetch_history()
+    signalled = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    assert len([event for event in history.events if event.event_type == signalled]) == 1
+    for _ in range(100):  # a hang guard: the release reaches the lock a moment after the run ends
+        if await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue)) is None:
+            break
+        await asyncio.sleep(0.05)
+    assert await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue)) is None

@@ -33,6 +33,7 @@ from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_ser
 SIGNALLED_RELEASE_PATCH = "signalled-slot-release"
 # workflow.patched id: the run's keys live in sharded key locks (`engine/key_locks.py`).
 SHARDED_KEYS_PATCH = "sharded-key-locks"
+QUIET_LIMIT = 10  # keys of at most this many slots are left without a word when nobody waits
 
 
 def key_slots(run: Run) -> list[KeySlot]:
@@ -101,13 +102,27 @@ async def give_back_all(run: Run) -> None:
         known = {}
     held = list(dict.fromkeys([*run.slots_held, *([run.slot_asked] if run.slot_asked else [])]))
     if workflow.patched(SIGNALLED_RELEASE_PATCH):
-        # A key lock learns for itself that a holder ended when another run needs the slot: only
-        # slots a run waits for (`SLOT_WANTED`), the line this run waits in, and locks of a key
-        # value of their own (from before sharding, which do not ask) are given back.
-        held = [lock for lock in held if lock in run.slots_wanted or lock == run.slot_asked or not shard_of(lock)[1]]
+        held = [lock for lock in held if not _left_quietly(run, known.get(lock), lock)]
     leaving = [known.get(lock) or _bare(run, lock) for lock in held]
     if leaving:
         await _give_back(run, leaving)
+
+
+def _left_quietly(run: Run, slot: KeySlot | None, lock: str) -> bool:
+    """A slot the run leaves without a word as it ends: its key lock learns for itself that the
+    holder ended when another run needs the slot (`engine/key_locks.py`).
+
+    Not a slot a run waits for (`SLOT_WANTED`), nor the line this run waits in, nor a lock of a
+    key value of its own (from before sharding: it does not ask), nor a key whose limit is
+    above `QUIET_LIMIT` (its line would carry many holders that ended until its next check).
+    """
+    return (
+        slot is not None
+        and shard_of(lock)[1] is not None
+        and slot.limit <= QUIET_LIMIT
+        and lock not in run.slots_wanted
+        and lock != run.slot_asked
+    )
 
 
 def _bare(run: Run, lock: str) -> KeySlot:
