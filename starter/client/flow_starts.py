@@ -225,18 +225,23 @@ async def _claim(
         "key": slot.key,
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
     }
-    return await update_with_start(
-        dsmo,
-        "DsmoKeyLocks",
-        KeyLocksState(owner=slot.owner),
-        shard,
-        task_queue,
-        "claim",
-        ask,
-        ClaimAnswer,
-        what=f"concurrency.{slot.index} ({slot.label})",
-        long_lived=True,
-    )
+    answer = ClaimAnswer(admitted=False, verify=True)
+    for update in ("claim", "claim_verified"):  # the second only when holders may have ended
+        if not answer.verify:
+            break
+        answer = await update_with_start(
+            dsmo,
+            "DsmoKeyLocks",
+            KeyLocksState(owner=slot.owner),
+            shard,
+            task_queue,
+            update,
+            ask,
+            ClaimAnswer,
+            what=f"concurrency.{slot.index} ({slot.label})",
+            long_lived=True,
+        )
+    return answer
 
 
 async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:

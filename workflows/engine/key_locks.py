@@ -127,19 +127,33 @@ class KeyLocks:
             self._due.add(name)
 
     @workflow.update
-    async def claim(self, request: dict[str, Any]) -> ClaimAnswer:
+    def claim(self, request: dict[str, Any]) -> ClaimAnswer:
         """Give ``run_id`` a slot of the key now if one is free and nobody waits; else say who
         holds it, and (with ``queue``) put the run in line, so runs are served in the order they
         were started.
 
         Runs that end with nobody waiting for their slot do not give it back (it costs them
-        nothing that way): a claim that finds the key full first tells its holders a run waits,
-        which frees the slots of those that have ended."""
+        nothing that way): when the key is full with holders not yet told that a run waits, some
+        of them may have ended, and the answer says ``verify``: ask `claim_verified`."""
+        name, run_id = str(request["line"]), str(request["run_id"])
+        line = self._line(name, request)
+        if run_id not in line.holders and line.full and line.unwanted():
+            return ClaimAnswer(admitted=False, holders=list(line.holders), waiting=len(line.queue), verify=True)
+        return self._claim(name, line, run_id, request)
+
+    @workflow.update
+    async def claim_verified(self, request: dict[str, Any]) -> ClaimAnswer:
+        """`claim`, after telling the key's holders that a run waits: those that ended cannot take
+        the signal, and their slots are free. (Apart from `claim` because a handler that waits
+        keeps its update in flight across workflow tasks, and most claims need not wait.)"""
         name, run_id = str(request["line"]), str(request["run_id"])
         line = self._line(name, request)
         if run_id not in line.holders and line.full and line.unwanted():
             await self._want(name, line)
             line = self._line(name, request)  # the line may have emptied and been forgotten meanwhile
+        return self._claim(name, line, run_id, request)
+
+    def _claim(self, name: str, line: KeyLine, run_id: str, request: dict[str, Any]) -> ClaimAnswer:
         answer, changed = line.claim(run_id, request, workflow.now())
         if changed:
             self._due.add(name)

@@ -21,11 +21,13 @@ DEFAULT_PRIORITY = 3  # a run started without a priority, as Temporal's task que
 
 
 class ClaimAnswer(WireModel):
-    """What a claim answered: the run holds a slot now, or who holds the key and how long the line is."""
+    """What a claim answered: the run holds a slot now, or who holds the key and how long the line
+    is; ``verify``: holders of the full key may have ended, ask again with ``claim_verified``."""
 
     admitted: bool
     holders: list[str] = Field(default_factory=list)
     waiting: int = 0
+    verify: bool = False
 
 
 class SlotLine(WireModel):
