@@ -150,8 +150,9 @@ Measured by `{command}` on {started_at} ({figures["seconds"]} s), on {machine}.
 a new run starting when one ends, as the floor comparison runs it) with
 `concurrency: [{{key: "{{{{customer}}}}", limit: 1}}]` and every run its own `customer`: every start
 claims the slot of a key value no other run has, in one of the agent's 64 key-lock workflows
-(long-lived shards: no workflow is created for a new key value), and every run's end gives it
-back with a signal, so the difference is the cost of the locks themselves. **Plain** is the same definition without
+(long-lived shards: no workflow is created for a new key value); a run nobody waits for ends
+without a word to its lock, which finds it ended when the key is needed again or at its periodic
+check. So the difference is the cost of the locks themselves. **Plain** is the same definition without
 `concurrency`. Both run on the same stack and workers (in the bench process) in
 {throughput["rounds"]} interleaved rounds of {throughput["batch"]:,} runs a side, the side that
 goes first alternating; runs per second is a round's runs over its wall time, from the first
