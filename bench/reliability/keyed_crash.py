@@ -16,6 +16,7 @@ it ended) and from the key locks' own state, never from logs:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from datetime import datetime
 
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
-from dsmo.starter.client.client_errors import WorkflowTaskFailing
+from dsmo.starter.client.client_errors import RunClosed, WorkflowTaskFailing
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.client.flow_starts import key_line
 from dsmo.workflows.common.status import RunStatus
@@ -171,7 +172,8 @@ async def _check_line(
     if probe.status != "running":
         result.leaked += 1
         result.problems.append(f"{key}: a new start was {probe.status}, not running, after every run ended")
-    await client.cancel(probe.run_id, reason="probe")
+    with contextlib.suppress(RunClosed):  # it may have run to its end already
+        await client.cancel(probe.run_id, reason="probe")
 
 
 def _first(events: list[AuditEvent], kind: str) -> AuditEvent | None:

@@ -40,7 +40,8 @@ from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, shard_of, slots_of
-from dsmo.workflows.engine.key_locks import KeyLine, KeyLocks, KeyLocksState
+from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
+from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import LimiterState
 from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 from dsmo.workflows.events.resume_events import EventAck
@@ -225,7 +226,7 @@ async def _claim(
         "key": slot.key,
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
     }
-    answer = ClaimAnswer(admitted=False, verify=True)
+    answer = KeyClaimAnswer(admitted=False, verify=True)
     for update in ("claim", "claim_verified"):  # the second only when holders may have ended
         if not answer.verify:
             break
@@ -237,7 +238,7 @@ async def _claim(
             task_queue,
             update,
             ask,
-            ClaimAnswer,
+            KeyClaimAnswer,
             what=f"concurrency.{slot.index} ({slot.label})",
             long_lived=True,
         )

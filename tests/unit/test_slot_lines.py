@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 
-from dsmo.workflows.definition.flow_control import KEY_SHARDS, lock_id, shard_of
+from dsmo.workflows.definition.flow_control import KEY_SHARDS, QUIET_LIMIT, lock_id, shard_of
+from dsmo.workflows.engine.key_lines import KeyLine
 from dsmo.workflows.engine.slot_line import SlotLine
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
@@ -72,9 +73,15 @@ def test_a_lock_from_before_sharding_is_a_workflow_of_its_own() -> None:
 
 
 def test_holders_told_a_run_waits_are_wanted_until_they_leave() -> None:
-    line = SlotLine(max_concurrent=2, holders=["a", "b"])
+    line = KeyLine(max_concurrent=2, holders=["a", "b"])
     assert line.full and line.unwanted() == ["a", "b"]
     line.wanted.append("a")
     assert line.unwanted() == ["b"]
     line.drop("a")
     assert line.wanted == [] and not line.full and line.unwanted() == ["b"]
+
+
+def test_a_key_with_many_slots_has_no_holder_to_tell() -> None:
+    # Its runs give their slots back as they end: nobody needs telling, nor checking.
+    many = KeyLine(max_concurrent=QUIET_LIMIT + 1, holders=[f"r{n}" for n in range(QUIET_LIMIT + 1)])
+    assert many.full and not many.quiet and many.unwanted() == []

@@ -29,6 +29,10 @@ MAX_KEY_CHARS = 500  # a rendered key longer than this is refused (it names a co
 # The workflows a scope's key values are spread over (`engine/key_locks.py`). Fixed: a value must
 # always land in the same shard, whichever client or worker computes it.
 KEY_SHARDS = 64
+# Keys of at most this many slots: a run nobody waits for leaves its slot without a word, and the
+# key's lock finds out that it ended when the slot is needed (`engine/key_locks.py`). A line of
+# a key with more slots would carry many ended holders until its lock's next check.
+QUIET_LIMIT = 10
 
 
 class ConcurrencyKey(CamelModel):

@@ -21,7 +21,7 @@ from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, hand_on_deliveries
+from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, give_back_late, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 from dsmo.workflows.saga.compensation_stack import unwind
@@ -125,6 +125,9 @@ async def _settle(run: Run, result: ExecutionResult) -> None:
     await _export_audit(run)
     # In-flight update handlers would be lost if the run returned under them.
     await workflow.wait_condition(workflow.all_handlers_finished)
+    # A run was told to wait for a slot this run left without a word, after it decided to: give it back.
+    while await give_back_late(run):
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
 
 async def _export_audit(run: Run) -> None:

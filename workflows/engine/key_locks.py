@@ -36,22 +36,12 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from dsmo.workflows.common.wire import WireModel
-    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant, want
-    from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
+    from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine, tell_waiting
+    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
 
 IDLE_GRACE = timedelta(minutes=1)
 HISTORY_LIMIT = 2_000
 CHECK_BATCH = 200  # holders one check asks Temporal about; lines beyond wait for the next check
-
-
-class KeyLine(SlotLine):
-    """One key value's line.
-
-    Attributes:
-        key: The key's value, shown in status and the console.
-    """
-
-    key: str = ""
 
 
 class KeyLocksState(WireModel):
@@ -80,7 +70,7 @@ class KeyLocks:
         self._due: set[str] = set(state.lines)  # lines that changed: a slot to hand on, or idle now
         self._regrants: list[tuple[str, str]] = []  # (line, holder) that asked again
         # Lines with holders, least recently checked first: their holders are checked, for those that ended.
-        self._held: dict[str, None] = {name: None for name, line in state.lines.items() if line.holders}
+        self._held: dict[str, None] = {name: None for name, line in state.lines.items() if _checked(line)}
         self._next_check: datetime | None = state.next_check
         self._checking: asyncio.Task[None] | None = None
         self._idle_since: datetime | None = None
@@ -127,7 +117,7 @@ class KeyLocks:
             self._due.add(name)
 
     @workflow.update
-    def claim(self, request: dict[str, Any]) -> ClaimAnswer:
+    def claim(self, request: dict[str, Any]) -> KeyClaimAnswer:
         """Give ``run_id`` a slot of the key now if one is free and nobody waits; else say who
         holds it, and (with ``queue``) put the run in line, so runs are served in the order they
         were started.
@@ -138,26 +128,26 @@ class KeyLocks:
         name, run_id = str(request["line"]), str(request["run_id"])
         line = self._line(name, request)
         if run_id not in line.holders and line.full and line.unwanted():
-            return ClaimAnswer(admitted=False, holders=list(line.holders), waiting=len(line.queue), verify=True)
+            return KeyClaimAnswer(admitted=False, holders=list(line.holders), waiting=len(line.queue), verify=True)
         return self._claim(name, line, run_id, request)
 
     @workflow.update
-    async def claim_verified(self, request: dict[str, Any]) -> ClaimAnswer:
+    async def claim_verified(self, request: dict[str, Any]) -> KeyClaimAnswer:
         """`claim`, after telling the key's holders that a run waits: those that ended cannot take
         the signal, and their slots are free. (Apart from `claim` because a handler that waits
         keeps its update in flight across workflow tasks, and most claims need not wait.)"""
         name, run_id = str(request["line"]), str(request["run_id"])
         line = self._line(name, request)
         if run_id not in line.holders and line.full and line.unwanted():
-            await self._want(name, line)
+            await self._tell_waiting(name, line, may_ask=True)
             line = self._line(name, request)  # the line may have emptied and been forgotten meanwhile
         return self._claim(name, line, run_id, request)
 
-    def _claim(self, name: str, line: KeyLine, run_id: str, request: dict[str, Any]) -> ClaimAnswer:
+    def _claim(self, name: str, line: KeyLine, run_id: str, request: dict[str, Any]) -> KeyClaimAnswer:
         answer, changed = line.claim(run_id, request, workflow.now())
         if changed:
             self._due.add(name)
-        return answer
+        return KeyClaimAnswer(**answer.model_dump())
 
     @workflow.query
     def line(self, name: str) -> KeyLine | None:
@@ -205,15 +195,20 @@ class KeyLocks:
         self._due.update(name for (name, _), still in zip(signals, kept, strict=True) if not still)
         # Holders runs wait behind give their slot back when they end; those that ended already are dropped.
         waiting = [name for name in sorted(due) if (line := self._state.lines.get(name)) and line.queue]
-        await asyncio.gather(*(self._want(name, self._state.lines[name]) for name in waiting))
+        await asyncio.gather(*(self._tell_waiting(name, self._state.lines[name], may_ask=False) for name in waiting))
         return due | {name for name, _ in signals}
 
-    async def _want(self, name: str, line: KeyLine) -> None:
-        """Tell the line's holders a run waits; a holder that ended frees its slot (the line is due)."""
+    async def _tell_waiting(self, name: str, line: KeyLine, *, may_ask: bool) -> None:
+        """Tell the line's holders a run waits: one that ended frees its slot (the line is due),
+        and one the main loop cannot tell from a run not started yet is checked at once, beside it."""
         lock = f"{workflow.info().workflow_id}/{name}"
-        kept = await asyncio.gather(*(want(line, holder, {"lock": lock}) for holder in line.unwanted()))
-        if not all(kept):
+        told = await asyncio.gather(
+            *(tell_waiting(line, holder, {"lock": lock}, may_ask=may_ask) for holder in line.unwanted())
+        )
+        if "gone" in told:
             self._due.add(name)
+        if "unsure" in told:
+            self._next_check = workflow.now()
 
     def _settle(self, changed: set[str]) -> None:
         """Forget lines that emptied, note those where runs wait behind holders, set the deadlines.
@@ -225,7 +220,7 @@ class KeyLocks:
             line = lines.get(name)
             if line is not None and line.idle:
                 del lines[name]
-            if line is not None and line.holders:
+            if line is not None and _checked(line):
                 self._held.setdefault(name, None)
             else:
                 self._held.pop(name, None)
@@ -237,9 +232,10 @@ class KeyLocks:
         self._idle_since = None if lines else (self._idle_since or now)
 
     def _deadline(self) -> datetime | None:
-        """When the clock next rings: the holders' check, or the end of an idle shard."""
+        """When the clock next rings: the holders' check (not while one runs), or the end of an idle shard."""
         ends = self._idle_since + IDLE_GRACE if self._idle_since is not None else None
-        return min((due for due in (self._next_check, ends) if due is not None), default=None)
+        check = self._next_check if self._checking is None else None
+        return min((due for due in (check, ends) if due is not None), default=None)
 
     async def _clock(self) -> None:
         """Ring (``_rang``) at the nearest deadline, then wait until the main loop has answered it."""
@@ -270,10 +266,20 @@ class KeyLocks:
             del self._held[name]
             self._held[name] = None
             lines[name] = lines.pop(name)
+        freed = False
         try:
-            await drop_gone_holders([lines[name] for name in names], bounded=True)
+            freed = await drop_gone_holders([lines[name] for name in names], bounded=True)
         except ActivityError as err:
             workflow.logger.warning("Checking the holders of %d key(s) failed: %s", len(names), err)
         finally:
             self._checking = None
             self._due.update(names)  # the next pass hands freed slots on and sets the next check
+        if freed and len(self._held) > len(names):
+            # Lines of holders that ended pile up faster than a batch a period: check on at once.
+            self._next_check = workflow.now()
+
+
+def _checked(line: KeyLine) -> bool:
+    """Whether the line's holders are checked: runs of a key with few slots may end without a
+    word; those of a key with many give their slot back, and are checked only if runs wait."""
+    return bool(line.holders) and (line.quiet or bool(line.queue))

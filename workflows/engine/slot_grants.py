@@ -1,4 +1,4 @@
-"""Telling runs they got their slot or that a run waits for it, and freeing the slots of holders that ended.
+"""Telling runs they got their slot, and freeing the slots of holders that ended around DSMO.
 
 Shared by the workflows that keep lines (`engine/rate_limiter.py`, `engine/key_locks.py`).
 """
@@ -11,7 +11,6 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates
@@ -51,40 +50,13 @@ async def signal_grant(line: SlotLine, run_id: str, grant: dict[str, Any], *, re
     return True
 
 
-async def want(line: SlotLine, holder: str, wanted: dict[str, Any]) -> bool:
-    """Tell ``holder`` a run waits for its slot (``SLOT_WANTED``): it gives the slot back when it
-    ends. A holder that has ended cannot take the signal: its slot is freed here.
-
-    Returns:
-        Whether ``holder`` still holds the slot.
-    """
-    joined = line.since.get(holder)
-    try:
-        await workflow.get_external_workflow_handle(holder).signal("SLOT_WANTED", wanted)
-    except Exception:  # noqa: BLE001 - ended (its end is committed), or not started yet
-        if joined is not None and workflow.now() - joined < CLAIM_GRACE:
-            # Claimed by a starter an instant ago: a run not started yet cannot take a signal
-            # either. Temporal tells the two apart.
-            try:
-                found = await _holder_states([holder], bounded=True)
-            except ActivityError:
-                return True  # Temporal did not say: the holder keeps its slot until the next check
-            if holder not in found.ended:
-                return True
-        line.drop(holder)
-        return False
-    if holder in line.holders and holder not in line.wanted:
-        line.wanted.append(holder)
-    return True
-
-
 async def drop_gone_holders(lines: Sequence[SlotLine], *, bounded: bool = False) -> bool:
     """Ask Temporal about the holders of ``lines`` and free the slots of those that ended.
 
     Returns:
         Whether a slot was freed.
     """
-    found = await _holder_states([run_id for line in lines for run_id in line.holders], bounded=bounded)
+    found = await holder_states([run_id for line in lines for run_id in line.holders], bounded=bounded)
     settled = workflow.now() - CLAIM_GRACE
     freed = False
     for line in lines:
@@ -100,7 +72,7 @@ async def drop_gone_holders(lines: Sequence[SlotLine], *, bounded: bool = False)
     return freed
 
 
-async def _holder_states(holders: list[str], *, bounded: bool = False) -> HolderStates:
+async def holder_states(holders: list[str], *, bounded: bool = False) -> HolderStates:
     """Which of ``holders`` have ended, and which Temporal does not know (an activity).
 
     ``bounded``: give up after a few tries (a key lock checks again later) rather than retry for ever.

@@ -21,13 +21,11 @@ DEFAULT_PRIORITY = 3  # a run started without a priority, as Temporal's task que
 
 
 class ClaimAnswer(WireModel):
-    """What a claim answered: the run holds a slot now, or who holds the key and how long the line
-    is; ``verify``: holders of the full key may have ended, ask again with ``claim_verified``."""
+    """What a claim answered: the run holds a slot now, or who holds the key and how long the line is."""
 
     admitted: bool
     holders: list[str] = Field(default_factory=list)
     waiting: int = 0
-    verify: bool = False
 
 
 class SlotLine(WireModel):
@@ -39,8 +37,6 @@ class SlotLine(WireModel):
         queue: The runs waiting for one, first in line first.
         since: When each holder got its slot, or a starter put a run in line (see `claim`).
         priorities: The priority of each run in line that has one (1 highest to 5; others 3).
-        wanted: Holders told that a run waits for their slot (`SLOT_WANTED`): they give it back
-            when they end. A key lock learns that other holders ended by asking Temporal.
     """
 
     max_concurrent: int = 1
@@ -48,7 +44,6 @@ class SlotLine(WireModel):
     queue: list[str] = Field(default_factory=list)
     since: dict[str, datetime] = Field(default_factory=dict)
     priorities: dict[str, int] = Field(default_factory=dict)
-    wanted: list[str] = Field(default_factory=list)
 
     @property
     def idle(self) -> bool:
@@ -59,15 +54,6 @@ class SlotLine(WireModel):
     def blocked(self) -> bool:
         """Runs wait behind holders: the holders are worth checking."""
         return bool(self.queue and self.holders)
-
-    @property
-    def full(self) -> bool:
-        """No slot is free."""
-        return len(self.holders) >= self.max_concurrent
-
-    def unwanted(self) -> list[str]:
-        """Holders not yet told that a run waits for their slot."""
-        return [holder for holder in self.holders if holder not in self.wanted]
 
     def claim(self, run_id: str, request: dict[str, Any], now: datetime) -> tuple[ClaimAnswer, bool]:
         """Give ``run_id`` a slot now if one is free and nobody waits; else say who holds the key,
@@ -104,7 +90,6 @@ class SlotLine(WireModel):
         self.queue = [queued for queued in self.queue if queued != run_id]
         self.since.pop(run_id, None)
         self.priorities.pop(run_id, None)
-        self.wanted = [holder for holder in self.wanted if holder != run_id]
 
     def next_holder(self) -> str | None:
         """The first run in line, now a holder, if a slot is free for it."""

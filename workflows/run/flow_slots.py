@@ -21,7 +21,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import AuditType
 from dsmo.workflows.contracts.slot_io import HandedOn, HandOn, SlotRequest
-from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, shard_of, slots_of
+from dsmo.workflows.definition.flow_control import QUIET_LIMIT, FlowControlError, KeySlot, shard_of, slots_of
 from dsmo.workflows.events.inbox import InboxEntry
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
@@ -33,7 +33,6 @@ from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_ser
 SIGNALLED_RELEASE_PATCH = "signalled-slot-release"
 # workflow.patched id: the run's keys live in sharded key locks (`engine/key_locks.py`).
 SHARDED_KEYS_PATCH = "sharded-key-locks"
-QUIET_LIMIT = 10  # keys of at most this many slots are left without a word when nobody waits
 
 
 def key_slots(run: Run) -> list[KeySlot]:
@@ -102,10 +101,26 @@ async def give_back_all(run: Run) -> None:
         known = {}
     held = list(dict.fromkeys([*run.slots_held, *([run.slot_asked] if run.slot_asked else [])]))
     if workflow.patched(SIGNALLED_RELEASE_PATCH):
-        held = [lock for lock in held if not _left_quietly(run, known.get(lock), lock)]
+        run.left_quietly = [lock for lock in held if _left_quietly(run, known.get(lock), lock)]
+        held = [lock for lock in held if lock not in run.left_quietly]
     leaving = [known.get(lock) or _bare(run, lock) for lock in held]
     if leaving:
         await _give_back(run, leaving)
+
+
+async def give_back_late(run: Run) -> bool:
+    """Give back the slots the ending run left without a word that a run was since told to wait
+    for (its lock marked them told, and will not ask again).
+
+    Returns:
+        Whether it gave any back (then more may come while it did).
+    """
+    late = [lock for lock in run.left_quietly if lock in run.slots_wanted]
+    if not late:
+        return False
+    run.left_quietly = [lock for lock in run.left_quietly if lock not in late]
+    await asyncio.gather(*(_release(run, lock) for lock in late))
+    return True
 
 
 def _left_quietly(run: Run, slot: KeySlot | None, lock: str) -> bool:

@@ -1,0 +1,96 @@
+"""A key value's line in a key lock, and telling its holders that a run waits for their slot.
+
+A run of a key with at most `QUIET_LIMIT` slots that nobody waits for ends without giving its
+slot back. So a key lock (`engine/key_locks.py`) that needs a slot tells the holders a run waits
+(``SLOT_WANTED``): a holder still running gives its slot back as it ends; one that has ended
+cannot take the signal (Temporal refuses it only once that end is committed), and its slot is free.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import Field
+
+    from dsmo.workflows.definition.flow_control import QUIET_LIMIT
+    from dsmo.workflows.engine.slot_grants import CLAIM_GRACE, holder_states
+    from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
+
+# What telling a holder found: it holds the slot still, it has ended (its slot is free now), or
+# it may be a run a starter claimed for that has not started yet (only Temporal can tell).
+Told = Literal["held", "gone", "unsure"]
+
+
+class KeyClaimAnswer(ClaimAnswer):
+    """A key lock's answer to a claim.
+
+    Attributes:
+        verify: The key is full of holders not yet told that a run waits: some may have ended.
+            Ask again with ``claim_verified``.
+    """
+
+    verify: bool = False
+
+
+class KeyLine(SlotLine):
+    """One key value's line.
+
+    Attributes:
+        key: The key's value, shown in status and the console.
+        wanted: Holders told that a run waits for their slot: they give it back when they end.
+    """
+
+    key: str = ""
+    wanted: list[str] = Field(default_factory=list)
+
+    @property
+    def quiet(self) -> bool:
+        """Its runs leave without a word when nobody waits: the lock finds out itself."""
+        return self.max_concurrent <= QUIET_LIMIT
+
+    @property
+    def full(self) -> bool:
+        """No slot is free."""
+        return len(self.holders) >= self.max_concurrent
+
+    def unwanted(self) -> list[str]:
+        """Holders not yet told that a run waits (none in a line whose runs always give back)."""
+        return [holder for holder in self.holders if holder not in self.wanted] if self.quiet else []
+
+    def drop(self, run_id: str) -> None:
+        super().drop(run_id)
+        self.wanted = [holder for holder in self.wanted if holder != run_id]
+
+
+async def tell_waiting(line: KeyLine, holder: str, payload: dict[str, Any], *, may_ask: bool) -> Told:
+    """Tell ``holder`` that a run waits for its slot (``SLOT_WANTED``).
+
+    Args:
+        line: The holder's line.
+        holder: The run.
+        payload: The signal's payload (the lock).
+        may_ask: Ask Temporal, with an activity, whether a holder that cannot take the signal
+            within `CLAIM_GRACE` of its claim has ended or has not started yet (a claim may wait
+            for that; a lock's main loop does not, and leaves it to a prompt holder check).
+    """
+    joined = line.since.get(holder)
+    try:
+        await workflow.get_external_workflow_handle(holder).signal("SLOT_WANTED", payload)
+    except Exception:  # noqa: BLE001 - ended (its end is committed), or not started yet
+        if joined is not None and workflow.now() - joined < CLAIM_GRACE:
+            if not may_ask:
+                return "unsure"
+            try:
+                found = await holder_states([holder], bounded=True)
+            except Exception:  # noqa: BLE001 - Temporal did not say: it holds until the next check
+                return "held"
+            if holder not in found.ended:
+                return "held"
+        line.drop(holder)
+        return "gone"
+    if holder in line.holders and holder not in line.wanted:
+        line.wanted.append(holder)
+    return "held"
