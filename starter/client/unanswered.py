@@ -60,6 +60,9 @@ async def query_error(
     if failure is not None:
         return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
     if not failed_task and not timed_out:
+        # A query to a run nobody polls for may also end as a transport error under load.
+        if "h2 protocol error" in str(err).lower() and not polling:
+            return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
         return rpc_error(settings, run_id, err)
     if not polling:
         return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
