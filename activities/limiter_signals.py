@@ -11,7 +11,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT, REQUEST_TOKEN
 from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates, SlotRequest, TokenRequest
-from dsmo.workflows.definition.flow_control import shard_of
+from dsmo.workflows.definition.flow_control import release_of, shard_of
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
 from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
@@ -43,8 +43,7 @@ class LimiterActivities:
             return
         # A plain signal: a lock runs while one of its slots is held or waited for, and a lock
         # that ended (terminated by hand) keeps no slot to give back.
-        shard, line = shard_of(request.lock)
-        release = {"run_id": request.run_id, **({"line": line} if line else {})}
+        shard, release = release_of(request.lock, request.run_id)
         try:
             await self.client.get_workflow_handle(shard).signal("release", release)
         except RPCError as err:

@@ -39,7 +39,7 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
-from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, shard_of, slots_of
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
 from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import LimiterState
@@ -202,14 +202,14 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
     """Give back slots claimed for a run that did not start."""
     for slot in slots:
         if slot.lock in locks:
-            shard, line = shard_of(slot.lock)
+            shard, release = release_of(slot.lock, run_id)
             await dsmo.temporal.start_workflow(
                 KeyLocks.run,
                 KeyLocksState(owner=slot.owner),
                 id=shard,
                 task_queue=task_queue,
                 start_signal="release",
-                start_signal_args=[{"run_id": run_id, "line": line}],
+                start_signal_args=[release],
             )
 
 

@@ -225,6 +225,12 @@ def lock_id(owner: str, key: str, task_queue: str | None) -> str:
     return f"dsmo-keys.{owner}.{place}{int(digest, 16) % KEY_SHARDS:02d}/{digest}"
 
 
+def release_of(lock: str, run_id: str) -> tuple[str, dict[str, str]]:
+    """The workflow to signal ``release`` to for ``run_id``'s slot of ``lock``, and the signal's argument."""
+    shard, line = shard_of(lock)
+    return shard, {"run_id": run_id, **({"line": line} if line is not None else {})}
+
+
 def unsharded_lock_id(owner: str, key: str) -> str:
     """The lock of one key value as runs from before key locks were sharded took it: a workflow of its own."""
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]

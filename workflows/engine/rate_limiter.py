@@ -117,7 +117,7 @@ class AgentRateLimiter:
     def _checking(self) -> float | None:
         """Seconds until the next check of the holders: only while a run waits behind them."""
         state = self._state
-        return state.check_every_seconds if state.queue and state.holders and state.check_every_seconds else None
+        return state.check_every_seconds if state.blocked and state.check_every_seconds else None
 
     async def _drop_gone_holders(self) -> None:
         freed = await drop_gone_holders([self._state])

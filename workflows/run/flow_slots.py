@@ -21,7 +21,14 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import AuditType
 from dsmo.workflows.contracts.slot_io import HandedOn, HandOn, SlotRequest
-from dsmo.workflows.definition.flow_control import QUIET_LIMIT, FlowControlError, KeySlot, shard_of, slots_of
+from dsmo.workflows.definition.flow_control import (
+    QUIET_LIMIT,
+    FlowControlError,
+    KeySlot,
+    release_of,
+    shard_of,
+    slots_of,
+)
 from dsmo.workflows.events.inbox import InboxEntry
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
@@ -208,8 +215,7 @@ async def _release(run: Run, lock: str) -> None:
     has, in its own history, ended or begun to wait (a local activity could signal from a
     workflow task that a crash then undoes). The lock runs while one of its slots is held or
     waited for; one ended around DSMO keeps nothing to give back."""
-    shard, line = shard_of(lock)
-    release = {"run_id": run.state.run_id, **({"line": line} if line is not None else {})}
+    shard, release = release_of(lock, run.state.run_id)
     try:
         await workflow.get_external_workflow_handle(shard).signal("release", release)
     except Exception as err:  # noqa: BLE001 - the lock is gone: nothing of this run's is left in it
