@@ -113,8 +113,7 @@ def build_worker(
         workflow_sandbox_from(os.environ) if sandboxed is None else sandboxed
     )
     with warnings.catch_warnings():
-        # The SDK warns when more activities may run than the executor has threads; that is the
-        # point here: async activities (llm stages, async agents) hold no thread while they wait.
+        # More activities than threads is the point: async ones (llm stages) hold no thread while waiting.
         warnings.filterwarnings("ignore", message="Worker max_concurrent_activities is", category=UserWarning)
         worker = Worker(
             client,
@@ -123,6 +122,7 @@ def build_worker(
             activities=_with_overrides(
                 [
                     stages.prepare_run,
+                    stages.subject_key,
                     stages.run_stage,
                     stages.write_dead_letter,
                     audit.export_audit,

@@ -10,13 +10,17 @@ from urllib.parse import urlparse
 
 import obstore
 from botocore.exceptions import ClientError
+from cryptography.exceptions import InvalidTag
 from obstore.exceptions import AlreadyExistsError
 
 from dsmo.activities.artifact_cache import ImmutableCache
+from dsmo.activities.sealing import SealedHeader, seal, sealed_header, unseal
+from dsmo.activities.subject_keys import SubjectErased, SubjectKeyring
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from mypy_boto3_s3 import S3Client
     from obstore.store import S3Store
@@ -30,12 +34,17 @@ class ArtifactMissing(ArtifactError):
     code = "artifact_missing"
 
 
+# Reading an object sealed with an erased subject's key raises this (subject_keys.py).
+ArtifactErased = SubjectErased
+
+
 @dataclass(frozen=True)
 class StoredArtifact:
     uri: str
-    sha256: str
+    sha256: str  # of the bytes stored (for a sealed artifact, of its ciphertext)
     size: int
     created: bool  # False: the key already held an artifact, which was kept (write-once)
+    matches: bool = True  # the artifact holds the document given (always, when created)
 
 
 # Run inputs and stage outputs live under this prefix; they are write-once and never replaced.
@@ -75,6 +84,7 @@ class ArtifactStore:
         *,
         objects: S3Store | None = None,
         cache_bytes: int = 0,
+        keks: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         # A factory defers creating the boto3 client (~0.3 s) until a call needs it: with
         # `objects`, preparing a run or running a stage never does.
@@ -83,6 +93,8 @@ class ArtifactStore:
         self.bucket = bucket
         self.objects = objects
         self.cache = ImmutableCache(cache_bytes) if cache_bytes > 0 else None
+        # Data subjects' keys: what sealed artifacts are written and read with.
+        self.subjects = SubjectKeyring(self, keks)
 
     @property
     def s3(self) -> S3Client:
@@ -103,9 +115,13 @@ class ArtifactStore:
             raise ArtifactError(f"artifact URI {uri!r} is not of the form s3://bucket/key")
         return parsed.netloc, parsed.path.lstrip("/")
 
-    def put_json_once(self, key: str, document: Any) -> StoredArtifact:
-        """Write ``document`` unless ``key`` exists (``If-None-Match: *``); never overwrite."""
-        return self.put_json_bytes_once(key, encode_json(document))
+    def put_json_once(self, key: str, document: Any, *, seal: SubjectSeal | None = None) -> StoredArtifact:
+        """Write ``document`` unless ``key`` exists (``If-None-Match: *``); never overwrite.
+
+        With a ``seal`` (the run's data subject) the document is stored encrypted with the
+        subject's data key (sealing.py).
+        """
+        return self.put_json_bytes_once(key, encode_json(document), seal=seal)
 
     def put_json_bytes_once(
         self,
@@ -114,27 +130,61 @@ class ArtifactStore:
         *,
         content_type: str = "application/json",
         metadata: dict[str, str] | None = None,
+        seal: SubjectSeal | None = None,
     ) -> StoredArtifact:
         """Write ``body`` unless ``key`` exists; the conditional put makes concurrent writers agree."""
-        digest = hashlib.sha256(body).hexdigest()
-        if not self._put_if_absent(key, body, content_type, {**(metadata or {}), "sha256": digest}):
-            existing = self.read_bytes(self.uri(key))
-            return StoredArtifact(self.uri(key), hashlib.sha256(existing).hexdigest(), len(existing), created=False)
+        stored = self._sealed(key, body, seal)
+        digest = hashlib.sha256(stored).hexdigest()
+        if not self.put_if_absent(key, stored, content_type, {**(metadata or {}), "sha256": digest}):
+            existing = self.stored_or_none(key)
+            if existing is None:  # deleted since: rare, and a retry writes it
+                raise ArtifactError(f"artifact {self.uri(key)} vanished while it was written")
+            same = self._opened(key, existing, seal) == body
+            return StoredArtifact(
+                self.uri(key), hashlib.sha256(existing).hexdigest(), len(existing), created=False, matches=same
+            )
         if self.cache is not None and self._cacheable(self.bucket, key):
-            self.cache.put(key, body)
-        return StoredArtifact(self.uri(key), digest, len(body), created=True)
+            self.cache.put(key, stored)
+        return StoredArtifact(self.uri(key), digest, len(stored), created=True)
 
-    def put_json_bytes(self, key: str, body: bytes) -> StoredArtifact:
+    def _sealed(self, key: str, body: bytes, seal_with: SubjectSeal | None) -> bytes:
+        if seal_with is None:
+            return body
+        header = SealedHeader(seal_with.fingerprint, seal_with.key_id)
+        return seal(body, self.subjects.data_key(seal_with), header, key)
+
+    def _opened(self, key: str, stored: bytes, seal_with: SubjectSeal | None) -> bytes:
+        """The plaintext of what is stored at ``key``: opened with the run's seal or the key store.
+
+        Raises:
+            ArtifactErased: It is sealed with the key of a subject since erased.
+        """
+        header = sealed_header(stored)
+        if header is None:
+            return stored
+        if seal_with is not None and (seal_with.fingerprint, seal_with.key_id) == (header.fingerprint, header.key_id):
+            data_key = self.subjects.data_key(seal_with)
+        else:
+            data_key = self.subjects.current_key(header)
+        try:
+            return unseal(stored, data_key, key)
+        except InvalidTag:
+            raise ArtifactError(f"artifact {self.uri(key)} does not open with its subject's key") from None
+
+    def put_json_bytes(self, key: str, body: bytes, *, seal: SubjectSeal | None = None) -> StoredArtifact:
         """Write ``body`` at ``key`` whatever is there (only for an object no run refers to)."""
-        digest = hashlib.sha256(body).hexdigest()
+        stored = self._sealed(key, body, seal)
+        digest = hashlib.sha256(stored).hexdigest()
         self.s3.put_object(
-            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", Metadata={"sha256": digest}
+            Bucket=self.bucket, Key=key, Body=stored, ContentType="application/json", Metadata={"sha256": digest}
         )
         if self.cache is not None and self._cacheable(self.bucket, key):
-            self.cache.put(key, body)
-        return StoredArtifact(self.uri(key), digest, len(body), created=True)
+            self.cache.put(key, stored)
+        return StoredArtifact(self.uri(key), digest, len(stored), created=True)
 
-    def _put_if_absent(self, key: str, body: bytes, content_type: str, metadata: dict[str, str]) -> bool:
+    def put_if_absent(
+        self, key: str, body: bytes, content_type: str = "application/json", metadata: dict[str, str] | None = None
+    ) -> bool:
         """One conditional PUT (``If-None-Match: *``); False when the key already holds an object."""
         if self.objects is not None:
             try:
@@ -144,7 +194,7 @@ class ArtifactStore:
                     key,
                     body,
                     mode="create",
-                    attributes={"Content-Type": content_type, **metadata},
+                    attributes={"Content-Type": content_type, **(metadata or {})},
                     use_multipart=False,
                 )
             except AlreadyExistsError:
@@ -152,7 +202,12 @@ class ArtifactStore:
             return True
         try:
             self.s3.put_object(
-                Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*", Metadata=metadata
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ContentType=content_type,
+                IfNoneMatch="*",
+                Metadata=metadata or {},
             )
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
@@ -165,8 +220,31 @@ class ArtifactStore:
         found: dict[str, str] = self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {})
         return found
 
-    def read_bytes(self, uri: str) -> bytes:
+    def read_bytes(self, uri: str, *, seal: SubjectSeal | None = None) -> bytes:
+        """The artifact's content; a sealed one is opened (with ``seal`` when it is the run's own).
+
+        Raises:
+            ArtifactMissing: Nothing is stored there.
+            ArtifactErased: It belongs to a data subject since erased.
+        """
         bucket, key = self.key_of(uri)
+        return self._opened(key, self._read_stored(bucket, key), seal)
+
+    def read_stored_digest(self, uri: str, *, seal: SubjectSeal | None = None) -> tuple[bytes, str, int]:
+        """The artifact's content, with the sha256 and size of the bytes stored (sealed or not)."""
+        bucket, key = self.key_of(uri)
+        stored = self._read_stored(bucket, key)
+        return self._opened(key, stored, seal), hashlib.sha256(stored).hexdigest(), len(stored)
+
+    def stored_or_none(self, key: str) -> bytes | None:
+        """The bytes stored at ``key`` in this bucket as they are (sealed or not), or None."""
+        try:
+            return self._read_stored(self.bucket, key)
+        except ArtifactMissing:
+            return None
+
+    def _read_stored(self, bucket: str, key: str) -> bytes:
+        uri = f"s3://{bucket}/{key}"
         if self.cache is not None and self._cacheable(bucket, key) and (cached := self.cache.get(key)) is not None:
             return cached
         if self.objects is not None and bucket == self.bucket:
@@ -182,8 +260,8 @@ class ArtifactStore:
             raise
         return body
 
-    def read_json(self, uri: str) -> Any:
-        data = self.read_bytes(uri)
+    def read_json(self, uri: str, *, seal: SubjectSeal | None = None) -> Any:
+        data = self.read_bytes(uri, seal=seal)
         try:
             return json.loads(data)
         except ValueError:

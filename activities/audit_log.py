@@ -173,8 +173,8 @@ class AuditActivities:
         if values_digest(values.values) != values.sha256:
             raise ApplicationError("event values do not match their sha256", type="AuditConflict", non_retryable=True)
         key = event_values_key(values.run_id, values.seq, values.sha256)
-        stored = self.store.put_json_bytes_once(key, canonical_values(values.values))
-        if not stored.created and values_digest(self.store.read_json(stored.uri)) != values.sha256:
+        stored = self.store.put_json_bytes_once(key, canonical_values(values.values), seal=values.seal)
+        if not stored.matches:
             # Another execution under this run id (a reset, an id reused after retention) wrote it.
             raise ApplicationError(
                 f"{stored.uri} exists with other values; refusing to refer to it",

@@ -172,12 +172,12 @@ class LlmStage:
                     judge, exchange.status, exchange.body, exchange.error, schema
                 )
             except Exception:
-                await io(self.store.put_json_once, *record)
+                await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
                 raise
             add_usage(usage, reply)
             if problem is None:
                 break
-            await io(self.store.put_json_once, *record)
+            await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
             if number > call.retries:
                 tries = "1 answer" if number == 1 else f"{number} answers"
                 raise ContractViolation(f"llm: {tries} did not match outputSchema; the last: {problem}")

@@ -7,16 +7,16 @@ starter did not, for instance a run started with the `temporal` CLI or as a chil
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from dsmo.activities.artifacts import ArtifactStore, encode_json, run_input_key
+from dsmo.activities.artifacts import ArtifactErased, ArtifactStore, StoredArtifact, encode_json, run_input_key
 from dsmo.activities.definition_store import config_key
 from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import PreparedRun, PrepareRun
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 
 
 class LeftoverInput(DsmoError):
@@ -43,6 +43,7 @@ class RunPreparer:
             request.input,
             lambda: (request.definition, request.effective),
             replace_leftover=True,
+            seal=request.seal,
         )
 
     def prepare_run(
@@ -53,21 +54,27 @@ class RunPreparer:
         config: Callable[[], tuple[dict[str, Any], dict[str, Any]]],
         *,
         replace_leftover: bool = False,
+        seal: SubjectSeal | None = None,
     ) -> PreparedRun:
         """``config`` gives (definition, effective parameters); it is called only for a version
         this process has not confirmed yet, so most runs skip serializing their definition.
 
         The input is written once; the same input again (a retried start) is accepted. Another
         input under the key raises LeftoverInput, unless ``replace_leftover`` (the caller knows
-        no run of this id has started) says to write this one over it.
+        no run of this id has started) says to write this one over it. With a ``seal`` (the run's
+        data subject) the input is stored sealed with the subject's key.
         """
         key = run_input_key(workflow_version, run_id)
         body = encode_json(run_input)
-        stored = self.store.put_json_bytes_once(key, body)
-        if not stored.created and stored.sha256 != hashlib.sha256(body).hexdigest():
+        try:
+            stored = self.store.put_json_bytes_once(key, body, seal=seal)
+            leftover = not stored.matches
+        except ArtifactErased:  # an earlier start's input, sealed with an erased subject's key
+            stored, leftover = StoredArtifact(self.store.uri(key), "", 0, created=False, matches=False), True
+        if leftover:
             if not replace_leftover:
                 raise LeftoverInput(f"run {run_id}: {stored.uri} holds the input of an earlier start of this id")
-            self.store.put_json_bytes(key, body)
+            self.store.put_json_bytes(key, body, seal=seal)
         input_uri = stored.uri
         with self._lock:
             config_ref = self._confirmed_configs.get(workflow_version)
@@ -82,7 +89,7 @@ class RunPreparer:
         snapshot = {"workflowVersion": workflow_version, "definition": definition, "effective": effective}
         body = encode_json(snapshot)
         config = self.store.put_json_bytes_once(config_key(workflow_version), body)
-        if not config.created and config.sha256 != hashlib.sha256(body).hexdigest():
+        if not config.matches:
             existing = self.store.read_json(config.uri)
             if existing.get("definition") != definition:
                 raise ContractViolation(f"config snapshot {config.uri} holds another definition for this version")

@@ -9,7 +9,6 @@ worker can hold many slow model calls at once.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from dsmo.workflows.contracts.activity_io import (
     StageSummary,
     StageTask,
 )
+from dsmo.workflows.contracts.subject_io import SUBJECT_KEY, SubjectKey, SubjectKeyRequest
 
 T = TypeVar("T")
 _ATTEMPT = re.compile(r"/attempt=(\d+)/output\.json$")
@@ -70,6 +70,12 @@ class StageActivities:
     def prepare_run(self, request: PrepareRun) -> PreparedRun:
         """Write the run's input artifact and its version's config snapshot (both write-once)."""
         return self.preparer.prepare(request)
+
+    @activity.defn(name=SUBJECT_KEY)
+    @permanent_errors
+    def subject_key(self, request: SubjectKeyRequest) -> SubjectKey:
+        """The keys of a run's data subject, made now if the subject has none."""
+        return self.store.subjects.key_for(request.subject)
 
     @activity.defn(name=RUN_STAGE)
     @permanent_errors
@@ -134,7 +140,7 @@ class StageActivities:
         if task.input_document is not None:
             raw = task.input_document
         else:
-            raw = await self._io(self.store.read_json, task.artifact_in_uri)
+            raw = await self._io(lambda: self.store.read_json(task.artifact_in_uri, seal=task.seal))
         document = stage_input(raw)
         if processor is None:
             if self.llm is None:
@@ -188,7 +194,7 @@ class StageActivities:
         its answer to its completion fell from 0.60-0.70 s to 0.38-0.39 s).
         """
         for record_key, record in records:
-            self.store.put_json_once(record_key, record)
+            self.store.put_json_once(record_key, record, seal=task.seal)
         self._check(task, output)
         envelope = {
             "kind": STAGE_OUTPUT_KIND,
@@ -196,7 +202,7 @@ class StageActivities:
             "summary": output.summary,
             "inference": output.inference,
         }
-        return self.store.put_json_once(key, envelope)
+        return self.store.put_json_once(key, envelope, seal=task.seal)
 
     def _check(self, task: StageTask, output: ProcessorOutput) -> None:
         """The stage's own limits, beyond the processor's contract: the summary cap and the node's schema."""
@@ -218,7 +224,7 @@ class StageActivities:
         return found[0][1] if found else None
 
     def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
-        body = self.store.read_bytes(uri)
+        body, digest, size = self.store.read_stored_digest(uri, seal=task.seal)
         try:
             stored = json.loads(body)
         except ValueError:
@@ -230,8 +236,8 @@ class StageActivities:
             agent_version=version,
             attempt=int(match.group(1)) if match else task.attempt,
             artifact_out_uri=uri,
-            output_sha256=hashlib.sha256(body).hexdigest(),
-            output_bytes=len(body),
+            output_sha256=digest,
+            output_bytes=size,
             summary=_field(stored, "summary"),
             inference=_field(stored, "inference"),
             reused=True,
@@ -243,7 +249,8 @@ class StageActivities:
     @activity.defn(name=WRITE_DEAD_LETTER)
     def write_dead_letter(self, letter: DeadLetter) -> str:
         """`dlq/{run_id}/{stage}.json`, write-once (a retried activity keeps the first)."""
-        return self.store.put_json_once(f"dlq/{letter.run_id}/{letter.stage}.json", letter.model_dump(mode="json")).uri
+        document = letter.model_dump(mode="json", exclude={"seal"})
+        return self.store.put_json_once(f"dlq/{letter.run_id}/{letter.stage}.json", document, seal=letter.seal).uri
 
 
 def stage_input(document: Any) -> Any:

@@ -79,4 +79,5 @@ def artifact_store(settings: Settings, *, cache: bool = False) -> ArtifactStore:
         settings.store.bucket,
         objects=object_store(settings),
         cache_bytes=settings.store.cache_mb * MIB if cache else 0,
+        keks=settings.codec.subject_keks(settings.state_dir),
     )

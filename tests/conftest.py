@@ -24,6 +24,7 @@ from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
+from dsmo.starter.devstack.dev_keys import ensure_dev_subject_keys
 from dsmo.starter.provisioning import ensure_search_attributes_on
 from dsmo.starter.storage import artifact_store
 from dsmo.worker import build_worker
@@ -46,6 +47,7 @@ os.environ.setdefault("DSMO_WORKFLOW_SANDBOX", "on")
 async def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Settings]:
     configured = Settings.from_env()
     if os.environ.get("DSMO_TEST_PRIVATE_STACK") != "1" and await reusable(configured):
+        ensure_dev_subject_keys(configured)  # a stack started by an older `dsmo dev up` has none
         yield configured
         return
     settings, stack = await start_private(tmp_path_factory.mktemp("stack"))

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.starter.cli import catalog, operations, project, recovery, serve
+from dsmo.starter.cli import catalog, operations, project, recovery, serve, subjects_command
 from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.help_examples import add_examples
 from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines
@@ -255,6 +255,7 @@ operations.register(cli)
 catalog.register(cli)
 project.register(cli)
 recovery.register(cli)
+subjects_command.register(cli)
 serve.register(cli)
 add_examples(cli)
 

@@ -170,18 +170,34 @@ def audit() -> None:
 
 
 @audit.command("verify")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
+@click.option("--erasures", is_flag=True, help="Check the erasure log's hash chain instead of a run's trail.")
 @pass_context
-def audit_verify(obj: Context, run_id: str) -> None:
-    """Check the exported trail's hash chain, and that it matches the run's own trail."""
+def audit_verify(obj: Context, run_id: str | None, erasures: bool) -> None:
+    """Check the exported trail's hash chain, and that it matches the run's own trail.
+
+    An erased subject's run still verifies: the artifacts its trail names that can no longer be
+    read are listed as erased.
+    """
+    if erasures == (run_id is not None):
+        raise click.UsageError("give either RUN_ID or --erasures")
 
     async def go() -> TrailVerification:
-        return await (await obj.client()).verify_trail(run_id)
+        client = await obj.client()
+        if run_id is None:
+            return (await client.erasures())[1]
+        return await client.verify_trail(run_id)
 
     result = run(go)
     if result.ok:
         against = " and matches the run's trail" if result.compared else ""
         click.echo(f"ok: {result.lines} events, hash chain intact{against}")
+        if result.erased:
+            record = result.erasure or {}
+            when = f" on {record['at']} by {record['by']} (erasure #{record['seq']})" if record else ""
+            click.echo(f"erased: {len(result.erased)} artifacts it refers to; the run's data subject was erased{when}")
+            for uri in result.erased:
+                click.echo(f"  erased  {uri}")
     else:
         click.echo(f"TAMPERED: {result.problem}")
         sys.exit(1)

@@ -17,30 +17,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from dsmo.workflows.common.errors import DsmoError
+from dsmo.starter.config.codec_settings import CodecError, parse_keys, read_key_file
+
+__all__ = ["CodecError", "EncryptionCodec", "keys_from_env", "new_key", "parse_keys"]
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
-
-
-class CodecError(DsmoError):
-    code = "codec_error"
-
-
-def parse_keys(text: str, *, source: str) -> list[tuple[str, bytes]]:
-    keys = []
-    for item in [part.strip() for part in text.replace("\n", ",").split(",") if part.strip()]:
-        key_id, sep, encoded = item.partition(":")
-        if not sep or not key_id:
-            raise CodecError(f"{source}: entries are id:base64key (got {item[:10]!r}...)")
-        try:
-            key = base64.b64decode(encoded, validate=True)
-        except ValueError:
-            raise CodecError(f"{source}: key {key_id!r} is not valid base64") from None
-        if len(key) not in (16, 24, 32):
-            raise CodecError(f"{source}: key {key_id!r} must be 16, 24 or 32 bytes (AES), not {len(key)}")
-        keys.append((key_id, key))
-    return keys
 
 
 def keys_from_env(env: dict[str, str] | None = None) -> list[tuple[str, bytes]]:
@@ -48,11 +30,7 @@ def keys_from_env(env: dict[str, str] | None = None) -> list[tuple[str, bytes]]:
     if source.get("DSMO_CODEC_KEYS"):
         return parse_keys(source["DSMO_CODEC_KEYS"], source="DSMO_CODEC_KEYS")
     if source.get("DSMO_CODEC_KEYS_FILE"):
-        path = Path(source["DSMO_CODEC_KEYS_FILE"])
-        try:
-            return parse_keys(path.read_text(), source=f"DSMO_CODEC_KEYS_FILE ({path})")
-        except OSError as err:
-            raise CodecError(f"DSMO_CODEC_KEYS_FILE: cannot read {path}: {err.strerror}") from None
+        return read_key_file(Path(source["DSMO_CODEC_KEYS_FILE"]), source="DSMO_CODEC_KEYS_FILE")
     return []
 
 

@@ -13,6 +13,7 @@ need the client's state (start preparation, worker-health probing, the trace cac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import uuid
@@ -41,13 +42,16 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definition_store import DefinitionStore, config_key
+from dsmo.activities.erasure_log import ErasureLog
 from dsmo.activities.plugin_errors import UnknownAgent
 from dsmo.activities.preparation import LeftoverInput, RunPreparer
 from dsmo.starter.client import (
     agent_catalog,
     bulk_operations,
     debounced_starts,
+    erasure,
     flow_starts,
     forks,
     migration,
@@ -56,6 +60,7 @@ from dsmo.starter.client import (
     replay,
     rewinds,
     run_health,
+    subject_starts,
     what_if,
 )
 from dsmo.starter.client.batches import BatchReport, RunOutcome
@@ -79,7 +84,7 @@ from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
 from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
-from dsmo.starter.client.trail_store import TrailStore, TrailVerification, verify_export
+from dsmo.starter.client.trail_store import TrailStore, TrailVerification, erased_artifacts, verify_export
 from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing
 from dsmo.starter.client.with_start import UpdateGates
 from dsmo.starter.config.settings import Settings
@@ -373,6 +378,8 @@ class DsmoClient:
         queue = task_queue or self.settings.temporal.task_queue
         request = request.started_on(queue)
         slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
+        if request.definition.subject is not None:  # ... and so is a missing subject
+            request = await subject_starts.with_subject(request, self._trail_store().store)
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
             admission = (
@@ -434,6 +441,7 @@ class DsmoClient:
                     SearchAttributePair(sa.AGENT_EXECUTION_STATUS, status.value),
                     SearchAttributePair(sa.AGENT_NAME, definition.agent),
                     SearchAttributePair(sa.WORKFLOW_VERSION, version),
+                    *([SearchAttributePair(sa.DATA_SUBJECT, request.subject.subject)] if request.subject else []),
                 ]
             ),
         )
@@ -484,15 +492,19 @@ class DsmoClient:
         try:
             if self._preparer is None:
                 self._preparer = RunPreparer(await asyncio.to_thread(artifact_store, self.settings))
+            preparer, seal = self._preparer, request.subject.seal if request.subject else None
             try:
-                return await asyncio.to_thread(self._preparer.prepare_run, run_id, version, request.input, config)
+                return await asyncio.to_thread(
+                    lambda: preparer.prepare_run(run_id, version, request.input, config, seal=seal)
+                )
             except LeftoverInput:
                 # An earlier start of this id wrote its input and then failed, or a run has it.
                 if await self._exists(run_id):
                     raise RunAlreadyExists(f"run {run_id!r} already exists; choose another --id") from None
-                preparer = self._preparer
                 return await asyncio.to_thread(
-                    lambda: preparer.prepare_run(run_id, version, request.input, config, replace_leftover=True)
+                    lambda: preparer.prepare_run(
+                        run_id, version, request.input, config, replace_leftover=True, seal=seal
+                    )
                 )
         except DsmoError:
             raise  # the store answered, and refused (a config snapshot that contradicts this version)
@@ -675,6 +687,49 @@ class DsmoClient:
         except (RPCError, TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
             return None
         return await asyncio.to_thread(self._trail_store().exported_events, run_id)
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The artifact store this client reads (and writes run inputs to), with the subjects' keys."""
+        return self._trail_store().store
+
+    async def erase_subject(
+        self, subject: str, *, reason: str, by: str = "user", cancel_runs: bool = False, dry_run: bool = False
+    ) -> erasure.ErasureReport:
+        """Erase a data subject: destroy its key, delete its runs' histories, append to the erasure log.
+
+        Every artifact sealed with the subject's key becomes unreadable by anyone; the runs'
+        exported audit trails stay and still verify. See `erasure` for the order of the steps.
+
+        Args:
+            subject: The subject's id, as the definition's ``subject`` renders it.
+            reason: Why (kept in the erasure log).
+            by: Who (kept in the erasure log, and as the cancelled runs' ``cancelledBy``).
+            cancel_runs: Cancel the subject's open runs first (their sagas compensate); without
+                it, open runs refuse the erasure.
+            dry_run: Only list what would be erased.
+
+        Returns:
+            The subject's runs, what was cancelled and deleted, and the erasure log's new record.
+
+        Raises:
+            SubjectHasOpenRuns: The subject has open runs and ``cancel_runs`` is off.
+            DsmoError: ``reason`` is empty, or ``subject`` is not a subject id.
+        """
+        return await erasure.erase_subject(
+            self, subject, reason=reason, by=by, cancel_runs=cancel_runs, dry_run=dry_run
+        )
+
+    async def erasures(self) -> tuple[list[dict[str, Any]], TrailVerification]:
+        """The erasure log: every record, oldest first, and the check of its hash chain.
+
+        Returns:
+            The records (with their ``seq``, ``prevHash`` and ``hash``) and the chain's verification.
+        """
+        log = ErasureLog(self.artifacts)
+        body = await asyncio.to_thread(log.body)
+        records = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        return records, verify_export(body, None, None)
 
     def _trail_store(self) -> TrailStore:
         if self._trails is None:
@@ -1145,8 +1200,10 @@ class DsmoClient:
             head = (await self.trail(run_id)).head
             trail: list[AuditEvent] | None = await self.events(run_id, live=True)
         except DsmoError:
-            head, trail = None, None  # the run itself is gone (retention): the chain alone is checked
-        return verify_export(body, trail, head)
+            head, trail = None, None  # the run itself is gone (retention, erasure): the chain alone is checked
+        verified = verify_export(body, trail, head)
+        erased, record = await asyncio.to_thread(erased_artifacts, trails.store, body)
+        return dataclasses.replace(verified, erased=erased, erasure=record)
 
     async def dead_letters(self, *, run_id: str | None = None) -> list[DeadLetterRow]:
         """The dead letters (stages that could not succeed), oldest first, with what redrove each.

@@ -4,10 +4,12 @@ long-lived run writes as it goes, read by the client without asking a worker."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, read_segments, unchained, verify_lines
+from dsmo.activities.erasure_log import ErasureLog
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.contracts.trail_io import TrailHead
 
@@ -62,12 +64,17 @@ class TrailVerification:
         problem: The first problem found, naming its line.
         compared: The export was compared with the run's own trail (False when the run no longer
             answers: only the chain was checked).
+        erased: The artifacts the trail refers to that can no longer be read: the run's data
+            subject was erased (the trail still proves what happened, by their hashes).
+        erasure: The erasure log's record of that subject's erasure, if any.
     """
 
     ok: bool
     lines: int
     problem: str | None
     compared: bool
+    erased: list[str] = field(default_factory=list)
+    erasure: dict[str, Any] | None = None
 
 
 def verify_export(body: bytes, trail: list[AuditEvent] | None, head: TrailHead | None) -> TrailVerification:
@@ -75,3 +82,18 @@ def verify_export(body: bytes, trail: list[AuditEvent] | None, head: TrailHead |
     expected = None if trail is None else [event.model_dump(mode="json") for event in trail]
     result = verify_lines(body, expected, head)
     return TrailVerification(result.ok, result.lines, result.problem, compared=trail is not None)
+
+
+def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict[str, Any] | None]:
+    """The artifacts an exported trail refers to that its subject's erasure made unreadable, and
+    the erasure's record; nothing when the run has no subject or the subject was not erased."""
+    events = unchained(body)
+    subject = events[0].get("data", {}).get("subject") if events else None
+    if not isinstance(subject, str) or store.subjects.record(subject) is not None:
+        return [], None
+    records = ErasureLog(store).touching(subject)
+    # The run's own data (input, outputs, large event values), not the config snapshot it names.
+    uris = sorted(
+        {str(uri) for event in events for uri in event.get("artifactUris") or () if "/artifacts/" in str(uri)}
+    )
+    return uris, records[-1] if records else None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, split_modules
 from dsmo.starter.config.settings import Settings
+from dsmo.starter.devstack.dev_keys import ensure_dev_subject_keys
 from dsmo.starter.devstack.processes import ManagedProcess, find_binary
 from dsmo.starter.provisioning import (
     StackError,
@@ -100,6 +101,7 @@ class DevStack:
 
     async def up(self, *, with_worker: bool = False, timeout: float = 60.0) -> list[ServiceReport]:
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dev_subject_keys(self.settings)
         reports = [
             await self._up_one(self.s3, self._s3_argv, self._s3_healthy, timeout),
             await self._up_one(self.temporal, self._temporal_argv, self._temporal_healthy, timeout),

@@ -20,6 +20,7 @@ from dsmo.starter.client import replay as replays
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness, definition_from
 
@@ -174,8 +175,8 @@ class DropAfterWrite(ArtifactStore):
 
     dropped: set[str] = set()
 
-    def put_json_once(self, key: str, document: Any) -> StoredArtifact:
-        stored = super().put_json_once(key, document)
+    def put_json_once(self, key: str, document: Any, *, seal: SubjectSeal | None = None) -> StoredArtifact:
+        stored = super().put_json_once(key, document, seal=seal)
         if "/attempt=1/output.json" in key and key not in self.dropped:
             self.dropped.add(key)
             raise ConnectionError("connection reset after the write")

@@ -168,6 +168,8 @@ EVERY_VARIABLE = {
     "DSMO_LLM_MAX_RESPONSE_BYTES": "65536",
     "DSMO_CODEC_KEYS": "k1:AAAA",
     "DSMO_CODEC_KEYS_FILE": "/codec-keys",
+    "DSMO_SUBJECT_KEYS": "s1:AAAA",
+    "DSMO_SUBJECT_KEYS_FILE": "/subject-keys",
     "DSMO_STATE_DIR": "/state",
 }
 
@@ -217,7 +219,9 @@ def test_each_group_reads_its_own_variables() -> None:
     assert settings.llm == LlmSettings(
         base_url="https://llm.internal/v1", model="big", api_key="sk", models="fast=small", max_response_bytes=65536
     )
-    assert settings.codec == CodecSettings(keys="k1:AAAA", keys_file="/codec-keys")
+    assert settings.codec == CodecSettings(
+        keys="k1:AAAA", keys_file="/codec-keys", subject_keys="s1:AAAA", subject_keys_file="/subject-keys"
+    )
     assert settings.state_dir == Path("/state")
     # The paths that default under the state folder, and the values derived from a group.
     assert (settings.outbox_dir, settings.api_keys_path) == (Path("/outbox"), Path("/keys.json"))

@@ -18,6 +18,8 @@ WORKFLOW_VERSION = SearchAttributeKey.for_keyword("WorkflowVersion")
 WAITING_ON = SearchAttributeKey.for_keyword("WaitingOn")
 # When the current wait began (visibility keeps no "last updated" time): the console's task age.
 WAITING_SINCE = SearchAttributeKey.for_datetime("WaitingSince")
+# Whom the run is about (its definition's `subject`): what `dsmo subjects erase` finds runs by.
+DATA_SUBJECT = SearchAttributeKey.for_keyword("DataSubject")
 
 ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     AGENT_EXECUTION_STATUS,
@@ -27,6 +29,7 @@ ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     WORKFLOW_VERSION,
     WAITING_ON,
     WAITING_SINCE,
+    DATA_SUBJECT,
 )
 
 

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 
 from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.llm_call import LlmCall
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 
 # Activity names, so the workflow can call them without importing their I/O code.
 PREPARE_RUN = "prepare_run"
@@ -33,6 +34,8 @@ class PrepareRun(WireModel):
     input: dict[str, Any]
     definition: dict[str, Any]
     effective: dict[str, Any]
+    # The run's data subject: its input artifact is sealed with the subject's data key.
+    seal: SubjectSeal | None = None
 
 
 class PreparedRun(WireModel):
@@ -69,6 +72,10 @@ class StageTask(WireModel):
     # An `llm` node's call; None for a registered processor. A worker that predates it ignores
     # it and finds no agent named `llm`: the stage fails permanently instead of guessing.
     llm: LlmCall | None = None
+    # The run's data subject (contracts/subject_io.py): the stage seals what it writes with the
+    # subject's data key, and opens the run's sealed artifacts with it. A worker that predates it
+    # writes in the clear (upgrade workers before publishing definitions with a subject).
+    seal: SubjectSeal | None = None
 
 
 def inline_input(document: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,6 +106,9 @@ class DeadLetter(WireModel):
     variables: dict[str, Any]
     task_queue: str
     created_at: datetime
+    # The run's data subject: the letter (its variables) is sealed with the subject's key. The
+    # activity leaves it out of the letter it writes.
+    seal: SubjectSeal | None = None
 
 
 class StageMessage(WireModel):

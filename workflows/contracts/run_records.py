@@ -13,6 +13,7 @@ from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.migration_io import MigrationRecord
 from dsmo.workflows.contracts.replay_plan import ReplayPlan
 from dsmo.workflows.contracts.rewind_io import NodeEntry, RewindRecord
+from dsmo.workflows.contracts.subject_io import SubjectKey
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.inbox import InboxEntry, InboxView
@@ -179,6 +180,10 @@ class ExecutionRequest(WireModel):
     key_locks_queue: str | None = None
     # 1 (highest) to 5: the run's tasks go first on Temporal's task queues, and in a key's line.
     priority: int | None = Field(default=None, ge=1, le=5)
+    # The run's data subject and its keys (contracts/subject_io.py): set by a DSMO starter that
+    # rendered the definition's `subject`, by a parent for its children (who inherit it unless
+    # their definition names another), and by the run itself when it had to learn them.
+    subject: SubjectKey | None = None
 
     def started_on(self, task_queue: str) -> ExecutionRequest:
         """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there."""

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from dsmo.workflows.common.wire import WireModel
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 
 # The hash the first event of a trail chains from (see `dsmo audit verify`).
 GENESIS_HASH = "0" * 64
@@ -55,6 +56,7 @@ class EventValues(WireModel):
     seq: int  # the RUN_RESUMED event that refers to them
     values: dict[str, Any]
     sha256: str  # of `canonical_values(values)`: part of the object's key, checked on reading
+    seal: SubjectSeal | None = None  # the run's data subject: the values are sealed with its key
 
 
 def canonical_values(values: dict[str, Any]) -> bytes:

@@ -113,16 +113,16 @@ def check_flow_control(
     """
     seen: set[tuple[str, str]] = set()
     for index, entry in enumerate(concurrency or ()):
-        _check_key(f"concurrency.{index}.key", entry.key, inputs)
+        check_start_template(f"concurrency.{index}.key", entry.key, inputs)
         if (entry.scope, entry.key) in seen:
             raise FlowControlError(f"@concurrency.{index}: key {entry.key!r} in scope {entry.scope} is given twice")
         seen.add((entry.scope, entry.key))
     if throttle is not None:
         if throttle.key is not None:
-            _check_key("throttle.key", throttle.key, inputs)
+            check_start_template("throttle.key", throttle.key, inputs)
         check_throttle_period("throttle", throttle)
     if debounce is not None:
-        _check_key("debounce.key", debounce.key, inputs)
+        check_start_template("debounce.key", debounce.key, inputs)
         if not timedelta(seconds=1) <= debounce.period <= timedelta(hours=1):
             raise FlowControlError("@debounce.period: must be between 1s and 1h")
     keys = list(concurrency or ())
@@ -154,7 +154,12 @@ def throttle_id(owner: str, key: str) -> str:
     return f"dsmo-throttle.{owner}.{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-def _check_key(field: str, template: str, inputs: Sequence[str]) -> None:
+def check_start_template(field: str, template: str, inputs: Sequence[str]) -> None:
+    """Refuse a template (a key, a subject) that reads anything but the run's input, naming ``field``.
+
+    Raises:
+        FlowControlError: ``@{field}: reason``.
+    """
     try:
         paths = placeholders(template)
     except TemplateError as err:

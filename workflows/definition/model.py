@@ -32,6 +32,7 @@ from dsmo.workflows.definition.flow_control import (
     FlowControlError,
     Throttle,
     check_flow_control,
+    check_start_template,
     check_throttle_period,
 )
 from dsmo.workflows.definition.node_types import (
@@ -117,6 +118,8 @@ class AgentDefinition(CamelModel):
         compensation: How the saga undoes completed actions when a later step fails.
         sensitive: Variables the audit trail keeps as fingerprints, not in the clear.
         inbox: How long and how many early events a run keeps for a wait ahead (default 7d, 20).
+        subject: Whom the runs are about, rendered from the input at start (``{{applicant.id}}``):
+            their stored data is sealed with that subject's key, and erasing the subject destroys it.
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -141,6 +144,9 @@ class AgentDefinition(CamelModel):
     sensitive: list[str] | None = Field(default=None, max_length=100)
     # None when absent (the defaults apply), so definitions without it keep their workflow_version.
     inbox: InboxPolicy | None = None
+    # The data subject (workflows/definition/subjects.py). None when absent: definitions without
+    # it keep their workflow_version.
+    subject: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
@@ -436,6 +442,8 @@ def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str])
 def _check_flow(definition: AgentDefinition) -> None:
     try:
         check_flow_control(definition.concurrency, definition.inputs, definition.debounce, definition.throttle)
+        if definition.subject is not None:
+            check_start_template("subject", definition.subject, definition.inputs)
     except FlowControlError as err:
         raise ValueError(str(err)) from None
 

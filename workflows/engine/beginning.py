@@ -15,7 +15,9 @@ from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.slot_io import SlotRequest
+from dsmo.workflows.contracts.subject_io import SUBJECT_KEY, SubjectKey, SubjectKeyRequest
 from dsmo.workflows.definition.model import effective_parameters
+from dsmo.workflows.definition.subjects import SubjectMissing, render_subject
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
@@ -30,7 +32,9 @@ STRICT_RUN_ID_PATCH = "strict-run-id"
 
 async def begin(run: Run) -> None:
     """Record the start, wait for a slot if the agent is limited, and have the input prepared."""
-    state, request = run.state, run.request
+    state = run.state
+    subject_problem = await settle_subject(run)
+    request = run.request
     state.audit.record(
         "RUN_CREATED",
         at=workflow.now(),
@@ -38,6 +42,8 @@ async def begin(run: Run) -> None:
             "agent": state.agent,
             "version": run.definition.version,
             "correlationId": run.correlation_id,
+            # The subject by its keyed fingerprint: the trail names whom it is about without naming them.
+            **({"subject": request.subject.seal.fingerprint} if request.subject else {}),
             **({"parentRunId": request.parent_run_id} if request.parent_run_id else {}),
             **request.origin,
             **({"startAt": request.start_at} if request.start_at else {}),
@@ -47,6 +53,9 @@ async def begin(run: Run) -> None:
     if request.prepared is None:
         # A starter that is not DSMO's may not have set the start search attributes.
         state.publish()
+    if subject_problem is not None:
+        state.enter(RunStatus.RUNNING)
+        raise RunEnded(RunStatus.FAILED, "", subject_problem)
     problem = run_id_problem(state.run_id)
     if problem and workflow.patched(STRICT_RUN_ID_PATCH):
         # Started around DSMO's checks (e.g. `temporal workflow start --workflow-id $'x\n'`): no
@@ -79,6 +88,39 @@ async def begin(run: Run) -> None:
     state.variables.setdefault("stages", {})
 
 
+async def settle_subject(run: Run) -> str | None:
+    """Learn whom the run is about before it records anything: its definition's ``subject``
+    rendered from its input, or its parent's; returns why it cannot (the run then fails).
+
+    Only definitions that name a subject, and children of runs that have one, issue a command here.
+    """
+    request, definition = run.request, run.definition
+    if definition.subject is None:
+        if request.subject is not None:
+            _publish_subject(request.subject.subject)  # a child inherits its parent's
+        return None
+    try:
+        subject = render_subject(definition.subject, request.input)
+    except SubjectMissing as err:
+        return str(err)
+    if request.subject is None or request.subject.subject != subject:
+        # Started by a parent with another subject, or around DSMO's starter: ask for the keys.
+        try:
+            key = await call_service(
+                SUBJECT_KEY, SubjectKeyRequest(subject=subject), result_type=SubjectKey, local=True
+            )
+        except ActivityFailed as failed:
+            return f"the keys of the run's data subject: {failed.message}"
+        run.request = request.model_copy(update={"subject": key})
+    _publish_subject(subject)
+    return None
+
+
+def _publish_subject(subject: str) -> None:
+    if workflow.info().typed_search_attributes.get(sa.DATA_SUBJECT) != subject:
+        workflow.upsert_search_attributes([sa.DATA_SUBJECT.value_set(subject)])
+
+
 async def _prepare(run: Run) -> contracts.PreparedRun:
     """Write the input artifact and config snapshot when the starter did not (see ExecutionRequest)."""
     state, definition = run.state, run.definition
@@ -88,6 +130,7 @@ async def _prepare(run: Run) -> contracts.PreparedRun:
         input=state.variables,
         definition=definition.model_dump(mode="json", exclude_none=True),
         effective=effective_parameters(definition),
+        seal=run.seal,
     )
     try:
         # Local: two small write-once puts need no round trip through a task queue.

@@ -47,7 +47,7 @@ def go_live(run: Run, node_id: str) -> None:
         data={
             "forkOf": plan.of,
             "fromNode": node_id,
-            "set": masked_variables(plan.corrections, run.definition.sensitive or ()),
+            "set": masked_variables(plan.corrections, run.definition.sensitive or (), run.fingerprint_key),
             "sagaStepsLeftToOriginal": dropped,
             **({"toVersion": plan.fork_to.definition.version} if plan.fork_to else {}),
         },

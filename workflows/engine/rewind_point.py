@@ -105,7 +105,7 @@ async def take(run: Run, request: RewindRequest) -> RewindAck:
         data={
             "fromNode": state.current_node,
             "toNode": request.to_node,
-            "set": masked_variables(request.set, run.definition.sensitive or ()),
+            "set": masked_variables(request.set, run.definition.sensitive or (), run.fingerprint_key),
             "compensate": request.compensate,
             "sagaSteps": [step.node for step in later],
             "cutFrom": entry.seq,  # the trail from here to this event is no longer the run's current line

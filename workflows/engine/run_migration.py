@@ -216,7 +216,7 @@ def hand_over(run: Run, node_id: str | None, wait: WaitCheckpoint | None) -> Exe
         to_node=mapped,
         waiting=pending.position.waiting_for is not None,
         node_map=dict(plan.node_map),
-        set=masked_variables(request.set, target.sensitive or ()),
+        set=masked_variables(request.set, target.sensitive or (), run.fingerprint_key),
         left_wait=wait is not None and kept_wait is None,
         restart_timers=request.restart_timers,
         requested_by=request.requested_by,

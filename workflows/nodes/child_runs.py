@@ -52,6 +52,8 @@ async def trigger_agent_node(run: Run, node_id: str, node: TriggerAgentNode, res
             input=render_values(params.input, state.variables),
             correlation_id=run.correlation_id,
             parent_run_id=state.run_id,
+            # The child's data is its parent's subject's, unless its definition names another.
+            subject=run.request.subject,
         ).started_on(workflow.info().task_queue),
         id=child_id,
         result_type=ExecutionResult,

@@ -90,6 +90,7 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
             reuse_uri=replay.reuse.get(node_id if partition is None else f"{node_id}.v{partition}") if replay else None,
             input_document=input_document,
             llm=llm,
+            seal=run.seal,
         )
         state.audit.record(
             "STAGE_ENQUEUED",
@@ -187,7 +188,7 @@ def _commit(
     common: dict[str, Any] = {"stage": node_id, "attempt": summary.attempt, "agent_version": summary.agent_version}
     state.audit.record("STAGE_STARTED", at=summary.started_at, artifact_uris=[task.artifact_in_uri], **common)
     data: dict[str, Any] = {
-        "summary": masked_summary(node_id, summary.summary, run.definition.sensitive or ()),
+        "summary": masked_summary(node_id, summary.summary, run.definition.sensitive or (), run.fingerprint_key),
         "outputSha256": summary.output_sha256,
         "reused": summary.reused,
         "idempotencyKey": task.idempotency_key,
@@ -239,6 +240,7 @@ async def _dead_end(
         variables=state.variables,
         task_queue=workflow.info().task_queue,
         created_at=workflow.now(),
+        seal=run.seal,
     )
     await write_dead_letter(run, letter)
     reason = "retries exhausted" if failure.kind == "transient" else failure.error_type

@@ -142,7 +142,9 @@ async def await_event(
         if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
             updates["signedAt"] = workflow.now().isoformat()
         state.variables.update(updates)
-        recorded = await recorded_values(run, masked_variables(updates, run.definition.sensitive or ()))
+        recorded = await recorded_values(
+            run, masked_variables(updates, run.definition.sensitive or (), run.fingerprint_key)
+        )
         resumed = {"eventType": event.type, "eventId": event.event_id, **recorded}
         resume_run(run, node_id, resumed | ({"fromInbox": True} if kept is not None else {}))
         return

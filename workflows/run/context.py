@@ -8,6 +8,7 @@ from a continue-as-new checkpoint; `to_checkpoint` is the inverse.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from dsmo.workflows.contracts.replay_plan import (
 )
 from dsmo.workflows.contracts.rewind_io import NodeEntry, RewindRequest
 from dsmo.workflows.contracts.run_records import Checkpoint, Compensation, ExecutionRequest, WaitCheckpoint
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.migration_checks import MigrationPlan, RunPosition
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.seen_ids import SEEN_IDS_WINDOW, SeenIds
@@ -200,6 +202,17 @@ class Run:
     @property
     def definition(self) -> AgentDefinition:
         return self.request.definition
+
+    @property
+    def fingerprint_key(self) -> bytes | None:
+        """The key the trail's sensitive fingerprints are keyed with: the subject's, if the run has one."""
+        subject = self.request.subject
+        return base64.b64decode(subject.hmac_key) if subject is not None else None
+
+    @property
+    def seal(self) -> SubjectSeal | None:
+        """What the run's activities seal its artifacts with: its subject's wrapped data key, if any."""
+        return self.request.subject.seal if self.request.subject is not None else None
 
     @property
     def replay(self) -> ReplayPlan | None:

@@ -54,6 +54,7 @@ async def service_failed(run: Run, failed: ServiceFailed) -> RunEnded:
         variables=state.variables,
         task_queue=workflow.info().task_queue,
         created_at=workflow.now(),
+        seal=run.seal,
     )
     await write_dead_letter(run, letter)
     return RunEnded(RunStatus.FAILED, start, failed.message)

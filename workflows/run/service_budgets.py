@@ -20,6 +20,7 @@ from temporalio.exceptions import ActivityError, RetryState, TimeoutError, Timeo
 
 from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.subject_io import SUBJECT_KEY
 from dsmo.workflows.run.activity_calls import call, failure_message
 from dsmo.workflows.run.state import RunState
 
@@ -58,6 +59,7 @@ BUDGETS: dict[str, ServiceBudget] = {
         ServiceBudget(contracts.EXPORT_AUDIT, timedelta(minutes=30), "export the audit trail when the run ends"),
         ServiceBudget(contracts.WRITE_AUDIT_SEGMENT, timedelta(minutes=10), "write the audit trail's next segment"),
         ServiceBudget(contracts.STORE_EVENT_VALUES, timedelta(minutes=2), "store an event's large variables"),
+        ServiceBudget(SUBJECT_KEY, timedelta(minutes=10), "learn the keys of the run's data subject"),
     )
 }
 

@@ -86,7 +86,7 @@ async def recorded_values(run: Run, values: dict[str, Any]) -> dict[str, Any]:
     try:
         uri = await call_service(
             contracts.STORE_EVENT_VALUES,
-            EventValues(run_id=state.run_id, seq=seq, values=values, sha256=digest),
+            EventValues(run_id=state.run_id, seq=seq, values=values, sha256=digest, seal=run.seal),
             result_type=str,
             local=True,
         )

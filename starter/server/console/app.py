@@ -48,5 +48,5 @@ def install_console(app: FastAPI, settings: Settings) -> None:
 def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient) -> None:
     """Create the objects the console uses, once the app's client is connected."""
     s3 = s3_client(settings)
-    store = ArtifactStore(s3, settings.store.bucket)
+    store = ArtifactStore(s3, settings.store.bucket, keks=settings.codec.subject_keks(settings.state_dir))
     app.state.console = Console(dsmo, settings, s3, store, GraphCache(store), DefinitionGraphs())

@@ -1,0 +1,218 @@
+"""Data subjects on the real stack: whom a run is about, and its data sealed with that subject's key."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
+from dsmo.activities.artifacts import ArtifactErased, run_input_key
+from dsmo.activities.plugin_errors import InvalidInput
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.sealing import MAGIC
+from dsmo.starter.client.client_errors import InvalidInputDocument
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.client.erasure import SubjectHasOpenRuns
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.workflows.definition.model import AgentDefinition
+from tests.conftest import Harness
+from tests.rewind_flow import waiting_at
+
+pytestmark = pytest.mark.integration
+
+FLOW = """
+agent: {agent}
+version: "1"
+inputs: [applicant]
+subject: "{{{{applicant.id}}}}"
+sensitive: [stages.review.summary.name]
+start: hold
+nodes:
+  hold:
+    actionType: invoke
+    action: subject-hold
+    input: {{for: "{{{{applicant.id}}}}"}}
+    compensate: {{kind: annulment}}
+    next: review
+  review:
+    actionType: run_agent
+    agent: subject-copy
+    next: check
+  check:
+    actionType: run_agent
+    agent: subject-check
+    next: reply
+  reply:
+    actionType: wait_for_response
+    parameters: {{timeout: 1h, onTimeout: fail}}
+    next: done
+  done:
+    actionType: send_message
+    parameters: {{to: "{{{{applicant.id}}}}", message: "thank you"}}
+"""
+
+
+def _copy(document: dict[str, Any], message: StageMessage) -> ProcessorOutput:
+    applicant = document["applicant"]
+    return ProcessorOutput(document={"copied": document}, summary={"name": applicant["name"], "ok": True})
+
+
+def _check(document: dict[str, Any], message: StageMessage) -> ProcessorOutput:
+    if document["applicant"].get("fail"):
+        raise InvalidInput("this applicant fails the check")
+    return ProcessorOutput(document={"checked": True}, summary={"passed": True})
+
+
+RELEASED: list[str] = []
+
+
+def _hold(data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+    return {"held": ctx.run_id}
+
+
+def _release(output: dict[str, Any], ctx: ActionContext) -> bool:
+    RELEASED.append(ctx.run_id)
+    return True
+
+
+@pytest.fixture
+def actions() -> ActionRegistry:
+    registry = ActionRegistry()
+    registry.add(FunctionAction("subject-hold", _hold, _release))
+    return registry
+
+
+@pytest.fixture
+def registry() -> ProcessorRegistry:
+    registry = ProcessorRegistry()
+    registry.register("subject-copy", "1.0.0")(_copy)
+    registry.register("subject-check", "1.0.0")(_check)
+    return registry
+
+
+def flow() -> AgentDefinition:
+    return parse_definition_text(FLOW.format(agent=f"subject-{uuid.uuid4().hex[:8]}"))
+
+
+def applicant(marker: str, **extra: Any) -> dict[str, Any]:
+    return {"applicant": {"id": f"A-{uuid.uuid4().hex[:8]}", "name": marker, **extra}}
+
+
+async def test_a_run_s_data_is_sealed_with_its_subject_s_key(harness: Harness) -> None:
+    definition = flow()
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    data = applicant(marker)
+    run_id = await harness.start(definition, data)
+    await waiting_at(harness, run_id, "reply")
+    subject = data["applicant"]["id"]
+    described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
+    assert described.typed_search_attributes.get(sa.DATA_SUBJECT) == subject
+    created = (await harness.dsmo.events(run_id))[0]
+    fingerprint = created.data["subject"]
+    assert created.type == "RUN_CREATED" and fingerprint == harness.store.subjects.fingerprint(subject)
+    assert subject not in str(created.data)
+    # The input and both outputs are stored sealed: no plaintext in the bucket, readable with the key.
+    uris = [harness.store.uri(run_input_key(definition.workflow_version, run_id))]
+    uris += harness.store.list_uris(f"artifacts/{definition.workflow_version}/{run_id}/review/")
+    for uri in uris:
+        stored = harness.store.stored_or_none(harness.store.key_of(uri)[1])
+        assert stored is not None and stored.startswith(MAGIC) and marker.encode() not in stored
+    assert harness.store.read_json(uris[0]) == data
+    # The trail keeps the sensitive summary field as a keyed fingerprint.
+    succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED" and e.stage == "review"]
+    assert succeeded[0].data["summary"]["name"].startswith("hmac-sha256:")
+    await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"})
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+async def test_a_start_without_the_subject_s_value_is_refused_naming_it(harness: Harness) -> None:
+    with pytest.raises(InvalidInputDocument, match=r"^input: subject: .*applicant\.id"):
+        await harness.start(flow(), {"applicant": {"name": "x"}})
+
+
+def store_files_holding(harness: Harness, needle: bytes) -> list[str]:
+    """The files of the object store's own data folder (SeaweedFS volumes, filer) holding ``needle``."""
+    found = []
+    for path in (harness.settings.state_dir / "seaweed").rglob("*"):
+        if path.is_file() and needle in path.read_bytes():
+            found.append(str(path))
+    return found
+
+
+async def ended(harness: Harness, run_id: str) -> RunStatus:
+    return (await harness.dsmo.result(run_id)).status
+
+
+async def test_erasing_a_subject_leaves_no_plaintext_and_trails_that_still_verify(harness: Harness) -> None:
+    definition = flow()
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    subject = f"A-{uuid.uuid4().hex[:8]}"
+    person = {"applicant": {"id": subject, "name": marker, "notes": f"lives at {marker}"}}
+    completed = await harness.start(definition, person)
+    failed = await harness.start(definition, {"applicant": {**person["applicant"], "fail": True}})
+    waiting = await harness.start(definition, person)
+    other = await harness.start(definition, applicant(f"OTHER-{uuid.uuid4().hex}"))
+    for run_id in (completed, waiting, other):
+        await waiting_at(harness, run_id, "reply")
+    for run_id in (completed, other):
+        await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"})
+        assert await ended(harness, run_id) is RunStatus.COMPLETED
+    assert await ended(harness, failed) is RunStatus.FAILED
+    # A plaintext object is found by the scan (the store keeps what it is given as it is), so
+    # the scan below would see the marker if any object held it in the clear.
+    control = f"CONTROL-{uuid.uuid4().hex}"
+    harness.store.put_json_once(f"uploads/{uuid.uuid4().hex[:8]}/control.json", {"text": control})
+    runs = sorted([completed, failed, waiting])
+    artifacts = [
+        uri for run_id in runs for uri in harness.store.list_uris(f"artifacts/{definition.workflow_version}/{run_id}/")
+    ]
+    artifacts += harness.store.list_uris(f"dlq/{failed}/")
+    assert len(artifacts) >= 8 and harness.store.read_json(artifacts[0])
+
+    plan = await harness.dsmo.erase_subject(subject, reason="asked to be forgotten", dry_run=True)
+    assert [run.run_id for run in plan.plan.runs] == runs and plan.plan.open_runs == [waiting]
+    assert plan.record is None and plan.plan.key_exists
+    with pytest.raises(SubjectHasOpenRuns, match=waiting):
+        await harness.dsmo.erase_subject(subject, reason="asked to be forgotten", by="dpo")
+    assert harness.store.read_json(artifacts[0])  # refused: nothing was destroyed
+
+    report = await harness.dsmo.erase_subject(subject, reason="asked to be forgotten", by="dpo", cancel_runs=True)
+    assert report.cancelled == [waiting] and waiting in RELEASED  # cancelled, and its saga compensated
+    assert report.histories_deleted >= 3
+    for uri in artifacts:
+        with pytest.raises(ArtifactErased, match="erased"):
+            harness.store.read_bytes(uri)
+    assert store_files_holding(harness, control.encode())
+    assert store_files_holding(harness, marker.encode()) == []
+    for run_id in runs:
+        await history_gone(harness, run_id)
+        verified = await harness.dsmo.verify_trail(run_id)
+        assert verified.ok and verified.erased and verified.erasure is not None
+        assert verified.erasure["seq"] == report.record["seq"] if report.record else False
+    records, chain = await harness.dsmo.erasures()
+    assert chain.ok and records[-1]["runs"] == runs and records[-1]["by"] == "dpo"
+    assert records[-1]["subject"] == harness.store.subjects.fingerprint(subject) and subject not in str(records)
+    # The other subject's run is untouched.
+    assert harness.store.read_json(harness.store.uri(run_input_key(definition.workflow_version, other)))
+    assert (await harness.dsmo.result(other)).status is RunStatus.COMPLETED
+    assert not (await harness.dsmo.verify_trail(other)).erased
+
+
+async def history_gone(harness: Harness, run_id: str) -> None:
+    """Temporal deletes an execution in the background: wait for it (a hang guard, not a target)."""
+    handle = harness.dsmo.temporal.get_workflow_handle(run_id)
+    for _ in range(300):
+        try:
+            await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return
+            raise
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{run_id}: history still there")
