@@ -53,6 +53,11 @@ def event_values_key(run_id: str, seq: int, digest: str) -> str:
     return f"events/{run_id}/{seq:09d}-{digest[:16]}.json"
 
 
+def line_hash(previous: str, event: dict[str, Any]) -> str:
+    """The chain hash of ``event`` following a line whose hash is ``previous``."""
+    return hashlib.sha256((previous + _canonical(event)).encode()).hexdigest()
+
+
 def _canonical(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -61,7 +66,7 @@ def chained(events: Iterable[dict[str, Any]], previous: str = GENESIS) -> tuple[
     """The events as chained lines from ``previous``, and the last line's hash."""
     lines = []
     for event in events:
-        digest = hashlib.sha256((previous + _canonical(event)).encode()).hexdigest()
+        digest = line_hash(previous, event)
         lines.append(_canonical({**event, "prevHash": previous, "hash": digest}))
         previous = digest
     return ("".join(line + "\n" for line in lines)).encode(), previous
@@ -109,7 +114,7 @@ def verify_lines(
         claimed, prev = record.pop("hash", None), record.pop("prevHash", None)
         if prev != previous:
             return Verification(False, len(lines), f"line {number}: prevHash does not match line {number - 1}")
-        digest = hashlib.sha256((previous + _canonical(record)).encode()).hexdigest()
+        digest = line_hash(previous, record)
         if claimed != digest:
             return Verification(
                 False, len(lines), f"line {number}: hash does not match its content (seq {record.get('seq')})"

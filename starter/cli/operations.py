@@ -12,6 +12,7 @@ import click
 
 from dsmo.starter.cli.bulk_commands import bulk
 from dsmo.starter.cli.click_context import Context, pass_context, run
+from dsmo.starter.cli.export_command import export
 from dsmo.starter.cli.fork_command import fork
 from dsmo.starter.cli.migrate_command import migrate
 from dsmo.starter.cli.render import stack_lines
@@ -125,6 +126,7 @@ runs.add_command(bulk)
 runs.add_command(migrate)
 runs.add_command(fork)
 runs.add_command(rewind)
+runs.add_command(export)
 
 
 @runs.command("list")

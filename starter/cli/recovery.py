@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -172,15 +173,21 @@ def audit() -> None:
 @audit.command("verify")
 @click.argument("run_id", required=False)
 @click.option("--erasures", is_flag=True, help="Check the erasure log's hash chain instead of a run's trail.")
+@click.option(
+    "--archive", type=click.Path(exists=True, dir_okay=False), help="Check an archive from `dsmo runs export`, offline."
+)
 @pass_context
-def audit_verify(obj: Context, run_id: str | None, erasures: bool) -> None:
+def audit_verify(obj: Context, run_id: str | None, erasures: bool, archive: str | None) -> None:
     """Check the exported trail's hash chain, and that it matches the run's own trail.
 
     An erased subject's run still verifies: the artifacts its trail names that can no longer be
     read are listed as erased.
     """
-    if erasures == (run_id is not None):
-        raise click.UsageError("give either RUN_ID or --erasures")
+    if [run_id is not None, erasures, archive is not None].count(True) != 1:
+        raise click.UsageError("give one of RUN_ID, --erasures or --archive FILE")
+    if archive is not None:
+        _verify_archive(Path(archive))
+        return
 
     async def go() -> TrailVerification:
         client = await obj.client()
@@ -236,3 +243,16 @@ def compensations_retry(obj: Context, compensation_id: str) -> None:
 
     state = run(go)
     click.echo(f"{state.status}: {compensation_id} after {state.attempts} attempts")
+
+
+def _verify_archive(path: Path) -> None:
+    """Check an exported archive with no server: sums, trail chains, erasure records."""
+    from dsmo.starter.client.run_archive import verify_archive
+
+    result = verify_archive(path.read_bytes())
+    if not result.ok:
+        click.echo(f"TAMPERED: {result.problem}")
+        sys.exit(1)
+    click.echo(f"ok: {len(result.runs)} run(s), {result.files} files match the manifest, trails' chains intact")
+    for uri, why in result.unreadable.items():
+        click.echo(f"  not included  {uri}: {why}")

@@ -59,6 +59,7 @@ from dsmo.starter.client import (
     redrive,
     replay,
     rewinds,
+    run_export,
     run_health,
     subject_starts,
     what_if,
@@ -719,6 +720,23 @@ class DsmoClient:
         return await erasure.erase_subject(
             self, subject, reason=reason, by=by, cancel_runs=cancel_runs, dry_run=dry_run
         )
+
+    async def export(self, run_id: str, *, children: bool = False) -> run_export.RunExport:
+        """The run as one archive anyone can check offline (`dsmo audit verify --archive`).
+
+        Args:
+            run_id: The run.
+            children: Include the runs it started (``trigger_agent``), and theirs.
+
+        Returns:
+            The zip (trail, Temporal history, definition snapshots, every stored object still
+            readable, the erasure records that touch it, and a manifest of SHA-256 sums), the
+            manifest's own SHA-256, the runs it holds and what could not be included.
+
+        Raises:
+            DsmoError: The run exported no trail and does not answer (or does not exist).
+        """
+        return await run_export.export_run(self, run_id, children=children)
 
     async def erasures(self) -> tuple[list[dict[str, Any]], TrailVerification]:
         """The erasure log: every record, oldest first, and the check of its hash chain.

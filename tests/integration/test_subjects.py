@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import subprocess
+import sys
 import uuid
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +22,7 @@ from dsmo.activities.sealing import MAGIC
 from dsmo.starter.client.client_errors import InvalidInputDocument
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.erasure import SubjectHasOpenRuns
+from dsmo.starter.client.run_archive import verify_archive
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
@@ -175,6 +181,9 @@ async def test_erasing_a_subject_leaves_no_plaintext_and_trails_that_still_verif
     artifacts += harness.store.list_uris(f"dlq/{failed}/")
     assert len(artifacts) >= 8 and harness.store.read_json(artifacts[0])
 
+    before = await harness.dsmo.export(completed)
+    assert verify_archive(before.data).ok and not before.unreadable
+
     plan = await harness.dsmo.erase_subject(subject, reason="asked to be forgotten", dry_run=True)
     assert [run.run_id for run in plan.plan.runs] == runs and plan.plan.open_runs == [waiting]
     assert plan.record is None and plan.plan.key_exists
@@ -198,6 +207,16 @@ async def test_erasing_a_subject_leaves_no_plaintext_and_trails_that_still_verif
     records, chain = await harness.dsmo.erasures()
     assert chain.ok and records[-1]["runs"] == runs and records[-1]["by"] == "dpo"
     assert records[-1]["subject"] == harness.store.subjects.fingerprint(subject) and subject not in str(records)
+    # The archive exported before still verifies offline; one exported now has no data left to show.
+    assert verify_archive(before.data).ok
+    after = await harness.dsmo.export(completed)
+    assert verify_archive(after.data).ok and set(after.unreadable.values()) >= {
+        "erased (its data subject was erased)",
+        "history deleted (erasure or retention)",
+    }
+    assert marker.encode() not in after.data and b"SUBJECT_ERASED" in zipfile.ZipFile(io.BytesIO(after.data)).read(
+        "erasures.jsonl"
+    )
     # The other subject's run is untouched.
     assert harness.store.read_json(harness.store.uri(run_input_key(definition.workflow_version, other)))
     assert (await harness.dsmo.result(other)).status is RunStatus.COMPLETED
@@ -216,3 +235,39 @@ async def history_gone(harness: Harness, run_id: str) -> None:
             raise
         await asyncio.sleep(0.1)
     raise AssertionError(f"{run_id}: history still there")
+
+
+async def test_an_export_verifies_offline_and_a_tampered_archive_names_the_object(
+    harness: Harness, tmp_path: Path
+) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    run_id = await harness.start(flow(), applicant(marker))
+    await waiting_at(harness, run_id, "reply")
+    await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"})
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    archive = tmp_path / "run.zip"
+    exported = await dsmo_cli(harness, "runs", "export", run_id, "-o", str(archive))
+    assert exported.returncode == 0, exported.stderr
+    with zipfile.ZipFile(archive) as opened:
+        names = set(opened.namelist())
+        contents = {name: opened.read(name) for name in names}
+    assert {"manifest.json", f"runs/{run_id}/trail.jsonl", f"runs/{run_id}/history.json"} <= names
+    output = next(name for name in names if name.endswith("review/attempt=1/output.json"))
+    assert marker.encode() in contents[output]  # the export is the readable record, in the clear
+    # Offline: no server answers at these addresses.
+    offline = {**harness.cli_env(), "TEMPORAL_ADDRESS": "127.0.0.1:1", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1"}
+    verified = await dsmo_cli(harness, "audit", "verify", "--archive", str(archive), env=offline)
+    assert verified.returncode == 0 and verified.stdout.startswith("ok: 1 run(s)"), verified.stdout + verified.stderr
+    tampered = tmp_path / "tampered.zip"
+    with zipfile.ZipFile(tampered, "w") as rewritten:
+        for name, body in contents.items():
+            rewritten.writestr(name, body.replace(marker.encode(), b"SOMEONE-ELSE") if name == output else body)
+    refused = await dsmo_cli(harness, "audit", "verify", "--archive", str(tampered), env=offline)
+    assert refused.returncode == 1 and refused.stdout.startswith(f"TAMPERED: {output}: its SHA-256"), refused.stdout
+
+
+async def dsmo_cli(harness: Harness, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / "dsmo"), *args]
+    return await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, env=env or harness.cli_env(), timeout=120
+    )

@@ -1,0 +1,139 @@
+"""A run exported as one self-checking zip, and the offline check of such an archive.
+
+Layout (``format: dsmo-run-export/1``):
+
+- ``manifest.json``: the runs, every other file with its SHA-256 and size, and the artifacts the
+  trail names that could not be exported (erased, or removed by retention);
+- ``runs/{run}/trail.jsonl``: the hash-chained audit trail (the exported file, or the live trail
+  chained the same way for a run that has not ended);
+- ``runs/{run}/history.json``: the Temporal history, while Temporal keeps it;
+- ``runs/{run}/definitions/{version}.json``: the definition snapshot of each version it ran;
+- ``runs/{run}/objects/...``: every stored object of the run still readable (input, outputs,
+  model call records, dead letters, large event values), in the clear, under its key;
+- ``erasures.jsonl``: the erasure log's records that touch these runs.
+
+`verify_archive` needs nothing but the file: every sum, every trail's chain, every erasure
+record's own hash. A changed, added or removed file is named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from dsmo.activities.audit_log import line_hash, verify_lines
+
+FORMAT = "dsmo-run-export/1"
+MANIFEST = "manifest.json"
+ERASURES = "erasures.jsonl"
+
+
+@dataclass
+class ArchiveBuilder:
+    """Collects an archive's files in memory, then writes the zip with its manifest."""
+
+    run_ids: list[str]
+    files: dict[str, bytes] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)  # object URI -> why (erased, missing)
+
+    def add(self, path: str, body: bytes) -> None:
+        self.files[path] = body
+
+    def manifest(self, exported_at: str) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "runs": self.run_ids,
+            "exportedAt": exported_at,
+            "files": {
+                path: {"sha256": hashlib.sha256(body).hexdigest(), "bytes": len(body)}
+                for path, body in sorted(self.files.items())
+            },
+            "unreadable": dict(sorted(self.unreadable.items())),
+        }
+
+    def zip_bytes(self, exported_at: str) -> tuple[bytes, str]:
+        """The archive, and the SHA-256 of its manifest (keep it elsewhere to pin the archive)."""
+        manifest = json.dumps(self.manifest(exported_at), indent=1, sort_keys=True).encode()
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(MANIFEST, manifest)
+            for path, body in sorted(self.files.items()):
+                archive.writestr(path, body)
+        return buffer.getvalue(), hashlib.sha256(manifest).hexdigest()
+
+
+@dataclass(frozen=True)
+class ArchiveVerification:
+    """What `verify_archive` found.
+
+    Attributes:
+        ok: Every file matches the manifest, every trail's chain holds, every erasure record's hash holds.
+        runs: The runs the archive holds.
+        files: How many files were checked.
+        problem: The first problem, naming the file (or object) and what is wrong.
+        unreadable: The objects the export could not include, and why.
+    """
+
+    ok: bool
+    runs: list[str]
+    files: int
+    problem: str | None = None
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def verify_archive(data: bytes) -> ArchiveVerification:
+    """Check an exported run archive offline, with no server."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        return ArchiveVerification(False, [], 0, "not a zip archive")
+    with archive:
+        names = set(archive.namelist())
+        if MANIFEST not in names:
+            return ArchiveVerification(False, [], 0, f"{MANIFEST} is missing")
+        try:
+            manifest = json.loads(archive.read(MANIFEST))
+        except ValueError:
+            return ArchiveVerification(False, [], 0, f"{MANIFEST} is not JSON")
+        runs = [str(run) for run in manifest.get("runs", [])]
+        listed: dict[str, dict[str, Any]] = manifest.get("files", {})
+        unreadable = dict(manifest.get("unreadable", {}))
+
+        def failed(problem: str) -> ArchiveVerification:
+            return ArchiveVerification(False, runs, len(listed), problem, unreadable)
+
+        if manifest.get("format") != FORMAT:
+            return failed(f"{MANIFEST}: format {manifest.get('format')!r} is not {FORMAT}")
+        for extra in sorted(names - set(listed) - {MANIFEST}):
+            return failed(f"{extra}: in the archive but not in the manifest")
+        for path, expected in sorted(listed.items()):
+            if path not in names:
+                return failed(f"{path}: listed in the manifest but missing from the archive")
+            body = archive.read(path)
+            if hashlib.sha256(body).hexdigest() != expected.get("sha256"):
+                return failed(f"{path}: its SHA-256 does not match the manifest (the object was changed)")
+            if PurePosixPath(path).name == "trail.jsonl":
+                chain = verify_lines(body)
+                if not chain.ok:
+                    return failed(f"{path}: {chain.problem}")
+            if path == ERASURES and (problem := _erasure_problem(body)) is not None:
+                return failed(f"{path}: {problem}")
+        for run_id in runs:
+            if f"runs/{run_id}/trail.jsonl" not in listed:
+                return failed(f"runs/{run_id}/trail.jsonl: the run's trail is missing")
+    return ArchiveVerification(True, runs, len(listed), None, unreadable)
+
+
+def _erasure_problem(body: bytes) -> str | None:
+    """Each erasure record's own hash (they are a subset of the log: their links are not checked)."""
+    for number, line in enumerate(body.decode(errors="replace").splitlines(), start=1):
+        record = json.loads(line)
+        claimed, previous = record.pop("hash", None), record.pop("prevHash", "")
+        if line_hash(previous, record) != claimed:
+            return f"record {number}: hash does not match its content"
+    return None
