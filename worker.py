@@ -22,7 +22,6 @@ from typing import Any
 import temporalio.activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
 from dsmo.activities import catalog_publishing as catalog
@@ -39,11 +38,12 @@ from dsmo.activities.plugin_errors import PluginError
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
+from dsmo.activities.retention_sweeping import RetentionActivities
 from dsmo.activities.stage import StageActivities
 from dsmo.starter.client.connection import connect_temporal
 from dsmo.starter.config.settings import Settings, workflow_sandbox_from
 from dsmo.starter.exits import hard_exit
-from dsmo.starter.provisioning import StackError, ensure_bucket, ensure_search_attributes_on
+from dsmo.starter.provisioning import StackError, ensure_bucket, ensure_sweep_schedule, ensure_worker_search_attributes
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import metrics_runtime, setup_tracing
 from dsmo.starter.worker_runtime import logging_setup as worker_logging
@@ -51,6 +51,7 @@ from dsmo.starter.worker_runtime.heap import freeze_startup_heap
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.engine.retention_sweep import RetentionSweep
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")
@@ -104,7 +105,8 @@ def build_worker(
         default_channel = name if channels is None else default_channel
     messaging = MessagingActivities(every_channel, default_channel)
     definitions = DefinitionActivities(DefinitionStore(store))
-    audit = AuditActivities(store)
+    audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
+    retention = RetentionActivities(store, client)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     limiter = LimiterActivities(client, task_queue, (settings or Settings.from_env()).worker.slot_holder_check_seconds)
     extra: dict[str, Any] = {"identity": identity} if identity else {}
@@ -118,7 +120,7 @@ def build_worker(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, *extra_workflows],
+            workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, RetentionSweep, *extra_workflows],
             activities=_with_overrides(
                 [
                     stages.prepare_run,
@@ -128,6 +130,8 @@ def build_worker(
                     audit.export_audit,
                     audit.write_audit_segment,
                     audit.store_event_values,
+                    retention.sweep_retention,
+                    retention.record_sweep,
                     messaging.send_message,
                     messaging.send_request,
                     definitions.resolve_definition,
@@ -196,7 +200,8 @@ def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list
     return load_plugins([*split_modules(settings.worker.load), *modules])
 
 
-def _metrics_runtime(settings: Settings) -> Runtime | None:
+def metrics_runtime_of(settings: Settings) -> Runtime | None:
+    """The Prometheus runtime the settings ask for, or None (a failure to start one is logged, not fatal)."""
     if not settings.worker.metrics_bind:
         return None
     try:
@@ -216,10 +221,11 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         offered = ", ".join(channels) or "none"
         raise PluginError(f"DSMO_CHANNEL: channel {default_channel!r} is not offered by any plugin ({offered})")
     setup_tracing("dsmo-worker")
-    runtime = _metrics_runtime(settings)
+    runtime = metrics_runtime_of(settings)
     client = await connect_temporal(settings, runtime=runtime)
     await asyncio.to_thread(ensure_bucket, settings)
-    await _ensure_search_attributes(client)
+    await ensure_worker_search_attributes(client)
+    await ensure_sweep_schedule(client, settings)
     store = artifact_store(settings, cache=True)
     identity = f"{os.getpid()}@{socket.gethostname()}"
     worker = build_worker(
@@ -258,19 +264,6 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
     finally:
         watching.cancel()
     log.info("worker stopped")
-
-
-async def _ensure_search_attributes(client: Client) -> None:
-    """Register the contract's search attributes the namespace lacks: an upsert of an unknown one fails the run."""
-    try:
-        added = await ensure_search_attributes_on(client)
-    except RPCError as err:
-        raise StackError(
-            f"search attributes: namespace {client.namespace!r} lacks some of DSMO's and this worker cannot add them "
-            f"({err.message}); register them with `temporal operator search-attribute create`"
-        ) from None
-    if added:
-        log.info("registered search attributes %s on namespace %s", ", ".join(added), client.namespace)
 
 
 def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
     from obstore.store import S3Store
 
 
@@ -41,7 +42,7 @@ ArtifactErased = SubjectErased
 @dataclass(frozen=True)
 class StoredArtifact:
     uri: str
-    sha256: str  # of the bytes stored (for a sealed artifact, of its ciphertext)
+    sha256: str  # of the document (for a sealed artifact, of its plaintext)
     size: int
     created: bool  # False: the key already held an artifact, which was kept (write-once)
     matches: bool = True  # the artifact holds the document given (always, when created)
@@ -134,18 +135,19 @@ class ArtifactStore:
     ) -> StoredArtifact:
         """Write ``body`` unless ``key`` exists; the conditional put makes concurrent writers agree."""
         stored = self._sealed(key, body, seal)
-        digest = hashlib.sha256(stored).hexdigest()
-        if not self.put_if_absent(key, stored, content_type, {**(metadata or {}), "sha256": digest}):
+        # The object's metadata names the bytes stored; the answer names the document (the trail
+        # keeps it: an archive exported before an erasure still proves what a sealed output held).
+        stored_digest = hashlib.sha256(stored).hexdigest()
+        if not self.put_if_absent(key, stored, content_type, {**(metadata or {}), "sha256": stored_digest}):
             existing = self.stored_or_none(key)
             if existing is None:  # deleted since: rare, and a retry writes it
                 raise ArtifactError(f"artifact {self.uri(key)} vanished while it was written")
-            same = self._opened(key, existing, seal) == body
-            return StoredArtifact(
-                self.uri(key), hashlib.sha256(existing).hexdigest(), len(existing), created=False, matches=same
-            )
+            document = self._opened(key, existing, seal)
+            digest = hashlib.sha256(document).hexdigest()
+            return StoredArtifact(self.uri(key), digest, len(document), created=False, matches=document == body)
         if self.cache is not None and self._cacheable(self.bucket, key):
             self.cache.put(key, stored)
-        return StoredArtifact(self.uri(key), digest, len(stored), created=True)
+        return StoredArtifact(self.uri(key), hashlib.sha256(body).hexdigest(), len(body), created=True)
 
     def _sealed(self, key: str, body: bytes, seal_with: SubjectSeal | None) -> bytes:
         if seal_with is None:
@@ -165,7 +167,10 @@ class ArtifactStore:
         if seal_with is not None and (seal_with.fingerprint, seal_with.key_id) == (header.fingerprint, header.key_id):
             data_key = self.subjects.data_key(seal_with)
         else:
-            data_key = self.subjects.current_key(header)
+            try:
+                data_key = self.subjects.current_key(header)
+            except SubjectErased:
+                raise SubjectErased(f"artifact {self.uri(key)} is erased: its data subject was erased") from None
         try:
             return unseal(stored, data_key, key)
         except InvalidTag:
@@ -174,13 +179,11 @@ class ArtifactStore:
     def put_json_bytes(self, key: str, body: bytes, *, seal: SubjectSeal | None = None) -> StoredArtifact:
         """Write ``body`` at ``key`` whatever is there (only for an object no run refers to)."""
         stored = self._sealed(key, body, seal)
-        digest = hashlib.sha256(stored).hexdigest()
-        self.s3.put_object(
-            Bucket=self.bucket, Key=key, Body=stored, ContentType="application/json", Metadata={"sha256": digest}
-        )
+        metadata = {"sha256": hashlib.sha256(stored).hexdigest()}
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=stored, ContentType="application/json", Metadata=metadata)
         if self.cache is not None and self._cacheable(self.bucket, key):
             self.cache.put(key, stored)
-        return StoredArtifact(self.uri(key), digest, len(stored), created=True)
+        return StoredArtifact(self.uri(key), hashlib.sha256(body).hexdigest(), len(body), created=True)
 
     def put_if_absent(
         self, key: str, body: bytes, content_type: str = "application/json", metadata: dict[str, str] | None = None
@@ -230,12 +233,6 @@ class ArtifactStore:
         bucket, key = self.key_of(uri)
         return self._opened(key, self._read_stored(bucket, key), seal)
 
-    def read_stored_digest(self, uri: str, *, seal: SubjectSeal | None = None) -> tuple[bytes, str, int]:
-        """The artifact's content, with the sha256 and size of the bytes stored (sealed or not)."""
-        bucket, key = self.key_of(uri)
-        stored = self._read_stored(bucket, key)
-        return self._opened(key, stored, seal), hashlib.sha256(stored).hexdigest(), len(stored)
-
     def stored_or_none(self, key: str) -> bytes | None:
         """The bytes stored at ``key`` in this bucket as they are (sealed or not), or None."""
         try:
@@ -266,6 +263,12 @@ class ArtifactStore:
             return json.loads(data)
         except ValueError:
             raise ArtifactError(f"artifact {uri} is not valid JSON") from None
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete these objects of the bucket (one already gone is fine)."""
+        for start in range(0, len(keys), 1000):  # S3's limit per request
+            chunk: list[ObjectIdentifierTypeDef] = [{"Key": key} for key in keys[start : start + 1000]]
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
 
     def list_uris(self, prefix: str) -> list[str]:
         uris: list[str] = []

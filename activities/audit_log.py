@@ -18,12 +18,14 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.retention_markers import schedule_removal
 from dsmo.workflows.contracts.activity_io import EXPORT_AUDIT, STORE_EVENT_VALUES, WRITE_AUDIT_SEGMENT
 from dsmo.workflows.contracts.trail_io import (
     GENESIS_HASH,
@@ -34,6 +36,7 @@ from dsmo.workflows.contracts.trail_io import (
     canonical_values,
     values_digest,
 )
+from dsmo.workflows.definition.retention import Retention
 
 GENESIS = GENESIS_HASH
 # The Temporal run id of the execution that exported the file (object metadata).
@@ -142,8 +145,10 @@ def _last_hash(body: bytes) -> str:
 
 
 class AuditActivities:
-    def __init__(self, store: ArtifactStore) -> None:
+    def __init__(self, store: ArtifactStore, *, retention_defaults: Retention | None = None) -> None:
         self.store = store
+        # Periods a definition leaves out (the worker's DSMO_RETENTION_* settings).
+        self.retention_defaults = retention_defaults or Retention()
 
     @activity.defn(name=EXPORT_AUDIT)
     def export_audit(self, export: AuditExport) -> str:
@@ -163,7 +168,16 @@ class AuditActivities:
                 non_retryable=True,
             )
         body = earlier + chained(export.events, export.previous_hash)[0]
-        return self._write_once(audit_key(export.run_id), body)
+        uri = self._write_once(audit_key(export.run_id), body)
+        policy = (export.retention or Retention()).merged(self.retention_defaults)
+        if (policy.ended or policy.trail) and export.events:
+            # Due from the run's end as its trail records it: a retried export schedules the same marker.
+            ended_at = datetime.fromisoformat(str(export.events[-1]["at"]))
+            versions = sorted(
+                {str(event["workflowVersion"]) for event in unchained(body) if "workflowVersion" in event}
+            )
+            schedule_removal(self.store, export.run_id, versions, policy, ended_at)
+        return uri
 
     @activity.defn(name=WRITE_AUDIT_SEGMENT)
     def write_audit_segment(self, segment: AuditSegment) -> TrailHead:

@@ -14,6 +14,7 @@ from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import GENESIS, Verification, chained, verify_lines
+from dsmo.workflows.common.errors import DsmoError
 
 ERASURES_PREFIX = "erasures/"
 
@@ -55,4 +56,4 @@ class ErasureLog:
             if self.store.put_if_absent(erasure_key(seq), line, "application/x-ndjson"):
                 chained_record: dict[str, Any] = json.loads(line)
                 return chained_record
-        raise RuntimeError("the erasure log kept moving while this record was appended")
+        raise DsmoError("erasure log: it kept moving while this record was appended; erase again")

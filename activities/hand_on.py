@@ -19,7 +19,7 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
 from dsmo.activities.definition_store import config_key
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
@@ -58,6 +58,8 @@ class HandOnActivities:
             record: dict[str, Any] = self.store.read_json(self.store.uri(delivery_key(run_id, event_id)))
         except ArtifactMissing:
             return None  # an event sent to the run itself, not a start delivered to it
+        except ArtifactErased:
+            return None  # its data subject was erased: the start it stood for goes with it
         return record
 
     async def _start(self, record: dict[str, Any], event_id: str) -> str:

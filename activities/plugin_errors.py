@@ -10,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 from temporalio.exceptions import ApplicationError
 
 from dsmo.activities.artifacts import ArtifactError, ArtifactMissing
+from dsmo.activities.subject_keys import SubjectErased, SubjectKeysMissing
 from dsmo.workflows.common import errors as failure_types
 from dsmo.workflows.common.errors import DsmoError
 
@@ -56,6 +57,9 @@ PERMANENT: tuple[tuple[type[DsmoError], str], ...] = (
     (ContractViolation, failure_types.CONTRACT_VIOLATION),
     (UnknownAgent, failure_types.UNKNOWN_AGENT),
     (ArtifactMissing, failure_types.MISSING_ARTIFACT),
+    # Erased data stays erased, and a missing key-encryption key is configuration: no retry helps.
+    (SubjectErased, failure_types.MISSING_ARTIFACT),
+    (SubjectKeysMissing, failure_types.INVALID_INPUT),
     (InvalidInput, failure_types.INVALID_INPUT),
     (ArtifactError, failure_types.INVALID_INPUT),
     (ActionRefused, failure_types.ACTION_REFUSED),

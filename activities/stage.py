@@ -9,6 +9,7 @@ worker can hold many slow model calls at once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -224,7 +225,7 @@ class StageActivities:
         return found[0][1] if found else None
 
     def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
-        body, digest, size = self.store.read_stored_digest(uri, seal=task.seal)
+        body = self.store.read_bytes(uri, seal=task.seal)
         try:
             stored = json.loads(body)
         except ValueError:
@@ -236,8 +237,8 @@ class StageActivities:
             agent_version=version,
             attempt=int(match.group(1)) if match else task.attempt,
             artifact_out_uri=uri,
-            output_sha256=digest,
-            output_bytes=size,
+            output_sha256=hashlib.sha256(body).hexdigest(),
+            output_bytes=len(body),
             summary=_field(stored, "summary"),
             inference=_field(stored, "inference"),
             reused=True,

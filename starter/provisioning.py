@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from datetime import timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
+from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
+from temporalio.api.namespace.v1 import NamespaceConfig
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, UpdateNamespaceRequest
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.starter.client.run_health import live_pollers
@@ -17,6 +30,10 @@ from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import s3_client
 from dsmo.workflows.common import search_attributes
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW
+from dsmo.workflows.engine.retention_sweep import SweepStart
+
+log = logging.getLogger("dsmo.worker")
 
 HEALTH_KEY = "_health/probe"
 
@@ -120,3 +137,52 @@ async def worker_polling(settings: Settings, pid: int) -> bool:
     except Exception:  # noqa: BLE001
         return False
     return any(poller.identity.startswith(f"{pid}@") for poller in response.pollers)
+
+
+def sweep_schedule_id(task_queue: str) -> str:
+    return f"dsmo-retention-sweep.{task_queue}"
+
+
+async def ensure_worker_search_attributes(client: Client) -> None:
+    """Register the contract's search attributes the namespace lacks: an upsert of an unknown one fails the run.
+
+    Raises:
+        StackError: The namespace lacks some and this worker may not add them.
+    """
+    try:
+        added = await ensure_search_attributes_on(client)
+    except RPCError as err:
+        raise StackError(
+            f"search attributes: namespace {client.namespace!r} lacks some of DSMO's and this worker cannot add them "
+            f"({err.message}); register them with `temporal operator search-attribute create`"
+        ) from None
+    if added:
+        log.info("registered search attributes %s on namespace %s", ", ".join(added), client.namespace)
+
+
+async def ensure_sweep_schedule(client: Client, settings: Settings) -> None:
+    """Create the retention sweep's Temporal Schedule for this task queue, unless it exists.
+
+    Every ``DSMO_RETENTION_SWEEP_EVERY``; a sweep still running when the next is due makes it skip.
+    """
+    queue = settings.temporal.task_queue
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(SWEEP_WORKFLOW, SweepStart(), id=sweep_schedule_id(queue), task_queue=queue),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=settings.store.sweep_interval)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        await client.create_schedule(sweep_schedule_id(queue), schedule)
+    except ScheduleAlreadyRunningError:
+        return
+    log.info("retention sweep scheduled every %s on %s", settings.store.sweep_every, queue)
+
+
+async def set_namespace_retention(client: Client, period: timedelta) -> None:
+    """Set how long the namespace keeps ended runs' histories (the embedded stack's, at `dsmo dev up`)."""
+    await client.workflow_service.update_namespace(
+        UpdateNamespaceRequest(
+            namespace=client.namespace,
+            config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=int(period.total_seconds()))),
+        )
+    )

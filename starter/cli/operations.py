@@ -49,6 +49,11 @@ def dev_up(obj: Context, with_worker: bool, timeout: float) -> None:
     stack = DevStack(obj.settings)
     reports = run(lambda: stack.up(with_worker=with_worker, timeout=timeout))
     click.echo("\n".join(stack_lines(reports)))
+    temporal = obj.settings.temporal
+    click.echo(
+        f"namespace {temporal.namespace} keeps ended runs' histories {temporal.namespace_retention} "
+        "(DSMO_NAMESPACE_RETENTION)"
+    )
     click.echo(f"state and logs in {obj.settings.state_dir}")
 
 

@@ -419,7 +419,10 @@ class DsmoClient:
     ) -> RunStatus:
         definition = request.definition
         version = definition.workflow_version  # a hash of the canonical definition: computed once
-        if self.prepare_runs and request.checkpoint is None and request.prepared is None:
+        # A run whose subject's keys could not be learned here prepares itself, once it has them:
+        # its input is never written in the clear.
+        keyed = request.definition.subject is None or request.subject is not None
+        if self.prepare_runs and request.checkpoint is None and request.prepared is None and keyed:
             request = request.model_copy(update={"prepared": await self._prepare(request, run_id, version)})
         carrier = trace_carrier()
         status = self._start_status(request, start_delay)
@@ -1220,6 +1223,8 @@ class DsmoClient:
         except DsmoError:
             head, trail = None, None  # the run itself is gone (retention, erasure): the chain alone is checked
         verified = verify_export(body, trail, head)
+        if not verified.ok:
+            return verified
         erased, record = await asyncio.to_thread(erased_artifacts, trails.store, body)
         return dataclasses.replace(verified, erased=erased, erasure=record)
 

@@ -6,12 +6,17 @@ destroyed, wherever copies of them went. The runs' exported audit trails stay an
 they record the subject by its keyed fingerprint and sensitive values as keyed fingerprints.
 
 The steps run in an order that a command killed halfway can simply be run again: nothing is
-destroyed until every open run has ended, and each later step is idempotent.
+destroyed until every open run has ended, each later step is idempotent, and the erasure log's
+record is written last (it lists the keys this run of the command destroyed). A run of the
+subject started while the erasure runs is cancelled too (with ``cancel_runs``), and its key
+destroyed; no running execution is ever deleted. Stop what starts runs of the subject first:
+visibility may list a run that just started a moment late.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +28,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.erasure_log import ErasureLog
+from dsmo.starter.client.client_errors import RunClosed
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 
@@ -142,15 +148,28 @@ async def erase_subject(
             f"subject has {len(plan.open_runs)} open run(s) ({', '.join(plan.open_runs[:5])}); "
             "end them, or erase with --cancel-runs"
         )
-    for run_id in plan.open_runs:
-        await dsmo.cancel(run_id, reason=f"data subject erased: {reason}", by=by)
-    await _until_ended(dsmo, plan.open_runs)
+    await _cancel(dsmo, plan.open_runs, reason, by)
     store = dsmo.artifacts
-    key_destroyed = await asyncio.to_thread(store.subjects.destroy, plan.fingerprint)
-    # The runs listed before the cancels: their executions since (none, once ended) are re-listed.
-    ended = await plan_erasure(dsmo, subject)
+    cancelled, destroyed = list(plan.open_runs), []
+    for _ in range(5):
+        key = await asyncio.to_thread(store.subjects.record, plan.fingerprint)
+        if key is not None and await asyncio.to_thread(store.subjects.destroy, plan.fingerprint):
+            destroyed.append(str(key["keyId"]))
+        ended = await plan_erasure(dsmo, subject)
+        if not ended.open_runs:
+            break
+        # Started while this erasure ran: sealed with the key just destroyed, or with a new one.
+        if not cancel_runs:
+            raise SubjectHasOpenRuns(
+                f"runs of the subject started while it was erased ({', '.join(ended.open_runs[:5])}); "
+                "stop what starts them, and erase again with --cancel-runs"
+            )
+        await _cancel(dsmo, ended.open_runs, reason, by)
+        cancelled += ended.open_runs
+    else:
+        raise DsmoError("runs of the subject keep starting while it is erased; stop what starts them, and erase again")
     deleted = 0
-    for run in ended.runs:
+    for run in ended.runs:  # every one has ended: no running execution is ever deleted
         for execution in run.executions:
             deleted += await _delete_history(dsmo, run.run_id, execution)
     record = {
@@ -160,11 +179,20 @@ async def erase_subject(
         "by": by,
         "reason": reason,
         "runs": sorted({run.run_id for run in [*plan.runs, *ended.runs]}),
-        "cancelled": plan.open_runs,
-        "keyDestroyed": key_destroyed,
+        "cancelled": cancelled,
+        # The keys this erasure destroyed (none: an earlier, interrupted erasure had destroyed them).
+        "keysDestroyed": destroyed,
     }
     appended = await asyncio.to_thread(ErasureLog(store).append, record)
-    return ErasureReport(plan, dry_run=False, cancelled=plan.open_runs, histories_deleted=deleted, record=appended)
+    return ErasureReport(plan, dry_run=False, cancelled=cancelled, histories_deleted=deleted, record=appended)
+
+
+async def _cancel(dsmo: DsmoClient, run_ids: list[str], reason: str, by: str) -> None:
+    """Cancel these runs (their sagas compensate) and wait until each has ended."""
+    for run_id in run_ids:
+        with contextlib.suppress(RunClosed):  # it ended meanwhile
+            await dsmo.cancel(run_id, reason=f"data subject erased: {reason}", by=by)
+    await _until_ended(dsmo, run_ids)
 
 
 async def _until_ended(dsmo: DsmoClient, run_ids: list[str]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
+from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
 from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
@@ -136,7 +138,9 @@ async def admit(
         if not answer.admitted and delivering:
             for holder in answer.holders:
                 assert store is not None, "a key that delivers needs the store, to keep the start"
-                acks = await _deliver(store, dsmo, holder, events, _delivered_start(request, events, task_queue))
+                start = _delivered_start(request, events, task_queue)
+                seal = request.subject.seal if request.subject else None
+                acks = await _deliver(store, dsmo, holder, events, start, seal)
                 if acks is not None:
                     await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
                     return Admission(delivered_to=holder, acks=acks)
@@ -174,7 +178,12 @@ def _delivered_start(request: ExecutionRequest, events: Sequence[Mapping[str, An
 
 
 async def _deliver(
-    store: ArtifactStore, dsmo: DsmoClient, holder: str, events: Sequence[Mapping[str, Any]], start: dict[str, Any]
+    store: ArtifactStore,
+    dsmo: DsmoClient,
+    holder: str,
+    events: Sequence[Mapping[str, Any]],
+    start: dict[str, Any],
+    seal: SubjectSeal | None,
 ) -> list[EventAck] | None:
     """Hand the start's events to ``holder``; None when it takes none of them (the start goes ahead).
 
@@ -183,7 +192,9 @@ async def _deliver(
     run of its own (`activities/hand_on.py`).
     """
     for event in events:
-        await asyncio.to_thread(store.put_json_once, delivery_key(holder, str(event["event_id"])), start)
+        # Sealed with the start's data subject, as its run's input would be.
+        key = delivery_key(holder, str(event["event_id"]))
+        await asyncio.to_thread(functools.partial(store.put_json_once, key, start, seal=seal))
     acks = []
     for index, event in enumerate(events):
         try:

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
 from dsmo.starter.client.client_errors import RunAlreadyExists
 from dsmo.starter.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
@@ -49,7 +49,12 @@ def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[D
     for uri in store.list_uris(f"dlq/{run_id}/" if run_id else "dlq/"):
         if uri.endswith(".redrive.json") or not uri.endswith(".json"):
             continue
-        letter = DeadLetter.model_validate(store.read_json(uri))
+        try:
+            letter = DeadLetter.model_validate(store.read_json(uri))
+        except ArtifactErased:
+            continue  # its run's data subject was erased: nothing is left to redrive
+        except ArtifactMissing:
+            continue  # removed by retention since it was listed
         letter_id = f"{letter.run_id}/{letter.stage}"
         try:
             redriven = str(store.read_json(store.uri(_marker(letter_id))).get("runId"))

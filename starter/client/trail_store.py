@@ -88,9 +88,13 @@ def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict
     """The artifacts an exported trail refers to that its subject's erasure made unreadable, and
     the erasure's record; nothing when the run has no subject or the subject was not erased."""
     events = unchained(body)
-    subject = events[0].get("data", {}).get("subject") if events else None
-    if not isinstance(subject, str) or store.subjects.record(subject) is not None:
+    created = events[0].get("data", {}) if events else {}
+    subject = created.get("subject")
+    if not isinstance(subject, str):
         return [], None
+    key = store.subjects.record(subject)
+    if key is not None and key.get("keyId") == created.get("subjectKey"):
+        return [], None  # still readable (a later key of the same subject does not open these)
     records = ErasureLog(store).touching(subject)
     # The run's own data (input, outputs, large event values), not the config snapshot it names.
     uris = sorted(

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar
 from urllib.parse import urlparse
 
+from pydantic import ValidationError
+
 from dsmo.starter.config.env_values import EnvReader, SettingsError
+from dsmo.workflows.common.durations import parse_duration
+from dsmo.workflows.definition.retention import Retention
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,11 @@ class StoreSettings:
         cache_mb: The worker's cache of artifacts it wrote, in MB; 0 turns it off
             [``DSMO_ARTIFACT_CACHE_MB``].
         seaweed_port_base: First of the embedded S3 store's internal ports [``DSMO_SEAWEED_PORT_BASE``].
+        retention_ended: How long an ended run's objects and history are kept when its definition
+            says nothing; empty keeps them [``DSMO_RETENTION_ENDED``].
+        retention_trail: The same for its audit trail [``DSMO_RETENTION_TRAIL``].
+        sweep_every: How often the retention sweep runs (a Temporal Schedule the worker creates)
+            [``DSMO_RETENTION_SWEEP_EVERY``].
     """
 
     # The variables this group reads, with their defaults.
@@ -39,6 +49,9 @@ class StoreSettings:
         # Worker-local cache of the immutable artifacts it wrote (stage outputs, run inputs); 0 turns it off.
         "DSMO_ARTIFACT_CACHE_MB": "64",
         "DSMO_SEAWEED_PORT_BASE": "19330",
+        "DSMO_RETENTION_ENDED": "",
+        "DSMO_RETENTION_TRAIL": "",
+        "DSMO_RETENTION_SWEEP_EVERY": "1h",
     }
 
     endpoint: str = "http://127.0.0.1:8333"
@@ -48,6 +61,9 @@ class StoreSettings:
     bucket: str = "dsmo-artifacts"
     cache_mb: int = 64
     seaweed_port_base: int = 19330
+    retention_ended: str = ""
+    retention_trail: str = ""
+    sweep_every: str = "1h"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StoreSettings:
@@ -71,8 +87,13 @@ class StoreSettings:
             bucket=read.text("DSMO_ARTIFACT_BUCKET"),
             cache_mb=read.whole_number("DSMO_ARTIFACT_CACHE_MB"),
             seaweed_port_base=read.port("DSMO_SEAWEED_PORT_BASE"),
+            retention_ended=read.text("DSMO_RETENTION_ENDED"),
+            retention_trail=read.text("DSMO_RETENTION_TRAIL"),
+            sweep_every=read.text("DSMO_RETENTION_SWEEP_EVERY"),
         )
         settings.port  # noqa: B018 - validates the endpoint early
+        settings.retention  # noqa: B018 - and the periods
+        settings.sweep_interval  # noqa: B018
         return settings
 
     def to_env(self) -> dict[str, str]:
@@ -89,7 +110,48 @@ class StoreSettings:
             "DSMO_ARTIFACT_BUCKET": self.bucket,
             "DSMO_ARTIFACT_CACHE_MB": str(self.cache_mb),
             "DSMO_SEAWEED_PORT_BASE": str(self.seaweed_port_base),
+            "DSMO_RETENTION_ENDED": self.retention_ended,
+            "DSMO_RETENTION_TRAIL": self.retention_trail,
+            "DSMO_RETENTION_SWEEP_EVERY": self.sweep_every,
         }
+
+    @property
+    def retention(self) -> Retention:
+        """The default retention of definitions that name none (or leave a period out).
+
+        Raises:
+            SettingsError: A period is not a duration, or the two contradict, naming the variable.
+        """
+        periods = {}
+        for name, variable, text in (
+            ("ended", "DSMO_RETENTION_ENDED", self.retention_ended),
+            ("trail", "DSMO_RETENTION_TRAIL", self.retention_trail),
+        ):
+            if text:
+                try:
+                    periods[name] = parse_duration(text)
+                except ValueError as err:
+                    raise SettingsError(f"{variable}: {err}") from None
+        try:
+            return Retention(**periods)
+        except ValidationError as err:
+            reason = err.errors()[0]["msg"].removeprefix("Value error, ")
+            raise SettingsError(f"DSMO_RETENTION_{reason.split(':')[0].upper()}: {reason}") from None
+
+    @property
+    def sweep_interval(self) -> timedelta:
+        """How often the retention sweep runs.
+
+        Raises:
+            SettingsError: ``DSMO_RETENTION_SWEEP_EVERY`` is not a duration of at least a minute.
+        """
+        try:
+            interval = parse_duration(self.sweep_every)
+        except ValueError as err:
+            raise SettingsError(f"DSMO_RETENTION_SWEEP_EVERY: {err}") from None
+        if interval < timedelta(minutes=1):
+            raise SettingsError("DSMO_RETENTION_SWEEP_EVERY: at least 1m")
+        return interval
 
     @property
     def port(self) -> int:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar
 
 from dsmo.starter.config.env_values import EnvReader, SettingsError, port_number
+from dsmo.workflows.common.durations import parse_duration
 
 DEFAULT_TASK_QUEUE = "agent-executions"
 
@@ -29,6 +31,8 @@ class TemporalSettings:
         tls_key: Its private key [``TEMPORAL_TLS_KEY``].
         tls_ca: The CA that signed Temporal's certificate [``TEMPORAL_TLS_CA``].
         tls_server_name: The name to verify it against [``TEMPORAL_TLS_SERVER_NAME``].
+        namespace_retention: How long the embedded stack's namespace keeps an ended run's history
+            (the dev server's own default is a day) [``DSMO_NAMESPACE_RETENTION``].
     """
 
     # The variables this group reads, with their defaults.
@@ -38,6 +42,7 @@ class TemporalSettings:
         "DSMO_TASK_QUEUE": DEFAULT_TASK_QUEUE,
         "DSMO_UI_PORT": "8233",
         "DSMO_UI_URL": "",
+        "DSMO_NAMESPACE_RETENTION": "30d",
         # Temporal's own TLS variables (the `temporal` CLI reads the same ones).
         "TEMPORAL_TLS_CERT": "",
         "TEMPORAL_TLS_KEY": "",
@@ -54,6 +59,7 @@ class TemporalSettings:
     tls_key: str = ""
     tls_ca: str = ""
     tls_server_name: str = ""
+    namespace_retention: str = "30d"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TemporalSettings:
@@ -79,10 +85,12 @@ class TemporalSettings:
             tls_key=read.text("TEMPORAL_TLS_KEY"),
             tls_ca=read.text("TEMPORAL_TLS_CA"),
             tls_server_name=read.text("TEMPORAL_TLS_SERVER_NAME"),
+            namespace_retention=read.text("DSMO_NAMESPACE_RETENTION"),
         )
         if bool(settings.tls_cert) != bool(settings.tls_key):
             raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY: give both (mTLS) or neither")
         settings.port  # noqa: B018 - validates the address early
+        settings.history_retention  # noqa: B018 - and the retention
         return settings
 
     def to_env(self) -> dict[str, str]:
@@ -98,6 +106,7 @@ class TemporalSettings:
             "DSMO_TASK_QUEUE": self.task_queue,
             "DSMO_UI_PORT": str(self.ui_port),
             "DSMO_UI_URL": self.ui_url_override,
+            "DSMO_NAMESPACE_RETENTION": self.namespace_retention,
         } | {
             name: value
             for name, value in (
@@ -108,6 +117,21 @@ class TemporalSettings:
             )
             if value
         }
+
+    @property
+    def history_retention(self) -> timedelta:
+        """The embedded stack's namespace retention.
+
+        Raises:
+            SettingsError: ``DSMO_NAMESPACE_RETENTION`` is not a duration of at least a day.
+        """
+        try:
+            period = parse_duration(self.namespace_retention)
+        except ValueError as err:
+            raise SettingsError(f"DSMO_NAMESPACE_RETENTION: {err}") from None
+        if period < timedelta(days=1):
+            raise SettingsError("DSMO_NAMESPACE_RETENTION: at least 1d (Temporal's minimum)")
+        return period
 
     @property
     def host(self) -> str:

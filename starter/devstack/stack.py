@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+from temporalio.client import Client
+
 from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, split_modules
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.dev_keys import ensure_dev_subject_keys
@@ -32,6 +34,7 @@ from dsmo.starter.provisioning import (
     ensure_bucket,
     ensure_search_attributes,
     s3_round_trip,
+    set_namespace_retention,
     temporal_reachable,
     worker_polling,
 )
@@ -108,6 +111,8 @@ class DevStack:
         ]
         await asyncio.to_thread(ensure_bucket, self.settings)
         await ensure_search_attributes(self.settings.temporal.address, self.settings.temporal.namespace)
+        client = await Client.connect(self.settings.temporal.address, namespace=self.settings.temporal.namespace)
+        await set_namespace_retention(client, self.settings.temporal.history_retention)
         if with_worker:
             reports.append(await self._up_one(self.worker, self._worker_argv, self._worker_healthy, timeout))
         return reports

@@ -224,9 +224,10 @@ async def test_erasing_a_subject_leaves_no_plaintext_and_trails_that_still_verif
 
 
 async def history_gone(harness: Harness, run_id: str) -> None:
-    """Temporal deletes an execution in the background: wait for it (a hang guard, not a target)."""
+    """Temporal deletes an execution in the background, several seconds each on the dev server:
+    wait for it (a hang guard, not a target)."""
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
-    for _ in range(300):
+    for _ in range(1800):
         try:
             await handle.describe()
         except RPCError as err:

@@ -61,6 +61,12 @@ def test_round_trip_through_the_environment(tmp_path: Path) -> None:
         ({"DSMO_WORKFLOW_SANDBOX": "maybe"}, "DSMO_WORKFLOW_SANDBOX: 'maybe' is not on or off"),
         ({"DSMO_ARTIFACT_CACHE_MB": "lots"}, "DSMO_ARTIFACT_CACHE_MB: 'lots' is not a whole number"),
         ({"DSMO_ARTIFACT_CACHE_MB": "-1"}, "DSMO_ARTIFACT_CACHE_MB: -1 is negative"),
+        ({"DSMO_RETENTION_ENDED": "soon"}, "DSMO_RETENTION_ENDED: invalid duration 'soon'"),
+        (
+            {"DSMO_RETENTION_ENDED": "30d", "DSMO_RETENTION_TRAIL": "7d"},
+            "DSMO_RETENTION_TRAIL: trail: at least as long",
+        ),
+        ({"DSMO_RETENTION_SWEEP_EVERY": "5s"}, "DSMO_RETENTION_SWEEP_EVERY: at least 1m"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
@@ -137,6 +143,7 @@ EVERY_VARIABLE = {
     "TEMPORAL_TLS_KEY": "/pki/k.pem",
     "TEMPORAL_TLS_CA": "/pki/ca.pem",
     "TEMPORAL_TLS_SERVER_NAME": "temporal.internal",
+    "DSMO_NAMESPACE_RETENTION": "90d",
     "AWS_ENDPOINT_URL_S3": "https://s3.internal:9000",
     "AWS_ACCESS_KEY_ID": "id",
     "AWS_SECRET_ACCESS_KEY": "secret",
@@ -168,6 +175,9 @@ EVERY_VARIABLE = {
     "DSMO_LLM_MAX_RESPONSE_BYTES": "65536",
     "DSMO_CODEC_KEYS": "k1:AAAA",
     "DSMO_CODEC_KEYS_FILE": "/codec-keys",
+    "DSMO_RETENTION_ENDED": "180d",
+    "DSMO_RETENTION_TRAIL": "7y",
+    "DSMO_RETENTION_SWEEP_EVERY": "15m",
     "DSMO_SUBJECT_KEYS": "s1:AAAA",
     "DSMO_SUBJECT_KEYS_FILE": "/subject-keys",
     "DSMO_STATE_DIR": "/state",
@@ -187,6 +197,7 @@ def test_each_group_reads_its_own_variables() -> None:
         tls_key="/pki/k.pem",
         tls_ca="/pki/ca.pem",
         tls_server_name="temporal.internal",
+        namespace_retention="90d",
     )
     assert settings.store == StoreSettings(
         endpoint="https://s3.internal:9000",
@@ -196,6 +207,9 @@ def test_each_group_reads_its_own_variables() -> None:
         bucket="bucket",
         cache_mb=0,
         seaweed_port_base=19400,
+        retention_ended="180d",
+        retention_trail="7y",
+        sweep_every="15m",
     )
     assert settings.worker == WorkerSettings(
         load="acme.plugin",

@@ -1,4 +1,7 @@
-"""Human durations (``250ms``, ``1.5s``, ``30s``, ``15m``, ``24h``, ``7d``, ``1h30m``) as timedeltas."""
+"""Human durations (``250ms``, ``1.5s``, ``30s``, ``15m``, ``24h``, ``7d``, ``1h30m``, ``7y``) as timedeltas.
+
+A year (``y``) is 365 days: retention periods are written in years.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer
 
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_PATTERN = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
+YEAR_SECONDS = 365 * 86400
+_PATTERN = re.compile(r"(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -25,8 +29,9 @@ def parse_duration(value: Any) -> timedelta:
         match = _PATTERN.fullmatch(text)
         if not text or match is None or not any(match.groups()):
             raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d or 1h30m")
-        *whole, milliseconds = match.groups()
+        years, *whole, milliseconds = match.groups()
         seconds = sum(float(part) * factor for part, factor in zip(whole, _UNITS.values(), strict=True) if part)
+        seconds += int(years) * YEAR_SECONDS if years else 0
         seconds += int(milliseconds) / 1000 if milliseconds else 0.0
     else:
         raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d")
@@ -38,6 +43,8 @@ def parse_duration(value: Any) -> timedelta:
 def format_duration(value: timedelta) -> str:
     """A compact exact form as people write it: 24h -> ``"24h"``, 7 days -> ``"7d"``, ``"1h30m"``."""
     remaining = int(value.total_seconds())
+    if remaining and remaining % YEAR_SECONDS == 0 and remaining == value.total_seconds():
+        return f"{remaining // YEAR_SECONDS}y"
     if remaining != value.total_seconds():
         if value.total_seconds() < 1:
             return f"{round(value.total_seconds() * 1000)}ms"

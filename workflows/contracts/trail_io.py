@@ -12,6 +12,7 @@ from typing import Any
 
 from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.subject_io import SubjectSeal
+from dsmo.workflows.definition.retention import Retention
 
 # The hash the first event of a trail chains from (see `dsmo audit verify`).
 GENESIS_HASH = "0" * 64
@@ -47,6 +48,9 @@ class AuditExport(WireModel):
     events: list[dict[str, Any]]
     previous_hash: str = GENESIS_HASH
     segments: int = 0
+    # The definition's retention (None: the worker's defaults); the export schedules the run's
+    # data and trail for removal when a period applies (activities/retention_sweeping.py).
+    retention: Retention | None = None
 
 
 class EventValues(WireModel):

@@ -50,6 +50,7 @@ from dsmo.workflows.definition.node_types import (
     WaitForEventNode,
     WaitForResponseNode,
 )
+from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import sensitive_problem
 from dsmo.workflows.events.inbox import InboxPolicy
 
@@ -120,6 +121,7 @@ class AgentDefinition(CamelModel):
         inbox: How long and how many early events a run keeps for a wait ahead (default 7d, 20).
         subject: Whom the runs are about, rendered from the input at start (``{{applicant.id}}``):
             their stored data is sealed with that subject's key, and erasing the subject destroys it.
+        retention: How long ended runs keep their data (``ended``) and their trail (``trail``).
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -147,6 +149,9 @@ class AgentDefinition(CamelModel):
     # The data subject (workflows/definition/subjects.py). None when absent: definitions without
     # it keep their workflow_version.
     subject: str | None = Field(default=None, min_length=1, max_length=200)
+    # How long ended runs keep their data and trail (workflows/definition/retention.py). None when
+    # absent: definitions without it keep their workflow_version.
+    retention: Retention | None = None
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:

@@ -28,7 +28,7 @@ def render_subject(template: str, variables: Mapping[str, Any]) -> str:
     try:
         subject = render_key("subject", template, variables)
     except FlowControlError as err:
-        raise SubjectMissing(str(err)) from None
+        raise SubjectMissing(str(err).replace("the key is longer", "the subject is longer")) from None
     if any(char in "'\"\\" or ord(char) < 32 for char in subject):
         # It is looked up by a visibility query, where a quote would change what is asked.
         raise SubjectMissing(f"subject: {template!r} renders a value with a quote, backslash or control character")

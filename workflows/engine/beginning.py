@@ -43,7 +43,11 @@ async def begin(run: Run) -> None:
             "version": run.definition.version,
             "correlationId": run.correlation_id,
             # The subject by its keyed fingerprint: the trail names whom it is about without naming them.
-            **({"subject": request.subject.seal.fingerprint} if request.subject else {}),
+            **(
+                {"subject": request.subject.seal.fingerprint, "subjectKey": request.subject.seal.key_id}
+                if request.subject
+                else {}
+            ),
             **({"parentRunId": request.parent_run_id} if request.parent_run_id else {}),
             **request.origin,
             **({"startAt": request.start_at} if request.start_at else {}),

@@ -138,7 +138,11 @@ async def _export_audit(run: Run) -> None:
     trail = state.audit
     events = [event.model_dump(mode="json") for event in trail.events]
     export = AuditExport(
-        run_id=state.run_id, events=events, previous_hash=trail.head.hash, segments=trail.head.segments
+        run_id=state.run_id,
+        events=events,
+        previous_hash=trail.head.hash,
+        segments=trail.head.segments,
+        retention=run.definition.retention,
     )
     try:
         # Local: the export is one put at the very end; a task-queue round trip would add latency.

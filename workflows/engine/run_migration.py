@@ -183,6 +183,12 @@ def _check(run: Run, request: MigrationRequest, position: RunPosition) -> Any:
     target = request.definition
     if target.agent == run.definition.agent and target.workflow_version == run.definition.workflow_version:
         raise MigrationRefused(f"already on {target.version} ({target.workflow_version})", already=True)
+    if target.subject != run.definition.subject:
+        # A run's data is sealed with the subject it started with; it cannot become another's.
+        raise MigrationRefused(
+            f"subject: the target names {target.subject!r}, the run {run.definition.subject!r}; "
+            "a run keeps the data subject it started with"
+        )
     position = RunPosition(
         node=position.node,
         waiting_for=position.waiting_for,

@@ -1,0 +1,42 @@
+"""Retention markers: an ended run's data and trail scheduled for removal, by due time.
+
+Keys sort by due time (``YYYYmmddTHHMM``), so a sweep (activities/retention_sweeping.py) reads only as
+far as what is due. Written when a run's trail is exported, at its end.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.workflows.definition.retention import Retention
+
+ENDED_PREFIX = "retention/ended/"
+TRAILS_PREFIX = "retention/trails/"
+SWEEPS_PREFIX = "retention/sweeps/"
+
+
+def due_key(prefix: str, due: datetime, run_id: str) -> str:
+    return f"{prefix}{due.astimezone(UTC):%Y%m%dT%H%M}/{run_id}.json"
+
+
+def run_prefixes(run_id: str, versions: list[str]) -> list[str]:
+    """Where a run's own objects live (its trail is removed on its own schedule)."""
+    return [*(f"artifacts/{version}/{run_id}/" for version in versions), f"dlq/{run_id}/", f"events/{run_id}/"]
+
+
+def schedule_removal(
+    store: ArtifactStore, run_id: str, versions: list[str], policy: Retention, ended_at: datetime
+) -> str | None:
+    """Write the marker that makes a sweep remove the run's data (or trail) when due; returns its key."""
+    trail_due = (ended_at + policy.trail).isoformat() if policy.trail else None
+    if policy.ended is not None:
+        key = due_key(ENDED_PREFIX, ended_at + policy.ended, run_id)
+        marker = {"runId": run_id, "versions": versions, "trailDue": trail_due}
+    elif policy.trail is not None:
+        key, marker = due_key(TRAILS_PREFIX, ended_at + policy.trail, run_id), {"runId": run_id}
+    else:
+        return None
+    store.put_if_absent(key, json.dumps(marker).encode())
+    return key
