@@ -14,16 +14,26 @@ from botocore.config import Config
 from obstore.store import S3Store
 
 from dsmo.activities.artifact_cache import MIB
-from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.artifacts import ARTIFACT_PREFIX, ArtifactErased, ArtifactMissing, ArtifactStore
+from dsmo.activities.definition_store import config_key
 from dsmo.starter.config.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 
-# ArtifactStore is re-exported: the CLI, the ingress and the console name the store through this
-# module, not through `dsmo.activities` (an import-linter contract holds them to it).
-__all__ = ["ArtifactStore", "artifact_store", "object_store", "s3_client"]
+# The store and its errors are re-exported: the CLI, the ingress and the console name them through
+# this module, not through `dsmo.activities` (an import-linter contract holds them to it).
+__all__ = [
+    "ARTIFACT_PREFIX",
+    "ArtifactErased",
+    "ArtifactMissing",
+    "ArtifactStore",
+    "artifact_store",
+    "config_key",
+    "object_store",
+    "s3_client",
+]
 
 
 def s3_client(settings: Settings) -> S3Client:

@@ -42,7 +42,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.artifacts import ArtifactErased, ArtifactStore
 from dsmo.activities.definition_store import DefinitionStore, config_key
 from dsmo.activities.erasure_log import ErasureLog
 from dsmo.activities.plugin_errors import UnknownAgent
@@ -73,6 +73,7 @@ from dsmo.starter.client.client_errors import (
     NoWorker,
     RunAlreadyExists,
     RunClosed,
+    RunNotFound,
     RunNotStarted,
     TemporalUnavailable,
     WorkflowTaskFailing,
@@ -684,11 +685,18 @@ class DsmoClient:
         return view
 
     async def _exported_events(self, run_id: str) -> list[AuditEvent] | None:
-        """The trail an ended run exported (`audit/{run_id}.jsonl`), or None if it has not ended or has none."""
+        """The trail an ended run exported (`audit/{run_id}.jsonl`), or None if it has not ended or has none.
+
+        A run Temporal no longer has (erased, or past the namespace's retention) is read from its
+        export too: only an ended run exports one.
+        """
         try:
             if (await self._handle(run_id).describe()).close_time is None:
                 return None
-        except (RPCError, TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                return None
+        except (TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
             return None
         return await asyncio.to_thread(self._trail_store().exported_events, run_id)
 
@@ -1015,9 +1023,18 @@ class DsmoClient:
             DsmoError: The run has not ended, has no config snapshot, or never reached ``from_stage``.
         """
         store = self._trail_store().store
-        return await replay.replay(
-            self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
-        )
+        try:
+            return await replay.replay(
+                self, store, run_id, from_stage=from_stage, task_queue=task_queue, new_id=new_id, rerun_llm=rerun_llm
+            )
+        except (RunNotFound, ArtifactErased):
+            trail = await asyncio.to_thread(self._trail_store().export, run_id)
+            if trail is None or not (await asyncio.to_thread(erased_artifacts, store, trail))[0]:
+                raise
+            raise DsmoError(
+                f"run {run_id!r} is erased: its data subject was erased, so its input and outputs cannot be "
+                "read and it cannot be replayed (its audit trail stays: dsmo audit verify)"
+            ) from None
 
     async def forks(self, run_id: str) -> list[dict[str, Any]]:
         """The forks started from ``run_id`` (`fork`), oldest id first.

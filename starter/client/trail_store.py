@@ -89,15 +89,23 @@ def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict
     the erasure's record; nothing when the run has no subject or the subject was not erased."""
     events = unchained(body)
     created = events[0].get("data", {}) if events else {}
-    subject = created.get("subject")
-    if not isinstance(subject, str):
+    if not subject_erased(store, created):
         return [], None
-    key = store.subjects.record(subject)
-    if key is not None and key.get("keyId") == created.get("subjectKey"):
-        return [], None  # still readable (a later key of the same subject does not open these)
-    records = ErasureLog(store).touching(subject)
+    records = ErasureLog(store).touching(str(created["subject"]))
     # The run's own data (input, outputs, large event values), not the config snapshot it names.
     uris = sorted(
         {str(uri) for event in events for uri in event.get("artifactUris") or () if "/artifacts/" in str(uri)}
     )
     return uris, records[-1] if records else None
+
+
+def subject_erased(store: ArtifactStore, created: dict[str, Any]) -> bool:
+    """Whether the run whose ``RUN_CREATED`` data this is had a data subject since erased.
+
+    A later key of the same subject (a run after the erasure) does not open the run's objects.
+    """
+    subject = created.get("subject")
+    if not isinstance(subject, str):
+        return False
+    key = store.subjects.record(subject)
+    return key is None or key.get("keyId") != created.get("subjectKey")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import subprocess
 import sys
 import uuid
@@ -11,6 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -23,11 +25,15 @@ from dsmo.starter.client.client_errors import InvalidInputDocument
 from dsmo.starter.client.definition_files import parse_definition_text
 from dsmo.starter.client.erasure import SubjectHasOpenRuns
 from dsmo.starter.client.run_archive import verify_archive
+from dsmo.starter.server.api_keys import KeyStore
 from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
-from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.console_session import sign_in
+from tests.ingress_server import serving
 from tests.rewind_flow import waiting_at
 
 pytestmark = pytest.mark.integration
@@ -272,3 +278,92 @@ async def dsmo_cli(harness: Harness, *args: str, env: dict[str, str] | None = No
     return await asyncio.to_thread(
         subprocess.run, command, capture_output=True, text=True, env=env or harness.cli_env(), timeout=120
     )
+
+
+async def test_console_and_replay_say_erased(harness: Harness, tmp_path: Path) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    subject = f"A-{uuid.uuid4().hex[:8]}"
+    run_id = await harness.start(flow(), {"applicant": {"id": subject, "name": marker}})
+    await waiting_at(harness, run_id, "reply")
+    await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"})
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    key = KeyStore(settings.api_keys_path).add("person", ["read"])
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=30) as browser:
+        sign_in(browser, key)
+        page = browser.get(f"/console/runs/{run_id}")
+        links = re.findall(r'href="(/console/runs/[^"]+/artifacts/[^"]+)"', page.text)
+        assert page.status_code == 200 and links and "erased" not in page.text
+        opened = browser.get(links[0])  # served opened: the store holds it sealed
+        assert opened.status_code == 200 and marker in opened.text
+
+        await harness.dsmo.erase_subject(subject, reason="asked to be forgotten")
+        await history_gone(harness, run_id)
+        page = browser.get(f"/console/runs/{run_id}")
+        assert page.status_code == 200 and "Temporal no longer has this run (its data subject was erased)" in page.text
+        assert page.text.count(">erased</strong>") >= 2 and marker not in page.text
+        gone = browser.get(links[0])
+        assert gone.status_code == 410 and "erased" in gone.text and marker not in gone.text
+    with pytest.raises(DsmoError, match="erased"):
+        await harness.dsmo.replay(run_id)
+
+
+async def test_a_child_inherits_its_parent_s_subject_unless_it_names_its_own(harness: Harness) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    subject = f"A-{uuid.uuid4().hex[:8]}"
+    inherits = f"child-{uuid.uuid4().hex[:6]}"
+    owns = f"child-{uuid.uuid4().hex[:6]}"
+    message = {"actionType": "send_message", "parameters": {"to": "x@example.com", "message": "hi"}}
+    await harness.dsmo.publish(parse_definition({"agent": inherits, "start": "m", "nodes": {"m": message}}))
+    own = {"agent": owns, "inputs": ["person"], "subject": "{{person.id}}", "start": "m", "nodes": {"m": message}}
+    await harness.dsmo.publish(parse_definition(own))
+    parent = parse_definition(
+        {
+            "agent": f"parent-{uuid.uuid4().hex[:6]}",
+            "inputs": ["applicant"],
+            "subject": "{{applicant.id}}",
+            "start": "a",
+            "nodes": {
+                "a": {
+                    "actionType": "trigger_agent",
+                    "parameters": {
+                        "agent": inherits,
+                        "input": {"note": "{{applicant.name}}"},
+                        "waitForCompletion": True,
+                    },
+                    "next": "b",
+                },
+                "b": {
+                    "actionType": "trigger_agent",
+                    "parameters": {
+                        "agent": owns,
+                        "input": {"person": {"id": "B-{{applicant.id}}"}},
+                        "waitForCompletion": True,
+                    },
+                },
+            },
+        }
+    )
+    run_id = await harness.start(parent, {"applicant": {"id": subject, "name": marker}})
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    children = {
+        e.data["childAgent"]: e.data["childExecutionId"]
+        for e in await harness.dsmo.events(run_id)
+        if e.type == "RUN_WAITING" and "childExecutionId" in e.data
+    }
+    subjects = {}
+    for agent, child in children.items():
+        described = await harness.dsmo.temporal.get_workflow_handle(child).describe()
+        subjects[agent] = described.typed_search_attributes.get(sa.DATA_SUBJECT)
+        created = (await harness.dsmo.events(child))[0]
+        expected = subjects[agent]
+        assert created.data["subject"] == harness.store.subjects.fingerprint(str(expected))
+    assert subjects == {inherits: subject, owns: f"B-{subject}"}
+    # The inheriting child's input (the parent's data) is sealed with the parent's subject's key.
+    version = (await harness.dsmo.definition(inherits)).workflow_version
+    stored = harness.store.stored_or_none(run_input_key(version, children[inherits])) or b""
+    assert stored.startswith(MAGIC) and marker.encode() not in stored
+    plan = await harness.dsmo.erase_subject(subject, reason="check", dry_run=True)
+    assert sorted(run.run_id for run in plan.plan.runs) == sorted([run_id, children[inherits]])

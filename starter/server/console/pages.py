@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dsmo.starter.client.client_errors import DefinitionNotFound, RunNotFound
 from dsmo.starter.server.console.auth import (
@@ -28,7 +28,8 @@ from dsmo.starter.server.console.run_page import load_run_page
 from dsmo.starter.server.console.session import PRESESSION_COOKIE
 from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.starter.server.console.uploads import UploadForm, return_path, upload_form
-from dsmo.starter.server.console.web import Console, checked_run_id, console, render
+from dsmo.starter.server.console.web import Console, checked_run_id, console, problem_page, render
+from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactErased, ArtifactMissing
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 
@@ -153,6 +154,22 @@ def _upload_forms(
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str, viewer: Viewer = Depends(can_read)) -> HTMLResponse:
     return render(request, "run.html", await run_context(request, viewer, run_id))
+
+
+@router.get("/runs/{run_id}/artifacts/{key:path}")
+async def run_artifact(request: Request, run_id: str, key: str, viewer: Viewer = Depends(can_read)) -> Response:
+    """One of a run's sealed objects, opened (its presigned link would give the ciphertext)."""
+    checked_run_id(run_id)
+    if not key.startswith(ARTIFACT_PREFIX) or f"/{run_id}/" not in key:
+        return problem_page(request, 404, f"{key}: not an object of run {run_id}")
+    store = console(request).store
+    try:
+        body = await asyncio.to_thread(store.read_bytes, store.uri(key))
+    except ArtifactErased:
+        return problem_page(request, 410, f"{key}: erased (the run's data subject was erased)")
+    except ArtifactMissing:
+        return problem_page(request, 404, f"{key}: not found (removed by retention, or never written)")
+    return Response(body, media_type="application/json")
 
 
 @router.get("/definitions", response_class=HTMLResponse)

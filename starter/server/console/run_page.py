@@ -11,11 +11,15 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
+from dsmo.starter.client.client_errors import RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.trail_store import subject_erased
 from dsmo.starter.server.console import graph
-from dsmo.starter.storage import ArtifactStore
+from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactStore, config_key
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -28,12 +32,13 @@ KEPT_GRAPHS = 256  # workflow versions whose definition and layout stay in memor
 
 @dataclass(frozen=True)
 class Artifact:
-    """An object the trail refers to, and a link that downloads it."""
+    """An object the trail refers to, and a link that downloads it (none when it is erased)."""
 
     stage: str | None
     name: str
     uri: str
     link: str
+    erased: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,17 +79,33 @@ class GraphCache:
 
 
 def _artifacts(trail: list[AuditEvent], s3: S3Client, store: ArtifactStore) -> list[Artifact]:
+    """The trail's objects with their links. A run with a data subject stores its own objects
+    sealed: they are served opened by the console (`artifact_path`), or shown as erased."""
+    created = trail[0].data if trail and trail[0].type == "RUN_CREATED" else {}
+    sealed = "subject" in created
+    erased = sealed and subject_erased(store, created)
     found: dict[str, Artifact] = {}
     for event in trail:
         for uri in event.artifact_uris:
             if uri in found or not uri.startswith("s3://"):
                 continue
             bucket, key = store.key_of(uri)
+            name = key.rsplit("/", 1)[-1]
+            if sealed and key.startswith(ARTIFACT_PREFIX):
+                found[uri] = Artifact(
+                    event.stage, name, uri, "" if erased else artifact_path(event.run_id, key), erased
+                )
+                continue
             link = s3.generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=LINK_SECONDS
             )
-            found[uri] = Artifact(event.stage, key.rsplit("/", 1)[-1], uri, link)
+            found[uri] = Artifact(event.stage, name, uri, link)
     return list(found.values())
+
+
+def artifact_path(run_id: str, key: str) -> str:
+    """The console address that serves one of a run's sealed objects, opened."""
+    return f"/console/runs/{quote(run_id, safe='')}/artifacts/{quote(key)}"
 
 
 def _children(trail: list[AuditEvent]) -> list[dict[str, Any]]:
@@ -103,7 +124,11 @@ async def load_run_page(
     Raises:
         RunNotFound: No run has this id.
     """
-    view = await dsmo.status(run_id)
+    try:
+        view = await dsmo.status(run_id)
+    except RunNotFound:
+        # Its history is gone (erased, or past retention): its exported trail still tells it.
+        return await _from_trail(dsmo, graphs, s3, store, run_id)
     problems = [view.problem] if view.problem else []
     variables: dict[str, Any] = {}
     trail: list[AuditEvent] = []
@@ -142,4 +167,45 @@ async def load_run_page(
         children=_children(trail),
         problems=problems,
         forks=forks,
+    )
+
+
+async def _from_trail(dsmo: DsmoClient, graphs: GraphCache, s3: S3Client, store: ArtifactStore, run_id: str) -> RunPage:
+    """The page of a run Temporal no longer has, from the trail it exported when it ended.
+
+    Raises:
+        RunNotFound: It exported no trail either.
+    """
+    trail = await dsmo.events(run_id)  # the export: no history needed
+    first, last = trail[0], trail[-1]
+    ended = str(last.data.get("status") or "")
+    view = StatusView(
+        run_id=run_id,
+        agent=str(first.data.get("agent") or ""),
+        workflow_version=first.workflow_version,
+        status=RunStatus(ended) if ended in set(RunStatus) else RunStatus.COMPLETED,
+        path=[event.stage for event in trail if event.type == "STAGE_STARTED" and event.stage],
+        config_ref=store.uri(config_key(last.workflow_version)),
+        started_at=first.at,
+        completed_at=last.at,
+    )
+    erased = await asyncio.to_thread(subject_erased, store, first.data)
+    why = "its data subject was erased" if erased else "past its retention"
+    definition, svg = None, None
+    try:
+        definition, drawing = await graphs.get(str(view.config_ref))
+        svg = graph.svg(definition, path=view.path, drawing=drawing)
+    except (DsmoError, KeyError, ValueError):
+        pass  # the page stands on the trail alone
+    return RunPage(
+        view=view,
+        variables={},
+        trail=trail,
+        graph_svg=svg,
+        definition=definition,
+        artifacts=await asyncio.to_thread(_artifacts, trail, s3, store),
+        parent=None,
+        children=_children(trail),
+        problems=[f"Temporal no longer has this run ({why}); this page is its exported audit trail"],
+        forks=[],
     )
