@@ -23,6 +23,7 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.engine.retention_sweep import RetentionSweep
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -251,7 +252,7 @@ async def verify_history(dsmo: DsmoClient, run_id: str) -> str | None:
     """Replay the run's Temporal history on the current code; None if deterministic, else the problem."""
     history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
     replayer = Replayer(
-        workflows=[AgentExecution, *FLOW_WORKFLOWS],
+        workflows=[AgentExecution, *FLOW_WORKFLOWS, RetentionSweep],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )

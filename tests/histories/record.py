@@ -394,6 +394,61 @@ async def key_locks_shard(dsmo: DsmoClient, queue: str) -> str:
     return shard_of(lock_id(definition.agent, "g-2", queue))[0]
 
 
+def _subject_screening() -> Any:
+    from dsmo.workflows.definition.model import AgentDefinition
+
+    base = load_definition(EXAMPLES / "candidate_screening.yaml").model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    return AgentDefinition.model_validate(
+        {
+            **base,
+            "agent": "golden-subject-screening",
+            "subject": "{{candidate.phone}}",
+            "sensitive": ["stages.profile.summary.firstName", "lastResponse"],
+            "retention": {"ended": "30d", "trail": "7y"},
+        }
+    )
+
+
+async def subject_screening(dsmo: DsmoClient, queue: str) -> str:
+    """A screening about a data subject: its keys learned at start, its data sealed, its sensitive
+    values keyed, a retention marker written at its end."""
+    run_id = await dsmo.start(
+        _subject_screening(), {"candidate": {"name": "Eva Ruiz", "phone": "+34600"}}, task_queue=queue
+    )
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "sí", event_id="golden-subject-1")
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def subject_raw_start(dsmo: DsmoClient, queue: str) -> str:
+    """Started around DSMO's starter: the run learns its subject's keys (a local activity) and
+    prepares its sealed input itself."""
+    from dsmo.workflows.contracts.run_records import ExecutionRequest
+
+    run_id = f"golden-subject-raw-{uuid.uuid4().hex[:6]}"
+    request = ExecutionRequest(definition=_subject_screening(), input={"candidate": {"name": "Ana", "phone": "+34700"}})
+    await dsmo.temporal.start_workflow("AgentExecution", request, id=run_id, task_queue=queue)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "no", event_id="golden-subject-2")
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def retention_sweep(dsmo: DsmoClient, queue: str) -> str:
+    """A retention sweep with nothing due as of its start (the store's markers lie ahead)."""
+    from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepOutcome
+    from dsmo.workflows.engine.retention_sweep import SweepStart
+
+    run_id = f"golden-sweep-{uuid.uuid4().hex[:6]}"
+    await dsmo.temporal.execute_workflow(
+        SWEEP_WORKFLOW, SweepStart(), id=run_id, task_queue=queue, result_type=SweepOutcome
+    )
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -424,6 +479,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "keyed_chat_sharded": keyed_chat,
     # The shard that kept those runs' line (its history so far: it runs on, idle, for a minute).
     "key_locks_shard": key_locks_shard,
+    # Data subjects: a run started by DSMO's starter, one started around it, and a retention sweep.
+    "subject_screening": subject_screening,
+    "subject_raw_start": subject_raw_start,
+    "retention_sweep": retention_sweep,
 }
 
 
@@ -432,7 +491,9 @@ async def main(names: list[str]) -> None:
     dsmo = await DsmoClient.connect(settings.with_changes(codec={"keys": "", "keys_file": ""}))
     from dsmo.activities.artifacts import ArtifactStore
 
-    store = ArtifactStore(s3_client(settings), settings.store.bucket)
+    store = ArtifactStore(
+        s3_client(settings), settings.store.bucket, keks=settings.codec.subject_keks(settings.state_dir)
+    )
     for child in ("background_check.yaml", "welcome_pack.yaml"):
         DefinitionStore(store).publish(load_definition(EXAMPLES / child))
     db = OrderDatabase(f"sqlite:///{settings.state_dir / 'golden-orders.db'}")

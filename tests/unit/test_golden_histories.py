@@ -17,6 +17,7 @@ from temporalio.worker import Replayer
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.engine.retention_sweep import RetentionSweep
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -24,7 +25,7 @@ HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.j
 
 def replayer() -> Replayer:
     return Replayer(
-        workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry],
+        workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, RetentionSweep],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )
