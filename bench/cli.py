@@ -289,6 +289,9 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.option("--what-if-only", "what_if", is_flag=True, help="Run only the what-if section (1,000 runs replayed).")
 @click.option("--flow-only", "flow", is_flag=True, help="Run only the flow-control section (per-key concurrency).")
 @click.option(
+    "--subjects-only", "subjects", is_flag=True, help="Run only the data-subjects section (sealing, erasure)."
+)
+@click.option(
     "--floor-only",
     "floor_repeats",
     type=click.IntRange(min=1),
@@ -304,6 +307,7 @@ def command(
     migrate: bool,
     what_if: bool,
     flow: bool,
+    subjects: bool,
     floor_repeats: int | None,
 ) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
@@ -321,7 +325,13 @@ def command(
         raise click.UsageError("--what-if-only: cannot be combined with another --*-only option")
     if flow and (migrate or what_if or scale_only or w5_only or floor_repeats):
         raise click.UsageError("--flow-only: cannot be combined with another --*-only option")
-    if flow:
+    if subjects and (flow or migrate or what_if or scale_only or w5_only or floor_repeats):
+        raise click.UsageError("--subjects-only: cannot be combined with another --*-only option")
+    if subjects:
+        from bench.subject_bench import subjects_only
+
+        asyncio.run(subjects_only(quick, bench_stack, update_benchmarks=update))
+    elif flow:
         asyncio.run(flow_cli.flow_only(quick, bench_stack, update_benchmarks=update))
     elif migrate:
         asyncio.run(migration_cli.migration_only(quick, bench_stack, update_benchmarks=update))

@@ -31,12 +31,14 @@ from dsmo.activities.erasure_log import ErasureLog
 from dsmo.starter.client.client_errors import RunClosed
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.status import RunStatus
 
 if TYPE_CHECKING:
     from dsmo.starter.client.dsmo_client import DsmoClient
 
 # How long erasing waits for the runs it cancelled to end (their compensations run first).
 CANCEL_WAIT_SECONDS = 300.0
+TERMINAL = {status.value for status in RunStatus if status.terminal}
 
 
 class SubjectHasOpenRuns(DsmoError):
@@ -123,6 +125,9 @@ async def plan_erasure(dsmo: DsmoClient, subject: str) -> ErasurePlan:
             temporal_status = execution.status.name.lower() if execution.status else "unknown"
             entry["status"] = attributes.get(sa.AGENT_EXECUTION_STATUS) or temporal_status
             entry["agent"] = attributes.get(sa.AGENT_NAME) or ""
+    for run_id, entry in found.items():
+        if entry["open"]:  # visibility lags a run's end by a moment: ask Temporal itself
+            entry["open"] = await _still_open(dsmo, run_id, ending=entry["status"] in TERMINAL)
     runs = [SubjectRun(run_id, **entry) for run_id, entry in sorted(found.items())]
     key_exists = await asyncio.to_thread(store.subjects.record, fingerprint) is not None
     return ErasurePlan(fingerprint, runs, key_exists)
@@ -193,6 +198,17 @@ async def _cancel(dsmo: DsmoClient, run_ids: list[str], reason: str, by: str) ->
         with contextlib.suppress(RunClosed):  # it ended meanwhile
             await dsmo.cancel(run_id, reason=f"data subject erased: {reason}", by=by)
     await _until_ended(dsmo, run_ids)
+
+
+async def _still_open(dsmo: DsmoClient, run_id: str, *, ending: bool) -> bool:
+    """Whether the run has not ended; one whose status is already terminal is given a moment to close."""
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    for _ in range(60 if ending else 1):  # a hang guard: it is writing its trail's export, then closes
+        if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
+            return False
+        if ending:
+            await asyncio.sleep(0.5)
+    return True
 
 
 async def _until_ended(dsmo: DsmoClient, run_ids: list[str]) -> None:

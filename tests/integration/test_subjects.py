@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import re
 import subprocess
@@ -367,3 +368,51 @@ async def test_a_child_inherits_its_parent_s_subject_unless_it_names_its_own(har
     assert stored.startswith(MAGIC) and marker.encode() not in stored
     plan = await harness.dsmo.erase_subject(subject, reason="check", dry_run=True)
     assert sorted(run.run_id for run in plan.plan.runs) == sorted([run_id, children[inherits]])
+
+
+async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: Harness, tmp_path: Path) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    definition = parse_definition(
+        {
+            "agent": f"docs-{uuid.uuid4().hex[:6]}",
+            "inputs": ["applicant"],
+            "subject": "{{applicant.id}}",
+            "start": "docs",
+            "nodes": {
+                "docs": {
+                    "actionType": "request_document",
+                    "parameters": {"documents": ["id"], "to": "a@example.com", "timeout": "1h", "onTimeout": "fail"},
+                }
+            },
+        }
+    )
+    run_id = await harness.start(definition, {"applicant": {"id": f"A-{uuid.uuid4().hex[:8]}"}})
+    await waiting_at(harness, run_id, "docs")
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    key = KeyStore(settings.api_keys_path).add("person", ["read", "events:*"])
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=30) as browser:
+        # Off the event loop: the worker answering the page's queries runs on it, in this process.
+        await asyncio.to_thread(sign_in, browser, key)
+        page = (await asyncio.to_thread(browser.get, f"/console/runs/{run_id}")).text
+        action = re.search(r'<form method="post" action="(/console/runs/[^"]+/upload/[^"]+)"', page)
+        assert action is not None, page[:2000]  # to the console, not straight to the store
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page[page.index(action.group(1)) :])
+        assert token is not None
+        posted = await asyncio.to_thread(
+            functools.partial(
+                browser.post,
+                action.group(1).replace("&amp;", "&"),
+                data={"csrf_token": token.group(1)},
+                files={"file": ("passport.json", f'{{"name": "{marker}"}}'.encode(), "application/json")},
+                follow_redirects=False,
+            )
+        )
+        assert posted.status_code == 303, posted.text[:500]
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    uploads = harness.store.list_uris(f"uploads/{run_id}/")
+    assert len(uploads) == 1 and uploads[0].endswith("/passport.json")
+    stored = harness.store.stored_or_none(harness.store.key_of(uploads[0])[1]) or b""
+    assert stored.startswith(MAGIC) and marker.encode() not in stored
+    assert harness.store.read_json(uploads[0]) == {"name": marker}

@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.console import form_actions, pages
+from dsmo.starter.server.console import form_actions, pages, sealed_uploads
 from dsmo.starter.server.console.auth import CONSOLE, ConsoleProblem, SignInRequired, sign_in_url
 from dsmo.starter.server.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.server.console.form_actions import SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND
@@ -33,6 +33,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.mount(f"{CONSOLE}/static", StaticFiles(directory=str(HERE / "static")), name="console-static")
     app.include_router(pages.router)
     app.include_router(form_actions.router)
+    app.include_router(sealed_uploads.router)
     app.add_api_route("/", pages.root_redirect, include_in_schema=False)
     app.add_api_route(CONSOLE, lambda: RedirectResponse(f"{CONSOLE}/", status_code=308), include_in_schema=False)
 

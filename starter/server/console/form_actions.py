@@ -58,20 +58,20 @@ log = logging.getLogger("dsmo.console")
 SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND = 10, 1 / 6
 
 
-def _run_url(run_id: str, notice: str) -> str:
+def run_url(run_id: str, notice: str) -> str:
     return f"{CONSOLE}/runs/{quote(run_id, safe='')}?notice={notice}"
 
 
-def _notice(ack: EventAck) -> str:
+def ack_notice(ack: EventAck) -> str:
     return "duplicate" if ack.duplicate else "kept" if ack.buffered else "delivered"
 
 
-def _require(viewer: Viewer, scope: str) -> None:
+def require_scope(viewer: Viewer, scope: str) -> None:
     if not viewer.allows(scope):
         raise ConsoleProblem(403, f"key {viewer.key.name!r} lacks the scope {scope!r}")
 
 
-def _within_rate(request: Request, viewer: Viewer) -> None:
+def within_event_rate(request: Request, viewer: Viewer) -> None:
     """The key's event rate, shared with the API's event route (DSMO_INGRESS_EVENTS_PER_SECOND)."""
     rate: TokenBuckets = request.app.state.event_rate
     wait = rate.take(viewer.key.name)
@@ -134,14 +134,14 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     form = next((form for form in FORMS.values() if form.event_type == filled.get("event_type")), None)
     if form is None or not form.fields:
         raise ConsoleProblem(422, "event_type: not an event this console's forms deliver")
-    _require(viewer, f"events:{form.event_type}")
-    _within_rate(request, viewer)
+    require_scope(viewer, f"events:{form.event_type}")
+    within_event_rate(request, viewer)
     event_id = filled.get("event_id", "")
     malformed: EventRejected | None = None
     try:
         data = event_data(form, filled)
         ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
-        return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+        return RedirectResponse(run_url(run_id, ack_notice(ack)), status_code=303)
     except EventMalformed as err:  # refused before it was sent, in the words every way in gets
         malformed = err.problem
         errors = {}
@@ -169,12 +169,12 @@ async def uploaded(
     bucket: str = "",
     viewer: Viewer = Depends(signed_in),
 ) -> RedirectResponse:
-    _require(viewer, "events:DOCUMENT_UPLOADED")
+    require_scope(viewer, "events:DOCUMENT_UPLOADED")
     checked_run_id(run_id)
     if not return_valid(viewer.signer, viewer.session.binding, run_id, document, event_id, signature):
         raise ConsoleProblem(403, "upload: this return address was not issued to this session")
     app = console(request)
-    _within_rate(request, viewer)
+    within_event_rate(request, viewer)
     if bucket != app.settings.store.bucket or not key.startswith(upload_prefix(run_id, event_id)):
         raise ConsoleProblem(422, "key: not an object of this upload")
     try:
@@ -186,7 +186,7 @@ async def uploaded(
         ack = await app.dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=event_id)
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
-    return RedirectResponse(_run_url(run_id, _notice(ack)), status_code=303)
+    return RedirectResponse(run_url(run_id, ack_notice(ack)), status_code=303)
 
 
 @router.post("/runs/{run_id}/cancel", response_model=None)
@@ -198,7 +198,7 @@ async def cancel(
     csrf_token: str = Form(default="", alias=CSRF_FIELD),
 ) -> HTMLResponse | RedirectResponse:
     check_csrf(viewer, csrf_token)
-    _require(viewer, "cancel")
+    require_scope(viewer, "cancel")
     checked_run_id(run_id)
     if not reason.strip():
         context = await run_context(request, viewer, run_id)
@@ -208,7 +208,7 @@ async def cancel(
         await console(request).dsmo.cancel(run_id, reason=reason.strip()[:500], by=f"console:{viewer.key.name}")
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
-    return RedirectResponse(_run_url(run_id, "cancelled"), status_code=303)
+    return RedirectResponse(run_url(run_id, "cancelled"), status_code=303)
 
 
 @router.post("/runs/{run_id}/rewind", response_model=None)
@@ -223,7 +223,7 @@ async def rewind(
     csrf_token: str = Form(default="", alias=CSRF_FIELD),
 ) -> HTMLResponse | RedirectResponse:
     check_csrf(viewer, csrf_token)
-    _require(viewer, "operate")
+    require_scope(viewer, "operate")
     checked_run_id(run_id)
     filled = {"to_node": to_node, "corrections": corrections, "reason": reason, "compensate": bool(compensate)}
     try:
@@ -244,7 +244,7 @@ async def rewind(
         return await _rewind_refused(request, viewer, run_id, filled, str(err), 409)
     except DsmoError as err:
         return await _rewind_refused(request, viewer, run_id, filled, str(err), 422)
-    return RedirectResponse(_run_url(run_id, "rewound"), status_code=303)
+    return RedirectResponse(run_url(run_id, "rewound"), status_code=303)
 
 
 async def _rewind_refused(

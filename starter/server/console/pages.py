@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from dsmo.starter.client.client_errors import DefinitionNotFound, RunNotFound
 from dsmo.starter.server.console.auth import (
     CONSOLE,
+    CSRF_FIELD,
     ConsoleProblem,
     Viewer,
     cookie_options,
@@ -27,7 +28,7 @@ from dsmo.starter.server.console.open_runs import open_runs
 from dsmo.starter.server.console.run_page import load_run_page
 from dsmo.starter.server.console.session import PRESESSION_COOKIE
 from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
-from dsmo.starter.server.console.uploads import UploadForm, return_path, upload_form
+from dsmo.starter.server.console.uploads import UploadForm, return_path, sealed_upload_path, upload_form
 from dsmo.starter.server.console.web import Console, checked_run_id, console, problem_page, render
 from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactErased, ArtifactMissing
 from dsmo.workflows.common.status import RunStatus
@@ -86,7 +87,10 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
     form = FORMS.get(view.waiting_for or "") if view.status.value == "waiting" else None
     uploads: list[UploadForm] = []
     if form is not None and form.wait == "document" and viewer.allows(f"events:{form.event_type}"):
-        uploads = await asyncio.to_thread(_upload_forms, request, app, viewer, run_id, view.waiting_data or {})
+        # A run about a data subject gets its documents through the console, sealed (sealed_uploads.py).
+        sealed = bool(page.trail) and "subject" in page.trail[0].data
+        waiting = view.waiting_data or {}
+        uploads = await asyncio.to_thread(_upload_forms, request, app, viewer, run_id, waiting, sealed=sealed)
     return {
         "viewer": viewer,
         "page": page,
@@ -128,7 +132,7 @@ def rewind_targets(view: StatusView) -> list[str]:
 
 
 def _upload_forms(
-    request: Request, app: Console, viewer: Viewer, run_id: str, waiting: dict[str, Any]
+    request: Request, app: Console, viewer: Viewer, run_id: str, waiting: dict[str, Any], *, sealed: bool = False
 ) -> list[UploadForm]:
     received = set(waiting.get("received", []))
     forms = []
@@ -137,6 +141,9 @@ def _upload_forms(
             continue
         event_id = f"console-{uuid.uuid4().hex}"
         back = return_path(viewer.signer, viewer.session.binding, run_id, document, event_id)
+        if sealed:
+            forms.append(UploadForm(document, event_id, sealed_upload_path(back), {CSRF_FIELD: viewer.csrf()}))
+            continue
         return_url = str(request.base_url).rstrip("/") + back
         forms.append(
             upload_form(

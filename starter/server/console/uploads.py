@@ -44,6 +44,12 @@ def return_path(signer: Signer, binding: str, run_id: str, document: str, event_
     return "/console/runs/{}/uploaded/{}/{}/{}".format(*parts)
 
 
+def sealed_upload_path(return_address: str) -> str:
+    """Where a sealed upload posts (a run with a data subject, `sealed_uploads.py`): its return
+    address, with ``upload`` for ``uploaded``."""
+    return return_address.replace("/uploaded/", "/upload/", 1)
+
+
 def return_valid(signer: Signer, binding: str, run_id: str, document: str, event_id: str, signature: str) -> bool:
     """Whether an upload's return address was issued to this session for this document."""
     return signer.verify("upload", f"{binding}|{run_id}|{document}|{event_id}", signature)
