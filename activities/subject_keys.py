@@ -69,6 +69,7 @@ class SubjectKeyring:
         self._naming = hmac.new(keks[-1][1], b"dsmo subject names", hashlib.sha256).digest() if keks else None
         # Unwrapped data keys by their wrapped form: holding the wrapped form is holding the key.
         self._unwrapped: dict[str, bytes] = {}
+        self._seen: set[str] = set()  # fingerprints of subjects whose key this process has met
         self._lock = threading.Lock()
 
     @property
@@ -84,9 +85,15 @@ class SubjectKeyring:
     def key_for(self, subject: str) -> SubjectKey:
         """The subject's current keys, made now if it has none (a race to make them has one winner)."""
         fingerprint = self.fingerprint(subject)
-        record = self.record(fingerprint)
+        # A subject seen here before most likely has a key: read it. Any other is most likely new:
+        # make its key with one create-only write (which finds an existing key as well).
+        record = self.record(fingerprint) if fingerprint in self._seen else None
         if record is None:
             record = self._create(fingerprint)
+        with self._lock:
+            if len(self._seen) >= 10_000:
+                self._seen.clear()
+            self._seen.add(fingerprint)
         seal = SubjectSeal(
             fingerprint=fingerprint, key_id=record["keyId"], kek_id=record["kekId"], wrapped=record["wrapped"]
         )
@@ -158,6 +165,8 @@ class SubjectKeyring:
             "createdAt": datetime.now(UTC).isoformat(),
         }
         if self.store.put_if_absent(key_record_key(fingerprint), json.dumps(record).encode()):
+            with self._lock:
+                self._unwrapped[record["wrapped"]] = data_key  # made here: no need to unwrap it
             return record
         found = self.record(fingerprint)  # another starter made it first: use theirs
         if found is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
+import json
 import re
 import subprocess
 import sys
@@ -416,3 +417,28 @@ async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: H
     stored = harness.store.stored_or_none(harness.store.key_of(uploads[0])[1]) or b""
     assert stored.startswith(MAGIC) and marker.encode() not in stored
     assert harness.store.read_json(uploads[0]) == {"name": marker}
+
+
+async def test_the_cli_erases_a_subject_and_checks_the_erasure_log(harness: Harness) -> None:
+    subject = f"A-{uuid.uuid4().hex[:8]}"
+    run_id = await harness.start(flow(), {"applicant": {"id": subject, "name": "x"}})
+    await waiting_at(harness, run_id, "reply")
+    dry = await dsmo_cli(harness, "subjects", "erase", subject, "--reason", "request 7", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["dryRun"] and planned["openRuns"] == [run_id] and planned["record"] is None
+    refused = await dsmo_cli(harness, "subjects", "erase", subject, "--reason", "request 7")
+    assert refused.returncode == 1 and refused.stderr.startswith("error: subject has 1 open run(s)"), refused.stderr
+    no_reason = await dsmo_cli(harness, "subjects", "erase", subject, "--reason", " ")
+    assert no_reason.returncode == 1 and "reason: say why" in no_reason.stderr
+    erased = await dsmo_cli(
+        harness, "subjects", "erase", subject, "--reason", "request 7", "--by", "dpo", "--cancel-runs"
+    )
+    assert erased.returncode == 0 and "(cancelled first)" in erased.stdout and "erasure log record #" in erased.stdout
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.CANCELLED
+    log = await dsmo_cli(harness, "subjects", "log")
+    assert log.returncode == 0 and "by dpo: request 7" in log.stdout
+    verified = await dsmo_cli(harness, "audit", "verify", "--erasures")
+    assert verified.returncode == 0 and verified.stdout.startswith("ok: "), verified.stdout + verified.stderr
+    trail = await dsmo_cli(harness, "audit", "verify", run_id)
+    assert trail.returncode == 0 and "erased: " in trail.stdout, trail.stdout + trail.stderr
