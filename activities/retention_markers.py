@@ -7,7 +7,7 @@ far as what is due. Written when a run's trail is exported, at its end.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.workflows.definition.retention import Retention
@@ -17,13 +17,26 @@ TRAILS_PREFIX = "retention/trails/"
 SWEEPS_PREFIX = "retention/sweeps/"
 
 
+DONE_PREFIX = "retention/done/"
+FAILED_PREFIX = "retention/failed/"
+
+
 def due_key(prefix: str, due: datetime, run_id: str) -> str:
-    return f"{prefix}{due.astimezone(UTC):%Y%m%dT%H%M}/{run_id}.json"
+    """The marker's key: its due time rounded up to the minute (never removed early)."""
+    due = due.astimezone(UTC)
+    if due.second or due.microsecond:
+        due = due.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return f"{prefix}{due:%Y%m%dT%H%M}/{run_id}.json"
 
 
 def run_prefixes(run_id: str, versions: list[str]) -> list[str]:
     """Where a run's own objects live (its trail is removed on its own schedule)."""
-    return [*(f"artifacts/{version}/{run_id}/" for version in versions), f"dlq/{run_id}/", f"events/{run_id}/"]
+    return [
+        *(f"artifacts/{version}/{run_id}/" for version in versions),
+        f"dlq/{run_id}/",
+        f"events/{run_id}/",
+        f"uploads/{run_id}/",
+    ]
 
 
 def schedule_removal(

@@ -1,16 +1,20 @@
-"""Retention: scheduling an ended run's data and trail for removal, and removing what is due.
+"""Retention: removing what is due, each run and object counted once however often a sweep retries.
 
-When a run ends, its trail's export writes a marker ``retention/ended/{due}/{run}.json`` (due =
-now + the ``ended`` period) naming where its objects live, and when its trail is due. A sweep
-(`engine/retention_sweep.py`, on a Temporal Schedule) takes the markers due, oldest first:
+When a run ends, its trail's export writes a marker ``retention/ended/{due}/{run}.json``
+(activities/retention_markers.py). A sweep (`engine/retention_sweep.py`, on a Temporal Schedule)
+takes the markers due, oldest first, and for each:
 
-1. counts the run's objects and writes the count into the marker (once: a retry reads it back);
-2. deletes the objects and the run's Temporal executions;
+1. lists the run's objects and its ended Temporal executions, and writes both counts into the
+   marker (once: a retry reads them back, whatever it already deleted);
+2. deletes the objects and those executions (never a running one);
 3. writes the trail's marker ``retention/trails/{due}/{run}.json`` (if a trail period applies);
-4. deletes the ended marker: only now is the run counted, with the count from step 1.
+4. writes ``retention/done/run/{run}.json`` naming the sweep and the counts, create-only: the one
+   sweep that writes it counts the run (two sweeps, or two markers of one run, count it once);
+5. deletes the marker.
 
-A sweep killed anywhere in between takes the same marker again and counts it once. Keys sort by
-due time (``YYYYmmddTHHMM``), so a sweep reads only as far as what is due.
+A sweep's outcome is the sum of the done records naming it (`record_sweep`), not what an attempt
+remembered: an attempt that dies after step 4 loses nothing. A marker that cannot be read (not
+JSON, no run) is moved to ``retention/failed/`` so one bad object does not stop every sweep.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest, DescribeWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key
-from dsmo.activities.retention_markers import ENDED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX, due_key, run_prefixes
+from dsmo.activities.retention_markers import (
+    DONE_PREFIX,
+    ENDED_PREFIX,
+    FAILED_PREFIX,
+    SWEEPS_PREFIX,
+    TRAILS_PREFIX,
+    due_key,
+    run_prefixes,
+)
 from dsmo.workflows.contracts.retention_io import RECORD_SWEEP, SWEEP_RETENTION, SweepBatch, SweepCounts, SweepOutcome
 
 
@@ -42,22 +54,45 @@ class RetentionActivities:
 
     @activity.defn(name=SWEEP_RETENTION)
     async def sweep_retention(self, batch: SweepBatch) -> SweepCounts:
-        """Remove up to ``batch.limit`` ended runs' data due by ``batch.as_of``, then trails."""
+        """Remove up to ``batch.limit`` ended runs' data due by ``batch.as_of``, then trails.
+
+        Returns:
+            What this attempt removed (progress); the sweep's outcome is counted by `record_sweep`.
+        """
         counts = SweepCounts()
         for key in self._due(ENDED_PREFIX, batch.as_of, batch.limit):
-            counts = counts.plus(await self._remove_run(key))
-        room = batch.limit - counts.runs
-        trails = self._due(TRAILS_PREFIX, batch.as_of, room) if room > 0 else []
+            counts = counts.plus(await self._remove_run(key, batch.sweep_id))
+        taken = counts.runs + counts.failed
+        trails = self._due(TRAILS_PREFIX, batch.as_of, batch.limit - taken) if taken < batch.limit else []
         for key in trails:
-            counts = counts.plus(self._remove_trail(key))
-        counts.more = counts.runs + counts.trails >= batch.limit
+            counts = counts.plus(self._remove_trail(key, batch.sweep_id))
+        counts.more = counts.runs + counts.trails + counts.failed >= batch.limit
         return counts
 
     @activity.defn(name=RECORD_SWEEP)
-    def record_sweep(self, outcome: SweepOutcome) -> str:
-        """Keep the sweep's outcome: ``retention/sweeps/{as_of}-{sweep id}.json`` (write-once)."""
+    def record_sweep(self, outcome: SweepOutcome) -> SweepOutcome:
+        """Count the sweep from its done records, keep the outcome (write-once), then drop the records."""
+        mine: list[str] = []
+        counts = SweepCounts(failed=outcome.counts.failed)
+        for uri in self.store.list_uris(DONE_PREFIX):
+            key = self.store.key_of(uri)[1]
+            record = self._marker(key) or {}
+            if record.get("sweepId") != outcome.sweep_id:
+                continue
+            mine.append(key)
+            if key.startswith(f"{DONE_PREFIX}run/"):
+                counts = counts.plus(
+                    SweepCounts(runs=1, objects=int(record["objects"]), histories=int(record["histories"]))
+                )
+            else:
+                counts = counts.plus(SweepCounts(trails=1))
+        counted = outcome.model_copy(update={"counts": counts})
         key = f"{SWEEPS_PREFIX}{outcome.as_of.astimezone(UTC):%Y%m%dT%H%M%S}-{outcome.sweep_id}.json"
-        return self.store.put_json_once(key, outcome.model_dump(mode="json")).uri
+        stored = self.store.put_json_once(key, counted.model_dump(mode="json"))
+        if not stored.created:  # recorded by an earlier attempt, whose done records are gone
+            return SweepOutcome.model_validate(self.store.read_json(stored.uri))
+        self.store.delete_keys(mine)
+        return counted
 
     def _due(self, prefix: str, as_of: datetime, limit: int) -> list[str]:
         """Marker keys due by ``as_of``, oldest first, at most ``limit``."""
@@ -71,65 +106,112 @@ class RetentionActivities:
                 found.append(item["Key"])
         return found
 
-    async def _remove_run(self, key: str) -> SweepCounts:
+    async def _remove_run(self, key: str, sweep_id: str) -> SweepCounts:
         marker = self._marker(key)
         if marker is None:
             return SweepCounts()  # another sweep finished it
-        run_id = str(marker["runId"])
+        try:
+            run_id, versions = str(marker["runId"]), [str(version) for version in marker["versions"]]
+        except (KeyError, TypeError):
+            return self._set_aside(key)
         keys = [
             self.store.key_of(uri)[1]
-            for p in run_prefixes(run_id, marker["versions"])
-            for uri in self.store.list_uris(p)
+            for prefix in run_prefixes(run_id, versions)
+            for uri in self.store.list_uris(prefix)
         ]
         if "objects" not in marker:
-            marker["objects"] = len(keys)
+            marker["objects"], marker["executions"] = len(keys), await self._ended_executions(run_id)
             self.store.s3.put_object(Bucket=self.store.bucket, Key=key, Body=json.dumps(marker).encode())
         self._step("counted")
         self.store.delete_keys(keys)
         self._step("objects deleted")
-        histories = await self._delete_history(run_id)
+        for execution in marker["executions"]:
+            await self._delete_execution(run_id, str(execution))
         if marker.get("trailDue"):
             trail_due = datetime.fromisoformat(str(marker["trailDue"]))
             self.store.put_if_absent(due_key(TRAILS_PREFIX, trail_due, run_id), json.dumps({"runId": run_id}).encode())
+        done = {"sweepId": sweep_id, "objects": marker["objects"], "histories": len(marker["executions"])}
+        counted = self.store.put_if_absent(f"{DONE_PREFIX}run/{run_id}.json", json.dumps(done).encode())
+        self._step("done")
         self.store.delete_keys([key])
-        return SweepCounts(runs=1, objects=int(marker["objects"]), histories=histories)
+        if not counted:
+            return SweepCounts()
+        return SweepCounts(runs=1, objects=int(marker["objects"]), histories=len(marker["executions"]))
 
-    def _remove_trail(self, key: str) -> SweepCounts:
+    def _remove_trail(self, key: str, sweep_id: str) -> SweepCounts:
         marker = self._marker(key)
         if marker is None:
             return SweepCounts()
+        if "runId" not in marker:
+            return self._set_aside(key)
         run_id = str(marker["runId"])
         segments = [self.store.key_of(uri)[1] for uri in self.store.list_uris(f"audit/{run_id}/")]
         self.store.delete_keys([audit_key(run_id), *segments])
+        counted = self.store.put_if_absent(
+            f"{DONE_PREFIX}trail/{run_id}.json", json.dumps({"sweepId": sweep_id}).encode()
+        )
         self.store.delete_keys([key])
-        return SweepCounts(trails=1)
+        return SweepCounts(trails=1) if counted else SweepCounts()
+
+    def _set_aside(self, key: str) -> SweepCounts:
+        """Move a marker the sweep cannot read out of its way (kept for a person to look at)."""
+        body = self.store.stored_or_none(key) or b""
+        self.store.put_json_bytes(FAILED_PREFIX + key.removeprefix("retention/"), body)
+        self.store.delete_keys([key])
+        activity.logger.warning("retention marker %s cannot be read; moved to %s", key, FAILED_PREFIX)
+        return SweepCounts(failed=1)
 
     def _marker(self, key: str) -> dict[str, Any] | None:
         body = self.store.stored_or_none(key)
-        return None if body is None else dict(json.loads(body))
-
-    async def _delete_history(self, run_id: str) -> int:
-        """Delete every execution of the run (each continue-as-new generation); how many there were."""
+        if body is None:
+            return None
         try:
-            executions = [e.run_id async for e in self.client.list_workflows(f"WorkflowId='{run_id}'")]
+            found = json.loads(body)
+        except ValueError:
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    async def _ended_executions(self, run_id: str) -> list[str]:
+        """The run's Temporal executions that have ended (each continue-as-new generation).
+
+        A running one is never listed: an id that was reused once the old history went is
+        another run's now.
+        """
+        try:
+            return [
+                execution.run_id
+                async for execution in self.client.list_workflows(
+                    f"WorkflowId='{run_id}' AND ExecutionStatus!='Running'"
+                )
+            ]
         except RPCError as err:
             if err.status != RPCStatusCode.UNIMPLEMENTED:
                 raise
-            executions = [""]  # a server without visibility (the time-skipping one): the current one
-        deleted = 0
-        for execution in executions:
-            request = DeleteWorkflowExecutionRequest(
-                namespace=self.client.namespace,
-                workflow_execution=WorkflowExecution(workflow_id=run_id, run_id=execution),
-            )
-            try:
-                await self.client.workflow_service.delete_workflow_execution(request)
-            except RPCError as err:
-                if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.UNIMPLEMENTED):
-                    raise
-                continue
-            deleted += 1
-        return deleted
+        # A server without visibility (the time-skipping one): the current execution, if it ended.
+        request = DescribeWorkflowExecutionRequest(
+            namespace=self.client.namespace, execution=WorkflowExecution(workflow_id=run_id)
+        )
+        try:  # the raw answer: that server's search attributes do not decode
+            described = (
+                await self.client.workflow_service.describe_workflow_execution(request)
+            ).workflow_execution_info
+        except RPCError as gone:
+            if gone.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
+        running = described.status == WorkflowExecutionStatus.RUNNING.value
+        return [] if running else [described.execution.run_id]
+
+    async def _delete_execution(self, run_id: str, execution: str) -> None:
+        request = DeleteWorkflowExecutionRequest(
+            namespace=self.client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=run_id, run_id=execution),
+        )
+        try:
+            await self.client.workflow_service.delete_workflow_execution(request)
+        except RPCError as err:
+            if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.UNIMPLEMENTED):
+                raise
 
     def _step(self, name: str) -> None:
         if self._fault is not None:

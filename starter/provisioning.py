@@ -22,6 +22,7 @@ from temporalio.client import (
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
+    ScheduleUpdate,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -174,6 +175,9 @@ async def ensure_sweep_schedule(client: Client, settings: Settings) -> None:
     try:
         await client.create_schedule(sweep_schedule_id(queue), schedule)
     except ScheduleAlreadyRunningError:
+        # It exists: keep its interval as configured now (DSMO_RETENTION_SWEEP_EVERY may have changed).
+        handle = client.get_schedule_handle(sweep_schedule_id(queue))
+        await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
         return
     log.info("retention sweep scheduled every %s on %s", settings.store.sweep_every, queue)
 

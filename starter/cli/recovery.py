@@ -176,8 +176,11 @@ def audit() -> None:
 @click.option(
     "--archive", type=click.Path(exists=True, dir_okay=False), help="Check an archive from `dsmo runs export`, offline."
 )
+@click.option("--manifest-sha256", help="With --archive: the manifest's SHA-256 printed at export, kept elsewhere.")
 @pass_context
-def audit_verify(obj: Context, run_id: str | None, erasures: bool, archive: str | None) -> None:
+def audit_verify(
+    obj: Context, run_id: str | None, erasures: bool, archive: str | None, manifest_sha256: str | None
+) -> None:
     """Check the exported trail's hash chain, and that it matches the run's own trail.
 
     An erased subject's run still verifies: the artifacts its trail names that can no longer be
@@ -186,8 +189,10 @@ def audit_verify(obj: Context, run_id: str | None, erasures: bool, archive: str 
     if [run_id is not None, erasures, archive is not None].count(True) != 1:
         raise click.UsageError("give one of RUN_ID, --erasures or --archive FILE")
     if archive is not None:
-        _verify_archive(Path(archive))
+        _verify_archive(Path(archive), manifest_sha256)
         return
+    if manifest_sha256 is not None:
+        raise click.UsageError("--manifest-sha256: only with --archive")
 
     async def go() -> TrailVerification:
         client = await obj.client()
@@ -245,11 +250,11 @@ def compensations_retry(obj: Context, compensation_id: str) -> None:
     click.echo(f"{state.status}: {compensation_id} after {state.attempts} attempts")
 
 
-def _verify_archive(path: Path) -> None:
+def _verify_archive(path: Path, manifest_sha256: str | None) -> None:
     """Check an exported archive with no server: sums, trail chains, erasure records."""
     from dsmo.starter.client.run_archive import verify_archive
 
-    result = verify_archive(path.read_bytes())
+    result = verify_archive(path.read_bytes(), manifest_sha256=manifest_sha256)
     if not result.ok:
         click.echo(f"TAMPERED: {result.problem}")
         sys.exit(1)

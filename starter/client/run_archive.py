@@ -86,8 +86,24 @@ class ArchiveVerification:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-def verify_archive(data: bytes) -> ArchiveVerification:
-    """Check an exported run archive offline, with no server."""
+def is_run_object(uri: str) -> bool:
+    """A run's own stored object (not a definition snapshot it names)."""
+    return any(part in uri for part in ("/artifacts/", "/dlq/", "/events/", "/uploads/"))
+
+
+def object_path(run_id: str, uri: str) -> str:
+    """Where an archive keeps one of a run's objects: under its key in the bucket."""
+    return f"runs/{run_id}/objects/{uri.split('/', 3)[3]}"
+
+
+def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> ArchiveVerification:
+    """Check an exported run archive offline, with no server.
+
+    Besides every file's sum: each trail's chain, that its events are its run's, that every object
+    it names is in the archive or listed as unreadable, and that each stage output in the archive
+    has the SHA-256 the (hash-chained) trail recorded for it. With ``manifest_sha256`` (printed at
+    export), the manifest itself is pinned too.
+    """
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -96,8 +112,13 @@ def verify_archive(data: bytes) -> ArchiveVerification:
         names = set(archive.namelist())
         if MANIFEST not in names:
             return ArchiveVerification(False, [], 0, f"{MANIFEST} is missing")
+        if len(archive.namelist()) != len(names):
+            return ArchiveVerification(False, [], 0, "the archive holds a file twice")
+        manifest_bytes = archive.read(MANIFEST)
+        if manifest_sha256 is not None and hashlib.sha256(manifest_bytes).hexdigest() != manifest_sha256:
+            return ArchiveVerification(False, [], 0, f"{MANIFEST}: its SHA-256 is not the one given")
         try:
-            manifest = json.loads(archive.read(MANIFEST))
+            manifest = json.loads(manifest_bytes)
         except ValueError:
             return ArchiveVerification(False, [], 0, f"{MANIFEST} is not JSON")
         runs = [str(run) for run in manifest.get("runs", [])]
@@ -124,15 +145,44 @@ def verify_archive(data: bytes) -> ArchiveVerification:
             if path == ERASURES and (problem := _erasure_problem(body)) is not None:
                 return failed(f"{path}: {problem}")
         for run_id in runs:
-            if f"runs/{run_id}/trail.jsonl" not in listed:
-                return failed(f"runs/{run_id}/trail.jsonl: the run's trail is missing")
+            trail = f"runs/{run_id}/trail.jsonl"
+            if trail not in listed:
+                return failed(f"{trail}: the run's trail is missing")
+            if (problem := _trail_problem(run_id, archive.read(trail), archive, set(listed), unreadable)) is not None:
+                return failed(problem)
     return ArchiveVerification(True, runs, len(listed), None, unreadable)
+
+
+def _trail_problem(
+    run_id: str, body: bytes, archive: zipfile.ZipFile, listed: set[str], unreadable: dict[str, str]
+) -> str | None:
+    """What is wrong between a run's trail and the objects beside it, or None."""
+    events = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+    if not events or events[0].get("type") != "RUN_CREATED":
+        return f"runs/{run_id}/trail.jsonl: does not start with the run's RUN_CREATED"
+    for event in events:
+        if event.get("runId") != run_id:
+            return f"runs/{run_id}/trail.jsonl: event {event.get('seq')} is run {event.get('runId')!r}'s"
+        for uri in event.get("artifactUris") or ():
+            path = object_path(run_id, str(uri))
+            if not is_run_object(str(uri)) or path in listed or uri in unreadable:
+                continue
+            return f"{path}: the trail names it, but it is neither in the archive nor listed as unreadable"
+        recorded = (event.get("data") or {}).get("outputSha256")
+        if event.get("type") == "STAGE_SUCCEEDED" and recorded:
+            path = object_path(run_id, str(event["artifactUris"][0]))
+            if path in listed and hashlib.sha256(archive.read(path)).hexdigest() != recorded:
+                return f"{path}: differs from the output the trail recorded (seq {event.get('seq')})"
+    return None
 
 
 def _erasure_problem(body: bytes) -> str | None:
     """Each erasure record's own hash (they are a subset of the log: their links are not checked)."""
     for number, line in enumerate(body.decode(errors="replace").splitlines(), start=1):
-        record = json.loads(line)
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return f"record {number}: not JSON"
         claimed, previous = record.pop("hash", None), record.pop("prevHash", "")
         if line_hash(previous, record) != claimed:
             return f"record {number}: hash does not match its content"

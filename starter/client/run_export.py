@@ -19,7 +19,8 @@ from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactS
 from dsmo.activities.audit_log import chain, unchained
 from dsmo.activities.definition_store import config_key
 from dsmo.activities.erasure_log import ErasureLog
-from dsmo.starter.client.run_archive import ERASURES, ArchiveBuilder
+from dsmo.activities.retention_markers import run_prefixes
+from dsmo.starter.client.run_archive import ERASURES, ArchiveBuilder, is_run_object, object_path
 from dsmo.starter.client.trail_store import TrailStore
 from dsmo.workflows.common.identifiers import check_run_id
 
@@ -105,13 +106,12 @@ def _objects(store: ArtifactStore, builder: ArchiveBuilder, run_id: str, events:
         snapshot = store.stored_or_none(config_key(version))
         if snapshot is not None:
             builder.add(f"runs/{run_id}/definitions/{version}.json", snapshot)
-    named = {str(uri) for event in events for uri in event.get("artifactUris") or () if "/artifacts/" in str(uri)}
-    prefixes = [*(f"artifacts/{version}/{run_id}/" for version in versions), f"dlq/{run_id}/", f"events/{run_id}/"]
+    named = {str(uri) for event in events for uri in event.get("artifactUris") or () if is_run_object(str(uri))}
+    prefixes = run_prefixes(run_id, versions)
     listed = {uri for prefix in prefixes for uri in store.list_uris(prefix)}
     for uri in sorted(listed | named):
-        key = store.key_of(uri)[1]
         try:
-            builder.add(f"runs/{run_id}/objects/{key}", store.read_bytes(uri))
+            builder.add(object_path(run_id, uri), store.read_bytes(uri))
         except ArtifactErased:
             builder.unreadable[uri] = "erased (its data subject was erased)"
         except ArtifactMissing:

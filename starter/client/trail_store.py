@@ -92,9 +92,10 @@ def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict
     if not subject_erased(store, created):
         return [], None
     records = ErasureLog(store).touching(str(created["subject"]))
-    # The run's own data (input, outputs, large event values), not the config snapshot it names.
+    # The run's own data (input, outputs, large event values, documents), not the config snapshot it names.
+    own = ("/artifacts/", "/dlq/", "/events/", "/uploads/")
     uris = sorted(
-        {str(uri) for event in events for uri in event.get("artifactUris") or () if "/artifacts/" in str(uri)}
+        {str(uri) for event in events for uri in event.get("artifactUris") or () if any(p in str(uri) for p in own)}
     )
     return uris, records[-1] if records else None
 

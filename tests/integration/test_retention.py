@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -9,12 +10,14 @@ from typing import Any
 
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import ScheduleActionStartWorkflow
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.retention_markers import ENDED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX
 from dsmo.activities.retention_sweeping import RetentionActivities
+from dsmo.starter.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
@@ -103,29 +106,38 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
 
 async def test_a_sweep_killed_halfway_resumes_and_counts_each_run_once(harness: Harness) -> None:
     """On the dev server: histories deleted too. The first attempt dies after deleting a run's
-    objects; the retry removes the rest and counts that run, and its objects, once."""
+    objects, the second after counting another run and before dropping its marker; the sweep's
+    outcome still counts every run, object and history once."""
     store = harness.store
     clear_retention(store)
     definition = one_message({"ended": "1h"})
     runs = [await finished(harness, definition) for _ in range(3)]
-    later = SweepBatch(as_of=datetime.now(UTC) + timedelta(hours=2))
-    killed: list[str] = []
+    sweep_id = f"killed-{uuid.uuid4().hex[:6]}"
+    later = SweepBatch(as_of=datetime.now(UTC) + timedelta(hours=2), sweep_id=sweep_id)
+    deaths = ["objects deleted", "done"]
 
-    def dies_once(step: str) -> None:
-        if step == "objects deleted" and not killed:
-            killed.append(step)
-            raise ConnectionError("worker killed")
+    def dies(step: str) -> None:
+        if deaths and step == deaths[0]:
+            deaths.pop(0)
+            raise ConnectionError(f"worker killed after {step}")
 
-    activities = RetentionActivities(store, harness.dsmo.temporal, fault=dies_once)
-    with pytest.raises(ConnectionError):
-        await ActivityEnvironment().run(activities.sweep_retention, later)
-    counts = await ActivityEnvironment().run(activities.sweep_retention, later)
-    assert (counts.runs, counts.objects, counts.more) == (3, 3, False)  # one input each, counted once
-    assert counts.histories == 3
+    activities = RetentionActivities(store, harness.dsmo.temporal, fault=dies)
+    for _ in range(2):
+        with pytest.raises(ConnectionError):
+            await ActivityEnvironment().run(activities.sweep_retention, later)
+    last = await ActivityEnvironment().run(activities.sweep_retention, later)
+    assert last.more is False and last.runs < 3  # this attempt alone did not see every run removed
+    outcome = await asyncio.to_thread(
+        ActivityEnvironment().run,
+        activities.record_sweep,
+        SweepOutcome(sweep_id=sweep_id, as_of=later.as_of, counts=last),
+    )
+    assert (outcome.counts.runs, outcome.counts.objects, outcome.counts.histories) == (3, 3, 3)
     for run_id in runs:
         assert not exists(store, run_input_key(definition.workflow_version, run_id))
         await history_gone(harness, run_id)
     assert await ActivityEnvironment().run(activities.sweep_retention, later) == SweepCounts()
+    assert store.list_uris("retention/done/") == []  # dropped once the outcome was kept
 
 
 async def test_the_embedded_stack_sets_its_namespace_retention(harness: Harness) -> None:
@@ -134,3 +146,18 @@ async def test_the_embedded_stack_sets_its_namespace_retention(harness: Harness)
     )
     kept = described.config.workflow_execution_retention_ttl.ToTimedelta()
     assert kept == harness.settings.temporal.history_retention == timedelta(days=30)
+
+
+async def test_the_worker_s_sweep_schedule_is_created_once_and_follows_its_interval(harness: Harness) -> None:
+    settings = harness.settings.with_changes(temporal={"task_queue": harness.task_queue})
+    handle = harness.dsmo.temporal.get_schedule_handle(sweep_schedule_id(harness.task_queue))
+    try:
+        for every, expected in (("1h", timedelta(hours=1)), ("15m", timedelta(minutes=15))):
+            await ensure_sweep_schedule(harness.dsmo.temporal, settings.with_changes(store={"sweep_every": every}))
+            described = await handle.describe()
+            assert [spec.every for spec in described.schedule.spec.intervals] == [expected]
+        action = described.schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow) and action.workflow == SWEEP_WORKFLOW
+        assert action.task_queue == harness.task_queue
+    finally:
+        await handle.delete()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import io
 import json
 import re
@@ -273,6 +274,25 @@ async def test_an_export_verifies_offline_and_a_tampered_archive_names_the_objec
             rewritten.writestr(name, body.replace(marker.encode(), b"SOMEONE-ELSE") if name == output else body)
     refused = await dsmo_cli(harness, "audit", "verify", "--archive", str(tampered), env=offline)
     assert refused.returncode == 1 and refused.stdout.startswith(f"TAMPERED: {output}: its SHA-256"), refused.stdout
+    # Rewriting the manifest to match does not help: the trail's chain recorded the output's hash.
+    changed = contents[output].replace(marker.encode(), b"SOMEONE-ELSE")
+    manifest = json.loads(contents["manifest.json"])
+    manifest["files"][output] = {"sha256": hashlib.sha256(changed).hexdigest(), "bytes": len(changed)}
+    forged = {**contents, output: changed, "manifest.json": json.dumps(manifest).encode()}
+    with zipfile.ZipFile(tampered, "w") as rewritten:
+        for name, body in forged.items():
+            rewritten.writestr(name, body)
+    refused = await dsmo_cli(harness, "audit", "verify", "--archive", str(tampered), env=offline)
+    assert refused.stdout.startswith(f"TAMPERED: {output}: differs from the output the trail recorded"), refused.stdout
+    pin = exported.stdout.split("manifest sha256 ")[1].split()[0]
+    pinned = await dsmo_cli(
+        harness, "audit", "verify", "--archive", str(archive), "--manifest-sha256", pin, env=offline
+    )
+    assert pinned.returncode == 0, pinned.stdout
+    wrong = await dsmo_cli(
+        harness, "audit", "verify", "--archive", str(tampered), "--manifest-sha256", pin, env=offline
+    )
+    assert wrong.returncode == 1 and "manifest.json: its SHA-256 is not the one given" in wrong.stdout
 
 
 async def dsmo_cli(harness: Harness, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -389,6 +409,8 @@ async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: H
     )
     run_id = await harness.start(definition, {"applicant": {"id": f"A-{uuid.uuid4().hex[:8]}"}})
     await waiting_at(harness, run_id, "docs")
+    # Larger than the API's 64 KiB body cap: documents have their own (25 MiB).
+    document = {"name": marker, "scan": "x" * 300_000}
     settings = harness.settings.with_changes(
         temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
     )
@@ -406,7 +428,7 @@ async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: H
                 browser.post,
                 action.group(1).replace("&amp;", "&"),
                 data={"csrf_token": token.group(1)},
-                files={"file": ("passport.json", f'{{"name": "{marker}"}}'.encode(), "application/json")},
+                files={"file": ("passport.json", json.dumps(document).encode(), "application/json")},
                 follow_redirects=False,
             )
         )
@@ -416,7 +438,7 @@ async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: H
     assert len(uploads) == 1 and uploads[0].endswith("/passport.json")
     stored = harness.store.stored_or_none(harness.store.key_of(uploads[0])[1]) or b""
     assert stored.startswith(MAGIC) and marker.encode() not in stored
-    assert harness.store.read_json(uploads[0]) == {"name": marker}
+    assert harness.store.read_json(uploads[0]) == document
 
 
 async def test_the_cli_erases_a_subject_and_checks_the_erasure_log(harness: Harness) -> None:

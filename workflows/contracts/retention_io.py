@@ -17,6 +17,7 @@ class SweepBatch(WireModel):
     """Remove at most ``limit`` runs' data (then trails) due by ``as_of``."""
 
     as_of: datetime
+    sweep_id: str = ""  # the sweep's workflow id: what its done records name
     limit: int = SWEEP_BATCH
 
 
@@ -28,6 +29,7 @@ class SweepCounts(WireModel):
         objects: Stored objects removed with them.
         histories: Temporal executions deleted (none when retention of the namespace came first).
         trails: Audit trails removed.
+        failed: Markers that could not be read, set aside in ``retention/failed/``.
         more: The batch stopped at its limit: more is due.
     """
 
@@ -35,6 +37,7 @@ class SweepCounts(WireModel):
     objects: int = 0
     histories: int = 0
     trails: int = 0
+    failed: int = 0
     more: bool = False
 
     def plus(self, other: SweepCounts) -> SweepCounts:
@@ -43,6 +46,7 @@ class SweepCounts(WireModel):
             objects=self.objects + other.objects,
             histories=self.histories + other.histories,
             trails=self.trails + other.trails,
+            failed=self.failed + other.failed,
             more=other.more,
         )
 

@@ -40,5 +40,12 @@ class Retention(CamelModel):
         return self
 
     def merged(self, defaults: Retention) -> Retention:
-        """This policy with each period it leaves out taken from ``defaults``."""
-        return Retention(ended=self.ended or defaults.ended, trail=self.trail or defaults.trail)
+        """This policy with each period it leaves out taken from ``defaults``.
+
+        A trail never goes before the data it describes: a definition's short ``trail`` beside a
+        default ``ended`` longer than it keeps the trail as long as the data.
+        """
+        ended, trail = self.ended or defaults.ended, self.trail or defaults.trail
+        if ended is not None and trail is not None and trail < ended:
+            trail = ended
+        return Retention(ended=ended, trail=trail)

@@ -1,10 +1,11 @@
 """`RetentionSweep`: removes what is due under the definitions' retention, started by a Temporal Schedule.
 
 One sweep asks its activity for batches (`SWEEP_BATCH` runs or trails each) until nothing due is
-left, as of the moment it started; every batch's counts are exact even when an activity attempt
-dies halfway (activities/retention_sweeping.py). A sweep with very much due continues as new
-every `BATCHES_PER_GENERATION` batches, carrying its counts, so its history stays short. At the
-end it writes its outcome to the store (``retention/sweeps/``) and returns it.
+left, as of the moment it started. A sweep with very much due continues as new every
+`BATCHES_PER_GENERATION` batches, so its history stays short. At the end `record_sweep` counts
+what it removed from the done records its batches wrote (exact even when an attempt died
+halfway: activities/retention_sweeping.py), keeps the outcome in ``retention/sweeps/`` and
+returns it.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ class RetentionSweep:
     async def run(self, start: SweepStart) -> SweepOutcome:
         """Remove every ended run's data and trail due as of the sweep's start; return the counts."""
         as_of = start.as_of or workflow.now()
+        sweep_id = workflow.info().workflow_id
         counts = start.counts
         for _ in range(BATCHES_PER_GENERATION):
             batch = await workflow.execute_activity(
                 SWEEP_RETENTION,
-                SweepBatch(as_of=as_of),
+                SweepBatch(as_of=as_of, sweep_id=sweep_id),
                 result_type=SweepCounts,
                 start_to_close_timeout=timedelta(minutes=10),
                 retry_policy=_RETRY,
@@ -55,8 +57,13 @@ class RetentionSweep:
                 break
         else:
             workflow.continue_as_new(SweepStart(as_of=as_of, counts=counts))
-        outcome = SweepOutcome(sweep_id=workflow.info().workflow_id, as_of=as_of, counts=counts)
-        await workflow.execute_activity(
-            RECORD_SWEEP, outcome, result_type=str, start_to_close_timeout=timedelta(minutes=1), retry_policy=_RETRY
+        # The attempts' own counts show progress; the outcome is counted from what the store holds.
+        progress = SweepOutcome(sweep_id=sweep_id, as_of=as_of, counts=counts)
+        outcome: SweepOutcome = await workflow.execute_activity(
+            RECORD_SWEEP,
+            progress,
+            result_type=SweepOutcome,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=_RETRY,
         )
         return outcome

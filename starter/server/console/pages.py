@@ -25,12 +25,12 @@ from dsmo.starter.server.console.auth import (
 from dsmo.starter.server.console.forms import FORMS
 from dsmo.starter.server.console.graph_layout import edges
 from dsmo.starter.server.console.open_runs import open_runs
-from dsmo.starter.server.console.run_page import load_run_page
+from dsmo.starter.server.console.run_page import load_run_page, run_of_key
 from dsmo.starter.server.console.session import PRESESSION_COOKIE
 from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.starter.server.console.uploads import UploadForm, return_path, sealed_upload_path, upload_form
 from dsmo.starter.server.console.web import Console, checked_run_id, console, problem_page, render
-from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactErased, ArtifactMissing
+from dsmo.starter.storage import ArtifactErased, ArtifactMissing
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 
@@ -167,7 +167,7 @@ async def run_page(request: Request, run_id: str, viewer: Viewer = Depends(can_r
 async def run_artifact(request: Request, run_id: str, key: str, viewer: Viewer = Depends(can_read)) -> Response:
     """One of a run's sealed objects, opened (its presigned link would give the ciphertext)."""
     checked_run_id(run_id)
-    if not key.startswith(ARTIFACT_PREFIX) or f"/{run_id}/" not in key:
+    if run_of_key(key) != run_id or ".." in key.split("/"):
         return problem_page(request, 404, f"{key}: not an object of run {run_id}")
     store = console(request).store
     try:

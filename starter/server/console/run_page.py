@@ -91,7 +91,7 @@ def _artifacts(trail: list[AuditEvent], s3: S3Client, store: ArtifactStore) -> l
                 continue
             bucket, key = store.key_of(uri)
             name = key.rsplit("/", 1)[-1]
-            if sealed and key.startswith(ARTIFACT_PREFIX):
+            if sealed and run_of_key(key) == event.run_id:
                 found[uri] = Artifact(
                     event.stage, name, uri, "" if erased else artifact_path(event.run_id, key), erased
                 )
@@ -101,6 +101,16 @@ def _artifacts(trail: list[AuditEvent], s3: S3Client, store: ArtifactStore) -> l
             )
             found[uri] = Artifact(event.stage, name, uri, link)
     return list(found.values())
+
+
+def run_of_key(key: str) -> str | None:
+    """The run whose own object ``key`` is (input, outputs, dead letters, event values, uploads), or None."""
+    parts = key.split("/")
+    if key.startswith(ARTIFACT_PREFIX) and len(parts) > 3:
+        return parts[2]  # artifacts/{version}/{run}/...
+    if parts[0] in ("dlq", "events", "uploads") and len(parts) > 2:
+        return parts[1]
+    return None
 
 
 def artifact_path(run_id: str, key: str) -> str:

@@ -24,6 +24,7 @@ from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.console.app import install_console, open_console
+from dsmo.starter.server.console.uploads import MAX_UPLOAD_BYTES
 from dsmo.starter.server.ingress import event_routes, executions
 from dsmo.starter.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.starter.server.ingress.problems import install_error_handlers
@@ -67,6 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
         IngressGuard,
         keys=app.state.keys,
         max_body=MAX_BODY_BYTES,
+        upload_max_body=MAX_UPLOAD_BYTES + 64 * 1024,  # the file and the form around it
         docs=settings.ingress.docs,
         event_rate=app.state.event_rate,
     )

@@ -35,6 +35,8 @@ EVENTS_PATH = re.compile(r"/executions/[^/]+/events")
 # The console signs people in itself (a session cookie, CSRF tokens): no API key header there.
 CONSOLE_PATH = re.compile(r"/|/console(/.*)?")
 UPLOAD_RETURN = re.compile(r"/console/runs/[^/]+/uploaded/[^/]+/[^/]+/[^/]+")
+# A document posted to the console to be sealed (a run with a data subject): the one large body.
+SEALED_UPLOAD = re.compile(r"/console/runs/[^/]+/upload/[^/]+/[^/]+/[^/]+")
 
 
 class BodyTooLarge(Exception):
@@ -48,14 +50,23 @@ class IngressGuard:
         app: The application behind the guard.
         keys: Where API keys are verified.
         max_body: The largest body read, in bytes.
+        upload_max_body: The largest body of a sealed document upload (default: ``max_body``).
         docs: ``public``, ``read`` or ``off``: who may read the API description.
         event_rate: Per-key token buckets for event deliveries.
     """
 
     def __init__(
-        self, app: ASGIApp, *, keys: KeyStore, max_body: int, docs: str = "read", event_rate: TokenBuckets
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyStore,
+        max_body: int,
+        upload_max_body: int | None = None,
+        docs: str = "read",
+        event_rate: TokenBuckets,
     ) -> None:
         self.app, self.keys, self.max_body, self.docs, self.event_rate = app, keys, max_body, docs, event_rate
+        self.upload_max_body = upload_max_body or max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,11 +102,12 @@ class IngressGuard:
                     message = f"key {key.name!r} sends events faster than its limit; retry in {retry_after} s"
                     await _reply(send, 429, "rate_limited", message, [(b"retry-after", retry_after.encode())])
                     return
+        limit = self.upload_max_body if scope["method"] == "POST" and SEALED_UPLOAD.fullmatch(path) else self.max_body
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body:
-            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {self.max_body}")
+        if declared.isdigit() and int(declared) > limit:
+            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {limit}")
             return
-        await self._capped(scope, receive, send)
+        await self._capped(scope, receive, send, limit)
 
     async def _authenticate(self, headers: dict[str, str], send: Send) -> ApiKey | None:
         presented = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
@@ -107,7 +119,7 @@ class IngressGuard:
             await _reply(send, 401, "unauthenticated", "unknown API key")
         return key
 
-    async def _capped(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _capped(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         received = 0
         exceeded = replied = False
 
@@ -116,7 +128,7 @@ class IngressGuard:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body:
+                if received > limit:
                     exceeded = True
                     raise BodyTooLarge
             return message
@@ -128,14 +140,14 @@ class IngressGuard:
                 await send(message)
             elif not replied:
                 replied = True
-                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {limit}-byte limit")
 
         try:
             await self.app(scope, capped_receive, capped_send)
         except BodyTooLarge:
             if not replied:
                 replied = True
-                await _refuse(scope, send, 413, "too_large", f"body is over the {self.max_body}-byte limit")
+                await _refuse(scope, send, 413, "too_large", f"body is over the {limit}-byte limit")
 
 
 def credential_params(query: str) -> list[str]:
