@@ -7,6 +7,9 @@ A bad value is a `SettingsError` whose one-line message names the variable and t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
+
+from dsmo.workflows.common.durations import parse_duration
 
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
@@ -133,6 +136,30 @@ def port_number(value: str, name: str) -> int:
     if not 0 < port < 65536:
         raise SettingsError(f"{name}: {port} is outside 1-65535")
     return port
+
+
+def duration_value(value: str, name: str, *, at_least: timedelta, shortest: str) -> timedelta:
+    """Check a duration given as text (``30s``, ``15m``, ``7d``, ``7y``).
+
+    Args:
+        value: The text.
+        name: The variable it came from, for the message.
+        at_least: The shortest it may be.
+        shortest: ``at_least`` as the message says it (``1m``, ``1d``).
+
+    Returns:
+        The duration.
+
+    Raises:
+        SettingsError: It is not a duration, or is shorter than ``at_least``.
+    """
+    try:
+        period = parse_duration(value)
+    except ValueError as err:
+        raise SettingsError(f"{name}: {err}") from None
+    if period < at_least:
+        raise SettingsError(f"{name}: at least {shortest}")
+    return period
 
 
 def on_off(value: bool) -> str:

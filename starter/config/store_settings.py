@@ -14,9 +14,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from dsmo.starter.config.env_values import EnvReader, SettingsError
-from dsmo.workflows.common.durations import parse_duration
-from dsmo.workflows.definition.retention import Retention
+from dsmo.starter.config.env_values import EnvReader, SettingsError, duration_value
+from dsmo.workflows.definition.retention import MIN_RETENTION, Retention
 
 
 @dataclass(frozen=True)
@@ -128,10 +127,7 @@ class StoreSettings:
             ("trail", "DSMO_RETENTION_TRAIL", self.retention_trail),
         ):
             if text:
-                try:
-                    periods[name] = parse_duration(text)
-                except ValueError as err:
-                    raise SettingsError(f"{variable}: {err}") from None
+                periods[name] = duration_value(text, variable, at_least=MIN_RETENTION, shortest="1h")
         try:
             return Retention(**periods)
         except ValidationError as err:
@@ -145,12 +141,9 @@ class StoreSettings:
         Raises:
             SettingsError: ``DSMO_RETENTION_SWEEP_EVERY`` is not a duration of at least a minute.
         """
-        try:
-            interval = parse_duration(self.sweep_every)
-        except ValueError as err:
-            raise SettingsError(f"DSMO_RETENTION_SWEEP_EVERY: {err}") from None
-        if interval < timedelta(minutes=1):
-            raise SettingsError("DSMO_RETENTION_SWEEP_EVERY: at least 1m")
+        interval = duration_value(
+            self.sweep_every, "DSMO_RETENTION_SWEEP_EVERY", at_least=timedelta(minutes=1), shortest="1m"
+        )
         return interval
 
     @property

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
-from dsmo.starter.config.env_values import EnvReader, SettingsError, port_number
-from dsmo.workflows.common.durations import parse_duration
+from dsmo.starter.config.env_values import EnvReader, SettingsError, duration_value, port_number
 
 DEFAULT_TASK_QUEUE = "agent-executions"
 
@@ -125,12 +124,9 @@ class TemporalSettings:
         Raises:
             SettingsError: ``DSMO_NAMESPACE_RETENTION`` is not a duration of at least a day.
         """
-        try:
-            period = parse_duration(self.namespace_retention)
-        except ValueError as err:
-            raise SettingsError(f"DSMO_NAMESPACE_RETENTION: {err}") from None
-        if period < timedelta(days=1):
-            raise SettingsError("DSMO_NAMESPACE_RETENTION: at least 1d (Temporal's minimum)")
+        period = duration_value(
+            self.namespace_retention, "DSMO_NAMESPACE_RETENTION", at_least=timedelta(days=1), shortest="1d"
+        )
         return period
 
     @property
