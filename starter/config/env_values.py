@@ -154,7 +154,7 @@ def duration_value(value: str, name: str, *, at_least: timedelta, shortest: str)
         SettingsError: It is not a duration, or is shorter than ``at_least``.
     """
     try:
-        period = parse_duration(value)
+        period = parse_duration(value, years=True)
     except ValueError as err:
         raise SettingsError(f"{name}: {err}") from None
     if period < at_least:

@@ -1,6 +1,7 @@
 """Human durations (``250ms``, ``1.5s``, ``30s``, ``15m``, ``24h``, ``7d``, ``1h30m``, ``7y``) as timedeltas.
 
-A year (``y``) is 365 days: retention periods are written in years.
+A year (``y``) is 365 days; only periods that may be that long take it (`LongDuration`:
+retention), so a stage timeout of ``100y`` is still refused as the typo it is.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ YEAR_SECONDS = 365 * 86400
 _PATTERN = re.compile(r"(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?")
 
 
-def parse_duration(value: Any) -> timedelta:
-    """Parse ``value`` (a duration string, seconds as a number, or a timedelta)."""
+def parse_duration(value: Any, *, years: bool = False) -> timedelta:
+    """Parse ``value`` (a duration string, seconds as a number, or a timedelta); ``y`` only with ``years``."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool):
@@ -29,9 +30,11 @@ def parse_duration(value: Any) -> timedelta:
         match = _PATTERN.fullmatch(text)
         if not text or match is None or not any(match.groups()):
             raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d or 1h30m")
-        years, *whole, milliseconds = match.groups()
+        in_years, *whole, milliseconds = match.groups()
+        if in_years and not years:
+            raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d or 1h30m")
         seconds = sum(float(part) * factor for part, factor in zip(whole, _UNITS.values(), strict=True) if part)
-        seconds += int(years) * YEAR_SECONDS if years else 0
+        seconds += int(in_years) * YEAR_SECONDS if in_years else 0
         seconds += int(milliseconds) / 1000 if milliseconds else 0.0
     else:
         raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 15m, 24h, 7d")
@@ -64,5 +67,17 @@ def format_duration(value: timedelta) -> str:
 Duration = Annotated[
     timedelta,
     BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+
+
+def _parse_long(value: Any) -> timedelta:
+    return parse_duration(value, years=True)
+
+
+# A period that may run to years (``7y``): retention.
+LongDuration = Annotated[
+    timedelta,
+    BeforeValidator(_parse_long),
     PlainSerializer(format_duration, return_type=str, when_used="json"),
 ]

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from pydantic import model_validator
 
-from dsmo.workflows.common.durations import Duration
+from dsmo.workflows.common.durations import LongDuration
 from dsmo.workflows.common.wire import CamelModel
 
 # A sweep runs hourly by default: a shorter period would not be kept to.
@@ -27,8 +27,8 @@ class Retention(CamelModel):
         trail: After a run ends, how long its audit trail is kept (at least ``ended``).
     """
 
-    ended: Duration | None = None
-    trail: Duration | None = None
+    ended: LongDuration | None = None
+    trail: LongDuration | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Retention:
