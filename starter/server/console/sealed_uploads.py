@@ -16,14 +16,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import RedirectResponse
 
-from dsmo.starter.server.console.auth import CSRF_FIELD, ConsoleProblem, Viewer, check_csrf, signed_in
+from dsmo.starter.server.console.auth import CONSOLE, CSRF_FIELD, ConsoleProblem, Viewer, check_csrf, signed_in
 from dsmo.starter.server.console.form_actions import ack_notice, require_scope, run_url, within_event_rate
 from dsmo.starter.server.console.uploads import MAX_UPLOAD_BYTES, return_valid, upload_prefix
 from dsmo.starter.server.console.web import checked_run_id, console
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 
-router = APIRouter(prefix="/console")
+router = APIRouter(prefix=CONSOLE, include_in_schema=False)
 
 
 @router.post("/runs/{run_id}/upload/{document}/{event_id}/{signature}")
