@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -269,6 +270,13 @@ class ArtifactStore:
         for start in range(0, len(keys), 1000):  # S3's limit per request
             chunk: list[ObjectIdentifierTypeDef] = [{"Key": key} for key in keys[start : start + 1000]]
             self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
+
+    def list_modified(self, prefix: str) -> list[tuple[str, datetime]]:
+        """The keys under ``prefix`` with when each was last written, in key order."""
+        found: list[tuple[str, datetime]] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            found.extend((item["Key"], item["LastModified"]) for item in page.get("Contents", []))
+        return found
 
     def list_uris(self, prefix: str) -> list[str]:
         uris: list[str] = []

@@ -46,7 +46,7 @@ def schedule_removal(
     trail_due = (ended_at + policy.trail).isoformat() if policy.trail else None
     if policy.ended is not None:
         key = due_key(ENDED_PREFIX, ended_at + policy.ended, run_id)
-        marker = {"runId": run_id, "versions": versions, "trailDue": trail_due}
+        marker = {"runId": run_id, "versions": versions, "trailDue": trail_due, "endedAt": ended_at.isoformat()}
     elif policy.trail is not None:
         key, marker = due_key(TRAILS_PREFIX, ended_at + policy.trail, run_id), {"runId": run_id}
     else:

@@ -19,9 +19,10 @@ JSON, no run) is moved to ``retention/failed/`` so one bad object does not stop 
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -43,14 +44,21 @@ from dsmo.activities.retention_markers import (
 )
 from dsmo.workflows.contracts.retention_io import RECORD_SWEEP, SWEEP_RETENTION, SweepBatch, SweepCounts, SweepOutcome
 
+# Times one marker may fail before it is set aside for a person to look at.
+MARKER_ATTEMPTS = 5
+# The store's clock against the workflow's: objects written this long after the run's end are still its.
+WRITE_SLACK = timedelta(minutes=10)
+
 
 class RetentionActivities:
     """The sweep's activities over one store and one Temporal client."""
 
-    def __init__(self, store: ArtifactStore, client: Client, *, fault: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, store: ArtifactStore, client: Client, *, fault: Callable[[str, str], None] | None = None
+    ) -> None:
         self.store = store
         self.client = client
-        self._fault = fault  # tests: called between steps, may raise (a worker killed there)
+        self._fault = fault  # tests: told each step (and its run), may raise (a worker killed there)
 
     @activity.defn(name=SWEEP_RETENTION)
     async def sweep_retention(self, batch: SweepBatch) -> SweepCounts:
@@ -61,11 +69,11 @@ class RetentionActivities:
         """
         counts = SweepCounts()
         for key in self._due(ENDED_PREFIX, batch.as_of, batch.limit):
-            counts = counts.plus(await self._remove_run(key, batch.sweep_id))
+            counts = counts.plus(await self._guarded(key, self._remove_run(key, batch.sweep_id)))
         taken = counts.runs + counts.failed
         trails = self._due(TRAILS_PREFIX, batch.as_of, batch.limit - taken) if taken < batch.limit else []
         for key in trails:
-            counts = counts.plus(self._remove_trail(key, batch.sweep_id))
+            counts = counts.plus(await self._guarded(key, asyncio.to_thread(self._remove_trail, key, batch.sweep_id)))
         counts.more = counts.runs + counts.trails + counts.failed >= batch.limit
         return counts
 
@@ -114,17 +122,20 @@ class RetentionActivities:
             run_id, versions = str(marker["runId"]), [str(version) for version in marker["versions"]]
         except (KeyError, TypeError):
             return self._set_aside(key)
+        # Only what the run wrote: an id reused once Temporal forgot the run is another run's now.
+        ended = datetime.fromisoformat(str(marker["endedAt"])) if marker.get("endedAt") else None
         keys = [
-            self.store.key_of(uri)[1]
+            name
             for prefix in run_prefixes(run_id, versions)
-            for uri in self.store.list_uris(prefix)
+            for name, written in self.store.list_modified(prefix)
+            if ended is None or written <= ended + WRITE_SLACK
         ]
         if "objects" not in marker:
             marker["objects"], marker["executions"] = len(keys), await self._ended_executions(run_id)
             self.store.s3.put_object(Bucket=self.store.bucket, Key=key, Body=json.dumps(marker).encode())
-        self._step("counted")
+        self._step("counted", run_id)
         self.store.delete_keys(keys)
-        self._step("objects deleted")
+        self._step("objects deleted", run_id)
         for execution in marker["executions"]:
             await self._delete_execution(run_id, str(execution))
         if marker.get("trailDue"):
@@ -132,7 +143,7 @@ class RetentionActivities:
             self.store.put_if_absent(due_key(TRAILS_PREFIX, trail_due, run_id), json.dumps({"runId": run_id}).encode())
         done = {"sweepId": sweep_id, "objects": marker["objects"], "histories": len(marker["executions"])}
         counted = self.store.put_if_absent(f"{DONE_PREFIX}run/{run_id}.json", json.dumps(done).encode())
-        self._step("done")
+        self._step("done", run_id)
         self.store.delete_keys([key])
         if not counted:
             return SweepCounts()
@@ -152,6 +163,25 @@ class RetentionActivities:
         )
         self.store.delete_keys([key])
         return SweepCounts(trails=1) if counted else SweepCounts()
+
+    async def _guarded(self, key: str, removal: Awaitable[SweepCounts]) -> SweepCounts:
+        """One marker's removal; a marker that keeps failing is set aside, so it stops no sweep.
+
+        Each failure is counted in the marker; the attempt fails (Temporal retries it) until the
+        marker has failed `MARKER_ATTEMPTS` times, when it is moved to ``retention/failed/``.
+        """
+        try:
+            return await removal
+        except Exception:
+            marker = self._marker(key)
+            if marker is None:
+                raise
+            marker["failures"] = int(marker.get("failures", 0)) + 1
+            if marker["failures"] >= MARKER_ATTEMPTS:
+                activity.logger.exception("retention marker %s failed %d times", key, MARKER_ATTEMPTS)
+                return self._set_aside(key)
+            self.store.s3.put_object(Bucket=self.store.bucket, Key=key, Body=json.dumps(marker).encode())
+            raise
 
     def _set_aside(self, key: str) -> SweepCounts:
         """Move a marker the sweep cannot read out of its way (kept for a person to look at)."""
@@ -213,6 +243,6 @@ class RetentionActivities:
             if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.UNIMPLEMENTED):
                 raise
 
-    def _step(self, name: str) -> None:
+    def _step(self, name: str, run_id: str) -> None:
         if self._fault is not None:
-            self._fault(name)
+            self._fault(name, run_id)

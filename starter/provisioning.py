@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import timedelta
 
@@ -173,11 +174,20 @@ async def ensure_sweep_schedule(client: Client, settings: Settings) -> None:
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
     )
     try:
-        await client.create_schedule(sweep_schedule_id(queue), schedule)
-    except ScheduleAlreadyRunningError:
-        # It exists: keep its interval as configured now (DSMO_RETENTION_SWEEP_EVERY may have changed).
-        handle = client.get_schedule_handle(sweep_schedule_id(queue))
-        await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
+        try:
+            await client.create_schedule(sweep_schedule_id(queue), schedule)
+        except ScheduleAlreadyRunningError:
+            # It exists: its interval follows DSMO_RETENTION_SWEEP_EVERY; a pause an operator set stays.
+            handle = client.get_schedule_handle(sweep_schedule_id(queue))
+            await handle.update(
+                lambda found: ScheduleUpdate(
+                    schedule=dataclasses.replace(schedule, state=found.description.schedule.state)
+                )
+            )
+            return
+    except RPCError as err:
+        # A server without schedules, or a key that may not create one: the worker serves all the same.
+        log.warning("retention sweep not scheduled on %s: %s (ended runs are kept)", queue, err.message)
         return
     log.info("retention sweep scheduled every %s on %s", settings.store.sweep_every, queue)
 

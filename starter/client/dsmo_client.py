@@ -382,6 +382,8 @@ class DsmoClient:
         slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
         if request.definition.subject is not None:  # ... and so is a missing subject
             request = await subject_starts.with_subject(request, self._trail_store().store)
+        elif request.origin:  # a replay, fork or redrive of a child about its parent's subject
+            request = await subject_starts.inherited_subject(request, self.temporal, self._trail_store().store)
         with tracer.start_as_current_span(f"dsmo.start {definition.agent}", attributes={"dsmo.run_id": run_id}):
             # A delayed run asks for its slots when it starts; any other claims them now.
             admission = (

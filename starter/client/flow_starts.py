@@ -38,6 +38,7 @@ from dsmo.starter.client.client_errors import (
     RunNotFound,
 )
 from dsmo.starter.client.with_start import update_with_start
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.contracts.subject_io import SubjectSeal
@@ -140,6 +141,8 @@ async def admit(
                 assert store is not None, "a key that delivers needs the store, to keep the start"
                 start = _delivered_start(request, events, task_queue)
                 seal = request.subject.seal if request.subject else None
+                if seal is None and request.definition.subject is not None:
+                    raise DsmoError("subject: its keys cannot be read now, so the start cannot be held; try again")
                 acks = await _deliver(store, dsmo, holder, events, start, seal)
                 if acks is not None:
                     await give_back(dsmo, slots, admission.claimed, run_id, task_queue)

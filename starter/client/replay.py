@@ -126,6 +126,8 @@ def resumed_values(store: ArtifactStore, event: AuditEvent) -> dict[str, Any]:
         if values_digest(values) != ref.get("sha256"):
             raise DsmoError(f"{ref['uri']} does not hold the values RUN_RESUMED #{event.seq} recorded (sha256 differs)")
         return values
+    if "setDigest" in event.data:  # a subject's run whose values could not be stored: the trail has only their digest
+        raise DsmoError(f"RUN_RESUMED #{event.seq} kept only the digest of the values it set; they cannot be replayed")
     return dict(event.data.get("set") or {})
 
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from temporalio.client import Client
+from temporalio.service import RPCError
+
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.subject_keys import SubjectKeysMissing
 from dsmo.starter.client.client_errors import InvalidInputDocument
+from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.subjects import SubjectMissing, render_subject
 
@@ -32,6 +36,36 @@ def rendered_subject(request: ExecutionRequest) -> str | None:
         return render_subject(template, request.input)
     except SubjectMissing as err:
         raise InvalidInputDocument(f"input: {err}") from None
+
+
+# A new run re-doing another (replay, fork, redrive, what-if) names it here in its origin.
+SOURCE_ORIGINS = ("replayOf", "forkOf", "redriveOf")
+
+
+def source_run(request: ExecutionRequest) -> str | None:
+    """The run a new run re-does, if it re-does one."""
+    return next((request.origin[key] for key in SOURCE_ORIGINS if key in request.origin), None)
+
+
+async def inherited_subject(request: ExecutionRequest, temporal: Client, store: ArtifactStore) -> ExecutionRequest:
+    """A replay, fork or redrive of a run about a data subject its own definition does not name
+    (it inherited its parent's) is about that subject too: its data is sealed with the same key.
+
+    Raises:
+        SubjectErased: The subject was erased (nothing of the original can be re-done).
+    """
+    source = source_run(request)
+    if source is None or request.subject is not None or request.definition.subject is not None:
+        return request
+    try:
+        described = await temporal.get_workflow_handle(source).describe()
+    except RPCError:
+        return request  # its history is gone: nothing says it had a subject (its objects would)
+    subject = described.typed_search_attributes.get(sa.DATA_SUBJECT)
+    if subject is None:
+        return request
+    key = await asyncio.to_thread(store.subjects.key_for, subject)
+    return request.model_copy(update={"subject": key})
 
 
 async def with_subject(request: ExecutionRequest, store: ArtifactStore) -> ExecutionRequest:

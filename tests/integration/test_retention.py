@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.activities.audit_log import audit_key
-from dsmo.activities.retention_markers import ENDED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX
-from dsmo.activities.retention_sweeping import RetentionActivities
+from dsmo.activities.retention_markers import ENDED_PREFIX, FAILED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX
+from dsmo.activities.retention_sweeping import MARKER_ATTEMPTS, RetentionActivities
 from dsmo.starter.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
@@ -116,7 +116,7 @@ async def test_a_sweep_killed_halfway_resumes_and_counts_each_run_once(harness: 
     later = SweepBatch(as_of=datetime.now(UTC) + timedelta(hours=2), sweep_id=sweep_id)
     deaths = ["objects deleted", "done"]
 
-    def dies(step: str) -> None:
+    def dies(step: str, run_id: str) -> None:
         if deaths and step == deaths[0]:
             deaths.pop(0)
             raise ConnectionError(f"worker killed after {step}")
@@ -138,6 +138,27 @@ async def test_a_sweep_killed_halfway_resumes_and_counts_each_run_once(harness: 
         await history_gone(harness, run_id)
     assert await ActivityEnvironment().run(activities.sweep_retention, later) == SweepCounts()
     assert store.list_uris("retention/done/") == []  # dropped once the outcome was kept
+
+
+async def test_a_marker_that_keeps_failing_is_set_aside_and_stops_no_sweep(harness: Harness) -> None:
+    store = harness.store
+    clear_retention(store)
+    definition = one_message({"ended": "1h"})
+    stuck, fine = [await finished(harness, definition) for _ in range(2)]
+
+    def refuses(step: str, run_id: str) -> None:
+        if step == "counted" and run_id == stuck:
+            raise PermissionError("the store refuses this run's objects")
+
+    activities = RetentionActivities(store, harness.dsmo.temporal, fault=refuses)
+    later = SweepBatch(as_of=datetime.now(UTC) + timedelta(hours=2), sweep_id=f"aside-{uuid.uuid4().hex[:6]}")
+    for _ in range(MARKER_ATTEMPTS - 1):
+        with pytest.raises(PermissionError):
+            await ActivityEnvironment().run(activities.sweep_retention, later)
+    counts = await ActivityEnvironment().run(activities.sweep_retention, later)
+    assert counts.failed == 1 and not exists(store, run_input_key(definition.workflow_version, fine))
+    assert [uri.rsplit("/", 1)[1] for uri in store.list_uris(FAILED_PREFIX)] == [f"{stuck}.json"]
+    assert await ActivityEnvironment().run(activities.sweep_retention, later) == SweepCounts()
 
 
 async def test_the_embedded_stack_sets_its_namespace_retention(harness: Harness) -> None:

@@ -389,6 +389,12 @@ async def test_a_child_inherits_its_parent_s_subject_unless_it_names_its_own(har
     assert stored.startswith(MAGIC) and marker.encode() not in stored
     plan = await harness.dsmo.erase_subject(subject, reason="check", dry_run=True)
     assert sorted(run.run_id for run in plan.plan.runs) == sorted([run_id, children[inherits]])
+    # A replay of the inheriting child is about the same subject, its data sealed as the original's.
+    replayed = (await harness.dsmo.replay(children[inherits], task_queue=harness.task_queue)).replay
+    described = await harness.dsmo.temporal.get_workflow_handle(replayed).describe()
+    assert described.typed_search_attributes.get(sa.DATA_SUBJECT) == subject
+    stored = harness.store.stored_or_none(run_input_key(version, replayed)) or b""
+    assert stored.startswith(MAGIC) and marker.encode() not in stored
 
 
 async def test_a_document_for_a_subject_s_run_is_sealed_on_its_way_in(harness: Harness, tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from dsmo.activities.retention_markers import ENDED_PREFIX, due_key
 from dsmo.activities.sealing import MAGIC, SealedHeader, seal, sealed_header, unseal
-from dsmo.workflows.common.durations import format_duration, parse_duration
+from dsmo.workflows.common.durations import format_duration, format_long_duration, parse_duration
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import parse_definition
 from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import fingerprint
 from dsmo.workflows.definition.subjects import SubjectMissing, render_subject
@@ -19,7 +21,8 @@ from dsmo.workflows.definition.subjects import SubjectMissing, render_subject
 
 def test_years_are_taken_only_where_a_period_may_be_that_long() -> None:
     assert parse_duration("7y", years=True) == timedelta(days=7 * 365)
-    assert format_duration(timedelta(days=730)) == "2y" and format_duration(timedelta(days=180)) == "180d"
+    assert format_long_duration(timedelta(days=730)) == "2y" and format_long_duration(timedelta(days=180)) == "180d"
+    assert format_duration(timedelta(days=365)) == "365d"  # a stage timeout keeps its canonical form
     with pytest.raises(ValueError, match="invalid duration '100y'"):
         parse_duration("100y")  # a stage timeout of a century is a typo
 
@@ -69,3 +72,16 @@ def test_a_subject_is_rendered_from_the_input_or_refused_naming_it() -> None:
         render_subject("{{applicant.id}}", {"applicant": {}})
     with pytest.raises(SubjectMissing, match="quote"):
         render_subject("{{applicant.id}}", {"applicant": {"id": "A' OR 1=1"}})
+
+
+def test_a_debounced_definition_cannot_name_a_subject() -> None:
+    body = {
+        "agent": "batched",
+        "inputs": ["person"],
+        "subject": "{{person.id}}",
+        "debounce": {"key": "{{person.id}}", "period": "5s"},
+        "start": "m",
+        "nodes": {"m": {"actionType": "send_message", "parameters": {"to": "a@example.com", "message": "hi"}}},
+    }
+    with pytest.raises(DefinitionError, match="subject: a debounced definition cannot name a data subject"):
+        parse_definition(body)

@@ -46,8 +46,6 @@ def parse_duration(value: Any, *, years: bool = False) -> timedelta:
 def format_duration(value: timedelta) -> str:
     """A compact exact form as people write it: 24h -> ``"24h"``, 7 days -> ``"7d"``, ``"1h30m"``."""
     remaining = int(value.total_seconds())
-    if remaining and remaining % YEAR_SECONDS == 0 and remaining == value.total_seconds():
-        return f"{remaining // YEAR_SECONDS}y"
     if remaining != value.total_seconds():
         if value.total_seconds() < 1:
             return f"{round(value.total_seconds() * 1000)}ms"
@@ -75,9 +73,18 @@ def _parse_long(value: Any) -> timedelta:
     return parse_duration(value, years=True)
 
 
-# A period that may run to years (``7y``): retention.
+def format_long_duration(value: timedelta) -> str:
+    """`format_duration`, in whole years where it is some (``7y``); only `LongDuration` writes it."""
+    seconds = value.total_seconds()
+    if seconds and seconds % YEAR_SECONDS == 0:
+        return f"{int(seconds) // YEAR_SECONDS}y"
+    return format_duration(value)
+
+
+# A period that may run to years (``7y``): retention. Other durations never read or write years,
+# so a definition's canonical form (its workflow_version) is what it was.
 LongDuration = Annotated[
     timedelta,
     BeforeValidator(_parse_long),
-    PlainSerializer(format_duration, return_type=str, when_used="json"),
+    PlainSerializer(format_long_duration, return_type=str, when_used="json"),
 ]

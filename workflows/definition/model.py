@@ -449,6 +449,9 @@ def _check_flow(definition: AgentDefinition) -> None:
         check_flow_control(definition.concurrency, definition.inputs, definition.debounce, definition.throttle)
         if definition.subject is not None:
             check_start_template("subject", definition.subject, definition.inputs)
+            if definition.debounce is not None:
+                # A batch's run gathers several starts' inputs: no one input names its subject.
+                raise FlowControlError("@subject: a debounced definition cannot name a data subject")
     except FlowControlError as err:
         raise ValueError(str(err)) from None
 

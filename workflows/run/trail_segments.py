@@ -91,6 +91,11 @@ async def recorded_values(run: Run, values: dict[str, Any]) -> dict[str, Any]:
             local=True,
         )
     except ActivityFailed as failed:
+        if run.seal is not None:
+            # A run about a data subject keeps nothing of its data in the clear: the trail keeps
+            # the values' digest and names, the run its variables (only such runs get here).
+            workflow.logger.warning("event values of %s not kept: %s", state.run_id, failed.message)
+            return {"setDigest": {"bytes": size, "sha256": digest}, "setKeys": sorted(values)}
         workflow.logger.warning("event values of %s kept inline: %s", state.run_id, failed.message)
         return {"set": values}
     return {
