@@ -138,7 +138,8 @@ class ArtifactStore:
         stored = self._sealed(key, body, seal)
         # The object's metadata names the bytes stored; the answer names the document (the trail
         # keeps it: an archive exported before an erasure still proves what a sealed output held).
-        stored_digest = hashlib.sha256(stored).hexdigest()
+        digest = hashlib.sha256(body).hexdigest()
+        stored_digest = digest if stored is body else hashlib.sha256(stored).hexdigest()  # hashed once if unsealed
         if not self.put_if_absent(key, stored, content_type, {**(metadata or {}), "sha256": stored_digest}):
             existing = self.stored_or_none(key)
             if existing is None:  # deleted since: rare, and a retry writes it
@@ -148,7 +149,7 @@ class ArtifactStore:
             return StoredArtifact(self.uri(key), digest, len(document), created=False, matches=document == body)
         if self.cache is not None and self._cacheable(self.bucket, key):
             self.cache.put(key, stored)
-        return StoredArtifact(self.uri(key), hashlib.sha256(body).hexdigest(), len(body), created=True)
+        return StoredArtifact(self.uri(key), digest, len(body), created=True)
 
     def _sealed(self, key: str, body: bytes, seal_with: SubjectSeal | None) -> bytes:
         if seal_with is None:

@@ -32,6 +32,7 @@ from dsmo.starter.client.client_errors import RunClosed
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.subjects import queryable
 
 if TYPE_CHECKING:
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -110,7 +111,7 @@ async def plan_erasure(dsmo: DsmoClient, subject: str) -> ErasurePlan:
     Raises:
         DsmoError: ``subject`` is empty or holds a quote, backslash or control character.
     """
-    if not subject or any(char in "'\"\\" or ord(char) < 32 for char in subject):
+    if not queryable(subject):
         raise DsmoError("subject: give the subject's id (no quotes, backslashes or control characters)")
     store = dsmo.artifacts
     fingerprint = store.subjects.fingerprint(subject)

@@ -10,6 +10,7 @@ from typing import Any
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, read_segments, unchained, verify_lines
 from dsmo.activities.erasure_log import ErasureLog
+from dsmo.starter.client.run_archive import is_run_object
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.contracts.trail_io import TrailHead
 
@@ -93,10 +94,7 @@ def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict
         return [], None
     records = ErasureLog(store).touching(str(created["subject"]))
     # The run's own data (input, outputs, large event values, documents), not the config snapshot it names.
-    own = ("/artifacts/", "/dlq/", "/events/", "/uploads/")
-    uris = sorted(
-        {str(uri) for event in events for uri in event.get("artifactUris") or () if any(p in str(uri) for p in own)}
-    )
+    uris = sorted({str(uri) for event in events for uri in event.get("artifactUris") or () if is_run_object(str(uri))})
     return uris, records[-1] if records else None
 
 

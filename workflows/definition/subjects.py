@@ -19,6 +19,11 @@ class SubjectMissing(DsmoError):
     code = "subject_missing"
 
 
+def queryable(subject: str) -> bool:
+    """Whether a subject id can go into a visibility query as it is (no quote, backslash or control character)."""
+    return bool(subject) and not any(char in "'\"\\" or ord(char) < 32 for char in subject)
+
+
 def render_subject(template: str, variables: Mapping[str, Any]) -> str:
     """The subject of a run with these input ``variables``.
 
@@ -29,7 +34,7 @@ def render_subject(template: str, variables: Mapping[str, Any]) -> str:
         subject = render_key("subject", template, variables)
     except FlowControlError as err:
         raise SubjectMissing(str(err).replace("the key is longer", "the subject is longer")) from None
-    if any(char in "'\"\\" or ord(char) < 32 for char in subject):
+    if not queryable(subject):
         # It is looked up by a visibility query, where a quote would change what is asked.
         raise SubjectMissing(f"subject: {template!r} renders a value with a quote, backslash or control character")
     return subject
