@@ -19,8 +19,10 @@ from typing import Any
 import click
 
 from bench import flow_cli, migration_cli, what_if_cli
+from bench.peers.peers_report import END as PEERS_END
+from bench.peers.peers_report import START as PEERS_START
 from bench.reliability import report as reliability_report
-from bench.report import file_stamp, floor_spread, machine, markdown, write
+from bench.report import file_stamp, floor_spread, machine, markdown, publish_section, write
 from bench.runner import Bench, BenchConfig
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import DevStack, private_settings, reusable
@@ -32,6 +34,7 @@ HOSTILE_START, HOSTILE_END = "<!-- hostile:start -->", "<!-- hostile:end -->"
 HOSTILE_LOOP_START, HOSTILE_LOOP_END = "<!-- hostile-loop:start -->", "<!-- hostile-loop:end -->"
 # ... and of its model-answer part (bench/hostile_llm.py).
 HOSTILE_LLM_START, HOSTILE_LLM_END = "<!-- hostile-llm:start -->", "<!-- hostile-llm:end -->"
+PEERS_MARKERS = PEERS_START, PEERS_END  # W6's section (bench/peers), from `make bench PEERS=1`
 
 
 @contextlib.asynccontextmanager
@@ -65,7 +68,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
         if scale:
             from bench.scale import scale_test
 
-            print(f"scale: {config.scale_runs} waiting runs", flush=True)
+            print(f"scale: {config.scale_runs} waiting runs, beside as many bare workflows", flush=True)
             try:
                 results["scale"] = await scale_test(settings, bench.dsmo, config.scale_runs, stack)
             except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
@@ -165,20 +168,23 @@ for a response, then runs one stage), against a bare signal until a plain workfl
 """
 
 
-async def scale_only(quick: bool, *, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
-    """Run just the scale test and merge it into the latest results."""
-    import json
-
+async def scale_only(quick: bool, runs: int | None, *, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
+    """Run just the scale test (``runs`` waiting, else the configuration's) and its section."""
     from bench.scale import scale_test
+    from bench.scale_report import END, START, scale_section
     from dsmo.starter.client.dsmo_client import DsmoClient
 
-    results: dict[str, Any] = json.loads((out_dir / "latest.json").read_text())
     config = BenchConfig() if quick else BenchConfig.full()
-    settings = Settings.from_env().with_changes(worker={"metrics_bind": ""})
-    if not await reusable(settings):
-        raise SystemExit("--scale-only needs a running stack (make up)")
-    results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), config.scale_runs, None)
-    finish(results, out_dir, update_benchmarks)
+    count = runs or config.scale_runs
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    command = "make bench SCALE=" + (str(runs) if runs else "1") + (" QUICK=1" if quick else "")
+    results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": command}
+    async with bench_stack() as (settings, stack):
+        results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), count, stack)
+    page = REPO / "BENCHMARKS.md" if update_benchmarks else None
+    publish_section(
+        results, name="scale", text=scale_section(results), markers=(START, END), out_dir=out_dir, page=page
+    )
     return results
 
 
@@ -215,6 +221,12 @@ def _w5_section(results: dict[str, Any]) -> str | None:
     return w5_section(results["w5"], results["command"], results["started_at"], results["machine"])
 
 
+def _scale_text(results: dict[str, Any]) -> str | None:
+    from bench.scale_report import scale_section
+
+    return scale_section(results)
+
+
 def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> None:
     paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
     text = markdown(results)
@@ -225,7 +237,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         flow_cli.flow_section(results),
         _w5_section(results),
     )
-    for extra in filter(None, sections):
+    for extra in filter(None, (*sections, _scale_text(results))):
         print("\n" + extra)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
@@ -241,6 +253,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             (HOSTILE_LLM_START, HOSTILE_LLM_END),
             what_if_cli.MARKERS,
             flow_cli.MARKERS,
+            PEERS_MARKERS,
         ):
             kept = reliability_report.existing(old, start, end)
             if kept:
@@ -248,8 +261,17 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         w5_section = _w5_section(results)
         if w5_section:
             new_page = reliability_report.splice(new_page, w5_section, *_w5_markers())
+        new_page = _with_scale(new_page, old, results)
         new_page = what_if_cli.with_section(migration_cli.with_section(new_page, results), results)
         page.write_text(flow_cli.with_section(new_page, results))
+
+
+def _with_scale(page: str, old: str, results: dict[str, Any]) -> str:
+    """``page`` with this run's scale section, or the one ``old`` had if the test did not run."""
+    from bench.scale_report import END, START, scale_section
+
+    section = scale_section(results) or reliability_report.existing(old, START, END)
+    return reliability_report.splice(page, section, START, END) if section else page
 
 
 def _w5_markers() -> tuple[str, str]:
@@ -268,12 +290,19 @@ def update_w5_section(results: dict[str, Any]) -> None:
         page.write_text(reliability_report.splice(page.read_text(), section, W5_START, W5_END))
 
 
-def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: int = 0, w5_alone: bool = False) -> None:
+def main(
+    quick: bool,
+    update: bool,
+    scale_alone: bool = False,
+    floor_repeats: int = 0,
+    w5_alone: bool = False,
+    scale_runs: int | None = None,
+) -> None:
     out_dir = REPO / "bench" / "results"
     if w5_alone:
         asyncio.run(w5_only(out_dir=out_dir, update_benchmarks=update))
     elif scale_alone:
-        asyncio.run(scale_only(quick, out_dir=out_dir, update_benchmarks=update))
+        asyncio.run(scale_only(quick, scale_runs, out_dir=out_dir, update_benchmarks=update))
     elif floor_repeats:
         asyncio.run(floor_only(quick, floor_repeats, out_dir=out_dir))
     else:
@@ -283,7 +312,14 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.command(name="bench")
 @click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
 @click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
-@click.option("--scale-only", is_flag=True, help="Run only the scale test, merged into the latest results.")
+@click.option("--scale-only", is_flag=True, help="Run only the scale test and its section (SCALE=1, or SCALE=N runs).")
+@click.option(
+    "--scale-runs",
+    type=click.IntRange(min=100),
+    default=None,
+    metavar="N",
+    help="With --scale-only: N runs waiting (default: 10,000; 200 with --quick).",
+)
 @click.option("--w5-only", is_flag=True, help="Run only W5 (LLM-bound), merged into the latest results.")
 @click.option("--migrate-only", "migrate", is_flag=True, help="Run only the migration section (10,000 runs).")
 @click.option("--what-if-only", "what_if", is_flag=True, help="Run only the what-if section (1,000 runs replayed).")
@@ -291,6 +327,7 @@ def main(quick: bool, update: bool, scale_alone: bool = False, floor_repeats: in
 @click.option(
     "--subjects-only", "subjects", is_flag=True, help="Run only the data-subjects section (sealing, erasure)."
 )
+@click.option("--peers-only", "peers", is_flag=True, help="Run only W6: DSMO beside raw Temporal, LangGraph and DBOS.")
 @click.option(
     "--floor-only",
     "floor_repeats",
@@ -303,11 +340,13 @@ def command(
     quick: bool,
     update: bool,
     scale_only: bool,
+    scale_runs: int | None,
     w5_only: bool,
     migrate: bool,
     what_if: bool,
     flow: bool,
     subjects: bool,
+    peers: bool,
     floor_repeats: int | None,
 ) -> None:
     """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
@@ -317,6 +356,8 @@ def command(
       python -m bench --quick
       python -m bench --floor-only 3      # the targets' ratios, three times, with their spread
     """
+    if scale_runs and not scale_only:
+        raise click.UsageError("--scale-runs: only with --scale-only")
     if floor_repeats and (scale_only or update):
         raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
     if migrate and (scale_only or w5_only or floor_repeats):
@@ -327,7 +368,13 @@ def command(
         raise click.UsageError("--flow-only: cannot be combined with another --*-only option")
     if subjects and (flow or migrate or what_if or scale_only or w5_only or floor_repeats):
         raise click.UsageError("--subjects-only: cannot be combined with another --*-only option")
-    if subjects:
+    if peers and (subjects or flow or migrate or what_if or scale_only or w5_only or floor_repeats):
+        raise click.UsageError("--peers-only: cannot be combined with another --*-only option")
+    if peers:
+        from bench.peers.peers_cli import peers_only
+
+        asyncio.run(peers_only(quick, update_benchmarks=update))
+    elif subjects:
         from bench.subject_bench import subjects_only
 
         asyncio.run(subjects_only(quick, bench_stack, update_benchmarks=update))
@@ -338,4 +385,4 @@ def command(
     elif what_if:
         asyncio.run(what_if_cli.what_if_only(quick, bench_stack, update_benchmarks=update))
     else:
-        main(quick, update, scale_only, floor_repeats or 0, w5_only)
+        main(quick, update, scale_only, floor_repeats or 0, w5_only, scale_runs)

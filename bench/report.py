@@ -87,43 +87,7 @@ def floor_table(results: dict[str, Any]) -> str:
     lines.append("| Artifact size | History bytes of the run |")
     lines.append("|---|---|")
     lines += [f"| {int(size):,} B | {history:,} |" for size, history in results["history_bytes"].items()]
-    if results.get("scale"):
-        scale = results["scale"]
-        lines += [
-            "",
-            "| Scale | Value |",
-            "|---|---|",
-            f"| Runs waiting at once | {scale['runs']:,} |",
-            f"| Time to start them all (s) | {scale['start_seconds']:.1f} |",
-            f"| Worker RSS (MB) | {scale['worker_rss_mb']:.0f} |",
-            f"| Temporal server RSS (MB) | {scale['server_rss_mb']:.0f} |",
-            f"| Resume p50 at {scale['runs']:,} waiting (s) | {scale['resume_p50_at_scale']:.3f} |",
-            f"| Resume p50 at 10 waiting (s) | {scale['resume_p50_at_10']:.3f} |",
-        ]
-        lines += console_table(scale)
     return "\n".join(lines)
-
-
-def console_table(scale: dict[str, Any]) -> list[str]:
-    """The console's latency with the scale test's runs waiting (target: p95 under 300 ms)."""
-    console = scale.get("console")
-    if not console:
-        return []
-    rows = (("Task list, first page", "tasks"), ("Task list, filtered", "tasks_filtered"), ("Run page", "run_page"))
-    lines = [
-        "",
-        f"The console (`dsmo serve` in its own process) with the {scale['runs']:,} runs waiting, one request "
-        "at a time over HTTP with a signed-in session: the task list's first page (25 rows and the total "
-        "count from visibility), the list filtered by kind and agent, and run pages of runs spread over the set.",
-        "",
-        f"| Console with {scale['runs']:,} waiting | p50 (ms) | p95 (ms) | requests | Target |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {label} | {console[key]['p50_ms']:.0f} | {console[key]['p95_ms']:.0f} | {console[key]['n']} | p95 < 300 |"
-        for label, key in rows
-    ]
-    return lines
 
 
 # What the issue's targets are judged on, per repeat of the floor comparison: (label, value, target).
@@ -201,6 +165,29 @@ def machine() -> str:
 def file_stamp(started_at: str) -> str:
     """An ISO timestamp as it appears in result file names: 2026-11-22T09:31:29+00:00 -> 20261122T093129."""
     return started_at.replace(":", "").replace("-", "")[:15]
+
+
+def publish_section(
+    results: dict[str, Any],
+    *,
+    name: str,
+    text: str | None,
+    markers: tuple[str, str],
+    out_dir: Path,
+    page: Path | None,
+) -> Path:
+    """Save one section's results as ``<name>-<stamp>.json``, print its text, and with ``page``
+    (BENCHMARKS.md) put the text between its ``markers`` there. The results file's path."""
+    from bench.reliability.report import splice
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}-{file_stamp(results['started_at'])}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    print(text or f"the {name} section did not run")
+    print(f"\nresults: {path}")
+    if page is not None and text:
+        page.write_text(splice(page.read_text(), text, *markers))
+    return path
 
 
 def write(results: dict[str, Any], out_dir: Path, charts_dir: Path | None = None) -> dict[str, Path]:

@@ -48,7 +48,11 @@ async def query_error(
     run_id = handle.id
     failed_task = "workflow task in failed state" in str(err).lower()
     # The client's own deadline ends the call as "Timeout expired" (CANCELLED).
-    timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or "timeout expired" in str(err).lower()
+    # A query nobody answers may also end as an "h2 protocol error" (seen when the run's worker
+    # has just stopped and still counts as polling): it is the same unanswered query.
+    timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or any(
+        sign in str(err).lower() for sign in ("timeout expired", "h2 protocol error")
+    )
     try:
         described = await handle.describe()
         failure = await run_health.workflow_task_failure(temporal, described)
@@ -60,9 +64,6 @@ async def query_error(
     if failure is not None:
         return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
     if not failed_task and not timed_out:
-        # A query to a run nobody polls for may also end as a transport error under load.
-        if "h2 protocol error" in str(err).lower() and not polling:
-            return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
         return rpc_error(settings, run_id, err)
     if not polling:
         return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")

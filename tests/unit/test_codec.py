@@ -69,7 +69,7 @@ def test_codec_server_answers_bad_requests_with_clear_errors_not_500() -> None:
     client = TestClient(create_codec_app([K1], ["http://localhost:8233"], token="t0k"), raise_server_exceptions=False)
     auth = {"Authorization": "Bearer t0k"}
     assert (
-        client.post("/decode", content=_body([PLAIN]), headers={"Authorization": "Bearer tök".encode()}).status_code
+        client.post("/decode", content=_body([PLAIN]), headers=[(b"Authorization", "Bearer tök".encode())]).status_code
         == 401
     )
     malformed = client.post("/decode", content=b"{not json", headers=auth)

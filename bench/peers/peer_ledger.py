@@ -1,0 +1,130 @@
+"""The external ledger every contender's agents write, and the crash counts read from it.
+
+A plain PostgreSQL table with no unique key: a stage executed twice writes two rows, an effect
+applied twice writes two ``effect`` rows. Its own database (not the peers' state database), so
+the ledger's writes are not counted as LangGraph's or DBOS's work.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS ledger (
+    contender text NOT NULL, run_id text NOT NULL, stage text NOT NULL, kind text NOT NULL,
+    detail text NOT NULL DEFAULT '', at double precision NOT NULL, pid int NOT NULL);
+CREATE INDEX IF NOT EXISTS ledger_run ON ledger (run_id);
+CREATE INDEX IF NOT EXISTS ledger_kind_at ON ledger (kind, at);
+"""
+
+# Row kinds: a stage began, its work was done, the run's effect (the send) applied, a planned kill.
+START, DONE, EFFECT, KILL = "start", "done", "effect", "kill"
+REPLIED, TIMED_OUT = "reply", "timeout"  # an effect's detail: what ended the wait
+
+
+class Ledger:
+    """Writes to the ledger, one autocommit connection per thread."""
+
+    def __init__(self, dsn: str, contender: str) -> None:
+        self.dsn = dsn
+        self.contender = contender
+        self._local = threading.local()
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.dsn, autocommit=True)
+            self._local.conn = conn
+        return conn
+
+    def write(self, run_id: str, stage: str, kind: str, detail: str = "") -> None:
+        self._conn().execute(
+            "INSERT INTO ledger (contender, run_id, stage, kind, detail, at, pid) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (self.contender, run_id, stage, kind, detail, time.time(), os.getpid()),
+        )
+
+    def killed_before(self, run_id: str, stage: str) -> bool:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT 1 FROM ledger WHERE run_id = %s AND stage = %s AND kind = %s LIMIT 1", (run_id, stage, KILL)
+            )
+            .fetchone()
+        )
+        return row is not None
+
+
+def create_schema(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+
+
+@dataclass(frozen=True)
+class Row:
+    run_id: str
+    stage: str
+    kind: str
+    detail: str
+    at: float
+
+
+def rows(dsn: str, contender: str, *, since: float = 0.0) -> list[Row]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT run_id, stage, kind, detail, at FROM ledger WHERE contender = %s AND at >= %s ORDER BY at",
+            (contender, since),
+        ).fetchall()
+    return [Row(*row) for row in found]
+
+
+@dataclass(frozen=True)
+class CrashCounts:
+    """What the ledger shows of ``runs`` runs after the faults."""
+
+    runs: int
+    completed: int
+    lost: int
+    stages_twice: int
+    effects_twice: int
+    timeouts_never_fired: int
+    replies_ignored: int
+    kills: int
+
+
+def crash_counts(ledger_rows: Iterable[Row], run_ids: list[str], no_reply: set[str]) -> CrashCounts:
+    """Count completions, losses and duplicates of ``run_ids`` from the ledger alone.
+
+    A run completed when its effect was applied at least once; a stage ran twice when its work
+    was done more than once in one run; a timeout never fired when a run given no reply has no
+    effect marked as timed out; a reply was ignored when a replied run ended by its timeout.
+    """
+    done: Counter[tuple[str, str]] = Counter()
+    effects: dict[str, list[str]] = {}
+    kills = 0
+    for row in ledger_rows:
+        if row.kind == DONE:
+            done[(row.run_id, row.stage)] += 1
+        elif row.kind == EFFECT:
+            effects.setdefault(row.run_id, []).append(row.detail)
+        elif row.kind == KILL:
+            kills += 1
+    wanted = set(run_ids)
+    completed = [run_id for run_id in run_ids if run_id in effects]
+    return CrashCounts(
+        runs=len(run_ids),
+        completed=len(completed),
+        lost=len(run_ids) - len(completed),
+        stages_twice=sum(1 for (run_id, _), n in done.items() if n > 1 and run_id in wanted),
+        effects_twice=sum(1 for run_id in completed if len(effects[run_id]) > 1),
+        timeouts_never_fired=sum(1 for run_id in no_reply if TIMED_OUT not in effects.get(run_id, [])),
+        replies_ignored=sum(1 for run_id in completed if run_id not in no_reply and REPLIED not in effects[run_id]),
+        kills=kills,
+    )

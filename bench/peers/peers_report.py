@@ -1,0 +1,91 @@
+"""W6's section of BENCHMARKS.md: the four contenders' tables, from one `make bench PEERS=1` run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+START, END = "<!-- peers:start -->", "<!-- peers:end -->"
+LABELS = {"dsmo": "DSMO", "temporal": "raw Temporal", "langgraph": "LangGraph + PostgresSaver", "dbos": "DBOS Transact"}
+ROLES = ("runner", "server", "s3", "driver")
+ROLE_NAMES = {
+    "runner": "runner / worker",
+    "server": "its server (Temporal, or PostgreSQL)",
+    "s3": "the store",
+    "driver": "the driver (client)",
+}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def performance_table(contenders: dict[str, Any]) -> str:
+    floor = contenders.get("temporal")
+    lines = [
+        "| contender | W1 p50 | W1 p95 | throughput at 50 (runs/min) | CPU ms per run (runner + server + store) "
+        "| resume p50 / p95 | engine state per run | store per run | lines of user code |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in contenders.items():
+        cpu = m["cpu_ms_per_run"]
+        total = sum(cpu.get(role, 0.0) for role in ("runner", "server", "s3"))
+        ratio = (
+            f" ({m['throughput_per_min'] / floor['throughput_per_min']:.2f}x)" if floor and name != "temporal" else ""
+        )
+        lines.append(
+            f"| {LABELS.get(name, name)} | {_ms(m['p50'])} | {_ms(m['p95'])} | {m['throughput_per_min']:.0f}{ratio} "
+            f"| {total:.0f} ({' + '.join(f'{cpu.get(role, 0.0):.0f}' for role in ('runner', 'server', 's3'))}) "
+            f"| {_ms(m['resume_p50'])} / {_ms(m['resume_p95'])} | {m['engine_bytes_per_run'] / 1000:.1f} KB "
+            f"| {m['store_bytes_per_run'] / 1000:.1f} KB | {m['user_code_lines']} |"
+        )
+    return "\n".join(lines)
+
+
+def crash_table(crash: dict[str, Any]) -> str:
+    lines = [
+        "| contender | runs | completed | lost | stages done twice | effects applied twice "
+        "| timeouts that never fired | replies ignored | runner kills (planned + while waiting) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, c in crash.items():
+        lines.append(
+            f"| {LABELS.get(name, name)} | {c['runs']} | {c['completed']} | {c['lost']} | {c['stages_twice']} "
+            f"| {c['effects_twice']} | {c['timeouts_never_fired']} | {c['replies_ignored']} "
+            f"| {c['kills']} + 1 |"
+        )
+    return "\n".join(lines)
+
+
+def section(results: dict[str, Any]) -> str | None:
+    peers = results.get("peers")
+    if not peers:
+        return None
+    config = peers["config"]
+    return f"""{START}
+## W6: DSMO beside LangGraph and DBOS (`make bench PEERS=1`)
+
+Measured by `{results["command"]}` on {results["started_at"]} ({peers.get("seconds", "?")} s), on
+{results["machine"]}. The same graph in every contender: three stages (each reads the previous
+stage's artifact from the store and writes its own), a wait for a reply with a
+{config["wait_seconds"]:.0f} s timeout, then a send (the run's one effect). The same agent functions,
+the same SeaweedFS store; LangGraph and DBOS keep their state in PostgreSQL (pgserver), DSMO and
+raw Temporal in the Temporal dev server. Each contender runs one runner process (DSMO's worker,
+a Temporal worker, a LangGraph job runner, a DBOS FastAPI app), measured alone. W1 latency: a
+run started with its reply sent at once (kept until the wait), {config["latency_concurrency"]} at a
+time, until its effect; throughput: {config["throughput_runs"]} runs at {config["throughput_concurrency"]}
+concurrent; CPU per run from the throughput batch; resume: reply sent to a waiting run until its
+next stage starts. Engine state: the Temporal history, LangGraph's checkpoint rows and jobs, or
+DBOS's system rows of one ended run; store: its objects in S3 (DSMO's include the audit trail).
+
+{performance_table(peers["contenders"])}
+
+**Crash correctness.** {config["crash_runs"]} runs per contender under one fault plan drawn from
+seed {config["seed"]}: {config["kill_share"]:.0%} of runs have the runner SIGKILL itself in one
+stage, during the work or after it and before the engine records it; {config["no_reply_share"]:.0%} get
+no reply and must time out (the wait's timeout is {config["crash_wait_seconds"]:.0f} s). Once the runs
+wait, the runner is killed once more, then the contender's server (Temporal, or its PostgreSQL)
+is restarted; every runner is restarted 1 s after it dies.
+Counted from an external ledger every agent writes (PostgreSQL, no unique key).
+
+{crash_table(peers["crash"])}
+{END}"""
