@@ -18,7 +18,8 @@ def scale_table(scale: dict[str, Any]) -> list[str]:
     if "start_per_s" in scale:
         resume, floor = scale["resume"], scale["floor_resume"]
         lines += [
-            f"| Start rate (runs/s, {scale['start_seconds']:.0f} s for DSMO's) | {scale['start_per_s']:.0f} "
+            f"| Start rate (start calls/s; DSMO's all waiting after {scale['start_seconds']:.0f} s) "
+            f"| {scale['start_per_s']:.0f} "
             f"| {scale['floor_start_per_s']:.0f} | {_ratio(scale['start_per_s'], scale['floor_start_per_s'])} |",
             f"| Resume rate, {resume['offered_per_s']:.0f}/s offered (replies/s) | {resume['achieved_per_s']:.0f} "
             f"| {floor['achieved_per_s']:.0f} | {_ratio(resume['achieved_per_s'], floor['achieved_per_s'])} |",
