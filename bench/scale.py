@@ -113,6 +113,7 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
     run_ids = [f"scale-{queue}-{index}" for index in range(runs)]
     floor_ids = [f"scale-floor-{token}-{index}" for index in range(runs)]
     first, rest = run_ids[:FIRST], run_ids[FIRST:]
+    finished = False
     try:
         for run_id in first:
             await dsmo.start(definition, {}, run_id=run_id, task_queue=queue)
@@ -151,6 +152,7 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
             RESUME_RATE,
             [partial(client.get_workflow_handle(run_id).execute_update, "reply", "go") for run_id in floor_ids],
         )
+        finished = True
         return {
             "console": console,
             "runs": runs,
@@ -171,11 +173,13 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
             "floor_resume": floor_resume,
         }
     finally:
+        if not finished:  # a failure left runs of both sides waiting (a reused stack keeps them)
+            await bounded(40, [partial(_terminate, client, run_id) for run_id in run_ids + floor_ids])
         for process in (worker, floor_worker):
             process.terminate()
             await process.wait()
 
 
-async def _terminate(dsmo: DsmoClient, run_id: str) -> None:
+async def _terminate(client: Client, run_id: str) -> None:
     with contextlib.suppress(Exception):  # already ended, or never started
-        await dsmo.temporal.get_workflow_handle(run_id).terminate("benchmark over")
+        await client.get_workflow_handle(run_id).terminate("benchmark over")

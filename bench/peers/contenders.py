@@ -8,6 +8,8 @@ input document to the store (DSMO's client does it inside `start`), then asks th
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from dsmo.starter.client.dsmo_client import DsmoClient
 
 RETRY_S = 0.2  # a start or reply the runner could not take (it was down) is sent again this often
+HAND_OVER_S = 60.0  # ... for at most this long
 
 
 def input_document(run_id: str) -> dict[str, Any]:
@@ -76,7 +79,7 @@ class DsmoContender(Contender):
 
     async def reply(self, run_id: str) -> None:
         assert self.dsmo is not None
-        await self.dsmo.respond(run_id, "ok")
+        await self.dsmo.respond(run_id, "ok", event_id=f"{run_id}-reply")
 
     async def engine_bytes(self, run_id: str) -> int:
         assert self.dsmo is not None
@@ -113,6 +116,12 @@ async def history_bytes(client: Client, run_id: str) -> int:
 
 @dataclass
 class LangGraphContender(Contender):
+    """Starts and replies are rows in the job table, added over one kept connection (as an API
+    server in front of the runners would)."""
+
+    _conn: psycopg.Connection[Any] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
     async def prepare(self) -> None:
         await asyncio.to_thread(self._create_jobs)
 
@@ -128,8 +137,14 @@ class LangGraphContender(Contender):
         await asyncio.to_thread(self._enqueue, run_id, "reply", {})
 
     def _enqueue(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
-        with psycopg.connect(self.config.state_dsn, autocommit=True) as conn:
-            langgraph_peer.enqueue(conn, run_id, kind, payload)
+        with self._lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(self.config.state_dsn, autocommit=True)
+            try:
+                langgraph_peer.enqueue(self._conn, run_id, kind, payload)
+            except psycopg.OperationalError:  # the database restarted: the next call reconnects
+                self._conn.close()
+                raise
 
     async def engine_bytes(self, run_id: str) -> int:
         tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "lg_jobs")
@@ -149,6 +164,7 @@ class DbosContender(Contender):
 
     async def _post(self, path: str, params: dict[str, str]) -> None:
         assert self.http is not None
+        deadline = time.monotonic() + HAND_OVER_S
         while True:  # the runner may be down for a second after a kill: send again
             try:
                 response = await self.http.post(path, params=params)
@@ -156,7 +172,10 @@ class DbosContender(Contender):
                     response.raise_for_status()
                     return
             except httpx.TransportError:
-                pass
+                if time.monotonic() > deadline:
+                    raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{path}: the DBOS app did not take it within {HAND_OVER_S:.0f} s")
             await asyncio.sleep(RETRY_S)
 
     async def engine_bytes(self, run_id: str) -> int:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
 from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -32,6 +33,9 @@ from bench.peers.runner_config import RunnerConfig
 
 @contextlib.asynccontextmanager
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    # Steps and DBOS's own database calls run on the loop's default executor: as many threads
+    # as the other contenders' runners have.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=16))
     DBOS.launch()  # on the server's event loop, where the recovered async workflows then run
     print("ready", flush=True)
     yield
@@ -52,12 +56,12 @@ def _work() -> PeerWork:
 
 
 # -- user code begins --
-@DBOS.step()
+@DBOS.step(retries_allowed=True, max_attempts=3)
 async def stage(run_id: str, name: str, input_uri: str) -> str:
     return await asyncio.to_thread(_work().stage, run_id, name, input_uri)
 
 
-@DBOS.step()
+@DBOS.step(retries_allowed=True, max_attempts=3)
 async def send(run_id: str, input_uri: str, ended_by: str) -> None:
     await asyncio.to_thread(_work().send, run_id, input_uri, ended_by)
 
@@ -80,7 +84,7 @@ async def start(run_id: str, input_uri: str) -> dict[str, str]:
 
 @app.post("/runs/{run_id}/reply")
 async def reply(run_id: str) -> dict[str, str]:
-    await DBOS.send_async(run_id, "ok", topic="reply")
+    await DBOS.send_async(run_id, "ok", topic="reply", idempotency_key=f"{run_id}-reply")
     return {"run": run_id}
 
 

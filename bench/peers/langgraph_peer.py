@@ -11,7 +11,8 @@ LangGraph idioms followed: ``interrupt`` and ``Command(resume=...)`` for the rep
 (https://docs.langchain.com/oss/python/langgraph/interrupts); ``AsyncPostgresSaver`` over a
 pool with autocommit and ``dict_row`` (https://pypi.org/project/langgraph-checkpoint-postgres/);
 ``durability="sync"``, so a step's checkpoint is written before the next step starts
-(https://docs.langchain.com/oss/python/langgraph/durable-execution); a thread interrupted by a
+(https://docs.langchain.com/oss/python/langgraph/durable-execution); a ``RetryPolicy`` on the
+nodes that do work (https://reference.langchain.com/python/langgraph/types/RetryPolicy); a thread interrupted by a
 crash resumed by invoking it with ``None`` (the node that was running runs again). Side effects
 sit in their own nodes, before the node that interrupts, because that node runs again on resume.
 """
@@ -33,7 +34,7 @@ import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, RetryPolicy, interrupt
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -99,11 +100,12 @@ def build_graph(work: PeerWork, jobs_dsn: str, wait_seconds: float) -> StateGrap
         return {}
 
     graph = StateGraph(State)
+    retry = RetryPolicy(max_attempts=3)  # a failed stage is retried, as the other contenders do
     for name in ("A", "B", "C"):
-        graph.add_node(name, stage(name))
-    graph.add_node("schedule_timeout", schedule_timeout)
+        graph.add_node(name, stage(name), retry_policy=retry)
+    graph.add_node("schedule_timeout", schedule_timeout, retry_policy=retry)
     graph.add_node("wait_for_reply", wait_for_reply)
-    graph.add_node("send", send)
+    graph.add_node("send", send, retry_policy=retry)
     graph.add_edge(START, "A")
     graph.add_edge("A", "B")
     graph.add_edge("B", "C")
@@ -177,13 +179,13 @@ class Runner:
     async def _take_jobs(self, pool: AsyncConnectionPool[Any], graph: Any) -> None:
         while True:
             free = SLOTS - len(self.running)
+            self.wake.clear()  # before claiming: a job added meanwhile wakes the next round
             jobs = await self._claim(pool, free) if free else []
             for job in jobs:
                 task = asyncio.create_task(self._run(pool, graph, job))
                 self.running.add(task)
                 task.add_done_callback(self._finished)
             if len(jobs) < free:
-                self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), POLL_S)
 
@@ -199,8 +201,10 @@ class Runner:
                     UPDATE lg_jobs SET claimed_by = %s WHERE id IN (
                         SELECT j.id FROM lg_jobs j
                         WHERE NOT j.done AND j.claimed_by IS NULL AND j.due_at <= now()
-                          AND NOT EXISTS (SELECT 1 FROM lg_jobs e WHERE e.thread_id = j.thread_id
-                                          AND NOT e.done AND e.due_at <= now() AND e.id < j.id)
+                          -- one job per thread at a time, in the order they were added
+                          AND NOT EXISTS (SELECT 1 FROM lg_jobs e WHERE e.thread_id = j.thread_id AND NOT e.done
+                                          AND e.id <> j.id
+                                          AND (e.claimed_by IS NOT NULL OR (e.id < j.id AND e.due_at <= now())))
                         ORDER BY j.id LIMIT %s FOR UPDATE SKIP LOCKED)
                     RETURNING id, thread_id, kind, payload
                     """,

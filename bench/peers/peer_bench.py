@@ -89,14 +89,16 @@ async def world() -> AsyncIterator[World]:
     work_dir = Path(tempfile.mkdtemp(prefix="dsmo-peers-"))
     settings = private_settings(work_dir / "stack").with_changes(worker={"metrics_bind": ""})
     stack = DevStack(settings)
-    await stack.up(timeout=90)
-    state = await asyncio.to_thread(Postgres, work_dir / "pg-state")
-    ledger = await asyncio.to_thread(Postgres, work_dir / "pg-ledger")
+    servers: list[Postgres] = []
     try:
+        await stack.up(timeout=90)
+        for name in ("pg-state", "pg-ledger"):
+            servers.append(await asyncio.to_thread(Postgres, work_dir / name))
+        state, ledger = servers
         await asyncio.to_thread(peer_ledger.create_schema, ledger.dsn())
         yield World(settings, stack, state, ledger, work_dir)
     finally:
-        for server in (state, ledger):
+        for server in servers:
             with contextlib.suppress(Exception):
                 server.stop()
         stack.down()
@@ -266,34 +268,51 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
     contender = await make_contender(name, w, config.crash_wait_seconds, plan_file=plan_file)
     runner = await started_runner(contender, w)
     began = time.time()
+    replies_sent: dict[str, float] = {}
+    failed: list[str] = []
     try:
-        await bounded(20, [_retrying(contender.start, run_id) for run_id in run_ids])
-        # Until every run that can has reached its wait (its stage C is done), or a minute.
-        await _until(lambda: _count_done(w.ledger_dsn, run_ids, "C") >= len(run_ids), 90)
+        await bounded(20, [_handed_over(contender.start, run_id, failed) for run_id in run_ids])
+        # Until every run that can has reached its wait (its stage C is done); a quarter of the
+        # wait's timeout at most, so the replies below come well before it.
+        await _until(lambda: _count_done(w.ledger_dsn, run_ids, "C") >= len(run_ids), config.crash_wait_seconds / 4)
         await asyncio.sleep(2)
-        runner.kill()  # while 200 runs wait
+        runner.kill()  # while the runs wait
         await asyncio.sleep(3)
         await restart_server(name, w)
         await asyncio.sleep(2)
         replied = [run_id for run_id in run_ids if run_id not in plan.no_reply]
-        await bounded(20, [_retrying(contender.reply, run_id) for run_id in replied])
-        deadline = config.crash_wait_seconds + 90
-        await _until(lambda: _count_effects(w.ledger_dsn, run_ids) >= len(run_ids), deadline)
+        await bounded(20, [_handed_over(contender.reply, run_id, failed, replies_sent) for run_id in replied])
+        await _until(lambda: _count_effects(w.ledger_dsn, run_ids) >= len(run_ids), config.crash_wait_seconds + 90)
         rows = await asyncio.to_thread(peer_ledger.rows, w.ledger_dsn, name, since=began - 1)
-        counts = peer_ledger.crash_counts(rows, run_ids, plan.no_reply)
-        return {**asdict(counts), "planned_kills": len(plan.kills), "runner_restarts": runner.restarts}
+        counts = peer_ledger.crash_counts(
+            rows, run_ids, plan.no_reply, replies_sent=replies_sent, wait_seconds=config.crash_wait_seconds
+        )
+        return {
+            **asdict(counts),
+            "planned_kills": len(plan.kills),
+            "runner_restarts": runner.restarts,
+            "hand_overs_failed": len(failed),
+        }
     finally:
         await runner.stop()
 
 
-def _retrying(call: Callable[[str], Awaitable[None]], run_id: str) -> Callable[[], Awaitable[None]]:
+def _handed_over(
+    call: Callable[[str], Awaitable[None]], run_id: str, failed: list[str], sent: dict[str, float] | None = None
+) -> Callable[[], Awaitable[None]]:
+    """Give ``run_id``'s start or reply to the contender, again while it is restarting; a hand-over
+    that never succeeds is recorded (the driver's failure, not the contender's loss)."""
+
     async def attempt() -> None:
-        for _ in range(150):  # the server or the runner may be restarting
+        for _ in range(150):
             try:
                 await call(run_id)
+                if sent is not None:
+                    sent[run_id] = time.time()
                 return
             except Exception:  # noqa: BLE001 - any failure to hand it over: try again
                 await asyncio.sleep(0.2)
+        failed.append(run_id)
 
     return attempt
 
@@ -302,7 +321,7 @@ async def restart_server(name: str, w: World) -> None:
     if name in ("langgraph", "dbos"):
         await asyncio.to_thread(w.state.restart)
     else:
-        w.stack.temporal.stop(timeout=15)
+        await asyncio.to_thread(w.stack.temporal.stop, timeout=15)
         await w.stack.up(timeout=90)
 
 
@@ -340,8 +359,17 @@ async def peers(config: PeerConfig, names: tuple[str, ...] = NAMES) -> dict[str,
     async with world() as w:
         for name in names:
             print(f"W6: measuring {name}", flush=True)
-            results["contenders"][name] = await measure(name, w, config)
+            await _recorded(results, "contenders", name, measure(name, w, config))
         for name in names:
             print(f"W6: crash test, {name}", flush=True)
-            results["crash"][name] = await crash_test(name, w, config)
+            await _recorded(results, "crash", name, crash_test(name, w, config))
     return results
+
+
+async def _recorded(results: dict[str, Any], part: str, name: str, phase: Awaitable[dict[str, Any]]) -> None:
+    """Run one contender's phase; a failure is recorded and the other contenders still run."""
+    try:
+        results[part][name] = await phase
+    except Exception as err:  # noqa: BLE001 - report the rest of W6 anyway
+        print(f"W6: {part} of {name} failed: {type(err).__name__}: {err}", flush=True)
+        results.setdefault("failures", {})[f"{part}.{name}"] = f"{type(err).__name__}: {err}"

@@ -96,35 +96,58 @@ class CrashCounts:
     effects_twice: int
     timeouts_never_fired: int
     replies_ignored: int
+    late_replies: int
     kills: int
 
 
-def crash_counts(ledger_rows: Iterable[Row], run_ids: list[str], no_reply: set[str]) -> CrashCounts:
+def crash_counts(
+    ledger_rows: Iterable[Row],
+    run_ids: list[str],
+    no_reply: set[str],
+    *,
+    replies_sent: dict[str, float] | None = None,
+    wait_seconds: float = float("inf"),
+) -> CrashCounts:
     """Count completions, losses and duplicates of ``run_ids`` from the ledger alone.
 
     A run completed when its effect was applied at least once; a stage ran twice when its work
-    was done more than once in one run; a timeout never fired when a run given no reply has no
-    effect marked as timed out; a reply was ignored when a replied run ended by its timeout.
+    was done more than once in one run. A timeout never fired when a run given no reply reached
+    its wait (its stage C was done) and no effect says it timed out. A reply was ignored when a
+    replied run ended by its timeout although the reply was sent (``replies_sent``: when) before
+    that timeout was due; a reply sent after is late, the driver's doing, and counted apart.
     """
     done: Counter[tuple[str, str]] = Counter()
+    waited_from: dict[str, float] = {}
     effects: dict[str, list[str]] = {}
     kills = 0
     for row in ledger_rows:
         if row.kind == DONE:
             done[(row.run_id, row.stage)] += 1
+            if row.stage == "C":
+                waited_from[row.run_id] = min(row.at, waited_from.get(row.run_id, row.at))
         elif row.kind == EFFECT:
             effects.setdefault(row.run_id, []).append(row.detail)
         elif row.kind == KILL:
             kills += 1
     wanted = set(run_ids)
     completed = [run_id for run_id in run_ids if run_id in effects]
+    sent = replies_sent or {}
+
+    def late(run_id: str) -> bool:
+        due = waited_from.get(run_id, float("inf")) + wait_seconds
+        return run_id in sent and sent[run_id] >= due - 1.0
+
+    timed_out_replied = [run_id for run_id in completed if run_id not in no_reply and REPLIED not in effects[run_id]]
     return CrashCounts(
         runs=len(run_ids),
         completed=len(completed),
         lost=len(run_ids) - len(completed),
         stages_twice=sum(1 for (run_id, _), n in done.items() if n > 1 and run_id in wanted),
         effects_twice=sum(1 for run_id in completed if len(effects[run_id]) > 1),
-        timeouts_never_fired=sum(1 for run_id in no_reply if TIMED_OUT not in effects.get(run_id, [])),
-        replies_ignored=sum(1 for run_id in completed if run_id not in no_reply and REPLIED not in effects[run_id]),
+        timeouts_never_fired=sum(
+            1 for run_id in no_reply if run_id in waited_from and TIMED_OUT not in effects.get(run_id, [])
+        ),
+        replies_ignored=sum(1 for run_id in timed_out_replied if not late(run_id)),
+        late_replies=sum(1 for run_id in timed_out_replied if late(run_id)),
         kills=kills,
     )

@@ -44,14 +44,15 @@ def performance_table(contenders: dict[str, Any]) -> str:
 def crash_table(crash: dict[str, Any]) -> str:
     lines = [
         "| contender | runs | completed | lost | stages done twice | effects applied twice "
-        "| timeouts that never fired | replies ignored | runner kills (planned + while waiting) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| timeouts that never fired | replies ignored | runner kills (planned + while waiting) "
+        "| late replies, failed hand-overs (the driver's) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, c in crash.items():
         lines.append(
             f"| {LABELS.get(name, name)} | {c['runs']} | {c['completed']} | {c['lost']} | {c['stages_twice']} "
             f"| {c['effects_twice']} | {c['timeouts_never_fired']} | {c['replies_ignored']} "
-            f"| {c['kills']} + 1 |"
+            f"| {c['kills']} + 1 | {c.get('late_replies', 0)}, {c.get('hand_overs_failed', 0)} |"
         )
     return "\n".join(lines)
 
@@ -85,7 +86,12 @@ stage, during the work or after it and before the engine records it; {config["no
 no reply and must time out (the wait's timeout is {config["crash_wait_seconds"]:.0f} s). Once the runs
 wait, the runner is killed once more, then the contender's server (Temporal, or its PostgreSQL)
 is restarted; every runner is restarted 1 s after it dies.
-Counted from an external ledger every agent writes (PostgreSQL, no unique key).
+Counted from an external ledger every agent writes (PostgreSQL, no unique key): a stage done
+twice did its work twice; a timeout that never fired is a run given no reply that reached its
+wait and never ended by its timeout; a reply ignored is a run that ended by its timeout although
+its reply was sent before the timeout was due. DSMO's "after the work" kill comes before DSMO
+writes the stage's output artifact (that write is part of its commit); the others' after their
+agent wrote it.
 
 {crash_table(peers["crash"])}
 {END}"""

@@ -75,6 +75,7 @@ async def serve(config: RunnerConfig) -> None:
             workflows=[PeerRun],
             activities=activities(config.work()),
             activity_executor=threads,
+            max_concurrent_activities=16,  # as DSMO's worker: one per processor thread
         )
         await worker.run()
 

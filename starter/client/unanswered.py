@@ -69,8 +69,13 @@ async def query_error(
         return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
     if failed_task:
         return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")
+    # The server answered `describe` just now, so a query cut short by a transport error
+    # was still not answered by a worker; the error says which way it ended.
+    ended = (
+        f"within {QUERY_TIMEOUT.seconds} s" if "h2 protocol error" not in str(err).lower() else "(h2 protocol error)"
+    )
     return NoWorker(
-        f"run {run_id!r}: no worker answered the {name} query within {QUERY_TIMEOUT.seconds} s "
+        f"run {run_id!r}: no worker answered the {name} query {ended} "
         f"(task queue `{described.task_queue}`); is the worker busy or stopped?"
     )
 

@@ -28,17 +28,25 @@ def test_the_ledger_counts_losses_duplicates_and_timeouts_that_never_fired() -> 
         _row("r3", "send", EFFECT, "timeout"),
         # r4: never replied to, and never ended: lost, and its timeout never fired.
         _row("r4", "A", START),
-        # r5: replied to, but ended by its timeout (the reply was dropped).
+        # r5: replied to in time, but ended by its timeout (the reply was dropped).
+        Row("r5", "C", DONE, "", 100.0),
         _row("r5", "send", EFFECT, "timeout"),
+        # r6: never replied to, reached its wait, never ended: its timeout never fired.
+        Row("r6", "C", DONE, "", 100.0),
+        # r7: replied to after its timeout was due (the driver was late): not the contender's.
+        Row("r7", "C", DONE, "", 100.0),
+        _row("r7", "send", EFFECT, "timeout"),
         # another contender's run is not counted
         _row("x9", "A", DONE),
         _row("x9", "A", DONE),
     ]
-    counts = crash_counts(rows, ["r1", "r2", "r3", "r4", "r5"], {"r3", "r4"})
-    assert (counts.runs, counts.completed, counts.lost) == (5, 4, 1)
+    runs = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]
+    sent = {"r1": 0.0, "r2": 0.0, "r5": 130.0, "r7": 170.0}
+    counts = crash_counts(rows, runs, {"r3", "r4", "r6"}, replies_sent=sent, wait_seconds=60)
+    assert (counts.runs, counts.completed, counts.lost) == (7, 5, 2)
     assert (counts.stages_twice, counts.effects_twice) == (1, 1)
-    assert counts.timeouts_never_fired == 1
-    assert counts.replies_ignored == 1
+    assert counts.timeouts_never_fired == 1  # r6; r4 never reached its wait (it is lost)
+    assert (counts.replies_ignored, counts.late_replies) == (1, 1)
     assert counts.kills == 1
 
 
@@ -81,7 +89,9 @@ def test_the_section_shows_every_contender_and_the_ratio_to_raw_temporal() -> No
         "effects_twice": 1,
         "timeouts_never_fired": 0,
         "replies_ignored": 0,
+        "late_replies": 0,
         "kills": 30,
+        "hand_overs_failed": 0,
     }
     config = {
         "wait_seconds": 45,
@@ -105,5 +115,19 @@ def test_the_section_shows_every_contender_and_the_ratio_to_raw_temporal() -> No
     assert text is not None
     assert "| raw Temporal | 300 ms | 400 ms | 1500 |" in text
     assert "| DBOS Transact | 300 ms | 400 ms | 3000 (2.00x) |" in text
-    assert "| DBOS Transact | 200 | 200 | 0 | 3 | 1 | 0 | 0 | 30 + 1 |" in text
+    assert "| DBOS Transact | 200 | 200 | 0 | 3 | 1 | 0 | 0 | 30 + 1 | 0, 0 |" in text
     assert section({"command": "x"}) is None
+
+
+def test_dsmo_graph_goes_to_the_timeout_send_when_no_reply_came() -> None:
+    from bench.peers import dsmo_peer
+    from bench.peers.contenders import input_document
+    from dsmo.workflows.definition.conditions import evaluate_condition
+
+    wait = dsmo_peer.definition(45).nodes["reply"]
+    when = wait.transitions[0].when
+    assert when is not None
+    assert wait.transitions[0].to == "send" and wait.transitions[1].to == "send_timeout"
+    # The input seeds lastResponse (null), so the condition reads it whether or not a reply came.
+    assert evaluate_condition(when, {"lastResponse": input_document("r")["lastResponse"]}) is False
+    assert evaluate_condition(when, {"lastResponse": "ok"}) is True
