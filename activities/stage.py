@@ -3,16 +3,22 @@
 `run_stage` is an async activity: an ``async def`` processor runs on the worker's event loop
 (watched: see loop_watch.py) unless declared blocking, a plain one on the processor threads, and
 the artifact reads and writes on those threads too (the S3 clients are synchronous), so one
-worker can hold many slow model calls at once.
+worker can hold many slow model calls at once. A plain processor's stage takes one trip to the
+threads; an async one's and an `llm` stage's several.
+
+Longer than most modules because the stage's two paths (plain on the threads, async on the loop)
+share its commit and its report, which must stay one piece of code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
+import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -22,7 +28,7 @@ from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact, encode_json, stage_output_key
 from dsmo.activities.llm_stage import LlmStage
-from dsmo.activities.maybe_async import call_maybe_async
+from dsmo.activities.maybe_async import call_maybe_async, is_async_callable
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput, permanent_errors
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, as_output
@@ -137,11 +143,62 @@ class StageActivities:
             created_at=task.created_at,
             config_ref=task.config_ref,
         )
-        # A small run input comes with the task (the same document as the artifact); else read it.
-        if task.input_document is not None:
-            raw = task.input_document
+        if processor is not None and not is_async_callable(processor.fn):
+            # A plain processor's whole stage (its input read, its checks, the call, the commit)
+            # takes one trip to the threads: each trip hands the GIL between the event loop and a
+            # thread, and four of them per stage cost more on a busy worker than the work between.
+            context = contextvars.copy_context()
+            done = await self._io(context.run, self._plain_stage, task, processor, message, key)
+            if isinstance(done, tuple):
+                stored, output = done
+            else:  # the plain function handed back an awaitable: the loop finishes it
+                output = as_output(await done, agent=task.agent)
+                await self._io(processor.check_result, output)
+                stored = await self._io(self._commit, task, key, output, [])
+            calls: dict[str, Any] = {}
         else:
-            raw = await self._io(lambda: self.store.read_json(task.artifact_in_uri, seal=task.seal))
+            stored, output, calls = await self._loop_stage(task, processor, message, key)
+        if not stored.created:
+            # Another execution of this attempt committed first (a reset, a duplicate task): its
+            # output is the stage's output, and this one's is dropped.
+            return await self._io(self._report_existing, task, stored.uri, version, started)
+        return StageSummary(
+            stage=task.stage,
+            agent=task.agent,
+            agent_version=version,
+            attempt=task.attempt,
+            artifact_out_uri=stored.uri,
+            output_sha256=stored.sha256,
+            output_bytes=stored.size,
+            summary=output.summary,
+            inference={**output.inference, **calls},
+            reused=False,
+            workflow_version=task.workflow_version,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+        )
+
+    def _plain_stage(
+        self, task: StageTask, processor: Processor, message: StageMessage, key: str
+    ) -> tuple[StoredArtifact, ProcessorOutput] | Awaitable[Any]:
+        """A plain (synchronous) processor's stage on one thread: input, checks, call, commit.
+
+        A plain function may still return an awaitable; it is handed back for the loop to await.
+        """
+        document = stage_input(self._input_of(task))
+        processor.check_input(document)
+        result = processor.fn(document, message)
+        if inspect.isawaitable(result):
+            return result
+        output = as_output(result, agent=task.agent)
+        processor.check_result(output)
+        return self._commit(task, key, output, []), output
+
+    async def _loop_stage(
+        self, task: StageTask, processor: Processor | None, message: StageMessage, key: str
+    ) -> tuple[StoredArtifact, ProcessorOutput, dict[str, Any]]:
+        """An `llm` stage or an async processor: awaited on the event loop, I/O on the threads."""
+        raw = task.input_document if task.input_document is not None else await self._io(self._input_of, task)
         document = stage_input(raw)
         if processor is None:
             if self.llm is None:
@@ -163,26 +220,13 @@ class StageActivities:
             )
             output = as_output(result, agent=task.agent)
             await self._io(processor.check_result, output)
-        stored = await self._io(self._commit, task, key, output, records)
-        if not stored.created:
-            # Another execution of this attempt committed first (a reset, a duplicate task): its
-            # output is the stage's output, and this one's is dropped.
-            return await self._io(self._report_existing, task, stored.uri, version, started)
-        return StageSummary(
-            stage=task.stage,
-            agent=task.agent,
-            agent_version=version,
-            attempt=task.attempt,
-            artifact_out_uri=stored.uri,
-            output_sha256=stored.sha256,
-            output_bytes=stored.size,
-            summary=output.summary,
-            inference={**output.inference, **calls},
-            reused=False,
-            workflow_version=task.workflow_version,
-            started_at=started,
-            finished_at=datetime.now(UTC),
-        )
+        return await self._io(self._commit, task, key, output, records), output, calls
+
+    def _input_of(self, task: StageTask) -> Any:
+        # A small run input comes with the task (the same document as the artifact); else read it.
+        if task.input_document is not None:
+            return task.input_document
+        return self.store.read_json(task.artifact_in_uri, seal=task.seal)
 
     def _commit(
         self, task: StageTask, key: str, output: ProcessorOutput, records: list[tuple[str, dict[str, Any]]]

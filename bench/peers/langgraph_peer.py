@@ -153,8 +153,16 @@ class Runner:
             # The only runner: whatever a dead one held is ours to run again.
             conn.execute("UPDATE lg_jobs SET claimed_by = NULL WHERE NOT done AND claimed_by IS NOT NULL")
         pool_kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        # A connection for every job that may run at once, and a few for claims and marks: a
+        # smaller pool deadlocks at 50 runs in flight (a run's steps wait for connections that
+        # other runs hold while they wait too).
         async with AsyncConnectionPool(
-            dsn, min_size=2, max_size=20, kwargs=pool_kwargs, check=AsyncConnectionPool.check_connection, open=False
+            dsn,
+            min_size=2,
+            max_size=SLOTS + 5,
+            kwargs=pool_kwargs,
+            check=AsyncConnectionPool.check_connection,
+            open=False,
         ) as pool:
             saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
             await saver.setup()
@@ -222,7 +230,8 @@ class Runner:
                 async with pool.connection() as conn:
                     await conn.execute("UPDATE lg_jobs SET done = true WHERE id = %s", (job["id"],))
                 return
-            except psycopg.OperationalError:  # the database went away mid-job: run it again
+            except psycopg.OperationalError as err:  # the database went away mid-job: run it again
+                log.warning("job %s: %s; running it again", job["id"], err)
                 await asyncio.sleep(0.5)
             except Exception:  # a bug: the job stays claimed, and its run shows as lost
                 log.exception("job %s failed", job["id"])

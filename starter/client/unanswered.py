@@ -126,10 +126,17 @@ async def unless_failing(temporal: Client, handle: WorkflowHandle[Any, Any], cal
         for task in (outcome, watch):
             if not task.done():
                 task.cancel()
+                # A call cancelled mid-flight may still end with its own error: nobody waits for it.
+                task.add_done_callback(_retrieved)
     if outcome.done() and not outcome.cancelled():
         return outcome.result()
     watch.result()  # raises WorkflowTaskFailing
     raise AssertionError("unreachable: the watch only ends by raising")
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _watch_workflow_task(temporal: Client, handle: WorkflowHandle[Any, Any]) -> None:
