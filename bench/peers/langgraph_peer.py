@@ -143,7 +143,6 @@ class Runner:
         self.config = config
         self.identity = uuid.uuid4().hex[:8]
         self.wake = asyncio.Event()
-        self.slots = asyncio.Semaphore(SLOTS)
         self.running: set[asyncio.Task[None]] = set()
 
     async def serve(self) -> None:
@@ -193,7 +192,7 @@ class Runner:
                 task = asyncio.create_task(self._run(pool, graph, job))
                 self.running.add(task)
                 task.add_done_callback(self._finished)
-            if len(jobs) < free:
+            if not free or len(jobs) < free:  # all slots busy, or nothing more to take: wait
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), POLL_S)
 
