@@ -57,6 +57,10 @@ class Contender:
         """Bytes the engine keeps for one ended run (history, checkpoints or system rows)."""
         raise NotImplementedError
 
+    async def failed(self, run_ids: list[str]) -> set[str]:
+        """The runs the engine itself ended as failed (it says so), as opposed to lost."""
+        return set()
+
     def store_prefixes(self, run_id: str) -> list[str]:
         return [f"artifacts/peers/{self.name}/{run_id}/"]
 
@@ -85,6 +89,11 @@ class DsmoContender(Contender):
         assert self.dsmo is not None
         return await history_bytes(self.dsmo.temporal, run_id)
 
+    async def failed(self, run_ids: list[str]) -> set[str]:
+        assert self.dsmo is not None
+        query = f"TaskQueue='{self.config.task_queue}' AND AgentExecutionStatus IN ('failed', 'timeout')"
+        return await listed(self.dsmo.temporal, query)
+
     def store_prefixes(self, run_id: str) -> list[str]:
         return [f"artifacts/{self.workflow_version}/{run_id}/", f"audit/{run_id}.jsonl", f"audit/{run_id}/"]
 
@@ -107,6 +116,15 @@ class TemporalContender(Contender):
     async def engine_bytes(self, run_id: str) -> int:
         assert self.client is not None
         return await history_bytes(self.client, run_id)
+
+    async def failed(self, run_ids: list[str]) -> set[str]:
+        assert self.client is not None
+        query = f"TaskQueue='{self.config.task_queue}' AND ExecutionStatus IN ('Failed', 'TimedOut')"
+        return await listed(self.client, query)
+
+
+async def listed(client: Client, query: str) -> set[str]:
+    return {execution.id async for execution in client.list_workflows(query)}
 
 
 async def history_bytes(client: Client, run_id: str) -> int:
@@ -146,6 +164,11 @@ class LangGraphContender(Contender):
                 self._conn.close()
                 raise
 
+    async def failed(self, run_ids: list[str]) -> set[str]:
+        return await asyncio.to_thread(
+            _ids, self.config.state_dsn, "SELECT DISTINCT thread_id FROM lg_jobs WHERE failed", run_ids
+        )
+
     async def engine_bytes(self, run_id: str) -> int:
         tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "lg_jobs")
         return await asyncio.to_thread(_row_bytes, self.config.state_dsn, tables, "thread_id", run_id)
@@ -178,6 +201,10 @@ class DbosContender(Contender):
                 raise TimeoutError(f"{path}: the DBOS app did not take it within {HAND_OVER_S:.0f} s")
             await asyncio.sleep(RETRY_S)
 
+    async def failed(self, run_ids: list[str]) -> set[str]:
+        query = "SELECT workflow_uuid FROM dbos.workflow_status WHERE status NOT IN ('SUCCESS', 'PENDING', 'ENQUEUED')"
+        return await asyncio.to_thread(_ids, self.config.state_dsn, query, run_ids)
+
     async def engine_bytes(self, run_id: str) -> int:
         tables = ("dbos.workflow_status", "dbos.operation_outputs", "dbos.workflow_input", "dbos.workflow_output")
         rows = await asyncio.to_thread(_row_bytes, self.config.state_dsn, tables, "workflow_uuid", run_id)
@@ -185,6 +212,11 @@ class DbosContender(Contender):
             _row_bytes, self.config.state_dsn, ("dbos.notifications",), "destination_uuid", run_id
         )
         return rows + notes
+
+
+def _ids(dsn: str, query: str, run_ids: list[str]) -> set[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {str(row[0]) for row in conn.execute(query).fetchall()} & set(run_ids)
 
 
 def _row_bytes(dsn: str, tables: tuple[str, ...], column: str, key: str) -> int:

@@ -46,7 +46,8 @@ log = logging.getLogger("langgraph-runner")
 JOBS = """
 CREATE TABLE IF NOT EXISTS lg_jobs (
     id bigserial PRIMARY KEY, thread_id text NOT NULL, kind text NOT NULL, payload jsonb NOT NULL DEFAULT '{}',
-    due_at timestamptz NOT NULL DEFAULT now(), claimed_by text, done boolean NOT NULL DEFAULT false);
+    due_at timestamptz NOT NULL DEFAULT now(), claimed_by text, done boolean NOT NULL DEFAULT false,
+    failed boolean NOT NULL DEFAULT false);
 CREATE INDEX IF NOT EXISTS lg_jobs_ready ON lg_jobs (done, due_at);
 CREATE INDEX IF NOT EXISTS lg_jobs_thread ON lg_jobs (thread_id, id);
 """
@@ -232,8 +233,10 @@ class Runner:
             except psycopg.OperationalError as err:  # the database went away mid-job: run it again
                 log.warning("job %s: %s; running it again", job["id"], err)
                 await asyncio.sleep(0.5)
-            except Exception:  # a bug: the job stays claimed, and its run shows as lost
+            except Exception:  # the graph raised (its retries spent): the job and its run have failed
                 log.exception("job %s failed", job["id"])
+                async with pool.connection() as conn:
+                    await conn.execute("UPDATE lg_jobs SET done = true, failed = true WHERE id = %s", (job["id"],))
                 return
 
 

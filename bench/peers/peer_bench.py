@@ -285,7 +285,12 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
         await _until(lambda: _count_effects(w.ledger_dsn, run_ids) >= len(run_ids), config.crash_wait_seconds + 90)
         rows = await asyncio.to_thread(peer_ledger.rows, w.ledger_dsn, name, since=began - 1)
         counts = peer_ledger.crash_counts(
-            rows, run_ids, plan.no_reply, replies_sent=replies_sent, wait_seconds=config.crash_wait_seconds
+            rows,
+            run_ids,
+            plan.no_reply,
+            replies_sent=replies_sent,
+            wait_seconds=config.crash_wait_seconds,
+            failed=await contender.failed(run_ids),
         )
         return {
             **asdict(counts),

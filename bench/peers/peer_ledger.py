@@ -91,6 +91,7 @@ class CrashCounts:
 
     runs: int
     completed: int
+    failed: int
     lost: int
     stages_twice: int
     effects_twice: int
@@ -107,12 +108,15 @@ def crash_counts(
     *,
     replies_sent: dict[str, float] | None = None,
     wait_seconds: float = float("inf"),
+    failed: set[str] | None = None,
 ) -> CrashCounts:
     """Count completions, losses and duplicates of ``run_ids`` from the ledger alone.
 
-    A run completed when its effect was applied at least once; a stage ran twice when its work
-    was done more than once in one run. A timeout never fired when a run given no reply reached
-    its wait (its stage C was done) and no effect says it timed out. A reply was ignored when a
+    A run completed when its effect was applied at least once; one the engine ended as failed
+    (``failed``, as it says: a stage's retries exhausted, a dead letter) is counted apart from
+    one lost without a word. A stage ran twice when its work was done more than once in one run.
+    A timeout never fired when a run given no reply reached its wait (its stage C was done), did
+    not fail, and no effect says it timed out. A reply was ignored when a
     replied run ended by its timeout although the reply was sent (``replies_sent``: when) before
     that timeout was due; a reply sent after is late, the driver's doing, and counted apart.
     """
@@ -131,6 +135,7 @@ def crash_counts(
             kills += 1
     wanted = set(run_ids)
     completed = [run_id for run_id in run_ids if run_id in effects]
+    ended_failed = {run_id for run_id in (failed or set()) & wanted if run_id not in effects}
     sent = replies_sent or {}
 
     def late(run_id: str) -> bool:
@@ -141,11 +146,14 @@ def crash_counts(
     return CrashCounts(
         runs=len(run_ids),
         completed=len(completed),
-        lost=len(run_ids) - len(completed),
+        failed=len(ended_failed),
+        lost=len(run_ids) - len(completed) - len(ended_failed),
         stages_twice=sum(1 for (run_id, _), n in done.items() if n > 1 and run_id in wanted),
         effects_twice=sum(1 for run_id in completed if len(effects[run_id]) > 1),
         timeouts_never_fired=sum(
-            1 for run_id in no_reply if run_id in waited_from and TIMED_OUT not in effects.get(run_id, [])
+            1
+            for run_id in no_reply - ended_failed
+            if run_id in waited_from and TIMED_OUT not in effects.get(run_id, [])
         ),
         replies_ignored=sum(1 for run_id in timed_out_replied if not late(run_id)),
         late_replies=sum(1 for run_id in timed_out_replied if late(run_id)),

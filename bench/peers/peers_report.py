@@ -43,14 +43,15 @@ def performance_table(contenders: dict[str, Any]) -> str:
 
 def crash_table(crash: dict[str, Any]) -> str:
     lines = [
-        "| contender | runs | completed | lost | stages done twice | effects applied twice "
+        "| contender | runs | completed | failed (said so) | lost | stages done twice | effects applied twice "
         "| timeouts that never fired | replies ignored | runner kills (planned + while waiting) "
         "| late replies, failed hand-overs (the driver's) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, c in crash.items():
         lines.append(
-            f"| {LABELS.get(name, name)} | {c['runs']} | {c['completed']} | {c['lost']} | {c['stages_twice']} "
+            f"| {LABELS.get(name, name)} | {c['runs']} | {c['completed']} | {c.get('failed', 0)} | {c['lost']} "
+            f"| {c['stages_twice']} "
             f"| {c['effects_twice']} | {c['timeouts_never_fired']} | {c['replies_ignored']} "
             f"| {c['kills']} + 1 | {c.get('late_replies', 0)}, {c.get('hand_overs_failed', 0)} |"
         )
@@ -86,7 +87,9 @@ stage, during the work or after it and before the engine records it; {config["no
 no reply and must time out (the wait's timeout is {config["crash_wait_seconds"]:.0f} s). Once the runs
 wait, the runner is killed once more, then the contender's server (Temporal, or its PostgreSQL)
 is restarted; every runner is restarted 1 s after it dies.
-Counted from an external ledger every agent writes (PostgreSQL, no unique key): a stage done
+Counted from an external ledger every agent writes (PostgreSQL, no unique key), and from each
+engine's own record of runs it ended as failed (a failed run is not lost: the engine says why,
+and DSMO keeps its stage in the dead-letter queue for a redrive): a stage done
 twice did its work twice; a timeout that never fired is a run given no reply that reached its
 wait and never ended by its timeout; a reply ignored is a run that ended by its timeout although
 its reply was sent before the timeout was due. DSMO's "after the work" kill comes before DSMO

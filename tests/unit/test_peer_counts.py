@@ -40,10 +40,12 @@ def test_the_ledger_counts_losses_duplicates_and_timeouts_that_never_fired() -> 
         _row("x9", "A", DONE),
         _row("x9", "A", DONE),
     ]
-    runs = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"]
+    rows += [Row("r8", "C", DONE, "", 100.0)]  # r8: never replied to, failed after C (the engine says so)
+    runs = ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"]
     sent = {"r1": 0.0, "r2": 0.0, "r5": 130.0, "r7": 170.0}
-    counts = crash_counts(rows, runs, {"r3", "r4", "r6"}, replies_sent=sent, wait_seconds=60)
-    assert (counts.runs, counts.completed, counts.lost) == (7, 5, 2)
+    no_reply = {"r3", "r4", "r6", "r8"}
+    counts = crash_counts(rows, runs, no_reply, replies_sent=sent, wait_seconds=60, failed={"r8", "r1", "x9"})
+    assert (counts.runs, counts.completed, counts.failed, counts.lost) == (8, 5, 1, 2)
     assert (counts.stages_twice, counts.effects_twice) == (1, 1)
     assert counts.timeouts_never_fired == 1  # r6; r4 never reached its wait (it is lost)
     assert (counts.replies_ignored, counts.late_replies) == (1, 1)
@@ -84,6 +86,7 @@ def test_the_section_shows_every_contender_and_the_ratio_to_raw_temporal() -> No
     crash = {
         "runs": 200,
         "completed": 200,
+        "failed": 0,
         "lost": 0,
         "stages_twice": 3,
         "effects_twice": 1,
@@ -115,7 +118,7 @@ def test_the_section_shows_every_contender_and_the_ratio_to_raw_temporal() -> No
     assert text is not None
     assert "| raw Temporal | 300 ms | 400 ms | 1500 |" in text
     assert "| DBOS Transact | 300 ms | 400 ms | 3000 (2.00x) |" in text
-    assert "| DBOS Transact | 200 | 200 | 0 | 3 | 1 | 0 | 0 | 30 + 1 | 0, 0 |" in text
+    assert "| DBOS Transact | 200 | 200 | 0 | 0 | 3 | 1 | 0 | 0 | 30 + 1 | 0, 0 |" in text
     assert section({"command": "x"}) is None
 
 
