@@ -22,8 +22,9 @@ from bench import flow_cli, migration_cli, what_if_cli
 from bench.peers.peers_report import END as PEERS_END
 from bench.peers.peers_report import START as PEERS_START
 from bench.reliability import report as reliability_report
-from bench.report import file_stamp, floor_spread, machine, markdown, publish_section, write
+from bench.report import file_stamp, floor_spread, machine, markdown, write
 from bench.runner import Bench, BenchConfig
+from bench.section_files import publish_section
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import DevStack, private_settings, reusable
 

@@ -167,29 +167,6 @@ def file_stamp(started_at: str) -> str:
     return started_at.replace(":", "").replace("-", "")[:15]
 
 
-def publish_section(
-    results: dict[str, Any],
-    *,
-    name: str,
-    text: str | None,
-    markers: tuple[str, str],
-    out_dir: Path,
-    page: Path | None,
-) -> Path:
-    """Save one section's results as ``<name>-<stamp>.json``, print its text, and with ``page``
-    (BENCHMARKS.md) put the text between its ``markers`` there. The results file's path."""
-    from bench.reliability.report import splice
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}-{file_stamp(results['started_at'])}.json"
-    path.write_text(json.dumps(results, indent=2, default=str))
-    print(text or f"the {name} section did not run")
-    print(f"\nresults: {path}")
-    if page is not None and text:
-        page.write_text(splice(page.read_text(), text, *markers))
-    return path
-
-
 def write(results: dict[str, Any], out_dir: Path, charts_dir: Path | None = None) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = file_stamp(results["started_at"])

@@ -9,7 +9,8 @@ from typing import Any
 
 from bench.peers.peer_bench import PeerConfig, peers
 from bench.peers.peers_report import END, START, section
-from bench.report import machine, publish_section
+from bench.report import machine
+from bench.section_files import publish_section
 
 REPO = Path(__file__).resolve().parents[2]
 MARKERS = START, END

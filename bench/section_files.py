@@ -1,0 +1,31 @@
+"""Writing one section of `make bench` on its own: its results file and its part of BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.reliability.report import splice
+from bench.report import file_stamp
+
+
+def publish_section(
+    results: dict[str, Any],
+    *,
+    name: str,
+    text: str | None,
+    markers: tuple[str, str],
+    out_dir: Path,
+    page: Path | None,
+) -> Path:
+    """Save one section's results as ``<name>-<stamp>.json``, print its text, and with ``page``
+    (BENCHMARKS.md) put the text between its ``markers`` there. The results file's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}-{file_stamp(results['started_at'])}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    print(text or f"the {name} section did not run")
+    print(f"\nresults: {path}")
+    if page is not None and text:
+        page.write_text(splice(page.read_text(), text, *markers))
+    return path
