@@ -29,7 +29,6 @@ class RunnerProcess:
         self.restarts = 0
         self._stopping = False
         self._supervisor: asyncio.Task[None] | None = None
-        self._cpu_of_dead = 0.0  # CPU seconds of runners that died, read just before they did
 
     async def start(self) -> None:
         await self._spawn()
