@@ -153,9 +153,8 @@ class Runner:
             # The only runner: whatever a dead one held is ours to run again.
             conn.execute("UPDATE lg_jobs SET claimed_by = NULL WHERE NOT done AND claimed_by IS NOT NULL")
         pool_kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-        # A connection for every job that may run at once, and a few for claims and marks: a
-        # smaller pool deadlocks at 50 runs in flight (a run's steps wait for connections that
-        # other runs hold while they wait too).
+        # A connection for every job that may run at once, and a few for claims and marks, so
+        # no job waits for a connection another job holds.
         async with AsyncConnectionPool(
             dsn,
             min_size=2,
