@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import psutil  # type: ignore[import-untyped]
+import psycopg
 from temporalio.client import Client
 
 from bench.cpu import listening_pid
@@ -274,7 +275,10 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
         await bounded(20, [_handed_over(contender.start, run_id, failed) for run_id in run_ids])
         # Until every run that can has reached its wait (its stage C is done); a quarter of the
         # wait's timeout at most, so the replies below come well before it.
-        await _until(lambda: _count_done(w.ledger_dsn, run_ids, "C") >= len(run_ids), config.crash_wait_seconds / 4)
+        await _until(
+            lambda: _count_runs(w.ledger_dsn, run_ids, peer_ledger.DONE, "C") >= len(run_ids),
+            config.crash_wait_seconds / 4,
+        )
         await asyncio.sleep(2)
         runner.kill()  # while the runs wait
         await asyncio.sleep(3)
@@ -282,7 +286,10 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
         await asyncio.sleep(2)
         replied = [run_id for run_id in run_ids if run_id not in plan.no_reply]
         await bounded(20, [_handed_over(contender.reply, run_id, failed, replies_sent) for run_id in replied])
-        await _until(lambda: _count_effects(w.ledger_dsn, run_ids) >= len(run_ids), config.crash_wait_seconds + 90)
+        await _until(
+            lambda: _count_runs(w.ledger_dsn, run_ids, peer_ledger.EFFECT) >= len(run_ids),
+            config.crash_wait_seconds + 90,
+        )
         rows = await asyncio.to_thread(peer_ledger.rows, w.ledger_dsn, name, since=began - 1)
         counts = peer_ledger.crash_counts(
             rows,
@@ -336,24 +343,13 @@ async def _until(done: Callable[[], bool], timeout: float) -> None:
         await asyncio.sleep(1)
 
 
-def _count_done(dsn: str, run_ids: list[str], stage: str) -> int:
-    import psycopg
-
+def _count_runs(dsn: str, run_ids: list[str], kind: str, stage: str | None = None) -> int:
+    """How many of ``run_ids`` have a ledger row of ``kind`` (of ``stage``, if given)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(DISTINCT run_id) FROM ledger WHERE run_id = ANY(%s) AND stage = %s AND kind = %s",
-            (run_ids, stage, peer_ledger.DONE),
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _count_effects(dsn: str, run_ids: list[str]) -> int:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(DISTINCT run_id) FROM ledger WHERE run_id = ANY(%s) AND kind = %s",
-            (run_ids, peer_ledger.EFFECT),
+            "SELECT count(DISTINCT run_id) FROM ledger WHERE run_id = ANY(%s) AND kind = %s"
+            " AND (%s::text IS NULL OR stage = %s)",
+            (run_ids, kind, stage, stage),
         ).fetchone()
     return int(row[0]) if row else 0
 
