@@ -4,7 +4,14 @@ Each stage reads its input document, and its output carries the input's id, rout
 forward, so every later stage knows which input (and so which faults) it serves. Faults come
 from `bench.paired`, keyed by input, replay, stage and attempt. B3's agent runs inside DSMO's
 worker; B1's and B2's run in the consumer processes (`bench.consumer`). Each logs its executions
-to the shared log; B3's also keeps an in-memory log, which the floor comparison times stages by.
+to the shared log, with the fault it drew; B3's also keeps an in-memory log, which the floor
+comparison times stages by.
+
+B3's post-work faults behave as they would in production. A crash (after the work, before the
+commit) leaves the activity without a completion: the agent tells the SDK the activity will be
+completed elsewhere, nobody does, and Temporal's start-to-close timeout starts the next attempt.
+A lost completion (after the commit) does the same from `LostCompletions`, which wraps DSMO's
+stage activity; the next attempt then finds the committed output and reports it.
 """
 
 from __future__ import annotations
@@ -15,19 +22,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.paired import RATES, draw
+from temporalio import activity
+
+from bench.paired import NO_FAULTS, RATES, draw, fault_key
 from bench.queue_db import QueueDb
 from bench.shared_rule import OK, StageExecution
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.workflows.contracts.activity_io import StageMessage
+from dsmo.activities.stage import StageActivities
+from dsmo.workflows.contracts.activity_io import RUN_STAGE, StageMessage, StageSummary, StageTask
 
 SLOW_S = 2.5  # a slow attempt: past the 1.5 s stage timeout and the queue's visibility timeout
 REPLAY_MARK = ".replay-"
-
-
-class CompletionLost(ConnectionError):
-    """B3's crash and lost ack: the work was done, its completion never reached Temporal."""
 
 
 def output_of(document: dict[str, Any], stage: str) -> dict[str, Any]:
@@ -76,25 +82,33 @@ class B3Agent:
     log: ExecutionLog
     shared: QueueDb | None = None
     consumer: str = "dsmo-worker"
+    # (run, stage, attempt) whose completion is to be lost after the commit (LostCompletions)
+    losing: set[tuple[str, str, int]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
         document = document if isinstance(document, dict) else {}
         workload, input_id = str(document.get("workload", "")), str(document.get("input", ""))
-        fault = draw(
-            RATES.get(workload, RATES["W1"]),
-            self.seed,
-            input_id,
-            replay_index(message.run_id),
-            message.stage,
-            message.attempt,
-        )
+        replay = replay_index(message.run_id)
+        # Runs that are not Table 1's carry no workload: they meet no faults.
+        rates = RATES.get(workload, NO_FAULTS)
+        fault = draw(rates, self.seed, input_id, replay, message.stage, message.attempt)
         started = time.time()
 
         def record(outcome: str) -> None:
             self.log.add(message.run_id, message.stage, message.attempt, outcome)
             if self.shared is not None:
                 execution = StageExecution(
-                    message.run_id, message.stage, message.attempt, self.consumer, outcome, started, time.time()
+                    message.run_id,
+                    message.stage,
+                    message.attempt,
+                    self.consumer,
+                    outcome,
+                    started,
+                    time.time(),
+                    exec_id=execution_id(message.stage, message.attempt),
+                    fault=fault or "",
+                    fault_key=fault_key(input_id, replay, message.stage, message.attempt),
                 )
                 self.shared.log("b3", execution)
 
@@ -108,9 +122,40 @@ class B3Agent:
             time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another by now
         output = output_of(document, message.stage)
         record(OK)
-        if fault in ("crash", "lost_ack"):
-            raise CompletionLost(f"stage {message.stage}: the completion was lost after the work")
+        if fault == "crash":
+            activity.raise_complete_async()  # the worker "dies": no completion, no commit
+        if fault == "lost_ack":
+            with self.lock:
+                self.losing.add((message.run_id, message.stage, message.attempt))
         return ProcessorOutput(document=output, summary={"route": output["route"]})
+
+    def completion_lost(self, run_id: str, stage: str, attempt: int) -> bool:
+        """Whether this attempt's completion is to be lost (once)."""
+        with self.lock:
+            if (run_id, stage, attempt) in self.losing:
+                self.losing.discard((run_id, stage, attempt))
+                return True
+            return False
+
+
+def execution_id(stage: str, attempt: int) -> str:
+    """A B3 execution's id in its run: the stage and the orchestrator's attempt."""
+    return f"{stage}:{attempt}"
+
+
+class LostCompletions:
+    """DSMO's stage activity, with the completions B3's agent marked lost dropped after the commit."""
+
+    def __init__(self, agent: B3Agent, stages: StageActivities) -> None:
+        self.agent, self.stages = agent, stages
+
+    @activity.defn(name=RUN_STAGE)
+    async def run_stage(self, task: StageTask) -> StageSummary:
+        """Run the stage; if its agent drew a lost ack, report nothing (the commit stands)."""
+        summary = await self.stages.run_stage(task)
+        if self.agent.completion_lost(task.run_id, task.stage, task.attempt):
+            activity.raise_complete_async()
+        return summary
 
 
 def bench_registry(agent: B3Agent) -> ProcessorRegistry:

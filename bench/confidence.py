@@ -1,4 +1,5 @@
-"""95% confidence intervals by the bootstrap, resampling inputs (an original with its replays).
+"""95% confidence intervals by the bootstrap, resampling inputs (an original with its replays)
+within each workload.
 
 A replay metric (SPS, RSR) pairs each replay with its original, so what is resampled is the
 input's whole group; per-run metrics are resampled the same way, so every interval in Table 1
@@ -17,17 +18,19 @@ RESAMPLES = 1000
 
 
 def bootstrap(
-    groups: Sequence[Sequence[Item]],
+    strata: Sequence[Sequence[Sequence[Item]]],
     statistic: Callable[[list[Item]], float],
     *,
     resamples: int = RESAMPLES,
     seed: int = 11,
     level: float = 0.95,
 ) -> tuple[float, float]:
-    """The percentile interval of ``statistic`` over groups drawn with replacement.
+    """The percentile interval of ``statistic`` over groups drawn with replacement within strata.
 
     Args:
-        groups: The unit of resampling (one input's runs each).
+        strata: The groups of each stratum (a workload), each group the unit of resampling (one
+            input's runs); a resample draws as many groups from each stratum as it holds, so
+            every resample keeps the workloads' shares.
         statistic: The metric, over the flattened runs of one resample.
         resamples: How many resamples.
         seed: The generator's seed (the report is reproducible).
@@ -36,12 +39,13 @@ def bootstrap(
     Returns:
         (low, high); (nan, nan) when no resample gives a number.
     """
-    if not groups:
+    strata = [groups for groups in strata if groups]
+    if not strata:
         return math.nan, math.nan
     rng = random.Random(seed)
     values = []
     for _ in range(resamples):
-        drawn = [item for _ in groups for item in groups[rng.randrange(len(groups))]]
+        drawn = [item for groups in strata for _ in groups for item in groups[rng.randrange(len(groups))]]
         value = statistic(drawn)
         if not math.isnan(value):
             values.append(value)

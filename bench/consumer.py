@@ -2,8 +2,10 @@
 
 It takes a stage message, runs the stage's agent (reads the input artifact, writes the output
 artifact, logs the execution), enqueues the next stage itself, then acknowledges. B1's agent
-enqueues the graph's next stage; B2's agent names it, and a seeded share of its choices is
-ambiguous (any stage, or none). Faults come from `bench.paired`: a crash kills this process
+enqueues the graph's next stage; B2's agent names it, and in a seeded share of runs it picks a
+real alternative at a decision (another branch, skipping a stage, stopping early). Every message
+carries the id of the execution that enqueued it, which the agent logs as its parent: the
+lineage the shared rule follows. Faults come from `bench.paired`: a crash kills this process
 between the enqueue and the ack (the bench starts another), a lost ack leaves the message to
 be redelivered, a slow attempt outlives the visibility timeout, a transient failure is retried
 after a back-off, a permanent one goes to the dead letters. A message delivered more than
@@ -20,28 +22,28 @@ import uuid
 from typing import Any
 
 from bench.agents import SLOW_S, output_of
-from bench.paired import MAX_ATTEMPTS, RATES, ambiguous, draw, graph_of, valid_next
+from bench.paired import MAX_ATTEMPTS, RATES, alternatives, deviation, draw, fault_key, trajectory, valid_next
 from bench.queue_db import Message, QueueDb
-from bench.shared_rule import OK, StageExecution
+from bench.shared_rule import OK, ROOT, StageExecution
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 
 CRASH_EXIT = 17
-MAX_HOPS = 8  # an ambiguous router can send a run in circles: its chain is cut after 8 stages
+MAX_HOPS = 8  # a guard: no chain runs more than 8 stages
 IDLE_S = 0.01
 
 
 def next_stage(mode: str, message: Message, route: str, seed: int, share: float) -> str | None:
-    """B1: the graph's next stage. B2: the agent's choice, ambiguous in a seeded share."""
+    """B1: the graph's next stage. B2: the agent's choice, an alternative in a seeded share of runs."""
     correct = valid_next(message.workload, message.stage, route)
     if mode != "b2":
         return correct
-    roll = ambiguous(seed, message.input_id, message.replay, message.stage, message.deliveries, share)
-    if roll is None:
-        return correct
-    choices: list[str | None] = [*graph_of(message.workload), None]
-    return choices[int(roll * len(choices))]
+    options = alternatives(message.workload, message.stage, route)
+    decisions = len(trajectory(message.workload, route)) - 1
+    hop = int(message.body.get("hops", 0))
+    roll = deviation(seed, message.input_id, message.replay, message.stage, hop, share, decisions) if options else None
+    return correct if roll is None else options[int(roll * len(options))]
 
 
 class Consumer:
@@ -67,10 +69,21 @@ class Consumer:
             RATES[message.workload], self.seed, message.input_id, message.replay, message.stage, message.deliveries
         )
         started = time.time()
+        exec_id = f"{message.id}.{message.deliveries}"  # one per delivery: a redelivery is another execution
 
         def record(outcome: str) -> None:
             execution = StageExecution(
-                message.run_id, message.stage, message.deliveries, self.name, outcome, started, time.time()
+                message.run_id,
+                message.stage,
+                message.deliveries,
+                self.name,
+                outcome,
+                started,
+                time.time(),
+                exec_id=exec_id,
+                parent=str(message.body.get("parent", ROOT)),
+                fault=fault or "",
+                fault_key=fault_key(message.input_id, message.replay, message.stage, message.deliveries),
             )
             self.db.log(self.mode, execution)
 
@@ -91,7 +104,7 @@ class Consumer:
         if following is None or hops >= MAX_HOPS:
             self.db.finish(self.mode, message.run_id, message.stage)  # this chain ends here
         else:
-            body = {"uri": output["uri"], "hops": hops}
+            body = {"uri": output["uri"], "hops": hops, "parent": exec_id}
             self.db.enqueue(
                 self.mode, message.run_id, message.input_id, message.replay, message.workload, following, body
             )

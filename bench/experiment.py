@@ -1,6 +1,7 @@
 """Table 1's experiment, paired: B3 on DSMO, B1 and B2 on a real at-least-once queue.
 
-Every mode runs the same inputs (`bench.paired.inputs_for`) and meets the same fault schedule.
+Every mode runs the same inputs (`bench.paired.inputs_for`) and meets the same fault schedule,
+which the agents' logged draws prove (`bench.pairing`).
 Each input runs once, then is replayed ``replays`` times after its original ended: B3 through
 DSMO's own replay (`dsmo replay`'s API: the run's recorded input and configuration snapshot,
 re-executed as a new linked run), B1 and B2 by re-injecting the original's recorded input into
@@ -16,16 +17,18 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import pairing
 from bench.jobs import bounded
 from bench.metrics import RunRecord, summarize
-from bench.paired import RATES, Input, faults_checksum, graph_of, inputs_checksum, inputs_for, trajectory
+from bench.paired import Input, inputs_checksum, inputs_for, trajectory
 from bench.queue_db import QueueDb, postgres
 from bench.queue_modes import QueueModes
+from bench.scheduled import UNSCHEDULED, scheduled_lineage
 from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
@@ -69,26 +72,31 @@ class PaperExperiment:
             return self.config.w4_inputs, self.config.w4_concurrency
         return self.config.inputs, self.config.concurrency
 
-    async def table1(self, progress: Any = print) -> dict[str, Any]:
-        """Every workload in every mode; each mode's records, summary and pairing checksums."""
+    async def table1(self, progress: Any = print, *, seed: int | None = None) -> dict[str, Any]:
+        """Every workload in every mode; each mode's records and summary, and the pairing of
+        the workload's modes from their agents' draws (`bench.pairing`; a broken pairing raises).
+
+        ``seed`` (default: the configuration's) draws the inputs, the faults and B2's choices.
+        """
+        seed = self.config.seed if seed is None else seed
         results: dict[str, Any] = {}
         tag = uuid.uuid4().hex[:6]
         with tempfile.TemporaryDirectory(prefix="dsmo-bench-queue-") as folder, postgres(Path(folder)) as dsn:
             db = QueueDb(dsn)
-            self.agent.shared = db
-            queue = QueueModes(
-                db, dsn, self.settings, self.store, self.config.seed, self.config.ambiguity, self.config.consumers
-            )
+            self.agent.shared, self.agent.seed = db, seed
+            queue = QueueModes(db, dsn, self.settings, self.store, seed, self.config.ambiguity, self.config.consumers)
             try:
                 for workload in WORKLOADS:
                     count, concurrency = self._shape(workload)
-                    inputs = inputs_for(workload, count, self.config.seed)
+                    inputs = inputs_for(workload, count, seed)
                     results[workload] = {}
                     for mode in MODES:
-                        progress(f"{workload} {mode}")
+                        progress(f"{workload} {mode}" + ("" if seed == self.config.seed else f" (seed {seed})"))
                         results[workload][mode] = await self._mode(db, queue, mode, workload, inputs, concurrency, tag)
+                    draws = {mode: await asyncio.to_thread(db.draws, mode.lower(), workload) for mode in MODES}
+                    results[workload]["pairing"] = pairing.compare(draws)
             finally:
-                self.agent.shared = None
+                self.agent.shared, self.agent.seed = None, self.config.seed
         return results
 
     async def _mode(
@@ -113,12 +121,7 @@ class PaperExperiment:
             "summary": summarize(records, wall),
             "latencies": [record.latency_s for record in records],
             "records": [asdict(record) for record in records],
-            "checksums": {
-                "inputs": inputs_checksum(inputs),
-                "faults": faults_checksum(
-                    RATES[workload], self.config.seed, inputs, replays, sorted(graph_of(workload))
-                ),
-            },
+            "checksums": {"inputs": inputs_checksum(inputs)},
             "consumer_restarts": queue.restarts - restarts,
         }
 
@@ -158,29 +161,37 @@ class PaperExperiment:
 
     async def _record(self, db: QueueDb, mode: str, workload: str, run: Executed) -> RunRecord:
         executions = await asyncio.to_thread(db.executions, run.run_id)
-        verdict = judge(executions, trajectory(workload, run.item.route))
-        finished = verdict.end if verdict.success and verdict.end is not None else run.finished
+        valid = trajectory(workload, run.item.route)
         if mode == "B3":
             trail = await asyncio.to_thread(self._audit_trail, run.run_id)
             dlq, events = sum(e["type"] == "DEAD_LETTERED" for e in trail), len(trail)
             stored = await self._b3_bytes(run.run_id, definition(workload).workflow_version)
+            lineage = scheduled_lineage(trail)
+            executions = [replace(e, parent=lineage.parents.get(e.exec_id, UNSCHEDULED)) for e in executions]
+            verdict = judge(executions, valid, ended_at=lineage.ended_at, accepted=lineage.accepted)
         else:
             sent, message_bytes, dlq = await asyncio.to_thread(db.counts, run.run_id)
             events = sent
             artifacts = await asyncio.to_thread(self._prefix_bytes, f"artifacts/bench-{mode.lower()}/{run.run_id}/")
             stored = artifacts + message_bytes
+            ended = await asyncio.to_thread(db.endings, [run.run_id])
+            verdict = judge(executions, valid, ended_at=ended.get(run.run_id))
         return RunRecord(
             run.run_id,
             run.item.input_id,
             run.replay > 0,
             path=verdict.path,
-            success=verdict.success,
-            latency_s=max(0.0, finished - run.began),
+            # The paper's success: the graph's terminal stage completed and nothing was dead-lettered.
+            success=verdict.terminal_completed and dlq == 0,
+            latency_s=max(0.0, (verdict.end or run.finished) - run.began),
             duplicates=verdict.duplicates,
             orphans=verdict.orphans,
             dlq=dlq,
             events=events,
             bytes_stored=stored,
+            orphans_lineage=verdict.orphans_lineage,
+            attempts=verdict.attempts,
+            valid_path=verdict.success,
         )
 
     def _audit_trail(self, run_id: str) -> list[dict[str, Any]]:

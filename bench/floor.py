@@ -3,7 +3,10 @@
 Two floors: raw Temporal (the same shape with no-op activities: no artifacts, no audit), which
 the issue's targets are set against, and the floor plus artifact I/O (the same S3 requests as
 a DSMO run, nothing else). The second splits B3's overhead over raw Temporal into what passing
-artifacts by reference costs on this stack and what the orchestration itself costs.
+artifacts by reference costs on this stack and what the orchestration itself costs. A third,
+the floor plus I/O plus the search attributes every DSMO run keeps (the external contract:
+status, agent and version at start, the final status at the end), tells the contract's
+visibility writes apart from the rest of the orchestration.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
 from bench import modes
 from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.workloads import RESUMED_STAGE, inbox_resume_definition, resume_definition
+from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 
 if TYPE_CHECKING:
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from dsmo.starter.config.settings import Settings
 
 # The sides of each round, rotated so that each runs first, second and last equally often.
-SIDES = ("b3", "floor", "floor_io")
+SIDES = ("b3", "floor", "floor_io", "floor_io_sa")
 STAGES = 3  # W1 and W4 are A -> B -> C
 
 
@@ -70,7 +76,12 @@ class FloorComparison:
         measured: dict[str, dict[str, Any]] = {side: {} for side in SIDES}
         per_round: dict[str, dict[str, list[float]]] = {}
         for shape, (_, concurrency) in shapes.items():
-            jobs = {"b3": self._b3_job(shape), "floor": self._floor_run, "floor_io": self._floor_io_run}
+            jobs = {
+                "b3": self._b3_job(shape),
+                "floor": self._floor_run,
+                "floor_io": self._floor_io_run,
+                "floor_io_sa": self._floor_io_visible_run,
+            }
             latencies: dict[str, list[float]] = {side: [] for side in SIDES}
             rates: dict[str, list[float]] = {side: [] for side in SIDES}
             cpu: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
@@ -85,7 +96,7 @@ class FloorComparison:
             for side in SIDES:
                 measured[side][shape] = _summary(latencies[side], rates[side], cpu[side])
             per_round[shape] = rates
-        b3, floor, floor_io = (measured[side] for side in SIDES)
+        b3, floor, floor_io, floor_io_sa = (measured[side] for side in SIDES)
 
         def round_ratio(shape: str, ours: str, base: str) -> float:
             rates = per_round[shape]
@@ -95,6 +106,7 @@ class FloorComparison:
             **floor,
             "b3": b3,
             "floor_io": floor_io,
+            "floor_io_sa": floor_io_sa,
             "rounds": {shape: rounds for shape in shapes},
             "batch": batches,
             "ratios": {
@@ -109,6 +121,10 @@ class FloorComparison:
                 "w1_p50_b3": b3["W1"]["p50"] / floor_io["W1"]["p50"],
                 "w4_throughput_io": round_ratio("W4", "floor_io", "floor"),
                 "w4_throughput_b3": round_ratio("W4", "b3", "floor_io"),
+                "w1_p50_sa": floor_io_sa["W1"]["p50"] / floor_io["W1"]["p50"],
+                "w1_p50_b3_sa": b3["W1"]["p50"] / floor_io_sa["W1"]["p50"],
+                "w4_throughput_sa": round_ratio("W4", "floor_io_sa", "floor_io"),
+                "w4_throughput_b3_sa": round_ratio("W4", "b3", "floor_io_sa"),
             },
         }
 
@@ -125,9 +141,9 @@ class FloorComparison:
         )
         return time.perf_counter() - began
 
-    async def _floor_io_run(self) -> float:
+    async def _floor_io_run(self, *, visible: bool = False) -> float:
         """Like a DSMO start: the starter writes the input (its own store, no shared cache), then starts
-        the run with the input in its request."""
+        the run with the input in its request; ``visible`` also starts it with DSMO's search attributes."""
         run_id = f"floorio-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
         document = {"route": "b", "input": "paired"}
@@ -136,11 +152,23 @@ class FloorComparison:
         )
         await self.dsmo.temporal.execute_workflow(
             modes.FloorIoRun.run,
-            args=[run_id, stored.uri, STAGES, document],
+            args=[run_id, stored.uri, STAGES, document, visible],
             id=run_id,
             task_queue=self.queue + "-modes",
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(sa.AGENT_EXECUTION_STATUS, RunStatus.RUNNING.value),
+                    SearchAttributePair(sa.AGENT_NAME, "bench-floor-io"),
+                    SearchAttributePair(sa.WORKFLOW_VERSION, "bench-floor-io"),
+                ]
+            )
+            if visible
+            else None,
         )
         return time.perf_counter() - began
+
+    async def _floor_io_visible_run(self) -> float:
+        return await self._floor_io_run(visible=True)
 
     async def resume_latency(self, samples: int = 10) -> dict[str, float]:
         """Resume latency as the issue defines it: the event sent until the next action starts.

@@ -1,15 +1,16 @@
 """The paper's metrics (sections 2.5.3 and 2.6), each with its formula. Pure functions over
 per-run records, so they are unit-tested on hand-made data.
 
-A run record (`RunRecord`) holds: the state path (the stages that ran, in order), whether the run
-ended in terminal success, the terminal stage, and counts of stage executions, duplicates, orphan
-executions, dead letters and events.
+A run record (`RunRecord`) holds: the sequence of states (every attempt, as stage and outcome),
+the collapsed path (the stages completed, in order), whether the run ended in terminal success
+(its terminal stage completed, nothing dead-lettered), and counts of duplicates, orphan
+executions (by both rules), dead letters and events.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -26,6 +27,9 @@ class RunRecord:
     dlq: int = 0  # dead letters written
     events: int = 0  # audit/log events recorded for the run
     bytes_stored: int = 0  # history + artifacts + audit
+    orphans_lineage: int = 0  # stage executions whose lineage is not a valid trajectory's, or late
+    attempts: list[str] = field(default_factory=list)  # the sequence of states: stage:outcome, in order
+    valid_path: bool = False  # the collapsed path is the input's valid trajectory
 
     @property
     def terminal(self) -> str | None:
@@ -51,14 +55,29 @@ def success_rate(records: Sequence[RunRecord]) -> float:
 
 
 def sps(records: Sequence[RunRecord]) -> float:
-    """State-path stability = replays whose state path equals their original's / replays."""
+    """State-path stability (the paper's) = replays whose sequence of states (every attempt, as
+    stage and outcome, retries and failures included) equals their original's / replays."""
+    return _same_as_original(records, lambda record: record.attempts)
+
+
+def sps_path(records: Sequence[RunRecord]) -> float:
+    """SPS over the collapsed path (completions only, a repeat right after itself counted once)."""
+    return _same_as_original(records, lambda record: record.path)
+
+
+def _same_as_original(records: Sequence[RunRecord], key: Callable[[RunRecord], list[str]]) -> float:
     hits = total = 0
     for original, replays in _groups(records).values():
         if original is None:
             continue
-        hits += sum(replay.path == original.path for replay in replays)
+        hits += sum(key(replay) == key(original) for replay in replays)
         total += len(replays)
     return hits / total if total else math.nan
+
+
+def valid_path_rate(records: Sequence[RunRecord]) -> float:
+    """Runs whose collapsed path is their input's valid trajectory / runs (originals and replays)."""
+    return sum(r.valid_path for r in records) / len(records) if records else math.nan
 
 
 def rsr(records: Sequence[RunRecord]) -> float:
@@ -109,10 +128,13 @@ def summarize(records: Sequence[RunRecord], wall_seconds: float) -> dict[str, fl
     return {
         "success_rate": success_rate(records),
         "sps": sps(records),
+        "sps_path": sps_path(records),
         "rsr": rsr(records),
+        "valid_path_rate": valid_path_rate(records),
         "divergence": divergence(records),
         "duplicates_per_run": per_run(records, "duplicates"),
         "orphans_per_run": per_run(records, "orphans"),
+        "orphans_lineage_per_run": per_run(records, "orphans_lineage"),
         "dlq_per_run": per_run(records, "dlq"),
         "latency_p50_s": lat["p50"],
         "latency_p95_s": lat["p95"],

@@ -14,6 +14,8 @@ from typing import Any
 from temporalio import activity, workflow
 
 from dsmo.activities.audit_log import chain
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -68,12 +70,18 @@ class FloorIoRun:
     sends a small run input, and later stages read their input by reference; each writes its
     output write-once, on thread-pool activities like DSMO's stages and through the same store
     (so the same cache); a local activity at the end writes a trail file, as DSMO's audit export
-    does. No definition, no audit events, no search attributes, no saga: what B3 costs beyond
-    this is the orchestration itself.
+    does. No definition, no audit events, no saga: what B3 costs beyond this is the
+    orchestration itself.
+
+    With ``visible``, the run also carries the search attributes DSMO's contract has every run
+    keep (set at start by the starter, the final status upserted at the end as DSMO does), so
+    their cost to the server is told apart from the rest of the orchestration's.
     """
 
     @workflow.run
-    async def run(self, run_id: str, input_uri: str, stages: int, input_document: dict[str, Any]) -> None:
+    async def run(
+        self, run_id: str, input_uri: str, stages: int, input_document: dict[str, Any], visible: bool = False
+    ) -> None:
         uris, uri = [], input_uri
         document: dict[str, Any] | None = input_document
         for index in range(stages):
@@ -85,6 +93,14 @@ class FloorIoRun:
             )
             uris.append(uri)
             document = None
+        if visible:
+            workflow.upsert_search_attributes(
+                [
+                    sa.AGENT_EXECUTION_STATUS.value_set(RunStatus.COMPLETED.value),
+                    sa.WAITING_FOR.value_unset(),
+                    sa.WAITING_UNTIL.value_unset(),
+                ]
+            )
         await workflow.execute_local_activity(
             "floor_io_trail", args=[run_id, uris], start_to_close_timeout=timedelta(seconds=10)
         )

@@ -14,6 +14,7 @@ shared rule (`bench.shared_rule`) reads it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import threading
@@ -32,6 +33,9 @@ VISIBILITY_S = 1.5  # as B3's stage timeout
 JITTER_S = 0.02  # delivery delay drawn per message: the reordering of a broker with competing consumers
 RETRY_BASE_S = 0.2  # a transient failure makes the message visible again after 0.2 s, 0.4 s, ...
 
+FIELDS = [field.name for field in dataclasses.fields(StageExecution)]
+EXECUTION_COLUMNS = ", ".join(FIELDS)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue (
     id bigserial PRIMARY KEY, mode text NOT NULL, run_id text NOT NULL, input_id text NOT NULL,
@@ -46,7 +50,8 @@ CREATE TABLE IF NOT EXISTS ends (mode text, run_id text, stage text, at double p
 CREATE INDEX IF NOT EXISTS ends_run ON ends (run_id);
 CREATE TABLE IF NOT EXISTS executions (
     mode text, run_id text, stage text, attempt int, consumer text, outcome text,
-    started double precision, finished double precision);
+    started double precision, finished double precision,
+    exec_id text, parent text, fault text, fault_key text);
 CREATE INDEX IF NOT EXISTS executions_run ON executions (run_id);
 """
 
@@ -158,27 +163,23 @@ class QueueDb:
     def log(self, mode: str, execution: StageExecution) -> None:
         """One stage execution, by the agent that ran it."""
         self.conn.execute(
-            "INSERT INTO executions VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                mode,
-                execution.run_id,
-                execution.stage,
-                execution.attempt,
-                execution.consumer,
-                execution.outcome,
-                execution.started,
-                execution.finished,
-            ),
+            f"INSERT INTO executions (mode, {EXECUTION_COLUMNS}) VALUES (%s, {', '.join(['%s'] * len(FIELDS))})",
+            (mode, *(getattr(execution, name) for name in FIELDS)),
         )
 
     # -- what the bench reads ----------------------------------------------------------------
 
     def executions(self, run_id: str) -> list[StageExecution]:
-        rows = self.conn.execute(
-            "SELECT run_id, stage, attempt, consumer, outcome, started, finished FROM executions WHERE run_id = %s",
-            (run_id,),
-        ).fetchall()
+        rows = self.conn.execute(f"SELECT {EXECUTION_COLUMNS} FROM executions WHERE run_id = %s", (run_id,)).fetchall()
         return [StageExecution(*row) for row in rows]
+
+    def draws(self, mode: str, workload: str) -> list[tuple[str, str]]:
+        """Every (fault key, fault drawn) the agents of ``mode`` logged for ``workload``'s inputs."""
+        rows = self.conn.execute(
+            "SELECT fault_key, fault FROM executions WHERE mode = %s AND fault_key LIKE %s",
+            (mode, f"{workload.lower()}-%"),
+        ).fetchall()
+        return [(str(key), str(fault)) for key, fault in rows]
 
     def finish(self, mode: str, run_id: str, stage: str) -> None:
         """An agent enqueued nothing after ``stage``: a chain of the run ended there."""

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.breakdown import breakdown_table
-from bench.table1 import MODES, NAMES, bar_values, differences, per_workload, table1
+from bench.table1 import MODES, NAMES, bar_values, pairing_lines, per_workload, spread, table1
+from bench.table1_notes import differences
 
 
 def _b3_from_workloads(results: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -43,9 +44,9 @@ def cpu_table(floor: dict[str, Any], b3: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _runs_per_cpu_second(shape: dict[str, Any]) -> float:
+def _cpu_ms_per_run(shape: dict[str, Any]) -> float:
     spent: dict[str, float] = shape["cpu_ms_per_run"]
-    return 1000 / sum(spent.values())
+    return sum(spent.values())
 
 
 def floor_table(results: dict[str, Any]) -> str:
@@ -53,7 +54,7 @@ def floor_table(results: dict[str, Any]) -> str:
     b3 = floor.get("b3") or _b3_from_workloads(results)  # older results: B3 from Table 1's runs
     resume = results["resume"]
     rows = [
-        ("W1 latency p50 (s)", b3["W1"]["p50"], floor["W1"]["p50"], ratios["w1_p50"], "≤ 1.5"),
+        ("W1 latency p50 (s)", b3["W1"]["p50"], floor["W1"]["p50"], ratios["w1_p50"], "≤ 1.4"),
         ("W1 latency p95 (s)", b3["W1"]["p95"], floor["W1"]["p95"], ratios["w1_p95"], ""),
         ("W1 throughput (runs/min)", b3["W1"]["throughput"], floor["W1"]["throughput"], ratios["w1_throughput"], ""),
         (
@@ -61,15 +62,15 @@ def floor_table(results: dict[str, Any]) -> str:
             b3["W4"]["throughput"],
             floor["W4"]["throughput"],
             ratios["w4_throughput"],
-            "≥ 0.7",
+            "≥ 0.8",
         ),
         ("Resume: event → next action started p50 (s)", resume["b3_p50"], resume["bare_p50"], resume["ratio"], "≤ 1.3"),
     ]
     if "cpu_ms_per_run" in b3["W4"]:
-        # Runs per CPU-second of the whole stack: what throughput is bought with once the cores
-        # are saturated, and unlike runs/min not moved by other tenants of a shared machine.
-        ours, base = (_runs_per_cpu_second(side["W4"]) for side in (b3, floor))
-        rows.insert(4, ("W4 runs per CPU-second (whole stack)", ours, base, ours / base, ""))
+        # CPU per run of the whole stack: what throughput is bought with once the cores are
+        # saturated, and unlike runs/min not moved by other tenants of a shared machine.
+        ours, base = (_cpu_ms_per_run(side["W4"]) for side in (b3, floor))
+        rows.insert(4, ("W4 CPU ms per run (whole stack)", ours, base, ours / base, "≤ 1.4"))
     if "b3_done_p50" in resume:  # results written before this row existed lack it
         done = resume["b3_done_p50"]
         rows.append(("Resume: event → run done p50 (s)", done, resume["bare_p50"], done / resume["bare_p50"], ""))
@@ -92,14 +93,14 @@ def floor_table(results: dict[str, Any]) -> str:
 
 # What the issue's targets are judged on, per repeat of the floor comparison: (label, value, target).
 SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
-    ("W1 latency p50, B3 / floor", lambda r: r["floor"]["ratios"]["w1_p50"], "≤ 1.5"),
+    ("W1 latency p50, B3 / floor", lambda r: r["floor"]["ratios"]["w1_p50"], "≤ 1.4"),
     ("W1 latency p95, B3 / floor", lambda r: r["floor"]["ratios"]["w1_p95"], ""),
     ("W1 throughput, B3 / floor", lambda r: r["floor"]["ratios"]["w1_throughput"], ""),
-    ("W4 throughput, B3 / floor", lambda r: r["floor"]["ratios"]["w4_throughput"], "≥ 0.7"),
+    ("W4 throughput, B3 / floor", lambda r: r["floor"]["ratios"]["w4_throughput"], "≥ 0.8"),
     (
-        "W4 runs per CPU-second, B3 / floor",
-        lambda r: _runs_per_cpu_second(r["floor"]["b3"]["W4"]) / _runs_per_cpu_second(r["floor"]["W4"]),
-        "",
+        "W4 CPU ms per run, B3 / floor",
+        lambda r: _cpu_ms_per_run(r["floor"]["b3"]["W4"]) / _cpu_ms_per_run(r["floor"]["W4"]),
+        "≤ 1.4",
     ),
     ("Resume p50, B3 / bare signal", lambda r: r["resume"]["ratio"], "≤ 1.3"),
     (
@@ -108,7 +109,7 @@ SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
         "",
     ),
     ("W1 latency p50, floor + artifact I/O / floor", lambda r: r["floor"]["io_ratios"]["w1_p50_io"], ""),
-    ("W1 latency p50, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w1_p50_b3"], ""),
+    ("W1 latency p50, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w1_p50_b3"], "≤ 1.08"),
     ("W4 throughput, floor + artifact I/O / floor", lambda r: r["floor"]["io_ratios"]["w4_throughput_io"], ""),
     ("W4 throughput, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w4_throughput_b3"], ""),
 )
@@ -142,18 +143,28 @@ def floor_spread(repeats: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: dict[str, Any]) -> str:
+def table1_markdown(results: dict[str, Any]) -> str:
+    """Table 1, where it differs from the paper's, per workload, the pairing and the repetitions."""
     sections = [
-        "### Table 1 (W1-W4, originals and replays; 95% intervals, bootstrap over inputs)",
+        "### Table 1 (W1-W4, originals and replays; 95% intervals, bootstrap over inputs within "
+        "each workload; a zero count's bound is the rule of three, 3/n)",
         table1(results),
         "Where these figures differ from the paper's, and why:",
         differences(results),
         "### Per workload",
         per_workload(results),
-        "### Against the raw-Temporal floor (same run)",
-        floor_table(results),
+        "Paired, from what the agents drew:",
+        pairing_lines(results),
     ]
+    repeated = spread(results)
+    if repeated:
+        sections += [f"### {len(results['repetitions'])} repetitions, each with its own seed", repeated]
     return "\n\n".join(sections)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """Every table of a full run: Table 1's, then the floor's."""
+    return table1_markdown(results) + "\n\n### Against the raw-Temporal floor (same run)\n\n" + floor_table(results)
 
 
 def machine() -> str:

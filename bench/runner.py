@@ -16,11 +16,13 @@ from typing import Any
 from temporalio.worker import Worker
 
 from bench import modes
-from bench.agents import B3Agent, ExecutionLog, bench_registry
+from bench.agents import B3Agent, ExecutionLog, LostCompletions, bench_registry
 from bench.experiment import PaperExperiment
 from bench.floor import FloorComparison
+from bench.table1 import repetition
 from bench.workloads import definition
 from dsmo.activities.messaging import FileChannel
+from dsmo.activities.stage import StageActivities
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
@@ -36,9 +38,11 @@ class BenchConfig:
     replays: int = 2
     concurrency: int = 4
     w4_runs: int = 40  # the floor comparison's W4 batch
-    w4_inputs: int = 10  # Table 1's W4: inputs run at once (each replayed like W1-W3's)
-    w4_concurrency: int = 20
-    ambiguity: float = 0.15
+    # Table 1's W4: inputs (each replayed like W1-W3's), more than run at once: its backpressure
+    w4_inputs: int = 30
+    w4_concurrency: int = 10
+    ambiguity: float = 0.15  # B2: the share of runs in which its agent decides differently
+    repetitions: int = 1  # Table 1's whole experiment, each with its own seed
     consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
     scale_runs: int = 200
     migration_runs: int = 300  # waiting runs migrated in one batch (bench/migration_bench.py)
@@ -64,8 +68,9 @@ class BenchConfig:
             inputs=30,
             replays=3,
             w4_runs=200,
-            w4_inputs=50,
+            w4_inputs=100,
             w4_concurrency=50,
+            repetitions=3,
             scale_runs=10_000,
             migration_runs=10_000,
             what_if_runs=1_000,
@@ -97,6 +102,11 @@ class Bench(FloorComparison, PaperExperiment):
         results: dict[str, Any] = {"config": {k: v for k, v in vars(self.config).items()}}
         async with self.workers():
             results["workloads"] = await self.table1(self.progress)
+            # The whole experiment again with other seeds: the run-to-run spread of Table 1.
+            results["repetitions"] = [repetition(results["workloads"])]
+            for extra in range(1, self.config.repetitions):
+                again = await self.table1(self.progress, seed=self.config.seed + extra)
+                results["repetitions"].append(repetition(again))
             results.update(await self._against_floor())
             self.progress("history bytes per artifact size")
             results["history_bytes"] = await self.history_bytes()
@@ -124,14 +134,19 @@ class Bench(FloorComparison, PaperExperiment):
         self.dsmo = await DsmoClient.connect(self.settings)
         client = self.dsmo.temporal
         floor_io = modes.FloorIoActivities(self.store)
+        registry = bench_registry(self.agent)
+        # DSMO's stage activity, wrapped so that a completion B3's agent drew lost is dropped
+        # after the commit (its own threads: a plain stage takes one trip to them, as in DSMO's).
+        stages = StageActivities(self.store, registry, executor=ThreadPoolExecutor(max_workers=32))
         base = build_worker(
             client,
             task_queue=self.queue,
             store=self.store,
             channel=FileChannel(self.settings.state_dir / "bench-outbox"),
-            registry=bench_registry(self.agent),
+            registry=registry,
             activity_threads=32,
             sandboxed=self.settings.worker.sandbox,
+            overrides=[LostCompletions(self.agent, stages).run_stage],
         )
         extra = Worker(
             client,

@@ -1,22 +1,35 @@
 """One rule for every mode: a run's path, duplicates and orphans, computed from the execution log.
 
 Every stage execution is logged by the agent that ran it (run, stage, attempt, consumer, outcome,
-start and finish), whichever mode it belongs to. The paper (section 2.5.3) defines:
+start and finish, its own id, the execution that enqueued or scheduled it, and the fault it
+drew), whichever mode it belongs to. The paper (section 2.5.3) defines:
 
 - *orphan rate*: "the fraction of stage executions not linked to a valid trajectory";
-- *duplicate processing*: "the fraction of duplicate stage completions".
+- *duplicate processing*: "the fraction of duplicate stage completions";
+- *SPS*: "the fraction of replays that follow the same sequence of states".
 
-Here, for one run, with its input's valid trajectory T (the graph's path for the input's route):
+Here, for one run, with its input's valid trajectory T (the graph's path for the input's route)
+and the moment the run ended as its system recorded it (B3: the trail's last event; B1 and B2:
+the first chain that finished or was dead-lettered):
 
 - a **completion** is an execution whose outcome is ``ok`` (the agent produced its output);
 - **path** = the stages of the completions in the order they finished, a stage completed again
-  right after itself counted once (a retry or a redelivery is the same state, a loop back is not),
-  cut after the first completion of the terminal stage;
-- **end** = when that first terminal completion finished (none: the run never ended well);
-- **success** = path == T;
+  right after itself counted once, cut after the first completion of the terminal stage: the
+  collapsed path, kept as a second row beside the attempt sequence;
+- **attempts** = every execution that started before the run ended, in the order they started,
+  as ``stage:outcome``: the sequence of states the paper's SPS compares, retries and failures
+  included;
+- **terminal_completed** = a completion of the terminal stage (success also needs no dead letter:
+  the caller knows those);
 - **duplicates** = Σ over stages of (completions of the stage - 1): extra completions of a
   (run, stage), wherever they came from (a retry after a timeout, a redelivery, a second chain);
-- **orphans** = executions of a stage not in T, plus executions that started after the end.
+- **orphans** (the first rule) = executions of a stage not in T, plus executions that started
+  after the run ended;
+- **orphans by lineage** (the paper's "not linked to a valid trajectory") = executions whose
+  lineage (the chain of executions that enqueued or scheduled them, back to the run's start)
+  is not a prefix of T made of accepted executions, plus executions that started after the run
+  ended. Accepted executions are those whose output the run went on with: in B3 the attempts
+  the orchestrator committed; in B1 and B2 the chain of the execution that ended the run.
 
 The same function judges B1, B2 and B3, so the three columns of Table 1 differ only in what the
 systems did, not in how it was counted.
@@ -25,10 +38,11 @@ systems did, not in how it was counted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 OK = "ok"
+ROOT = ""  # the parent of an execution the run's start enqueued
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,10 @@ class StageExecution:
     outcome: str  # ok | transient | permanent
     started: float
     finished: float
+    exec_id: str = ""  # unique within its run
+    parent: str = ROOT  # the execution that enqueued or scheduled this one
+    fault: str = ""  # the fault its agent drew ("": none)
+    fault_key: str = ""  # what that draw was keyed on: input|replay|stage|attempt
 
 
 @dataclass(frozen=True)
@@ -49,28 +67,53 @@ class Judgement:
     """What the shared rule makes of one run's executions."""
 
     path: list[str]
-    success: bool
+    success: bool  # the collapsed path is T (kept as a diagnostic: the valid path rate)
     end: float | None
     duplicates: int
     orphans: int
     executions: int
+    orphans_lineage: int = 0
+    attempts: list[str] = field(default_factory=list)
+    terminal_completed: bool = False
 
 
-def judge(executions: Sequence[StageExecution], trajectory: Sequence[str]) -> Judgement:
-    """Apply the rule (see the module's docstring) to one run's logged executions."""
+def judge(
+    executions: Sequence[StageExecution],
+    trajectory: Sequence[str],
+    *,
+    ended_at: float | None = None,
+    accepted: Collection[str] | None = None,
+) -> Judgement:
+    """Apply the rule (see the module's docstring) to one run's logged executions.
+
+    Args:
+        executions: The run's rows of the shared log.
+        trajectory: The input's valid trajectory.
+        ended_at: When the run ended, as its system recorded it (default: when the first
+            completion of the terminal stage finished).
+        accepted: The ids of the executions whose output the run went on with (default: the
+            lineage of the completion that ended the run, for B1 and B2).
+    """
     terminal = trajectory[-1]
     completions = sorted((e for e in executions if e.outcome == OK), key=lambda e: (e.finished, e.started))
     path: list[str] = []
-    end: float | None = None
+    first_end: float | None = None
     for completion in completions:
         if not path or path[-1] != completion.stage:
             path.append(completion.stage)
         if completion.stage == terminal:
-            end = completion.finished
+            first_end = completion.finished
             break
+    end = ended_at if ended_at is not None else first_end
     per_stage = Counter(e.stage for e in completions)
     on_trajectory = set(trajectory)
-    orphans = sum(e.stage not in on_trajectory or (end is not None and e.started > end) for e in executions)
+    late = [end is not None and e.started > end for e in executions]
+    orphans = sum(e.stage not in on_trajectory or after for e, after in zip(executions, late, strict=True))
+    by_id = {e.exec_id: e for e in executions if e.exec_id}
+    if accepted is None:
+        accepted = {e.exec_id for e in lineage(_ending(completions, terminal, end), by_id)}
+    unlinked = [not linked(e, by_id, trajectory, accepted) for e in executions]
+    in_run = sorted((e for e, after in zip(executions, late, strict=True) if not after), key=lambda e: e.started)
     return Judgement(
         path=path,
         success=path == list(trajectory),
@@ -78,4 +121,42 @@ def judge(executions: Sequence[StageExecution], trajectory: Sequence[str]) -> Ju
         duplicates=sum(count - 1 for count in per_stage.values()),
         orphans=orphans,
         executions=len(executions),
+        orphans_lineage=sum(a or b for a, b in zip(unlinked, late, strict=True)),
+        attempts=[f"{e.stage}:{e.outcome}" for e in in_run],
+        terminal_completed=per_stage[terminal] > 0,
     )
+
+
+def _ending(completions: list[StageExecution], terminal: str, end: float | None) -> StageExecution | None:
+    """The completion that ended the run: the first of the terminal stage, else the last before
+    the end (a chain an agent stopped early, or a run dead-lettered after it)."""
+    before = [c for c in completions if end is None or c.finished <= end]
+    return next((c for c in before if c.stage == terminal), before[-1] if before else None)
+
+
+def lineage(execution: StageExecution | None, by_id: dict[str, StageExecution]) -> list[StageExecution]:
+    """``execution`` and its ancestors, from the run's start; [] when a link is missing."""
+    chain: list[StageExecution] = []
+    seen: set[str] = set()
+    while execution is not None:
+        if execution.exec_id in seen:  # a cycle: no lineage
+            return []
+        seen.add(execution.exec_id)
+        chain.append(execution)
+        if execution.parent == ROOT:
+            return chain[::-1]
+        execution = by_id.get(execution.parent)
+    return []
+
+
+def linked(
+    execution: StageExecution,
+    by_id: dict[str, StageExecution],
+    trajectory: Sequence[str],
+    accepted: Collection[str],
+) -> bool:
+    """Whether ``execution``'s lineage is a prefix of ``trajectory`` through accepted executions."""
+    chain = lineage(execution, by_id) if execution.exec_id else []
+    if not chain or [e.stage for e in chain] != list(trajectory[: len(chain)]):
+        return False
+    return all(ancestor.exec_id in accepted for ancestor in chain[:-1])

@@ -13,7 +13,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.confidence import bootstrap
-from bench.metrics import RunRecord, divergence, latency, per_run, rsr, sps, success_rate
+from bench.metrics import (
+    RunRecord,
+    divergence,
+    latency,
+    per_run,
+    rsr,
+    sps,
+    sps_path,
+    success_rate,
+    valid_path_rate,
+)
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
 MODES = ("B3", "B1", "B2")
@@ -24,7 +34,7 @@ PAPER = {
     "sps": (0.7775, 0.775, 0.56),
     "rsr": (0.8725, 0.8525, 0.855),
     "duplicates_per_run": (0.165, 0.19, 0.22),
-    "orphans_per_run": (0.0, 3.735, 0.96),
+    "orphans_lineage_per_run": (0.0, 3.735, 0.96),
     "dlq_per_run": (0.12, 0.11, 0.17),
     "latency_p50_s": (0.241, 0.205, 18.626),
     "latency_p95_s": (0.540, 0.537, 19.296),
@@ -33,12 +43,25 @@ PAPER = {
 Metric = Callable[[Sequence[RunRecord]], float]
 # key, label, format, the metric over records (None: not a per-record metric)
 ROWS: list[tuple[str, str, str, Metric | None]] = [
-    ("success_rate", "Base success rate", "{:.3f}", success_rate),
-    ("sps", "SPS (state-path stability)", "{:.3f}", sps),
+    ("success_rate", "Base success rate (terminal stage completed, nothing dead-lettered)", "{:.3f}", success_rate),
+    ("sps", "SPS (the sequence of states: every attempt and its outcome)", "{:.3f}", sps),
+    ("sps_path", "SPS over the collapsed path (completions only)", "{:.3f}", sps_path),
     ("rsr", "RSR (replay success rate)", "{:.3f}", rsr),
+    ("valid_path_rate", "Valid path rate (collapsed path = the input's trajectory)", "{:.3f}", valid_path_rate),
     ("divergence", "DS (divergence score)", "{:.3f}", divergence),
     ("duplicates_per_run", "Duplicates / run", "{:.3f}", lambda r: per_run(r, "duplicates")),
-    ("orphans_per_run", "Orphan executions / run", "{:.3f}", lambda r: per_run(r, "orphans")),
+    (
+        "orphans_lineage_per_run",
+        "Orphan executions / run, by lineage (the paper's)",
+        "{:.3f}",
+        lambda r: per_run(r, "orphans_lineage"),
+    ),
+    (
+        "orphans_per_run",
+        "Orphan executions / run, off the trajectory or after the end",
+        "{:.3f}",
+        lambda r: per_run(r, "orphans"),
+    ),
     ("dlq_per_run", "DLQ / run", "{:.3f}", lambda r: per_run(r, "dlq")),
     ("latency_p50_s", "Latency p50 (s)", "{:.3f}", lambda r: latency(r)["p50"]),
     ("latency_p95_s", "Latency p95 (s)", "{:.3f}", lambda r: latency(r)["p95"]),
@@ -47,6 +70,8 @@ ROWS: list[tuple[str, str, str, Metric | None]] = [
     ("bytes_per_run", "Bytes stored / run", "{:,.0f}", lambda r: per_run(r, "bytes_stored")),
     ("throughput_runs_per_min", "Throughput (runs/min)", "{:,.0f}", None),
 ]
+# Counts whose zero gets a one-sided upper bound by the rule of three (3/n) instead of [0, 0].
+COUNTS = {"duplicates_per_run", "orphans_lineage_per_run", "orphans_per_run", "dlq_per_run"}
 WITH_INTERVAL = {"events_per_run", "bytes_per_run"}  # shown without one: they hardly vary
 
 
@@ -67,25 +92,29 @@ def groups_of(records: Sequence[RunRecord]) -> list[list[RunRecord]]:
     return list(by_input.values())
 
 
-def pooled(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """mode -> metric -> (value, low, high) over W1-W4."""
+def pooled(results: dict[str, Any], *, intervals: bool = True) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """mode -> metric -> (value, low, high) over W1-W4.
+
+    The interval is the bootstrap over inputs, stratified by workload (each resample keeps every
+    workload's number of inputs); a count that is zero gets the rule of three's one-sided bound
+    [0, 3/n] instead, n the runs. Without ``intervals``, every bound is nan.
+    """
     table: dict[str, dict[str, tuple[float, float, float]]] = {}
     for mode in MODES:
         records = records_of(results, mode)
-        groups = groups_of(records)
+        strata = [groups_of(records_of(results, mode, [w])) for w in WORKLOADS if w in results["workloads"]]
         row: dict[str, tuple[float, float, float]] = {}
         for key, _, _, metric in ROWS:
             if metric is None:
-                summaries = [results["workloads"][w][mode]["summary"] for w in WORKLOADS if w in results["workloads"]]
-                minutes = sum(
-                    s["runs"] / s["throughput_runs_per_min"] for s in summaries if s["throughput_runs_per_min"]
-                )
-                value = sum(s["runs"] for s in summaries) / minutes if minutes else math.nan
+                row[key] = (_throughput(results, mode), math.nan, math.nan)
+                continue
+            value = metric(records)
+            if not intervals or key in WITH_INTERVAL:
                 row[key] = (value, math.nan, math.nan)
-            elif key in WITH_INTERVAL:
-                row[key] = (metric(records), math.nan, math.nan)
+            elif key in COUNTS and value == 0 and records:
+                row[key] = (value, 0.0, 3 / len(records))
             else:
-                row[key] = (metric(records), *bootstrap(groups, metric))
+                row[key] = (value, *bootstrap(strata, metric))
         table[mode] = row
     return table
 
@@ -102,7 +131,40 @@ def _cell(value: tuple[float, float, float], pattern: str) -> str:
     if math.isnan(estimate):
         return "n/a"
     shown = pattern.format(estimate)
-    return shown if math.isnan(low) else f"{shown} [{pattern.format(low)}, {pattern.format(high)}]"
+    if math.isnan(low):
+        return shown
+    if estimate == 0 and low == 0 and high > 0:
+        return f"{shown} [≤ {pattern.format(high)}]"  # the rule of three's one-sided bound
+    return f"{shown} [{pattern.format(low)}, {pattern.format(high)}]"
+
+
+# What each repetition keeps: the figures whose run-to-run spread the report shows.
+SPREAD = ("success_rate", "sps", "dlq_per_run", "orphans_lineage_per_run", "latency_p50_s", "latency_p95_s")
+
+
+def repetition(workloads: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """One repetition's pooled figures, mode -> metric -> value (no intervals)."""
+    table = pooled({"workloads": workloads}, intervals=False)
+    keys = (*SPREAD, "throughput_runs_per_min")
+    return {mode: {key: table[mode][key][0] for key in keys} for mode in MODES}
+
+
+def spread(results: dict[str, Any]) -> str:
+    """Each repetition's pooled figures per mode, and their range: Table 1's run-to-run spread."""
+    repeats = results.get("repetitions", [])
+    if len(repeats) < 2:
+        return ""
+    header = " | ".join(f"#{index + 1}" for index in range(len(repeats)))
+    lines = [f"| Mode | Metric | {header} | range |", "|---|---|" + "---|" * (len(repeats) + 1)]
+    labels = {key: label for key, label, _, _ in ROWS}
+    patterns = {key: pattern for key, _, pattern, _ in ROWS}
+    for mode in MODES:
+        for key in (*SPREAD, "throughput_runs_per_min"):
+            values = [repeat[mode][key] for repeat in repeats]
+            cells = " | ".join(patterns[key].format(value) for value in values)
+            span = f"{patterns[key].format(min(values))}-{patterns[key].format(max(values))}"
+            lines.append(f"| {NAMES[mode]} | {labels[key]} | {cells} | {span} |")
+    return "\n".join(lines)
 
 
 def table1(results: dict[str, Any]) -> str:
@@ -121,78 +183,56 @@ def table1(results: dict[str, Any]) -> str:
 
 
 def per_workload(results: dict[str, Any]) -> str:
-    """Each workload and mode: the main metrics, runs, and the pairing checksums."""
-    keys = ("success_rate", "sps", "rsr", "duplicates_per_run", "orphans_per_run", "dlq_per_run", "latency_p50_s")
+    """Each workload and mode: the main metrics, runs, the inputs' checksum and the faults drawn."""
+    keys = (
+        "success_rate",
+        "sps",
+        "sps_path",
+        "rsr",
+        "duplicates_per_run",
+        "orphans_lineage_per_run",
+        "orphans_per_run",
+        "dlq_per_run",
+        "latency_p50_s",
+    )
     header = (
         "| Workload | Mode | runs | "
         + " | ".join(keys)
-        + " | throughput | consumer crashes | inputs / faults checksum |"
+        + " | throughput | consumer crashes | inputs checksum | faults drawn (keys reached) |"
     )
-    lines = [header, "|---|---|---|" + "---|" * (len(keys) + 3)]
+    lines = [header, "|---|---|---|" + "---|" * (len(keys) + 4)]
     for workload, modes in results["workloads"].items():
+        drawn = modes.get("pairing", {})
         for mode in MODES:
             summary, sums = modes[mode]["summary"], modes[mode].get("checksums", {})
-            cells = " | ".join("n/a" if math.isnan(summary[k]) else f"{summary[k]:.3f}" for k in keys)
-            pairing = f"{sums.get('inputs', '-')} / {sums.get('faults', '-')}"
+            cells = " | ".join("n/a" if math.isnan(summary.get(k, math.nan)) else f"{summary[k]:.3f}" for k in keys)
             crashes = "" if mode == "B3" else str(modes[mode].get("consumer_restarts", ""))
             lines.append(
                 f"| {workload} | {mode} | {summary['runs']:.0f} | {cells} | "
-                f"{summary['throughput_runs_per_min']:,.0f} | {crashes} | {pairing} |"
+                f"{summary['throughput_runs_per_min']:,.0f} | {crashes} | {sums.get('inputs', '-')} | "
+                f"{_faults(drawn.get('faults', {}).get(mode, {}))} |"
             )
     return "\n".join(lines)
+
+
+def pairing_lines(results: dict[str, Any]) -> str:
+    """Per workload: the draw keys every mode reached and the faults they drew (equal by check)."""
+    lines = []
+    for workload, modes in results["workloads"].items():
+        drawn = modes.get("pairing")
+        if drawn:
+            lines.append(
+                f"- {workload}: {drawn['shared']} draws reached by all three modes, the same fault in each "
+                f"({_faults(drawn['shared_faults'])}); no draw met two faults in any mode."
+            )
+    return "\n".join(lines)
+
+
+def _faults(counts: dict[str, int]) -> str:
+    """``crash 3, none 120, ...`` in a fixed order."""
+    return ", ".join(f"{kind} {counts[kind]}" for kind in sorted(counts)) or "-"
 
 
 def bar_values(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     """mode -> metric -> value, for the chart."""
     return {mode: {key: value[0] for key, value in row.items()} for mode, row in pooled(results).items()}
-
-
-def differences(results: dict[str, Any]) -> str:
-    """Where our Table 1 differs from the paper's, with the numbers and what explains them."""
-    table = pooled(results)
-
-    def ours(mode: str, key: str) -> float:
-        return table[mode][key][0]
-
-    def paper(mode: str, key: str) -> float:
-        return PAPER[key][MODES.index(mode)]
-
-    faults = {w: results["workloads"][w]["B3"]["summary"]["runs"] for w in WORKLOADS if w in results["workloads"]}
-    share = faults.get("W3", 0) / max(1.0, sum(faults.values()))
-
-    def than(a: float, b: float) -> str:
-        return "higher" if a > b else "lower" if a < b else "the same"
-
-    def w4(mode: str) -> float:
-        return float(results["workloads"]["W4"][mode]["summary"]["latency_p50_s"])
-
-    b3_tail, b1_tail = ours("B3", "latency_p95_s"), ours("B1", "latency_p95_s")
-    lines = [
-        f"- **Success and SPS in B3 are {than(ours('B3', 'success_rate'), paper('B3', 'success_rate'))} than the "
-        f"paper's** (success {ours('B3', 'success_rate'):.3f} against {paper('B3', 'success_rate')}, SPS "
-        f"{ours('B3', 'sps'):.3f} against {paper('B3', 'sps')}; B1 {ours('B1', 'success_rate'):.3f} and "
-        f"{ours('B1', 'sps'):.3f}; DLQ per run {ours('B3', 'dlq_per_run'):.3f} against "
-        f"{paper('B3', 'dlq_per_run')}): only W3 ({share:.0%} of the runs) injects faults that can end a run "
-        "(2% permanent failures per attempt of B and C); the paper does not state its failure rates.",
-        f"- **B1's orphans are {ours('B1', 'orphans_per_run'):.3f} per run, against the paper's "
-        f"{paper('B1', 'orphans_per_run')}**: here an orphan needs a crash, a lost ack or a slow attempt (10% of "
-        "W3's attempts of B and C, none elsewhere), each leaving about two executions after the run's end; "
-        "3.7 per run means the paper's choreography re-ran stages in most runs, which its broker settings "
-        "(not given) would explain.",
-        f"- **B3's orphans are {ours('B3', 'orphans_per_run'):.3f}** (the paper: 0.0): the orchestrator starts no "
-        f"stage off the graph or after the end; its duplicates ({ours('B3', 'duplicates_per_run'):.3f} per run) "
-        "are attempts retried after a timeout, a crash or a lost completion, whose late work it ignores.",
-        f"- **B2's median latency is {ours('B2', 'latency_p50_s'):.3f} s, against the paper's "
-        f"{paper('B2', 'latency_p50_s')} s**: our B2 agent decides with a seeded draw, while the paper's B2 "
-        "latencies (tens of seconds) point to model calls in its routing. Its divergence is reproduced: SPS "
-        f"{ours('B2', 'sps'):.3f} against the paper's {paper('B2', 'sps')}.",
-        f"- **B3's median latency is {ours('B3', 'latency_p50_s') / ours('B1', 'latency_p50_s'):.1f}x B1's** "
-        f"({ours('B3', 'latency_p50_s'):.3f} s against {ours('B1', 'latency_p50_s'):.3f} s; the paper: "
-        f"{paper('B3', 'latency_p50_s') / paper('B1', 'latency_p50_s'):.2f}x): a DSMO stage is a Temporal "
-        "workflow task and activity with history writes and an audit trail, a queue stage one row update. "
-        f"At p95 B3 is {b3_tail:.2f} s and B1 {b1_tail:.2f} s. B3's tail is W4's "
-        f"{results['config']['w4_concurrency']} runs at once on two cores (its W4 median is "
-        f"{w4('B3'):.2f} s, B1's {w4('B1'):.2f} s); B1's is its redeliveries, which wait out the queue's 1.5 s "
-        "visibility timeout where B3 retries after 0.2 s.",
-    ]
-    return "\n".join(lines)

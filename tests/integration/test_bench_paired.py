@@ -1,20 +1,24 @@
-"""The paired harness's queue, for real: PostgreSQL from pgserver, consumer processes, a crash.
+"""The paired harness for real: PostgreSQL from pgserver, consumer processes, DSMO's worker, faults.
 
 A consumer that dies between processing and acknowledging makes the broker redeliver: the shared
 execution log then shows the stage executed twice, the chain after it duplicated, and the
-executions after the run's end counted as orphans by the shared rule.
+executions after the run's end counted as orphans by both rules. The same post-work faults on
+B3's terminal stage leave no orphan: a crash's attempt never completes and Temporal's timeout
+starts the next one; a lost completion's next attempt reports the committed output.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from bench.paired import RATES, draw, inputs_for, trajectory
+from bench.paired import RATES, Input, draw, inputs_for, trajectory
 from bench.queue_db import QueueDb, postgres
 from bench.queue_modes import QueueModes
+from bench.runner import Bench, BenchConfig
 from bench.shared_rule import OK, judge
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.config.settings import Settings
@@ -28,23 +32,25 @@ def dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield found
 
 
-def crashing_input(workload: str) -> tuple[int, str, str]:
-    """A seed and an input whose first delivery of B crashes its consumer (and nothing else strikes)."""
-    for seed in range(500):
+def faulted_input(workload: str, stage: str, kind: str) -> tuple[int, str, str]:
+    """A seed and an input (route b) whose first attempt of ``stage`` meets ``kind``, and nothing
+    else strikes its path's first attempts or that stage's second."""
+    path = trajectory(workload, "b")
+    for seed in range(2000):
         for item in inputs_for(workload, 20, seed):
             if item.route != "b":
                 continue
-            drawn = [draw(RATES[workload], seed, item.input_id, 0, stage, 1) for stage in ("A", "B", "D")]
-            later = draw(RATES[workload], seed, item.input_id, 0, "B", 2)
-            if drawn == [None, "crash", None] and later is None:
+            drawn = [draw(RATES[workload], seed, item.input_id, 0, each, 1) for each in path]
+            later = draw(RATES[workload], seed, item.input_id, 0, stage, 2)
+            if drawn == [kind if each == stage else None for each in path] and later is None:
                 return seed, item.input_id, item.route
-    raise AssertionError("no seed gives a crash on B")
+    raise AssertionError(f"no seed gives a {kind} on {stage}")
 
 
 async def test_a_consumer_crash_is_redelivered_duplicated_and_orphaned(
     dsn: str, stack_settings: Settings, store: ArtifactStore
 ) -> None:
-    seed, input_id, route = crashing_input("W3")
+    seed, input_id, route = faulted_input("W3", "B", "crash")
     db = QueueDb(dsn)
     queue = QueueModes(db, dsn, stack_settings, store, seed, ambiguity=0.0, consumers=2)
     run_id = f"b1-crash-{input_id}"
@@ -58,7 +64,44 @@ async def test_a_consumer_crash_is_redelivered_duplicated_and_orphaned(
     completions = Counter(e.stage for e in executions if e.outcome == OK)
     assert completions["B"] == 2 and completions["D"] == 2, completions  # redelivered, and its chain again
     assert {e.attempt for e in executions if e.stage == "B"} == {1, 2}
-    verdict = judge(executions, trajectory("W3", route))
-    assert verdict.success and verdict.path == ["A", "B", "D"]
+    verdict = judge(executions, trajectory("W3", route), ended_at=db.endings([run_id])[run_id])
+    assert verdict.success and verdict.path == ["A", "B", "D"] and verdict.terminal_completed
     assert verdict.duplicates == 2 and verdict.orphans == 2  # the second B and D started after the end
+    assert verdict.orphans_lineage == 2
+    # Each execution names the one that enqueued it: both Bs came from A's message, each D from one B.
+    by_stage = {stage: [e for e in executions if e.stage == stage] for stage in ("A", "B", "D")}
+    assert {e.parent for e in by_stage["B"]} == {by_stage["A"][0].exec_id}
+    assert {e.parent for e in by_stage["D"]} == {e.exec_id for e in by_stage["B"]}
+    # ... and the fault it drew, keyed as every mode keys it.
+    assert {(e.fault_key, e.fault) for e in by_stage["B"]} == {
+        (f"{input_id}|0|B|1", "crash"),
+        (f"{input_id}|0|B|2", ""),
+    }
     assert db.pending("b1") == 0
+
+
+@pytest.mark.parametrize(("kind", "executions_of_d"), [("crash", 2), ("lost_ack", 1)])
+async def test_a_post_work_fault_on_b3_s_terminal_stage_leaves_no_orphan(
+    dsn: str, stack_settings: Settings, kind: str, executions_of_d: int
+) -> None:
+    seed, input_id, route = faulted_input("W3", "D", kind)
+    settings = stack_settings.with_changes(worker={"metrics_bind": "", "sandbox": False})
+    bench = Bench(settings, BenchConfig(seed=seed, replays=0), progress=lambda _: None)
+    db = QueueDb(dsn)
+    bench.agent.shared = db
+    async with bench.workers():
+        [run] = await bench._b3_input("W3", Input(input_id, route), 0, uuid.uuid4().hex[:6])
+        record = await bench._record(db, "B3", "W3", run)
+    trail = bench._audit_trail(run.run_id)
+    failed = [e for e in trail if e["type"] == "STAGE_FAILED"]
+    # No completion reached Temporal: the attempt timed out (not an error the agent raised).
+    assert [(e["stage"], e["attempt"], e["data"]["errorType"]) for e in failed] == [("D", 1, "Timeout")]
+    ran = [e for e in db.executions(run.run_id) if e.stage == "D"]
+    assert len(ran) == executions_of_d and {e.fault for e in ran} == ({kind, ""} if kind == "crash" else {kind})
+    committed = next(e for e in trail if e["type"] == "STAGE_SUCCEEDED" and e["stage"] == "D")
+    # A crash's work was lost with its worker: the second attempt ran again. A lost completion's
+    # output was committed: the second attempt reported it without running the agent.
+    assert committed["attempt"] == (2 if kind == "crash" else 1) and committed["data"]["reused"] is (kind != "crash")
+    assert record.success and record.dlq == 0 and record.orphans_lineage == 0 and record.orphans == 0
+    assert record.duplicates == executions_of_d - 1
+    assert record.attempts == ["A:ok", "B:ok", *(["D:ok"] * executions_of_d)]

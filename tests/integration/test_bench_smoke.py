@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from bench import table1_cli
+from bench.cli import benchmarks_page
+from bench.paired import RATES, draw
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -15,7 +20,7 @@ pytestmark = pytest.mark.integration
 FLOOR_IO_PREFIXES = ("artifacts/bench-floor-io/", "audit/bench-floor-io/")
 
 
-async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
+async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: DsmoClient) -> None:
     config = BenchConfig(
         inputs=2,
         replays=1,
@@ -38,36 +43,68 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings) -> None:
             summary = measured[mode]["summary"]
             assert summary["runs"] == 4 and summary["latency_p50_s"] > 0
             assert len(measured[mode]["records"]) == 4
-        # Paired: every mode had the same inputs and the same fault schedule.
+        # Paired: every mode had the same inputs, and every draw all three reached met one fault.
         assert measured["B3"]["checksums"] == measured["B1"]["checksums"] == measured["B2"]["checksums"]
-        assert measured["B3"]["summary"]["orphans_per_run"] == 0.0
-    for mode in ("B3", "B1"):  # no faults, no ambiguity: every run and replay takes the graph's path
-        w1 = results["workloads"]["W1"][mode]["summary"]
-        assert w1["success_rate"] == 1.0 and w1["sps"] == 1.0 and w1["rsr"] == 1.0
+        assert measured["pairing"]["shared"] >= 4 and set(measured["pairing"]["faults"]) == {"B3", "B1", "B2"}
+        assert measured["B3"]["summary"]["orphans_lineage_per_run"] == 0.0
+    for mode in ("B3", "B1"):
+        # W1 meets only permanent failures (no ambiguity in B1): a run succeeds exactly when none
+        # struck a first attempt of its path, and then took the graph's path.
+        for record in results["workloads"]["W1"][mode]["records"]:
+            replay = int(record["run_id"].rsplit(".replay-", 1)[1]) if ".replay-" in record["run_id"] else 0
+            drawn = [draw(RATES["W1"], config.seed, record["input_id"], replay, stage, 1) for stage in "ABC"]
+            assert record["success"] == ("permanent" not in drawn) == (record["dlq"] == 0), record
+            assert record["valid_path"] == record["success"] and record["orphans_lineage"] == 0
+    assert len(results["repetitions"]) == 1 and results["repetitions"][0]["B3"]["latency_p50_s"] > 0
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
     # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
     assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
     # Where each run's CPU went, for every side: this process and the two servers, found by port.
-    for side in (results["floor"]["b3"], results["floor"], results["floor"]["floor_io"]):
+    for side in (
+        results["floor"]["b3"],
+        results["floor"],
+        results["floor"]["floor_io"],
+        results["floor"]["floor_io_sa"],
+    ):
         spent = side["W4"]["cpu_ms_per_run"]
         assert set(spent) == {"python", "temporal", "s3"} and spent["python"] > 0 and spent["temporal"] > 0
-    # The artifact-I/O floor did the S3 work of a DSMO run: 8 W1 + 16 W4 runs, each an input,
-    # three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to compare here).
+    # Both artifact-I/O floors did the S3 work of a DSMO run: 8 W1 + 16 W4 runs each, each run
+    # an input, three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to
+    # compare here); the second kept DSMO's search attributes, its final status upserted.
     runs = 2 * 4 + 4 * 4
     written = {prefix: len(bench.store.list_uris(prefix)) - floor_io_objects[prefix] for prefix in FLOOR_IO_PREFIXES}
-    assert written == {"artifacts/bench-floor-io/": runs * 4, "audit/bench-floor-io/": runs}
+    assert written == {"artifacts/bench-floor-io/": 2 * runs * 4, "audit/bench-floor-io/": 2 * runs}
+    await visible_floor_runs(dsmo, bench.queue + "-modes", runs)
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     assert results["resume"]["inbox_p50"] > 0  # a measurement: its bounds are `make bench`'s
     results["started_at"] = "now"
     table = markdown(results)
-    assert "SPS (state-path stability)" in table and "0.7775 / 0.775 / 0.56" in table
-    assert "| Orphan executions / run | 0.000 [0.000, 0.000] |" in table  # B3, with its interval
+    assert "SPS (the sequence of states" in table and "0.7775 / 0.775 / 0.56" in table
+    assert "| Orphan executions / run, by lineage (the paper's) | 0.000 [≤ " in table  # B3, the rule of three
+    assert "Paired, from what the agents drew:" in table and "no draw met two faults" in table
+    # The page: Table 1 between the markers `make bench TABLE1=1` replaces, then the floor.
+    page = benchmarks_page({**results, "seconds": 1.0, "command": "make bench", "machine": "here"})
+    section = page.split(table1_cli.START, 1)[1].split(table1_cli.END, 1)[0]
+    assert "## Table 1: the paper's experiment" in section and "3.8% of the" in section
+    assert "### Table 1 (W1-W4" in section and "Raw Temporal floor" not in section
+    assert "## Against the raw-Temporal floor" in page.split(table1_cli.END, 1)[1]
     assert "| Temporal server |" in table and "| S3 store |" in table
-    assert "| W4 runs per CPU-second (whole stack) |" in table
+    assert "| W4 CPU ms per run (whole stack) |" in table
     assert "| Resume, event kept in the inbox: wait begins → next action started p50 (s) |" in table
     assert "| Where B3's overhead goes |" in table and "| W4 CPU ms per run, S3 store |" in table
+
+
+async def visible_floor_runs(dsmo: DsmoClient, queue: str, runs: int) -> None:
+    """The search-attribute floor's runs are in visibility as DSMO runs are: completed, by agent.
+    Visibility trails the histories by a moment: wait for it (a hang guard, not a target)."""
+    query = f'TaskQueue = "{queue}" AND AgentName = "bench-floor-io" AND AgentExecutionStatus = "completed"'
+    for _ in range(200):
+        if (await dsmo.temporal.count_workflows(query)).count == runs:
+            return
+        await asyncio.sleep(0.05)
+    assert (await dsmo.temporal.count_workflows(query)).count == runs
 
 
 async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) -> None:

@@ -12,13 +12,33 @@ from temporalio.api.history.v1 import HistoryEvent
 
 from bench.breakdown import breakdown_table
 from bench.llm_bound import model_stage_timings
-from bench.metrics import RunRecord, divergence, percentile, rsr, sps, success_rate, summarize
+from bench.metrics import (
+    RunRecord,
+    divergence,
+    percentile,
+    rsr,
+    sps,
+    sps_path,
+    success_rate,
+    summarize,
+    valid_path_rate,
+)
 from bench.report import floor_spread, meets
 from bench.w5_report import held_figures, pooled
 
 
-def run(input_id: str, replay: bool, path: str, success: bool = True, **counts: int) -> RunRecord:
-    return RunRecord(f"{input_id}-{replay}-{path}", input_id, replay, path=list(path), success=success, **counts)
+def run(input_id: str, replay: bool, path: str, success: bool = True, retried: str = "", **counts: Any) -> RunRecord:
+    """A run along ``path``; the stages in ``retried`` failed once (transient) before completing."""
+    attempts = [item for stage in path for item in ([f"{stage}:transient"] * (stage in retried) + [f"{stage}:ok"])]
+    return RunRecord(
+        f"{input_id}-{replay}-{path}-{retried}",
+        input_id,
+        replay,
+        path=list(path),
+        success=success,
+        attempts=attempts,
+        **counts,
+    )
 
 
 RECORDS = [
@@ -26,7 +46,7 @@ RECORDS = [
     run("i1", True, "ABC"),
     run("i1", True, "ABD", success=False),
     run("i2", False, "ACD"),
-    run("i2", True, "ACD"),
+    run("i2", True, "ACD", retried="C"),  # the same path, but a retry in its sequence of states
     run("i2", True, "ACD", orphans=2, duplicates=1, dlq=1),
 ]
 
@@ -35,8 +55,10 @@ def test_success_rate_counts_originals_only() -> None:
     assert success_rate(RECORDS) == 1.0
 
 
-def test_sps_is_the_share_of_replays_on_the_original_path() -> None:
-    assert sps(RECORDS) == 3 / 4
+def test_sps_is_the_share_of_replays_with_the_original_s_sequence_of_states() -> None:
+    assert sps(RECORDS) == 2 / 4  # the retried replay's sequence differs; its collapsed path does not
+    assert sps_path(RECORDS) == 3 / 4
+    assert valid_path_rate([run("i1", False, "ABC"), RunRecord("x", "x", False, valid_path=True)]) == 1 / 2
 
 
 def test_rsr_is_the_share_of_successful_replays() -> None:
@@ -88,14 +110,15 @@ def test_meets_reads_the_targets_direction() -> None:
 
 
 def test_floor_spread_reports_each_repeat_median_range_and_targets_met() -> None:
-    table = floor_spread([_repeat(1.4, 0.72, 1.1), _repeat(1.6, 0.68, 1.2), _repeat(1.45, 0.75, 1.4)])
+    table = floor_spread([_repeat(1.4, 0.82, 1.1), _repeat(1.6, 0.68, 1.2), _repeat(1.35, 0.85, 1.4)])
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert rows["W1 latency p50, B3 / floor"].endswith("| 1.40 | 1.60 | 1.45 | 1.45 | 1.40-1.60 | ≤ 1.5 | 2 of 3 |")
-    assert rows["W4 throughput, B3 / floor"].endswith("| 0.72 | 0.68 | 0.75 | 0.72 | 0.68-0.75 | ≥ 0.7 | 2 of 3 |")
+    assert rows["W1 latency p50, B3 / floor"].endswith("| 1.40 | 1.60 | 1.35 | 1.40 | 1.35-1.60 | ≤ 1.4 | 2 of 3 |")
+    assert rows["W4 throughput, B3 / floor"].endswith("| 0.82 | 0.68 | 0.85 | 0.82 | 0.68-0.85 | ≥ 0.8 | 2 of 3 |")
     assert rows["Resume p50, B3 / bare signal"].endswith("| 1.10 | 1.20 | 1.40 | 1.20 | 1.10-1.40 | ≤ 1.3 | 2 of 3 |")
     assert rows["Resume p50 from the inbox (wait begins), B3 / bare signal"].endswith("| 0.50 | 0.50-0.50 |  |  |")
-    # runs per CPU-second: floor 1000/50 = 20, B3 1000/75 = 13.3 -> 0.67, no target
-    assert rows["W4 runs per CPU-second, B3 / floor"].endswith("| 0.67 | 0.67 | 0.67 | 0.67 | 0.67-0.67 |  |  |")
+    # CPU per run: floor 50 ms, B3 75 ms -> 1.50x, over the ≤ 1.4 target every time
+    assert rows["W4 CPU ms per run, B3 / floor"].endswith("| 1.50 | 1.50 | 1.50 | 1.50 | 1.50-1.50 | ≤ 1.4 | 0 of 3 |")
+    assert rows["W1 latency p50, B3 / (floor + artifact I/O)"].endswith("| 1.10 | 1.10-1.10 | ≤ 1.08 | 0 of 3 |")
     assert rows["W4 throughput, B3 / (floor + artifact I/O)"].endswith(
         "| 0.90 | 0.90 | 0.90 | 0.90 | 0.90-0.90 |  |  |"
     )
@@ -120,6 +143,41 @@ def test_breakdown_puts_b3_beside_both_floors() -> None:
     assert rows["W4 CPU ms per run, S3 store"] == "| W4 CPU ms per run, S3 store | 0.0 | 9.0 | 9.0 |  |  |"
     # results written before the artifact-I/O floor existed: no table
     assert breakdown_table({"b3": floor["b3"]}) == []
+
+
+def test_breakdown_tells_the_search_attributes_apart_when_measured() -> None:
+    def side(p50: float, rate: float, temporal: float) -> dict[str, object]:
+        return {
+            "W1": {"p50": p50},
+            "W4": {"throughput": rate, "cpu_ms_per_run": {"python": 10.0, "temporal": temporal}},
+        }
+
+    floor = {
+        **side(0.100, 2000, 30.0),
+        "floor_io": side(0.130, 1600, 40.0),
+        "floor_io_sa": side(0.140, 1500, 45.0),
+        "b3": side(0.150, 1400, 54.0),
+        "io_ratios": {
+            "w1_p50_io": 1.3,
+            "w1_p50_b3": 150 / 130,
+            "w4_throughput_io": 0.8,
+            "w4_throughput_b3": 0.875,
+            "w1_p50_sa": 140 / 130,
+            "w1_p50_b3_sa": 150 / 140,
+            "w4_throughput_sa": 1500 / 1600,
+            "w4_throughput_b3_sa": 1400 / 1500,
+        },
+    }
+    lines = breakdown_table(floor)
+    assert "| Floor + I/O + search attributes | DSMO (B3) | I/O / floor | SA / (floor + I/O) |" in lines[1]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("|")}
+    assert rows["W1 latency p50 (s)"].endswith("| 0.100 | 0.130 | 0.140 | 0.150 | 1.30x | 1.08x | 1.07x | 1.15x |")
+    # whole stack: 40 -> 50 -> 55 -> 64 ms; the steps, then B3 over the floor + I/O
+    assert rows["W4 CPU ms per run, whole stack"].endswith(
+        "| 40.0 | 50.0 | 55.0 | 64.0 | 1.25x | 1.10x | 1.16x | 1.28x |"
+    )
+    assert rows["W4 CPU ms per run, Temporal server"].endswith("| 30.0 | 40.0 | 45.0 | 54.0 |  |  |  |  |")
+    assert all(line.count("|") == lines[1].count("|") for line in lines[1:])
 
 
 def w5_batch(

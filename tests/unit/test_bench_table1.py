@@ -1,0 +1,70 @@
+"""Table 1's pooling on hand-made records: stratified intervals, the rule of three, repetitions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from bench.metrics import RunRecord, summarize
+from bench.table1 import MODES, pooled, repetition, spread, table1
+
+
+def records(workload: str, inputs: int, *, failing: int = 0, orphans: int = 0) -> list[RunRecord]:
+    """``inputs`` originals with one replay each; the first ``failing`` inputs' runs dead-lettered."""
+    made = []
+    for index in range(inputs):
+        ok = index >= failing
+        for replay in (False, True):
+            made.append(
+                RunRecord(
+                    f"{workload}-{index}-{replay}",
+                    f"{workload.lower()}-{index}",
+                    replay,
+                    path=list("ABC") if ok else ["A"],
+                    success=ok,
+                    latency_s=0.1 + index / 100,
+                    dlq=0 if ok else 1,
+                    orphans_lineage=orphans,
+                    attempts=["A:ok", "B:ok", "C:ok"] if ok else ["A:ok", "B:permanent"],
+                )
+            )
+    return made
+
+
+def results(b1_orphans: int = 1) -> dict[str, Any]:
+    shapes = {"W1": records("W1", 10), "W3": records("W3", 10, failing=5)}
+    workloads: dict[str, Any] = {}
+    for workload, made in shapes.items():
+        workloads[workload] = {}
+        for mode in MODES:
+            mine = [RunRecord(**{**asdict(r), "orphans_lineage": b1_orphans if mode == "B1" else 0}) for r in made]
+            workloads[workload][mode] = {"summary": summarize(mine, 60.0), "records": [asdict(r) for r in mine]}
+    return {"workloads": workloads}
+
+
+def test_a_zero_count_gets_the_rule_of_three_s_bound_and_a_share_its_interval() -> None:
+    table = pooled(results())
+    # 40 runs, none orphaned in B3: [0, 3/40]
+    assert table["B3"]["orphans_lineage_per_run"] == (0.0, 0.0, 3 / 40)
+    value, low, high = table["B3"]["success_rate"]
+    assert value == 15 / 20 and low < value < high
+    assert table["B1"]["orphans_lineage_per_run"] == (1.0, 1.0, 1.0)
+    assert "| 0.000 [≤ 0.075] |" in table1(results())
+
+
+def test_resampling_within_workloads_keeps_their_shares() -> None:
+    # Every W1 run succeeds, half of W3's: resampled within each workload, every resample holds
+    # ten inputs of each, so the interval stays strictly between W3's share and W1's.
+    value, low, high = pooled(results())["B3"]["success_rate"]
+    assert 0.5 < low <= value <= high < 1.0
+
+
+def test_repetitions_show_their_spread() -> None:
+    first, second = repetition(results()["workloads"]), repetition(results(b1_orphans=3)["workloads"])
+    assert first["B1"]["orphans_lineage_per_run"] == 1.0 and second["B1"]["orphans_lineage_per_run"] == 3.0
+    assert spread({"repetitions": [first]}) == ""
+    text = spread({"repetitions": [first, second]})
+    assert (
+        "| Choreography (B1) | Orphan executions / run, by lineage (the paper's) | 1.000 | 3.000 | 1.000-3.000 |"
+        in text
+    )
