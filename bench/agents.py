@@ -16,6 +16,7 @@ stage activity; the next attempt then finds the committed output and reports it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -32,7 +33,10 @@ from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.activities.stage import StageActivities
 from dsmo.workflows.contracts.activity_io import RUN_STAGE, StageMessage, StageSummary, StageTask
 
-SLOW_S = 2.5  # a slow attempt: past the 1.5 s stage timeout and the queue's visibility timeout
+# A slow attempt: past the 1.5 s stage timeout and the queue's visibility timeout, and past when
+# the next attempt starts (Temporal's retry timer fires up to about a second late on a loaded dev
+# server: with 2.5 s, a slow attempt sometimes committed before its retry began).
+SLOW_S = 4.0
 REPLAY_MARK = ".replay-"
 
 
@@ -51,6 +55,8 @@ def replay_index(run_id: str) -> int:
 
 @dataclass
 class Execution:
+    """One B3 execution as this process saw it."""
+
     run_id: str
     stage: str
     attempt: int
@@ -85,8 +91,24 @@ class B3Agent:
     # (run, stage, attempt) whose completion is to be lost after the commit (LostCompletions)
     losing: set[tuple[str, str, int]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0  # calls working now (a slow attempt outlives its run)
 
     def __call__(self, document: Any, message: StageMessage) -> ProcessorOutput:
+        with self.lock:
+            self.in_flight += 1
+        try:
+            return self._work(document, message)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    async def settled(self, timeout: float) -> None:
+        """Wait until no call is working (at most ``timeout`` seconds; a hang guard)."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    def _work(self, document: Any, message: StageMessage) -> ProcessorOutput:
         document = document if isinstance(document, dict) else {}
         workload, input_id = str(document.get("workload", "")), str(document.get("input", ""))
         replay = replay_index(message.run_id)
@@ -119,7 +141,7 @@ class B3Agent:
             record("permanent")
             raise InvalidInput(f"stage {message.stage}: injected permanent failure")
         if fault == "slow":
-            time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another by now
+            time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another meanwhile
         output = output_of(document, message.stage)
         record(OK)
         if fault == "crash":
@@ -159,6 +181,7 @@ class LostCompletions:
 
 
 def bench_registry(agent: B3Agent) -> ProcessorRegistry:
+    """A registry with ``agent`` as the `bench-stage` processor."""
     registry = ProcessorRegistry()
 
     def stage(document: Any, message: StageMessage) -> ProcessorOutput:

@@ -54,6 +54,7 @@ class Consumer:
         self.stopping = False
 
     def serve(self) -> None:
+        """Take and handle messages until told to stop."""
         while not self.stopping:
             message = self.db.receive(self.mode)
             if message is None:
@@ -62,6 +63,7 @@ class Consumer:
             self.handle(message)
 
     def handle(self, message: Message) -> None:
+        """One delivery: draw its fault, run the agent, enqueue what follows, acknowledge."""
         if message.deliveries > MAX_ATTEMPTS:
             self.db.dead_letter(message, f"delivered {message.deliveries} times")
             return
@@ -115,6 +117,7 @@ class Consumer:
         self.db.ack(message)
 
     def work(self, message: Message) -> dict[str, Any]:
+        """The stage's agent: read the input artifact, write the output artifact."""
         document = self.store.read_json(message.body["uri"])
         output = output_of(document, message.stage)
         key = f"artifacts/bench-{self.mode}/{message.run_id}/{message.stage}/{uuid.uuid4().hex}.json"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import pairing
+from bench.agents import SLOW_S
 from bench.jobs import bounded
 from bench.metrics import RunRecord, summarize
 from bench.paired import Input, inputs_checksum, inputs_for, trajectory
@@ -108,6 +109,9 @@ class PaperExperiment:
         if mode == "B3":
             jobs = [partial(self._b3_input, workload, item, replays, tag) for item in inputs]
             executed = await bounded(concurrency, jobs)
+            # A slow attempt Temporal gave up on may still be working: let it log before the
+            # records are read (as the queue modes drain their consumers).
+            await self.agent.settled(timeout=SLOW_S + 5)
         else:
             async with queue.serving(mode.lower()):
                 jobs = [
@@ -191,14 +195,13 @@ class PaperExperiment:
             bytes_stored=stored,
             orphans_lineage=verdict.orphans_lineage,
             attempts=verdict.attempts,
-            valid_path=verdict.success,
+            valid_path=verdict.valid_path,
+            retries=verdict.retries,
         )
 
     def _audit_trail(self, run_id: str) -> list[dict[str, Any]]:
-        try:
-            body = self.store.read_bytes(self.store.uri(audit_key(run_id)))
-        except Exception:  # noqa: BLE001 - an unexported trail counts as empty
-            return []
+        """The run's exported trail: a run without one cannot be judged, so its absence raises."""
+        body = self.store.read_bytes(self.store.uri(audit_key(run_id)))
         return [json.loads(line) for line in body.decode().splitlines() if line]
 
     def _prefix_bytes(self, prefix: str) -> int:

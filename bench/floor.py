@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from dsmo.starter.client.dsmo_client import DsmoClient
     from dsmo.starter.config.settings import Settings
 
-# The sides of each round, rotated so that each runs first, second and last equally often.
+# The sides of each round, rotated so that each runs in each place of a round equally often
+# when the rounds are a multiple of the sides (the full bench's eight; the quick one's four).
 SIDES = ("b3", "floor", "floor_io", "floor_io_sa")
 STAGES = 3  # W1 and W4 are A -> B -> C
 
@@ -51,7 +52,7 @@ class FloorComparison:
     b3_latency: Callable[[str], Awaitable[float]]
 
     async def floor(self) -> dict[str, Any]:
-        """B3 against both floors on the W1 and W4 shapes, in interleaved rounds.
+        """B3 against the floors on the W1 and W4 shapes, in interleaved rounds.
 
         Each shape runs as ``paired_rounds`` rounds of one batch per side, the sides' order
         rotated each round, each batch at least ``paired_waves`` waves of the shape's concurrency:

@@ -30,6 +30,7 @@ class RunRecord:
     orphans_lineage: int = 0  # stage executions whose lineage is not a valid trajectory's, or late
     attempts: list[str] = field(default_factory=list)  # the sequence of states: stage:outcome, in order
     valid_path: bool = False  # the collapsed path is the input's valid trajectory
+    retries: list[tuple[str, float]] = field(default_factory=list)  # (what failed, seconds to the next attempt)
 
     @property
     def terminal(self) -> str | None:

@@ -53,9 +53,6 @@ class FaultRates:
     post_work_stages: frozenset[str] = frozenset({"B", "C"})
     permanent_stages: frozenset[str] = EVERY_STAGE
 
-    def any(self) -> bool:
-        return any(getattr(self, kind) for kind in FAULT_KINDS)
-
     def strikes(self, kind: str, stage: str) -> bool:
         """Whether ``kind`` can strike ``stage``."""
         if kind == "permanent":

@@ -173,13 +173,13 @@ class QueueDb:
         rows = self.conn.execute(f"SELECT {EXECUTION_COLUMNS} FROM executions WHERE run_id = %s", (run_id,)).fetchall()
         return [StageExecution(*row) for row in rows]
 
-    def draws(self, mode: str, workload: str) -> list[tuple[str, str]]:
-        """Every (fault key, fault drawn) the agents of ``mode`` logged for ``workload``'s inputs."""
+    def draws(self, mode: str, workload: str) -> list[tuple[str, str, str]]:
+        """Every (run id, fault key, fault drawn) the agents of ``mode`` logged for ``workload``'s inputs."""
         rows = self.conn.execute(
-            "SELECT fault_key, fault FROM executions WHERE mode = %s AND fault_key LIKE %s",
+            "SELECT run_id, fault_key, fault FROM executions WHERE mode = %s AND fault_key LIKE %s",
             (mode, f"{workload.lower()}-%"),
         ).fetchall()
-        return [(str(key), str(fault)) for key, fault in rows]
+        return [(str(run_id), str(key), str(fault)) for run_id, key, fault in rows]
 
     def finish(self, mode: str, run_id: str, stage: str) -> None:
         """An agent enqueued nothing after ``stage``: a chain of the run ended there."""

@@ -79,8 +79,9 @@ class BenchConfig:
             flow_seconds=30.0,
             flow_handover_runs=200,
             resume_samples=50,
-            # Six rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x.
-            paired_rounds=6,
+            # Eight rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x;
+            # a multiple of the four sides, so each runs in each place of a round equally often.
+            paired_rounds=8,
             paired_waves=4,
         )
 
@@ -136,7 +137,8 @@ class Bench(FloorComparison, PaperExperiment):
         floor_io = modes.FloorIoActivities(self.store)
         registry = bench_registry(self.agent)
         # DSMO's stage activity, wrapped so that a completion B3's agent drew lost is dropped
-        # after the commit (its own threads: a plain stage takes one trip to them, as in DSMO's).
+        # after the commit. It has its own 32 threads beside the worker's (`dsmo worker` runs
+        # stages and its other activities on one pool); a plain stage still takes one trip to them.
         stages = StageActivities(self.store, registry, executor=ThreadPoolExecutor(max_workers=32))
         base = build_worker(
             client,

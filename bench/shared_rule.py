@@ -15,10 +15,11 @@ the first chain that finished or was dead-lettered):
 - a **completion** is an execution whose outcome is ``ok`` (the agent produced its output);
 - **path** = the stages of the completions in the order they finished, a stage completed again
   right after itself counted once, cut after the first completion of the terminal stage: the
-  collapsed path, kept as a second row beside the attempt sequence;
-- **attempts** = every execution that started before the run ended, in the order they started,
-  as ``stage:outcome``: the sequence of states the paper's SPS compares, retries and failures
-  included;
+  collapsed path, kept as a second row beside the attempt sequence; **valid_path** = path == T;
+- **attempts** = every execution the run's input caused, in the order they started, as
+  ``stage:outcome``: the sequence of states the paper's SPS compares, retries, failures and
+  executions after the end included (a queue's redelivery after its run ended is as much a
+  state of that run as an orchestrator's retry before it ended);
 - **terminal_completed** = a completion of the terminal stage (success also needs no dead letter:
   the caller knows those);
 - **duplicates** = Σ over stages of (completions of the stage - 1): extra completions of a
@@ -40,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 OK = "ok"
 ROOT = ""  # the parent of an execution the run's start enqueued
@@ -67,7 +69,7 @@ class Judgement:
     """What the shared rule makes of one run's executions."""
 
     path: list[str]
-    success: bool  # the collapsed path is T (kept as a diagnostic: the valid path rate)
+    valid_path: bool  # the collapsed path is T (a diagnostic: success is the caller's, with its DLQ)
     end: float | None
     duplicates: int
     orphans: int
@@ -75,6 +77,8 @@ class Judgement:
     orphans_lineage: int = 0
     attempts: list[str] = field(default_factory=list)
     terminal_completed: bool = False
+    # (what the earlier attempt met, seconds from its start to the next attempt's start)
+    retries: list[tuple[str, float]] = field(default_factory=list)
 
 
 def judge(
@@ -113,18 +117,33 @@ def judge(
     if accepted is None:
         accepted = {e.exec_id for e in lineage(_ending(completions, terminal, end), by_id)}
     unlinked = [not linked(e, by_id, trajectory, accepted) for e in executions]
-    in_run = sorted((e for e, after in zip(executions, late, strict=True) if not after), key=lambda e: e.started)
     return Judgement(
         path=path,
-        success=path == list(trajectory),
+        valid_path=path == list(trajectory),
         end=end,
         duplicates=sum(count - 1 for count in per_stage.values()),
         orphans=orphans,
         executions=len(executions),
         orphans_lineage=sum(a or b for a, b in zip(unlinked, late, strict=True)),
-        attempts=[f"{e.stage}:{e.outcome}" for e in in_run],
+        attempts=[f"{e.stage}:{e.outcome}" for e in sorted(executions, key=lambda e: (e.started, e.finished))],
         terminal_completed=per_stage[terminal] > 0,
+        retries=retry_gaps(executions),
     )
+
+
+def retry_gaps(executions: Sequence[StageExecution]) -> list[tuple[str, float]]:
+    """How long each retry or redelivery took to start: for executions of one stage from one parent
+    (the same message, or the same scheduling), in the order they started, what the earlier met
+    (its drawn fault, else its outcome) and the seconds from its start to the next one's."""
+    by_origin: dict[tuple[str, str], list[StageExecution]] = {}
+    for e in executions:
+        if e.exec_id:
+            by_origin.setdefault((e.stage, e.parent), []).append(e)
+    gaps = []
+    for attempts in by_origin.values():
+        ordered = sorted(attempts, key=lambda e: e.started)
+        gaps += [(a.fault or a.outcome, b.started - a.started) for a, b in pairwise(ordered)]
+    return gaps
 
 
 def _ending(completions: list[StageExecution], terminal: str, end: float | None) -> StageExecution | None:

@@ -72,7 +72,7 @@ ROWS: list[tuple[str, str, str, Metric | None]] = [
 ]
 # Counts whose zero gets a one-sided upper bound by the rule of three (3/n) instead of [0, 0].
 COUNTS = {"duplicates_per_run", "orphans_lineage_per_run", "orphans_per_run", "dlq_per_run"}
-WITH_INTERVAL = {"events_per_run", "bytes_per_run"}  # shown without one: they hardly vary
+WITHOUT_INTERVAL = {"events_per_run", "bytes_per_run"}  # shown without one: they hardly vary
 
 
 def records_of(results: dict[str, Any], mode: str, workloads: Sequence[str] = WORKLOADS) -> list[RunRecord]:
@@ -109,7 +109,7 @@ def pooled(results: dict[str, Any], *, intervals: bool = True) -> dict[str, dict
                 row[key] = (_throughput(results, mode), math.nan, math.nan)
                 continue
             value = metric(records)
-            if not intervals or key in WITH_INTERVAL:
+            if not intervals or key in WITHOUT_INTERVAL:
                 row[key] = (value, math.nan, math.nan)
             elif key in COUNTS and value == 0 and records:
                 row[key] = (value, 0.0, 3 / len(records))

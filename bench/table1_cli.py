@@ -19,6 +19,7 @@ from bench.report import machine, table1_markdown
 from bench.runner import Bench, BenchConfig
 from bench.section_files import publish_section
 from bench.table1 import repetition
+from bench.workloads import STAGE
 
 START, END = "<!-- table1:start -->", "<!-- table1:end -->"
 
@@ -45,7 +46,7 @@ def table1_text(results: dict[str, Any], *, own_run: bool = False) -> str:
 pgserver's wheel. Each has {config["consumers"]} consumer processes competing for every stage;
 each agent enqueues the next stage itself, naming itself as the new message's parent, and then
 acknowledges; there is no deduplication. B1's agent follows the graph; B2's names the next
-stage, and in {config["ambiguity"]:.0%} of runs it takes a real alternative at one of its two
+stage, and in {config["ambiguity"]:.0%} of runs it takes a real alternative at one of its
 decisions (another branch, skipping a stage, or stopping early), drawn anew at each hop.
 
 The experiment is **paired**: every mode runs the same inputs and meets the same faults, drawn
@@ -61,7 +62,7 @@ lost acks or completions ({_share(w3.lost_ack)}). W4 runs {config["w4_inputs"]} 
 attempts ({_share(w4.slow)}), crashes ({_share(w4.crash)}) and lost acks ({_share(w4.lost_ack)}).
 In B3 a crash leaves the activity without a completion (the agent worked; nothing is committed)
 and a lost completion drops it after the commit; either way Temporal's start-to-close timeout
-({VISIBILITY_S} s) starts the next attempt, which re-runs the agent after a crash and reports the
+({STAGE["timeout"]}) starts the next attempt, which re-runs the agent after a crash and reports the
 committed output after a lost completion. On the queue the consumer dies, or does not ack, and
 the message is delivered again after the visibility timeout.
 

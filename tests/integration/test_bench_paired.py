@@ -65,7 +65,7 @@ async def test_a_consumer_crash_is_redelivered_duplicated_and_orphaned(
     assert completions["B"] == 2 and completions["D"] == 2, completions  # redelivered, and its chain again
     assert {e.attempt for e in executions if e.stage == "B"} == {1, 2}
     verdict = judge(executions, trajectory("W3", route), ended_at=db.endings([run_id])[run_id])
-    assert verdict.success and verdict.path == ["A", "B", "D"] and verdict.terminal_completed
+    assert verdict.valid_path and verdict.path == ["A", "B", "D"] and verdict.terminal_completed
     assert verdict.duplicates == 2 and verdict.orphans == 2  # the second B and D started after the end
     assert verdict.orphans_lineage == 2
     # Each execution names the one that enqueued it: both Bs came from A's message, each D from one B.

@@ -29,7 +29,8 @@ def test_a_crash_on_the_terminal_stage_of_the_queue_leaves_a_late_orphan() -> No
     log = [ex("a", "A", ROOT, 0, 1), ex("b", "B", "a", 1, 2), ex("c1", "C", "b", 2, 3), ex("c2", "C", "b", 4.5, 5)]
     verdict = judge(log, W1, ended_at=3.0)
     assert (verdict.orphans_lineage, verdict.orphans, verdict.duplicates) == (1, 1, 1)
-    assert verdict.attempts == ["A:ok", "B:ok", "C:ok"]  # the late execution is not the run's
+    assert verdict.attempts == ["A:ok", "B:ok", "C:ok", "C:ok"]  # the late execution is a state of the run too
+    assert verdict.retries == [("ok", 2.5)]  # C's redelivery started 2.5 s after C
 
 
 def test_a_redelivered_chain_before_the_end_is_outside_the_accepted_lineage() -> None:
@@ -59,7 +60,7 @@ def test_a_loop_back_is_orphaned_by_lineage_though_every_stage_is_on_the_traject
     ]
     verdict = judge(log, W1, ended_at=5.0)
     assert verdict.orphans == 0 and verdict.orphans_lineage == 3  # a2 and what followed it
-    assert verdict.terminal_completed and not verdict.success  # completed, by the wrong path
+    assert verdict.terminal_completed and not verdict.valid_path  # completed, by the wrong path
 
 
 def test_retries_and_failures_are_in_the_sequence_of_states() -> None:
@@ -118,15 +119,36 @@ def test_b3_parents_come_from_its_scheduling_events() -> None:
 def test_pairing_holds_when_every_key_drew_one_fault() -> None:
     report = compare(
         {
-            "B3": [("w3-1|0|B|1", "crash"), ("w3-1|0|B|2", "")],
-            "B1": [("w3-1|0|B|1", "crash"), ("w3-1|0|B|2", ""), ("w3-1|0|B|2", "")],  # a redelivery
-            "B2": [("w3-1|0|B|1", "crash"), ("w3-1|0|C|1", "slow")],  # B2 went elsewhere after
+            "B3": [("b3-1", "w3-1|0|A|1", ""), ("b3-1", "w3-1|0|B|1", "crash"), ("b3-1", "w3-1|0|B|2", "")],
+            "B1": [
+                ("b1-1", "w3-1|0|A|1", ""),
+                ("b1-1", "w3-1|0|B|1", "crash"),
+                ("b1-1", "w3-1|0|B|2", ""),
+                ("b1-1", "w3-1|0|B|2", ""),  # a redelivery
+            ],
+            "B2": [("b2-1", "w3-1|0|A|1", ""), ("b2-1", "w3-1|0|B|1", "crash"), ("b2-1", "w3-1|0|C|1", "slow")],
         }
     )
-    assert report["shared"] == 1 and report["shared_faults"] == {"crash": 1}
-    assert report["faults"]["B1"] == {"crash": 1, "none": 1} and report["faults"]["B2"] == {"crash": 1, "slow": 1}
+    assert report["shared"] == 2 and report["shared_faults"] == {"crash": 1, "none": 1}
+    assert report["faults"]["B1"] == {"crash": 1, "none": 2} and report["faults"]["B2"] == {
+        "crash": 1,
+        "none": 1,
+        "slow": 1,
+    }
 
 
 def test_a_key_that_drew_two_faults_breaks_the_pairing() -> None:
     with pytest.raises(PairingBroken, match=r"w3-1\|0\|B\|1: B3 met crash, B1 met no fault"):
-        compare({"B3": [("w3-1|0|B|1", "crash")], "B1": [("w3-1|0|B|1", "")]})
+        compare({"B3": [("b3-1", "w3-1|0|B|1", "crash")], "B1": [("b1-1", "w3-1|0|B|1", "")]})
+
+
+def test_a_key_of_another_replay_or_a_missing_start_breaks_the_pairing() -> None:
+    with pytest.raises(PairingBroken, match=r"logged by b3-1.replay-2, replay 2"):
+        compare({"B3": [("b3-1.replay-2", "w3-1|0|A|1", "")]})
+    with pytest.raises(PairingBroken, match="did not all start the same inputs and replays"):
+        compare(
+            {
+                "B3": [("b3-1", "w3-1|0|A|1", ""), ("b3-1.replay-1", "w3-1|1|A|1", "")],
+                "B1": [("b1-1", "w3-1|0|A|1", "")],
+            }
+        )

@@ -31,14 +31,14 @@ def run(*rows: tuple[str, str, float, float], attempt: int = 1) -> list[StageExe
 
 def test_a_clean_run_has_its_path_and_nothing_else() -> None:
     verdict = judge(run(("A", "ok", 0, 1), ("B", "ok", 1, 2), ("C", "ok", 2, 3)), W1)
-    assert (verdict.path, verdict.success, verdict.end, verdict.duplicates, verdict.orphans) == (W1, True, 3, 0, 0)
+    assert (verdict.path, verdict.valid_path, verdict.end, verdict.duplicates, verdict.orphans) == (W1, True, 3, 0, 0)
 
 
 def test_a_retry_after_a_timeout_is_a_duplicate_not_an_orphan() -> None:
     # B's first attempt ran past its timeout and completed late, after the retry's completion.
     log = run(("A", "ok", 0, 1), ("B", "ok", 1, 3.6), ("B", "ok", 2.7, 3), ("C", "ok", 3, 4))
     verdict = judge(log, W1)
-    assert verdict.path == W1 and verdict.success
+    assert verdict.path == W1 and verdict.valid_path
     assert (verdict.duplicates, verdict.orphans) == (1, 0)
 
 
@@ -52,14 +52,14 @@ def test_a_redelivered_chain_after_the_end_is_duplicated_and_orphaned() -> None:
         ("C", "ok", 4, 5),
     )
     verdict = judge(log, W1)
-    assert verdict.success and verdict.end == 3
+    assert verdict.valid_path and verdict.end == 3
     assert (verdict.duplicates, verdict.orphans) == (2, 2)
 
 
 def test_a_stage_off_the_trajectory_is_an_orphan_and_the_run_fails() -> None:
     # W2 with route b: A -> B -> D; an ambiguous router sent the run to C.
     verdict = judge(run(("A", "ok", 0, 1), ("C", "ok", 1, 2), ("D", "ok", 2, 3)), ["A", "B", "D"])
-    assert verdict.path == ["A", "C", "D"] and not verdict.success
+    assert verdict.path == ["A", "C", "D"] and not verdict.valid_path
     assert (verdict.duplicates, verdict.orphans) == (0, 1)
 
 
@@ -67,14 +67,14 @@ def test_a_loop_back_is_a_different_path_and_its_repeats_are_duplicates() -> Non
     # An ambiguous router sent the run back from B to A once.
     log = run(("A", "ok", 0, 1), ("B", "ok", 1, 2), ("A", "ok", 2, 3), ("B", "ok", 3, 4), ("C", "ok", 4, 5))
     verdict = judge(log, W1)
-    assert verdict.path == ["A", "B", "A", "B", "C"] and not verdict.success
+    assert verdict.path == ["A", "B", "A", "B", "C"] and not verdict.valid_path
     assert (verdict.duplicates, verdict.orphans) == (2, 0)
 
 
 def test_failed_attempts_are_executions_but_not_completions() -> None:
     log = run(("A", "ok", 0, 1), ("B", "transient", 1, 1.1), ("B", "ok", 1.3, 2), ("C", "permanent", 2, 2.1))
     verdict = judge(log, W1)
-    assert verdict.path == ["A", "B"] and not verdict.success and verdict.end is None
+    assert verdict.path == ["A", "B"] and not verdict.valid_path and verdict.end is None
     assert (verdict.duplicates, verdict.orphans, verdict.executions) == (0, 0, 4)
 
 
@@ -122,8 +122,10 @@ def test_b2_picks_only_real_alternatives_and_decides_anew_at_each_hop() -> None:
     hits = [deviation(7, f"i{n}", 0, "A", 0, 0.15, 2) is not None for n in range(4000)]
     assert abs(sum(hits) / 4000 - (1 - 0.85**0.5)) < 0.015
     # the same stage at another hop draws again; at the same hop, the same
-    at_hops = {deviation(7, f"i{n}", 0, "A", hop, 0.5, 1) is None for n in range(50) for hop in (0, 2)}
-    assert at_hops == {True, False}
+    assert any(
+        (deviation(7, f"i{n}", 0, "A", 0, 0.5, 1) is None) != (deviation(7, f"i{n}", 0, "A", 2, 0.5, 1) is None)
+        for n in range(50)
+    )
     assert deviation(7, "i1", 1, "A", 0, 0.5, 1) == deviation(7, "i1", 1, "A", 0, 0.5, 1)
 
 

@@ -56,7 +56,8 @@ def test_resampling_within_workloads_keeps_their_shares() -> None:
     # Every W1 run succeeds, half of W3's: resampled within each workload, every resample holds
     # ten inputs of each, so the interval stays strictly between W3's share and W1's.
     value, low, high = pooled(results())["B3"]["success_rate"]
-    assert 0.5 < low <= value <= high < 1.0
+    # Pooled, a resample could hold mostly one workload's inputs: its interval was (0.55, 0.95).
+    assert 0.6 <= low <= value <= high <= 0.9
 
 
 def test_repetitions_show_their_spread() -> None:
