@@ -23,8 +23,8 @@ def breakdown_table(floor: dict[str, Any]) -> list[str]:
     names += ["B3 / (floor + I/O)"]
 
     def ratios(io_key: str, sa_key: str, b3_sa_key: str, b3_key: str) -> list[float]:
-        steps = [io[io_key], *([io[sa_key], io[b3_sa_key]] if floor_io_sa else []), io[b3_key]]
-        return steps
+        """The ratio columns of one row, the search-attribute pair only when that side ran."""
+        return [io[io_key], *([io[sa_key], io[b3_sa_key]] if floor_io_sa else []), io[b3_key]]
 
     lines = [
         "",
