@@ -2,7 +2,9 @@
 
 `dsmo serve` runs as its own process (as in production) against the stack; a person's session
 is opened through the sign-in form, then the task list (first page, and filtered) and run pages
-of runs spread over the whole set are fetched one after another over real HTTP.
+of runs spread over the whole set are fetched one after another over real HTTP. The task list's
+two visibility calls (its page of rows, its total) are also timed alone, straight against
+Temporal, to show which one a fresh page waits for.
 """
 
 from __future__ import annotations
@@ -12,16 +14,20 @@ import os
 import re
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
 import httpx
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+from temporalio.client import Client
 
 from bench.metrics import percentile
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
 from dsmo.starter.server.api_keys import KeyStore
+from dsmo.starter.server.console.tasks import PAGE_SIZE, TaskFilter
 
 REQUESTS = 60
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -72,8 +78,21 @@ def _summary(times: list[float]) -> dict[str, float]:
     return {"p50_ms": percentile(times, 50) * 1000, "p95_ms": percentile(times, 95) * 1000, "n": len(times)}
 
 
-async def console_latency(settings: Settings, agent: str, run_ids: list[str]) -> dict[str, Any]:
-    """p50/p95 of the task list (plain and filtered) and of run pages, in milliseconds."""
+async def _visibility_alone(client: Client, query: str) -> tuple[list[float], list[float]]:
+    listed, counted = [], []
+    for _ in range(REQUESTS):
+        request = ListWorkflowExecutionsRequest(namespace=client.namespace, page_size=PAGE_SIZE, query=query)
+        began = time.perf_counter()
+        await client.workflow_service.list_workflow_executions(request)
+        listed.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        await client.count_workflows(query)
+        counted.append(time.perf_counter() - began)
+    return listed, counted
+
+
+async def console_latency(settings: Settings, temporal: Client, agent: str, run_ids: list[str]) -> dict[str, Any]:
+    """p50/p95 of the task list (plain and filtered), of run pages and of its visibility calls, in ms."""
     with TemporaryDirectory() as folder:
         keys_file = Path(folder) / "keys.json"
         key = KeyStore(keys_file).add("bench", ["read", "events:*"])
@@ -89,4 +108,11 @@ async def console_latency(settings: Settings, agent: str, run_ids: list[str]) ->
         finally:
             server.terminate()
             await server.wait()
-    return {"tasks": _summary(tasks), "tasks_filtered": _summary(filtered), "run_page": _summary(runs)}
+    listed, counted = await _visibility_alone(temporal, TaskFilter().query(datetime.now(UTC)))
+    return {
+        "tasks": _summary(tasks),
+        "tasks_filtered": _summary(filtered),
+        "run_page": _summary(runs),
+        "visibility_list": _summary(listed),
+        "visibility_count": _summary(counted),
+    }

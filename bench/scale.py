@@ -144,7 +144,7 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
         size = min(SAMPLE, max(1, len(rest) // 10))  # most runs are left for the paced resume
         sample = rest[:: max(1, len(rest) // size)][:size]
         at_scale = await _timed_each([partial(dsmo.respond, run_id, "go") for run_id in sample])
-        console = await console_latency(settings, definition.agent, rest)
+        console = await console_latency(settings, client, definition.agent, rest)
 
         left = [run_id for run_id in rest if run_id not in set(sample)]
         resume = await paced(RESUME_RATE, [partial(dsmo.respond, run_id, "go") for run_id in left])

@@ -48,19 +48,28 @@ def console_table(scale: dict[str, Any]) -> list[str]:
     console = scale.get("console")
     if not console:
         return []
-    rows = (("Task list, first page", "tasks"), ("Task list, filtered", "tasks_filtered"), ("Run page", "run_page"))
+    rows = [
+        ("Task list, first page", "tasks", "p95 < 300"),
+        ("Task list, filtered", "tasks_filtered", "p95 < 300"),
+        ("Run page", "run_page", "p95 < 300"),
+        ("Visibility alone: the list's 25 rows", "visibility_list", ""),
+        ("Visibility alone: the list's total (a fresh count)", "visibility_count", ""),
+    ]
     lines = [
         "",
         f"The console (`dsmo serve` in its own process) with the {scale['runs']:,} runs waiting, one request "
         "at a time over HTTP with a signed-in session: the task list's first page (25 rows and the total "
-        "count from visibility), the list filtered by kind and agent, and run pages of runs spread over the set.",
+        "from visibility, asked for at once; a total is reused for 5 s), the list filtered by kind and agent, "
+        "and run pages of runs spread over the set. Then the list's two visibility calls alone, straight "
+        "against Temporal: a page load that finds no recent total waits for the slower of the two.",
         "",
         f"| Console with {scale['runs']:,} waiting | p50 (ms) | p95 (ms) | requests | Target |",
         "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {label} | {console[key]['p50_ms']:.0f} | {console[key]['p95_ms']:.0f} | {console[key]['n']} | p95 < 300 |"
-        for label, key in rows
+        f"| {label} | {console[key]['p50_ms']:.0f} | {console[key]['p95_ms']:.0f} | {console[key]['n']} | {target} |"
+        for label, key, target in rows
+        if key in console  # results from before the visibility rows were measured lack them
     ]
     return lines
 

@@ -6,6 +6,11 @@ from bench.scale_report import scale_section
 
 
 def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories() -> None:
+    console = {
+        **{key: {"p50_ms": 40.0, "p95_ms": 120.0, "n": 60} for key in ("tasks", "tasks_filtered", "run_page")},
+        "visibility_list": {"p50_ms": 12.0, "p95_ms": 20.0, "n": 60},
+        "visibility_count": {"p50_ms": 380.0, "p95_ms": 420.0, "n": 60},
+    }
     scale = {
         "runs": 100_000,
         "first": 100,
@@ -23,7 +28,7 @@ def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories()
         "worker_rss_mb": 900.0,
         "worker_rss_after_mb": 950.0,
         "server_rss_mb": 2500.0,
-        "console": {key: {"p50_ms": 40.0, "p95_ms": 120.0, "n": 60} for key in ("tasks", "tasks_filtered", "run_page")},
+        "console": console,
     }
     results = {"command": "make bench SCALE=100000", "started_at": "2026-11-27T00:00:00+00:00", "machine": "m"}
     text = scale_section({**results, "scale": scale})
@@ -32,6 +37,10 @@ def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories()
     assert "| Resume rate, 200/s offered (replies/s) | 80 | 160 | 0.50x |" in text
     assert "| History bytes of a waiting run, started first / last | 2,203 / 2,209 | | |" in text
     assert "| Task list, first page | 40 | 120 | 60 | p95 < 300 |" in text
+    assert "| Visibility alone: the list's total (a fresh count) | 380 | 420 | 60 |  |" in text
+    # Results from before the visibility calls were timed alone lack their rows.
+    earlier = {**scale, "console": {key: console[key] for key in ("tasks", "tasks_filtered", "run_page")}}
+    assert "Visibility alone" not in (scale_section({**results, "scale": earlier}) or "").split("| Console with")[1]
     # Results from before the reference was measured still render.
     old = {"runs": 10_000, "start_seconds": 90.0, "worker_rss_mb": 283.0, "server_rss_mb": 700.0}
     assert "| Time to start them all (s) | 90.0 | | |" in (scale_section({**results, "scale": old}) or "")

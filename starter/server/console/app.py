@@ -20,6 +20,7 @@ from dsmo.starter.server.console.form_actions import SIGN_IN_FAILURE_BURST, SIGN
 from dsmo.starter.server.console.run_page import GraphCache
 from dsmo.starter.server.console.session import Signer, load_secret
 from dsmo.starter.server.console.signed_out import SignedOut
+from dsmo.starter.server.console.task_counts import TaskCounts
 from dsmo.starter.server.console.web import HERE, Console, problem_page
 from dsmo.starter.server.token_buckets import TokenBuckets
 from dsmo.starter.storage import ArtifactStore, s3_client
@@ -50,4 +51,4 @@ def open_console(app: FastAPI, settings: Settings, dsmo: DsmoClient) -> None:
     """Create the objects the console uses, once the app's client is connected."""
     s3 = s3_client(settings)
     store = ArtifactStore(s3, settings.store.bucket, keks=settings.codec.subject_keks(settings.state_dir))
-    app.state.console = Console(dsmo, settings, s3, store, GraphCache(store), DefinitionGraphs())
+    app.state.console = Console(dsmo, settings, s3, store, GraphCache(store), DefinitionGraphs(), TaskCounts())

@@ -62,6 +62,12 @@ def run_url(run_id: str, notice: str) -> str:
     return f"{CONSOLE}/runs/{quote(run_id, safe='')}?notice={notice}"
 
 
+def changed_run(request: Request, run_id: str, notice: str) -> RedirectResponse:
+    """To the run's page after a form changed the run; the task list's totals are counted afresh."""
+    console(request).task_counts.forget()
+    return RedirectResponse(run_url(run_id, notice), status_code=303)
+
+
 def ack_notice(ack: EventAck) -> str:
     return "duplicate" if ack.duplicate else "kept" if ack.buffered else "delivered"
 
@@ -141,7 +147,7 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     try:
         data = event_data(form, filled)
         ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
-        return RedirectResponse(run_url(run_id, ack_notice(ack)), status_code=303)
+        return changed_run(request, run_id, ack_notice(ack))
     except EventMalformed as err:  # refused before it was sent, in the words every way in gets
         malformed = err.problem
         errors = {}
@@ -186,7 +192,7 @@ async def uploaded(
         ack = await app.dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=event_id)
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
-    return RedirectResponse(run_url(run_id, ack_notice(ack)), status_code=303)
+    return changed_run(request, run_id, ack_notice(ack))
 
 
 @router.post("/runs/{run_id}/cancel", response_model=None)
@@ -208,7 +214,7 @@ async def cancel(
         await console(request).dsmo.cancel(run_id, reason=reason.strip()[:500], by=f"console:{viewer.key.name}")
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
-    return RedirectResponse(run_url(run_id, "cancelled"), status_code=303)
+    return changed_run(request, run_id, "cancelled")
 
 
 @router.post("/runs/{run_id}/rewind", response_model=None)
@@ -244,7 +250,7 @@ async def rewind(
         return await _rewind_refused(request, viewer, run_id, filled, str(err), 409)
     except DsmoError as err:
         return await _rewind_refused(request, viewer, run_id, filled, str(err), 422)
-    return RedirectResponse(run_url(run_id, "rewound"), status_code=303)
+    return changed_run(request, run_id, "rewound")
 
 
 async def _rewind_refused(

@@ -67,7 +67,7 @@ async def tasks(
     filters = TaskFilter(kind or None, agent or None, assignee or None, overdue, run or None)
     context: dict[str, Any] = {"viewer": viewer, "filters": filters, "kinds": PERSON_WAITS, "now": now}
     try:
-        context["page"] = await task_page(app.dsmo.temporal, filters, now, page=page or None)
+        context["page"] = await task_page(app.dsmo.temporal, filters, now, page=page or None, counts=app.task_counts)
     except FilterError as err:
         field = str(err).split(":", 1)[0]
         return render(request, "tasks.html", {**context, "page": None, "errors": {field: str(err)}}, 422)

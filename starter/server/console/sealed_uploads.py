@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import RedirectResponse
 
 from dsmo.starter.server.console.auth import CONSOLE, CSRF_FIELD, ConsoleProblem, Viewer, check_csrf, signed_in
-from dsmo.starter.server.console.form_actions import ack_notice, require_scope, run_url, within_event_rate
+from dsmo.starter.server.console.form_actions import ack_notice, changed_run, require_scope, within_event_rate
 from dsmo.starter.server.console.uploads import MAX_UPLOAD_BYTES, return_valid, upload_prefix
 from dsmo.starter.server.console.web import checked_run_id, console
 from dsmo.workflows.common import search_attributes as sa
@@ -64,4 +64,4 @@ async def upload_sealed(
         )
     except DsmoError as err:
         raise ConsoleProblem(409, str(err)) from None
-    return RedirectResponse(run_url(run_id, ack_notice(ack)), status_code=303)
+    return changed_run(request, run_id, ack_notice(ack))

@@ -8,6 +8,7 @@ Filters become a visibility query; values are checked first, never spliced in ra
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
@@ -20,6 +21,7 @@ from temporalio.client import Client
 from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError
 
+from dsmo.starter.server.console.task_counts import TaskCounts
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
 
@@ -131,9 +133,18 @@ def _decode_page(page: str | None) -> bytes | None:
 
 
 async def task_page(
-    client: Client, filters: TaskFilter, now: datetime, *, page: str | None = None, page_size: int = PAGE_SIZE
+    client: Client,
+    filters: TaskFilter,
+    now: datetime,
+    *,
+    page: str | None = None,
+    page_size: int = PAGE_SIZE,
+    counts: TaskCounts | None = None,
 ) -> TaskPage:
     """One page of tasks matching ``filters``, newest runs first (visibility's order).
+
+    The page and the total are asked for at once. With ``counts``, a total counted in the last
+    few seconds is reused (see `TaskCounts`); without, every call counts.
 
     Raises:
         FilterError: A filter or the page token cannot be used.
@@ -141,14 +152,20 @@ async def task_page(
     filters.check()
     query = filters.query(now)
     token = _decode_page(page)
+
+    async def counting() -> int:
+        return (await client.count_workflows(query)).count
+
     request = ListWorkflowExecutionsRequest(
         namespace=client.namespace, page_size=page_size, next_page_token=token or b"", query=query
     )
     try:
         # Not retried: Temporal answers a token it cannot read with UNKNOWN, which the SDK would
         # retry for ~10 s (a person's bad link is not a server hiccup); the person can reload.
-        listing = await client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT)
-        counted = await client.count_workflows(query)
+        listing, total = await asyncio.gather(
+            client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT),
+            counts.total(query, counting) if counts else counting(),
+        )
     except RPCError as err:
         if token is not None:
             raise FilterError("page: not a page of this list; start again from the first page") from None
@@ -157,5 +174,5 @@ async def task_page(
     return TaskPage(
         tasks=[_task(info) for info in listing.executions],
         next_page=base64.urlsafe_b64encode(following).decode().rstrip("=") if following else None,
-        total=counted.count,
+        total=total,
     )

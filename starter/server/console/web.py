@@ -21,6 +21,7 @@ from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.console.auth import CONSOLE, ConsoleProblem, Viewer, current_viewer
 from dsmo.starter.server.console.definition_graphs import DefinitionGraphs
 from dsmo.starter.server.console.run_page import GraphCache
+from dsmo.starter.server.console.task_counts import TaskCounts
 from dsmo.starter.storage import ArtifactStore
 from dsmo.workflows.common.identifiers import run_id_problem
 
@@ -51,6 +52,7 @@ class Console:
     store: ArtifactStore
     graphs: GraphCache
     drawings: DefinitionGraphs
+    task_counts: TaskCounts
 
 
 def console(request: Request) -> Console:
