@@ -214,7 +214,7 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     plt.close(figure)
 
     table = bar_values(results)
-    keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "orphans_per_run", "dlq_per_run"]
+    keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "orphans_lineage_per_run", "dlq_per_run"]
     figure, axis = plt.subplots(figsize=(10, 4))
     width = 0.27
     for index, mode in enumerate(MODES):
@@ -224,7 +224,7 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
             width,
             label=NAMES[mode],
         )
-    axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "orphans/run", "DLQ/run"])
+    axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "orphans/run (lineage)", "DLQ/run"])
     axis.set_title("Table 1 metrics (W1-W4)")
     axis.legend(fontsize=8)
     figure.tight_layout()

@@ -20,7 +20,8 @@ from bench.agents import B3Agent, ExecutionLog, LostCompletions, bench_registry
 from bench.experiment import PaperExperiment
 from bench.floor import FloorComparison
 from bench.table1 import repetition
-from bench.workloads import definition
+from bench.timer_probe import TimerProbe, timer_fires
+from bench.workloads import STAGE_BACKOFF_S, definition
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.stage import StageActivities
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -102,16 +103,21 @@ class Bench(FloorComparison, PaperExperiment):
     async def run(self) -> dict[str, Any]:
         results: dict[str, Any] = {"config": {k: v for k, v in vars(self.config).items()}}
         async with self.workers():
-            results["workloads"] = await self.table1(self.progress)
-            # The whole experiment again with other seeds: the run-to-run spread of Table 1.
-            results["repetitions"] = [repetition(results["workloads"])]
-            for extra in range(1, self.config.repetitions):
-                again = await self.table1(self.progress, seed=self.config.seed + extra)
-                results["repetitions"].append(repetition(again))
+            results.update(await self.table1_repeated())
             results.update(await self._against_floor())
             self.progress("history bytes per artifact size")
             results["history_bytes"] = await self.history_bytes()
         return results
+
+    async def table1_repeated(self) -> dict[str, Any]:
+        """Table 1's experiment, then again with other seeds (its run-to-run spread), and how soon
+        this server fires the stages' retry timer (B3's retry delays follow it). Inside `workers`."""
+        workloads = await self.table1(self.progress)
+        repetitions = [repetition(workloads)]
+        for extra in range(1, self.config.repetitions):
+            repetitions.append(repetition(await self.table1(self.progress, seed=self.config.seed + extra)))
+        timer = await timer_fires(self.dsmo.temporal, self.queue + "-modes", STAGE_BACKOFF_S)
+        return {"workloads": workloads, "repetitions": repetitions, "timer": timer}
 
     async def run_against_floor(self, repeats: int) -> list[dict[str, Any]]:
         """Only the floor comparison and resume latency, ``repeats`` times on the same workers:
@@ -153,7 +159,7 @@ class Bench(FloorComparison, PaperExperiment):
         extra = Worker(
             client,
             task_queue=self.queue + "-modes",
-            workflows=[modes.FloorRun, modes.FloorIoRun, modes.FloorWait],
+            workflows=[modes.FloorRun, modes.FloorIoRun, modes.FloorWait, TimerProbe],
             activities=[modes.noop, floor_io.stage, floor_io.trail],
             activity_executor=ThreadPoolExecutor(max_workers=32),
             max_concurrent_activities=32,

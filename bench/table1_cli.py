@@ -15,10 +15,9 @@ from typing import Any
 from bench.migration_cli import Stack
 from bench.paired import PERMANENT, RATES
 from bench.queue_db import VISIBILITY_S
-from bench.report import machine, table1_markdown
+from bench.report import draw, machine, table1_markdown
 from bench.runner import Bench, BenchConfig
 from bench.section_files import publish_section
-from bench.table1 import repetition
 from bench.workloads import STAGE
 
 START, END = "<!-- table1:start -->", "<!-- table1:end -->"
@@ -99,13 +98,11 @@ async def table1_only(
     async with stack() as (settings, _):
         bench = Bench(settings, config)
         async with bench.workers():
-            results["workloads"] = await bench.table1(bench.progress)
-            results["repetitions"] = [repetition(results["workloads"])]
-            for extra in range(1, config.repetitions):
-                again = await bench.table1(bench.progress, seed=config.seed + extra)
-                results["repetitions"].append(repetition(again))
+            results.update(await bench.table1_repeated())
     results["seconds"] = round(time.perf_counter() - started, 1)
     page = repo / "BENCHMARKS.md" if update_benchmarks else None
+    if update_benchmarks:  # the section shows these charts: drawn from the same results
+        draw(results, repo / "docs" / "bench")
     text = f"{START}\n{table1_text(results, own_run=True)}\n{END}"
     publish_section(results, name="table1", text=text, markers=(START, END), out_dir=out_dir, page=page)
     return results

@@ -7,11 +7,17 @@ from typing import Any
 
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
+STAGE_BACKOFF_S = 0.2
 STAGE = {
     "actionType": "run_agent",
     "agent": "bench-stage",
     "timeout": "1.5s",
-    "retry": {"maxAttempts": 3, "initialInterval": "200ms", "backoffCoefficient": 2.0, "jitter": 0.2},
+    "retry": {
+        "maxAttempts": 3,
+        "initialInterval": f"{STAGE_BACKOFF_S * 1000:.0f}ms",
+        "backoffCoefficient": 2.0,
+        "jitter": 0.2,
+    },
 }
 
 

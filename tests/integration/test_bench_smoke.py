@@ -56,6 +56,8 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
             assert record["success"] == ("permanent" not in drawn) == (record["dlq"] == 0), record
             assert record["valid_path"] == record["success"] and record["orphans_lineage"] == 0
     assert len(results["repetitions"]) == 1 and results["repetitions"][0]["B3"]["latency_p50_s"] > 0
+    # The retry timer probe ran on the stack: a timer never fires before it is due.
+    assert results["timer"]["probes"] == 5 and results["timer"]["fired_s"] >= results["timer"]["asked_s"] == 0.2
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
     # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
     assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}

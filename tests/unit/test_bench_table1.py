@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.metrics import RunRecord, summarize
 from bench.table1 import MODES, pooled, repetition, spread, table1
+from bench.table1_notes import latency_ratios, retry_text
 
 
 def records(workload: str, inputs: int, *, failing: int = 0, orphans: int = 0) -> list[RunRecord]:
@@ -69,3 +70,25 @@ def test_repetitions_show_their_spread() -> None:
         "| Choreography (B1) | Orphan executions / run, by lineage (the paper's) | 1.000 | 3.000 | 1.000-3.000 |"
         in text
     )
+
+
+def test_latency_is_compared_per_kind_of_load_not_pooled() -> None:
+    p50 = {"W1": (0.10, 0.05), "W2": (0.12, 0.04), "W4": (0.9, 0.8)}
+    workloads = {
+        w: {"B3": {"summary": {"latency_p50_s": b3}}, "B1": {"summary": {"latency_p50_s": b1}}}
+        for w, (b3, b1) in p50.items()
+    }
+    text = latency_ratios({"workloads": workloads}, {"w4_inputs": 100, "w4_concurrency": 50}, 0.3, 0.35)
+    assert "is 2.0-3.0x B1's in W1-W3** (B3 0.100, 0.120 s against B1 0.050, 0.040 s" in text
+    assert "**In W4 it is 1.1x** (0.900 s against 0.800 s): W4 runs 100 inputs 50 at a time" in text
+    assert "The pooled medians (0.300 s against 0.350 s) mix" in text
+    del workloads["W4"]
+    assert "In W4" not in latency_ratios({"workloads": workloads}, {}, 0.3, 0.35)
+
+
+def test_retry_delays_are_explained_by_the_timer_measured_in_the_run() -> None:
+    measured = retry_text({"timer": {"asked_s": 0.2, "fired_s": 1.004, "probes": 5}}, "2.52 s after timeout", "")
+    assert "fired a 0.2 s timer after 1.00 s (median of 5, measured in this run)" in measured
+    assert "about 1.0 s after a transient failure and 2.5 s after an attempt timed out" in measured
+    assert "B1 none" in measured
+    assert "measured in this run" not in retry_text({}, "", "")  # results from before the probe existed
