@@ -112,7 +112,29 @@ SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
     ("W1 latency p50, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w1_p50_b3"], "≤ 1.08"),
     ("W4 throughput, floor + artifact I/O / floor", lambda r: r["floor"]["io_ratios"]["w4_throughput_io"], ""),
     ("W4 throughput, B3 / (floor + artifact I/O)", lambda r: r["floor"]["io_ratios"]["w4_throughput_b3"], ""),
+    # The side that also sets DSMO's search attributes: what is left is the orchestration's own.
+    (
+        "W1 latency p50, (floor + I/O + search attributes) / (floor + I/O)",
+        lambda r: _sa_ratio(r, "io", "W1", "p50"),
+        "",
+    ),
+    ("W1 latency p50, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W1", "p50"), ""),
+    ("W4 throughput, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W4", "throughput"), ""),
+    ("W4 CPU ms per run, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W4", "cpu"), ""),
 )
+
+
+def _sa_ratio(result: dict[str, Any], other: str, workload: str, measure: str) -> float:
+    """B3 over the floor + I/O + search attributes (``other`` "b3"), or that side over the floor +
+    I/O (``other`` "io": the search attributes' own share)."""
+    floor = result["floor"]
+    sides = {"b3": floor["b3"][workload], "io": floor["floor_io"][workload], "sa": floor["floor_io_sa"][workload]}
+
+    def value(side: str) -> float:
+        measured = sides[side]
+        return _cpu_ms_per_run(measured) if measure == "cpu" else float(measured[measure])
+
+    return value("sa") / value("io") if other == "io" else value("b3") / value("sa")
 
 
 def meets(value: float, target: str) -> bool | None:

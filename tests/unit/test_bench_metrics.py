@@ -92,11 +92,18 @@ def test_cpu_per_run_counts_only_roles_sampled_twice() -> None:
 
 def _repeat(w1_p50: float, w4: float, resume: float) -> dict[str, object]:
     shape = {"cpu_ms_per_run": {"python": 10.0, "temporal": 40.0}}
+
+    def side(p50: float, throughput: float, python: float) -> dict[str, object]:
+        measured = {"p50": p50, "throughput": throughput, "cpu_ms_per_run": {"python": python, "temporal": 50.0}}
+        return {"W1": measured, "W4": measured}
+
     return {
         "floor": {
             "ratios": {"w1_p50": w1_p50, "w1_p95": 1.2, "w1_throughput": 0.8, "w4_throughput": w4},
             "W4": shape,
-            "b3": {"W4": {"cpu_ms_per_run": {"python": 25.0, "temporal": 50.0}}},
+            "b3": side(0.150, 1400, 25.0),
+            "floor_io": side(0.125, 1700, 15.0),
+            "floor_io_sa": side(0.130, 1600, 17.5),
             "io_ratios": {"w1_p50_io": 1.3, "w1_p50_b3": 1.1, "w4_throughput_io": 0.8, "w4_throughput_b3": 0.9},
         },
         "resume": {"ratio": resume, "inbox_p50": 0.02, "bare_p50": 0.04},
@@ -122,6 +129,13 @@ def test_floor_spread_reports_each_repeat_median_range_and_targets_met() -> None
     assert rows["W4 throughput, B3 / (floor + artifact I/O)"].endswith(
         "| 0.90 | 0.90 | 0.90 | 0.90 | 0.90-0.90 |  |  |"
     )
+    # The search attributes' own share, then what is left to the orchestration (75 / 67.5 ms of CPU).
+    assert rows["W1 latency p50, (floor + I/O + search attributes) / (floor + I/O)"].endswith(
+        "| 1.04 | 1.04-1.04 |  |  |"
+    )
+    assert rows["W1 latency p50, B3 / (floor + I/O + search attributes)"].endswith("| 1.15 | 1.15-1.15 |  |  |")
+    assert rows["W4 throughput, B3 / (floor + I/O + search attributes)"].endswith("| 0.88 | 0.88-0.88 |  |  |")
+    assert rows["W4 CPU ms per run, B3 / (floor + I/O + search attributes)"].endswith("| 1.11 | 1.11-1.11 |  |  |")
 
 
 def test_breakdown_puts_b3_beside_both_floors() -> None:
