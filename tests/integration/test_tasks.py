@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dsmo.starter.server.console.task_counts import TaskCounts
 from dsmo.starter.server.console.tasks import TaskFilter, task_page
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
@@ -74,3 +75,26 @@ async def test_tasks_are_filtered_and_paged_from_visibility(harness: Harness) ->
     attributes = (await harness.dsmo.temporal.get_workflow_handle(replies[0]).describe()).typed_search_attributes
     assert attributes.get(sa.WAITING_ON) is None and attributes.get(sa.WAITING_SINCE) is None
     assert attributes.get(sa.AGENT_EXECUTION_STATUS) == "cancelled"
+
+
+async def test_a_kept_total_is_reused_until_forgotten_while_rows_are_read_fresh(harness: Harness) -> None:
+    tag = uuid.uuid4().hex[:6]
+    definition = definition_from(EXAMPLES / "onboarding.yaml")
+    runs = [f"tasks-{tag}-k{index}" for index in range(2)]
+    for index, run_id in enumerate(runs):
+        candidate = {"id": index, "name": "A", "phone": "1", "email": f"{tag}@x.com"}
+        await harness.start(definition, {"candidate": candidate}, run_id=run_id)
+    mine = TaskFilter(run=f"tasks-{tag}-")
+    await settled(harness, mine, 2)
+    counts = TaskCounts(fresh_for=3600)  # nothing goes stale during the test: only `forget` recounts
+    pages = await asyncio.gather(
+        *(task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts) for _ in "ab")
+    )
+    assert [page.total for page in pages] == [2, 2]
+
+    await harness.dsmo.cancel(runs[0], reason="test")
+    await settled(harness, mine, 1)  # uncached: visibility has dropped the run
+    kept = await task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts)
+    assert kept.total == 2 and [task.run_id for task in kept.tasks] == [runs[1]]
+    counts.forget()
+    assert (await task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts)).total == 1
