@@ -2,7 +2,8 @@
 
 `dsmo serve` runs as its own process (as in production) against the stack; a person's session
 is opened through the sign-in form, then the task list (first page, and filtered) and run pages
-of runs spread over the whole set are fetched one after another over real HTTP. The task list's
+of runs spread over the whole set are fetched one after another over real HTTP; then the task
+list again, a few times, each load after its kept total expired (so each counts). The task list's
 two visibility calls (its page of rows, its total) are also timed alone, straight against
 Temporal, to show which one a fresh page waits for.
 """
@@ -27,9 +28,12 @@ from bench.metrics import percentile
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.devstack.stack import free_port_block
 from dsmo.starter.server.api_keys import KeyStore
+from dsmo.starter.server.console.task_counts import FRESH_FOR
 from dsmo.starter.server.console.tasks import PAGE_SIZE, TaskFilter
 
 REQUESTS = 60
+# Task-list loads spaced past the console's total reuse (FRESH_FOR), each waiting for a new count.
+FRESH_LOADS = 10
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
@@ -105,6 +109,10 @@ async def console_latency(settings: Settings, temporal: Client, agent: str, run_
                 tasks = await _timed(client, ["/console/"] * REQUESTS)
                 filtered = await _timed(client, [f"/console/?kind=response&agent={agent}"] * REQUESTS)
                 runs = await _timed(client, [f"/console/runs/{run_id}" for run_id in spread])
+                fresh = []
+                for _ in range(FRESH_LOADS):  # each after the kept total has expired: a count every time
+                    await asyncio.sleep(FRESH_FOR + 0.2)
+                    fresh += await _timed(client, ["/console/"])
         finally:
             server.terminate()
             await server.wait()
@@ -112,6 +120,7 @@ async def console_latency(settings: Settings, temporal: Client, agent: str, run_
     return {
         "tasks": _summary(tasks),
         "tasks_filtered": _summary(filtered),
+        "tasks_fresh_total": _summary(fresh),
         "run_page": _summary(runs),
         "visibility_list": _summary(listed),
         "visibility_count": _summary(counted),

@@ -7,6 +7,7 @@ Markdown cannot drift apart; each table is its own small function.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import statistics
 from collections.abc import Callable
@@ -115,26 +116,39 @@ SPREAD_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float], str], ...] = (
     # The side that also sets DSMO's search attributes: what is left is the orchestration's own.
     (
         "W1 latency p50, (floor + I/O + search attributes) / (floor + I/O)",
-        lambda r: _sa_ratio(r, "io", "W1", "p50"),
+        lambda r: _side_ratio(r, "floor_io_sa", "floor_io", "W1", "p50"),
         "",
     ),
-    ("W1 latency p50, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W1", "p50"), ""),
-    ("W4 throughput, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W4", "throughput"), ""),
-    ("W4 CPU ms per run, B3 / (floor + I/O + search attributes)", lambda r: _sa_ratio(r, "b3", "W4", "cpu"), ""),
+    (
+        "W1 latency p50, B3 / (floor + I/O + search attributes)",
+        lambda r: _side_ratio(r, "b3", "floor_io_sa", "W1", "p50"),
+        "",
+    ),
+    (
+        "W4 throughput, B3 / (floor + I/O + search attributes)",
+        lambda r: _side_ratio(r, "b3", "floor_io_sa", "W4", "throughput"),
+        "",
+    ),
+    (
+        "W4 CPU ms per run, B3 / (floor + I/O + search attributes)",
+        lambda r: _side_ratio(r, "b3", "floor_io_sa", "W4", "cpu"),
+        "",
+    ),
 )
 
 
-def _sa_ratio(result: dict[str, Any], other: str, workload: str, measure: str) -> float:
-    """B3 over the floor + I/O + search attributes (``other`` "b3"), or that side over the floor +
-    I/O (``other`` "io": the search attributes' own share)."""
+def _side_ratio(result: dict[str, Any], side: str, reference: str, workload: str, measure: str) -> float:
+    """``side``'s ``measure`` ("p50", "throughput" or "cpu", ms per run) over ``reference``'s, both
+    from one floor comparison; NaN when either side was not measured (older results)."""
     floor = result["floor"]
-    sides = {"b3": floor["b3"][workload], "io": floor["floor_io"][workload], "sa": floor["floor_io_sa"][workload]}
+    if side not in floor or reference not in floor:
+        return math.nan
 
-    def value(side: str) -> float:
-        measured = sides[side]
+    def value(name: str) -> float:
+        measured = floor[name][workload]
         return _cpu_ms_per_run(measured) if measure == "cpu" else float(measured[measure])
 
-    return value("sa") / value("io") if other == "io" else value("b3") / value("sa")
+    return value(side) / value(reference)
 
 
 def meets(value: float, target: str) -> bool | None:
@@ -155,6 +169,8 @@ def floor_spread(repeats: list[dict[str, Any]]) -> str:
     ]
     for label, value_of, target in SPREAD_ROWS:
         values = [value_of(result) for result in repeats]
+        if any(math.isnan(value) for value in values):  # a side some repeat did not measure
+            continue
         verdicts = [meets(value, target) for value in values]
         met = f"{sum(bool(v) for v in verdicts)} of {count}" if target else ""
         cells = " | ".join(f"{value:.2f}" for value in values)

@@ -51,6 +51,7 @@ def console_table(scale: dict[str, Any]) -> list[str]:
     rows = [
         ("Task list, first page", "tasks", "p95 < 300"),
         ("Task list, filtered", "tasks_filtered", "p95 < 300"),
+        ("Task list, first page, its total counted afresh", "tasks_fresh_total", "p95 < 300"),
         ("Run page", "run_page", "p95 < 300"),
         ("Visibility alone: the list's 25 rows", "visibility_list", ""),
         ("Visibility alone: the list's total (a fresh count)", "visibility_count", ""),
@@ -59,9 +60,10 @@ def console_table(scale: dict[str, Any]) -> list[str]:
         "",
         f"The console (`dsmo serve` in its own process) with the {scale['runs']:,} runs waiting, one request "
         "at a time over HTTP with a signed-in session: the task list's first page (25 rows and the total "
-        "from visibility, asked for at once; a total is reused for 5 s), the list filtered by kind and agent, "
-        "and run pages of runs spread over the set. Then the list's two visibility calls alone, straight "
-        "against Temporal: a page load that finds no recent total waits for the slower of the two.",
+        "from visibility, asked for at once; the console reuses a total for 5 s, so most of these loads "
+        "reuse one), the list filtered by kind and agent, run pages of runs spread over the set, and the "
+        "first page loaded once every 5.2 s, so that each load counts afresh. Then the list's two "
+        "visibility calls alone, straight against Temporal.",
         "",
         f"| Console with {scale['runs']:,} waiting | p50 (ms) | p95 (ms) | requests | Target |",
         "|---|---|---|---|---|",

@@ -8,7 +8,7 @@ from bench.metrics import percentile
 from bench.paired import PERMANENT, RATES, expected_dlq, trajectory
 from bench.queue_db import RETRY_BASE_S, VISIBILITY_S
 from bench.table1 import MODES, PAPER, WORKLOADS, pooled, records_of
-from bench.workloads import STAGE
+from bench.workloads import STAGE_TIMEOUT_S
 
 
 def expected_b3_dlq(results: dict[str, Any]) -> float:
@@ -61,7 +61,7 @@ def latency_ratios(results: dict[str, Any], config: dict[str, Any], b3: float, b
 
 def retry_text(results: dict[str, Any], b3: str, b1: str) -> str:
     """How soon a retry starts in B3 and B1, and why, from the settings and this run's timer probe."""
-    timeout = float(str(STAGE["timeout"]).removesuffix("s"))
+    timeout = STAGE_TIMEOUT_S
     timer = results.get("timer")
     if timer:
         fired = timer["fired_s"]

@@ -8,10 +8,11 @@ from typing import Any
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 STAGE_BACKOFF_S = 0.2
+STAGE_TIMEOUT_S = 1.5
 STAGE = {
     "actionType": "run_agent",
     "agent": "bench-stage",
-    "timeout": "1.5s",
+    "timeout": f"{STAGE_TIMEOUT_S}s",
     "retry": {
         "maxAttempts": 3,
         "initialInterval": f"{STAGE_BACKOFF_S * 1000:.0f}ms",

@@ -8,6 +8,7 @@ from bench.scale_report import scale_section
 def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories() -> None:
     console = {
         **{key: {"p50_ms": 40.0, "p95_ms": 120.0, "n": 60} for key in ("tasks", "tasks_filtered", "run_page")},
+        "tasks_fresh_total": {"p50_ms": 410.0, "p95_ms": 450.0, "n": 10},
         "visibility_list": {"p50_ms": 12.0, "p95_ms": 20.0, "n": 60},
         "visibility_count": {"p50_ms": 380.0, "p95_ms": 420.0, "n": 60},
     }
@@ -38,6 +39,7 @@ def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories()
     assert "| History bytes of a waiting run, started first / last | 2,203 / 2,209 | | |" in text
     assert "| Task list, first page | 40 | 120 | 60 | p95 < 300 |" in text
     assert "| Visibility alone: the list's total (a fresh count) | 380 | 420 | 60 |  |" in text
+    assert "| Task list, first page, its total counted afresh | 410 | 450 | 10 | p95 < 300 |" in text
     # Results from before the visibility calls were timed alone lack their rows.
     earlier = {**scale, "console": {key: console[key] for key in ("tasks", "tasks_filtered", "run_page")}}
     assert "Visibility alone" not in (scale_section({**results, "scale": earlier}) or "").split("| Console with")[1]

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+from fastapi import Request
 
+from dsmo.starter.server.console.form_actions import changed_run
 from dsmo.starter.server.console.task_counts import TaskCounts
 
 
@@ -34,11 +38,6 @@ class Visibility:
         if self.fail is not None:
             raise self.fail
         return answer
-
-
-async def until_asked(visibility: Visibility, times: int) -> None:
-    while visibility.asked < times:
-        await asyncio.sleep(0)
 
 
 async def test_a_total_is_reused_while_fresh_and_counted_again_after() -> None:
@@ -94,26 +93,43 @@ async def test_a_failed_count_reaches_every_caller_and_is_not_kept() -> None:
     assert visibility.asked == 2
 
 
-async def test_forget_counts_afresh_and_never_keeps_a_count_begun_before_it() -> None:
-    visibility = Visibility()
-    counts = TaskCounts(clock=Clock())
+async def test_forget_counts_afresh_and_keeps_nothing_until_visibility_has_caught_up() -> None:
+    clock, visibility = Clock(), Visibility()
+    counts = TaskCounts(fresh_for=5.0, clock=clock)
     assert await counts.total("q", visibility.count) == 7
     visibility.runs = 6
     counts.forget()
     assert await counts.total("q", visibility.count) == 6
-    visibility.gate = asyncio.Event()
-    before = asyncio.create_task(counts.total("q2", visibility.count))
-    await until_asked(visibility, 3)
-    counts.forget()
     visibility.runs = 5
-    after = asyncio.create_task(counts.total("q2", visibility.count))  # does not join the older count
-    await until_asked(visibility, 4)
-    visibility.gate.set()
-    assert (await before, await after) == (6, 5)
-    visibility.gate = None
+    clock.now += 4.9  # within 5 s of the change: counted on every load, nothing kept
+    assert await counts.total("q", visibility.count) == 5
+    clock.now += 0.2
+    assert await counts.total("q", visibility.count) == 5  # counted and kept now
     visibility.runs = 4
-    assert await counts.total("q2", visibility.count) == 5  # the later count is the one kept
+    assert await counts.total("q", visibility.count) == 5
     assert visibility.asked == 4
+
+
+async def test_a_count_begun_before_forget_is_not_kept_even_if_it_ends_last() -> None:
+    clock = Clock()
+    counts = TaskCounts(fresh_for=5.0, clock=clock)
+    older, newer = asyncio.Event(), asyncio.Event()
+
+    async def gated(gate: asyncio.Event, answer: int) -> int:
+        await gate.wait()
+        return answer
+
+    before = asyncio.create_task(counts.total("q", lambda: gated(older, 6)))
+    await asyncio.sleep(0)
+    counts.forget()
+    clock.now += 10  # past the settling time: a count begun now is kept
+    after = asyncio.create_task(counts.total("q", lambda: gated(newer, 5)))  # does not join the older count
+    await asyncio.sleep(0)
+    newer.set()
+    assert await after == 5
+    older.set()
+    assert await before == 6
+    assert await counts.total("q", lambda: gated(asyncio.Event(), 0)) == 5  # the later count is the one kept
 
 
 async def test_only_the_most_recent_queries_are_kept() -> None:
@@ -126,3 +142,14 @@ async def test_only_the_most_recent_queries_are_kept() -> None:
     assert visibility.asked == 3
     await counts.total("a", visibility.count)  # dropped as the oldest
     assert visibility.asked == 4
+
+
+async def test_a_form_that_changes_a_run_makes_the_task_list_count_again() -> None:
+    visibility = Visibility()
+    counts = TaskCounts(clock=Clock())
+    await counts.total("q", visibility.count)
+    state = SimpleNamespace(console=SimpleNamespace(task_counts=counts))
+    answer = changed_run(cast(Request, SimpleNamespace(app=SimpleNamespace(state=state))), "run 1", "cancelled")
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/runs/run%201?notice=cancelled"
+    await counts.total("q", visibility.count)
+    assert visibility.asked == 2

@@ -4,8 +4,11 @@ Visibility counts every matching run to answer a count, so its cost grows with t
 runs waiting (about 0.4 s with 100,000 waiting on the dev server's SQLite), while the page of
 25 rows beside it does not. A total that is a few seconds old is as good to a person as a fresh
 one (visibility itself lags the runs), so the console keeps each query's total for `FRESH_FOR`
-seconds, lets concurrent page loads share one count in flight, and forgets every total when a
-person delivers an event from the console (their own action should show at once).
+seconds and lets concurrent page loads share one count in flight. When a person changes a run
+from the console (an event, a cancel, a rewind), every total is forgotten, and for `FRESH_FOR`
+seconds after that totals are counted on every load and not kept: the run's search attributes
+and visibility catch up a moment after the change, and a total counted before they did must not
+be shown for 5 seconds.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class TaskCounts:
         self._totals: OrderedDict[str, _Counted] = OrderedDict()
         self._counting: dict[tuple[int, str], asyncio.Future[int]] = {}
         self._generation = 0
+        self._forgotten_at: float | None = None
 
     async def total(self, query: str, count: Callable[[], Awaitable[int]]) -> int:
         """The query's total: a recent one, the one being counted, or ``count()``'s answer.
@@ -55,16 +59,15 @@ class TaskCounts:
         counting = self._counting.get(key)
         if counting is None:
             counting = asyncio.ensure_future(self._count(key, count))
-            # Read a failure nobody waits for any more (its callers were cancelled) so it is not logged.
-            counting.add_done_callback(lambda done: done.cancelled() or done.exception())
             self._counting[key] = counting
         # Shielded: one caller giving up (a closed browser tab) does not cancel the others' count.
         return await asyncio.shield(counting)
 
     def forget(self) -> None:
-        """Drop every kept total, so the next page load counts again."""
+        """Drop every kept total; for `fresh_for` seconds, count on every load and keep nothing."""
         self._totals.clear()
         self._generation += 1
+        self._forgotten_at = self._clock()
 
     async def _count(self, key: tuple[int, str], count: Callable[[], Awaitable[int]]) -> int:
         generation, query = key
@@ -72,7 +75,9 @@ class TaskCounts:
             total = await count()
         finally:
             del self._counting[key]
-        if generation == self._generation:  # a count begun before `forget` may miss what changed since
+        # A count begun before `forget`, or soon after it, may miss the change visibility has yet to show.
+        settled = self._forgotten_at is None or self._clock() - self._forgotten_at >= self._fresh_for
+        if generation == self._generation and settled:
             self._keep(query, total)
         return total
 

@@ -144,7 +144,7 @@ async def task_page(
     """One page of tasks matching ``filters``, newest runs first (visibility's order).
 
     The page and the total are asked for at once. With ``counts``, a total counted in the last
-    few seconds is reused (see `TaskCounts`); without, every call counts.
+    few seconds is reused (see `TaskCounts`), except an overdue filter's; without, every call counts.
 
     Raises:
         FilterError: A filter or the page token cannot be used.
@@ -154,25 +154,30 @@ async def task_page(
     token = _decode_page(page)
 
     async def counting() -> int:
-        return (await client.count_workflows(query)).count
+        return (await client.count_workflows(query, rpc_timeout=LIST_TIMEOUT)).count
 
+    # An overdue filter's query holds the current time, so its total is never the same twice.
+    kept = counts if counts is not None and not filters.overdue else None
+    total = asyncio.ensure_future(kept.total(query, counting) if kept else counting())
     request = ListWorkflowExecutionsRequest(
         namespace=client.namespace, page_size=page_size, next_page_token=token or b"", query=query
     )
     try:
         # Not retried: Temporal answers a token it cannot read with UNKNOWN, which the SDK would
         # retry for ~10 s (a person's bad link is not a server hiccup); the person can reload.
-        listing, total = await asyncio.gather(
-            client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT),
-            counts.total(query, counting) if counts else counting(),
-        )
+        listing = await client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT)
+        counted = await total
     except RPCError as err:
+        total.cancel()  # a refused page needs no total (a shared count goes on for its other callers)
         if token is not None:
             raise FilterError("page: not a page of this list; start again from the first page") from None
         raise FilterError(f"filters: visibility refused the query: {err.message}") from None
+    except BaseException:
+        total.cancel()
+        raise
     following = listing.next_page_token
     return TaskPage(
         tasks=[_task(info) for info in listing.executions],
         next_page=base64.urlsafe_b64encode(following).decode().rstrip("=") if following else None,
-        total=total,
+        total=counted,
     )
