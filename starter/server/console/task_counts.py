@@ -1,7 +1,7 @@
 """Task-list totals, counted once per query and reused for a few seconds.
 
 Visibility counts every matching run to answer a count, so its cost grows with the number of
-runs waiting (about 0.4 s with 100,000 waiting on the dev server's SQLite), while the page of
+runs waiting (0.43 s at the median with 100,000 waiting on the dev server's SQLite), while the page of
 25 rows beside it does not. A total that is a few seconds old is as good to a person as a fresh
 one (visibility itself lags the runs), so the console keeps each query's total for `FRESH_FOR`
 seconds and lets concurrent page loads share one count in flight. When a person changes a run

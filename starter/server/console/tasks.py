@@ -132,6 +132,16 @@ def _decode_page(page: str | None) -> bytes | None:
         raise FilterError("page: not a page of this list; start again from the first page") from None
 
 
+def _drop(total: asyncio.Future[int]) -> None:
+    """A refused page needs no total: stop its count (a shared count goes on for its other
+    callers), or read the failure it already ended with, so none is logged as never retrieved."""
+    if total.done():
+        if not total.cancelled():
+            total.exception()
+    else:
+        total.cancel()
+
+
 async def task_page(
     client: Client,
     filters: TaskFilter,
@@ -168,12 +178,12 @@ async def task_page(
         listing = await client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT)
         counted = await total
     except RPCError as err:
-        total.cancel()  # a refused page needs no total (a shared count goes on for its other callers)
+        _drop(total)
         if token is not None:
             raise FilterError("page: not a page of this list; start again from the first page") from None
         raise FilterError(f"filters: visibility refused the query: {err.message}") from None
     except BaseException:
-        total.cancel()
+        _drop(total)
         raise
     following = listing.next_page_token
     return TaskPage(
