@@ -33,6 +33,10 @@ class RunPreparer:
         # version's snapshot is confirmed once per process instead of once per run.
         self._confirmed_configs: dict[str, str] = {}
         self._lock = threading.Lock()
+        # One thread writes a new version's snapshot while the others wait for it: SeaweedFS
+        # queues conditional PUTs to one key behind a lock retried about once a second, so a
+        # burst of first starts racing on the key waited seconds (16 at once: up to 2 s).
+        self._snapshot_lock = threading.Lock()
 
     def prepare(self, request: PrepareRun) -> PreparedRun:
         """The local activity's way in: everything comes in the request. It runs inside the
@@ -79,11 +83,21 @@ class RunPreparer:
         with self._lock:
             config_ref = self._confirmed_configs.get(workflow_version)
         if config_ref is None:
-            definition, effective = config()
-            config_ref = self._snapshot_config(workflow_version, definition, effective)
-            with self._lock:
-                self._confirmed_configs[workflow_version] = config_ref
+            config_ref = self._confirm_config(workflow_version, config)
         return PreparedRun(input_uri=input_uri, config_ref=config_ref)
+
+    def _confirm_config(
+        self, workflow_version: str, config: Callable[[], tuple[dict[str, Any], dict[str, Any]]]
+    ) -> str:
+        with self._snapshot_lock:
+            with self._lock:
+                config_ref = self._confirmed_configs.get(workflow_version)
+            if config_ref is None:  # not confirmed by a thread this one waited behind
+                definition, effective = config()
+                config_ref = self._snapshot_config(workflow_version, definition, effective)
+                with self._lock:
+                    self._confirmed_configs[workflow_version] = config_ref
+        return config_ref
 
     def _snapshot_config(self, workflow_version: str, definition: dict[str, Any], effective: dict[str, Any]) -> str:
         snapshot = {"workflowVersion": workflow_version, "definition": definition, "effective": effective}

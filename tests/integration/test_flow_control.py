@@ -383,7 +383,7 @@ async def test_a_higher_priority_start_goes_ahead_in_a_key_s_line(harness: Harne
 DEBOUNCED = """
 agent: {agent}
 inputs: [order, inputs]
-debounce: {{key: "{{{{order.id}}}}", period: 1s, mode: {mode}}}
+debounce: {{key: "{{{{order.id}}}}", period: 3s, mode: {mode}}}
 start: note
 nodes:
   note:

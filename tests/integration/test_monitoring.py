@@ -83,9 +83,10 @@ async def test_stuck_lists_a_wait_whose_timeout_was_never_processed(harness: Har
     task_queue = f"stuck-{uuid.uuid4().hex[:8]}"
     channel = FileChannel(harness.outbox)
     async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
-        run_id = await dsmo.start(waiting("2s"), task_queue=task_queue)
+        # 6 s: the worker must be gone before the timer fires, on a slow machine too.
+        run_id = await dsmo.start(waiting("6s"), task_queue=task_queue)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    await asyncio.sleep(3)  # the timer fires, but no worker processes it
+    await asyncio.sleep(7)  # the timer fires, but no worker processes it
 
     async def listed() -> bool:
         return run_id in [row.run_id for row in await monitoring.stuck(dsmo.temporal)]

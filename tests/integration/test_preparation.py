@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +22,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment
 
-from dsmo.activities.artifacts import ArtifactStore, run_input_key
+from dsmo.activities.artifacts import ArtifactStore, StoredArtifact, run_input_key
 from dsmo.activities.definition_store import config_key
 from dsmo.activities.plugin_errors import ContractViolation
+from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import default_registry
 from dsmo.activities.stage import StageActivities
 from dsmo.starter.client.dsmo_client import DsmoClient
@@ -181,6 +184,46 @@ async def test_a_config_snapshot_that_contradicts_its_version_refuses_the_start(
         await harness.dsmo.start(other, VARIABLES, run_id=f"tampered-{version}", task_queue=harness.task_queue)
     with pytest.raises(RPCError, match="not found"):
         await harness.dsmo.temporal.get_workflow_handle(f"tampered-{version}").describe()
+
+
+class CountingConfigWrites(ArtifactStore):
+    """The bucket's store, counting the conditional writes of config snapshots."""
+
+    def __init__(self, store: ArtifactStore) -> None:
+        super().__init__(lambda: store.s3, store.bucket, objects=store.objects)
+        self.config_writes: list[str] = []
+        self._count = threading.Lock()
+
+    def put_json_bytes_once(self, key: str, body: bytes, **kwargs: Any) -> StoredArtifact:
+        if key.startswith("configs/"):
+            with self._count:
+                self.config_writes.append(key)
+        return super().put_json_bytes_once(key, body, **kwargs)
+
+
+def test_a_burst_of_first_starts_of_a_version_writes_its_snapshot_once(
+    store: ArtifactStore, two_stages: AgentDefinition
+) -> None:
+    # Sixteen starts of a version this process has not seen, at once: one writes the snapshot,
+    # the others wait and take its reference. Racing on the key instead waited up to 2 s, since
+    # the store queues conditional writes to one key behind a lock it retries once a second.
+    counting = CountingConfigWrites(store)
+    preparer = RunPreparer(counting)
+    version = f"burst-{uuid.uuid4().hex[:8]}"
+    definition = two_stages.model_dump(mode="json")
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        prepared = list(
+            pool.map(
+                lambda n: preparer.prepare_run(
+                    f"burst-{uuid.uuid4().hex}", version, {"n": n}, lambda: (definition, {})
+                ),
+                range(16),
+            )
+        )
+    assert counting.config_writes == [config_key(version)]
+    assert {p.config_ref for p in prepared} == {store.uri(config_key(version))}
+    assert store.read_json(store.uri(config_key(version)))["definition"] == definition
+    assert len({p.input_uri for p in prepared}) == 16
 
 
 # -- the run input with its stages' tasks ---------------------------------------------------------

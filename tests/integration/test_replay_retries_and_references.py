@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
 from dsmo.activities.messaging import FileChannel
@@ -165,9 +166,16 @@ async def test_g4_transient_errors_retried_with_backoff_each_attempt_audited(har
     failed = [e for e in events if e.type == "STAGE_FAILED"]
     assert [e.attempt for e in enqueued] == [1, 2, 3] and [e.attempt for e in failed] == [1, 2]
     assert all(e.data["kind"] == "transient" for e in failed)
-    # Backoff: 1 s then 2 s (x up to 1.2 jitter) between the attempts.
+    # Backoff: timers of 1 s then 2 s (x up to 1.2 jitter), each waited out before the next attempt.
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    timers = [
+        e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta().total_seconds()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    assert len(timers) == 2 and 1.0 <= timers[0] <= 1.2 and 2.0 <= timers[1] <= 2.4
     gaps = [(enqueued[i + 1].at - failed[i].at).total_seconds() for i in range(2)]
-    assert 1.0 <= gaps[0] < 1.5 and 2.0 <= gaps[1] < 2.9
+    assert gaps[0] >= timers[0] and gaps[1] >= timers[1]
 
 
 class DropAfterWrite(ArtifactStore):
