@@ -15,6 +15,7 @@ from dsmo.starter.client.batches import BatchReport, RunOutcome, count_runs
 from dsmo.starter.client.bulk_operations import FAILED_RUNS, default_batch_id
 from dsmo.starter.client.client_errors import InvalidQuery
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.run_selection import Scope
 from dsmo.workflows.common.errors import DsmoError
 
 DONE = {"cancel": "cancelled", "redrive": "redriven", "deliver": "delivered", "migrate": "migrated"}
@@ -89,7 +90,7 @@ def bulk_redrive(obj: Context, query: str, dry_run: bool, rate: float | None, li
     def operation(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         return client.bulk_redrive(query, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome)
 
-    run_batch_command(obj, "redrive", query, FAILED_RUNS, operation, limit=limit, as_json=as_json)
+    run_batch_command(obj, "redrive", query, FAILED_RUNS, operation, limit=limit, as_json=as_json, runs=Scope.ENDED)
 
 
 @bulk.command("deliver")
@@ -152,7 +153,15 @@ def summary_line(report: BatchReport) -> str:
 
 
 def run_batch_command(
-    obj: Context, operation: str, query: str, scope: str | None, go: Operation, *, limit: int | None, as_json: bool
+    obj: Context,
+    operation: str,
+    query: str,
+    scope: str | None,
+    go: Operation,
+    *,
+    limit: int | None,
+    as_json: bool,
+    runs: Scope = Scope.ANY,
 ) -> None:
     """Run a batch with per-run lines, a progress bar on a terminal, a summary and ``--json``'s report.
 
@@ -176,7 +185,7 @@ def run_batch_command(
             disable=not bar.is_terminal,
             transient=True,
         ) as progress:
-            total = await count_runs(client, query, scope=scope) if bar.is_terminal else None
+            total = await count_runs(client, query, scope=scope, runs=runs) if bar.is_terminal else None
             if total is not None and limit is not None:
                 total = min(total, limit)
             task = progress.add_task(operation, total=total)

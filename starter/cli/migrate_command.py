@@ -15,6 +15,7 @@ from dsmo.starter.client.definition_files import load_definition
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.client.migration import selection
 from dsmo.starter.client.run_corrections import assignments_of
+from dsmo.starter.client.run_selection import Scope
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -93,7 +94,9 @@ def migrate(
         return batch()
 
     # The progress bar's total: the agent's open runs the filter selects (before --from narrows them).
-    run_batch_command(obj, "migrate", selection(agent, None, query), None, go, limit=limit, as_json=as_json)
+    run_batch_command(
+        obj, "migrate", selection(agent, None, query), None, go, limit=limit, as_json=as_json, runs=Scope.OPEN
+    )
 
 
 async def _target(client: DsmoClient, to: str, *, publish: bool) -> AgentDefinition | str:

@@ -1,9 +1,10 @@
 """The batch runner: apply one per-run operation to every run a visibility filter selects, paced
 and bounded, and report what became of each run.
 
-Bulk cancel, redrive and deliver (`bulk_operations`) and run migration use it. Runs are read
+Bulk cancel, redrive and deliver (`bulk_operations`), run migration and what-if use it. Runs are
+selected by DSMO's one rule (`run_selection`: each run once, judged by its current execution), read
 from Temporal visibility page by page while earlier ones are worked on, so a batch of any size
-holds only the runs in flight and the outcomes. A per-run error is that run's ``failed``
+holds only the runs in flight, the outcomes and the ids already seen. A per-run error is that run's ``failed``
 outcome; it never stops the batch.
 """
 
@@ -12,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from temporalio.service import RPCError, RPCStatusCode
-
-from dsmo.starter.client.client_errors import InvalidQuery, TemporalUnavailable
 from dsmo.starter.client.connection import first_line
-from dsmo.starter.client.monitoring import runs_query
+from dsmo.starter.client.run_selection import Scope, Selection, VisibilityBehind, count_current, selected
 from dsmo.workflows.common.errors import DsmoError
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
@@ -145,29 +143,34 @@ class Pacer:
             await self.sleep(slot - now)
 
 
-async def selected_runs(client: DsmoClient, query: str, *, scope: str | None = None) -> Any:
-    """The ids of the runs ``query`` selects among AgentExecution runs, read page by page.
+async def selected_runs(
+    client: DsmoClient,
+    query: str,
+    *,
+    scope: str | None = None,
+    runs: Scope = Scope.ANY,
+    limit: int | None = None,
+    on_behind: Callable[[str, VisibilityBehind], Awaitable[None]] | None = None,
+) -> AsyncIterator[str]:
+    """The ids of the runs ``query`` selects among AgentExecution runs, each once, by its current
+    execution (see `run_selection`), read page by page.
 
     Raises:
-        InvalidQuery: Temporal refused the filter (``query: <why>``).
+        InvalidQuery: Temporal refused the filter (``query: <why>``, placed in ``query``).
         TemporalUnavailable: Temporal cannot be reached.
     """
-    text = runs_query(f"{scope} AND ({query})" if scope else query)
-    try:
-        async for execution in client.temporal.list_workflows(text):
-            yield execution.id
-    except RPCError as err:
-        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-            raise TemporalUnavailable(f"Temporal at {client.settings.temporal.address}: {first_line(err)}") from None
-        raise InvalidQuery(f"query: {first_line(err)}") from None
+    selection = Selection(query, scope, runs)
+    async for execution in selected(client.temporal, selection, limit=limit, on_behind=on_behind):
+        yield execution.id
 
 
-async def count_runs(client: DsmoClient, query: str, *, scope: str | None = None) -> int | None:
+async def count_runs(
+    client: DsmoClient, query: str, *, scope: str | None = None, runs: Scope = Scope.ANY
+) -> int | None:
     """How many runs the filter selects now (for a progress bar); None if Temporal cannot count."""
-    text = runs_query(f"{scope} AND ({query})" if scope else query)
     try:
-        return (await client.temporal.count_workflows(text)).count
-    except RPCError:
+        return await count_current(client.temporal, Selection(query, scope, runs))
+    except DsmoError:
         return None
 
 
@@ -183,6 +186,7 @@ async def run_batch(
     concurrency: int = 20,
     on_outcome: Callable[[RunOutcome], None] | None = None,
     scope: str | None = None,
+    runs: Scope = Scope.ANY,
     pacer: Pacer | None = None,
 ) -> BatchReport:
     """Call ``per_run`` for every AgentExecution run ``query`` selects, and report the outcomes.
@@ -200,6 +204,7 @@ async def run_batch(
         on_outcome: Called with each outcome as it is known (progress, per-run lines).
         scope: A clause the operation adds to the selection (for example only failed runs);
             kept out of the report's query.
+        runs: Open runs, ended runs or any (by each run's current execution).
         pacer: Paces the starts (default: a `Pacer` for ``rate``); tests inject one.
 
     Returns:
@@ -230,9 +235,15 @@ async def run_batch(
         if on_outcome is not None:
             on_outcome(outcome)
 
+    async def behind(run_id: str, err: VisibilityBehind) -> None:
+        outcome = RunOutcome(run_id, "failed", str(err))
+        report.outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
     try:
         started = 0
-        async for run_id in selected_runs(client, query, scope=scope):
+        async for run_id in selected_runs(client, query, scope=scope, runs=runs, limit=limit, on_behind=behind):
             await slots.acquire()
             await pacer.wait()
             task = asyncio.create_task(one(run_id))

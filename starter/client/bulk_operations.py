@@ -20,6 +20,7 @@ from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.client_errors import EventNotAccepted, RunClosed
 from dsmo.starter.client.event_checks import check_event
 from dsmo.starter.client.rpc_errors import rpc_error
+from dsmo.starter.client.run_selection import Scope
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
@@ -102,6 +103,7 @@ async def bulk_redrive(
         limit=limit,
         on_outcome=on_outcome,
         scope=FAILED_RUNS,
+        runs=Scope.ENDED,
     )
 
 

@@ -75,16 +75,16 @@ from dsmo.starter.client.client_errors import (
     RunClosed,
     RunNotFound,
     RunNotStarted,
-    TemporalUnavailable,
     WorkflowTaskFailing,
 )
-from dsmo.starter.client.connection import connect_temporal, first_line
+from dsmo.starter.client.connection import connect_temporal
 from dsmo.starter.client.event_checks import check_event, initial_events
 from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.client.monitoring import RunSummary
 from dsmo.starter.client.redrive import DeadLetterRow
 from dsmo.starter.client.replay import ReplayReport
 from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
+from dsmo.starter.client.run_selection import current_rows
 from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.starter.client.trail_store import TrailStore, TrailVerification, erased_artifacts, verify_export
 from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing
@@ -969,7 +969,10 @@ class DsmoClient:
         waiting_for: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[RunSummary]:
-        """The runs visibility knows, newest first, with what each waits for.
+        """The runs visibility knows, newest first, each once as it is now, with what each waits for.
+
+        A run that continued as new (moved, rewound, or carried a long history over) is listed by
+        its current execution only; earlier executions' rows are never listed.
 
         Args:
             query: A Temporal visibility query AND-ed with the filters (for example
@@ -987,14 +990,9 @@ class DsmoClient:
             TemporalUnavailable: Temporal cannot be reached.
             DsmoError: Temporal refused the query (its message says why).
         """
-        text = monitoring.runs_query(query, status=status, agent=agent, waiting_for=waiting_for)
-        try:
-            async for execution in self.temporal.list_workflows(text, limit=limit):
-                yield monitoring.run_summary(execution)
-        except RPCError as err:
-            if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-                raise TemporalUnavailable(f"Temporal at {self.settings.temporal.address}: {first_line(err)}") from None
-            raise DsmoError(f"query: {first_line(err)}") from None
+        selection = monitoring.runs_selection(query, status=status, agent=agent, waiting_for=waiting_for)
+        async for execution in current_rows(self.temporal, selection, limit=limit):
+            yield monitoring.run_summary(execution)
 
     async def replay(
         self,

@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
 from dsmo.starter.client.rpc_errors import update_failure
+from dsmo.starter.client.run_selection import Scope
 from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
@@ -159,6 +160,7 @@ async def migrate_batch(
         concurrency=concurrency,
         on_outcome=on_outcome,
         scope=scope if query else None,
+        runs=Scope.OPEN,
     )
 
 
@@ -181,11 +183,14 @@ async def published_target(client: DsmoClient, target: AgentDefinition) -> Agent
 
 
 def selection(agent: str, from_version: str | None, query: str | None) -> str:
-    """The visibility filter of a batch: the agent's open runs, on ``from_version`` if given, and ``query``."""
+    """The visibility filter of a batch: the agent's runs, on ``from_version`` if given, and ``query``.
+
+    A batch takes only the open ones, each judged by its current execution (`run_selection`).
+    """
     problem = agent_name_problem(agent)
     if problem:
         raise DefinitionNotFound(problem)
-    clauses = [f"{sa.AGENT_NAME.name} = '{agent}'", "ExecutionStatus = 'Running'"]
+    clauses = [f"{sa.AGENT_NAME.name} = '{agent}'"]
     if from_version:
         clauses.append(f"{sa.WORKFLOW_VERSION.name} = '{from_version}'")
     if query:

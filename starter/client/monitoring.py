@@ -1,6 +1,7 @@
 """The seed's three monitoring queries, on Temporal visibility instead of SQL.
 
-Each function also documents the `temporal workflow list --query` that gives the same rows.
+Each function also documents the `temporal workflow list --query` that gives the same rows. Runs
+are read by DSMO's one selection rule (`run_selection`): each run once, by its current row.
 """
 
 from __future__ import annotations
@@ -12,26 +13,31 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecution
 
 from dsmo.starter.client import run_health
+from dsmo.starter.client.run_selection import Scope, Selection, current_filter, current_rows
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.status import RunStatus
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
-# Live runs only: a run terminated from outside (`temporal workflow terminate`) keeps its last
-# AgentExecutionStatus, since no workflow code ran to change it.
-BASE = "WorkflowType='AgentExecution' AND ExecutionStatus='Running'"
-STATS_QUERY = f"{BASE} AND AgentExecutionStatus IN ('pending', 'running', 'waiting')"
-WAITING_QUERY = f"{BASE} AND AgentExecutionStatus='waiting'"
-
-
+# Live runs only (`Scope.OPEN`): a run terminated from outside (`temporal workflow terminate`)
+# keeps its last AgentExecutionStatus, since no workflow code ran to change it.
+STATS = Selection(clause="AgentExecutionStatus IN ('pending', 'running', 'waiting')", scope=Scope.OPEN)
+WAITING = Selection(clause="AgentExecutionStatus='waiting'", scope=Scope.OPEN)
 # Temporal tags a run whose workflow task failed or timed out twice in a row (the embedded
 # stack and the compose stack turn this on) and clears the tag when a task succeeds.
-FAILING_QUERY = f"{BASE} AND TemporalReportedProblems IS NOT NULL"
+FAILING = Selection(clause="TemporalReportedProblems IS NOT NULL", scope=Scope.OPEN)
 PAST_DEADLINE = "past waitingUntil"
 
 
+def stuck_selection(now: datetime) -> Selection:
+    """Runs still waiting after their waitingUntil."""
+    deadline = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Selection(clause=f"{WAITING.clause} AND WaitingUntil < '{deadline}'", scope=Scope.OPEN)
+
+
 def stuck_query(now: datetime) -> str:
-    return f"{WAITING_QUERY} AND WaitingUntil < '{now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}'"
+    """The `temporal workflow list --query` of the late runs `stuck` lists first."""
+    return current_filter(stuck_selection(now))
 
 
 @dataclass(frozen=True)
@@ -51,15 +57,15 @@ class WaitingRun:
     problem: str = ""  # why `runs stuck` lists it
 
 
-async def _list(client: Client, query: str, limit: int) -> list[WorkflowExecution]:
-    return [execution async for execution in client.list_workflows(query, limit=limit)]
+async def _list(client: Client, selection: Selection, limit: int) -> list[WorkflowExecution]:
+    return [execution async for execution in current_rows(client, selection, limit=limit)]
 
 
 async def stats(client: Client, *, now: datetime | None = None, limit: int = 10_000) -> list[StatusCount]:
     """Seed: SELECT status, COUNT(*), AVG(age) FROM agent_execution WHERE status IN active GROUP BY status."""
     now = now or datetime.now(UTC)
     ages: dict[str, list[float]] = {status.value: [] for status in ACTIVE}
-    for execution in await _list(client, STATS_QUERY, limit):
+    for execution in await _list(client, STATS, limit):
         status = execution.typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS)
         if status in ages:
             ages[status].append((now - execution.start_time).total_seconds())
@@ -71,7 +77,7 @@ async def stats(client: Client, *, now: datetime | None = None, limit: int = 10_
 
 async def waiting(client: Client, *, now: datetime | None = None, limit: int = 1_000) -> list[WaitingRun]:
     """Seed: the runs in WAITING, ordered by waitingUntil."""
-    return _waiting_rows(await _list(client, WAITING_QUERY, limit), now or datetime.now(UTC))
+    return _waiting_rows(await _list(client, WAITING, limit), now or datetime.now(UTC))
 
 
 async def stuck(client: Client, *, now: datetime | None = None, limit: int = 1_000) -> list[WaitingRun]:
@@ -79,10 +85,11 @@ async def stuck(client: Client, *, now: datetime | None = None, limit: int = 1_0
     query: a timeout that was never processed), then runs whose workflow task keeps failing."""
     now = now or datetime.now(UTC)
     late = [
-        replace(row, problem=PAST_DEADLINE) for row in _waiting_rows(await _list(client, stuck_query(now), limit), now)
+        replace(row, problem=PAST_DEADLINE)
+        for row in _waiting_rows(await _list(client, stuck_selection(now), limit), now)
     ]
     failing = []
-    for row in _waiting_rows(await _list(client, FAILING_QUERY, limit), now):
+    for row in _waiting_rows(await _list(client, FAILING, limit), now):
         failure = await run_health.workflow_task_failure(
             client, await client.get_workflow_handle(row.run_id).describe()
         )
@@ -134,10 +141,13 @@ class RunSummary:
     workflow_version: str
 
 
-def runs_query(
+def runs_selection(
     query: str | None = None, *, status: str | None = None, agent: str | None = None, waiting_for: str | None = None
-) -> str:
-    """The visibility query of `DsmoClient.runs`: the filters, AND-ed with ``query`` (Temporal's syntax).
+) -> Selection:
+    """What `DsmoClient.runs` selects: the filters, AND-ed with ``query`` (Temporal's syntax).
+
+    An active status selects open runs only (a run terminated from outside keeps its last
+    status); a terminal one, ended runs only.
 
     Raises:
         ValueError: A filter is not a run status, a wait kind or an agent name; the values go
@@ -149,18 +159,23 @@ def runs_query(
         raise ValueError(f"waiting_for: {waiting_for!r} is not a wait kind (response, document, ...)")
     if agent is not None and not re.fullmatch(AGENT_NAME_PATTERN, agent):
         raise ValueError(f"agent: {agent!r} is not an agent name")
-    clauses = ["WorkflowType='AgentExecution'"]
+    clauses = []
+    scope = Scope.ANY
     if status:
         clauses.append(f"AgentExecutionStatus='{status}'")
-        if status in ("pending", "running", "waiting"):
-            clauses.append("ExecutionStatus='Running'")  # a terminated run keeps its last status
+        scope = Scope.OPEN if RunStatus(status) in ACTIVE else Scope.ENDED
     if waiting_for:
         clauses.append(f"WaitingFor='{waiting_for}'")
     if agent:
         clauses.append(f"AgentName='{agent}'")
-    if query:
-        clauses.append(f"({query})")
-    return " AND ".join(clauses)
+    return Selection(query or None, " AND ".join(clauses) or None, scope)
+
+
+def runs_query(
+    query: str | None = None, *, status: str | None = None, agent: str | None = None, waiting_for: str | None = None
+) -> str:
+    """The `temporal workflow list --query` that lists what `DsmoClient.runs` does (see `runs_selection`)."""
+    return current_filter(runs_selection(query, status=status, agent=agent, waiting_for=waiting_for))
 
 
 def run_summary(execution: WorkflowExecution) -> RunSummary:

@@ -7,9 +7,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.common import TypedSearchAttributes
 
 from dsmo.starter.client.batches import BatchReport, Pacer, RunOutcome, reason_class, run_batch
 from dsmo.starter.client.bulk_operations import batch_event_id, default_batch_id, refusal
@@ -20,7 +23,12 @@ from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
 @dataclass
 class Listed:
+    """A visibility row that agrees with Temporal's own record (see tests/unit/test_run_selection.py)."""
+
     id: str
+    run_id: str = "current"
+    status: WorkflowExecutionStatus = WorkflowExecutionStatus.RUNNING
+    typed_search_attributes: TypedSearchAttributes = TypedSearchAttributes.empty
 
 
 @dataclass
@@ -34,6 +42,12 @@ class FakeTemporal:
         for run_id in self.run_ids:
             self.read += 1
             yield Listed(run_id)
+
+    def get_workflow_handle(self, run_id: str) -> Any:
+        async def describe() -> Listed:
+            return Listed(run_id)
+
+        return SimpleNamespace(describe=describe)
 
 
 @dataclass
@@ -110,7 +124,7 @@ async def test_runs_are_selected_among_agent_executions_with_the_operations_scop
     fake = client("r1")
     await run_batch(fake, "redrive", "AgentName='a'", acted, scope="AgentExecutionStatus='failed'")
     assert cast(FakeClient, fake).temporal.queries == [
-        "WorkflowType='AgentExecution' AND (AgentExecutionStatus='failed' AND (AgentName='a'))"
+        "WorkflowType='AgentExecution' AND AgentExecutionStatus='failed' AND (AgentName='a')"
     ]
 
 

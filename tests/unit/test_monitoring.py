@@ -9,18 +9,25 @@ import pytest
 from dsmo.starter.client.monitoring import runs_query, stuck_query
 
 
-def test_runs_query_ands_the_filters_with_the_callers_query() -> None:
-    assert runs_query() == "WorkflowType='AgentExecution'"
+def test_runs_query_ands_the_filters_with_the_callers_query_last() -> None:
+    # Earlier generations of a run that continued as new are never listed: their rows keep
+    # the version, status and wait the run had then.
+    assert runs_query() == "WorkflowType='AgentExecution' AND ExecutionStatus != 'ContinuedAsNew'"
     assert runs_query("StartTime > '2026-01-01T00:00:00Z'", agent="triage", waiting_for="response") == (
-        "WorkflowType='AgentExecution' AND WaitingFor='response' AND AgentName='triage' "
-        "AND (StartTime > '2026-01-01T00:00:00Z')"
+        "WorkflowType='AgentExecution' AND ExecutionStatus != 'ContinuedAsNew' AND WaitingFor='response' "
+        "AND AgentName='triage' AND (StartTime > '2026-01-01T00:00:00Z')"
     )
 
 
-def test_an_active_status_leaves_out_runs_terminated_from_outside() -> None:
+def test_an_active_status_selects_open_runs_and_a_terminal_one_ended_runs() -> None:
     # A run terminated with `temporal workflow terminate` keeps its last AgentExecutionStatus.
-    assert runs_query(status="waiting").endswith("AgentExecutionStatus='waiting' AND ExecutionStatus='Running'")
-    assert runs_query(status="completed") == "WorkflowType='AgentExecution' AND AgentExecutionStatus='completed'"
+    assert runs_query(status="waiting") == (
+        "WorkflowType='AgentExecution' AND ExecutionStatus = 'Running' AND AgentExecutionStatus='waiting'"
+    )
+    assert runs_query(status="completed") == (
+        "WorkflowType='AgentExecution' AND ExecutionStatus NOT IN ('Running', 'ContinuedAsNew') "
+        "AND AgentExecutionStatus='completed'"
+    )
 
 
 def test_stuck_means_waiting_past_the_deadline() -> None:

@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 from dsmo.starter.client.client_errors import AlreadyOnTarget, MigrationNotAccepted
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.client.migration import selection
+from dsmo.starter.client.run_selection import Scope, Selection, count_current, current_rows
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.migration_io import MigrationAck
 from dsmo.workflows.definition.model import AgentDefinition
@@ -100,13 +101,11 @@ async def open_runs(dsmo: DsmoClient, agent: str, versions: list[str]) -> OpenRu
         return OpenRuns(latest=None)
     try:
         definitions = await asyncio.gather(*(dsmo.definition(agent, version) for version in reversed(versions)))
-        totals = await asyncio.gather(
-            *(dsmo.temporal.count_workflows(selection(agent, version, None)) for version in reversed(versions))
-        )
+        totals = await asyncio.gather(*(count_current(dsmo.temporal, _open(agent, v)) for v in reversed(versions)))
     except (DsmoError, RPCError) as err:  # the definition page still shows, without its counts
         return OpenRuns(latest=None, problem=f"open runs: {str(err).splitlines()[0]}")
     counts = [
-        VersionCount(definition.workflow_version, definition.version, total.count)
+        VersionCount(definition.workflow_version, definition.version, total)
         for definition, total in zip(definitions, totals, strict=True)
     ]
     try:
@@ -139,11 +138,16 @@ async def _selected(dsmo: DsmoClient, agent: str, older: list[VersionCount]) -> 
     for count in older:
         if count.open_runs == 0:
             continue
-        query = selection(agent, count.workflow_version, None)
-        run_ids = [row.run_id async for row in dsmo.runs(query, limit=budget)] if budget else []
+        rows = current_rows(dsmo.temporal, _open(agent, count.workflow_version), limit=budget)
+        run_ids = [row.id async for row in rows] if budget else []
         budget -= len(run_ids)
         selected.append((count, run_ids))
     return selected
+
+
+def _open(agent: str, version: str) -> Selection:
+    """The agent's open runs on ``version``, each by its current execution."""
+    return Selection(clause=selection(agent, version, None), scope=Scope.OPEN)
 
 
 def _outcome(run_id: str, check: asyncio.Future[DryRun]) -> DryRun:

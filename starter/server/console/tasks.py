@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -82,6 +83,18 @@ class TaskFilter:
         if self.run:
             parts.append(f"WorkflowId STARTS_WITH '{self.run}'")
         return " AND ".join(parts)
+
+
+def _each_run_once(executions: Sequence[WorkflowExecutionInfo]) -> list[WorkflowExecutionInfo]:
+    """A page's rows, one per run: a run that continued as new while visibility was catching up
+    can show both its executions as running for a moment (`run_selection`)."""
+    seen: set[str] = set()
+    kept = []
+    for info in executions:
+        if info.execution.workflow_id not in seen:
+            seen.add(info.execution.workflow_id)
+            kept.append(info)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -187,7 +200,7 @@ async def task_page(
         raise
     following = listing.next_page_token
     return TaskPage(
-        tasks=[_task(info) for info in listing.executions],
+        tasks=[_task(info) for info in _each_run_once(listing.executions)],
         next_page=base64.urlsafe_b64encode(following).decode().rstrip("=") if following else None,
         total=counted,
     )
