@@ -13,7 +13,8 @@ longer one is refused there, recorded, and the stage is a contract violation wit
 (it would send the answer back). Answers are parsed and checked on the I/O threads, not the loop.
 
 A replay never calls a model: its call names the original run, and each request is answered by
-the original's recorded response for the same stage, attempt and call number.
+the original's recorded response for the same stage visit and call number, read from the attempt
+that visit committed (`LlmCall.recorded_at`), under the version and run that recorded it.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class LlmStage:
         except SchemaDoesNotCompile as err:  # published before a rule it breaks (an RE2-less pattern)
             raise InvalidInput(f"llm outputSchema: {err}") from None
         folder = _attempt_folder(task, task.run_id)
-        recorded_folder = _attempt_folder(task, call.recorded_from) if call.recorded_from else None
+        recorded_folder = self._recorded_folder(task, call)
         if recorded_folder is None and not self.endpoint.base_url:
             raise InvalidInput("llm stage: no endpoint is configured on this worker (DSMO_LLM_BASE_URL)")
         exchanges: list[_Exchange] = []
@@ -235,18 +236,28 @@ class LlmStage:
             exchange.error = f"{type(err).__name__}: {err}"[:500]
         exchange.latency_ms = (time.perf_counter() - started) * 1000
 
+    def _recorded_folder(self, task: StageTask, call: LlmCall) -> str | None:
+        """The URI of the original's attempt folder whose calls answer this replay attempt, if a replay."""
+        if call.recorded_from is None:
+            return None
+        if call.recorded_at is not None:  # the visit's committed attempt, whatever this attempt's number
+            return f"{call.recorded_at}attempt={call.recorded_attempt or task.attempt}/"
+        # A replay from before visits were recorded: its own version, stage folder and attempt.
+        return self.store.uri(_attempt_folder(task, call.recorded_from))
+
     async def _recorded(self, exchange: _Exchange, folder: str, io: IO) -> None:
-        uri = self.store.uri(f"{folder}llm/{exchange.number}.json")
+        uri = f"{folder}llm/{exchange.number}.json"
         try:
             record = (await io(self.store.read_json, uri))["response"]
         except ArtifactMissing:
             why = (
-                "the stage is new or changed in the version replayed, so the original never asked it this"
+                "the stage is new or changed in the version replayed, or the original never made this attempt, "
+                "so it never asked this"
                 if exchange.number == 1
                 else "the replay asked more than the original did"
             )
             raise InvalidInput(
-                f"llm replay: the original has no recorded response {exchange.number} for this attempt "
+                f"llm replay: the original has no recorded response {exchange.number} at {uri} "
                 f"({why}); replay with --rerun-llm to call the model"
             ) from None
         exchange.status, exchange.body = record.get("status"), record.get("body", "")

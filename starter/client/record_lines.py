@@ -1,4 +1,5 @@
-"""Reading a run's trail as the run now stands: its current line, and the outputs a re-execution reuses.
+"""Reading a run's trail as the run now stands: its current line, the outputs a re-execution
+reuses and the model calls a replay answers from, each keyed by (node, visit, committed attempt).
 
 A run that went back to an earlier node (`RUN_REWOUND`) keeps in its trail what it did after
 that node the first time; from the rewind on, that part is no longer the run's current line.
@@ -8,8 +9,11 @@ rewind are left out here, so a replay, fork or later rewind follows what the run
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
+from dsmo.activities.artifacts import ARTIFACT_PREFIX
+from dsmo.workflows.contracts.replay_plan import RecordedVisit
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
@@ -26,23 +30,81 @@ def current_line(events: Iterable[AuditEvent]) -> list[AuditEvent]:
     return line
 
 
-def reused_outputs(definition: AgentDefinition, events: Iterable[AuditEvent], before: str) -> dict[str, str]:
-    """The committed stage outputs from before the run first entered ``before``, for a re-execution to reuse.
+def visit_key(node: str, visit: int) -> str:
+    """A stage visit's key, as the workflow names its folder: ``X`` for the first, ``X.vN`` for the Nth."""
+    return node if visit == 1 else f"{node}.v{visit}"
+
+
+def stage_visits(events: Iterable[AuditEvent]) -> list[tuple[str, AuditEvent]]:
+    """Each stage visit that committed, in order: its key (`visit_key`) and its `STAGE_SUCCEEDED`.
+
+    A visit begins with its first attempt's `STAGE_ENQUEUED`; its `STAGE_SUCCEEDED` names the
+    attempt it committed (``attempt``) and that attempt's output (``artifact_uris[0]``). Saga
+    actions (`invoke`) are not stages: they have no output artifact.
+    """
+    visits: dict[str, int] = {}
+    found: list[tuple[str, AuditEvent]] = []
+    for event in events:
+        stage = event.stage
+        if stage is None:
+            continue
+        if event.type == "STAGE_ENQUEUED" and event.attempt == 1:
+            visits[stage] = visits.get(stage, 0) + 1
+        elif event.type == "STAGE_SUCCEEDED" and event.artifact_uris and "action" not in event.data:
+            found.append((visit_key(stage, visits.get(stage, 1)), event))
+    return found
+
+
+def reused_outputs(definition: AgentDefinition, events: Iterable[AuditEvent], before: str | None) -> dict[str, str]:
+    """The committed stage outputs from before the run first entered ``before`` (None: all of
+    them), for a re-execution to reuse.
 
     Keyed by the visit they belong to: ``X`` for stage X's first visit, ``X.vN`` for its Nth
     (a visit begins with its first attempt's `STAGE_ENQUEUED`).
     """
-    reuse: dict[str, str] = {}
+    line = list(events)
+    if before is not None:
+        cut = next((index for index, event in enumerate(line) if event.stage == before), len(line))
+        line = line[:cut]
+    return {
+        key: event.artifact_uris[0]
+        for key, event in stage_visits(line)
+        if isinstance(definition.nodes.get(str(event.stage)), RunAgentNode | LlmNode)
+    }
+
+
+def recorded_llm_visits(
+    definition: AgentDefinition, events: Iterable[AuditEvent], store_uri: Callable[[str], str]
+) -> dict[str, RecordedVisit]:
+    """Where each `llm` stage visit of a run keeps its model calls, for a replay to answer from.
+
+    A committed visit is read at the attempt it committed (a retried one: not the replay's own
+    attempt number, which found nothing where an attempt was killed before it recorded a call),
+    under the version and run that wrote it. A visit that never committed (its answers broke the
+    schema, say) is read attempt by attempt, as the replay makes them.
+
+    Args:
+        definition: The original's definition (which nodes are `llm` stages).
+        events: The original's trail, as it now stands (`current_line`).
+        store_uri: The store's URI of an object key.
+    """
+    found: dict[str, RecordedVisit] = {}
     visits: dict[str, int] = {}
     for event in events:
         stage = event.stage
-        if stage == before:
-            break
-        if stage is None or not isinstance(definition.nodes.get(stage), RunAgentNode | LlmNode):
+        if stage is None or not isinstance(definition.nodes.get(stage), LlmNode):
             continue
         if event.type == "STAGE_ENQUEUED" and event.attempt == 1:
             visits[stage] = visits.get(stage, 0) + 1
+            key = visit_key(stage, visits[stage])
+            folder = f"{ARTIFACT_PREFIX}{event.workflow_version}/{event.run_id}/{key}/"
+            found[key] = RecordedVisit(folder=store_uri(folder))
         elif event.type == "STAGE_SUCCEEDED" and event.artifact_uris:
-            visit = visits.get(stage, 1)
-            reuse[stage if visit == 1 else f"{stage}.v{visit}"] = event.artifact_uris[0]
-    return reuse
+            key = visit_key(stage, visits.get(stage, 1))
+            match = _COMMITTED.search(event.artifact_uris[0])
+            if match is not None:  # the folder of the run that wrote it (a reused output's too)
+                found[key] = RecordedVisit(folder=match.group("folder"), committed=int(match.group("attempt")))
+    return found
+
+
+_COMMITTED = re.compile(r"^(?P<folder>.+/)attempt=(?P<attempt>\d+)/output\.json$")

@@ -1,5 +1,9 @@
-"""Replay (the paper's G3): re-execute a run as a new linked run and compare the two paths;
-verify a run's Temporal history against the current workflow code."""
+"""Replay (the paper's G3): re-execute a run as a new linked run and compare the two paths, every
+visit of every stage; verify a run's Temporal history against the current workflow code.
+
+A replay is started only when a worker polls its task queue, and is given up (terminated) when
+no worker takes it: it never waits for good (replay_runs.py).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.starter.client import migration
-from dsmo.starter.client.record_lines import current_line, reused_outputs
+from dsmo.starter.client.record_lines import current_line, recorded_llm_visits, reused_outputs, stage_visits
+from dsmo.starter.client.recorded_outputs import action_output
+from dsmo.starter.client.replay_runs import run_replay
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
@@ -28,6 +34,15 @@ from dsmo.workflows.engine.retention_sweep import RetentionSweep
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
 
+# How a replay's failure says the record could not answer it (not that the run failed as recorded).
+RECORD_LIMITS = ("replay diverged", "llm replay:")
+
+
+def record_problem(error_message: str | None) -> str | None:
+    """Why a replay could not follow its record (a wait or model call it never answered), or None."""
+    error = error_message or ""
+    return error if any(sign in error for sign in RECORD_LIMITS) else None
+
 
 @dataclass
 class ReplayReport:
@@ -41,8 +56,11 @@ class ReplayReport:
         original_status: How the original ended.
         replay_status: How the replay ended.
         first_divergence: The index of the first step where the paths differ (None: the same path).
-        outputs: Per stage, the sha256 of its output in the original and in the replay.
-        answers: With ``rerun_llm``: per `llm` stage whose answer changed, each changed field.
+        outputs: Per stage visit (``node``, then ``node.v2``, ... when a loop visits it again), the
+            sha256 of its committed output in the original and in the replay.
+        answers: With ``rerun_llm``: per `llm` stage visit whose answer changed, each changed field.
+        problem: Why the replay could not follow the record (a wait the record never answered, a
+            model call it never recorded), if so: the paths then say nothing about the run.
     """
 
     original: str
@@ -53,8 +71,9 @@ class ReplayReport:
     replay_status: str
     first_divergence: int | None
     outputs: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
-    # With --rerun-llm: per `llm` stage whose answer changed, each changed field as `field: old -> new`.
+    # With --rerun-llm: per `llm` stage visit whose answer changed, each changed field as `field: old -> new`.
     answers: dict[str, list[str]] = field(default_factory=dict)
+    problem: str | None = None
 
     @property
     def same_path(self) -> bool:
@@ -73,19 +92,13 @@ def first_divergence(a: list[str], b: list[str]) -> int | None:
 
 
 def _outputs(events: list[AuditEvent]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for event in events:
-        if event.type == "STAGE_SUCCEEDED" and event.stage and event.stage not in found:
-            found[event.stage] = str(event.data.get("outputSha256"))
-    return found
+    """Per stage visit, the sha256 of the output it committed."""
+    return {key: str(event.data.get("outputSha256")) for key, event in stage_visits(events)}
 
 
-def _output_uris(events: list[AuditEvent]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for event in events:
-        if event.type == "STAGE_SUCCEEDED" and event.stage and event.artifact_uris:
-            found.setdefault(event.stage, event.artifact_uris[0])
-    return found
+def _output_uris(events: list[AuditEvent]) -> dict[str, tuple[str, str]]:
+    """Per stage visit, its node and the output it committed."""
+    return {key: (str(event.stage), event.artifact_uris[0]) for key, event in stage_visits(events)}
 
 
 def answer_changes(before: Any, after: Any, path: str = "") -> list[str]:
@@ -179,7 +192,7 @@ async def plan_replay(
     actions = [
         RecordedAction(
             node=e.stage or "",
-            output=e.data.get("output") if e.type == "STAGE_SUCCEEDED" else None,
+            output=action_output(store, e) if e.type == "STAGE_SUCCEEDED" else None,
             error=str(e.data.get("error")) if e.type == "STAGE_FAILED" else None,
         )
         for e in events
@@ -187,13 +200,23 @@ async def plan_replay(
     ]
     moves = await migration.recorded_moves(dsmo, view.agent, events)
     reuse = reused_outputs(definition, events, from_stage) if from_stage is not None else {}
+    # A fork or rewind reuses every output up to where it goes live, and calls models from there.
+    llm_records = None if live else recorded_llm_visits(definition, events, store.uri)
     variables: dict[str, Any] = store.read_json(store.uri(run_input_key(definition.workflow_version, run_id)))
     request = ExecutionRequest(
         definition=definition,
         input=variables,
         correlation_id=run_id,
         origin={"replayOf": run_id, **({"fromStage": from_stage} if from_stage else {})},
-        replay=ReplayPlan(of=run_id, resumes=resumes, reuse=reuse, actions=actions, rerun_llm=rerun_llm, moves=moves),
+        replay=ReplayPlan(
+            of=run_id,
+            resumes=resumes,
+            reuse=reuse,
+            actions=actions,
+            rerun_llm=rerun_llm,
+            moves=moves,
+            llm_records=llm_records,
+        ),
     )
     return ReplayPlanned(request, view, events)
 
@@ -214,12 +237,14 @@ async def replay(
 
     `llm` stages answer from the original's recorded responses, so a replay calls no model;
     with ``rerun_llm`` they call the model again and the report lists the answers that changed.
+    Every visit of a stage is compared (a loop's third answer as much as its first).
+
+    Raises:
+        NoWorker: No worker polls the task queue, or none took the replay (it was terminated).
     """
     planned = planned or await plan_replay(dsmo, store, run_id, from_stage, rerun_llm=rerun_llm)
-    replay_id = await dsmo.start_request(
-        planned.request, run_id=new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}", task_queue=task_queue
-    )
-    result = await dsmo.result(replay_id)
+    replay_id = new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}"
+    result = await run_replay(dsmo, planned.request, replay_id, task_queue)
     replay_view = await dsmo.status(replay_id)
     replay_events = await dsmo.events(replay_id)
     original_outputs = _outputs(planned.events)
@@ -229,11 +254,10 @@ async def replay(
     if planned.request.replay is not None and planned.request.replay.rerun_llm:
         before, after = _output_uris(planned.events), _output_uris(replay_events)
         nodes = planned.request.definition.nodes
-        for node in sorted(set(before) & set(after)):
-            if isinstance(nodes.get(node), LlmNode) and original_outputs.get(node) != replay_outputs.get(node):
-                answers[node] = answer_changes(
-                    store.read_json(before[node])["output"], store.read_json(after[node])["output"]
-                )
+        for key in sorted(set(before) & set(after)):
+            node, uri = before[key]
+            if isinstance(nodes.get(node), LlmNode) and original_outputs.get(key) != replay_outputs.get(key):
+                answers[key] = answer_changes(store.read_json(uri)["output"], store.read_json(after[key][1])["output"])
     return ReplayReport(
         original=run_id,
         replay=replay_id,
@@ -247,6 +271,7 @@ async def replay(
             for node in sorted(set(original_outputs) | set(replay_outputs))
         },
         answers=answers,
+        problem=record_problem(result.error_message),
     )
 
 

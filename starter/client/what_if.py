@@ -2,13 +2,14 @@
 
 Each selected ended run is replayed as a new linked run that follows the candidate definition
 instead of its own: each of its waits takes the original's next recorded event of its kind
-(whatever the wait's node is called there; a wait the record cannot answer ends the replay,
-reported, never invented), `llm` stages answer from the recorded model
+(whatever the wait's node is called there), `llm` stages answer from the recorded model
 responses (no model is called unless ``rerun_llm``), and nothing is sent to anyone. A stage
 whose node runs the same agent (name and version) in both versions reuses the original's
-committed output; a changed or new one runs. The report says, per run, whether the path is the
-same, and where it first diverges. Replays found by the filter (what-if ones included) are
-skipped: only recorded runs of their own are a corpus.
+committed output of the same visit (a loop's second visit its second output); a changed or new
+one runs. The report says, per run, whether the path is the same, and where it first diverges.
+A replay the record cannot answer (a wait it never waited, a model call it never made) is an
+error of the batch, never a divergence: nothing is invented. Replays found by the filter
+(what-if ones included) are skipped: only recorded runs of their own are a corpus.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client import replay
 from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
+from dsmo.starter.client.record_lines import stage_visits
+from dsmo.starter.client.replay_runs import run_replay
+from dsmo.starter.client.run_selection import Scope
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
 
-ENDED = "ExecutionStatus != 'Running'"
-
-
 # How a replay's failure says the record could not answer it (not that the candidate failed).
-RECORD_LIMITS = ("replay diverged", "llm replay:")
+RECORD_LIMITS = replay.RECORD_LIMITS
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class WhatIfRun:
         original_status: How the recorded run ended.
         candidate_status: How the replay ended.
         problem: Why the replay could not follow the record (a wait it never answered, an `llm`
-            stage it never asked that question), if so.
+            stage it never asked that question), if so: the run is then an error of the batch,
+            neither the same path nor diverged.
     """
 
     run_id: str
@@ -66,6 +68,18 @@ class WhatIfRun:
     candidate_status: str
     problem: str | None = None
 
+    @property
+    def unanswered(self) -> bool:
+        """The record ran out before the paths parted: an error of the batch, not a divergence.
+
+        A candidate that first takes another route (a loop sent round once more) and then asks
+        what the original never asked has diverged, and is counted so, with its problem as a note.
+        """
+        if self.problem is None:
+            return False
+        index = replay.first_divergence(self.original_path, self.candidate_path)
+        return index is None or index >= len(self.candidate_path) - 1
+
 
 @dataclass
 class WhatIfReport:
@@ -76,12 +90,17 @@ class WhatIfReport:
     runs: list[WhatIfRun] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
-        """Counts: runs, same path, diverged, errors; runs per divergence point and per final status."""
-        diverged = [run for run in self.runs if not run.same_path]
+        """Counts: runs, same path, diverged, errors; runs per divergence point and per final status.
+
+        A run the record could not answer before the paths parted (`WhatIfRun.unanswered`) counts
+        as an error only.
+        """
+        answered = [run for run in self.runs if not run.unanswered]
+        diverged = [run for run in answered if not run.same_path]
         points = Counter(divergence(run) for run in diverged)
         return {
             "runs": len(self.runs),
-            "samePath": len(self.runs) - len(diverged),
+            "samePath": len(answered) - len(diverged),
             "diverged": len(diverged),
             "errors": self.batch.summary()["failed"],
             "byDivergence": dict(points.most_common()),
@@ -125,12 +144,22 @@ async def what_if(
             return RunOutcome(run_id, "skipped", f"a replay of {replayed}")
         compared = await _replay_on(dsmo, planned, run_id, candidate, task_queue=task_queue)
         runs.append(compared)
+        if compared.unanswered:  # the record could not answer it: an error, not a divergence
+            return RunOutcome(run_id, "failed", f"could not be replayed: {compared.problem}")
         reason = "same path" if compared.same_path else f"diverged {divergence(compared)}"
-        return RunOutcome(run_id, "done", reason + (f" ({compared.problem})" if compared.problem else ""))
+        note = f" (then: {compared.problem})" if compared.problem else ""
+        return RunOutcome(run_id, "done", reason + note)
 
-    scope = f"AgentName = '{candidate.agent}' AND {ENDED}"
     batch = await run_batch(
-        dsmo, "what-if", query, one, limit=limit, concurrency=concurrency, on_outcome=on_run, scope=scope
+        dsmo,
+        "what-if",
+        query,
+        one,
+        limit=limit,
+        concurrency=concurrency,
+        on_outcome=on_run,
+        scope=f"AgentName = '{candidate.agent}'",
+        runs=Scope.ENDED,
     )
     return WhatIfReport(candidate, batch, sorted(runs, key=lambda run: run.run_id))
 
@@ -141,26 +170,30 @@ async def _replay_on(
     plan = planned.request.replay
     assert plan is not None
     source = planned.request.definition
-    reuse = {
-        node: uri
-        for node, uri in _committed(planned.events).items()
-        if _same_agent(source.nodes.get(node), candidate.nodes.get(node))
-    }
+
+    def unchanged(node: str | None) -> bool:
+        return node is not None and _same_agent(source.nodes.get(node), candidate.nodes.get(node))
+
+    # By visit: a loop's Nth visit reuses the original's Nth output, and reads its Nth model calls.
+    reuse = {key: event.artifact_uris[0] for key, event in stage_visits(planned.events) if unchanged(event.stage)}
+    # A changed `llm` stage gets no recorded answers: the original never asked the model its question.
+    records = (
+        None
+        if plan.llm_records is None
+        else {key: visit for key, visit in plan.llm_records.items() if unchanged(_node_of(key, source))}
+    )
     request = planned.request.model_copy(
         update={
             "definition": candidate,
             "origin": {"replayOf": run_id, "whatIf": candidate.workflow_version},
-            "replay": plan.model_copy(update={"reuse": reuse, "moves": [], "by_kind": True}),
+            "replay": plan.model_copy(update={"reuse": reuse, "moves": [], "by_kind": True, "llm_records": records}),
         }
     )
-    replay_id = await dsmo.start_request(
-        request, run_id=f"{run_id}.whatif-{uuid.uuid4().hex[:8]}", task_queue=task_queue
-    )
-    result = await dsmo.result(replay_id)
+    replay_id = f"{run_id}.whatif-{uuid.uuid4().hex[:8]}"
+    result = await run_replay(dsmo, request, replay_id, task_queue)
     original, candidate_path = planned.original.path, result.path
     index = replay.first_divergence(original, candidate_path)
-    error = result.error_message or ""
-    problem = error if any(sign in error for sign in RECORD_LIMITS) else None
+    problem = replay.record_problem(result.error_message)
     return WhatIfRun(
         run_id=run_id,
         replay_id=replay_id,
@@ -181,12 +214,12 @@ def divergence(run: WhatIfRun) -> str:
     return f"after {run.diverged_after or '(start)'}: {run.original_next} -> {run.candidate_next}"
 
 
-def _committed(events: list[Any]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for event in events:
-        if event.type == "STAGE_SUCCEEDED" and event.stage and event.artifact_uris and "action" not in event.data:
-            found.setdefault(event.stage, event.artifact_uris[0])
-    return found
+def _node_of(key: str, definition: AgentDefinition) -> str | None:
+    """The node of a visit key (``node`` or ``node.vN``) of ``definition``, if it has that node."""
+    if key in definition.nodes:
+        return key
+    node, _, visit = key.rpartition(".v")
+    return node if visit.isdigit() and node in definition.nodes else None
 
 
 def _same_agent(before: Any, after: Any) -> bool:

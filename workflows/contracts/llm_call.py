@@ -24,6 +24,13 @@ class LlmCall(WireModel):
         variables: The run variables the templates name (by root), rendered in the activity
             beside ``input`` (the stage's input document).
         recorded_from: A replay: the run whose recorded responses answer, instead of the model.
+        recorded_at: With ``recorded_from``: the original's folder of this visit
+            (``s3://.../artifacts/{version}/{run}/{stage}/``, under the version and run that
+            wrote it). None: a replay from before visits were recorded, which reads
+            ``recorded_from``'s folder under its own version, stage folder and attempt number.
+        recorded_attempt: With ``recorded_at``: the attempt the original committed, whose calls
+            answer every replay attempt; None (a visit that never committed): each replay
+            attempt reads the original's attempt of the same number.
     """
 
     prompt: str
@@ -36,3 +43,5 @@ class LlmCall(WireModel):
     retries: int = 1
     variables: dict[str, Any] = Field(default_factory=dict)
     recorded_from: str | None = None
+    recorded_at: str | None = None
+    recorded_attempt: int | None = None

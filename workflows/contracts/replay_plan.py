@@ -44,6 +44,25 @@ class RecordedAction(WireModel):
     error: str | None = None
 
 
+class RecordedVisit(WireModel):
+    """Where the original run recorded the model calls of one `llm` stage visit, for a replay.
+
+    Attributes:
+        folder: The original's folder of that visit (``s3://.../artifacts/{version}/{run}/{stage}/``,
+            ``{stage}`` being ``node`` or ``node.vN``), under the version and run that wrote it.
+        committed: The attempt whose answer the original committed: the replay reads its calls
+            whatever its own attempt number. None when the visit never committed: each replay
+            attempt reads the original's attempt of the same number.
+    """
+
+    folder: str
+    committed: int | None = None
+
+    def attempt_folder(self, attempt: int) -> str:
+        """The folder of the original's attempt a replay attempt ``attempt`` reads (ends in ``/``)."""
+        return f"{self.folder}attempt={self.committed or attempt}/"
+
+
 Recorded = TypeVar("Recorded", RecordedResume, RecordedAction)
 
 
@@ -90,3 +109,8 @@ class ReplayPlan(WireModel):
     # A rewind: the run re-executes its own record up to ``live_from`` to rebuild its variables,
     # recording nothing, then goes on live there with the counters it carried (rewind_point.py).
     rewinding: bool = False
+    # visit (``node``, ``node.vN``) -> where the original recorded that `llm` visit's model calls.
+    # None: a plan from before visits were recorded here (its replay reads its own version's
+    # folder at its own attempt number); a visit missing from a plan that has it was never
+    # asked in the original, so the record cannot answer it.
+    llm_records: dict[str, RecordedVisit] | None = None

@@ -101,7 +101,8 @@ async def finish_cancelled(run: Run) -> ExecutionResult:
 
 async def _settle(run: Run, result: ExecutionResult) -> None:
     state = run.state
-    # Messages another start delivered here (onBusy: deliver) and never taken go on to new runs.
+    # Messages another start delivered here (onBusy: deliver) and never taken go on to new runs;
+    # a replay (or a fork still re-reading its record) hands on nothing: it starts no run.
     drop_all(run, f"the run ended ({result.status.value})", await hand_on_deliveries(run))
     state.result = result
     state.enter(result.status)

@@ -2,9 +2,14 @@
 
 Transient errors are retried with exponential backoff and jitter up to the stage's attempt cap;
 permanent ones are not; a contract violation goes to the definition's fail-safe route. When a
-stage cannot succeed it is dead-lettered with everything needed to reprocess it. A stage
-commits at most once per (run, stage, version): a retry that finds an earlier attempt's output
-reuses it and the orchestrator records the duplicate.
+stage cannot succeed it is dead-lettered with everything needed to reprocess it (a replay
+records the letter it would have written, and writes none: dead_letters.py).
+
+Each visit of a stage (a loop visits it again: ``node.vN``) commits once. Outputs are keyed by
+attempt (``.../{node or node.vN}/attempt={n}/output.json``); a retry that finds an earlier
+attempt's output reuses it and the orchestrator records the duplicate. The attempt a visit
+committed (its `STAGE_SUCCEEDED`'s ``attempt``) is what a replay reads: its output, and for an
+`llm` stage the model calls recorded beside it.
 """
 
 from __future__ import annotations
@@ -63,13 +68,14 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
     state = run.state
     visit = run.enter_node(node_id)
     partition = None if visit == 1 else str(visit)
+    stage_path = node_id if partition is None else f"{node_id}.v{partition}"
     key = contracts.idempotency_key(state.run_id, node_id, state.workflow_version, partition)
     input_uri = render(node.input, state.variables) if node.input else run.input_uri
     assert input_uri is not None
     # A stage on the run's own input gets the document with its task: one read less.
     input_document = None if node.input else run.input_document
     replay = run.replay
-    llm = _llm_call(run, node) if isinstance(node, LlmNode) else None
+    llm = _llm_call(run, node_id, node, stage_path, visit) if isinstance(node, LlmNode) else None
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
@@ -77,7 +83,7 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
             run_id=state.run_id,
             correlation_id=run.correlation_id,
             stage=node_id,
-            stage_path=node_id if partition is None else f"{node_id}.v{partition}",
+            stage_path=stage_path,
             workflow_version=state.workflow_version,
             agent=node.agent,
             agent_version=node.agent_version,
@@ -87,7 +93,7 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
             created_at=workflow.now(),
             config_ref=state.config_ref,
             output_schema=node.output_schema if isinstance(node, RunAgentNode) else None,
-            reuse_uri=replay.reuse.get(node_id if partition is None else f"{node_id}.v{partition}") if replay else None,
+            reuse_uri=replay.reuse.get(stage_path) if replay else None,
             input_document=input_document,
             llm=llm,
             seal=run.seal,
@@ -128,8 +134,12 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
         return
 
 
-def _llm_call(run: Run, node: LlmNode) -> LlmCall:
-    """The node's call; the templates are rendered by the activity, which has the input document."""
+def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int) -> LlmCall:
+    """The node's call; the templates are rendered by the activity, which has the input document.
+
+    Raises:
+        RunEnded: A replay whose record holds no model calls for this visit (and no reused output).
+    """
     roots = {
         path.split(".", 1)[0].split("[", 1)[0]
         for template in (node.prompt, node.system or "")
@@ -137,6 +147,22 @@ def _llm_call(run: Run, node: LlmNode) -> LlmCall:
     }
     variables = run.state.variables
     replay = run.replay
+    # A replay never calls a model unless asked to: the original's recorded responses answer,
+    # those of the attempt that visit committed, wherever (version, run) it wrote them.
+    recorded_from = replay.of if replay is not None and not replay.rerun_llm else None
+    recorded_at, recorded_attempt = None, None
+    if recorded_from is not None and replay is not None and replay.llm_records is not None:
+        recorded = replay.llm_records.get(stage_path)
+        if recorded is None and stage_path not in replay.reuse:
+            raise RunEnded(
+                RunStatus.FAILED,
+                node_id,
+                f"llm replay: the original run has no recorded model calls for {node_id} (visit {visit}): the "
+                "stage is new or changed in the version replayed, or the original never visited it this often, "
+                "so the original never asked the model this; replay with --rerun-llm to call the model",
+            )
+        recorded_at = recorded.folder if recorded is not None else None
+        recorded_attempt = recorded.committed if recorded is not None else None
     return LlmCall(
         prompt=node.prompt,
         system=node.system,
@@ -147,8 +173,9 @@ def _llm_call(run: Run, node: LlmNode) -> LlmCall:
         summary_fields=node.summary,
         retries=node.retries,
         variables={root: variables[root] for root in sorted(roots - {"input"}) if root in variables},
-        # A replay never calls a model unless asked to: the original's recorded responses answer.
-        recorded_from=replay.of if replay is not None and not replay.rerun_llm else None,
+        recorded_from=recorded_from,
+        recorded_at=recorded_at,
+        recorded_attempt=recorded_attempt,
     )
 
 

@@ -2,6 +2,12 @@
 
 A stage that failed for good, and a run whose infrastructure budget ran out before its first
 node, leave one; `dsmo dlq list` shows them and `dsmo dlq redrive` starts them again.
+
+A replay or what-if (and a fork or rewind while it re-executes its record, before the node it
+goes live at) writes none: a letter can be redriven, and a redrive is a live run that acts (it
+sends messages, runs saga actions) for a run that was only ever a re-reading of the record, or
+of a candidate version never published. It records `DEAD_LETTER_SKIPPED` instead, with what the
+letter would have said. A fork, once live, is a run of its own and dead-letters as any run.
 """
 
 from __future__ import annotations
@@ -15,10 +21,31 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
+# workflow.patched id: a replay records the dead letter it would have written instead of writing
+# it. Replays started before it wrote one, and must replay as they ran.
+REPLAY_NO_DEAD_LETTER_PATCH = "replay-no-dead-letter"
+
 
 async def write_dead_letter(run: Run, letter: contracts.DeadLetter) -> None:
-    """Write it, recorded as DEAD_LETTERED; a store that stays down is recorded and logged."""
+    """Write it, recorded as DEAD_LETTERED; a store that stays down is recorded and logged.
+
+    A replay (see the module's docstring) writes nothing and records DEAD_LETTER_SKIPPED.
+    """
     state = run.state
+    plan = run.replay
+    if plan is not None and workflow.patched(REPLAY_NO_DEAD_LETTER_PATCH):
+        state.audit.record(
+            "DEAD_LETTER_SKIPPED",
+            at=workflow.now(),
+            stage=letter.stage,
+            data={
+                "errorType": letter.error_type,
+                "attempts": letter.attempts,
+                "replayOf": plan.of,
+                "reason": "a replay writes no dead letter: nothing it leaves may act",
+            },
+        )
+        return
     try:
         uri = await call_service(contracts.WRITE_DEAD_LETTER, letter, result_type=str)
         state.audit.record(
