@@ -51,13 +51,53 @@ class ContractSchema:
         if error is None:
             return
         path = [str(part) for part in error.absolute_path]
-        reason = error.message[:200]
+        reason = rule_broken(error)
         if error.validator == "required" and isinstance(error.instance, dict):
             # Name the missing field itself, not the object that lacks it.
             missing = [name for name in error.validator_value if name not in error.instance]
             path, reason = [*path, *missing[:1]], "is required"
         field = ".".join(path) or what
         raise ContractViolation(f"agent {agent}: {what} does not match its schema: {field}: {reason}")
+
+
+# What a failing keyword says, naming the rule but never the value that broke it: the message
+# goes into the audit trail, which is not sealed with a data subject's key.
+_RULES = {
+    "type": "is not of type {rule}",
+    "pattern": "does not match {rule}",
+    "format": "is not a valid {rule}",
+    "enum": "is not one of the values the schema allows",
+    "const": "is not the value the schema requires",
+    "minimum": "is less than the minimum {rule}",
+    "maximum": "is greater than the maximum {rule}",
+    "exclusiveMinimum": "is not greater than {rule}",
+    "exclusiveMaximum": "is not less than {rule}",
+    "multipleOf": "is not a multiple of {rule}",
+    "minLength": "is shorter than {rule} character(s)",
+    "maxLength": "is longer than {rule} character(s)",
+    "minItems": "has fewer than {rule} item(s)",
+    "maxItems": "has more than {rule} item(s)",
+    "uniqueItems": "has items that are not unique",
+    "minProperties": "has fewer than {rule} propert(ies)",
+    "maxProperties": "has more than {rule} propert(ies)",
+}
+# Keywords whose messages name only the schema's own words (property names), never a value.
+_OWN_MESSAGES = {"additionalProperties", "patternProperties", "dependentRequired", "required"}
+
+
+def rule_broken(error: ValidationError) -> str:
+    """What ``error`` says was wrong, by the rule it broke: never the failing value itself.
+
+    jsonschema's own messages quote the value (``'K-17' does not match '^X'``); a document that
+    fails may hold personal data, and the message lands in the trail.
+    """
+    keyword = str(error.validator)
+    if keyword in _OWN_MESSAGES:
+        return error.message[:200]
+    template = _RULES.get(keyword)
+    if template is None:
+        return f"fails the schema's {keyword!r} rule"
+    return template.format(rule=repr(error.validator_value)[:80])
 
 
 def compile_schema(source: SchemaSource | None) -> ContractSchema | None:

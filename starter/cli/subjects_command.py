@@ -55,6 +55,11 @@ def erase(obj: Context, subject: str, reason: str, by: str, cancel_runs: bool, d
         return
     assert report.record is not None
     click.echo(f"histories deleted: {report.histories_deleted}; erasure log record #{report.record['seq']}")
+    if report.histories_pending:
+        click.echo(
+            f"deletion requested, still served by Temporal: {', '.join(report.histories_pending)} "
+            "(erase again later to check)"
+        )
 
 
 @subjects.command("log")
@@ -89,5 +94,7 @@ def _as_json(report: ErasureReport) -> dict[str, Any]:
         "openRuns": plan.open_runs,
         "cancelled": report.cancelled,
         "historiesDeleted": report.histories_deleted,
+        "historiesPending": report.histories_pending,
+        "messagesRemoved": report.messages_removed,
         "record": report.record,
     }

@@ -1,9 +1,14 @@
 """Erasing a data subject: cancel or refuse its open runs, destroy its key, delete its histories, log it.
 
-Crypto-shredding: the subject's sealed artifacts (inputs, outputs, model call records, dead
-letters, large event values) stay in the bucket and become unreadable by anyone once the key is
-destroyed, wherever copies of them went. The runs' exported audit trails stay and still verify:
-they record the subject by its keyed fingerprint and sensitive values as keyed fingerprints.
+Crypto-shredding, then deleting what is not sealed: the subject's sealed artifacts (inputs,
+outputs, model call records, dead letters, large event values) stay in the bucket and become
+unreadable by anyone once the key is destroyed, wherever copies of them went. The runs' exported
+audit trails stay and still verify: they record the subject by its keyed fingerprint and
+sensitive values as keyed fingerprints.
+
+Runs are judged by their current execution (`run_selection`); their histories, every generation
+and helper workflow, are deleted until Temporal serves them no more (`history_deletion`); the file
+channel's messages of the runs (``{outbox}/{run}/``) are removed.
 
 The steps run in an order that a command killed halfway can simply be run again: nothing is
 destroyed until every open run has ended, each later step is idempotent, and the erasure log's
@@ -17,18 +22,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.erasure_log import ErasureLog
 from dsmo.starter.client.client_errors import RunClosed
+from dsmo.starter.client.history_deletion import (
+    Execution,
+    compensation_retries,
+    delete_execution,
+    generations,
+    retried_by,
+    until_gone,
+)
+from dsmo.starter.client.status_views import closed_record
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
@@ -50,14 +64,17 @@ class SubjectHasOpenRuns(DsmoError):
 
 @dataclass(frozen=True)
 class SubjectRun:
-    """One run of a subject, as visibility lists it.
+    """One run of a subject: found by visibility, judged by its current execution.
 
     Attributes:
         run_id: The run (workflow id).
         executions: Its Temporal executions (one per continue-as-new generation), newest first.
-        open: It has not ended.
-        status: DSMO's status of the run (``AgentExecutionStatus``).
+        open: It has not ended (Temporal's own word, not visibility's).
+        status: DSMO's status of the run (``AgentExecutionStatus`` of its current execution).
         agent: The run's agent.
+        helpers: Ended helper workflows it left (a compensation's durable retry), as
+            ``(workflow id, execution)``: their histories hold the step's output.
+        retrying: Helper workflows still running (a compensation still being retried).
     """
 
     run_id: str
@@ -65,6 +82,8 @@ class SubjectRun:
     open: bool
     status: str
     agent: str
+    helpers: list[Execution] = field(default_factory=list)
+    retrying: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -94,7 +113,10 @@ class ErasureReport:
         plan: The subject's runs and key as found.
         dry_run: Nothing was changed.
         cancelled: Open runs cancelled (and compensated) first.
-        histories_deleted: Temporal executions deleted.
+        histories_deleted: Temporal executions deleted: Temporal no longer serves their history.
+        histories_pending: Executions (``run_id/execution``) whose deletion Temporal accepted but
+            that it still served `HISTORY_GONE_SECONDS` later; erasing again checks them.
+        messages_removed: Runs whose messages were removed from the file channel's outbox.
         record: The erasure log's new record (None for a dry run).
     """
 
@@ -102,6 +124,8 @@ class ErasureReport:
     dry_run: bool
     cancelled: list[str] = field(default_factory=list)
     histories_deleted: int = 0
+    histories_pending: list[str] = field(default_factory=list)
+    messages_removed: int = 0
     record: dict[str, Any] | None = None
 
 
@@ -115,21 +139,10 @@ async def plan_erasure(dsmo: DsmoClient, subject: str) -> ErasurePlan:
         raise DsmoError("subject: give the subject's id (no quotes, backslashes or control characters)")
     store = dsmo.artifacts
     fingerprint = store.subjects.fingerprint(subject)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, list[str]] = {}  # run -> every execution visibility lists of it
     async for execution in dsmo.temporal.list_workflows(f"{sa.DATA_SUBJECT.name}='{subject}'"):
-        entry = found.setdefault(execution.id, {"executions": [], "open": False, "status": "", "agent": ""})
-        entry["executions"].append(execution.run_id)
-        if execution.status is WorkflowExecutionStatus.RUNNING:
-            entry["open"] = True
-        if not entry["status"] or execution.status is WorkflowExecutionStatus.RUNNING:
-            attributes = execution.typed_search_attributes
-            temporal_status = execution.status.name.lower() if execution.status else "unknown"
-            entry["status"] = attributes.get(sa.AGENT_EXECUTION_STATUS) or temporal_status
-            entry["agent"] = attributes.get(sa.AGENT_NAME) or ""
-    for run_id, entry in found.items():
-        if entry["open"]:  # visibility lags a run's end by a moment: ask Temporal itself
-            entry["open"] = await _still_open(dsmo, run_id, ending=entry["status"] in TERMINAL)
-    runs = [SubjectRun(run_id, **entry) for run_id, entry in sorted(found.items())]
+        found.setdefault(execution.id, []).append(execution.run_id)
+    runs = [run for run_id, executions in sorted(found.items()) if (run := await _judged(dsmo, run_id, executions))]
     key_exists = await asyncio.to_thread(store.subjects.record, fingerprint) is not None
     return ErasurePlan(fingerprint, runs, key_exists)
 
@@ -174,10 +187,20 @@ async def erase_subject(
         cancelled += ended.open_runs
     else:
         raise DsmoError("runs of the subject keep starting while it is erased; stop what starts them, and erase again")
-    deleted = 0
-    for run in ended.runs:  # every one has ended: no running execution is ever deleted
-        for execution in run.executions:
-            deleted += await _delete_history(dsmo, run.run_id, execution)
+    requested: list[Execution] = []
+    # Every run has ended (no running execution is ever deleted), and so has every helper listed.
+    for execution in [(run.run_id, each) for run in ended.runs for each in run.executions] + [
+        helper for run in ended.runs for helper in run.helpers
+    ]:
+        if await delete_execution(dsmo.temporal, execution):
+            requested.append(execution)
+    # Temporal deletes in the background and serves the history meanwhile: wait until it is gone.
+    pending = await until_gone(dsmo.temporal, requested)
+    deleted = len(requested) - len(pending)
+    # A compensation still retrying is left to finish its work; erasing again deletes it after.
+    retrying = [f"{helper} (still retrying)" for run in ended.runs for helper in run.retrying]
+    outbox = dsmo.settings.outbox_dir
+    removed = await asyncio.to_thread(remove_outbox_messages, outbox, [run.run_id for run in ended.runs])
     record = {
         "type": "SUBJECT_ERASED",
         "subject": plan.fingerprint,
@@ -190,7 +213,15 @@ async def erase_subject(
         "keysDestroyed": destroyed,
     }
     appended = await asyncio.to_thread(ErasureLog(store).append, record)
-    return ErasureReport(plan, dry_run=False, cancelled=cancelled, histories_deleted=deleted, record=appended)
+    return ErasureReport(
+        plan,
+        dry_run=False,
+        cancelled=cancelled,
+        histories_deleted=deleted,
+        histories_pending=[f"{run_id}/{execution}" for run_id, execution in pending] + retrying,
+        messages_removed=removed,
+        record=appended,
+    )
 
 
 async def _cancel(dsmo: DsmoClient, run_ids: list[str], reason: str, by: str) -> None:
@@ -199,6 +230,35 @@ async def _cancel(dsmo: DsmoClient, run_ids: list[str], reason: str, by: str) ->
         with contextlib.suppress(RunClosed):  # it ended meanwhile
             await dsmo.cancel(run_id, reason=f"data subject erased: {reason}", by=by)
     await _until_ended(dsmo, run_ids)
+
+
+async def _judged(dsmo: DsmoClient, run_id: str, executions: list[str]) -> SubjectRun | None:
+    """The run as it is now (`run_selection`'s rule): its current execution says whether it is open
+    and its status, and its generations are walked back from it (Temporal's record: one that
+    visibility has not indexed yet is deleted too)."""
+    try:
+        current = await dsmo.temporal.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:  # deleted by an earlier erasure
+            return None
+        raise
+    attributes = current.typed_search_attributes
+    status = attributes.get(sa.AGENT_EXECUTION_STATUS) or (current.status.name.lower() if current.status else "")
+    is_open = current.status is WorkflowExecutionStatus.RUNNING
+    if is_open:  # a run that recorded its end is writing its trail's export: give it a moment to close
+        is_open = await _still_open(dsmo, run_id, ending=status in TERMINAL)
+    record = None if is_open else await closed_record(dsmo.temporal, run_id)
+    helpers, retrying = await compensation_retries(dsmo.temporal, run_id, retried_by(record))
+    walked = await generations(dsmo.temporal, run_id, current.run_id)
+    return SubjectRun(
+        run_id,
+        [*walked, *(each for each in executions if each not in walked)],
+        is_open,
+        status,
+        attributes.get(sa.AGENT_NAME) or "",
+        helpers,
+        retrying,
+    )
 
 
 async def _still_open(dsmo: DsmoClient, run_id: str, *, ending: bool) -> bool:
@@ -225,15 +285,16 @@ async def _until_ended(dsmo: DsmoClient, run_ids: list[str]) -> None:
             await asyncio.sleep(0.5)
 
 
-async def _delete_history(dsmo: DsmoClient, run_id: str, execution: str) -> int:
-    request = DeleteWorkflowExecutionRequest(
-        namespace=dsmo.settings.temporal.namespace,
-        workflow_execution=WorkflowExecution(workflow_id=run_id, run_id=execution),
-    )
-    try:
-        await dsmo.temporal.workflow_service.delete_workflow_execution(request)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return 0  # deleted by an earlier erasure that stopped halfway
-        raise
-    return 1
+def remove_outbox_messages(outbox: Path, run_ids: list[str]) -> int:
+    """Remove the file channel's messages of these runs (``{outbox}/{run_id}/``); how many runs had any.
+
+    Only folders directly in ``outbox`` named exactly as a run: a run id is a single path segment.
+    """
+    removed = 0
+    for run_id in run_ids:
+        folder = outbox / run_id
+        if "/" in run_id or run_id in ("", ".", "..") or folder.parent != outbox or not folder.is_dir():
+            continue
+        shutil.rmtree(folder)
+        removed += 1
+    return removed

@@ -43,6 +43,7 @@ from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
 from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
+from dsmo.workflows.definition.sensitive import key_digest
 from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import LimiterState
@@ -237,7 +238,7 @@ async def _claim(
         "queue": queue,
         "priority": priority,
         "max_concurrent": slot.limit,
-        "key": slot.key,
+        "key": key_digest(slot.key),  # the lock keeps only the value's digest
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
     }
     answer = KeyClaimAnswer(admitted=False, verify=True)

@@ -38,7 +38,7 @@ def test_a_pydantic_model_and_a_json_schema_check_alike() -> None:
         schema.check({"sku": "lamp", "quantity": 2}, agent="a", what="input")
         with pytest.raises(ContractViolation, match="input does not match its schema: quantity: is required"):
             schema.check({"sku": "lamp"}, agent="a", what="input")
-        with pytest.raises(ContractViolation, match="quantity: 'two' is not of type 'integer'"):
+        with pytest.raises(ContractViolation, match="quantity: is not of type 'integer'"):
             schema.check({"sku": "lamp", "quantity": "two"}, agent="a", what="input")
 
 

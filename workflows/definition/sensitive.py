@@ -5,6 +5,10 @@ A run with a data subject keys its fingerprints (`hmac-sha256:<hex>`, with a key
 subject's data key): a short value (a birth date, a postcode) cannot be found by hashing every
 candidate, and once the subject is erased nobody can check a guess against them at all.
 
+Beside the definition's list, a run with a subject fingerprints what DSMO itself writes about the
+person (a concurrency key's value, whom a wait is on: `masked_key_label`, `masked_wait_data`), and the
+flow-control workflows hold a key's value only as its digest (`key_digest`).
+
 The run itself still holds the values (its variables, its history: encrypt those with the
 payload codec); the audit file in the object store, `dsmo audit`, the `events` query and
 exports carry only the fingerprint, which proves what the value was to someone who has it.
@@ -61,3 +65,39 @@ def masked_summary(
     """A stage's summary with each field listed as ``stages.<node>.summary.<field>`` fingerprinted."""
     prefix = f"{STAGE_FIELD_PREFIX}{node_id}.summary."
     return {name: fingerprint(value, key) if prefix + name in sensitive else value for name, value in summary.items()}
+
+
+# What a wait shows that names or describes a person: the expected sender of a reply, whom a
+# request went to, the reply's thread, an event's title. What is asked for (an event's name, the
+# documents, the test) names things, and stays readable.
+PERSONAL_WAIT_FIELDS = ("expectedFrom", "to", "threadId", "title")
+# How a flow-control key value is named outside the run: the digest its lock's id already carries.
+KEY_DIGEST_PREFIX = "sha256:"
+
+
+def key_digest(value: str) -> str:
+    """``sha256:<24 hex>`` of a concurrency or throttle key's value: the digest its lock's or bucket's
+    workflow id already carries, so a flow-control workflow that keeps it learns nothing new.
+
+    A value that is a digest already is kept as it is (state carried over from before is digested once).
+    """
+    if value.startswith(KEY_DIGEST_PREFIX) or not value:
+        return value
+    return KEY_DIGEST_PREFIX + hashlib.sha256(value.encode()).hexdigest()[:24]
+
+
+def masked_key_label(label: str, value: str, key: bytes | None) -> str:
+    """A concurrency key as the trail shows it (``applicant.id=K-17``): with a subject's ``key``, the
+    value is its keyed fingerprint (``applicant.id=hmac-sha256:...``); without one, as it is."""
+    if key is None or not value:
+        return label
+    name = label.removesuffix(f"={value}")
+    return f"{name}={fingerprint(value, key)}"
+
+
+def masked_wait_data(data: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
+    """What RUN_WAITING records of a wait: with a subject's ``key``, the fields that name a person
+    (`PERSONAL_WAIT_FIELDS`) as keyed fingerprints; the run matches events against the values themselves."""
+    if key is None:
+        return dict(data)
+    return {name: fingerprint(value, key) if name in PERSONAL_WAIT_FIELDS else value for name, value in data.items()}

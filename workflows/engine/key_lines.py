@@ -13,9 +13,10 @@ from typing import Any, Literal
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import Field
+    from pydantic import Field, field_validator
 
     from dsmo.workflows.definition.flow_control import QUIET_LIMIT
+    from dsmo.workflows.definition.sensitive import key_digest
     from dsmo.workflows.engine.slot_grants import CLAIM_GRACE, holder_states
     from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 
@@ -39,12 +40,19 @@ class KeyLine(SlotLine):
     """One key value's line.
 
     Attributes:
-        key: The key's value, shown in status and the console.
+        key: The digest of the key's value (`key_digest`), never the value: the lock's history
+            outlives the runs of a data subject it served, and erasing the subject.
         wanted: Holders told that a run waits for their slot: they give it back when they end.
     """
 
     key: str = ""
     wanted: list[str] = Field(default_factory=list)
+
+    @field_validator("key")
+    @classmethod
+    def _digested(cls, value: str) -> str:
+        # A line carried over from before held the value itself: from here on only its digest.
+        return key_digest(value)
 
     @property
     def quiet(self) -> bool:

@@ -161,6 +161,7 @@ class KeyLocks:
     def _line(self, name: str, request: dict[str, Any]) -> KeyLine:
         line = self._state.lines.get(name)
         if line is None:
+            # KeyLine keeps only the key's digest, whatever an older starter or worker sends.
             line = self._state.lines[name] = KeyLine(key=str(request.get("key") or ""))
         limit = max(1, int(request.get("max_concurrent", line.max_concurrent)))
         if limit > line.max_concurrent:

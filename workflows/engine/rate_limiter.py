@@ -21,6 +21,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import field_validator
+
+    from dsmo.workflows.definition.sensitive import key_digest
     from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
     from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 
@@ -41,13 +44,19 @@ class LimiterState(SlotLine):
 
     Attributes:
         agent: The agent (an agent's rate limit) or the key's scope.
-        key: The key's value (a concurrency key's lock from before key locks were sharded).
+        key: The digest of the key's value (a concurrency key's lock from before key locks were
+            sharded); never the value, which an erasure of the run's subject could not reach here.
         check_every_seconds: How often holders are checked while a run waits (None: never).
     """
 
     agent: str
     key: str | None = None
     check_every_seconds: float | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _digested(cls, value: str | None) -> str | None:
+        return None if value is None else key_digest(value)
 
 
 @workflow.defn(name="AgentRateLimiter")
@@ -110,7 +119,7 @@ class AgentRateLimiter:
         state = self._state
         state.max_concurrent = max(1, int(request.get("max_concurrent", state.max_concurrent)))
         if request.get("key") is not None:
-            state.key = str(request["key"])
+            state.key = key_digest(str(request["key"]))  # an older worker's ask may carry the value
         if request.get("check_every_seconds") is not None:
             state.check_every_seconds = float(request["check_every_seconds"])
 

@@ -17,9 +17,10 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import Field
+    from pydantic import Field, field_validator
 
     from dsmo.workflows.common.wire import WireModel
+    from dsmo.workflows.definition.sensitive import key_digest
 
 IDLE_GRACE = timedelta(minutes=1)
 HISTORY_LIMIT = 2_000
@@ -30,7 +31,8 @@ class BucketState(WireModel):
 
     Attributes:
         owner: Whose throttle it is (the agent, or ``agent.node`` for a stage's).
-        key: The key's value.
+        key: The digest of the key's value (`key_digest`), never the value: the bucket's
+            history outlives an erasure of the subjects whose runs it served.
         limit: Tokens per period.
         period_seconds: The period.
         burst: The most tokens the bucket holds.
@@ -47,6 +49,12 @@ class BucketState(WireModel):
     tokens: float | None = None
     refilled_at: datetime | None = None
     queue: list[str] = Field(default_factory=list)
+
+    @field_validator("key")
+    @classmethod
+    def _digested(cls, value: str) -> str:
+        # A bucket carried over from before (or started by an older worker) held the value itself.
+        return key_digest(value)
 
 
 @workflow.defn(name="KeyThrottle")

@@ -112,7 +112,7 @@ async def await_event(
                 {**data, "timeout": format_duration(options.timeout), "attempt": attempt},
                 list(requested or []),
             )
-            state.begin_wait(waiting)
+            state.begin_wait(waiting, trail_key=run.fingerprint_key)
             workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
         # An event that arrived early, kept in the inbox, resumes the run without waiting.
         kept = await take_kept(run, waiting) if state.inbox else None
@@ -158,7 +158,8 @@ async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, 
     while True:
         # The record first: a replay it cannot answer fails from RUNNING (a wait cannot fail).
         recorded = run.recorded_resume(node_id, kind)
-        state.begin_wait(Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt}))
+        replayed = Waiting(kind, node_id, None, {**data, "replay": True, "attempt": attempt})
+        state.begin_wait(replayed, trail_key=run.fingerprint_key)
         if recorded.event_type != "TIMEOUT":
             state.variables.update(recorded.set)
             resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})

@@ -29,6 +29,7 @@ from dsmo.workflows.definition.flow_control import (
     shard_of,
     slots_of,
 )
+from dsmo.workflows.definition.sensitive import key_digest, masked_key_label
 from dsmo.workflows.events.inbox import InboxEntry
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
@@ -193,7 +194,8 @@ async def hand_on_deliveries(run: Run, leaving: Sequence[InboxEntry] | None = No
 def _record(run: Run, event: AuditType, slot: KeySlot) -> None:
     # When a run took a key's slot and when it gave it back to wait: the trail shows who held a
     # key when (a run's end gives its slots back right after RUN_COMPLETED or RUN_ABORTED).
-    data = {"key": slot.label, "limit": slot.limit}
+    # A run about a data subject names the key's value by its keyed fingerprint: the trail outlives an erasure.
+    data = {"key": masked_key_label(slot.label, slot.key, run.fingerprint_key), "limit": slot.limit}
     run.state.audit.record(event, at=workflow.now(), stage=run.state.current_node, data=data)
 
 
@@ -229,7 +231,8 @@ async def _call(run: Run, activity: str, slot: KeySlot) -> None:
         run_id=state.run_id,
         max_concurrent=slot.limit,
         lock=slot.lock,
-        key=slot.key,
+        # Its digest only: the lock keeps it in its history, which erasing a run's subject does not delete.
+        key=key_digest(slot.key) if slot.key else None,
         priority=run.request.priority,
     )
     asking = activity == contracts.REQUEST_SLOT

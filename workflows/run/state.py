@@ -17,6 +17,7 @@ from temporalio.common import SearchAttributeUpdate
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus, next_status
 from dsmo.workflows.contracts.run_records import ExecutionResult, StatusView
+from dsmo.workflows.definition.sensitive import masked_wait_data
 from dsmo.workflows.events.inbox import InboxEntry, inbox_view
 from dsmo.workflows.events.resume_events import EventAck, ResumeEvent
 from dsmo.workflows.events.seen_ids import SeenIds
@@ -104,7 +105,13 @@ class RunState:
                 updates.append(sa.WAITING_UNTIL.value_unset())
         workflow.upsert_search_attributes(updates)
 
-    def begin_wait(self, waiting: Waiting, *, record: bool = True) -> None:
+    def begin_wait(self, waiting: Waiting, *, record: bool = True, trail_key: bytes | None = None) -> None:
+        """Enter WAITING for ``waiting``; ``record`` it as RUN_WAITING (a resumed wait was recorded before).
+
+        ``trail_key``: the run's subject's fingerprint key. The trail then names the person the wait
+        is on (``expectedFrom``, ``to``) by a keyed fingerprint; ``waiting`` keeps the value, which
+        the run matches events against.
+        """
         self.waiting = waiting
         self.resume_event = None
         self.enter(RunStatus.WAITING)
@@ -113,7 +120,11 @@ class RunState:
                 "RUN_WAITING",
                 at=workflow.now(),
                 stage=waiting.node,
-                data={"waitingFor": waiting.kind, "waitingUntil": _iso(waiting.until), **waiting.data},
+                data={
+                    "waitingFor": waiting.kind,
+                    "waitingUntil": _iso(waiting.until),
+                    **masked_wait_data(waiting.data, trail_key),
+                },
             )
 
     # -- resume events ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.slot_io import TokenRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, Throttle, render_key, throttle_id
+from dsmo.workflows.definition.sensitive import key_digest
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
@@ -66,7 +67,8 @@ async def _token(run: Run, owner: str, key: str, throttle: Throttle) -> None:
     request = TokenRequest(
         bucket=bucket,
         owner=owner,
-        key=key,
+        # Its digest only (as in the bucket's id): the bucket outlives an erasure of the run's subject.
+        key=key_digest(key),
         run_id=state.run_id,
         limit=throttle.limit,
         period_seconds=throttle.period.total_seconds(),
