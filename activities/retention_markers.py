@@ -21,6 +21,14 @@ DONE_PREFIX = "retention/done/"
 FAILED_PREFIX = "retention/failed/"
 
 
+# A run whose trail a sweep removed: ``{sweepId}``, kept so `dsmo audit verify` can say why there is no trail.
+REMOVED_TRAILS_PREFIX = "retention/removed-trails/"
+
+
+def removed_trail_key(run_id: str) -> str:
+    return f"{REMOVED_TRAILS_PREFIX}{run_id}.json"
+
+
 def due_key(prefix: str, due: datetime, run_id: str) -> str:
     """The marker's key: its due time rounded up to the minute (never removed early)."""
     due = due.astimezone(UTC)

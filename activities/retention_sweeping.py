@@ -40,6 +40,7 @@ from dsmo.activities.retention_markers import (
     SWEEPS_PREFIX,
     TRAILS_PREFIX,
     due_key,
+    removed_trail_key,
     run_prefixes,
 )
 from dsmo.workflows.contracts.retention_io import RECORD_SWEEP, SWEEP_RETENTION, SweepBatch, SweepCounts, SweepOutcome
@@ -157,6 +158,8 @@ class RetentionActivities:
             return self._set_aside(key)
         run_id = str(marker["runId"])
         segments = [self.store.key_of(uri)[1] for uri in self.store.list_uris(f"audit/{run_id}/")]
+        # Before the trail goes (the done record below is dropped once the sweep is counted).
+        self.store.put_if_absent(removed_trail_key(run_id), json.dumps({"sweepId": sweep_id}).encode())
         self.store.delete_keys([audit_key(run_id), *segments])
         counted = self.store.put_if_absent(
             f"{DONE_PREFIX}trail/{run_id}.json", json.dumps({"sweepId": sweep_id}).encode()

@@ -58,7 +58,9 @@ def replay(
     """Re-execute a run as a new linked run (same input, version, config) and compare the paths.
 
     `llm` stages answer from the original's recorded model responses: a replay calls no model
-    unless --rerun-llm is given.
+    unless --rerun-llm is given. Every visit of a stage a loop runs again is compared. Exit
+    status 2 when the replay could not follow the record (it says why); a replay needs a worker
+    polling its task queue (without one it fails at once and starts nothing).
 
     With --query and a candidate (--definition FILE, or --version V --agent A), every ended run
     the filter selects is replayed against the candidate instead (what-if): per run, the same
@@ -79,6 +81,8 @@ def replay(
     report = run(go)
     if as_json:
         click.echo(json.dumps({**asdict(report), "samePath": report.same_path}))
+        if report.problem is not None:
+            sys.exit(2)
         return
     click.echo(f"{'step':<5} {report.original:<40} {report.replay}")
     for index in range(max(len(report.original_path), len(report.replay_path))):
@@ -96,6 +100,9 @@ def replay(
         click.echo(f"answer {node}: {len(changes)} field(s) changed")
         for change in changes:
             click.echo(f"  {change}")
+    if report.problem is not None:  # the paths say nothing: the record could not answer the replay
+        click.echo(f"error: the replay could not follow the record: {report.problem}", err=True)
+        sys.exit(2)
 
 
 @click.command()
@@ -203,11 +210,12 @@ def audit_verify(
     result = run(go)
     if result.ok:
         against = " and matches the run's trail" if result.compared else ""
-        click.echo(f"ok: {result.lines} events, hash chain intact{against}")
+        click.echo(f"ok: {counted(result.lines, 'event')}, hash chain intact{against}")
         if result.erased:
             record = result.erasure or {}
             when = f" on {record['at']} by {record['by']} (erasure #{record['seq']})" if record else ""
-            click.echo(f"erased: {len(result.erased)} artifacts it refers to; the run's data subject was erased{when}")
+            erased = counted(len(result.erased), "artifact")
+            click.echo(f"erased: {erased} it refers to; the run's data subject was erased{when}")
             for uri in result.erased:
                 click.echo(f"  erased  {uri}")
     else:
@@ -258,6 +266,12 @@ def _verify_archive(path: Path, manifest_sha256: str | None) -> None:
     if not result.ok:
         click.echo(f"TAMPERED: {result.problem}")
         sys.exit(1)
-    click.echo(f"ok: {len(result.runs)} run(s), {result.files} files match the manifest, trails' chains intact")
+    files = counted(result.files, "file")
+    click.echo(f"ok: {len(result.runs)} run(s), {files} match the manifest, trails' chains intact")
     for uri, why in result.unreadable.items():
         click.echo(f"  not included  {uri}: {why}")
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 event``, ``2 events``: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

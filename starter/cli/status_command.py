@@ -9,6 +9,8 @@ import click
 
 from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.render import status_lines
+from dsmo.starter.client.client_errors import RunNotFound
+from dsmo.starter.client.status_views import gone_view
 
 
 @click.command()
@@ -18,6 +20,9 @@ from dsmo.starter.cli.render import status_lines
 def status(obj: Context, run_id: str, as_json: bool) -> None:
     """Show a run's status (the seed's WAITING structure and the terminal record).
 
+    A run Temporal no longer has (its data subject erased, or past retention) is shown from the
+    audit trail it exported, and says so.
+
     \b
     Example:
       dsmo status ana-1 --json
@@ -25,7 +30,12 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
 
     async def go() -> Any:
         client = await obj.client()
-        view = await client.status(run_id)
+        try:
+            view = await client.status(run_id)
+        except RunNotFound:
+            # Its history is gone (erased, or past retention): the trail it exported still tells it,
+            # as the console shows it. No trail either: RunNotFound stands.
+            view = (await gone_view(client, run_id))[0]
         try:
             forked = await client.forks(run_id)
         except Exception:  # noqa: BLE001 - the store's list is extra here: the status stands without it

@@ -1227,12 +1227,13 @@ class DsmoClient:
             compared with the run's own trail.
 
         Raises:
-            DsmoError: The run exported no trail (it is written when the run ends).
+            DsmoError: The run exported no trail (it is written when the run ends), or retention removed it.
         """
         trails = self._trail_store()
         body = await asyncio.to_thread(trails.export, run_id)
         if body is None:
-            raise DsmoError(f"no exported audit trail for {run_id!r} (it is written when the run ends)")
+            why = await asyncio.to_thread(trails.missing_export, run_id)
+            raise DsmoError(f"no exported audit trail for {run_id!r} ({why})")
         try:
             # The run's own record, from Temporal (needs a worker), not the file being verified.
             head = (await self.trail(run_id)).head

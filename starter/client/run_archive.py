@@ -13,7 +13,9 @@ Layout (``format: dsmo-run-export/1``):
 - ``erasures.jsonl``: the erasure log's records that touch these runs.
 
 `verify_archive` needs nothing but the file: every sum, every trail's chain, every erasure
-record's own hash. A changed, added or removed file is named.
+record's own hash, and each file the trail vouches for held to what the trail recorded
+(`archive_bindings`), so rewriting the manifest's sums does not hide a changed file. A changed,
+added, removed or unreadable file is named.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ import hashlib
 import io
 import json
 import zipfile
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 from dsmo.activities.audit_log import line_hash, verify_lines
+from dsmo.starter.client.archive_bindings import binding_problem, is_run_object, object_path
 
 FORMAT = "dsmo-run-export/1"
 MANIFEST = "manifest.json"
@@ -86,24 +91,50 @@ class ArchiveVerification:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-def is_run_object(uri: str) -> bool:
-    """A run's own stored object (not a definition snapshot it names)."""
-    return any(part in uri for part in ("/artifacts/", "/dlq/", "/events/", "/uploads/"))
-
-
-def object_path(run_id: str, uri: str) -> str:
-    """Where an archive keeps one of a run's objects: under its key in the bucket."""
-    return f"runs/{run_id}/objects/{uri.split('/', 3)[3]}"
-
-
 def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> ArchiveVerification:
     """Check an exported run archive offline, with no server.
 
     Besides every file's sum: each trail's chain, that its events are its run's, that every object
-    it names is in the archive or listed as unreadable, and that each stage output in the archive
-    has the SHA-256 the (hash-chained) trail recorded for it. With ``manifest_sha256`` (printed at
-    export), the manifest itself is pinned too.
+    it names is in the archive or listed as unreadable, and that each file the trail vouches for
+    (stage outputs, the input, definition snapshots, event values, the history's start: see
+    `archive_bindings`) is the one it recorded. With ``manifest_sha256`` (printed at export), the
+    manifest itself is pinned too.
+
+    Never raises: a corrupt archive (a flipped byte, a truncated file, a forged manifest) gets a
+    verdict naming the file that fails.
     """
+    progress = _Progress()
+    try:
+        return _verify(data, manifest_sha256, progress)
+    # What reading a corrupt file raises (zip, deflate, text, JSON and model checks): a verdict. Any
+    # other exception is a bug of the check's own, and is not hidden as one.
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as err:
+        return ArchiveVerification(
+            False,
+            progress.runs,
+            progress.files,
+            f"{progress.current}: cannot be read ({_kind(err)}: {err})",
+            progress.unreadable,
+        )
+
+
+def _kind(err: Exception) -> str:
+    """``BadZipFile``, ``zlib.error``: an error's name, with its module when the name alone says little."""
+    kind = type(err)
+    return kind.__name__ if kind.__module__ in ("builtins", "zipfile") else f"{kind.__module__}.{kind.__name__}"
+
+
+@dataclass
+class _Progress:
+    """How far a check got: the file it was reading when something failed is the one named."""
+
+    current: str = "the archive"
+    runs: list[str] = field(default_factory=list)
+    files: int = 0
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def _verify(data: bytes, manifest_sha256: str | None, progress: _Progress) -> ArchiveVerification:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -114,16 +145,26 @@ def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> Archiv
             return ArchiveVerification(False, [], 0, f"{MANIFEST} is missing")
         if len(archive.namelist()) != len(names):
             return ArchiveVerification(False, [], 0, "the archive holds a file twice")
-        manifest_bytes = archive.read(MANIFEST)
+
+        def read(path: str) -> bytes:
+            progress.current = path
+            return archive.read(path)
+
+        manifest_bytes = read(MANIFEST)
         if manifest_sha256 is not None and hashlib.sha256(manifest_bytes).hexdigest() != manifest_sha256:
             return ArchiveVerification(False, [], 0, f"{MANIFEST}: its SHA-256 is not the one given")
         try:
             manifest = json.loads(manifest_bytes)
         except ValueError:
             return ArchiveVerification(False, [], 0, f"{MANIFEST} is not JSON")
-        runs = [str(run) for run in manifest.get("runs", [])]
-        listed: dict[str, dict[str, Any]] = manifest.get("files", {})
-        unreadable = dict(manifest.get("unreadable", {}))
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+            return ArchiveVerification(False, [], 0, f"{MANIFEST}: not a manifest (no files listed)")
+        progress.runs = runs = [str(run) for run in manifest.get("runs", [])]
+        listed: dict[str, Any] = manifest["files"]
+        progress.files = len(listed)
+        progress.unreadable = unreadable = {
+            str(uri): str(why) for uri, why in dict(manifest.get("unreadable", {})).items()
+        }
 
         def failed(problem: str) -> ArchiveVerification:
             return ArchiveVerification(False, runs, len(listed), problem, unreadable)
@@ -135,8 +176,8 @@ def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> Archiv
         for path, expected in sorted(listed.items()):
             if path not in names:
                 return failed(f"{path}: listed in the manifest but missing from the archive")
-            body = archive.read(path)
-            if hashlib.sha256(body).hexdigest() != expected.get("sha256"):
+            body = read(path)
+            if not isinstance(expected, dict) or hashlib.sha256(body).hexdigest() != expected.get("sha256"):
                 return failed(f"{path}: its SHA-256 does not match the manifest (the object was changed)")
             if PurePosixPath(path).name == "trail.jsonl":
                 chain = verify_lines(body)
@@ -148,32 +189,36 @@ def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> Archiv
             trail = f"runs/{run_id}/trail.jsonl"
             if trail not in listed:
                 return failed(f"{trail}: the run's trail is missing")
-            if (problem := _trail_problem(run_id, archive.read(trail), archive, set(listed), unreadable)) is not None:
+            problem = _trail_problem(run_id, read(trail), read, set(listed), unreadable)
+            if problem is not None:
                 return failed(problem)
     return ArchiveVerification(True, runs, len(listed), None, unreadable)
 
 
 def _trail_problem(
-    run_id: str, body: bytes, archive: zipfile.ZipFile, listed: set[str], unreadable: dict[str, str]
+    run_id: str, body: bytes, read: Callable[[str], bytes], listed: set[str], unreadable: dict[str, str]
 ) -> str | None:
     """What is wrong between a run's trail and the objects beside it, or None."""
     events = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
-    if not events or events[0].get("type") != "RUN_CREATED":
+    if not events or not all(isinstance(event, dict) for event in events) or events[0].get("type") != "RUN_CREATED":
         return f"runs/{run_id}/trail.jsonl: does not start with the run's RUN_CREATED"
     for event in events:
         if event.get("runId") != run_id:
             return f"runs/{run_id}/trail.jsonl: event {event.get('seq')} is run {event.get('runId')!r}'s"
-        for uri in event.get("artifactUris") or ():
+        uris = event.get("artifactUris") or []
+        if not isinstance(uris, list):
+            return f"runs/{run_id}/trail.jsonl: event {event.get('seq')} names its objects wrongly"
+        for uri in uris:
             path = object_path(run_id, str(uri))
             if not is_run_object(str(uri)) or path in listed or uri in unreadable:
                 continue
             return f"{path}: the trail names it, but it is neither in the archive nor listed as unreadable"
         recorded = (event.get("data") or {}).get("outputSha256")
-        if event.get("type") == "STAGE_SUCCEEDED" and recorded:
-            path = object_path(run_id, str(event["artifactUris"][0]))
-            if path in listed and hashlib.sha256(archive.read(path)).hexdigest() != recorded:
+        if event.get("type") == "STAGE_SUCCEEDED" and recorded and uris:
+            path = object_path(run_id, str(uris[0]))
+            if path in listed and hashlib.sha256(read(path)).hexdigest() != recorded:
                 return f"{path}: differs from the output the trail recorded (seq {event.get('seq')})"
-    return None
+    return binding_problem(run_id, events, read, listed, unreadable)
 
 
 def _erasure_problem(body: bytes) -> str | None:
@@ -183,6 +228,8 @@ def _erasure_problem(body: bytes) -> str | None:
             record = json.loads(line)
         except ValueError:
             return f"record {number}: not JSON"
+        if not isinstance(record, dict):
+            return f"record {number}: not an erasure record"
         claimed, previous = record.pop("hash", None), record.pop("prevHash", "")
         if line_hash(previous, record) != claimed:
             return f"record {number}: hash does not match its content"

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
+from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore, run_input_key
 from dsmo.activities.audit_log import chain, unchained
 from dsmo.activities.definition_store import config_key
 from dsmo.activities.erasure_log import ErasureLog
 from dsmo.activities.retention_markers import run_prefixes
-from dsmo.starter.client.run_archive import ERASURES, ArchiveBuilder, is_run_object, object_path
+from dsmo.starter.client.archive_bindings import is_run_object, object_path
+from dsmo.starter.client.run_archive import ERASURES, ArchiveBuilder
 from dsmo.starter.client.trail_store import TrailStore
 from dsmo.workflows.common.identifiers import check_run_id
 
@@ -107,6 +108,10 @@ def _objects(store: ArtifactStore, builder: ArchiveBuilder, run_id: str, events:
         if snapshot is not None:
             builder.add(f"runs/{run_id}/definitions/{version}.json", snapshot)
     named = {str(uri) for event in events for uri in event.get("artifactUris") or () if is_run_object(str(uri))}
+    created = events[0] if events else {}
+    if "inputSha256" in (created.get("data") or {}):
+        # The trail vouches for the input: an archive without it must say why (removed, erased).
+        named.add(store.uri(run_input_key(str(created["workflowVersion"]), run_id)))
     prefixes = run_prefixes(run_id, versions)
     listed = {uri for prefix in prefixes for uri in store.list_uris(prefix)}
     for uri in sorted(listed | named):

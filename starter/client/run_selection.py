@@ -25,13 +25,16 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.starter.client.client_errors import InvalidQuery
+from dsmo.starter.client.client_errors import TemporalUnavailable
+from dsmo.starter.client.connection import first_line
 from dsmo.starter.client.query_errors import answering
 from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.errors import DsmoError
 
 RUNS = "WorkflowType='AgentExecution'"
 EARLIER_GENERATION = "ExecutionStatus != 'ContinuedAsNew'"
@@ -53,11 +56,9 @@ class Scope(StrEnum):
         if self is Scope.OPEN:
             return "ExecutionStatus IN ('Running', 'ContinuedAsNew')" if generations else "ExecutionStatus = 'Running'"
         if self is Scope.ENDED:
-            return (
-                "ExecutionStatus != 'Running'"
-                if generations
-                else "ExecutionStatus NOT IN ('Running', 'ContinuedAsNew')"
-            )
+            # Every row: a run that ended a moment ago may still be listed as running; Temporal's
+            # own word decides (`selected`).
+            return None if generations else "ExecutionStatus NOT IN ('Running', 'ContinuedAsNew')"
         return None if generations else EARLIER_GENERATION
 
     def admits(self, status: WorkflowExecutionStatus | None) -> bool:
@@ -66,7 +67,7 @@ class Scope(StrEnum):
         return self is Scope.ANY or running == (self is Scope.OPEN)
 
 
-class VisibilityBehind(InvalidQuery):
+class VisibilityBehind(DsmoError):
     """Visibility did not catch up with a run's newest change in time; the run was not judged."""
 
 
@@ -201,20 +202,65 @@ async def count_current(client: Client, selection: Selection) -> int:
 async def _confirmed(
     client: Client, row: WorkflowExecution, selection: Selection, text: str, catch_up_seconds: float
 ) -> WorkflowExecution | None:
+    current = await _current(client, row.id)
+    if current is None or not selection.scope.admits(current.status):
+        return None
+    if row.run_id == current.run_id and agrees(row, current):
+        return row  # the row the filter matched says what the run is now
+    # An earlier generation's row, or a row visibility has not updated yet: judge the current
+    # execution's row once it says what Temporal says. Temporal is asked again on every look, so a
+    # run that keeps changing (or continues as new again) is judged by its latest state.
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + catch_up_seconds, 0.05
+    listed = await _current_row(client, current)
+    while listed is None or listed.run_id != current.run_id or not agrees(listed, current):
+        if loop.time() >= deadline:
+            raise VisibilityBehind(
+                f"run {row.id}: visibility has not indexed its latest change after {catch_up_seconds:g} s; "
+                "it was not judged (run the command again)"
+            )
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 1.0)
+        current = await _current(client, row.id)
+        if current is None or not selection.scope.admits(current.status):
+            return None
+        listed = await _current_row(client, current)
+    query = f"WorkflowId = {_quoted(row.id)} AND RunId = {_quoted(current.run_id)} AND {text}"
+    return listed if await _asked(client, row.id, client.count_workflows(query)) else None
+
+
+async def _current(client: Client, run_id: str) -> WorkflowExecutionDescription | None:
     try:
-        current = await client.get_workflow_handle(row.id).describe()
+        return await client.get_workflow_handle(run_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:  # deleted since it was listed
             return None
-        raise
-    if not selection.scope.admits(current.status):
-        return None
-    if row.run_id == current.run_id and agrees(row, current):
-        return row
-    # An earlier generation's row, or a row visibility has not updated yet: judge the current one.
-    fresh = await _caught_up(client, current, catch_up_seconds)
-    query = f"WorkflowId = {_quoted(row.id)} AND RunId = {_quoted(current.run_id)} AND {text}"
-    return fresh if (await client.count_workflows(query)).count else None
+        raise _not_the_query(run_id, err) from None
+
+
+async def _current_row(client: Client, current: WorkflowExecutionDescription) -> WorkflowExecution | None:
+    """The current execution's row as visibility has it now (None: not indexed yet)."""
+    query = f"WorkflowId = {_quoted(current.id)} AND RunId = {_quoted(current.run_id)}"
+    try:
+        async for found in client.list_workflows(query, limit=1):
+            return found
+    except RPCError as err:
+        raise _not_the_query(current.id, err) from None
+    return None
+
+
+async def _asked(client: Client, run_id: str, counting: Awaitable[Any]) -> int:
+    try:
+        return int((await counting).count)
+    except RPCError as err:
+        raise _not_the_query(run_id, err) from None
+
+
+def _not_the_query(run_id: str, err: RPCError) -> DsmoError:
+    """An error judging one run is not the user's filter's fault: it is not reported as one."""
+    if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        return TemporalUnavailable(f"Temporal: {first_line(err)}")
+    return DsmoError(f"run {run_id}: {first_line(err)}")
 
 
 def agrees(row: WorkflowExecution, current: WorkflowExecutionDescription) -> bool:
@@ -226,26 +272,6 @@ def agrees(row: WorkflowExecution, current: WorkflowExecutionDescription) -> boo
         return False
     listed, known = row.typed_search_attributes, current.typed_search_attributes
     return all(listed.get(key) == known.get(key) for key in sa.ALL)
-
-
-async def _caught_up(
-    client: Client, current: WorkflowExecutionDescription, catch_up_seconds: float
-) -> WorkflowExecution:
-    query = f"WorkflowId = {_quoted(current.id)} AND RunId = {_quoted(current.run_id)}"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + catch_up_seconds
-    pause = 0.05
-    while True:
-        async for row in client.list_workflows(query, limit=1):
-            if agrees(row, current):
-                return row
-        if loop.time() >= deadline:
-            raise VisibilityBehind(
-                f"run {current.id}: visibility has not indexed its latest change after {catch_up_seconds:g} s; "
-                "it was not judged (run the command again)"
-            )
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 1.0)
 
 
 def _quoted(value: str) -> str:

@@ -1,17 +1,25 @@
 """A run's `StatusView` when the run itself cannot be asked: from visibility (a delayed start, no
-worker, a failing workflow task) or, once it has ended, from the record its history holds."""
+worker, a failing workflow task), once it has ended from the record its history holds, and once
+Temporal no longer has it (its subject erased, or past retention) from the trail it exported."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
+from dsmo.activities.definition_store import config_key
+from dsmo.starter.client.trail_store import subject_erased
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
-from dsmo.workflows.contracts.run_records import ExecutionResult, StatusView, WorkflowTaskFailure
+from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, WorkflowTaskFailure
+
+if TYPE_CHECKING:
+    from dsmo.starter.client.dsmo_client import DsmoClient
 
 
 def visibility_view(
@@ -93,3 +101,54 @@ def ended_view(
         cancel_reason=record.cancel_reason,
         compensation=record.compensation,
     )
+
+
+def gone_problem(*, erased: bool) -> str:
+    """Why a run is shown from its exported trail: the one sentence `dsmo status` and the console say."""
+    why = "its data subject was erased" if erased else "past its retention"
+    return f"Temporal no longer has this run ({why}); shown from its exported audit trail"
+
+
+def trail_view(
+    run_id: str, trail: Sequence[AuditEvent], config_uri: Callable[[str], str], *, erased: bool
+) -> StatusView:
+    """The view of a run Temporal no longer has, from the trail it exported when it ended.
+
+    Args:
+        run_id: The run.
+        trail: Its exported trail (RUN_CREATED first, its ending last).
+        config_uri: The URI of a workflow version's config snapshot.
+        erased: Whether the run's data subject was erased (`subject_erased`).
+
+    Returns:
+        Its agent, version, ending, path and times as the trail recorded them, and in ``problem``
+        why it is shown from its trail.
+    """
+    first, last = trail[0], trail[-1]
+    ended = str(last.data.get("status") or "")
+    result_type = last.data.get("resultType")
+    return StatusView(
+        run_id=run_id,
+        agent=str(first.data.get("agent") or ""),
+        workflow_version=first.workflow_version,
+        status=RunStatus(ended) if ended in set(RunStatus) else RunStatus.COMPLETED,
+        path=[event.stage for event in trail if event.type == "STAGE_STARTED" and event.stage],
+        config_ref=config_uri(last.workflow_version),
+        started_at=first.at,
+        completed_at=last.at,
+        result_type=str(result_type) if result_type else None,
+        problem=gone_problem(erased=erased),
+    )
+
+
+async def gone_view(dsmo: DsmoClient, run_id: str) -> tuple[StatusView, list[AuditEvent]]:
+    """`trail_view` of a run Temporal no longer has, and its trail: what `dsmo status` and the
+    console show of it.
+
+    Raises:
+        RunNotFound: It exported no trail either (no run has this id).
+    """
+    trail = await dsmo.events(run_id)  # the export: no history needed
+    store = dsmo.artifacts
+    erased = await asyncio.to_thread(subject_erased, store, trail[0].data)
+    return trail_view(run_id, trail, lambda version: store.uri(config_key(version)), erased=erased), trail

@@ -3,6 +3,7 @@ long-lived run writes as it goes, read by the client without asking a worker."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, read_segments, unchained, verify_lines
 from dsmo.activities.erasure_log import ErasureLog
-from dsmo.starter.client.run_archive import is_run_object
+from dsmo.activities.retention_markers import removed_trail_key
+from dsmo.starter.client.archive_bindings import is_run_object
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.contracts.trail_io import TrailHead
 
@@ -30,6 +32,18 @@ class TrailStore:
             return self.store.read_bytes(self.store.uri(audit_key(run_id)))
         except ArtifactMissing:
             return None
+
+    def missing_export(self, run_id: str) -> str:
+        """Why a run has no exported trail: removed by retention (its sweep left a marker), or
+        not written yet (a run exports its trail when it ends)."""
+        removed = self.store.stored_or_none(removed_trail_key(run_id))
+        if removed is None:
+            return "it is written when the run ends"
+        try:
+            sweep = json.loads(removed).get("sweepId")
+        except (ValueError, AttributeError):
+            sweep = None
+        return f"removed by retention{f', in sweep {sweep}' if sweep else ''}"
 
     def exported_events(self, run_id: str) -> list[AuditEvent] | None:
         """The exported trail's events, or None if the run exported none."""

@@ -417,7 +417,7 @@ async def test_starts_close_together_become_one_run_with_the_last_input(harness:
     assert result.status is RunStatus.COMPLETED
     assert harness.messages(run_id)[0]["message"] == "order shipped"
     created = (await dsmo.events(run_id))[0]
-    assert (created.data["debouncedStarts"], created.data["debounceKey"]) == ("3", order)
+    assert (created.data["debouncedStarts"], created.data["debounceKey"]) == (3, order)
     assert (await _result_once_started(harness, other.run_id)).status is RunStatus.COMPLETED
 
 

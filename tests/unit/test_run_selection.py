@@ -165,9 +165,9 @@ def test_earlier_generations_rows_are_left_out_of_views_but_read_by_confirmed_se
         "WorkflowType='AgentExecution' AND ExecutionStatus NOT IN ('Running', 'ContinuedAsNew') "
         "AND AgentName = 'a' AND (WorkflowVersion = 'v1')"
     )
+    # A run that ended a moment ago may still be listed as running: Temporal's word decides.
     assert chosen.filter(generations=True) == (
-        "WorkflowType='AgentExecution' AND ExecutionStatus != 'Running' AND AgentName = 'a' "
-        "AND (WorkflowVersion = 'v1')"
+        "WorkflowType='AgentExecution' AND AgentName = 'a' AND (WorkflowVersion = 'v1')"
     )
     assert Selection(scope=Scope.OPEN).filter(generations=True).endswith("IN ('Running', 'ContinuedAsNew')")
 

@@ -7,6 +7,7 @@ A DSMO starter writes the input artifact and config snapshot before it starts th
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import workflow
 
@@ -16,6 +17,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.slot_io import SlotRequest
 from dsmo.workflows.contracts.subject_io import SUBJECT_KEY, SubjectKey, SubjectKeyRequest
+from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import effective_parameters
 from dsmo.workflows.definition.subjects import SubjectMissing, render_subject
 from dsmo.workflows.run.activity_calls import ActivityFailed
@@ -28,6 +30,10 @@ from dsmo.workflows.run.throttle_pass import pass_start
 # workflow.patched id: a run started with an id that is not a run id (around DSMO's checks) ends
 # at once and writes nothing; the marker is written only by such runs.
 STRICT_RUN_ID_PATCH = "strict-run-id"
+# workflow.patched id: RUN_CREATED records the SHA-256 of the run's input (the bytes of its input
+# artifact), so an exported archive's input is bound to the hash-chained trail, and a debounced
+# run's `debouncedStarts` as a number. Runs started before it record neither, and replay so.
+RUN_CREATED_V2_PATCH = "run-created-v2"
 
 
 async def begin(run: Run) -> None:
@@ -35,6 +41,7 @@ async def begin(run: Run) -> None:
     state = run.state
     subject_problem = await settle_subject(run)
     request = run.request
+    v2 = workflow.patched(RUN_CREATED_V2_PATCH)
     state.audit.record(
         "RUN_CREATED",
         at=workflow.now(),
@@ -49,8 +56,9 @@ async def begin(run: Run) -> None:
                 else {}
             ),
             **({"parentRunId": request.parent_run_id} if request.parent_run_id else {}),
-            **request.origin,
+            **(_numbered(request.origin) if v2 else request.origin),
             **({"startAt": request.start_at} if request.start_at else {}),
+            **({"inputSha256": values_digest(request.input)} if v2 else {}),
         },
     )
     workflow.logger.info("Starting execution %s (%s@%s)", state.run_id, state.agent, state.workflow_version)
@@ -90,6 +98,14 @@ async def begin(run: Run) -> None:
         await asyncio.sleep(0)
     run.input_uri, state.config_ref = prepared.input_uri, prepared.config_ref
     state.variables.setdefault("stages", {})
+
+
+def _numbered(origin: dict[str, str]) -> dict[str, Any]:
+    """The start's origin as the trail records it: counts as numbers (the request carries strings)."""
+    starts = origin.get("debouncedStarts")
+    if starts is not None and starts.isascii() and starts.isdigit() and len(starts) < 10:
+        return {**origin, "debouncedStarts": int(starts)}
+    return origin
 
 
 async def settle_subject(run: Run) -> str | None:

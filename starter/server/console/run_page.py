@@ -15,11 +15,11 @@ from urllib.parse import quote
 
 from dsmo.starter.client.client_errors import RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.client.status_views import gone_view
 from dsmo.starter.client.trail_store import subject_erased
 from dsmo.starter.server.console import graph
-from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactStore, config_key
+from dsmo.starter.storage import ARTIFACT_PREFIX, ArtifactStore
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 
@@ -186,21 +186,7 @@ async def _from_trail(dsmo: DsmoClient, graphs: GraphCache, s3: S3Client, store:
     Raises:
         RunNotFound: It exported no trail either.
     """
-    trail = await dsmo.events(run_id)  # the export: no history needed
-    first, last = trail[0], trail[-1]
-    ended = str(last.data.get("status") or "")
-    view = StatusView(
-        run_id=run_id,
-        agent=str(first.data.get("agent") or ""),
-        workflow_version=first.workflow_version,
-        status=RunStatus(ended) if ended in set(RunStatus) else RunStatus.COMPLETED,
-        path=[event.stage for event in trail if event.type == "STAGE_STARTED" and event.stage],
-        config_ref=store.uri(config_key(last.workflow_version)),
-        started_at=first.at,
-        completed_at=last.at,
-    )
-    erased = await asyncio.to_thread(subject_erased, store, first.data)
-    why = "its data subject was erased" if erased else "past its retention"
+    view, trail = await gone_view(dsmo, run_id)  # the export; the view `dsmo status` shows
     definition, svg = None, None
     try:
         definition, drawing = await graphs.get(str(view.config_ref))
@@ -216,6 +202,6 @@ async def _from_trail(dsmo: DsmoClient, graphs: GraphCache, s3: S3Client, store:
         artifacts=await asyncio.to_thread(_artifacts, trail, s3, store),
         parent=None,
         children=_children(trail),
-        problems=[f"Temporal no longer has this run ({why}); this page is its exported audit trail"],
+        problems=[str(view.problem)],
         forks=[],
     )
