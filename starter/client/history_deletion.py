@@ -26,6 +26,9 @@ from dsmo.workflows.saga.compensation_retry import retry_id
 HISTORY_GONE_SECONDS = 600.0
 
 Execution = tuple[str, str]  # (workflow id, run id)
+# What Temporal answers about an execution while it deletes it (seen on the dev server: "operation
+# was canceled"): not gone yet, ask again.
+MID_DELETION = (RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 
 async def delete_execution(client: Client, execution: Execution) -> bool:
@@ -68,19 +71,24 @@ async def history_served(client: Client, execution: Execution) -> bool:
     target = WorkflowExecution(workflow_id=workflow_id, run_id=run_id)
     try:
         await client.workflow_service.describe_workflow_execution(
-            DescribeWorkflowExecutionRequest(namespace=client.namespace, execution=target)
+            DescribeWorkflowExecutionRequest(namespace=client.namespace, execution=target), retry=False
         )
         return True
     except RPCError as err:
+        if err.status in MID_DELETION:
+            return True
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
     try:
         await client.workflow_service.get_workflow_execution_history(
-            GetWorkflowExecutionHistoryRequest(namespace=client.namespace, execution=target, maximum_page_size=1)
+            GetWorkflowExecutionHistoryRequest(namespace=client.namespace, execution=target, maximum_page_size=1),
+            retry=False,
         )
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return False
+        if err.status in MID_DELETION:
+            return True
         raise
     return True
 

@@ -20,11 +20,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-import tests.loop_tools  # noqa: F401 - registers the loop's tool in this process's default registry
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.activities.processors import default_registry
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.provisioning import worker_polling
@@ -32,6 +30,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import REPO, Harness
+from tests.loop_tools import registry_with_loop_tool
 
 pytestmark = pytest.mark.integration
 
@@ -110,7 +109,7 @@ def in_process_worker(dsmo: DsmoClient, store: ArtifactStore, task_queue: str, o
         task_queue=task_queue,
         store=store,
         channel=FileChannel(outbox),
-        registry=default_registry,
+        registry=registry_with_loop_tool(),
         llm=LlmEndpoint(chat.url),
     )
 
@@ -131,7 +130,7 @@ async def start_worker_process(settings: Settings, chat: ChatServer, log: Path) 
         **os.environ,
         **settings.to_env(),
         "DSMO_LLM_BASE_URL": chat.url,
-        "DSMO_LOAD": "tests.loop_tools",
+        "DSMO_LOAD": "tests.loop_tool_plugin",
         "PYTHONPATH": str(REPO),
     }
     process = subprocess.Popen(

@@ -29,9 +29,10 @@ def test_a_key_digest_is_the_one_its_lock_s_id_carries_and_is_taken_once() -> No
 def test_a_subject_s_key_label_and_wait_name_the_person_by_a_keyed_fingerprint() -> None:
     assert masked_key_label("applicant.id=K-17", "K-17", KEY) == f"applicant.id={fingerprint('K-17', KEY)}"
     assert masked_key_label("applicant.id=K-17", "K-17", None) == "applicant.id=K-17"
-    shown = masked_wait_data({"expectedFrom": "ana@example.com", "to": "b@x", "threadId": "t-1"}, KEY)
-    assert shown["expectedFrom"].startswith("hmac-sha256:") and shown["to"].startswith("hmac-sha256:")
-    assert shown["threadId"] == "t-1"
+    waiting = {"expectedFrom": "ana@example.com", "to": "b@x", "threadId": "t-ana", "title": "Ana's contract"}
+    shown = masked_wait_data({**waiting, "documents": ["passport"], "attempt": 1}, KEY)
+    assert all(shown[name] == fingerprint(value, KEY) for name, value in waiting.items())
+    assert shown["documents"] == ["passport"] and shown["attempt"] == 1  # what is asked for stays readable
     assert masked_wait_data({"expectedFrom": "ana@example.com"}, None) == {"expectedFrom": "ana@example.com"}
 
 

@@ -30,10 +30,6 @@ from dsmo.workflows.run.throttle_pass import pass_start
 # workflow.patched id: a run started with an id that is not a run id (around DSMO's checks) ends
 # at once and writes nothing; the marker is written only by such runs.
 STRICT_RUN_ID_PATCH = "strict-run-id"
-# workflow.patched id: RUN_CREATED records the SHA-256 of the run's input (the bytes of its input
-# artifact), so an exported archive's input is bound to the hash-chained trail, and a debounced
-# run's `debouncedStarts` as a number. Runs started before it record neither, and replay so.
-RUN_CREATED_V2_PATCH = "run-created-v2"
 
 
 async def begin(run: Run) -> None:
@@ -41,7 +37,6 @@ async def begin(run: Run) -> None:
     state = run.state
     subject_problem = await settle_subject(run)
     request = run.request
-    v2 = workflow.patched(RUN_CREATED_V2_PATCH)
     state.audit.record(
         "RUN_CREATED",
         at=workflow.now(),
@@ -56,9 +51,12 @@ async def begin(run: Run) -> None:
                 else {}
             ),
             **({"parentRunId": request.parent_run_id} if request.parent_run_id else {}),
-            **(_numbered(request.origin) if v2 else request.origin),
+            **_numbered(request.origin),
             **({"startAt": request.start_at} if request.start_at else {}),
-            **({"inputSha256": values_digest(request.input)} if v2 else {}),
+            # The input's SHA-256 binds an exported archive's input to the trail. No patch: it
+            # changes no command, and a run replayed on this code in its first generation
+            # re-records its whole trail (nothing of it left the run before its first hand-over).
+            "inputSha256": values_digest(request.input),
         },
     )
     workflow.logger.info("Starting execution %s (%s@%s)", state.run_id, state.agent, state.workflow_version)

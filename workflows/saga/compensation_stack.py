@@ -22,22 +22,19 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render_values
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import Compensation, WaitCheckpoint
-from dsmo.workflows.contracts.trail_io import EventValues, canonical_values, values_digest
 from dsmo.workflows.definition.conditions import ConditionError
 from dsmo.workflows.definition.node_types import CompensationSpec, InvokeNode
 from dsmo.workflows.run.activity_calls import SINGLE_ATTEMPT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.routing import bounded_condition
-from dsmo.workflows.run.service_budgets import call_service
+from dsmo.workflows.saga.action_outputs import recorded_output
 from dsmo.workflows.saga.compensation_retry import CompensationRetry, CompensationRetryRequest, retry_id
 
 T = TypeVar("T")
 
 # workflow.patched id: replays take saga actions' outcomes from the record (they ran them again).
 REPLAY_RECORDED_ACTIONS_PATCH = "replay-recorded-actions"
-# workflow.patched id: a run about a data subject records its actions' outputs sealed, by reference.
-SEALED_OUTPUT_PATCH = "sealed-action-output"
 COMPENSATION_TIMEOUT = timedelta(seconds=60)
 
 
@@ -120,41 +117,6 @@ async def _replay_invoke(run: Run, node_id: str, step: str, node: InvokeNode) ->
         raise asyncio.CancelledError
 
 
-async def recorded_output(run: Run, output: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """What STAGE_SUCCEEDED records of an action's output: ``output`` itself, or, in a run about a
-    data subject, ``outputRef`` (the output stored sealed with the subject's key, with its size and
-    hash), since the trail outlives an erasure. A replay reads it back with
-    ``starter.client.recorded_outputs.action_output``.
-
-    If the sealed copy cannot be written, only ``outputDigest`` is kept (the run goes on; such a
-    step cannot be replayed). Runs that recorded actions' outputs in the clear before keep doing so.
-
-    Returns:
-        What to record, and whether the run was asked to cancel while the sealed copy was written
-        (the caller records the step, then lets the cancel through).
-    """
-    if run.seal is None or not workflow.patched(SEALED_OUTPUT_PATCH):
-        return {"output": output}, False  # nothing awaited: the step is recorded in this activation
-    return await _through_cancel(_sealed_output(run, output))
-
-
-async def _sealed_output(run: Run, output: dict[str, Any]) -> dict[str, Any]:
-    state, digest, size = run.state, values_digest(output), len(canonical_values(output))
-    # The STAGE_SUCCEEDED about to be recorded: the object's name stays unique in the run.
-    seq = state.audit.head.seq + len(state.audit.events) + 1
-    try:
-        uri = await call_service(
-            contracts.STORE_EVENT_VALUES,
-            EventValues(run_id=state.run_id, seq=seq, values=output, sha256=digest, seal=run.seal),
-            result_type=str,
-            local=True,
-        )
-    except ActivityFailed as failed:
-        workflow.logger.warning("action output of %s not kept: %s", state.run_id, failed.message)
-        return {"outputDigest": {"bytes": size, "sha256": digest}}
-    return {"outputRef": {"uri": uri, "bytes": size, "sha256": digest}}
-
-
 def push(run: Run, step: str, spec: CompensationSpec, own_action: str | None, output: dict[str, Any]) -> None:
     """After a step succeeds: remember how to undo it (if its output says it can be undone)."""
     if spec.when is not None:
@@ -192,20 +154,6 @@ async def unwind_above(run: Run, depth: int, trigger: str) -> dict[str, Any] | N
         return await shielded(_unwind_all(run, trigger))
     finally:
         run.saga = kept + run.saga
-
-
-async def _through_cancel(work: Awaitable[T]) -> tuple[T, bool]:
-    """Await ``work`` to the end; and whether the run was asked to cancel meanwhile (the caller
-    records what it finished, then lets the cancel through)."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(task), cancelled
-        except asyncio.CancelledError:
-            cancelled = True
-            if task.done():
-                return task.result(), cancelled
 
 
 async def shielded(work: Awaitable[T]) -> T:
