@@ -15,7 +15,7 @@ from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, render_key
-from dsmo.workflows.engine.debouncer import DebounceAnswer, DebounceState
+from dsmo.workflows.engine.debouncer import BATCH_BYTES, DebounceAnswer, DebounceState, weight
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -35,7 +35,8 @@ async def join_batch(dsmo: DsmoClient, request: ExecutionRequest, task_queue: st
     """Send the start to its key value's batch; the run it becomes, and how many starts it gathered.
 
     Raises:
-        InvalidInputDocument: The input lacks the value the debounce key reads.
+        InvalidInputDocument: The input lacks the value the debounce key reads, or the input and
+            definition together weigh more than a batch carries (`BATCH_BYTES`).
     """
     definition = request.definition
     debounce = definition.debounce
@@ -45,6 +46,12 @@ async def join_batch(dsmo: DsmoClient, request: ExecutionRequest, task_queue: st
     except FlowControlError as err:
         raise InvalidInputDocument(f"input: {err}") from None
     ask: dict[str, Any] = {"input": request.input, "definition": definition.model_dump(mode="json", exclude_none=True)}
+    size = weight(ask["input"]) + weight(ask["definition"])
+    if size > BATCH_BYTES:  # refused here: Temporal would refuse the request itself past 2 MB
+        raise InvalidInputDocument(
+            f"input: the start weighs {size:,} bytes with its definition; "
+            f"a debounced batch carries at most {BATCH_BYTES:,}"
+        )
     state = DebounceState(definition=definition, key=key)
     answer = await update_with_start(
         dsmo,

@@ -47,7 +47,7 @@ from dsmo.workflows.definition.sensitive import key_digest
 from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
 from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
 from dsmo.workflows.engine.rate_limiter import LimiterState
-from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
+from dsmo.workflows.engine.slot_line import SlotLine
 from dsmo.workflows.events.resume_events import EventAck
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
@@ -129,7 +129,7 @@ async def admit(
     """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
 
     Raises:
-        KeyBusy: A busy key says ``reject`` (slots claimed so far are given back).
+        KeyBusy: A busy key says ``reject``, or its line is full (slots claimed so far are given back).
     """
     admission, priority = Admission(), request.priority
     for slot in slots:
@@ -155,14 +155,12 @@ async def admit(
             continue
         admission.queued_behind, admission.ahead = slot.label, len(answer.holders) + answer.waiting
         admission.in_line = slot.lock
-        if slot.on_busy == "reject":
+        if slot.on_busy == "reject" or answer.refused is not None:  # refused: its line is at its limit
             admission.in_line = None
             await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
             holders = ", ".join(answer.holders) or "runs in line"
-            raise KeyBusy(
-                f"concurrency.{slot.index}: {slot.label} is busy: run {holders} holds it (onBusy: reject)",
-                active_runs=answer.holders,
-            )
+            why = f": {answer.refused}" if answer.refused else f" is busy: run {holders} holds it (onBusy: reject)"
+            raise KeyBusy(f"concurrency.{slot.index}: {slot.label}{why}", active_runs=answer.holders)
         if slot.on_busy == "cancel-previous":
             reason = f"replaced by run {run_id} for {slot.label} (onBusy: cancel-previous)"
             await asyncio.gather(*(_cancel(dsmo, holder, reason) for holder in answer.holders))
@@ -230,7 +228,7 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
 
 async def _claim(
     dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
-) -> ClaimAnswer:
+) -> KeyClaimAnswer:
     shard, line = shard_of(slot.lock)
     ask = {
         "run_id": run_id,
@@ -239,6 +237,7 @@ async def _claim(
         "priority": priority,
         "max_concurrent": slot.limit,
         "key": key_digest(slot.key),  # the lock keeps only the value's digest
+        # Used only until a run tells the lock the worker's own setting (which then governs).
         "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
     }
     answer = KeyClaimAnswer(admitted=False, verify=True)

@@ -14,6 +14,13 @@ MIGRATE_UPDATE = "migrate"
 MIGRATION_REFUSED = "MigrationRefused"
 # Not an error to a batch: the run already follows the target version (a re-run finds it there).
 ALREADY_ON_TARGET = "MigrationAlreadyOnTarget"
+# The most a move hands over to the target version (its definition and the run's state, in JSON
+# bytes): a continue-as-new's input, which Temporal caps at 2 MB. A larger move is refused.
+HANDOVER_LIMIT = 1_500_000
+HANDOVER_TOO_LARGE = (
+    "definition: the move would hand over {size:,} bytes (the target with the run's input and state); "
+    "a move hands over at most {limit:,}"
+)
 
 
 class MigrationRequest(WireModel):

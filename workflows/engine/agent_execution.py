@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.engine import fork_point, rewind_point, run_migration
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
+    from dsmo.workflows.engine.endings import finish_cancelled_handing_over as finish_handing_over
     from dsmo.workflows.engine.node_step import step_from
     from dsmo.workflows.events.resume_events import (
         DUPLICATE_NOT_RECORDED,
@@ -55,6 +56,9 @@ STRICT_SIGNALS_PATCH = "strict-signals"
 # one, as `well_formed` (so every other way in) refuses it; it was refused for its kind's before.
 # The marker is written only for such a signal.
 STRICT_RULES_FIRST_PATCH = "strict-signal-rules-first"
+# A cancel while the run hands over to its next generation ends it cancelled, unwound and
+# exported (it ended with no record, or was carried over and lost). Written only by such runs.
+CANCEL_WHILE_HANDING_OVER_PATCH = "cancel-while-handing-over"
 # What a `migrate` update waiting for the run's next node boundary hears if the run ends first.
 ENDED_FIRST = "the run ended before it reached its next node, so it did not move"
 
@@ -114,7 +118,12 @@ class AgentExecution:
             await run_migration.no_more_boundaries(run, ENDED_FIRST)
             return await finish_early(run, await service_failed(run, failed))
         except ContinueAsNewDue as due:
-            await self._continue_as_new(due)
+            try:
+                await self._continue_as_new(due)
+            except asyncio.CancelledError:
+                if not workflow.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
+                    raise  # runs from before ended Canceled here, with no record
+            return await finish_handing_over(run, ENDED_FIRST)
         except asyncio.CancelledError:
             rewind_point.abandon(run)
             await run_migration.no_more_boundaries(run, ENDED_FIRST)
@@ -123,6 +132,7 @@ class AgentExecution:
         return await finish_completed(run)
 
     async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
+        """Hand the run over to its next generation; returns only if the run was cancelled meanwhile."""
         run = self._run
         await run_migration.at_boundary(run, due.node, due.wait)
         if run.migration is None and run.replay_move_due(due.node, waiting=due.wait is not None):
@@ -131,6 +141,10 @@ class AgentExecution:
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # A cancel that arrived with the last await's wake-up has not reached this task yet
+        # (Temporal delivers it on the next turn): it ends the run here, it is not carried over.
+        if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
+            return
         if run.rewind is not None:
             request = rewind_point.hand_over(run)
             workflow.logger.info("Execution %s goes back to %s", run.state.run_id, run.rewind.request.to_node)

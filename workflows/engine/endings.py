@@ -18,6 +18,8 @@ from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import ExecutionResult
 from dsmo.workflows.contracts.trail_io import AuditExport
 from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
+from dsmo.workflows.engine.rewind_point import abandon as rewind_abandon
+from dsmo.workflows.engine.run_migration import no_more_boundaries
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
@@ -27,6 +29,21 @@ from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_ser
 from dsmo.workflows.saga.compensation_stack import unwind
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
+# workflow.patched id: a run that ends from a wait says so before it unwinds (its search
+# attributes say `running`). Written only by a run that ends while waiting.
+ENDING_PATCH = "ending-says-so"
+
+
+def begin_ending(run: Run, status: RunStatus) -> None:
+    """The run is ending in ``status``: it says so at once, before anything is awaited.
+
+    Refusing requests from then on changes no command; showing that a run left its wait is an
+    upsert, the one command runs from before did not make, so only that is behind the patch (and
+    the patch is asked only then: a run that ends from running writes no marker).
+    """
+    state = run.state
+    if state.ending is None:
+        state.begin_ending(status, publish=state.status is RunStatus.WAITING and workflow.patched(ENDING_PATCH))
 
 
 async def finish_completed(run: Run) -> ExecutionResult:
@@ -52,6 +69,7 @@ async def finish_completed(run: Run) -> ExecutionResult:
 async def finish_early(run: Run, ended: RunEnded) -> ExecutionResult:
     """A node ended the run FAILED or TIMEOUT: unwind, settle, and fail the workflow with the record."""
     state = run.state
+    begin_ending(run, ended.status)
     timeout = ended.status is RunStatus.TIMEOUT
     compensation = await unwind(run, "timeout" if timeout else "failed")
     result = ExecutionResult(
@@ -80,6 +98,7 @@ async def finish_early(run: Run, ended: RunEnded) -> ExecutionResult:
 async def finish_cancelled(run: Run) -> ExecutionResult:
     """The run was cancelled: unwind, settle, and end the workflow Cancelled with the record."""
     state = run.state
+    begin_ending(run, RunStatus.CANCELLED)
     by, reason = _cancellation(workflow.cancellation_reason())
     compensation = await unwind(run, "cancelled")
     result = ExecutionResult(
@@ -97,6 +116,20 @@ async def finish_cancelled(run: Run) -> ExecutionResult:
     await _settle(run, result)
     workflow.logger.info("Execution %s cancelled by %s: %s", state.run_id, by, reason)
     raise CancelledError(f"cancelled by {by}: {reason}", result.model_dump(mode="json"))
+
+
+async def finish_cancelled_handing_over(run: Run, ended_first: str) -> ExecutionResult:
+    """Cancelled while handing over to the next generation: the hand-over is dropped and the run
+    ends cancelled as the run it is (a `migrate` still waiting for a boundary hears ``ended_first``)."""
+    begin_ending(run, RunStatus.CANCELLED)  # from here on it takes no request
+    await no_more_boundaries(run, ended_first)
+    # A rewind's undo (its update handler) runs to its end and is recorded first: the steps it
+    # undid are off the stack, and the cancel undoes the rest, each once.
+    await workflow.wait_condition(workflow.all_handlers_finished)
+    run.rewind = run.migration = None
+    run.continuing = False
+    rewind_abandon(run)
+    return await finish_cancelled(run)
 
 
 async def _settle(run: Run, result: ExecutionResult) -> None:

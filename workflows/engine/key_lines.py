@@ -20,6 +20,15 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.engine.slot_grants import CLAIM_GRACE, holder_states
     from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
 
+# How many runs may wait in one key value's line, and the most a shard's lines may carry (in
+# bytes, estimated by `carried_bytes`): a shard carries its lines across continue-as-new, in one
+# payload Temporal caps at 2 MB. A starter's claim beyond either is refused with the reason; a
+# run already started that asks for a later key is lined up up to `SHARD_CEILING`.
+LINE_LIMIT = 1_000
+SHARD_BUDGET = 1_000_000
+SHARD_CEILING = 1_500_000
+ENTRY_OVERHEAD = 64  # a run's timestamp, priority and JSON punctuation beside its id's three copies
+
 # What telling a holder found: it holds the slot still, it has ended (its slot is free now), or
 # it may be a run a starter claimed for that has not started yet (only Temporal can tell).
 Told = Literal["held", "gone", "unsure"]
@@ -31,9 +40,11 @@ class KeyClaimAnswer(ClaimAnswer):
     Attributes:
         verify: The key is full of holders not yet told that a run waits: some may have ended.
             Ask again with ``claim_verified``.
+        refused: Why the run was not put in line (the line, or its shard, is at its limit).
     """
 
     verify: bool = False
+    refused: str | None = None
 
 
 class KeyLine(SlotLine):
@@ -71,6 +82,31 @@ class KeyLine(SlotLine):
     def drop(self, run_id: str) -> None:
         super().drop(run_id)
         self.wanted = [holder for holder in self.wanted if holder != run_id]
+
+
+def entry_bytes(run_id: str) -> int:
+    """About what one run in a line costs the shard's carried state (its id is kept up to three times)."""
+    return 3 * len(run_id) + ENTRY_OVERHEAD
+
+
+def carried_bytes(lines: dict[str, KeyLine]) -> int:
+    """An upper estimate of what a shard's lines weigh in its continue-as-new input."""
+    return sum(
+        len(name) + len(line.key) + ENTRY_OVERHEAD + sum(entry_bytes(run_id) for run_id in (*line.holders, *line.queue))
+        for name, line in lines.items()
+    )
+
+
+def line_refusal(lines: dict[str, KeyLine], line: KeyLine, run_id: str) -> str | None:
+    """Why a starter may not put ``run_id`` in ``line`` now (None: it may)."""
+    if len(line.queue) >= LINE_LIMIT:
+        return f"{len(line.queue)} runs already wait in this key value's line (at most {LINE_LIMIT:,}); try later"
+    if carried_bytes(lines) + entry_bytes(run_id) > SHARD_BUDGET:
+        return (
+            f"the lines of this key's lock shard are full (at most {SHARD_BUDGET:,} bytes of run ids "
+            "wait in one shard); try later"
+        )
+    return None
 
 
 async def tell_waiting(line: KeyLine, holder: str, payload: dict[str, Any], *, may_ask: bool) -> Told:

@@ -36,7 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from dsmo.workflows.common.wire import WireModel
-    from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine, tell_waiting
+    from dsmo.workflows.engine import key_lines
+    from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine, line_refusal, tell_waiting
     from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
 
 IDLE_GRACE = timedelta(minutes=1)
@@ -51,12 +52,14 @@ class KeyLocksState(WireModel):
         owner: The scope: the agent, or ``group-<name>``.
         lines: The lines by key digest.
         check_every_seconds: How often the holders are checked (None: never).
+        worker_checks: It is the worker's setting (a run's `acquire` sent it): a starter's no longer counts.
         next_check: When they are next checked: carried, so continuing as new never puts it off.
     """
 
     owner: str
     lines: dict[str, KeyLine] = Field(default_factory=dict)
     check_every_seconds: float | None = None
+    worker_checks: bool = False
     next_check: datetime | None = None
 
 
@@ -101,10 +104,14 @@ class KeyLocks:
     @workflow.signal
     def acquire(self, request: dict[str, Any]) -> None:
         run_id, name = str(request.get("run_id", "")), str(request.get("line", ""))
-        line = self._line(name, request)
+        line = self._line(name, request, from_worker=True)
         if run_id in line.holders:
             self._regrants.append((name, run_id))  # a run reset to before it got its slot asks again
         elif run_id and run_id not in line.queue:
+            if key_lines.carried_bytes(self._state.lines) + key_lines.entry_bytes(run_id) > key_lines.SHARD_CEILING:
+                # Beyond this the shard could not continue as new (Temporal caps its input at 2 MB).
+                workflow.logger.error("Key lock full: run %s cannot wait in line %s", run_id, name)
+                return
             line.line_up(run_id, request.get("priority"))
         self._due.add(name)
 
@@ -144,6 +151,10 @@ class KeyLocks:
         return self._claim(name, line, run_id, request)
 
     def _claim(self, name: str, line: KeyLine, run_id: str, request: dict[str, Any]) -> KeyClaimAnswer:
+        lining_up = request.get("queue") and run_id not in line.holders and run_id not in line.queue
+        refused = line_refusal(self._state.lines, line, run_id) if lining_up and (line.full or line.queue) else None
+        if refused is not None:
+            return KeyClaimAnswer(admitted=False, holders=list(line.holders), waiting=len(line.queue), refused=refused)
         answer, changed = line.claim(run_id, request, workflow.now())
         if changed:
             self._due.add(name)
@@ -158,7 +169,7 @@ class KeyLocks:
     def snapshot(self) -> KeyLocksState:
         return self._state
 
-    def _line(self, name: str, request: dict[str, Any]) -> KeyLine:
+    def _line(self, name: str, request: dict[str, Any], *, from_worker: bool = False) -> KeyLine:
         line = self._state.lines.get(name)
         if line is None:
             # KeyLine keeps only the key's digest, whatever an older starter or worker sends.
@@ -167,8 +178,11 @@ class KeyLocks:
         if limit > line.max_concurrent:
             self._due.add(name)  # a definition's higher limit frees slots for the line at once
         line.max_concurrent = limit
-        if request.get("check_every_seconds") is not None:
-            self._state.check_every_seconds = float(request["check_every_seconds"])
+        # The worker's setting (sent with a run's `acquire`) governs; a starter's stands in until then.
+        every = request.get("check_every_seconds")
+        if every is not None and (from_worker or not self._state.worker_checks):
+            self._state.check_every_seconds = float(every)
+            self._state.worker_checks = self._state.worker_checks or from_worker
         return line
 
     async def _grant(self) -> set[str]:

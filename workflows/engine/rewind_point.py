@@ -57,6 +57,9 @@ def refusal(run: Run, request: RewindRequest) -> str | None:
         return "status: a replay follows its original run's record; it is not rewound"
     if status.terminal:
         return f"status: the run has ended ({status.value}); fork it instead (dsmo runs fork)"
+    ending = state.ending_problem()
+    if ending is not None:  # unwinding towards its end: it says WAITING no more (endings.py)
+        return f"{ending}; fork it once it has ended (dsmo runs fork)"
     if run.rewind is not None:
         return f"status: the run is already going back to {run.rewind.request.to_node!r}"
     if run.migration is not None or run.migration_asked:

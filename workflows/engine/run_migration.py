@@ -11,11 +11,12 @@ Where a run can move:
   timers restart);
 - anywhere else (a stage or an agent call in flight, a child run it waits for, queued behind
   the agent's concurrency limit, a wait whose event has just arrived): at its next node
-  boundary. The update waits there, so the loop (`AgentExecution.run`) enters no node while a
-  move is being decided, and the checks run again against the node the run has reached. If
-  that node cannot move, the update fails with the reason and the run goes on where it is.
+  boundary, or inside the wait it enters first. The update waits there, so the loop enters no
+  node while a move is decided, and the checks run again where the run is; if it cannot move
+  there, the update fails with the reason and the run goes on where it is.
 Events that arrive once a move is accepted are kept, not applied, so exactly one version
-takes each (the target's wait, from the inbox).
+takes each (the target's wait, from the inbox). Longer than most modules: the update's checks,
+the wait for a place to move and the arrival are one protocol, read together.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ from dsmo.workflows.definition.migration_checks import (
 )
 from dsmo.workflows.definition.node_types import RequestDocumentNode
 from dsmo.workflows.definition.sensitive import masked_variables
+from dsmo.workflows.engine.handover_size import handover_problem
 from dsmo.workflows.run.context import PendingMigration, Run
+
+# workflow.patched id: a `migrate` waiting for a boundary is also decided when the run enters a wait.
+MOVE_INTO_WAIT_PATCH = "move-into-wait"
 
 
 def validate(run: Run, request: MigrationRequest) -> None:
@@ -74,13 +79,15 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
         if run.migration_asked or run.migration is not None:
             raise _refusal(MigrationRefused("status: another move of this run is under way"))
         run.migration_asked = True
+        # A node that sends, then waits, has no boundary before its wait: the move is made from inside it.
+        into_wait = workflow.patched(MOVE_INTO_WAIT_PATCH)
         try:
-            await workflow.wait_condition(lambda: run.boundary is not None or run.no_boundary is not None)
+            await workflow.wait_condition(lambda: any((run.boundary, run.no_boundary, into_wait and position_now(run))))
         finally:
             run.migration_asked = False
-        if run.boundary is None:
+        position = run.boundary or (position_now(run) if into_wait else None)
+        if position is None:
             raise _refusal(MigrationRefused(f"status: {run.no_boundary}"))
-        position = run.boundary
     try:
         plan = _check(run, request, position)
     except MigrationRefused as err:
@@ -176,6 +183,9 @@ def _check(run: Run, request: MigrationRequest, position: RunPosition) -> Any:
         raise MigrationRefused("status: a replay follows its original run's record; it does not move")
     if state.status.terminal:
         raise MigrationRefused(f"status: the run has ended ({state.status.value})")
+    ending = state.ending_problem()
+    if ending is not None:  # unwinding towards its end (endings.py)
+        raise MigrationRefused(ending)
     if run.migration is not None:
         raise MigrationRefused("status: the run is already moving to another version")
     if run.rewind is not None:
@@ -195,7 +205,11 @@ def _check(run: Run, request: MigrationRequest, position: RunPosition) -> Any:
         kept=position.kept,
         variables=moved_variables(run, request),
     )
-    return plan_migration(run.definition, target, position, request.node_map, leave_wait=request.leave_wait)
+    planned = plan_migration(run.definition, target, position, request.node_map, leave_wait=request.leave_wait)
+    too_large = handover_problem(run, target, position)
+    if too_large is not None:
+        raise MigrationRefused(too_large)
+    return planned
 
 
 def _refusal(err: MigrationRefused) -> ApplicationError:

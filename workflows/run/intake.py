@@ -68,6 +68,9 @@ def judge(run: Run, event: ResumeEvent) -> Verdict:
     if event.event_id in state.seen_event_ids:
         return Verdict("duplicate", None, True, None)
     legacy_reason = _legacy_problem(state, event)
+    ending = state.ending_problem()
+    if ending is not None:  # unwinding towards its end (endings.py): no wait will take it
+        return Verdict("refuse", f"{ending}; {event.type} was not applied", legacy_reason is None, legacy_reason)
     # Going back to an earlier node (rewind_point.py), the run leaves the wait it is in, then
     # re-executes its record: events sent meanwhile are kept for its waits from that node on.
     going_back = run.going_back_to()

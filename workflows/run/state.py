@@ -68,6 +68,9 @@ class RunState:
     identity_unpublished: bool = False
     # WaitingOn and WaitingSince hold a value: the next upsert outside a wait clears them.
     wait_attributes_set: bool = False
+    # The status the run is ending in while it unwinds and settles (`begin_ending`); it takes
+    # no request from then on, and is no longer waiting.
+    ending: RunStatus | None = None
 
     # -- status -----------------------------------------------------------------------------
 
@@ -82,9 +85,31 @@ class RunState:
         if not published or self.identity_unpublished:
             self.publish()
 
-    def publish(self) -> None:
-        """Mirror status and wait to the search attributes."""
-        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(self.status.value)]
+    def begin_ending(self, status: RunStatus, *, publish: bool) -> None:
+        """The run ends in ``status``: from now on it says so and takes no request.
+
+        It leaves its wait at once (shown `running` while its saga unwinds and it settles);
+        `enter` gives it ``status`` once its terminal record is made. ``publish``: mirror
+        that to the search attributes now (runs from before this did not).
+        """
+        if self.ending is not None:
+            return
+        self.ending = status
+        if self.status is RunStatus.WAITING:
+            self.waiting = None
+            if publish:
+                self.publish(shown=RunStatus.RUNNING)
+
+    def ending_problem(self) -> str | None:
+        """Why a run that is ending takes no request (every validator refuses with it); None otherwise."""
+        if self.ending is None or self.status.terminal:
+            return None
+        return f"status: the run is ending ({self.ending.value}); it takes no more requests"
+
+    def publish(self, *, shown: RunStatus | None = None) -> None:
+        """Mirror status (or ``shown``) and wait to the search attributes."""
+        status = shown or self.status
+        updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(status.value)]
         if self.identity_unpublished:
             updates += [sa.AGENT_NAME.value_set(self.agent), sa.WORKFLOW_VERSION.value_set(self.workflow_version)]
             self.identity_unpublished = False
@@ -200,11 +225,13 @@ class RunState:
     def view(self) -> StatusView:
         result = self.result
         waiting = self.waiting
+        # Ending from a wait: no longer waiting, not yet ended (its terminal record is being made).
+        leaving = self.status is RunStatus.WAITING and self.ending is not None
         return StatusView(
             run_id=self.run_id,
             agent=self.agent,
             workflow_version=self.workflow_version,
-            status=self.status,
+            status=RunStatus.RUNNING if leaving else self.status,
             current_node=self.current_node,
             waiting_for=waiting.kind if waiting else None,
             waiting_until=waiting.until if waiting else None,

@@ -1,0 +1,214 @@
+"""`make hostile`, the sizes part: what DSMO's helper workflows and a move carry, against their bounds.
+
+On a worker in this process: a key value's line filled with 200-character run ids until its lock
+refuses a claim (bound: refused at `LINE_LIMIT`, the lock's carried state under 2 MB); a
+``mode: all`` debounce key sent 100 starts of 25 KB (bound: every batch at most
+`DEBOUNCE_MAX_INPUTS` starts and `BATCH_BYTES`, every batch's run exists); a waiting run with a
+600 KB input asked to move to a valid 1 MB target (bound: refused with the reason, the run still
+waiting). In every case no workflow task fails (the histories are scanned). Prints a table and
+writes `bench/results/hostile-sizes.json`.
+
+    python -m bench.hostile_sizes [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from bench.cli import bench_stack
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.processors import default_registry
+from dsmo.starter.client.client_errors import MigrationNotAccepted
+from dsmo.starter.client.debounced_starts import debouncer_id
+from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.starter.config.settings import Settings
+from dsmo.starter.storage import artifact_store
+from dsmo.worker import build_worker
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.migration_io import HANDOVER_LIMIT
+from dsmo.workflows.definition.flow_control import DEBOUNCE_MAX_INPUTS
+from dsmo.workflows.engine.debouncer import BATCH_BYTES
+from dsmo.workflows.engine.key_lines import LINE_LIMIT
+from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+
+REPO = Path(__file__).resolve().parent.parent
+TWO_MB = 2 * 1024 * 1024
+
+WAITING = """
+agent: {agent}
+version: "{version}"
+inputs: [order, inputs]
+{extra}
+start: ask
+nodes:
+  ask:
+    actionType: wait_for_response
+    parameters: {{timeout: 1h, onTimeout: fail}}
+    next: {after}
+{steps}  bye:
+    actionType: send_message
+    parameters: {{message: "done"}}
+"""
+
+
+@dataclass
+class SizeCase:
+    """One size measured against its bound."""
+
+    case: str
+    measured: str
+    bound: str
+    failed_tasks: int
+    within_bound: bool
+
+
+async def failed_tasks(temporal: Client, workflow_id: str) -> int:
+    """Workflow tasks that failed in every run of ``workflow_id``, back along its continue-as-new chain."""
+    failed, run_id = 0, None
+    while True:
+        history = await temporal.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        failed += sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events)
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id or None
+        if run_id is None:
+            return failed
+
+
+async def lock_line(dsmo: DsmoClient, queue: str) -> SizeCase:
+    """One line filled with 200-character run ids until the lock refuses."""
+    shard = f"dsmo-keys.hostile-{uuid.uuid4().hex[:6]}.{queue}.0"
+    await dsmo.temporal.start_workflow(KeyLocks.run, KeyLocksState(owner="hostile"), id=shard, task_queue=queue)
+    handle, queued, refused = dsmo.temporal.get_workflow_handle(shard), 0, ""
+    try:
+        for at in range(0, 2 * LINE_LIMIT, 8):
+            ids = [f"r{index:05d}-" + "x" * 193 for index in range(at, at + 8)]
+            asks = [{"run_id": run_id, "line": "l", "queue": True, "max_concurrent": 11} for run_id in ids]
+            answers = await asyncio.gather(*(handle.execute_update("claim", ask) for ask in asks))
+            queued += sum(not answer["admitted"] and not answer.get("refused") for answer in answers)
+            refused = next((answer["refused"] for answer in answers if answer.get("refused")), "")
+            if refused:
+                break
+        carried = len((await handle.query("snapshot", result_type=KeyLocksState)).model_dump_json())
+        failed = await failed_tasks(dsmo.temporal, shard)
+    finally:
+        await handle.terminate(reason="hostile sizes done")
+    within = bool(refused) and queued == LINE_LIMIT and carried < TWO_MB and not failed
+    measured = f"{queued:,} in line, then refused; lock state {carried:,} B"
+    return SizeCase("lock line, 200-char run ids", measured, f"refused at {LINE_LIMIT:,}; state < 2 MB", failed, within)
+
+
+async def debounce_batch(dsmo: DsmoClient, queue: str) -> SizeCase:
+    """100 starts of 25 KB on one ``mode: all`` key."""
+    agent, order = f"hostile-deb-{uuid.uuid4().hex[:6]}", f"o-{uuid.uuid4().hex[:6]}"
+    extra = 'debounce: {key: "{{order.id}}", period: 2s, mode: all}'
+    flow = parse_definition_text(WAITING.format(agent=agent, version="1.0.0", extra=extra, after="bye", steps=""))
+    batches: dict[str, int] = {}
+    for line in range(100):
+        report = await dsmo.submit(flow, {"order": {"id": order, "line": line, "n": "n" * 25_000}}, task_queue=queue)
+        batches[report.run_id] = report.gathered
+    runs = 0
+    for run_id in batches:
+        for _ in range(300):  # a hang guard: each batch's run starts once its key is quiet
+            if await _exists(dsmo, run_id):
+                runs += 1
+                break
+            await asyncio.sleep(0.1)
+    failed = await failed_tasks(dsmo.temporal, debouncer_id(agent, order))
+    largest = max(batches.values())
+    within = largest <= DEBOUNCE_MAX_INPUTS and largest * 25_000 < BATCH_BYTES and runs == len(batches) and not failed
+    measured = f"{len(batches)} batches of at most {largest} starts (~{largest * 25:,} KB); {runs} runs exist"
+    bound = f"<= {DEBOUNCE_MAX_INPUTS} starts and {BATCH_BYTES:,} B a batch"
+    return SizeCase("debounce batch, 100 starts of 25 KB", measured, bound, failed, within)
+
+
+async def _exists(dsmo: DsmoClient, run_id: str) -> bool:
+    try:
+        await dsmo.temporal.get_workflow_handle(run_id).describe()
+    except Exception:  # noqa: BLE001 - not started yet
+        return False
+    return True
+
+
+async def migration_target(dsmo: DsmoClient, queue: str) -> SizeCase:
+    """A waiting run with a 600 KB input asked to move to a valid target of about 1 MB."""
+    agent = f"hostile-move-{uuid.uuid4().hex[:6]}"
+    v1 = parse_definition_text(WAITING.format(agent=agent, version="1.0.0", extra="", after="bye", steps=""))
+    steps = "".join(
+        f'  pad{step}:\n    actionType: send_message\n    parameters: {{message: "{"w" * 3_990}"}}\n'
+        f"    next: {'bye' if step == 249 else f'pad{step + 1}'}\n"
+        for step in range(250)
+    )
+    v2 = parse_definition_text(WAITING.format(agent=agent, version="2.0.0", extra="", after="pad0", steps=steps))
+    await dsmo.publish(v1)
+    await dsmo.publish(v2)
+    run_id = await dsmo.start(v1, {"order": {"notes": "n" * 600_000}}, task_queue=queue)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    started, answer = time.perf_counter(), "accepted"
+    try:
+        await dsmo.migrate_run(run_id, v2)
+    except MigrationNotAccepted as err:
+        answer = str(err).split("definition: ", 1)[-1]
+    seconds = time.perf_counter() - started
+    still = (await dsmo.status(run_id)).status is RunStatus.WAITING
+    await dsmo.cancel(run_id, reason="hostile sizes done")
+    await dsmo.result(run_id)
+    failed = await failed_tasks(dsmo.temporal, run_id)
+    within = answer != "accepted" and still and not failed
+    measured = f"{answer} ({seconds:.2f} s; run still waiting: {'yes' if still else 'NO'})"
+    return SizeCase(
+        "migration target of 1 MB, input 600 KB", measured, f"refused > {HANDOVER_LIMIT:,} B", failed, within
+    )
+
+
+async def measure(settings: Settings, out_dir: Path) -> list[SizeCase]:
+    """Every case on a worker in this process; writes ``out_dir/hostile-sizes.json``."""
+    dsmo = await DsmoClient.connect(settings)
+    queue = f"hostile-sizes-{uuid.uuid4().hex[:6]}"
+    outbox = settings.state_dir / "hostile-outbox"
+    worker = build_worker(
+        dsmo.temporal, task_queue=queue, store=artifact_store(settings), channel=FileChannel(outbox),
+        registry=default_registry,
+    )  # fmt: skip
+    async with worker:
+        cases = [await lock_line(dsmo, queue), await debounce_batch(dsmo, queue), await migration_target(dsmo, queue)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "hostile-sizes.json").write_text(json.dumps([asdict(case) for case in cases], indent=2) + "\n")
+    return cases
+
+
+async def on_a_stack(out_dir: Path) -> list[SizeCase]:
+    """`measure` on the running stack, or on one started for it."""
+    async with bench_stack() as (settings, _):
+        return await measure(settings, out_dir)
+
+
+def table(cases: list[SizeCase]) -> str:
+    lines = ["| what is carried | measured | bound | failed workflow tasks | within |", "|---|---|---|---:|---|"]
+    for case in cases:
+        lines.append(
+            f"| {case.case} | {case.measured.replace('|', '/')} | {case.bound} | {case.failed_tasks} "
+            f"| {'yes' if case.within_bound else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    cases = asyncio.run(on_a_stack(parser.parse_args().out))
+    print(table(cases))
+    sys.exit(0 if all(case.within_bound for case in cases) else 1)
+
+
+if __name__ == "__main__":
+    main()
