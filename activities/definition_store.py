@@ -6,15 +6,29 @@
 
 from __future__ import annotations
 
+import json
+import random
+import time
 from typing import Any
 
+from botocore.exceptions import ClientError
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
 from dsmo.activities.plugin_errors import UnknownAgent, permanent_errors
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import agent_name_problem, workflow_version_problem
 from dsmo.workflows.contracts.activity_io import RESOLVE_DEFINITION, ResolveDefinition
 from dsmo.workflows.definition.model import AgentDefinition
+
+# Conflicting publishes of one agent each retry; this many rounds is far beyond any real contention.
+PUBLISH_ATTEMPTS = 50
+
+
+class DefinitionIndexBusy(DsmoError):
+    """An agent's definitions index kept changing while a publish tried to update it."""
+
+    code = "definition_index_busy"
 
 
 def config_key(workflow_version: str) -> str:
@@ -30,19 +44,58 @@ class DefinitionStore:
         self.store = store
 
     def publish(self, definition: AgentDefinition) -> str:
-        """Snapshot the definition (write-once) and make it the agent's latest; returns the config URI."""
+        """Snapshot the definition (write-once) and make it the agent's latest; returns the config URI.
+
+        The index is updated by a conditional write (``If-None-Match: *`` when new, else
+        ``If-Match`` its ETag) and re-read on a conflict, so publishes at once all stay listed.
+
+        Raises:
+            DefinitionIndexBusy: The index changed under every one of the attempts.
+        """
         version = definition.workflow_version
         snapshot = {"workflowVersion": version, "definition": definition.model_dump(mode="json", exclude_none=True)}
         uri = self.store.put_json_once(config_key(version), snapshot).uri
-        index = self._index(definition.agent)
-        versions = [v for v in index.get("versions", []) if v != version] + [version]
-        self.store.s3.put_object(
-            Bucket=self.store.bucket,
-            Key=index_key(definition.agent),
-            ContentType="application/json",
-            Body=encode_json({"agent": definition.agent, "latest": version, "versions": versions}),
+        key = index_key(definition.agent)
+        for attempt in range(PUBLISH_ATTEMPTS):
+            index, etag = self._index_and_etag(definition.agent)
+            versions = [v for v in index.get("versions", []) if v != version] + [version]
+            body = encode_json({"agent": definition.agent, "latest": version, "versions": versions})
+            if self._replace(key, body, etag):
+                return uri
+            # Another publish won this round: back off a little (spread, so they do not collide again).
+            time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
+        raise DefinitionIndexBusy(
+            f"definitions index of agent {definition.agent!r} changed {PUBLISH_ATTEMPTS} times while publishing "
+            f"{version!r}; publish again"
         )
-        return uri
+
+    def _replace(self, key: str, body: bytes, etag: str | None) -> bool:
+        """Write ``body`` if ``key`` still holds the object with ``etag`` (None: no object); False if not."""
+        if etag is None:
+            return self.store.put_if_absent(key, body)
+        try:
+            self.store.s3.put_object(
+                Bucket=self.store.bucket, Key=key, Body=body, ContentType="application/json", IfMatch=etag
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") not in (
+                "PreconditionFailed",
+                "412",
+                "ConditionalRequestConflict",
+            ):
+                raise
+            return False
+        return True
+
+    def _index_and_etag(self, agent: str) -> tuple[dict[str, Any], str | None]:
+        try:
+            found = self.store.s3.get_object(Bucket=self.store.bucket, Key=index_key(agent))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return {}, None
+            raise
+        data = json.loads(found["Body"].read())
+        return (data if isinstance(data, dict) else {}), found["ETag"]
 
     def resolve(self, agent: str, version: str | None = None) -> AgentDefinition:
         # Both become parts of object keys: full-string checks before the store is asked.

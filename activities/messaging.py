@@ -2,8 +2,8 @@
 
 A channel is anything with `send(message)` and, to carry requests, `request(request)`;
 plugins register a factory for one by name (`dsmo.channel`). Two ship with DSMO: the file
-channel (default: one JSON file per message in an outbox folder, written exclusively, so a
-retried activity sends once) and a webhook channel that POSTs JSON to a URL with an
+channel (default: one JSON file per message in an outbox folder, written whole and exclusively,
+so a retried activity sends once) and a webhook channel that POSTs JSON to a URL with an
 `Idempotency-Key` header.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -100,7 +101,7 @@ class ChannelRegistry:
 
 
 class FileChannel:
-    """Writes ``{outbox}/{run_id}/{idempotency_key}.json``, created exclusively: sent once.
+    """Writes ``{outbox}/{run_id}/{idempotency_key}.json`` whole and exclusively: sent once.
 
     The log says who got a message and how long it was; its text only with ``log_content``
     (``DSMO_LOG_CONTENT=on``), since messages carry what people wrote.
@@ -133,13 +134,35 @@ class FileChannel:
     def _write(self, run_id: str, key: str, record: dict[str, Any]) -> bool:
         folder = self.outbox / run_id
         folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{key}.json"
+        # Written in full to a private file first, then linked into place: the message file
+        # appears complete or not at all, so a crash mid-write cannot leave a file that a
+        # retry takes as sent. `link` (unlike `rename`) refuses an existing name: sent once.
+        fd, scratch = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=folder)
         try:
-            fd = os.open(folder / f"{key}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as handle:
-            json.dump({**record, "sentAt": datetime.now(UTC).isoformat()}, handle, ensure_ascii=False, indent=2)
-        return True
+            with os.fdopen(fd, "w") as handle:
+                json.dump({**record, "sentAt": datetime.now(UTC).isoformat()}, handle, ensure_ascii=False, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(scratch, 0o644)
+            try:
+                os.link(scratch, target)
+            except FileExistsError:
+                if _complete(target):
+                    return False
+                # Left half-written by an older DSMO that crashed mid-write: never sent.
+                os.replace(scratch, target)
+            return True
+        finally:
+            Path(scratch).unlink(missing_ok=True)
+
+
+def _complete(path: Path) -> bool:
+    """Whether ``path`` holds a whole message record (an empty or cut-off file does not)."""
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
 
 
 class WebhookChannel:

@@ -259,6 +259,7 @@ class DsmoClient:
         history_limit: int | None = None,
         events: Sequence[Mapping[str, Any]] = (),
         priority: int | None = None,
+        memo: Mapping[str, str] | None = None,
     ) -> StartReport:
         """Start a run as `start` does, and say what the definition's flow control did with it.
 
@@ -273,6 +274,7 @@ class DsmoClient:
             history_limit: Continue as new after this many history events (default: the definition's).
             events: Resume events delivered with the start (see `start`).
             priority: 1 (highest) to 5 (see `start`).
+            memo: Kept in the run's Temporal memo (the ingress keeps which start made the run).
 
         Returns:
             The run id, whether it runs at once or waits in line (for which key, behind how many
@@ -296,7 +298,7 @@ class DsmoClient:
         if history_limit is not None:
             request.history_limit = history_limit
         return await self.submit_request(
-            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events
+            request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events, memo=memo
         )
 
     async def start_request(
@@ -339,6 +341,7 @@ class DsmoClient:
         task_queue: str | None = None,
         start_delay: timedelta | None = None,
         events: Sequence[Mapping[str, Any]] = (),
+        memo: Mapping[str, str] | None = None,
     ) -> StartReport:
         """Start a run from a complete request, and say what flow control did with it.
 
@@ -348,6 +351,7 @@ class DsmoClient:
             task_queue: The workers' task queue (default: the settings').
             start_delay: Keep the run ``pending`` until then.
             events: Resume events delivered with the start (see `start`).
+            memo: Kept in the run's Temporal memo (see `submit`).
 
         Returns:
             The run id, and whether it runs at once or waits in line (see `submit`).
@@ -398,7 +402,12 @@ class DsmoClient:
                 request = request.model_copy(update={"slots_claimed": admission.claimed})
             try:
                 status = await self._start(
-                    request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=first_events
+                    request,
+                    run_id=run_id,
+                    task_queue=task_queue,
+                    start_delay=start_delay,
+                    events=first_events,
+                    memo=memo,
                 )
             except BaseException:
                 if admission is not None:
@@ -419,6 +428,7 @@ class DsmoClient:
         task_queue: str | None,
         start_delay: timedelta | None,
         events: list[dict[str, Any]],
+        memo: Mapping[str, str] | None = None,
     ) -> RunStatus:
         definition = request.definition
         version = definition.workflow_version  # a hash of the canonical definition: computed once
@@ -441,7 +451,7 @@ class DsmoClient:
             start_delay=start_delay,
             # The run's trace context: resume events sent later join the same trace. Without
             # a recording tracer there is none to keep (an empty memo still costs a write).
-            memo={"trace": carrier} if carrier else None,
+            memo={**({"trace": carrier} if carrier else {}), **(memo or {})} or None,
             priority=Priority(priority_key=request.priority) if request.priority else Priority.default,
             search_attributes=TypedSearchAttributes(
                 [

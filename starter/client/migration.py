@@ -39,8 +39,11 @@ from dsmo.workflows.definition.migration_checks import (
     RunPosition,
     plan_migration,
     variables_after_move,
+    wait_kind,
 )
 from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.definition.waits_ahead import waits_ahead
+from dsmo.workflows.events.resume_events import ResumeEvent
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.starter.client.dsmo_client import DsmoClient
@@ -101,13 +104,26 @@ async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) ->
     source = await client.definition(view.agent, view.workflow_version)
     variables = variables_after_move(await client.variables(run_id), request.node_map, request.set)
     in_wait = view.waiting_for is not None and view.waiting_for not in MOVES_AT_BOUNDARY
+    kept = await kept_events(client, run_id) if view.inbox is not None else []
     position = RunPosition(
-        node=view.current_node, waiting_for=view.waiting_for if in_wait else None, variables=variables
+        node=view.current_node,
+        waiting_for=view.waiting_for if in_wait else None,
+        kept=[event for event in kept if event.type != "DOCUMENT_UPLOADED"],
+        variables=variables,
     )
     try:
         plan = plan_migration(source, target, position, request.node_map, leave_wait=request.leave_wait)
     except MigrationRefused as err:
         raise MigrationNotAccepted(f"run {run_id!r}: {err}") from None
+    # The trail does not say which document an early upload carries: it expires only when no
+    # document wait lies ahead at all (the run itself also matches the document's name).
+    ahead = waits_ahead(target, plan.node, include_current=True, fail_safe=True)
+    takes_documents = any(wait_kind(wait) == "document" for wait in ahead)
+    expiring = [
+        event.event_id
+        for event in kept
+        if event.event_id in plan.expiring or (event.type == "DOCUMENT_UPLOADED" and not takes_documents)
+    ]
     return MigrationAck(
         run_id=run_id,
         from_version=source.version,
@@ -117,8 +133,26 @@ async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) ->
         from_node=view.current_node,
         to_node=plan.node,
         waiting=in_wait,
-        expiring=list(plan.expiring),
+        expiring=expiring,
     )
+
+
+async def kept_events(client: DsmoClient, run_id: str) -> list[ResumeEvent]:
+    """The events ``run_id`` keeps in its inbox, oldest first, from its trail.
+
+    Each ``EVENT_BUFFERED`` record not yet followed by its ``EVENT_CONSUMED`` or ``EVENT_EXPIRED``;
+    the trail names each event's type and id, not its data.
+    """
+    kept: dict[str, str] = {}
+    for record in await client.events(run_id):
+        event_id = record.data.get("eventId")
+        if not isinstance(event_id, str):
+            continue
+        if record.type == "EVENT_BUFFERED":
+            kept[event_id] = str(record.data.get("eventType", ""))
+        elif record.type in ("EVENT_CONSUMED", "EVENT_EXPIRED"):
+            kept.pop(event_id, None)
+    return [ResumeEvent(type=kind, event_id=event_id, data={}) for event_id, kind in kept.items()]
 
 
 async def migrate_batch(

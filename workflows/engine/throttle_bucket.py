@@ -11,6 +11,7 @@ continues as new before its history grows long and ends a minute after it is ful
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,9 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.definition.sensitive import key_digest
 
 IDLE_GRACE = timedelta(minutes=1)
+# Tokens keep accruing while runs wait and are granted together: Temporal's timers fire up to
+# about a second late, so a bucket that capped them at `burst` ran at about `burst` per second.
+OWED_TOKENS_PATCH = "throttle-owed-tokens"
 HISTORY_LIMIT = 2_000
 
 
@@ -63,6 +67,7 @@ class KeyThrottle:
     def __init__(self, state: BucketState) -> None:
         self._state = state
         self._changed = True
+        self._owed: bool | None = None  # OWED_TOKENS_PATCH, asked once, where first needed
 
     @workflow.run
     async def run(self, state: BucketState) -> None:
@@ -101,6 +106,11 @@ class KeyThrottle:
     def snapshot(self) -> BucketState:
         return self._state
 
+    def _owes(self) -> bool:
+        if self._owed is None:
+            self._owed = workflow.patched(OWED_TOKENS_PATCH)
+        return self._owed
+
     def _refill(self) -> None:
         bucket, now = self._state, workflow.now()
         if bucket.tokens is None or bucket.refilled_at is None:
@@ -108,7 +118,11 @@ class KeyThrottle:
             return
         rate = bucket.limit / bucket.period_seconds
         elapsed = (now - bucket.refilled_at).total_seconds()
-        bucket.tokens = min(float(bucket.burst), bucket.tokens + elapsed * rate)
+        tokens = bucket.tokens + elapsed * rate
+        # `burst` bounds what an idle bucket saves up; while runs wait, the time since the last
+        # grant is owed to them (`ask` refills before it queues, so idle time stays capped).
+        owed = bool(bucket.queue) and self._owes()
+        bucket.tokens = tokens if owed else min(float(bucket.burst), tokens)
         bucket.refilled_at = now
 
     def _until_next_token(self) -> timedelta:
@@ -120,6 +134,14 @@ class KeyThrottle:
     async def _grant(self) -> None:
         bucket = self._state
         self._refill()
+        if bucket.queue and self._owes():
+            due: list[str] = []
+            while bucket.queue and (bucket.tokens or 0.0) >= 1.0:
+                due.append(bucket.queue.pop(0))
+                bucket.tokens = (bucket.tokens or 0.0) - 1.0
+            # Signalled together (one workflow task), not one round trip each.
+            await asyncio.gather(*(self._signal(run_id) for run_id in due))
+            return
         while bucket.queue and (bucket.tokens or 0.0) >= 1.0:
             run_id = bucket.queue.pop(0)
             bucket.tokens = (bucket.tokens or 0.0) - 1.0
@@ -128,3 +150,10 @@ class KeyThrottle:
                 await workflow.get_external_workflow_handle(run_id).signal("SLOT_GRANTED", grant)
             except Exception:  # noqa: BLE001 - a run that ended meanwhile needs no token
                 continue
+
+    async def _signal(self, run_id: str) -> None:
+        grant = {"agent": self._state.owner, "lock": workflow.info().workflow_id}
+        try:
+            await workflow.get_external_workflow_handle(run_id).signal("SLOT_GRANTED", grant)
+        except Exception:  # noqa: BLE001 - a run that ended meanwhile needs no token
+            return

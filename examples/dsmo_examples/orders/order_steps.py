@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Table, insert, select, update
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
 from dsmo.activities.plugin_errors import ActionRefused, InvalidInput
@@ -38,6 +38,26 @@ def _field(data: dict[str, Any], name: str, kind: type) -> Any:
     if not isinstance(value, kind) or (isinstance(value, str) and not value.strip()):
         raise InvalidInput(f"input.{name}: a {kind.__name__} is required")
     return value
+
+
+def _reopen(
+    conn: Connection, table: Table, row: Any, values: dict[str, Any], *, undone: tuple[str, ...] = ("cancelled",)
+) -> bool:
+    """Bring back a row its compensation undid (a status in ``undone``) with ``values``; False if none.
+
+    Each row is keyed by the order (the run): a run sent back before a step does it again under
+    a new key, on the row the undo left. A row still in effect is not taken twice.
+
+    Raises:
+        ActionRefused: The row exists and was not undone (the step is still in effect).
+    """
+    found = conn.execute(select(table.c.status).where(row)).first()
+    if found is None:
+        return False
+    if found.status not in undone:
+        raise ActionRefused(f"{table.name}: {found.status} already for this order (undo it first)")
+    conn.execute(update(table).where(row).values(**values))
+    return True
 
 
 class Step:
@@ -89,17 +109,17 @@ class CreateOrder(Step):
 
     def _do(self, conn: Connection, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
         order_id = ctx.run_id
-        conn.execute(
-            insert(orders).values(
-                id=order_id,
-                customer=_field(data, "customer", str),
-                product_id=_field(data, "productId", str),
-                quantity=_field(data, "quantity", int),
-                amount=_field(data, "amount", float),
-                status="pending",
-                created_at=now(),
-            )
-        )
+        values = {
+            "customer": _field(data, "customer", str),
+            "product_id": _field(data, "productId", str),
+            "quantity": _field(data, "quantity", int),
+            "amount": _field(data, "amount", float),
+            "status": "pending",
+        }
+        # A run sent back to `create_order` (a rewind, its order cancelled by the undo) reopens
+        # its order: one order per run, whatever the step's key.
+        if not _reopen(conn, orders, orders.c.id == order_id, values):
+            conn.execute(insert(orders).values(id=order_id, created_at=now(), **values))
         self._log(conn, order_id, "create_order")
         return {"orderId": order_id, "status": "pending"}
 
@@ -129,16 +149,12 @@ class ReserveStock(Step):
         if taken == 0:
             raise ActionRefused(f"product {product}: fewer than {quantity} unit(s) available")
         reservation_id = f"res-{order_id}"
-        conn.execute(
-            insert(reservations).values(
-                id=reservation_id,
-                order_id=order_id,
-                product_id=product,
-                quantity=quantity,
-                status="active",
-                created_at=now(),
-            )
-        )
+        values = {"product_id": product, "quantity": quantity, "status": "active"}
+        # A shipped reservation is over once its shipment was cancelled (the goods went back to stock).
+        shipped = conn.execute(select(shipments.c.status).where(shipments.c.order_id == order_id)).scalar()
+        undone = ("released", "fulfilled") if shipped == "cancelled" else ("released",)
+        if not _reopen(conn, reservations, reservations.c.id == reservation_id, values, undone=undone):
+            conn.execute(insert(reservations).values(id=reservation_id, order_id=order_id, created_at=now(), **values))
         self._log(conn, order_id, "reserve_stock")
         return {
             "reservationId": reservation_id,
@@ -174,11 +190,9 @@ class ProcessPayment(Step):
         if card.replace(" ", "").endswith("0002"):
             raise ActionRefused("payment declined by the issuer (card ending 0002)")
         payment_id = f"pay-{order_id}"
-        conn.execute(
-            insert(payments).values(
-                id=payment_id, order_id=order_id, amount=amount, status="captured", created_at=now()
-            )
-        )
+        values = {"amount": amount, "status": "captured"}
+        if not _reopen(conn, payments, payments.c.id == payment_id, values, undone=("refunded",)):
+            conn.execute(insert(payments).values(id=payment_id, order_id=order_id, created_at=now(), **values))
         conn.execute(update(orders).where(orders.c.id == order_id).values(status="confirmed"))
         self._log(conn, order_id, "capture_payment")
         return {"paymentId": payment_id, "orderId": order_id, "amount": amount, "status": "captured"}
@@ -217,11 +231,9 @@ class CreateShipment(Step):
             )
         )
         shipment_id = f"ship-{order_id}"
-        conn.execute(
-            insert(shipments).values(
-                id=shipment_id, order_id=order_id, address=address, status="created", created_at=now()
-            )
-        )
+        values = {"address": address, "status": "created"}
+        if not _reopen(conn, shipments, shipments.c.id == shipment_id, values):
+            conn.execute(insert(shipments).values(id=shipment_id, order_id=order_id, created_at=now(), **values))
         conn.execute(update(orders).where(orders.c.id == order_id).values(status="shipped"))
         self._log(conn, order_id, "create_shipment")
         return {

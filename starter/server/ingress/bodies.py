@@ -1,11 +1,24 @@
-"""The JSON bodies the ingress accepts, validated by pydantic before any route runs."""
+"""The JSON bodies the ingress accepts, validated by pydantic before any route runs.
+
+Before a body is parsed its text is read once for what Python's parser would take or choke on
+but JSON has no room for (`StrictJsonRoute`): nesting deeper than `MAX_JSON_DEPTH`, `NaN` and
+`Infinity`, numbers a 64-bit float cannot hold (`1e400`) and integers longer than Python reads.
+Each is refused with 400 `invalid_json` naming where it is, before the parser recurses into it.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from dsmo.starter.server.ingress.problems import Problem
 from dsmo.workflows.common.identifiers import (
     AGENT_NAME_PATTERN,
     MAX_EVENT_ID,
@@ -103,3 +116,73 @@ class RewindRequest(_Body):
     requested_by: str | None = Field(
         default=None, max_length=200, description="who asks, recorded beside the key's name"
     )
+
+
+# Deeper than any document the ingress takes (inputs and event data stop at 32 levels, checked
+# with their field named later), and far from the parser's recursion limit.
+MAX_JSON_DEPTH = 64
+MAX_INTEGER_DIGITS = 4300  # Python's own limit for reading an integer (sys.get_int_max_str_digits)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(?:\s*:)?|[\[\]{},]|-?\d[\d.eE+-]*|NaN|-?Infinity')
+
+
+def check_json_text(text: str) -> None:
+    """Raise ValueError naming where ``text`` holds JSON the ingress refuses (see the module's docstring).
+
+    Text that is not JSON at all passes: the parser then names its own error.
+    """
+    frames: list[list[Any]] = []  # [is_array, label]: the key or index inside each open container
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in ("{", "["):
+            if len(frames) >= MAX_JSON_DEPTH:
+                raise ValueError(f"{_where(frames)}: nested more than {MAX_JSON_DEPTH} levels deep")
+            frames.append([token == "[", 0 if token == "[" else None])
+        elif token in ("}", "]"):
+            if frames:
+                frames.pop()
+        elif token == ",":
+            if frames and frames[-1][0]:
+                frames[-1][1] += 1
+        elif token.startswith('"'):
+            if token.endswith(":") and frames and not frames[-1][0]:
+                frames[-1][1] = json.loads(token[:-1].rstrip())
+        else:
+            _check_number(token, frames)
+
+
+def _check_number(token: str, frames: list[list[Any]]) -> None:
+    if token in ("NaN", "Infinity", "-Infinity"):
+        raise ValueError(f"{_where(frames)}: {token} is not a JSON number")
+    if any(mark in token for mark in ".eE"):
+        try:
+            number = float(token)
+        except ValueError:
+            return  # not a number at all: the parser names it
+        if not math.isfinite(number):
+            raise ValueError(f"{_where(frames)}: {token[:20]} is beyond a 64-bit float's range")
+    elif len(token.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"{_where(frames)}: an integer of more than {MAX_INTEGER_DIGITS} digits")
+
+
+def _where(frames: list[list[Any]]) -> str:
+    labels = [f"[{label}]" if is_array else f".{label}" for is_array, label in frames if label is not None]
+    shown = "".join(labels[:6]).lstrip(".") or "body"
+    return shown + (".…" if len(labels) > 6 else "")
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose JSON body is checked by `check_json_text` before FastAPI parses it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        parse = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            raw = await request.body()  # cached on the request: the parser reads the same bytes
+            if raw:
+                try:
+                    check_json_text(raw.decode("utf-8", errors="replace"))
+                except ValueError as err:
+                    raise Problem(400, "invalid_json", str(err)) from None
+            return await parse(request)
+
+        return handler

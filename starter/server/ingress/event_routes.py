@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Header, Request
 
 from dsmo.starter.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
 from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.server.ingress.bodies import EventRequest
+from dsmo.starter.server.ingress.bodies import EventRequest, StrictJsonRoute
 from dsmo.starter.server.ingress.dependencies import dsmo_client, verify_key
 from dsmo.starter.server.ingress.problems import Problem
 
-router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"])
+router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"], route_class=StrictJsonRoute)
 
 
 @router.post("", status_code=202, summary="Deliver a resume event to a run")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -20,7 +21,13 @@ from dsmo.starter.client.client_errors import (
 from dsmo.starter.client.dsmo_client import DsmoClient
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.api_keys import ApiKey
-from dsmo.starter.server.ingress.bodies import CancelRequest, MigrateRequest, RewindRequest, StartRequest
+from dsmo.starter.server.ingress.bodies import (
+    CancelRequest,
+    MigrateRequest,
+    RewindRequest,
+    StartRequest,
+    StrictJsonRoute,
+)
 from dsmo.starter.server.ingress.dependencies import (
     app_settings,
     can_cancel,
@@ -33,7 +40,7 @@ from dsmo.starter.server.ingress.problems import Problem
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 
-router = APIRouter(prefix="/executions", tags=["executions"])
+router = APIRouter(prefix="/executions", tags=["executions"], route_class=StrictJsonRoute)
 
 
 @router.post("", status_code=201, summary="Start a run of a published agent definition")
@@ -45,6 +52,14 @@ async def start(
     dsmo: DsmoClient = Depends(dsmo_client),
     settings: Settings = Depends(app_settings),
 ) -> dict[str, Any]:
+    """201 with the new run; 200 `duplicate: true` (`eventsDelivered: 0`) for a retry of the same start.
+
+    A retry is the same key, the same `Idempotency-Key` and the same body. A `runId` that names
+    an existing run started by any other request (another `Idempotency-Key`, another body, or
+    none), or an `Idempotency-Key` reused with another body, is a 409 `run_exists` naming the
+    conflict; nothing is delivered. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
+    levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is.
+    """
     try:
         definition = await dsmo.definition(body.agent, body.version)
     except DefinitionNotFound as err:
@@ -62,8 +77,17 @@ async def start(
         for index, event in enumerate(body.events)
     ]
     flow: dict[str, Any] | None = None
+    duplicate = False
+    start = _start_fingerprint(key, idempotency_key, body) if idempotency_key else None
     try:
-        report = await dsmo.submit(definition, body.input, run_id=run_id, events=events, priority=body.priority)
+        report = await dsmo.submit(
+            definition,
+            body.input,
+            run_id=run_id,
+            events=events,
+            priority=body.priority,
+            memo={START_MEMO: start} if start else None,
+        )
         run_id = report.run_id
         if definition.concurrency:  # what the definition's flow control did with this start
             flow = {
@@ -81,17 +105,56 @@ async def start(
     except EventNotAccepted as err:
         raise Problem(422, "invalid_event", str(err)) from None
     except RunAlreadyExists:
-        if not idempotency_key:
-            raise Problem(409, "run_exists", f"run {run_id!r} already exists") from None
+        await _same_start(dsmo, str(run_id), start, derived=body.run_id is None, idempotency_key=idempotency_key)
         response.status_code = 200
+        events, duplicate = [], True  # this answer delivered nothing: the first start did
     return {
         "runId": run_id,
         "agent": definition.agent,
         "workflowVersion": definition.workflow_version,
         "url": settings.temporal.run_url(str(run_id)),
         "eventsDelivered": len(events),
+        "duplicate": duplicate,
         **({"flow": flow} if flow is not None else {}),
     }
+
+
+# The run's memo keeps which start made it: a digest of the key, its Idempotency-Key and the body.
+START_MEMO = "ingressStart"
+
+
+def _start_fingerprint(key: ApiKey, idempotency_key: str, body: StartRequest) -> str:
+    """One start, as its caller sent it: a retry of it has the same digest, any other start another."""
+    sent = body.model_dump(mode="json", by_alias=True)
+    text = json.dumps([key.name, idempotency_key, sent], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def _same_start(
+    dsmo: DsmoClient, run_id: str, start: str | None, *, derived: bool, idempotency_key: str | None
+) -> None:
+    """Return if the existing ``run_id`` was made by this very start (a retry); else refuse with 409.
+
+    A run id derived from the Idempotency-Key whose run keeps no digest was started before
+    digests were kept, by the same key and Idempotency-Key: it is taken as the same start.
+    """
+    if start is None:
+        raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId")
+    memo = await (await dsmo.temporal.get_workflow_handle(run_id).describe()).memo()
+    kept = memo.get(START_MEMO)
+    if kept == start or (kept is None and derived):
+        return
+    if derived:
+        message = (
+            f"Idempotency-Key: {idempotency_key!r} already started run {run_id!r} with a different body; "
+            "send a new Idempotency-Key for a new start"
+        )
+    else:
+        message = (
+            f"runId: run {run_id!r} already exists, started by another request (another Idempotency-Key "
+            "or body); choose another runId"
+        )
+    raise Problem(409, "run_exists", message)
 
 
 def _start_event_id(idempotency_key: str | None, index: int) -> str | None:

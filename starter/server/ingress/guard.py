@@ -2,8 +2,9 @@
 
 A request without a valid API key is refused before its body is read; a key in the URL is
 refused (and never reaches the access log); a body is read only up to its cap (declared or
-chunked), so nobody can make the server buffer a gigabyte to be told no; each key delivers
-events at a bounded rate.
+chunked), so nobody can make the server buffer a gigabyte to be told no; the one larger cap, a
+document sealed through the console, is only for a signed-in session, checked before the body is
+read; each key delivers events at a bounded rate.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from starlette.requests import Request
+
 from dsmo.starter.server.api_keys import ApiKey, KeyStore
+from dsmo.starter.server.console.auth import current_viewer
 from dsmo.starter.server.console.web import is_console_path, problem_document, security_headers
 from dsmo.starter.server.token_buckets import TokenBuckets
 
@@ -33,7 +37,8 @@ DOC_ASSETS = "/docs/assets/"
 CREDENTIAL_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "x-api-key", "auth"})
 EVENTS_PATH = re.compile(r"/executions/[^/]+/events")
 # The console signs people in itself (a session cookie, CSRF tokens): no API key header there.
-CONSOLE_PATH = re.compile(r"/|/console(/.*)?")
+# DOTALL: a console path with an encoded line break is still the console's (its page answers).
+CONSOLE_PATH = re.compile(r"/|/console(/.*)?", re.DOTALL)
 UPLOAD_RETURN = re.compile(r"/console/runs/[^/]+/uploaded/[^/]+/[^/]+/[^/]+")
 # A document posted to the console to be sealed (a run with a data subject): the one large body.
 SEALED_UPLOAD = re.compile(r"/console/runs/[^/]+/upload/[^/]+/[^/]+/[^/]+")
@@ -102,7 +107,13 @@ class IngressGuard:
                     message = f"key {key.name!r} sends events faster than its limit; retry in {retry_after} s"
                     await _reply(send, 429, "rate_limited", message, [(b"retry-after", retry_after.encode())])
                     return
-        limit = self.upload_max_body if scope["method"] == "POST" and SEALED_UPLOAD.fullmatch(path) else self.max_body
+        limit = self.max_body
+        if scope["method"] == "POST" and SEALED_UPLOAD.fullmatch(path):
+            # The large cap is for a signed-in session only: nobody else gets 25 MB read and parsed.
+            if current_viewer(Request(scope)) is None:
+                await _page(send, 401, "sign in to the console first; the document was not read")
+                return
+            limit = self.upload_max_body
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {limit}")
