@@ -118,6 +118,18 @@ def registry() -> ProcessorRegistry:
     return default_registry
 
 
+def registry_with(processors: dict[str, Any], version: str = "1.0.0") -> ProcessorRegistry:
+    """The built-in processors and ``processors`` (name -> function), in a registry of a test's own:
+    the process's default registry, which the agent catalog's tests read, is left as it is."""
+    merged = ProcessorRegistry()
+    for name in default_registry.names():
+        processor = default_registry.get(name)
+        merged.register(processor.name, processor.version)(processor.fn)
+    for name, fn in processors.items():
+        merged.register(name, version)(fn)
+    return merged
+
+
 @pytest.fixture
 def order_db(tmp_path: Path) -> OrderDatabase:
     db = OrderDatabase(f"sqlite:///{tmp_path / 'orders.db'}")

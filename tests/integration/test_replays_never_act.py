@@ -16,12 +16,12 @@ import pytest
 from temporalio.service import RPCError
 
 from dsmo.activities.plugin_errors import InvalidInput
-from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.starter.client.redrive import ReplayLetterRefused
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
-from tests.conftest import Harness
+from tests.conftest import Harness, registry_with
 
 pytestmark = pytest.mark.integration
 
@@ -38,13 +38,7 @@ def refund(document: Any, message: StageMessage) -> ProcessorOutput:
 
 @pytest.fixture
 def registry() -> ProcessorRegistry:
-    merged = ProcessorRegistry()
-    for name in default_registry.names():
-        processor = default_registry.get(name)
-        merged.register(processor.name, processor.version)(processor.fn)
-    merged.register("noact-prepare", "1.0.0")(prepare)
-    merged.register("noact-refund", "1.0.0")(refund)
-    return merged
+    return registry_with({"noact-prepare": prepare, "noact-refund": refund})
 
 
 def flow(agent: str, version: str) -> AgentDefinition:

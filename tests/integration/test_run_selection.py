@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from dsmo.activities.plugin_errors import InvalidInput
-from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.starter.client.erasure import plan_erasure
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
-from tests.conftest import Harness
+from tests.conftest import Harness, registry_with
 
 pytestmark = pytest.mark.integration
 
@@ -34,12 +34,7 @@ def refuse(document: Any, message: StageMessage) -> ProcessorOutput:
 
 @pytest.fixture
 def registry() -> ProcessorRegistry:
-    merged = ProcessorRegistry()
-    for name in default_registry.names():
-        processor = default_registry.get(name)
-        merged.register(processor.name, processor.version)(processor.fn)
-    merged.register("refuse", "1.0.0")(refuse)
-    return merged
+    return registry_with({"refuse": refuse})
 
 
 FAREWELLS: dict[str, dict[str, Any]] = {
