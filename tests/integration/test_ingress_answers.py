@@ -101,6 +101,27 @@ def test_an_unsigned_sealed_upload_is_refused_before_its_body_is_read(ingress: I
     )
     with socket.create_connection((parts.hostname, parts.port), timeout=20) as conn:
         conn.sendall(head.encode() + b"x" * 1024)
-        answer = conn.recv(65536).decode("latin-1")  # a hang guard: the socket times out at 20 s
+        answer = _read_answer(conn)  # a hang guard: the socket times out at 20 s
     assert answer.startswith("HTTP/1.1 401"), answer[:200]
     assert "text/html" in answer and "sign in" in answer
+
+
+def _read_answer(conn: socket.socket) -> str:
+    """The whole answer: the head, then as many body bytes as it declares (one recv may hold only the head)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return received.decode("latin-1")
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        None,
+    )
+    while length is not None and len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return (head + b"\r\n\r\n" + body).decode("latin-1")
