@@ -93,7 +93,7 @@ from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
 from dsmo.starter.telemetry import context_from, trace_carrier, tracer, tracing_enabled
 from dsmo.workflows.common import search_attributes as sa
-from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentRefused, check_document
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.common.status import RunStatus
@@ -372,7 +372,7 @@ class DsmoClient:
         try:
             check_document(request.input, field="input", limits=INPUT_LIMITS)
             json.dumps(request.input, ensure_ascii=False).encode()
-        except DocumentTooLarge as err:
+        except DocumentRefused as err:
             raise InvalidInputDocument(str(err)) from None
         except (UnicodeEncodeError, ValueError, TypeError):
             raise InvalidInputDocument("input: not valid Unicode JSON (a lone surrogate?)") from None
@@ -1135,7 +1135,8 @@ class DsmoClient:
                 there as `migrate_run` moves a run.
             node_map: With ``to``: node ids of the original's version -> the target's.
             task_queue: The fork's task queue (default: the settings').
-            new_id: The fork's run id (default: ``<run>.fork-<random>``).
+            new_id: The fork's run id (default: ``<root>.fork-<random>``; the root is ``run_id``
+                without the suffixes of earlier forks, replays and what-ifs).
             reason: Why, recorded with a move to ``to``.
             by: Who asked, recorded with a move to ``to``.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client import migration, replay
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.contracts.migration_io import MigrationRequest
 from dsmo.workflows.definition.corrections import correction_problem
 from dsmo.workflows.definition.migration_checks import MigrationRefused, RunPosition, plan_migration
@@ -71,7 +72,7 @@ async def fork(
         }
     )
     forked = await dsmo.start_request(
-        request, run_id=new_id or f"{run_id}.fork-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        request, run_id=new_id or derived_run_id(run_id, "fork", uuid.uuid4().hex[:8]), task_queue=task_queue
     )
     # Listed under the original (`dsmo status`, the console), which may have ended: its trail is final.
     note = {"forkId": forked, "fromNode": from_node, "set": sorted(set_variables or {}), "by": by}

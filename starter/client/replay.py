@@ -21,6 +21,7 @@ from dsmo.starter.client.record_lines import current_line, recorded_llm_visits, 
 from dsmo.starter.client.recorded_outputs import action_output
 from dsmo.starter.client.replay_runs import run_replay
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
@@ -243,7 +244,7 @@ async def replay(
         NoWorker: No worker polls the task queue, or none took the replay (it was terminated).
     """
     planned = planned or await plan_replay(dsmo, store, run_id, from_stage, rerun_llm=rerun_llm)
-    replay_id = new_id or f"{run_id}.replay-{uuid.uuid4().hex[:8]}"
+    replay_id = new_id or derived_run_id(run_id, "replay", uuid.uuid4().hex[:8])
     result = await run_replay(dsmo, planned.request, replay_id, task_queue)
     replay_view = await dsmo.status(replay_id)
     replay_events = await dsmo.events(replay_id)

@@ -26,6 +26,7 @@ from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.record_lines import stage_visits
 from dsmo.starter.client.replay_runs import run_replay
 from dsmo.starter.client.run_selection import Scope
+from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
 
@@ -189,7 +190,7 @@ async def _replay_on(
             "replay": plan.model_copy(update={"reuse": reuse, "moves": [], "by_kind": True, "llm_records": records}),
         }
     )
-    replay_id = f"{run_id}.whatif-{uuid.uuid4().hex[:8]}"
+    replay_id = derived_run_id(run_id, "whatif", uuid.uuid4().hex[:8])
     result = await run_replay(dsmo, request, replay_id, task_queue)
     original, candidate_path = planned.original.path, result.path
     index = replay.first_divergence(original, candidate_path)

@@ -25,6 +25,9 @@ _RUN_ID = re.compile(RUN_ID_PATTERN)
 _AGENT_NAME = re.compile(AGENT_NAME_PATTERN)
 _WORKFLOW_VERSION = re.compile(WORKFLOW_VERSION_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The suffixes DSMO itself adds to a run id to name a run derived from it (see derived_run_id).
+_DERIVED_SUFFIXES = re.compile(r"(\.(?:fork|replay|whatif)-[0-9a-f]{8})+$")
+_MAX_RUN_ID = 200
 
 
 class InvalidIdentifier(DsmoError):
@@ -87,3 +90,20 @@ def check_run_id(run_id: Any) -> None:
     problem = run_id_problem(run_id)
     if problem:
         raise InvalidRunId(problem)
+
+
+def derived_run_id(run_id: str, kind: str, token: str) -> str:
+    """The default id of a run DSMO derives from ``run_id``: ``<root>.<kind>-<token>``.
+
+    The root is ``run_id`` without the suffixes DSMO added before, so a fork of a fork of a fork
+    stays as short as the first fork (its lineage is in the run's origin, not in its id); a root
+    too long to take the suffix is cut, never the suffix.
+
+    Args:
+        run_id: The run the new one comes from (already a valid run id).
+        kind: ``fork``, ``replay`` or ``whatif``.
+        token: Eight hexadecimal digits that make the new id unique.
+    """
+    suffix = f".{kind}-{token}"
+    root = _DERIVED_SUFFIXES.sub("", run_id) or run_id
+    return root[: _MAX_RUN_ID - len(suffix)].rstrip(".") + suffix

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dsmo.workflows.common.document_limits import EVENT_LIMITS, DocumentTooLarge, check_document
+from dsmo.workflows.common.document_limits import EVENT_LIMITS, DocumentRefused, check_document
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID, event_id_problem
 from dsmo.workflows.common.wire import WireModel
@@ -246,7 +246,7 @@ def _raise_if_not_strict(event_type: str, event_id: Any, data: dict[str, Any]) -
             raise EventRejected(f"{event_type}.{problem}", field="event_id")
     try:
         check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
-    except DocumentTooLarge as err:
+    except DocumentRefused as err:
         raise EventRejected(str(err), field="data") from None
 
 
