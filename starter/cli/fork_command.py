@@ -18,7 +18,7 @@ from dsmo.starter.client.run_corrections import assignments_of
 @click.option("--version", "version", help="Fork onto this published version (its hash or `version` label).")
 @click.option("--map", "maps", multiple=True, metavar="OLD:NEW", help="With --version: a renamed node.")
 @click.option("--map-file", type=click.Path(exists=True, dir_okay=False), help="With --version: {old: new, ...}.")
-@click.option("--id", "new_id", help="The fork's run id (default: RUN_ID.fork-<random>; a fork of a fork keeps the first id's root).")
+@click.option("--id", "new_id", help="The fork's run id (default: ROOT.fork-<random>; ROOT: the chain's first run).")
 @click.option("--task-queue", help="The fork's task queue (default: DSMO_TASK_QUEUE).")
 @pass_context
 def fork(

@@ -19,12 +19,12 @@ from temporalio.api.enums.v1 import EventType
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
-from dsmo.workflows.engine.agent_execution import (
+from dsmo.workflows.events.resume_events import MAX_EVENT_BYTES
+from dsmo.workflows.run.signal_rules import (
     EVENT_SIZE_CAP_PATCH,
     STRICT_RULES_FIRST_PATCH,
     STRICT_SIGNALS_PATCH,
 )
-from dsmo.workflows.events.resume_events import MAX_EVENT_BYTES
 from tests.conftest import Harness
 from tests.unit.test_golden_histories import replayer
 

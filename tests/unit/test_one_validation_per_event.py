@@ -30,10 +30,12 @@ from dsmo.starter.server.api_keys import KeyStore
 from dsmo.starter.server.ingress.app import create_app
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.events.resume_events import EventAck, EventRejected, well_formed
+from dsmo.workflows.run.signal_rules import well_formed_signal
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("workflows", "activities", "starter", "worker.py")
 VALIDATOR = "workflows/events/resume_events.py"
+RUN_SIDE = {"workflows/engine/agent_execution.py", "workflows/run/signal_rules.py"}
 
 
 def _deep(levels: int) -> dict[str, Any]:
@@ -119,7 +121,7 @@ def run_signal_answer(event_type: str, payload: Any, monkeypatch: pytest.MonkeyP
     """What a new run's raw signal handler records as the reason of its EVENT_REJECTED."""
     monkeypatch.setattr(workflow, "patched", lambda patch_id: True)  # a run started on this code
     with pytest.raises(EventRejected) as refused:
-        AgentExecution._well_formed_signal(None, event_type, payload)  # type: ignore[arg-type]
+        well_formed_signal(event_type, payload)
     return str(refused.value)
 
 
@@ -170,6 +172,25 @@ async def test_oversized_data_is_refused_alike_where_the_body_cap_does_not_answe
     assert str(refused.value.problem) == answer
     status, _ = await ingress_answer(ingress, event_type, event_id, data)
     assert status == 413 and temporal.sent == []
+
+
+async def test_a_number_json_cannot_hold_is_refused_alike_and_the_ingress_refuses_its_body_unparsed(
+    settings: Settings, temporal: Temporal, ingress: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    event_type, data = "TEST_COMPLETED", {"score": float("nan"), "result": "x"}
+    answer = run_validator_answer(event_type, "e1", data)
+    assert answer == "TEST_COMPLETED.data.score: NaN is not a JSON number"
+    assert run_signal_answer(event_type, {"event_id": "e1", **data}, monkeypatch) == answer
+    client = DsmoClient(temporal, settings)  # type: ignore[arg-type]
+    for send in (
+        client.deliver_event("run-1", event_type, data, event_id="e1"),
+        client.signal_event("run-1", event_type, {"event_id": "e1", **data}),
+    ):
+        with pytest.raises(EventMalformed) as refused:
+            await send
+        assert str(refused.value) == f"{event_type} rejected: {answer}"
+    assert await ingress_answer(ingress, event_type, "e1", data) == (400, "data.score: NaN is not a JSON number")
+    assert temporal.sent == []
 
 
 async def test_a_bad_id_in_the_body_or_in_the_idempotency_key_header_gets_the_same_answer(
@@ -283,9 +304,7 @@ def test_only_the_client_and_the_run_ask_well_formed() -> None:
         if path != VALIDATOR and _names(tree) & {"well_formed", "parse_update", "parse_signal"}
     }
     assert asking, "nobody asks well_formed?"
-    assert all(
-        path.startswith("starter/client/") or path == "workflows/engine/agent_execution.py" for path in asking
-    ), asking
+    assert all(path.startswith("starter/client/") or path in RUN_SIDE for path in asking), asking
 
 
 def test_only_intake_notes_the_ids_a_run_took() -> None:

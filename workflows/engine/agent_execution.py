@@ -36,28 +36,18 @@ with workflow.unsafe.imports_passed_through():
         EVENT_KINDS,
         EventAck,
         EventRejected,
-        ResumeEvent,
-        parse_signal,
         parse_update,
-        strict_event_problem,
     )
     from dsmo.workflows.run import intake
     from dsmo.workflows.run.context import Run
     from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded, ServiceFailed
     from dsmo.workflows.run.dead_letters import service_failed
+    from dsmo.workflows.run.signal_rules import well_formed_signal
     from dsmo.workflows.run.trail_segments import note_tail, write_segment
 
 # workflow.patched ids: each names a change to what running executions do.
-EVENT_SIZE_CAP_PATCH = "event-size-cap"
-# Raw signals are held to the same event-id and shape rules as every other way in; the marker
-# is written only when a signal is refused by them, so runs that never meet one are unchanged.
-STRICT_SIGNALS_PATCH = "strict-signals"
-# A raw signal that breaks the strict rules and its kind's own rules too is refused for the strict
-# one, as `well_formed` (so every other way in) refuses it; it was refused for its kind's before.
-# The marker is written only for such a signal.
-STRICT_RULES_FIRST_PATCH = "strict-signal-rules-first"
-# A cancel while the run hands over to its next generation ends it cancelled, unwound and
-# exported (it ended with no record, or was carried over and lost). Written only by such runs.
+# A cancel while the run hands over ends it cancelled, unwound and exported (it ended with no
+# record, or was carried over and lost). Written only by such runs.
 CANCEL_WHILE_HANDING_OVER_PATCH = "cancel-while-handing-over"
 # What a `migrate` update waiting for the run's next node boundary hears if the run ends first.
 ENDED_FIRST = "the run ended before it reached its next node, so it did not move"
@@ -247,29 +237,11 @@ class AgentExecution:
         assert event_type in EVENT_KINDS
         state = self._run.state
         try:
-            intake.take(self._run, self._well_formed_signal(event_type, payload), via="signal")
+            intake.take(self._run, well_formed_signal(event_type, payload), via="signal")
         except EventRejected as err:
             event_id = payload.get("event_id") if isinstance(payload, dict) else None
             state.reject(event_type, str(err), via="signal", event_id=event_id)
             workflow.logger.warning("Rejected %s for %s: %s", event_type, state.run_id, err)
-
-    def _well_formed_signal(self, event_type: str, payload: Any) -> ResumeEvent:
-        """`well_formed`'s answer for a raw signal, the one every way in gets; older runs replay as they ran.
-
-        A run that took signals before the size cap or the strict rules existed took them by the
-        rules of its time, so those rules are asked apart, each behind the patch that added it.
-        """
-        capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
-        problem = strict_event_problem(event_type, payload)
-        try:
-            event = parse_signal(event_type, payload, size_cap=capped, strict=False)
-        except EventRejected:
-            if problem and workflow.patched(STRICT_RULES_FIRST_PATCH):
-                raise EventRejected(problem) from None
-            raise
-        if problem and workflow.patched(STRICT_SIGNALS_PATCH):
-            raise EventRejected(problem)
-        return event
 
     # -- queries -----------------------------------------------------------------------------
 

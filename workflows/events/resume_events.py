@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -223,29 +223,32 @@ def parse_signal(event_type: str, raw: Any, *, size_cap: bool = True, strict: bo
     return well_formed(event_type, raw.get("event_id"), data, size_cap=size_cap, strict=strict)
 
 
-def strict_event_problem(event_type: str, raw: Any) -> str | None:
+def strict_event_problem(event_type: str, raw: Any, *, json_numbers: bool = True) -> str | None:
     """Why a signal's payload breaks `well_formed`'s strict rules, or None.
 
     The raw signal handler asks this apart from the rest of `well_formed`, because a run that
     took signals before the strict rules existed must replay as it ran (a `workflow.patched`
-    marker is written only when a signal breaks them).
+    marker is written only when a signal breaks them). ``json_numbers=False`` leaves out the
+    newest rule (numbers JSON can hold), which has a patch of its own.
     """
     if not isinstance(raw, dict):
         return None  # parse_signal refuses it
+    data = {k: v for k, v in raw.items() if k != "event_id"}
     try:
-        _raise_if_not_strict(event_type, raw.get("event_id"), {k: v for k, v in raw.items() if k != "event_id"})
+        _raise_if_not_strict(event_type, raw.get("event_id"), data, json_numbers=json_numbers)
     except EventRejected as err:
         return str(err)
     return None
 
 
-def _raise_if_not_strict(event_type: str, event_id: Any, data: dict[str, Any]) -> None:
+def _raise_if_not_strict(event_type: str, event_id: Any, data: dict[str, Any], *, json_numbers: bool = True) -> None:
     if isinstance(event_id, str) and event_id.strip():  # a missing or blank id is well_formed's "is required"
         problem = event_id_problem(event_id)
         if problem:
             raise EventRejected(f"{event_type}.{problem}", field="event_id")
     try:
-        check_document(data, field=f"{event_type}.data", limits=EVENT_LIMITS)
+        limits = EVENT_LIMITS if json_numbers else replace(EVENT_LIMITS, json_numbers=False)
+        check_document(data, field=f"{event_type}.data", limits=limits)
     except DocumentRefused as err:
         raise EventRejected(str(err), field="data") from None
 
