@@ -11,6 +11,7 @@ import uvicorn
 
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.server.ingress.app import create_app
+from dsmo.starter.server.ingress.serving import server_config
 from tests.stack import free_port_block
 
 
@@ -18,7 +19,7 @@ from tests.stack import free_port_block
 def serving(settings: Settings) -> Iterator[str]:
     """Yield the base URL of a real uvicorn server running the ingress for ``settings``."""
     port = free_port_block(1)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(create_app(settings), settings, "127.0.0.1", port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

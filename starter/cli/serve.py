@@ -37,11 +37,12 @@ def serve(obj: Context, bind: str | None) -> None:
     import uvicorn
 
     from dsmo.starter.server.ingress.app import create_app
+    from dsmo.starter.server.ingress.serving import server_config
     from dsmo.starter.telemetry import setup_tracing
 
     setup_tracing("dsmo-ingress")
     host, port = _split(bind or obj.settings.ingress.bind)
-    uvicorn.run(create_app(obj.settings), host=host, port=port, log_level="info")
+    uvicorn.Server(server_config(create_app(obj.settings), obj.settings, host, port, log_level="info")).run()
 
 
 @click.group()
@@ -108,6 +109,7 @@ def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str |
 
     from dsmo.starter.client.codec import keys_from_env
     from dsmo.starter.server.codec_server import create_codec_app
+    from dsmo.starter.server.ingress.serving import server_config
 
     if not token and not insecure_no_token:
         raise click.UsageError(
@@ -116,4 +118,4 @@ def codec_server(obj: Context, bind: str, origins: tuple[str, ...], token: str |
         )
     host, port = _split(bind)
     app = create_codec_app(keys_from_env(obj.settings.codec.to_env()), list(origins), token)
-    uvicorn.run(app, host=host, port=port)
+    uvicorn.Server(server_config(app, obj.settings, host, port)).run()

@@ -22,6 +22,9 @@ class IngressSettings:
             [``DSMO_INGRESS_DOCS``].
         events_per_second: Events per second each key may deliver [``DSMO_INGRESS_EVENTS_PER_SECOND``].
         event_burst: The burst above that rate, at least 1 [``DSMO_INGRESS_EVENT_BURST``].
+        head_timeout: Seconds a request's head (its line and headers) may take to arrive, from its
+            first byte or the connection's opening [``DSMO_INGRESS_HEAD_TIMEOUT``].
+        body_timeout: Seconds a request's whole body may take to arrive [``DSMO_INGRESS_BODY_TIMEOUT``].
     """
 
     # The variables this group reads, with their defaults.
@@ -33,6 +36,9 @@ class IngressSettings:
         # Events each API key may deliver per second through the ingress, and the burst above that rate.
         "DSMO_INGRESS_EVENTS_PER_SECOND": "10",
         "DSMO_INGRESS_EVENT_BURST": "20",
+        # A slow sender holds a connection only this long: its head, then its whole body (408 after).
+        "DSMO_INGRESS_HEAD_TIMEOUT": "10",
+        "DSMO_INGRESS_BODY_TIMEOUT": "60",
     }
 
     bind: str = "127.0.0.1:8080"
@@ -40,6 +46,8 @@ class IngressSettings:
     docs: str = "read"
     events_per_second: float = 10.0
     event_burst: int = 20
+    head_timeout: float = 10.0
+    body_timeout: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> IngressSettings:
@@ -61,6 +69,8 @@ class IngressSettings:
             docs=read.text("DSMO_INGRESS_DOCS").strip().lower(),
             events_per_second=read.positive_number("DSMO_INGRESS_EVENTS_PER_SECOND"),
             event_burst=read.whole_number("DSMO_INGRESS_EVENT_BURST", at_least=1),
+            head_timeout=read.positive_number("DSMO_INGRESS_HEAD_TIMEOUT"),
+            body_timeout=read.positive_number("DSMO_INGRESS_BODY_TIMEOUT"),
         )
         if settings.docs not in DOCS_MODES:
             raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.docs!r} is not read, public or off")
@@ -78,4 +88,6 @@ class IngressSettings:
             "DSMO_INGRESS_DOCS": self.docs,
             "DSMO_INGRESS_EVENTS_PER_SECOND": str(self.events_per_second),
             "DSMO_INGRESS_EVENT_BURST": str(self.event_burst),
+            "DSMO_INGRESS_HEAD_TIMEOUT": f"{self.head_timeout:g}",
+            "DSMO_INGRESS_BODY_TIMEOUT": f"{self.body_timeout:g}",
         }

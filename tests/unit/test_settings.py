@@ -114,6 +114,7 @@ def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
         ("DSMO_INGRESS_EVENTS_PER_SECOND", "0", "is not a positive number"),
         ("DSMO_INGRESS_EVENTS_PER_SECOND", "nan", "is not a positive number"),
         ("DSMO_INGRESS_EVENT_BURST", "-1", "is negative"),
+        ("DSMO_INGRESS_HEAD_TIMEOUT", "0", "is not a positive number"),
     ],
 )
 def test_hardening_settings_name_the_variable_and_the_reason(name: str, value: str, reason: str) -> None:
@@ -163,6 +164,8 @@ EVERY_VARIABLE = {
     "DSMO_INGRESS_DOCS": "public",
     "DSMO_INGRESS_EVENTS_PER_SECOND": "2.5",
     "DSMO_INGRESS_EVENT_BURST": "5",
+    "DSMO_INGRESS_HEAD_TIMEOUT": "3",
+    "DSMO_INGRESS_BODY_TIMEOUT": "30",
     "DSMO_CHANNEL": "webhook",
     "DSMO_OUTBOX_DIR": "/outbox",
     "DSMO_LOG_CONTENT": "on",
@@ -221,7 +224,13 @@ def test_each_group_reads_its_own_variables() -> None:
         slot_holder_check_seconds=5,
     )
     assert settings.ingress == IngressSettings(
-        bind="0.0.0.0:8081", api_keys_file="/keys.json", docs="public", events_per_second=2.5, event_burst=5
+        bind="0.0.0.0:8081",
+        api_keys_file="/keys.json",
+        docs="public",
+        events_per_second=2.5,
+        event_burst=5,
+        head_timeout=3.0,
+        body_timeout=30.0,
     )
     assert settings.messaging == MessagingSettings(
         channel="webhook",

@@ -71,6 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
         upload_max_body=MAX_UPLOAD_BYTES + 64 * 1024,  # the file and the form around it
         docs=settings.ingress.docs,
         event_rate=app.state.event_rate,
+        body_timeout=settings.ingress.body_timeout,
     )
     protect_access_log()
     if settings.ingress.docs != "off":

@@ -9,6 +9,7 @@ read; each key delivers events at a bounded rate.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -44,18 +45,19 @@ UPLOAD_RETURN = re.compile(r"/console/runs/[^/]+/uploaded/[^/]+/[^/]+/[^/]+")
 SEALED_UPLOAD = re.compile(r"/console/runs/[^/]+/upload/[^/]+/[^/]+/[^/]+")
 
 
-class BodyTooLarge(Exception):
-    """Raised from inside ``receive`` once the body passes the cap: reading stops there."""
+class BodyRefused(Exception):
+    """Raised from the guard's receive when the body is refused (too large, too slow); it is answered."""
 
 
 class IngressGuard:
-    """ASGI middleware: no credential in URLs, authentication, event rate, then a streaming body cap.
+    """ASGI middleware: no credential in URLs, authentication, event rate, then a streaming body cap and deadline.
 
     Args:
         app: The application behind the guard.
         keys: Where API keys are verified.
         max_body: The largest body read, in bytes.
         upload_max_body: The largest body of a sealed document upload (default: ``max_body``).
+        body_timeout: Seconds a request's whole body may take to arrive (408 after).
         docs: ``public``, ``read`` or ``off``: who may read the API description.
         event_rate: Per-key token buckets for event deliveries.
     """
@@ -69,8 +71,10 @@ class IngressGuard:
         upload_max_body: int | None = None,
         docs: str = "read",
         event_rate: TokenBuckets,
+        body_timeout: float = 60.0,
     ) -> None:
         self.app, self.keys, self.max_body, self.docs, self.event_rate = app, keys, max_body, docs, event_rate
+        self.body_timeout = body_timeout
         self.upload_max_body = upload_max_body or max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -132,33 +136,47 @@ class IngressGuard:
 
     async def _capped(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         received = 0
-        exceeded = replied = False
+        body_done = replied = False
+        refusal: tuple[int, str, str] | None = None
+        deadline: float | None = None
 
         async def capped_receive() -> Message:
-            nonlocal received, exceeded
-            message = await receive()
+            nonlocal received, refusal, body_done, deadline
+            if body_done:  # after the body, a receive waits for the disconnect: no deadline
+                return await receive()
+            loop = asyncio.get_running_loop()
+            deadline = deadline or loop.time() + self.body_timeout
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                refusal = (408, "request_timeout", f"the body did not arrive within {self.body_timeout:g} s")
+                raise BodyRefused from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    exceeded = True
-                    raise BodyTooLarge
+                    refusal = (413, "too_large", f"body is over the {limit}-byte limit")
+                    raise BodyRefused
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
             return message
 
-        async def capped_send(message: Message) -> None:
-            # The app turns a failed body read into its own error: answer 413 in its place.
+        async def answer_refusal() -> None:
             nonlocal replied
-            if not exceeded:
-                await send(message)
-            elif not replied:
+            if refusal is not None and not replied:
                 replied = True
-                await _refuse(scope, send, 413, "too_large", f"body is over the {limit}-byte limit")
+                await _refuse(scope, send, *refusal)
+
+        async def capped_send(message: Message) -> None:
+            # The app turns a failed body read into its own error: send the refusal in its place.
+            if refusal is None:
+                await send(message)
+            else:
+                await answer_refusal()
 
         try:
             await self.app(scope, capped_receive, capped_send)
-        except BodyTooLarge:
-            if not replied:
-                replied = True
-                await _refuse(scope, send, 413, "too_large", f"body is over the {limit}-byte limit")
+        except BodyRefused:
+            await answer_refusal()
 
 
 def credential_params(query: str) -> list[str]:
