@@ -142,7 +142,7 @@ class ActionActivities:
         output = await call_maybe_async(
             self.executor, action.execute, task.input, ctx, who=("action", task.action, where)
         )
-        return ActionResult(output=output)
+        return ActionResult(output=output, attempt=ctx.attempt)
 
     @activity.defn(name=COMPENSATE)
     @permanent_errors

@@ -269,6 +269,8 @@ class ActionTask(WireModel):
 
 class ActionResult(WireModel):
     output: dict[str, Any] = Field(default_factory=dict)  # small: ids and statuses, never payloads
+    # Which of Temporal's attempts succeeded: above 1, earlier ones failed or their worker died.
+    attempt: int = 1
 
 
 class CompensationTask(WireModel):

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
+from temporalio.exceptions import RetryState
 from temporalio.workflow import ParentClosePolicy
 
 from dsmo.workflows.common.status import RunStatus
@@ -65,7 +66,10 @@ async def invoke_node(run: Run, node_id: str, node: InvokeNode, resume: WaitChec
     except ActivityFailed as failed:
         reason = failed.message
         state.audit.record(
-            "STAGE_FAILED", at=workflow.now(), stage=node_id, data={"action": node.action, "error": reason}
+            "STAGE_FAILED",
+            at=workflow.now(),
+            stage=node_id,
+            data={"action": node.action, "error": reason, **_attempts_of(failed, node.retry.max_attempts)},
         )
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id} ({node.action}) failed: {reason}") from None
     # The step is done: it goes on the stack before anything else is awaited, so a cancel that
@@ -78,10 +82,27 @@ async def invoke_node(run: Run, node_id: str, node: InvokeNode, resume: WaitChec
         "STAGE_SUCCEEDED",
         at=workflow.now(),
         stage=node_id,
-        data={"action": node.action, **recorded, "idempotencyKey": task.idempotency_key},
+        data={
+            "action": node.action,
+            **recorded,
+            "idempotencyKey": task.idempotency_key,
+            **({"attempts": result.attempt} if result.attempt > 1 else {}),
+        },
     )
     if cancelled:
         raise asyncio.CancelledError
+
+
+def _attempts_of(failed: ActivityFailed, max_attempts: int) -> dict[str, Any]:
+    """How the action's retries ended, for the trail: each attempt's own failure is in Temporal's
+    history (`ActivityTaskStarted.lastFailure`); the trail says that there were retries and why they stopped."""
+    retry_state = failed.error.retry_state
+    if retry_state is None:
+        return {}
+    ended: dict[str, Any] = {"retryState": retry_state.name}
+    if retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+        ended["attempts"] = max_attempts
+    return ended
 
 
 def _replaying_actions(run: Run) -> bool:
