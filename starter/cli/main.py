@@ -13,8 +13,9 @@ import click
 from dsmo.starter.cli import catalog, operations, project, recovery, serve, subjects_command
 from dsmo.starter.cli.click_context import Context, pass_context, run
 from dsmo.starter.cli.help_examples import add_examples
-from dsmo.starter.cli.render import INBOX_EVENTS, ack_line, event_lines
+from dsmo.starter.cli.render import ack_line
 from dsmo.starter.cli.status_command import status
+from dsmo.starter.cli.trail_command import print_trail, trail_options
 from dsmo.starter.client.definition_files import load_definition, names_agent
 from dsmo.starter.client.flow_starts import StartReport
 from dsmo.starter.config.settings import SettingsError
@@ -148,6 +149,7 @@ def respond(obj: Context, run_id: str, text: str, event_id: str | None) -> None:
 @click.option("--signal", "as_signal", is_flag=True, help="Send as a fire-and-forget signal, not the update.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit events as JSON lines.")
 @click.option("--inbox", "inbox_only", is_flag=True, help="Only the events kept, taken, expired or refused.")
+@trail_options
 @pass_context
 def events(
     obj: Context,
@@ -158,6 +160,10 @@ def events(
     as_signal: bool,
     as_json: bool,
     inbox_only: bool,
+    limit: int,
+    after: int | None,
+    before: int | None,
+    show_all: bool,
 ) -> None:
     """Show a run's audit trail, or with --type deliver a resume event to it.
 
@@ -167,25 +173,15 @@ def events(
 
     \b
     Examples:
-      dsmo events ana-1
+      dsmo events ana-1                      # the latest 100 events
+      dsmo events ana-1 --after 0 --limit 50 # the first 50; then --after 50
+      dsmo events ana-1 --all --json         # the whole trail
       dsmo events ana-1 --inbox
       dsmo events ana-1 --type DOCUMENT_UPLOADED --data '{"document": "id_card", "url": "s3://docs/id.pdf"}'
     """
     if event_type is None:
-
-        async def trail() -> Any:
-            client = await obj.client()
-            return await client.events(run_id)
-
-        found = run(trail)
-        if inbox_only:
-            found = [event for event in found if event.type in INBOX_EVENTS]
-        if as_json:
-            for event in found:
-                click.echo(event.model_dump_json())
-        else:
-            click.echo("\n".join(event_lines(found)))
-        return
+        paging = {"limit": limit, "after": after, "before": before, "show_all": show_all}
+        return print_trail(obj, run_id, as_json=as_json, inbox_only=inbox_only, paging=paging)
     data = _json_object(data_json, "--data")
     chosen = event_id or str(uuid.uuid4())
 

@@ -62,6 +62,7 @@ from dsmo.starter.client import (
     run_export,
     run_health,
     subject_starts,
+    trail_pages,
     what_if,
 )
 from dsmo.starter.client.batches import BatchReport, RunOutcome
@@ -702,15 +703,65 @@ class DsmoClient:
         A run Temporal no longer has (erased, or past the namespace's retention) is read from its
         export too: only an ended run exports one.
         """
-        try:
-            if (await self._handle(run_id).describe()).close_time is None:
-                return None
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                return None
-        except (TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
+        if not await self._has_ended(run_id):
             return None
         return await asyncio.to_thread(self._trail_store().exported_events, run_id)
+
+    async def _has_ended(self, run_id: str) -> bool:
+        """Whether the run has ended (or Temporal no longer has it): only such a run exports its trail."""
+        try:
+            return (await self._handle(run_id).describe()).close_time is not None
+        except RPCError as err:
+            return err.status == RPCStatusCode.NOT_FOUND
+        except (TypeError, ValueError):  # (the time-skipping server's attributes do not decode)
+            return False
+
+    async def events_page(
+        self,
+        run_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int = trail_pages.DEFAULT_LIMIT,
+        live: bool = False,
+    ) -> trail_pages.TrailPage:
+        """One page of the run's audit trail, reading only the part of the trail the page needs.
+
+        Args:
+            run_id: The run.
+            after: Events after this sequence number (a page's ``next_after``).
+            before: Events before this sequence number (a page's ``previous_before``).
+            limit: At most this many events (1 to 1000). With neither cursor: the latest ones.
+            live: As for `events`.
+
+        Returns:
+            The events, the trail's length, and the cursors of the pages next to it.
+
+        Raises:
+            DsmoError: A cursor or the limit is out of range.
+            RunNotFound: No run has this id.
+        """
+        return await trail_pages.trail_page(self, run_id, after=after, before=before, limit=limit, live=live)
+
+    def event_pages(
+        self, run_id: str, *, after: int = 0, limit: int = trail_pages.MAX_LIMIT, live: bool = False
+    ) -> AsyncIterator[trail_pages.TrailPage]:
+        """The run's trail from ``after`` to its end, page by page (`events_page` with each next cursor).
+
+        Args:
+            run_id: The run.
+            after: Start after this sequence number (0: from the start).
+            limit: Events a page (1 to 1000).
+            live: As for `events`.
+
+        Returns:
+            An async iterator of the pages; one page of events is parsed at a time.
+
+        Raises:
+            DsmoError: ``after`` or ``limit`` is out of range.
+            RunNotFound: No run has this id.
+        """
+        return trail_pages.trail_pages(self, run_id, after=after, limit=limit, live=live)
 
     @property
     def artifacts(self) -> ArtifactStore:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.client import migration, replay
+from dsmo.starter.client import migration, moved_runs, replay
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.contracts.migration_io import MigrationRequest
@@ -44,7 +44,7 @@ async def fork(
     planned = await replay.plan_replay(dsmo, store, run_id, from_node, live=True, option="--from")
     plan = planned.request.replay
     assert plan is not None
-    source = planned.request.definition
+    source = moved_runs.version_now(planned.request.definition, plan.moves)  # where the fork goes live
     for name in set_variables or {} if to is None else {}:  # with `to`, the move's checks judge them
         problem = correction_problem(source, from_node, name)
         if problem is not None:

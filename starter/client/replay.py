@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from dsmo.activities.artifacts import ArtifactStore, run_input_key
-from dsmo.starter.client import migration
+from dsmo.starter.client import migration, moved_runs
 from dsmo.starter.client.record_lines import current_line, recorded_llm_visits, reused_outputs, stage_visits
 from dsmo.starter.client.recorded_outputs import action_output
 from dsmo.starter.client.replay_runs import run_replay
@@ -150,6 +150,8 @@ class ReplayPlanned:
     request: ExecutionRequest
     original: StatusView
     events: list[AuditEvent]
+    # Every node the record names: the start's, and (a moved run) each target version's.
+    record_definition: AgentDefinition | None = None
 
 
 async def plan_replay(
@@ -166,17 +168,24 @@ async def plan_replay(
     view = await dsmo.status(run_id)
     if not view.status.terminal and not live:
         raise DsmoError(f"run {run_id!r} is {view.status}; replay a run that has ended")
+    # The snapshot the run started on (configRef): a replay starts there and moves where the run moved.
     definition = await load_snapshot(store, view.config_ref)
-    if from_stage is not None and from_stage not in definition.nodes:
-        raise DsmoError(f"{option}: {from_stage!r} is not a node of {definition.agent} ({', '.join(definition.nodes)})")
+    events = current_line(await dsmo.events(run_id))
+    moves = await migration.recorded_moves(dsmo, view.agent, events)
+    problem = None if from_stage is None else moved_runs.node_problem(option, from_stage, definition, moves)
+    if problem is not None:  # judged by the version the run is on now
+        raise DsmoError(problem)
     if from_stage is not None and from_stage not in view.path:
         raise DsmoError(f"{option}: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
-    events = current_line(await dsmo.events(run_id))
+    recorded = moved_runs.record_definition(definition, moves)  # every node its record can name
     resumes: list[RecordedResume] = []
     waited: dict[str, str] = {}  # node -> what its latest wait waited for
     for e in events:
         if e.type == "RUN_WAITING" and e.stage:
             waited[e.stage] = str(e.data.get("waitingFor"))
+        elif e.type == "RUN_MIGRATED" and e.data.get("waiting") and str(e.data.get("fromNode")) in waited:
+            # Moved from inside its wait: the target's node goes on with the same wait, unannounced.
+            waited[str(e.data.get("toNode"))] = waited[str(e.data.get("fromNode"))]
         elif e.type == "RUN_RESUMED":
             resumes.append(
                 RecordedResume(
@@ -199,10 +208,9 @@ async def plan_replay(
         for e in events
         if e.type in ("STAGE_SUCCEEDED", "STAGE_FAILED") and "action" in e.data
     ]
-    moves = await migration.recorded_moves(dsmo, view.agent, events)
-    reuse = reused_outputs(definition, events, from_stage) if from_stage is not None else {}
+    reuse = reused_outputs(recorded, events, from_stage) if from_stage is not None else {}
     # A fork or rewind reuses every output up to where it goes live, and calls models from there.
-    llm_records = None if live else recorded_llm_visits(definition, events, store.uri)
+    llm_records = None if live else recorded_llm_visits(recorded, events, store.uri)
     variables: dict[str, Any] = store.read_json(store.uri(run_input_key(definition.workflow_version, run_id)))
     request = ExecutionRequest(
         definition=definition,
@@ -219,7 +227,7 @@ async def plan_replay(
             llm_records=llm_records,
         ),
     )
-    return ReplayPlanned(request, view, events)
+    return ReplayPlanned(request, view, events, recorded)
 
 
 async def replay(
@@ -254,7 +262,7 @@ async def replay(
     answers: dict[str, list[str]] = {}
     if planned.request.replay is not None and planned.request.replay.rerun_llm:
         before, after = _output_uris(planned.events), _output_uris(replay_events)
-        nodes = planned.request.definition.nodes
+        nodes = (planned.record_definition or planned.request.definition).nodes
         for key in sorted(set(before) & set(after)):
             node, uri = before[key]
             if isinstance(nodes.get(node), LlmNode) and original_outputs.get(key) != replay_outputs.get(key):

@@ -15,7 +15,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.client import replay
+from dsmo.starter.client import moved_runs, replay
 from dsmo.starter.client.client_errors import RewindNotAccepted
 from dsmo.starter.client.rpc_errors import update_failure
 from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
@@ -48,19 +48,18 @@ async def rewind(
     planned = await replay.plan_replay(dsmo, store, run_id, to_node, live=True, option="--to")
     plan = planned.request.replay
     assert plan is not None
-    if plan.moves:
-        raise RewindNotAccepted(
-            f"run {run_id!r}: to: the run moved to another version; going back across a move is not "
-            "supported (fork it instead)"
-        )
     corrections = dict(set_variables or {})
+    # A moved run re-executes its record on the version it is on now, its earlier part renamed by the moves.
+    plan = moved_runs.on_version_now(plan, planned.events)
     request = RewindRequest(
         to_node=to_node,
         set=corrections,
         compensate=compensate,
         requested_by=by,
         reason=reason,
-        plan=plan.model_copy(update={"live_from": to_node, "corrections": corrections, "rewinding": True}),
+        plan=plan.model_copy(
+            update={"live_from": to_node, "corrections": {**plan.corrections, **corrections}, "rewinding": True}
+        ),
     )
     handle = dsmo.temporal.get_workflow_handle(run_id)
     try:

@@ -50,23 +50,52 @@ class TrailStore:
         body = self.export(run_id)
         return None if body is None else [AuditEvent.model_validate(event) for event in unchained(body)]
 
+    @staticmethod
+    def parse_lines(lines: list[bytes]) -> list[AuditEvent]:
+        """The events of some chained lines of a trail (a page of it: only those are parsed)."""
+        return [AuditEvent.model_validate(event) for event in unchained(b"\n".join(lines))]
+
+    def segment_window(self, run_id: str, segments: int, stored: int, low: int, high: int) -> list[AuditEvent]:
+        """The events with sequence numbers ``low + 1`` to ``high`` of a run's trail segments.
+
+        Only the segments that hold them are read (each is write-once and kept): from the first
+        segment forward, or, for a page nearer the end (``stored`` is the last stored event's
+        sequence number), from the last segment back.
+        """
+        picked: list[list[AuditEvent]] = []
+        if low < stored - high:
+            for number in range(1, segments + 1):
+                events = self._segment(run_id, number)
+                if events and events[-1].seq > low:
+                    picked.append(events)
+                if events and events[-1].seq >= high:
+                    break
+        else:
+            for number in range(segments, 0, -1):
+                events = self._segment(run_id, number)
+                if events and events[0].seq <= high:
+                    picked.insert(0, events)
+                if events and events[0].seq <= low + 1:
+                    break
+        return [event for events in picked for event in events if low < event.seq <= high]
+
+    def _segment(self, run_id: str, number: int) -> list[AuditEvent]:
+        key = (run_id, number)
+        if key not in self._segments:
+            body = read_segments(self.store, run_id, number, first=number)
+            self._segments[key] = [AuditEvent.model_validate(event) for event in unchained(body)]
+            while len(self._segments) > SEGMENTS_CACHED:
+                self._segments.popitem(last=False)
+        self._segments.move_to_end(key)
+        return self._segments[key]
+
     def segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
         """The events a long-lived run has written to its trail's segments in the store.
 
         Segments are write-once, so each is read once and kept (the latest `SEGMENTS_CACHED`):
         following a long run (the console's run page) reads only the segments written since.
         """
-        events: list[AuditEvent] = []
-        for number in range(1, segments + 1):
-            key = (run_id, number)
-            if key not in self._segments:
-                body = read_segments(self.store, run_id, number, first=number)
-                self._segments[key] = [AuditEvent.model_validate(event) for event in unchained(body)]
-                while len(self._segments) > SEGMENTS_CACHED:
-                    self._segments.popitem(last=False)
-            self._segments.move_to_end(key)
-            events.extend(self._segments[key])
-        return events
+        return [event for number in range(1, segments + 1) for event in self._segment(run_id, number)]
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ async def _replay_on(
 ) -> WhatIfRun:
     plan = planned.request.replay
     assert plan is not None
-    source = planned.request.definition
+    source = planned.record_definition or planned.request.definition  # a moved run's record: every version's nodes
 
     def unchanged(node: str | None) -> bool:
         return node is not None and _same_agent(source.nodes.get(node), candidate.nodes.get(node))
@@ -183,9 +183,12 @@ async def _replay_on(
         if plan.llm_records is None
         else {key: visit for key, visit in plan.llm_records.items() if unchanged(_node_of(key, source))}
     )
+    # The candidate makes none of the original's moves: it starts with the values they set.
+    given = {name: value for move in plan.moves for name, value in move.request.set.items()}
     request = planned.request.model_copy(
         update={
             "definition": candidate,
+            "input": {**planned.request.input, **given},
             "origin": {"replayOf": run_id, "whatIf": candidate.workflow_version},
             "replay": plan.model_copy(update={"reuse": reuse, "moves": [], "by_kind": True, "llm_records": records}),
         }

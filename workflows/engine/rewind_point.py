@@ -148,8 +148,13 @@ def hand_over(run: Run) -> ExecutionRequest:
             "rewind": RewindRecord(from_node=pending.from_node, to_node=request.to_node),
         }
     )
+    # The plan's own corrections come first: what a moved run's moves set (starter/client/moved_runs.py).
     plan = request.plan.model_copy(
-        update={"live_from": request.to_node, "corrections": dict(request.set), "rewinding": True}
+        update={
+            "live_from": request.to_node,
+            "corrections": {**request.plan.corrections, **request.set},
+            "rewinding": True,
+        }
     )
     return run.request.model_copy(update={"checkpoint": checkpoint, "replay": plan})
 

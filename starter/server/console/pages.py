@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dsmo.starter.client.client_errors import DefinitionNotFound, RunNotFound
+from dsmo.starter.client.trail_pages import page_of
 from dsmo.starter.server.console.auth import (
     CONSOLE,
     CSRF_FIELD,
@@ -31,8 +32,11 @@ from dsmo.starter.server.console.tasks import PERSON_WAITS, FilterError, TaskFil
 from dsmo.starter.server.console.uploads import UploadForm, return_path, sealed_upload_path, upload_form
 from dsmo.starter.server.console.web import Console, checked_run_id, console, problem_page, render
 from dsmo.starter.storage import ArtifactErased, ArtifactMissing
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
+
+TRAIL_PAGE = 200  # trail events on a run page: its size stays bounded whatever the trail's length
 
 router = APIRouter(prefix=CONSOLE, include_in_schema=False)
 can_read = viewer_with("read")
@@ -75,14 +79,23 @@ async def tasks(
     return render(request, "tasks.html", context)
 
 
-async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str, Any]:
-    """What the run template needs; a form's event id is fixed here, when the page is rendered."""
+async def run_context(
+    request: Request, viewer: Viewer, run_id: str, *, after: str = "", before: str = ""
+) -> dict[str, Any]:
+    """What the run template needs; a form's event id is fixed here, when the page is rendered.
+
+    The trail shows one page (`trail_pages`): the latest events, or those around the cursor.
+    """
     checked_run_id(run_id)
+    cursors = {name: _cursor(name, value) for name, value in (("after", after), ("before", before))}
     app = console(request)
     try:
         page = await load_run_page(app.dsmo, app.graphs, app.s3, app.store, run_id)
+        trail = page_of(page.trail, limit=TRAIL_PAGE, **cursors)
     except RunNotFound as err:
         raise ConsoleProblem(404, str(err)) from None
+    except DsmoError as err:
+        raise ConsoleProblem(422, str(err)) from None
     view = page.view
     form = FORMS.get(view.waiting_for or "") if view.status.value == "waiting" else None
     uploads: list[UploadForm] = []
@@ -94,6 +107,7 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
     return {
         "viewer": viewer,
         "page": page,
+        "trail": trail,
         "view": view,
         "form": form,
         "form_allowed": form is not None and viewer.allows(f"events:{form.event_type}"),
@@ -116,6 +130,14 @@ async def run_context(request: Request, viewer: Viewer, run_id: str) -> dict[str
         "web_ui": app.settings.temporal.run_url(run_id),
         "now": datetime.now(UTC),
     }
+
+
+def _cursor(name: str, value: str) -> int | None:
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ConsoleProblem(422, f"{name}: must be a sequence number, got {value[:40]!r}")
+    return int(value)
 
 
 def rewind_targets(view: StatusView) -> list[str]:
@@ -159,8 +181,10 @@ def _upload_forms(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-async def run_page(request: Request, run_id: str, viewer: Viewer = Depends(can_read)) -> HTMLResponse:
-    return render(request, "run.html", await run_context(request, viewer, run_id))
+async def run_page(
+    request: Request, run_id: str, after: str = "", before: str = "", viewer: Viewer = Depends(can_read)
+) -> HTMLResponse:
+    return render(request, "run.html", await run_context(request, viewer, run_id, after=after, before=before))
 
 
 @router.get("/runs/{run_id}/artifacts/{key:path}")
