@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -41,6 +43,35 @@ REPO = Path(__file__).resolve().parent.parent
 # miss it. Production workers run without it (see worker.workflow_runner_for); the bench smoke
 # test runs that configuration.
 os.environ.setdefault("DSMO_WORKFLOW_SANDBOX", "on")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With parallel workers (`-n N`), the controller starts the one stack they share, before they start."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        config.stash[_SHARED_STACK] = _start_shared_stack()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED_STACK, None)
+    if shared is not None:
+        stack, state_dir = shared
+        stack.down()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+_SHARED_STACK = pytest.StashKey[tuple[Any, Path] | None]()
+
+
+def _start_shared_stack() -> tuple[Any, Path] | None:
+    """A private stack whose settings every worker reads from the environment (`stack_settings`
+    then finds it reusable); None when a running stack is to be reused as it is."""
+    if os.environ.get("DSMO_TEST_PRIVATE_STACK") != "1" and asyncio.run(reusable(Settings.from_env())):
+        return None
+    state_dir = Path(tempfile.mkdtemp(prefix="dsmo-test-stack-"))
+    settings, stack = asyncio.run(start_private(state_dir))
+    os.environ.update(settings.to_env())
+    os.environ.pop("DSMO_TEST_PRIVATE_STACK", None)  # the workers reuse this one
+    return stack, state_dir
 
 
 @pytest_asyncio.fixture(scope="session")
