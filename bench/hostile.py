@@ -405,8 +405,9 @@ are answered within {CONCURRENT_BOUND_S:.0f} s ("s" is the time to the hostile i
 
 {table(cases)}
 
-What DSMO's helper workflows and a move carry, against Temporal's 2 MB payload limit
-(`bench/hostile_sizes.py`; "failed workflow tasks" scans every history involved):
+What DSMO's helper workflows and a move carry, against Temporal's 2 MB payload limit: what is
+refused, at what size, how fast (`bench/hostile_sizes.py`; "failed workflow tasks" scans every
+history involved, so a payload limit hit would show there):
 
 {hostile_sizes.table(sizes)}
 {HOSTILE_END}"""

@@ -88,7 +88,7 @@ from dsmo.starter.client.rpc_errors import not_taken, rpc_error, update_failure
 from dsmo.starter.client.run_selection import current_rows
 from dsmo.starter.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.starter.client.trail_store import TrailStore, TrailVerification, erased_artifacts, verify_export
-from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing
+from dsmo.starter.client.unanswered import QUERY_TIMEOUT, closed_or_missing, query_error, unless_failing, update_run
 from dsmo.starter.client.with_start import UpdateGates
 from dsmo.starter.config.settings import Settings
 from dsmo.starter.storage import artifact_store
@@ -1622,8 +1622,7 @@ class DsmoClient:
             with tracer.start_as_current_span(
                 f"dsmo.event {event_type}", context=await self._run_trace(run_id), attributes={"dsmo.run_id": run_id}
             ):
-                update = self._handle(run_id).execute_update("deliver_event", event, result_type=EventAck)
-                ack: EventAck = await unless_failing(self.temporal, self._handle(run_id), update)
+                ack = await update_run(self.temporal, self._handle(run_id), "deliver_event", event, EventAck)
             return ack
         except WorkflowTaskFailing as err:
             raise not_taken(err, event_type) from None

@@ -22,7 +22,7 @@ from dsmo.starter.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
 from dsmo.starter.client.rpc_errors import update_failure
 from dsmo.starter.client.run_selection import Scope
-from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
+from dsmo.starter.client.unanswered import closed_or_missing, update_run
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
 from dsmo.workflows.contracts.migration_io import (
@@ -75,9 +75,7 @@ async def send(client: DsmoClient, run_id: str, request: MigrationRequest) -> Mi
     """Ask the run to move through its `migrate` update; its answer, or why it refused."""
     handle = client.temporal.get_workflow_handle(run_id)
     try:
-        update = handle.execute_update(MIGRATE_UPDATE, request, result_type=MigrationAck)
-        ack: MigrationAck = await unless_failing(client.temporal, handle, update)
-        return ack
+        return await update_run(client.temporal, handle, MIGRATE_UPDATE, request, MigrationAck)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type == ALREADY_ON_TARGET:

@@ -18,7 +18,7 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.starter.client import moved_runs, replay
 from dsmo.starter.client.client_errors import RewindNotAccepted
 from dsmo.starter.client.rpc_errors import update_failure
-from dsmo.starter.client.unanswered import closed_or_missing, unless_failing
+from dsmo.starter.client.unanswered import closed_or_missing, update_run
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
 
@@ -63,9 +63,7 @@ async def rewind(
     )
     handle = dsmo.temporal.get_workflow_handle(run_id)
     try:
-        update = handle.execute_update(REWIND_UPDATE, request, result_type=RewindAck)
-        ack: RewindAck = await unless_failing(dsmo.temporal, handle, update)
-        return ack
+        return await update_run(dsmo.temporal, handle, REWIND_UPDATE, request, RewindAck)
     except WorkflowUpdateFailedError as err:
         raise RewindNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
     except RPCError as err:

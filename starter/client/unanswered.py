@@ -28,6 +28,10 @@ QUERY_TIMEOUT = timedelta(seconds=10)
 # How often a wait for a run's result looks for a failing workflow task: first after this
 # long (seconds), then twice as long each time up to the maximum.
 WATCH_FIRST, WATCH_MAX = 1.0, 10.0
+# Temporal's answer to an update dropped with the workflow task that carried it, and how many
+# times such an update is sent (each drop needs another request racing it).
+DROPPED_WITH_TASK = "due to unexpected workflow task failure"
+UPDATE_SENDS = 5
 
 
 async def query_error(
@@ -132,6 +136,28 @@ async def unless_failing(temporal: Client, handle: WorkflowHandle[Any, Any], cal
         return outcome.result()
     watch.result()  # raises WorkflowTaskFailing
     raise AssertionError("unreachable: the watch only ends by raising")
+
+
+async def update_run(
+    temporal: Client, handle: WorkflowHandle[Any, Any], name: str, arg: Any, result_type: type[T]
+) -> T:
+    """Send the update ``name`` and await the run's answer, unless its workflow task is failing.
+
+    Temporal drops an update whose workflow task failed as it carried it (a cancel or a signal
+    that arrived meanwhile fails that task as an unhandled command): nothing of it was recorded,
+    so it is sent again, and the run answers it (takes it, or refuses it with the reason).
+
+    Raises:
+        WorkflowTaskFailing: The run's workflow task fails, soon after it is seen failing.
+        RPCError: What Temporal answered, when it is not a dropped update (or one dropped every time).
+    """
+    for attempt in range(1, UPDATE_SENDS + 1):
+        try:
+            return await unless_failing(temporal, handle, handle.execute_update(name, arg, result_type=result_type))
+        except RPCError as err:
+            if DROPPED_WITH_TASK not in str(err).lower() or attempt == UPDATE_SENDS:
+                raise
+    raise AssertionError("unreachable: the last send returns or raises")
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:

@@ -38,6 +38,7 @@ AuditType = Literal[
     "RUN_REWOUND",
     "SLOT_TAKEN",
     "SLOT_GIVEN_BACK",
+    "SLOT_REFUSED",
     "TRANSITION",
     "CONTRACT_VIOLATION",
     "INCONSISTENCY",

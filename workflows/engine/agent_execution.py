@@ -206,6 +206,12 @@ class AgentExecution:
         else:
             self._run.slot_granted = True
 
+    @workflow.signal(name="SLOT_REFUSED")
+    def slot_refused(self, payload: Any = None) -> None:
+        """A concurrency key's lock (``lock``) has no room for this run in its line (``reason``): it ends."""
+        if isinstance(payload, dict) and isinstance(payload.get("lock"), str):
+            self._run.slots_refused[payload["lock"]] = str(payload.get("reason") or "its line is full")
+
     @workflow.signal(name="SLOT_WANTED")
     def slot_wanted(self, payload: Any = None) -> None:
         """A run waits for a concurrency key's slot this run holds (``lock``): give it back when ending."""

@@ -26,24 +26,15 @@ from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, give_back_late, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
+from dsmo.workflows.run.state import say_ending
 from dsmo.workflows.saga.compensation_stack import unwind
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
-# workflow.patched id: a run that ends from a wait says so before it unwinds (its search
-# attributes say `running`). Written only by a run that ends while waiting.
-ENDING_PATCH = "ending-says-so"
 
 
 def begin_ending(run: Run, status: RunStatus) -> None:
-    """The run is ending in ``status``: it says so at once, before anything is awaited.
-
-    Refusing requests from then on changes no command; showing that a run left its wait is an
-    upsert, the one command runs from before did not make, so only that is behind the patch (and
-    the patch is asked only then: a run that ends from running writes no marker).
-    """
-    state = run.state
-    if state.ending is None:
-        state.begin_ending(status, publish=state.status is RunStatus.WAITING and workflow.patched(ENDING_PATCH))
+    """The run is ending in ``status``: it says so at once, before anything is awaited (`say_ending`)."""
+    say_ending(run.state, status)
 
 
 async def finish_completed(run: Run) -> ExecutionResult:

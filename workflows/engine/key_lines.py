@@ -23,10 +23,13 @@ with workflow.unsafe.imports_passed_through():
 # How many runs may wait in one key value's line, and the most a shard's lines may carry (in
 # bytes, estimated by `carried_bytes`): a shard carries its lines across continue-as-new, in one
 # payload Temporal caps at 2 MB. A starter's claim beyond either is refused with the reason; a
-# run already started that asks for a later key is lined up up to `SHARD_CEILING`.
+# run already started that asks for a later key is lined up up to `SHARD_CEILING`, and beyond it
+# told (`SLOT_REFUSED`): it ends FAILED with the reason (`run/flow_slots.py`).
 LINE_LIMIT = 1_000
 SHARD_BUDGET = 1_000_000
 SHARD_CEILING = 1_500_000
+# workflow.patched id: a key lock tells a run its shard has no room for (it only logged it before).
+REFUSAL_PATCH = "key-lock-refusals"
 ENTRY_OVERHEAD = 64  # a run's timestamp, priority and JSON punctuation beside its id's three copies
 
 # What telling a holder found: it holds the slot still, it has ended (its slot is free now), or
@@ -107,6 +110,22 @@ def line_refusal(lines: dict[str, KeyLine], line: KeyLine, run_id: str) -> str |
             "wait in one shard); try later"
         )
     return None
+
+
+def ceiling_refusal(lines: dict[str, KeyLine], run_id: str) -> str | None:
+    """Why a run already started may not wait in a line of this shard (None: it may)."""
+    carried = carried_bytes(lines)
+    if carried + entry_bytes(run_id) <= SHARD_CEILING:
+        return None
+    return f"its lock shard already carries {carried:,} bytes of run ids in line (at most {SHARD_CEILING:,})"
+
+
+async def refuse(run_id: str, lock: str, reason: str) -> None:
+    """Tell ``run_id`` it cannot wait in the line of ``lock`` (``SLOT_REFUSED``): it ends, with ``reason``."""
+    try:
+        await workflow.get_external_workflow_handle(run_id).signal("SLOT_REFUSED", {"lock": lock, "reason": reason})
+    except Exception:  # noqa: BLE001 - it ended meanwhile: nobody waits for the answer
+        workflow.logger.warning("Key lock full: run %s (ended) could not wait in line at %s", run_id, lock)
 
 
 async def tell_waiting(line: KeyLine, holder: str, payload: dict[str, Any], *, may_ask: bool) -> Told:

@@ -8,8 +8,9 @@ workflow, one shard's workflow task serves the claims and releases of all its ke
 together, and no workflow serves every run of a deployment.
 
 Runs ask for a slot with `acquire` (sent with signal-with-start by an activity); the shard
-signals `SLOT_GRANTED` to each run it admits. A starter may `claim` a free slot for a run before
-starting it (an update: admitted at once, or told who holds the key).
+signals `SLOT_GRANTED` to each run it admits, and `SLOT_REFUSED` to one its lines have no room
+for (`key_lines.SHARD_CEILING`): that run ends FAILED, saying so. A starter may `claim` a free
+slot for a run before starting it (an update: admitted at once, or told who holds the key).
 
 A run gives its slot back (`release`) only when it was told that a run waits for it
 (`SLOT_WANTED`), or when it begins a wait under a key that does not hold while waiting: a run
@@ -72,6 +73,7 @@ class KeyLocks:
         self._state = state
         self._due: set[str] = set(state.lines)  # lines that changed: a slot to hand on, or idle now
         self._regrants: list[tuple[str, str]] = []  # (line, holder) that asked again
+        self._refusals: list[tuple[str, str, str]] = []  # (line, run, why) that found the shard full
         # Lines with holders, least recently checked first: their holders are checked, for those that ended.
         self._held: dict[str, None] = {name: None for name, line in state.lines.items() if _checked(line)}
         self._next_check: datetime | None = state.next_check
@@ -98,7 +100,8 @@ class KeyLocks:
             if workflow.info().get_current_history_length() > HISTORY_LIMIT:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._state.next_check = self._next_check
-                workflow.continue_as_new(self._state)
+                if not self._refusals:  # a run refused meanwhile is told first: the next run would not know it
+                    workflow.continue_as_new(self._state)
             await workflow.wait_condition(lambda: bool(self._due or self._regrants or self._rang))
 
     @workflow.signal
@@ -108,11 +111,10 @@ class KeyLocks:
         if run_id in line.holders:
             self._regrants.append((name, run_id))  # a run reset to before it got its slot asks again
         elif run_id and run_id not in line.queue:
-            if key_lines.carried_bytes(self._state.lines) + key_lines.entry_bytes(run_id) > key_lines.SHARD_CEILING:
-                # Beyond this the shard could not continue as new (Temporal caps its input at 2 MB).
-                workflow.logger.error("Key lock full: run %s cannot wait in line %s", run_id, name)
-                return
-            line.line_up(run_id, request.get("priority"))
+            if (refused := key_lines.ceiling_refusal(self._state.lines, run_id)) is None:
+                line.line_up(run_id, request.get("priority"))
+            else:  # beyond it the shard could not continue as new: the run is told, and ends
+                self._refusals.append((name, run_id, refused))
         self._due.add(name)
 
     @workflow.signal
@@ -125,9 +127,8 @@ class KeyLocks:
 
     @workflow.update
     def claim(self, request: dict[str, Any]) -> KeyClaimAnswer:
-        """Give ``run_id`` a slot of the key now if one is free and nobody waits; else say who
-        holds it, and (with ``queue``) put the run in line, so runs are served in the order they
-        were started.
+        """Give ``run_id`` a slot of the key now if one is free and nobody waits; else say who holds
+        it, and (with ``queue``) put the run in line, so runs are served in the order they started.
 
         Runs that end with nobody waiting for their slot do not give it back (it costs them
         nothing that way): when the key is full with holders not yet told that a run waits, some
@@ -188,12 +189,11 @@ class KeyLocks:
     async def _grant(self) -> set[str]:
         """Hand free slots on to the first in line of the lines that changed; those lines."""
         owner, shard = self._state.owner, workflow.info().workflow_id
-        signals = []
         regrants, self._regrants = self._regrants, []
-        for name, run_id in regrants:
-            line = self._state.lines.get(name)
-            if line is not None and run_id in line.holders:
-                signals.append((name, run_id))
+        signals = [(name, run) for name, run in regrants if run in getattr(self._state.lines.get(name), "holders", ())]
+        refusals, self._refusals = self._refusals, []
+        if refusals and workflow.patched(key_lines.REFUSAL_PATCH):
+            await asyncio.gather(*(key_lines.refuse(run, f"{shard}/{name}", why) for name, run, why in refusals))
         due, self._due = self._due, set()
         for name in sorted(due):  # sorted: the same signals in the same order on replay
             line = self._state.lines.get(name)

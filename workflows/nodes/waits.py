@@ -31,7 +31,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded
 from dsmo.workflows.run.flow_slots import give_back_while_waiting, take_back_after_waiting
 from dsmo.workflows.run.inbox_judging import take_kept
-from dsmo.workflows.run.state import Waiting
+from dsmo.workflows.run.state import Waiting, say_ending
 from dsmo.workflows.run.trail_segments import recorded_values
 
 TIMEOUT_SUMMARIES = {
@@ -47,6 +47,9 @@ MAX_UNTIL = timedelta(days=30)
 # workflow.patched id: a wait's threadId, expectedFrom and title are rendered, as its other
 # parameters are. Before, their templates stayed literal in waitingData, where match reads them.
 RENDER_PATCH = "render-wait-parameters"
+# workflow.patched id: a wait whose timeout ends the run says the run is ending before its
+# timeoutActions are sent (it refuses requests meanwhile). Before, it said so only after them.
+TIMEOUT_ENDS_FIRST_PATCH = "timeout-ends-before-its-actions"
 
 
 async def wait_for_response_node(
@@ -174,6 +177,10 @@ async def on_timeout(run: Run, node_id: str, kind: str, options: WaitOptions, at
     retry_left = options.on_timeout == "retry" and attempt <= options.max_retries
     if options.on_timeout == "continue" or retry_left:
         resume_run(run, node_id, {"eventType": "TIMEOUT", "attempt": attempt, "onTimeout": options.on_timeout})
+    elif options.timeout_actions and workflow.patched(TIMEOUT_ENDS_FIRST_PATCH):
+        # The timeout ends the run: a reply, rewind or move that came while the messages go out
+        # would be taken and then lost with the run, so the run refuses them from now on.
+        say_ending(run.state, RunStatus.TIMEOUT)
     for index, action in enumerate(options.timeout_actions):
         await send_message(run, f"{node_id}.timeoutActions.{index}", action.parameters)
     if options.on_timeout == "continue":

@@ -77,6 +77,7 @@ class Run:
     slots_held: list[str] = field(default_factory=list)
     slots_granted: set[str] = field(default_factory=set)
     slots_wanted: set[str] = field(default_factory=set)  # held slots a run waits for: given back at the end
+    slots_refused: dict[str, str] = field(default_factory=dict)  # lock -> why its line has no room for the run
     left_quietly: list[str] = field(default_factory=list)  # slots it ends without giving back (nobody waited)
     slot_asked: str | None = None  # the lock the run waits in line at, if any
     # Whether its keys live in sharded key locks: decided once, when the run first needs them.

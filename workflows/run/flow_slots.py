@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from temporalio import workflow
 
@@ -162,7 +163,15 @@ async def _take(run: Run, slot: KeySlot) -> None:
         state.pending_reason = f"queued: {slot.label} allows {slot.limit} run(s) at once"
     run.slot_asked = slot.lock
     await _call(run, contracts.REQUEST_SLOT, slot)
-    await workflow.wait_condition(lambda: slot.lock in run.slots_granted)
+    await workflow.wait_condition(lambda: slot.lock in run.slots_granted or slot.lock in run.slots_refused)
+    refused = run.slots_refused.pop(slot.lock, None)
+    if refused is not None and slot.lock not in run.slots_granted:
+        # Its lock's shard had no room to line it up (`engine/key_lines.py`): it never waited, and ends.
+        run.slot_asked = None
+        if state.status is RunStatus.PENDING:
+            state.enter(RunStatus.RUNNING)
+        data = _record(run, "SLOT_REFUSED", slot, reason=refused)
+        raise RunEnded(RunStatus.FAILED, "", f"flow control: the line of {data['key']} is full: {refused}")
     run.slots_granted.discard(slot.lock)
     run.slots_held.append(slot.lock)
     run.slot_asked = None
@@ -191,12 +200,13 @@ async def hand_on_deliveries(run: Run, leaving: Sequence[InboxEntry] | None = No
     return handed.runs
 
 
-def _record(run: Run, event: AuditType, slot: KeySlot) -> None:
+def _record(run: Run, event: AuditType, slot: KeySlot, **extra: str) -> dict[str, Any]:
     # When a run took a key's slot and when it gave it back to wait: the trail shows who held a
     # key when (a run's end gives its slots back right after RUN_COMPLETED or RUN_ABORTED).
     # A run about a data subject names the key's value by its keyed fingerprint: the trail outlives an erasure.
-    data = {"key": masked_key_label(slot.label, slot.key, run.fingerprint_key), "limit": slot.limit}
+    data = {"key": masked_key_label(slot.label, slot.key, run.fingerprint_key), "limit": slot.limit, **extra}
     run.state.audit.record(event, at=workflow.now(), stage=run.state.current_node, data=data)
+    return data
 
 
 async def _give_back(run: Run, slots: list[KeySlot]) -> None:

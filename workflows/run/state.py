@@ -25,6 +25,9 @@ from dsmo.workflows.run.audit import AuditTrail
 
 # Keyword search attributes are indexed up to a bounded length; an address longer than this is cut.
 ASSIGNEE_CHARS = 200
+# workflow.patched id: a run that ends from a wait says so before it unwinds (its search
+# attributes say `running`). Written only by a run that ends while waiting.
+ENDING_PATCH = "ending-says-so"
 
 
 @dataclass
@@ -252,6 +255,17 @@ class RunState:
             compensation=result.compensation if result else None,
             inbox=inbox_view(self.inbox),
         )
+
+
+def say_ending(state: RunState, status: RunStatus) -> None:
+    """The run is ending in ``status``: it says so at once, before anything is awaited.
+
+    Refusing requests from then on changes no command; showing that a run left its wait is an
+    upsert, the one command runs from before did not make, so only that is behind the patch (and
+    the patch is asked only then: a run that ends from running writes no marker).
+    """
+    if state.ending is None:
+        state.begin_ending(status, publish=state.status is RunStatus.WAITING and workflow.patched(ENDING_PATCH))
 
 
 def _iso(value: datetime | None) -> str | None:
