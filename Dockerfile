@@ -3,11 +3,6 @@ FROM python:3.11-slim
 WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY pyproject.toml README.md ./
-COPY workflows ./workflows
-COPY activities ./activities
-COPY starter ./starter
-COPY worker.py ./
-# dsmo/ maps the folders above under the one import name `dsmo`.
 COPY dsmo ./dsmo
 # DSMO's examples, a distribution of their own: docker-compose.yml asks for them (DSMO_LOAD).
 COPY examples/pyproject.toml ./examples/

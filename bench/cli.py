@@ -25,8 +25,8 @@ from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, floor_table, machine, markdown, write
 from bench.runner import Bench, BenchConfig
 from bench.section_files import publish_section
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import DevStack, private_settings, reusable
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack, private_settings, reusable
 
 REPO = Path(__file__).resolve().parent.parent
 # Markers of the section `make hostile` writes (bench/hostile.py).
@@ -96,7 +96,7 @@ async def w5_only(*, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
     """Run just W5 (LLM-bound); writes bench/results/w5.json and, with --update, BENCHMARKS.md's W5 section."""
     import json
 
-    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.client.dsmo_client import DsmoClient
 
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": "make bench W5=1"}
@@ -156,7 +156,7 @@ async def scale_only(quick: bool, runs: int | None, *, out_dir: Path, update_ben
     """Run just the scale test (``runs`` waiting, else the configuration's) and its section."""
     from bench.scale import scale_test
     from bench.scale_report import END, START, scale_section
-    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.client.dsmo_client import DsmoClient
 
     config = BenchConfig() if quick else BenchConfig.full()
     count = runs or config.scale_runs

@@ -26,8 +26,8 @@ from bench.paired import MAX_ATTEMPTS, RATES, alternatives, deviation, draw, fau
 from bench.queue_db import Message, QueueDb
 from bench.shared_rule import OK, ROOT, StageExecution
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store
 
 CRASH_EXIT = 17
 MAX_HOPS = 8  # a guard: no chain runs more than 8 stages

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import psutil  # type: ignore[import-untyped]
 
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 
 def listening_pid(port: int) -> int | None:

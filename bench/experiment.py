@@ -33,13 +33,13 @@ from bench.scheduled import UNSCHEDULED, scheduled_lineage
 from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
-from dsmo.starter.client.replay import plan_replay, replay
+from dsmo.client.replay import plan_replay, replay
 
 if TYPE_CHECKING:
     from bench.agents import B3Agent
     from dsmo.activities.artifacts import ArtifactStore
-    from dsmo.starter.client.dsmo_client import DsmoClient
-    from dsmo.starter.config.settings import Settings
+    from dsmo.client.dsmo_client import DsmoClient
+    from dsmo.config.settings import Settings
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
 MODES = ("B3", "B1", "B2")

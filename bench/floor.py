@@ -31,8 +31,8 @@ from dsmo.workflows.common.status import RunStatus
 if TYPE_CHECKING:
     from bench.agents import ExecutionLog
     from dsmo.activities.artifacts import ArtifactStore
-    from dsmo.starter.client.dsmo_client import DsmoClient
-    from dsmo.starter.config.settings import Settings
+    from dsmo.client.dsmo_client import DsmoClient
+    from dsmo.config.settings import Settings
 
 # The sides of each round, rotated so that each runs in each place of a round equally often
 # when the rounds are a multiple of the sides (the full bench's eight; the quick one's four).

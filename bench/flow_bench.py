@@ -29,7 +29,7 @@ from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.runner import Bench, BenchConfig
 from bench.workloads import FLOW_KEY, definition, keyed_definition
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
 from dsmo.workflows.definition.model import AgentDefinition
 

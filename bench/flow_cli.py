@@ -10,7 +10,7 @@ from bench.flow_report import END, START
 from bench.migration_cli import OUT_DIR, REPO, Stack
 from bench.report import machine
 from bench.runner import BenchConfig
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 MARKERS = START, END  # the section's markers in BENCHMARKS.md
 

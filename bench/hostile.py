@@ -36,11 +36,11 @@ from bench.cli import HOSTILE_END, HOSTILE_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.codec import new_key
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.storage import artifact_store
+from dsmo.client.codec import new_key
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import free_port_block
+from dsmo.runtime.storage import artifact_store
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parent.parent

@@ -31,10 +31,10 @@ from typing import Any
 from bench.cli import HOSTILE_LLM_END, HOSTILE_LLM_START, bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.provisioning import worker_polling
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import free_port_block
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parent.parent

@@ -33,10 +33,10 @@ from bench.cli import HOSTILE_LOOP_START as START
 from bench.cli import bench_stack
 from bench.reliability.report import splice
 from bench.report import machine
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.provisioning import worker_polling
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import free_port_block
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 

@@ -34,10 +34,10 @@ from temporalio.api.history.v1 import HistoryEvent
 
 from bench import llm_floor
 from bench.w5_report import held_figures, pooled
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import free_port_block
-from dsmo.starter.provisioning import worker_polling
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import free_port_block
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 REPO = Path(__file__).resolve().parent.parent

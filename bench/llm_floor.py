@@ -27,9 +27,9 @@ from temporalio.worker import Worker
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.llm_http import CLIENT_POOLS, new_http_client
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
-from dsmo.starter.worker_runtime.heap import freeze_startup_heap
+from dsmo.config.settings import Settings
+from dsmo.runtime.heap import freeze_startup_heap
+from dsmo.runtime.storage import artifact_store
 from dsmo.workflows.common.search_attributes import WAITING_FOR
 
 WORKFLOW = "LlmFloorRun"

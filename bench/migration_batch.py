@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.definition.model import AgentDefinition
 
 

@@ -26,9 +26,9 @@ from bench.migration_bare import UPDATE, WORKFLOW
 from bench.migration_batch import migrate_batch
 from bench.migration_measures import FIRST_TASK_DONE, Side, move_payload_bytes, settled_count
 from bench.update_timer import UpdateTimer
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 from dsmo.worker import WORKFLOW_TASK_SLOTS
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE

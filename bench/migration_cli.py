@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.report import machine
 from bench.runner import BenchConfig
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "bench" / "results"
@@ -42,7 +42,7 @@ async def migration_only(quick: bool, stack: Stack, *, update_benchmarks: bool) 
 
     With ``update_benchmarks``, only its section of BENCHMARKS.md is rewritten.
     """
-    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.client.dsmo_client import DsmoClient
 
     config = BenchConfig() if quick else BenchConfig.full()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from bench.cpu import CpuMeter, per_run_ms
 from bench.jobs import bounded
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 # (first generation's run id, its events, its bytes), by workflow id
 Sizes = dict[str, tuple[str, int, int]]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from bench.queue_db import QueueDb
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 CONSUMERS = 4
 RUN_DEADLINE_S = 60.0

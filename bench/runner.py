@@ -24,10 +24,10 @@ from bench.timer_probe import TimerProbe, timer_fires
 from bench.workloads import STAGE_BACKOFF_S, definition
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.stage import StageActivities
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
-from dsmo.starter.worker_runtime.heap import freeze_startup_heap
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.runtime.heap import freeze_startup_heap
+from dsmo.runtime.storage import artifact_store
 from dsmo.worker import build_worker
 
 

@@ -28,9 +28,9 @@ from bench.cpu import listening_pid
 from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.workloads import wait_definition
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import DevStack
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack
 from dsmo.workflows.common.status import RunStatus
 
 FIRST = 100  # runs resumed one by one before the rest start: reply latency with few waiting

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 
 @workflow.defn(name="ScaleWait", sandboxed=False)

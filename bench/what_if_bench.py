@@ -29,12 +29,12 @@ from typing import Any
 from bench.jobs import bounded
 from bench.migration_measures import settled_count
 from bench.what_if_measures import AGENT, CALLS_FILE, Meter, calls, history_of, messages_in, settled
-from dsmo.starter.client import replay, what_if
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.what_if import WhatIfReport
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
+from dsmo.client import replay, what_if
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.what_if import WhatIfReport
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 

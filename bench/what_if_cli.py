@@ -9,7 +9,7 @@ from bench.migration_cli import OUT_DIR, REPO, Stack
 from bench.report import machine
 from bench.runner import BenchConfig
 from bench.what_if_report import END, START
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 MARKERS = START, END  # the section's markers in BENCHMARKS.md
 
@@ -44,7 +44,7 @@ async def what_if_only(quick: bool, stack: Stack, *, update_benchmarks: bool) ->
 
     With ``update_benchmarks``, only its section of BENCHMARKS.md is rewritten.
     """
-    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.client.dsmo_client import DsmoClient
 
     config = BenchConfig() if quick else BenchConfig.full()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -12,8 +12,8 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from bench.cpu import CpuMeter, per_run_ms
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 
 # The counting agent the section's worker loads (`bench.what_if_agents`), and the file it counts in.
 AGENT, VERSION = "bench-whatif-profile", "1.0.0"

@@ -1,7 +1,7 @@
 """DSMO: durable, deterministic, auditable agent executions on Temporal.
 
 The public API. Everything a program that starts and drives runs needs is importable from
-here; the subpackages (`dsmo.workflows`, `dsmo.activities`, `dsmo.starter`) are DSMO's inside
+here; the subpackages (`dsmo.workflows`, `dsmo.activities`, `dsmo.client`, ...) are DSMO's inside
 and may change between releases.
 
 Example:
@@ -44,8 +44,8 @@ from dsmo.activities.messaging import Channel
 from dsmo.activities.plugin_errors import ActionRefused, ContractViolation, InvalidInput, PluginError, UnknownAgent
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.starter.client.batches import BatchReport, RunOutcome
-from dsmo.starter.client.client_errors import (
+from dsmo.client.batches import BatchReport, RunOutcome
+from dsmo.client.client_errors import (
     AlreadyOnTarget,
     DefinitionNotFound,
     EventMalformed,
@@ -63,22 +63,22 @@ from dsmo.starter.client.client_errors import (
     TemporalUnavailable,
     WorkflowTaskFailing,
 )
-from dsmo.starter.client.definition_files import load_definition, parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient, PublishedAgent
-from dsmo.starter.client.flow_starts import StartReport
-from dsmo.starter.client.monitoring import RunSummary
-from dsmo.starter.client.redrive import DeadLetterRow
-from dsmo.starter.client.replay import ReplayReport
-from dsmo.starter.client.trail_store import TrailVerification
-from dsmo.starter.config.codec_settings import CodecSettings
-from dsmo.starter.config.ingress_settings import IngressSettings
-from dsmo.starter.config.llm_settings import LlmSettings
-from dsmo.starter.config.messaging_settings import MessagingSettings
-from dsmo.starter.config.settings import Settings, SettingsError
-from dsmo.starter.config.store_settings import StoreSettings
-from dsmo.starter.config.temporal_settings import TemporalSettings
-from dsmo.starter.config.worker_settings import WorkerSettings
-from dsmo.starter.exits import hard_exit
+from dsmo.client.definition_files import load_definition, parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient, PublishedAgent
+from dsmo.client.flow_starts import StartReport
+from dsmo.client.monitoring import RunSummary
+from dsmo.client.redrive import DeadLetterRow
+from dsmo.client.replay import ReplayReport
+from dsmo.client.trail_store import TrailVerification
+from dsmo.config.codec_settings import CodecSettings
+from dsmo.config.ingress_settings import IngressSettings
+from dsmo.config.llm_settings import LlmSettings
+from dsmo.config.messaging_settings import MessagingSettings
+from dsmo.config.settings import Settings, SettingsError
+from dsmo.config.store_settings import StoreSettings
+from dsmo.config.temporal_settings import TemporalSettings
+from dsmo.config.worker_settings import WorkerSettings
+from dsmo.runtime.exits import hard_exit
 from dsmo.workflows.common.errors import DefinitionError, DsmoError, IllegalTransition, TemplateError
 from dsmo.workflows.common.identifiers import InvalidRunId
 from dsmo.workflows.common.status import RunStatus

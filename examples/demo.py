@@ -14,8 +14,8 @@ from dsmo import DsmoClient, RunStatus, Settings, hard_exit, load_definition
 
 # Printing the trail and artifacts as `dsmo` does: internals, not part of the public API.
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.cli.render import event_lines, status_lines
-from dsmo.starter.storage import s3_client
+from dsmo.cli.render import event_lines, status_lines
+from dsmo.runtime.storage import s3_client
 
 DEFINITION = Path(__file__).with_name("candidate_screening.yaml")
 CANDIDATE = {"candidate": {"name": "ana maría lópez", "phone": "+34 600 111 222", "skills": ["Python", "SQL"]}}

@@ -23,12 +23,12 @@ from dsmo.activities.actions import ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.processors import ProcessorRegistry, default_registry
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.dev_keys import ensure_dev_subject_keys
-from dsmo.starter.provisioning import ensure_search_attributes_on
-from dsmo.starter.storage import artifact_store
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.dev_keys import ensure_dev_subject_keys
+from dsmo.runtime.provisioning import ensure_search_attributes_on
+from dsmo.runtime.storage import artifact_store
 from dsmo.worker import build_worker
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo_examples.orders.db import OrderDatabase

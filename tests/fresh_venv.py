@@ -21,20 +21,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.provisioning import worker_polling
+from dsmo.config.settings import Settings
+from dsmo.runtime.provisioning import worker_polling
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def source_copy(target: Path) -> Path:
-    """The project's files, symlinks kept: building in the repository would leave `build/` and a
-    `dsmo.egg-info` whose stale metadata (entry points) shadows the installed one."""
+    """The package's files: building in the repository would leave `build/` and a `dsmo.egg-info`
+    whose stale metadata (entry points) shadows the installed one."""
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("pyproject.toml", "README.md", "worker.py"):
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, target / name)
-    for folder in ("dsmo", "workflows", "activities", "starter"):
-        shutil.copytree(REPO / folder, target / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "dsmo", target / "dsmo", ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 

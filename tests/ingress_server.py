@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.ingress.app import create_app
-from dsmo.starter.server.ingress.serving import server_config
+from dsmo.config.settings import Settings
+from dsmo.server.ingress.app import create_app
+from dsmo.server.ingress.serving import server_config
 from tests.stack import free_port_block
 
 

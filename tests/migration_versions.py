@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 from tests.conftest import Harness

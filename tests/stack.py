@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import DevStack, free_port_block, private_settings, reusable
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack, free_port_block, private_settings, reusable
 
 __all__ = ["free_port_block", "port_free", "private_settings", "reusable", "start_private"]
 

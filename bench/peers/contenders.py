@@ -22,7 +22,7 @@ from bench.peers.runner_config import RunnerConfig
 
 if TYPE_CHECKING:
     from dsmo.activities.artifacts import ArtifactStore
-    from dsmo.starter.client.dsmo_client import DsmoClient
+    from dsmo.client.dsmo_client import DsmoClient
 
 RETRY_S = 0.2  # a start or reply the runner could not take (it was down) is sent again this often
 HAND_OVER_S = 60.0  # ... for at most this long

@@ -39,10 +39,10 @@ from bench.peers.ledger_watch import LedgerWatch
 from bench.peers.peer_servers import Postgres
 from bench.peers.runner_config import USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
 from bench.peers.runner_process import RunnerProcess
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import DevStack, free_port_block, private_settings
-from dsmo.starter.storage import artifact_store
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack, free_port_block, private_settings
+from dsmo.runtime.storage import artifact_store
 
 NAMES = ("dsmo", "temporal", "langgraph", "dbos")
 HERE = Path(__file__).resolve().parent

@@ -9,8 +9,8 @@ from pathlib import Path
 from bench.peers.fault_plan import FaultPlan
 from bench.peers.peer_ledger import Ledger
 from bench.peers.peer_work import PeerWork
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store
 
 # The lines of user code a contender's graph took are counted between these markers.
 USER_CODE_BEGIN, USER_CODE_END = "# -- user code begins --", "# -- user code ends --"

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from bench.peers.peer_work import PeerWork
 from bench.peers.runner_config import RunnerConfig
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 STAGE_TIMEOUT = timedelta(seconds=5)  # as the DSMO definition's stages
 

@@ -18,7 +18,7 @@ from typing import Any
 from bench.reliability import report, scenarios
 from bench.reliability.stack import FaultStack
 from bench.report import machine
-from dsmo.starter.exits import hard_exit
+from dsmo.runtime.exits import hard_exit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def main() -> None:
         print(f"BENCHMARKS.md updated; results in {out / 'reliability.json'}")
     if bad:
         print(f"reliability: runs lost, effects duplicated or orphaned in: {', '.join(bad)}")
-    # The Temporal client's threads can abort a normal interpreter exit (see dsmo.starter.exits.hard_exit).
+    # The Temporal client's threads can abort a normal interpreter exit (see dsmo.runtime.exits.hard_exit).
     hard_exit(1 if bad else 0)
 
 

@@ -24,9 +24,9 @@ from datetime import datetime
 
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
-from dsmo.starter.client.client_errors import RunClosed, WorkflowTaskFailing
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.flow_starts import key_line
+from dsmo.client.client_errors import RunClosed, WorkflowTaskFailing
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.flow_starts import key_line
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.flow_control import lock_id

@@ -29,8 +29,8 @@ from bench.reliability import checks
 from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.storage import artifact_store
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.runtime.storage import artifact_store
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts

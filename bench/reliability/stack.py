@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.devstack.processes import ManagedProcess
-from dsmo.starter.devstack.stack import DevStack, dev_plugins_env, private_settings
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.devstack.processes import ManagedProcess
+from dsmo.devstack.stack import DevStack, dev_plugins_env, private_settings
 
 TASK_QUEUE = "reliability"
 # Held stages wait on the worker's event loop, holding a slot but no thread: room for every run

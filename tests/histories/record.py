@@ -21,10 +21,10 @@ from typing import Any
 import dsmo_examples  # noqa: F401 - registers the example agents the flows run
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.definition_files import load_definition
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.client.definition_files import load_definition
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo_examples.orders.db import OrderDatabase
@@ -103,7 +103,7 @@ async def onboarding(dsmo: DsmoClient, queue: str) -> str:
 async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
     """A replay (dsmo replay) of a completed onboarding run: every wait kind, the delay and the
     child taken from the original's record."""
-    from dsmo.starter.client import replay as replays
+    from dsmo.client import replay as replays
 
     original = await onboarding(dsmo, queue)
     report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
@@ -113,7 +113,7 @@ async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
 async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
     """A replay of an order saga whose payment was declined (before replays took actions'
     outcomes from the record, they ran the actions again)."""
-    from dsmo.starter.client import replay as replays
+    from dsmo.client import replay as replays
 
     original = await saga_failure(dsmo, queue)
     report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
@@ -243,7 +243,7 @@ MOVED = {
 
 async def _moved_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     """Waiting for documents (one in, a signature kept early), refused a move with no map, moved with one."""
-    from dsmo.starter.client.client_errors import MigrationNotAccepted
+    from dsmo.client.client_errors import MigrationNotAccepted
     from dsmo.workflows.definition.model import parse_definition
 
     v1, v2 = parse_definition(MOVING), parse_definition(MOVED)
@@ -518,7 +518,7 @@ async def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from dsmo.starter.exits import hard_exit
+    from dsmo.runtime.exits import hard_exit
 
     asyncio.run(main(sys.argv[1:]))
     hard_exit(0)

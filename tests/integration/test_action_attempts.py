@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
 

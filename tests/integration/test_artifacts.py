@@ -9,8 +9,8 @@ import pytest
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition

@@ -23,7 +23,7 @@ from temporalio.testing import ActivityEnvironment
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import EXECUTION_META, AuditActivities, audit_key, chain, verify_lines
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.client_errors import NoWorker
+from dsmo.client.client_errors import NoWorker
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.trail_io import AuditExport

@@ -33,10 +33,10 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definition_store import DefinitionStore, index_key
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.plugin_errors import UnknownAgent
-from dsmo.starter.cli.main import _main as dsmo_cli
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.cli.main import _main as dsmo_cli
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition

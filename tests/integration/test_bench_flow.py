@@ -11,7 +11,7 @@ from bench.flow_bench import SIDES, flow_bench
 from bench.flow_cli import with_section
 from bench.flow_report import END, START, save
 from bench.runner import BenchConfig
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from bench.queue_modes import QueueModes
 from bench.runner import Bench, BenchConfig
 from bench.shared_rule import OK, judge
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 pytestmark = pytest.mark.integration
 

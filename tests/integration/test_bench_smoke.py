@@ -11,9 +11,9 @@ from bench.cli import benchmarks_page
 from bench.paired import RATES, draw
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store
 
 pytestmark = pytest.mark.integration
 

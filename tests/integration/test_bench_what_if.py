@@ -10,8 +10,8 @@ import pytest
 from bench.what_if_bench import what_if_bench
 from bench.what_if_cli import with_section
 from bench.what_if_report import END, START, save
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 
 pytestmark = pytest.mark.integration
 

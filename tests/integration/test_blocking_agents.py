@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 
 from dsmo import DsmoClient, RunStatus, Settings
-from dsmo.starter.provisioning import worker_polling
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
 from tests.stack import free_port_block
 

@@ -17,8 +17,8 @@ import pytest
 
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.starter.client.batches import BatchReport
-from dsmo.starter.client.bulk_operations import redrive_id
+from dsmo.client.batches import BatchReport
+from dsmo.client.bulk_operations import redrive_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

@@ -20,7 +20,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.audit_log import audit_key
-from dsmo.starter.client.client_errors import MigrationNotAccepted
+from dsmo.client.client_errors import MigrationNotAccepted
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness

@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import STORE_EVENT_VALUES

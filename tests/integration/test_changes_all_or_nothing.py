@@ -21,8 +21,8 @@ from temporalio.api.enums.v1 import EventType
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.client_errors import EventNotAccepted, MigrationNotAccepted, RewindNotAccepted
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.client_errors import EventNotAccepted, MigrationNotAccepted, RewindNotAccepted
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.client_errors import RunNotFound
+from dsmo.client.client_errors import RunNotFound
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.console.form_actions import SIGN_IN_FAILURE_BURST
-from dsmo.starter.server.console.tasks import FilterError, TaskFilter, task_page
+from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.console.form_actions import SIGN_IN_FAILURE_BURST
+from dsmo.server.console.tasks import FilterError, TaskFilter, task_page
 from tests.conftest import Harness
 from tests.console_session import csrf_of, sign_in
 from tests.ingress_server import serving

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.console import open_runs
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.console import open_runs
 from tests.conftest import Harness
 from tests.console_session import sign_in
 from tests.ingress_server import serving

@@ -15,8 +15,8 @@ import pytest
 
 from bench.hostile import large_graph
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.console import graph_layout
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.console import graph_layout
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in

@@ -8,8 +8,8 @@ from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definition_store import DefinitionStore, index_key
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.starter.client.client_errors import RunAlreadyExists
+from dsmo.client.client_errors import RunAlreadyExists
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.client_errors import EventNotAccepted, MigrationNotAccepted, RewindNotAccepted
+from dsmo.client.client_errors import EventNotAccepted, MigrationNotAccepted, RewindNotAccepted
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

@@ -16,9 +16,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.client.recorded_outputs import action_output
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.recorded_outputs import action_output
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.flow_control import shard_of, slots_of, throttle_id

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.stack import dev_plugins_env
+from dsmo.config.settings import Settings
+from dsmo.devstack.stack import dev_plugins_env
 from dsmo_examples.orders.order_steps import STEPS
 from tests.fresh_venv import polling_worker
 

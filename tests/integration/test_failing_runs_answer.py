@@ -20,8 +20,8 @@ import pytest_asyncio
 
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from tests.conftest import Harness
 from tests.console_session import csrf_of, sign_in

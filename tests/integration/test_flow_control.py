@@ -17,10 +17,10 @@ import pytest
 
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.client_errors import InvalidInputDocument, KeyBusy
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.contracts.run_records import StatusView
@@ -440,7 +440,7 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
 
 
 async def _result_once_started(harness: Harness, run_id: str) -> Any:
-    from dsmo.starter.client.client_errors import RunNotFound
+    from dsmo.client.client_errors import RunNotFound
 
     for _ in range(600):  # a hang guard: the run starts once its key is quiet for the period
         try:

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from bench.reliability.keyed_crash import keyed_crash
 from bench.reliability.stack import FaultStack
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

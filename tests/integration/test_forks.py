@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage

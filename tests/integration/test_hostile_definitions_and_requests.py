@@ -14,7 +14,7 @@ from dsmo.activities.artifacts import run_input_key
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.plugin_errors import UnknownAgent
-from dsmo.starter.client.client_errors import RunAlreadyExists
+from dsmo.client.client_errors import RunAlreadyExists
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.model import parse_definition

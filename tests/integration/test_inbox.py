@@ -23,9 +23,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client import replay as dsmo_replay
-from dsmo.starter.client.client_errors import EventNotAccepted, RunNotFound
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client import replay as dsmo_replay
+from dsmo.client.client_errors import EventNotAccepted, RunNotFound
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import SendMessageRequest, SentMessage

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsmo.starter.client.client_errors import EventNotAccepted
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.client_errors import EventNotAccepted
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
 

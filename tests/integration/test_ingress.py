@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.ingress.app import create_app
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.ingress.app import create_app
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 
@@ -208,7 +208,7 @@ async def test_a_start_carries_its_first_events_and_the_status_shows_the_inbox(
 
 
 def test_the_committed_openapi_spec_is_current(tmp_path: Path) -> None:
-    from dsmo.starter.config.settings import Settings
+    from dsmo.config.settings import Settings
 
     spec = create_app(Settings(state_dir=tmp_path)).openapi()
     committed = json.loads((REPO / "docs" / "openapi.json").read_text())

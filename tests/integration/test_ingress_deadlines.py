@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.server.api_keys import KeyStore
 from tests.conftest import Harness
 from tests.ingress_server import serving
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.ingress.app import create_app
+from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.ingress.app import create_app
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.migration_versions import V1, V2, history_length, new_agent, published, waiting_run

@@ -12,8 +12,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.flow_starts import key_line
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.flow_starts import key_line
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.flow_control import lock_id, shard_of

@@ -22,8 +22,8 @@ from dsmo.activities.artifacts import ArtifactStore, stage_output_key
 from dsmo.activities.llm_http import CLIENT_POOLS
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage, _Exchange
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition

@@ -20,7 +20,7 @@ from temporalio.api.enums.v1 import EventType
 
 from dsmo.activities.audit_log import AuditActivities, audit_key, segment_key, verify_lines
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.replay import resumed_values
+from dsmo.client.replay import resumed_values
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import WRITE_AUDIT_SEGMENT

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from dsmo.starter.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition

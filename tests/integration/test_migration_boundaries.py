@@ -13,9 +13,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.client_errors import MigrationNotAccepted, RunClosed
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.client_errors import MigrationNotAccepted, RunClosed
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition

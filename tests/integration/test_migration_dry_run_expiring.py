@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness

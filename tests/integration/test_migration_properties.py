@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsmo.starter.client.client_errors import MigrationNotAccepted
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.client_errors import MigrationNotAccepted
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness

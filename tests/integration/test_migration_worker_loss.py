@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dsmo import DsmoClient, RunStatus, Settings
-from dsmo.starter.client.batches import RunOutcome
-from dsmo.starter.provisioning import worker_polling
+from dsmo.client.batches import RunOutcome
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client import monitoring
+from dsmo.client import monitoring
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition

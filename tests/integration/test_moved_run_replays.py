@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.connection import connect_temporal
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.telemetry import metrics_runtime
+from dsmo.client.connection import connect_temporal
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.runtime.telemetry import metrics_runtime
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
@@ -108,7 +108,7 @@ async def test_without_tracing_an_event_costs_no_extra_round_trip(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No recording tracer: the event's span is a no-op, so the run's trace is not looked up."""
-    monkeypatch.setattr("dsmo.starter.client.dsmo_client.tracing_enabled", lambda: False)
+    monkeypatch.setattr("dsmo.client.dsmo_client.tracing_enabled", lambda: False)
     run_id = await harness.start(definition_from(EXAMPLE), CANDIDATE)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     ingress = DsmoClient(harness.dsmo.temporal, harness.settings)  # knows nothing of the run

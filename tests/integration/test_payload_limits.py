@@ -16,9 +16,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from dsmo.starter.client.client_errors import InvalidInputDocument, KeyBusy, MigrationNotAccepted
-from dsmo.starter.client.debounced_starts import debouncer_id
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.client_errors import InvalidInputDocument, KeyBusy, MigrationNotAccepted
+from dsmo.client.debounced_starts import debouncer_id
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.migration_io import HANDOVER_LIMIT
 from dsmo.workflows.definition.flow_control import lock_id, shard_of

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from dsmo import DsmoClient, RunStatus, Settings, parse_definition_text
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.provisioning import worker_polling
+from dsmo.runtime.provisioning import worker_polling
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import default_registry
 from dsmo.activities.stage import StageActivities
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
 from dsmo.workflows.contracts.run_records import ExecutionRequest

@@ -23,9 +23,9 @@ import pytest_asyncio
 from bench.llm_server import ChatServer, Reply
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.provisioning import worker_polling
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.runtime.provisioning import worker_polling
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

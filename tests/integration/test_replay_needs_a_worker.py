@@ -14,7 +14,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client import replay_runs
+from dsmo.client import replay_runs
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition

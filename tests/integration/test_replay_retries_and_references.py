@@ -17,7 +17,7 @@ from dsmo.activities.artifacts import ArtifactStore, StoredArtifact
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
-from dsmo.starter.client import replay as replays
+from dsmo.client import replay as replays
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage

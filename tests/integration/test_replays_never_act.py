@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.redrive import ReplayLetterRefused
+from dsmo.client.redrive import ReplayLetterRefused
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

@@ -17,7 +17,7 @@ from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.retention_markers import ENDED_PREFIX, FAILED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX
 from dsmo.activities.retention_sweeping import MARKER_ATTEMPTS, RetentionActivities
-from dsmo.starter.provisioning import ensure_sweep_schedule, sweep_schedule_id
+from dsmo.runtime.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

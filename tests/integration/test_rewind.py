@@ -12,8 +12,8 @@ import pytest
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.client_errors import RewindNotAccepted
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.client_errors import RewindNotAccepted
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage

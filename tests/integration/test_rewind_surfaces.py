@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.server.api_keys import KeyStore
 from tests.conftest import Harness
 from tests.console_session import csrf_of, sign_in
 from tests.ingress_server import serving

@@ -19,7 +19,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from dsmo.activities.artifacts import run_input_key
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.activities.retention_sweeping import RetentionActivities
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition

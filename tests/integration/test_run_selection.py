@@ -14,7 +14,7 @@ import pytest
 
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.erasure import plan_erasure
+from dsmo.client.erasure import plan_erasure
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

@@ -24,9 +24,9 @@ import httpx
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 
-from dsmo.starter.client.client_errors import EventMalformed
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.console.forms import FORMS
+from dsmo.client.client_errors import EventMalformed
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.console.forms import FORMS
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from dsmo.workflows.events.resume_events import EventRejected, well_formed

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from

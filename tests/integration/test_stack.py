@@ -13,13 +13,13 @@ import pytest
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.client_errors import RunNotFound
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.devstack.processes import process_alive
-from dsmo.starter.devstack.stack import DevStack
-from dsmo.starter.provisioning import temporal_reachable
-from dsmo.starter.storage import s3_client
+from dsmo.client.client_errors import RunNotFound
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.devstack.processes import process_alive
+from dsmo.devstack.stack import DevStack
+from dsmo.runtime.provisioning import temporal_reachable
+from dsmo.runtime.storage import s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import definition_from

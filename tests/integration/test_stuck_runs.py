@@ -21,10 +21,10 @@ import pytest
 import pytest_asyncio
 
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client.client_errors import WorkflowTaskFailing
-from dsmo.starter.client.connection import connect_temporal
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.telemetry import metrics_runtime
+from dsmo.client.client_errors import WorkflowTaskFailing
+from dsmo.client.connection import connect_temporal
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.runtime.telemetry import metrics_runtime
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionRequest

@@ -24,11 +24,11 @@ from dsmo.activities.artifacts import ArtifactErased, run_input_key
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.activities.sealing import MAGIC
-from dsmo.starter.client.client_errors import InvalidInputDocument, RunNotFound
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.erasure import SubjectHasOpenRuns
-from dsmo.starter.client.run_archive import verify_archive
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.client_errors import InvalidInputDocument, RunNotFound
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.erasure import SubjectHasOpenRuns
+from dsmo.client.run_archive import verify_archive
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.starter.server.console.task_counts import TaskCounts
-from dsmo.starter.server.console.tasks import TaskFilter, task_page
+from dsmo.server.console.task_counts import TaskCounts
+from dsmo.server.console.tasks import TaskFilter, task_page
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from

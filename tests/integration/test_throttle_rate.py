@@ -12,7 +12,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
 

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage

@@ -16,10 +16,10 @@ from botocore.exceptions import SSLError
 from obstore.exceptions import GenericError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.starter.client.client_errors import TemporalUnavailable
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.storage import artifact_store, s3_client
+from dsmo.client.client_errors import TemporalUnavailable
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.runtime.storage import artifact_store, s3_client
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness

@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dsmo.starter.client.trail_pages import TrailPage
-from dsmo.starter.client.trail_store import TrailStore
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.console.pages import TRAIL_PAGE
+from dsmo.client.trail_pages import TrailPage
+from dsmo.client.trail_store import TrailStore
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.console.pages import TRAIL_PAGE
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness

@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from dsmo.activities.audit_log import audit_key
-from dsmo.starter.client import monitoring
-from dsmo.starter.client.wire_schemas import start_request_schema
+from dsmo.client import monitoring
+from dsmo.client.wire_schemas import start_request_schema
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness

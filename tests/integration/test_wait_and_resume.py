@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dsmo.starter.client.client_errors import EventNotAccepted
+from dsmo.client.client_errors import EventNotAccepted
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition

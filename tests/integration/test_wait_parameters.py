@@ -18,8 +18,8 @@ import yaml
 from temporalio import workflow
 
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.client_errors import EventNotAccepted
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.client_errors import EventNotAccepted
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.nodes.waits import RENDER_PATCH

@@ -15,9 +15,9 @@ from temporalio.testing import WorkflowEnvironment
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.starter.client import redrive as dead_letters
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client import redrive as dead_letters
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts

@@ -23,8 +23,8 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
 from dsmo.activities.definition_store import DefinitionStore
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, expect
 
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.server.api_keys import KeyStore
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.rewind_flow import waiting_for_signature

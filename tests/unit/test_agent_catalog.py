@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from dsmo.activities.processors import default_registry
-from dsmo.starter.client.agent_catalog import local_catalog, markdown
+from dsmo.client.agent_catalog import local_catalog, markdown
 from tests.unit.test_processors import MESSAGE
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "agents.md"

@@ -1,7 +1,7 @@
 """docs/architecture.md stays true: every module it names exists, and it names every module there is.
 
 The page is the first one a newcomer reads. It names modules by their path from the repository's
-root (`workflows/run/intake.py`) and, in the routes, functions by `path.py:name` (`Class.method`
+root (`dsmo/workflows/run/intake.py`) and, in the routes, functions by `path.py:name` (`Class.method`
 for a method); this test reads those names back against the code.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "architecture.md"
 # The folders the installed package `dsmo` is made of, plus the examples distribution.
-PACKAGES = ("workflows", "activities", "starter", "examples/dsmo_examples")
+PACKAGES = ("dsmo", "examples/dsmo_examples")
 MODULE = re.compile(r"`((?:[a-z_]+/)*[a-z_]+\.py)(?::([A-Za-z_][\w.]*))?`")
 
 
@@ -23,7 +23,7 @@ def named() -> list[tuple[str, str | None]]:
 
 
 def modules() -> set[str]:
-    found = {"worker.py"}
+    found: set[str] = set()
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             relative = path.relative_to(ROOT)

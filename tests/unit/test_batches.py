@@ -14,10 +14,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import TypedSearchAttributes
 
-from dsmo.starter.client.batches import BatchReport, Pacer, RunOutcome, reason_class, run_batch
-from dsmo.starter.client.bulk_operations import batch_event_id, default_batch_id, refusal
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
+from dsmo.client.batches import BatchReport, Pacer, RunOutcome, reason_class, run_batch
+from dsmo.client.bulk_operations import batch_event_id, default_batch_id, refusal
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
 
@@ -213,7 +213,7 @@ def test_a_refusal_names_what_the_run_was_doing_first_so_refusals_group_by_it() 
 
 
 def test_each_run_gets_one_line_and_the_batch_a_summary() -> None:
-    from dsmo.starter.cli.bulk_commands import outcome_line, summary_line
+    from dsmo.cli.bulk_commands import outcome_line, summary_line
 
     assert outcome_line("cancel", RunOutcome("r1", "done", "cancel requested")) == "cancelled r1 (cancel requested)"
     assert outcome_line("cancel", RunOutcome("r2", "would")) == "would cancel r2"

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from bench.cli import command as bench_command
-from dsmo.starter.cli.help_examples import commands
-from dsmo.starter.cli.main import cli
+from dsmo.cli.help_examples import commands
+from dsmo.cli.main import cli
 
 ALL = sorted(commands(cli))
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from dsmo.starter.client.codec import CodecError, EncryptionCodec, keys_from_env, new_key, parse_keys
-from dsmo.starter.server.codec_server import create_codec_app
+from dsmo.client.codec import CodecError, EncryptionCodec, keys_from_env, new_key, parse_keys
+from dsmo.server.codec_server import create_codec_app
 
 K1, K2 = ("k1", b"1" * 32), ("k2", b"2" * 32)
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"secret": "s3cr3t"}')
@@ -88,7 +88,7 @@ def test_codec_server_answers_bad_requests_with_clear_errors_not_500() -> None:
 def test_codec_server_will_not_start_without_a_token() -> None:
     from click.testing import CliRunner
 
-    from dsmo.starter.cli.main import cli
+    from dsmo.cli.main import cli
 
     result = CliRunner().invoke(cli, ["codec-server"], env={"DSMO_CODEC_SERVER_TOKEN": ""})
     assert result.exit_code == 2 and "--insecure-no-token" in result.output

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dsmo.starter.config.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
-from dsmo.starter.devstack.stack import TEMPORAL_TUNING, store_go_procs
+from dsmo.config.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
+from dsmo.devstack.stack import TEMPORAL_TUNING, store_go_procs
 from dsmo.workflows.common import search_attributes
 from dsmo_examples.orders.plugin import ORDERS_DB_URL
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from dsmo.starter.server.console.auth import safe_next
-from dsmo.starter.server.console.forms import FORMS, TaskForm, event_data, field_errors
-from dsmo.starter.server.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
-from dsmo.starter.server.console.signed_out import SIGNED_OUT_FILE, SignedOut
-from dsmo.starter.server.console.tasks import FilterError, TaskFilter
-from dsmo.starter.server.console.uploads import return_path, return_valid
+from dsmo.server.console.auth import safe_next
+from dsmo.server.console.forms import FORMS, TaskForm, event_data, field_errors
+from dsmo.server.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
+from dsmo.server.console.signed_out import SIGNED_OUT_FILE, SignedOut
+from dsmo.server.console.tasks import FilterError, TaskFilter
+from dsmo.server.console.uploads import return_path, return_valid
 from dsmo.workflows.events.resume_events import EventRejected, well_formed
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

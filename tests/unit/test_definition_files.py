@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.starter.client.definition_files import names_agent
+from dsmo.client.definition_files import names_agent
 
 
 def test_a_name_that_is_no_file_names_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from dsmo.starter.server.console import definition_graphs
-from dsmo.starter.server.console.definition_graphs import DefinitionGraphs, DrawnGraph
+from dsmo.server.console import definition_graphs
+from dsmo.server.console.definition_graphs import DefinitionGraphs, DrawnGraph
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from dsmo.activities.contract_schemas import compile_schema
 from dsmo.activities.plugin_errors import ContractViolation
-from dsmo.starter.client.erasure import remove_outbox_messages
+from dsmo.client.erasure import remove_outbox_messages
 from dsmo.workflows.definition.flow_control import lock_id
 from dsmo.workflows.definition.sensitive import fingerprint, key_digest, masked_key_label, masked_wait_data
 from dsmo.workflows.engine.key_locks import KeyLocksState

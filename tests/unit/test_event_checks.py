@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dsmo import EventMalformed, EventNotAccepted, parse_definition_text
-from dsmo.starter.client.event_checks import check_event, initial_events
+from dsmo.client.event_checks import check_event, initial_events
 
 WAITS_FOR_A_REPLY = """
 agent: asks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.flow_control import FlowControlError, lock_id, slots_of
 from dsmo.workflows.definition.model import AgentDefinition
@@ -109,7 +109,7 @@ def test_a_bad_stage_throttle_is_refused_naming_the_node() -> None:
 
 
 def test_dsmo_status_says_why_a_run_waits_its_turn() -> None:
-    from dsmo.starter.cli.render import status_lines
+    from dsmo.cli.render import status_lines
     from dsmo.workflows.common.status import RunStatus
     from dsmo.workflows.contracts.run_records import StatusView
 

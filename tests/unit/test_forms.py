@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.server.console.forms import FORMS, TaskForm, event_data
+from dsmo.server.console.forms import FORMS, TaskForm, event_data
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 

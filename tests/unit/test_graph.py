@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from click.testing import CliRunner
 
-from dsmo.starter.cli.main import cli
-from dsmo.starter.server.console.graph import layout, mermaid, svg
+from dsmo.cli.main import cli
+from dsmo.server.console.graph import layout, mermaid, svg
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_the_cli_draws_a_definition_file(tmp_path: Path) -> None:
 
 
 def test_a_diff_marks_nodes_and_edges_added_removed_and_changed(tmp_path: Path) -> None:
-    from dsmo.starter.server.console.graph_diff import diff, diff_svg
+    from dsmo.server.console.graph_diff import diff, diff_svg
 
     old = definition()
     data = {**BRANCHES, "nodes": dict(BRANCHES["nodes"])}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dsmo.starter.worker_runtime.heap import freeze_startup_heap
+from dsmo.runtime.heap import freeze_startup_heap
 
 
 class Node:

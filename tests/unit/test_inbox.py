@@ -115,7 +115,7 @@ def test_a_match_is_compiled_and_checked_at_publish() -> None:
 def test_status_and_acks_show_the_inbox_in_one_line() -> None:
     from datetime import timedelta
 
-    from dsmo.starter.cli.render import ack_line, status_lines
+    from dsmo.cli.render import ack_line, status_lines
     from dsmo.workflows.common.status import RunStatus
     from dsmo.workflows.contracts.run_records import StatusView
     from dsmo.workflows.events.inbox import InboxView

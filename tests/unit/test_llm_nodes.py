@@ -9,9 +9,9 @@ import pytest
 from dsmo.activities.contract_schemas import compile_schema
 from dsmo.activities.llm_answers import answer_summary, check_answer
 from dsmo.activities.llm_stage import LlmEndpoint
-from dsmo.starter.client.replay import answer_changes
-from dsmo.starter.config.llm_settings import LlmSettings
-from dsmo.starter.config.settings import Settings, SettingsError
+from dsmo.client.replay import answer_changes
+from dsmo.config.llm_settings import LlmSettings
+from dsmo.config.settings import Settings, SettingsError
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
 

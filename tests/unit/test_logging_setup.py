@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dsmo.starter.worker_runtime import logging_setup as worker_logging
+from dsmo.runtime import logging_setup as worker_logging
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dsmo.starter.client.definition_files import load_definition, parse_definition_text
+from dsmo.client.definition_files import load_definition, parse_definition_text
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import RunAgentNode, WaitForResponseNode, parse_definition
 

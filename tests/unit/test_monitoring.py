@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dsmo.starter.client.monitoring import runs_query, stuck_query
+from dsmo.client.monitoring import runs_query, stuck_query
 
 
 def test_runs_query_ands_the_filters_with_the_callers_query_last() -> None:

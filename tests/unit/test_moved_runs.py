@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dsmo.starter.client.definition_files import parse_definition_text
-from dsmo.starter.client.moved_runs import node_problem, on_version_now, record_definition
+from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.moved_runs import node_problem, on_version_now, record_definition
 from dsmo.workflows.contracts.migration_io import MigrationRequest
 from dsmo.workflows.contracts.replay_plan import RecordedMove, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent

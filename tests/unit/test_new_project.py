@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsmo import load_definition
-from dsmo.starter.scaffold.new_project import InvalidProjectName, ProjectExists, project_names, scaffold
+from dsmo.scaffold.new_project import InvalidProjectName, ProjectExists, project_names, scaffold
 
 
 @pytest.mark.parametrize(

@@ -23,19 +23,19 @@ import pytest
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from dsmo.starter.client.client_errors import EventMalformed
-from dsmo.starter.client.dsmo_client import DsmoClient
-from dsmo.starter.config.settings import Settings
-from dsmo.starter.server.api_keys import KeyStore
-from dsmo.starter.server.ingress.app import create_app
+from dsmo.client.client_errors import EventMalformed
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
+from dsmo.server.ingress.app import create_app
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.events.resume_events import EventAck, EventRejected, well_formed
 from dsmo.workflows.run.signal_rules import well_formed_signal
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("workflows", "activities", "starter", "worker.py")
-VALIDATOR = "workflows/events/resume_events.py"
-RUN_SIDE = {"workflows/engine/agent_execution.py", "workflows/run/signal_rules.py"}
+SOURCES = ("dsmo",)
+VALIDATOR = "dsmo/workflows/events/resume_events.py"
+RUN_SIDE = {"dsmo/workflows/engine/agent_execution.py", "dsmo/workflows/run/signal_rules.py"}
 
 
 def _deep(levels: int) -> dict[str, Any]:
@@ -275,7 +275,7 @@ SHAPE_RULES = {
     "EventCompleted",
 }
 # Where those are defined, apart from the validator that applies them.
-RULES_DEFINED = {"workflows/common/identifiers.py", "workflows/common/document_limits.py"}
+RULES_DEFINED = {"dsmo/workflows/common/identifiers.py", "dsmo/workflows/common/document_limits.py"}
 
 
 def test_no_module_but_the_validator_applies_an_event_shape_rule() -> None:
@@ -304,7 +304,7 @@ def test_only_the_client_and_the_run_ask_well_formed() -> None:
         if path != VALIDATOR and _names(tree) & {"well_formed", "parse_update", "parse_signal"}
     }
     assert asking, "nobody asks well_formed?"
-    assert all(path.startswith("starter/client/") or path in RUN_SIDE for path in asking), asking
+    assert all(path.startswith("dsmo/client/") or path in RUN_SIDE for path in asking), asking
 
 
 def test_only_intake_notes_the_ids_a_run_took() -> None:
@@ -325,7 +325,7 @@ def test_only_intake_notes_the_ids_a_run_took() -> None:
             ):
                 writers.setdefault(path, []).append("=")
     # intake adds an id when the run takes an event; a new generation restores the window it carried.
-    assert writers == {"workflows/run/intake.py": ["add"], "workflows/run/context.py": ["="]}
+    assert writers == {"dsmo/workflows/run/intake.py": ["add"], "dsmo/workflows/run/context.py": ["="]}
 
 
 def test_well_formed_is_pure_and_says_where_the_problem_is() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from dsmo.starter.cli.main import cli
-from dsmo.starter.server.api_keys import KeyStore
+from dsmo.cli.main import cli
+from dsmo.server.api_keys import KeyStore
 
 
 def test_dsmo_keys_add_accepts_the_operate_scope(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsmo.starter.config.settings import ENVIRONMENT, Settings
+from dsmo.config.settings import ENVIRONMENT, Settings
 from dsmo_examples.orders.plugin import ORDERS_DB_URL, database_url
 
 

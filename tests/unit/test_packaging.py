@@ -11,23 +11,26 @@ import pytest
 from tests.fresh_venv import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("workflows", "activities", "starter", "bench", "tests", "examples")
-# The repository's folders, which the package maps under `dsmo.`: importing them by their
-# folder name would load a second copy of every module.
+FOLDERS = ("dsmo", "starter", "bench", "tests", "examples")
+# The repository's top-level links into the package (and the starter scripts' folder): importing
+# by those names would load a second copy of every module.
 BARE_NAMES = {"workflows", "activities", "starter", "worker"}
+LINKS = ("workflows", "activities", "worker.py")
 
 
 def _sources() -> list[Path]:
     # Not the user projects under tests/ (`*_project`): they are other distributions, some with
     # their own `workflows` and `activities` packages on purpose.
     found = (path for folder in FOLDERS for path in (REPO / folder).rglob("*.py"))
-    return [REPO / "worker.py", *(path for path in found if not any(p.endswith("_project") for p in path.parts))]
+    return [path for path in found if not any(p.endswith("_project") for p in path.parts)]
 
 
-def test_the_package_links_to_the_repository_folders() -> None:
-    for name in ("workflows", "activities", "starter", "worker.py"):
-        link = REPO / "dsmo" / name
-        assert link.is_symlink() and link.resolve() == (REPO / name).resolve(), name
+def test_the_package_is_real_folders_and_the_top_level_names_link_into_it() -> None:
+    links = [path for path in (REPO / "dsmo").rglob("*") if path.is_symlink()]
+    assert links == [], "no link inside the package: tools that read paths must be able to follow it"
+    for name in LINKS:
+        link = REPO / name
+        assert link.is_symlink() and link.resolve() == (REPO / "dsmo" / name).resolve(), name
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda path: str(path.relative_to(REPO)))
@@ -51,8 +54,8 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
         top_level = archive.read(f"{dist_info}/top_level.txt").decode().split()
     assert {name.split("/")[0] for name in names} == {"dsmo", dist_info}
     assert top_level == ["dsmo"]
-    # The linked folders travel as real files, under dsmo.
-    for module in ("dsmo/workflows/engine/agent_execution.py", "dsmo/activities/stage.py", "dsmo/starter/cli/main.py"):
+    # Every room travels under dsmo.
+    for module in ("dsmo/workflows/engine/agent_execution.py", "dsmo/activities/stage.py", "dsmo/cli/main.py"):
         assert module in names
     assert "dsmo/worker.py" in names and not any(name.startswith(("bench/", "tests/")) for name in names)
     # The examples are a distribution of their own (examples/pyproject.toml), not part of the core.
@@ -63,7 +66,7 @@ def test_the_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
         "[dsmo.plugins]\nchannels = dsmo.activities.channels\n" in entry_points and "dsmo_examples" not in entry_points
     )
     # The console works offline: its templates and stylesheet ship inside the package.
-    console = {name.removeprefix("dsmo/starter/server/console/") for name in names if "/console/" in name}
+    console = {name.removeprefix("dsmo/server/console/") for name in names if "/console/" in name}
     assert {"templates/run.html", "templates/tasks.html", "templates/login.html", "static/console.css"} <= console
 
 

@@ -20,7 +20,7 @@ from dsmo.activities.messaging import ChannelRegistry
 from dsmo.activities.plugin_errors import ContractViolation, PluginError
 from dsmo.activities.plugin_loading import DEV_ENTRY_POINT_GROUP, entry_point_modules, load_plugins, split_modules
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, as_output
-from dsmo.starter.config.settings import Settings
+from dsmo.config.settings import Settings
 
 
 class Order(BaseModel):

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.errors import DefinitionError, TemplateError
 from dsmo.workflows.common.templating import render, render_values
 from dsmo.workflows.definition.conditions import ConditionError, check_condition, evaluate_condition

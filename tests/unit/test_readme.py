@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from dsmo import __all__ as public_names
-from dsmo.starter.client.definition_files import parse_definition_text
+from dsmo.client.definition_files import parse_definition_text
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

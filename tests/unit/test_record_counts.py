@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsmo.starter.cli.recovery import counted
+from dsmo.cli.recovery import counted
 from dsmo.workflows.engine.beginning import _numbered
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dsmo.starter.client.record_lines import current_line, reused_outputs
+from dsmo.client.record_lines import current_line, reused_outputs
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.corrections import correction_problem
 from dsmo.workflows.definition.model import parse_definition

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dsmo.starter.client.batches import BatchReport, RunOutcome
-from dsmo.starter.client.record_lines import recorded_llm_visits, reused_outputs, stage_visits, visit_key
-from dsmo.starter.client.replay import record_problem
-from dsmo.starter.client.what_if import WhatIfReport, WhatIfRun, _node_of
+from dsmo.client.batches import BatchReport, RunOutcome
+from dsmo.client.record_lines import recorded_llm_visits, reused_outputs, stage_visits, visit_key
+from dsmo.client.replay import record_problem
+from dsmo.client.what_if import WhatIfReport, WhatIfRun, _node_of
 from dsmo.workflows.contracts.replay_plan import RecordedVisit, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import parse_definition

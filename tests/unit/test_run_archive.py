@@ -18,7 +18,7 @@ import pytest
 
 from dsmo.activities.artifacts import encode_json
 from dsmo.activities.audit_log import chain
-from dsmo.starter.client.run_archive import ArchiveBuilder, verify_archive
+from dsmo.client.run_archive import ArchiveBuilder, verify_archive
 from dsmo.workflows.definition.model import AgentDefinition, effective_parameters, parse_definition
 
 RUN = "archive-test-1a2b3c4d5e6f"
@@ -121,7 +121,7 @@ def test_an_untouched_archive_verifies() -> None:
 
 def test_the_snapshot_s_definition_hashes_to_its_version() -> None:
     # What archive_bindings relies on: the stored snapshot's definition is the version's hash input.
-    from dsmo.starter.client.archive_bindings import definition_version
+    from dsmo.client.archive_bindings import definition_version
 
     assert definition_version(snapshot()["definition"]) == VERSION
 

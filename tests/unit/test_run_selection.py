@@ -14,9 +14,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from dsmo.starter.client.client_errors import InvalidQuery
-from dsmo.starter.client.query_errors import placed
-from dsmo.starter.client.run_selection import (
+from dsmo.client.client_errors import InvalidQuery
+from dsmo.client.query_errors import placed
+from dsmo.client.run_selection import (
     Scope,
     Selection,
     VisibilityBehind,

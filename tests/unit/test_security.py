@@ -14,8 +14,7 @@ from dsmo.workflows.common.identifiers import InvalidRunId, check_run_id
 from dsmo.workflows.definition.model import parse_definition
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = [p for folder in ("workflows", "activities", "starter", "bench") for p in (REPO / folder).rglob("*.py")]
-SOURCES.append(REPO / "worker.py")
+SOURCES = [p for folder in ("dsmo", "starter", "bench") for p in (REPO / folder).rglob("*.py")]
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from temporalio.service import TLSConfig
 
-from dsmo.starter.client.connection import temporal_tls
-from dsmo.starter.config.codec_settings import CodecSettings
-from dsmo.starter.config.ingress_settings import IngressSettings
-from dsmo.starter.config.llm_settings import LlmSettings
-from dsmo.starter.config.messaging_settings import MessagingSettings
-from dsmo.starter.config.settings import ENVIRONMENT, Settings, SettingsError
-from dsmo.starter.config.store_settings import StoreSettings
-from dsmo.starter.config.temporal_settings import TemporalSettings
-from dsmo.starter.config.worker_settings import WorkerSettings
+from dsmo.client.connection import temporal_tls
+from dsmo.config.codec_settings import CodecSettings
+from dsmo.config.ingress_settings import IngressSettings
+from dsmo.config.llm_settings import LlmSettings
+from dsmo.config.messaging_settings import MessagingSettings
+from dsmo.config.settings import ENVIRONMENT, Settings, SettingsError
+from dsmo.config.store_settings import StoreSettings
+from dsmo.config.temporal_settings import TemporalSettings
+from dsmo.config.worker_settings import WorkerSettings
 
 GROUPS: list[Any] = [
     TemporalSettings,
@@ -99,7 +99,7 @@ def test_tls_for_temporal(tmp_path: Path) -> None:
 
 
 def test_an_unknown_trace_exporter_is_a_settings_error() -> None:
-    from dsmo.starter.telemetry import setup_tracing
+    from dsmo.runtime.telemetry import setup_tracing
 
     with pytest.raises(SettingsError, match="OTEL_TRACES_EXPORTER: 'bogus' is not supported"):
         setup_tracing("dsmo-test", env={"OTEL_TRACES_EXPORTER": "bogus"})

@@ -9,8 +9,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from dsmo.starter import telemetry
-from dsmo.starter.client.dsmo_client import DsmoClient
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.runtime import telemetry
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
 from dsmo.workflows.contracts.run_records import ExecutionRequest

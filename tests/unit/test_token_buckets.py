@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.starter.server import token_buckets
-from dsmo.starter.server.token_buckets import TokenBuckets
+from dsmo.server import token_buckets
+from dsmo.server.token_buckets import TokenBuckets
 
 
 class Clock:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dsmo.starter.client.trail_pages import MAX_LIMIT, checked_window, page_of
+from dsmo.client.trail_pages import MAX_LIMIT, checked_window, page_of
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from dsmo.starter.client.with_start import UpdateGates
+from dsmo.client.with_start import UpdateGates
 
 pytestmark = pytest.mark.asyncio
 

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dsmo.starter.client.wire_schemas import START_FIELDS, definition_schema, start_request_schema
+from dsmo.client.wire_schemas import START_FIELDS, definition_schema, start_request_schema
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))

@@ -1,0 +1,299 @@
+"""Starting a run of a definition with concurrency keys: claim its slots first, act on a busy key.
+
+Before the run starts, the starter asks each key's lock (in the order the run takes them) for a
+slot on the run's behalf, in one atomic step that creates the lock if needed (Temporal's
+update-with-start). A free slot is the run's from its start: it starts `running` and asks for
+nothing. At the first busy key the run is put in line there and then (so runs are served in
+the order they were started), and that key's ``onBusy`` decides:
+
+- ``queue``: the run starts `pending`, waits for that slot and takes the next keys itself;
+- ``reject``: nothing starts; the caller is told which run holds the key (`KeyBusy`);
+- ``cancel-previous``: the runs holding the key are cancelled, with the reason recorded and
+  their sagas undone, and the run queues for the slot they give back;
+- ``deliver``: the start's events go to the run holding the key instead (its wait in progress
+  takes them, or its inbox keeps them for the next wait that does), and no run starts. If that
+  run takes none of them (no wait of its takes them, or it ended meanwhile), the start goes
+  ahead as a new run in line: the events are taken by the active run or start a new one, never
+  both and never neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.client.client_errors import (
+    EventNotAccepted,
+    InvalidInputDocument,
+    KeyBusy,
+    RunClosed,
+    RunNotFound,
+)
+from dsmo.client.with_start import update_with_start
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
+from dsmo.workflows.contracts.slot_io import delivery_key
+from dsmo.workflows.contracts.subject_io import SubjectSeal
+from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
+from dsmo.workflows.definition.sensitive import key_digest
+from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
+from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.engine.rate_limiter import LimiterState
+from dsmo.workflows.engine.slot_line import SlotLine
+from dsmo.workflows.events.resume_events import EventAck
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.client.dsmo_client import DsmoClient
+
+
+@dataclass
+class Admission:
+    """What flow control did with one start.
+
+    Attributes:
+        claimed: Locks whose slot the run holds from its start.
+        in_line: The lock the run was put in line at (its place kept for it until it asks).
+        queued_behind: The key the run waits in line for (``conversation.id=c-42``), if any.
+        ahead: How many runs held or waited for that key when it was asked.
+        cancelled: Runs cancelled to make room (``onBusy: cancel-previous``).
+        delivered_to: The run that took the start's events instead (``onBusy: deliver``).
+        acks: What that run answered to each event.
+    """
+
+    claimed: list[str] = field(default_factory=list)
+    in_line: str | None = None
+    queued_behind: str | None = None
+    ahead: int = 0
+    cancelled: list[str] = field(default_factory=list)
+    delivered_to: str | None = None
+    acks: list[EventAck] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StartReport:
+    """What became of a start: the run, and what flow control did with it.
+
+    Attributes:
+        run_id: The run; with ``delivered``, the active run that took the start's events.
+        status: ``running`` (it runs at once), ``pending`` (delayed, or in line for a slot),
+            ``delivered`` (no run started: the active run of the key took the events) or
+            ``debounced`` (the start joined its key's batch: the run starts once the key is quiet).
+        queued_behind: The concurrency key the run waits in line for (``conversation.id=c-42``).
+        ahead: How many runs held or waited for that key when the run asked.
+        cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
+        acks: With ``delivered``: what the active run answered to each event.
+        gathered: With ``debounced``: how many starts the run's batch has gathered so far.
+    """
+
+    run_id: str
+    status: str
+    queued_behind: str | None = None
+    ahead: int = 0
+    cancelled: list[str] = field(default_factory=list)
+    acks: list[EventAck] = field(default_factory=list)
+    gathered: int = 0
+
+
+def key_slots(request: ExecutionRequest) -> list[KeySlot]:
+    """The slots a new run of ``request`` needs (none for a replay or a continued run).
+
+    Raises:
+        InvalidInputDocument: The input lacks a value a key reads (the field is named).
+    """
+    definition = request.definition
+    if not definition.concurrency or request.replay is not None or request.checkpoint is not None:
+        return []
+    try:
+        return slots_of(definition.agent, definition.concurrency, request.input, request.key_locks_queue)
+    except FlowControlError as err:
+        raise InvalidInputDocument(f"input: {err}") from None
+
+
+async def admit(
+    dsmo: DsmoClient,
+    slots: list[KeySlot],
+    run_id: str,
+    task_queue: str,
+    request: ExecutionRequest,
+    events: Sequence[Mapping[str, Any]] = (),
+    store: ArtifactStore | None = None,
+) -> Admission:
+    """Claim the run's slots in order until one is busy; act on that key's ``onBusy``.
+
+    Raises:
+        KeyBusy: A busy key says ``reject``, or its line is full (slots claimed so far are given back).
+    """
+    admission, priority = Admission(), request.priority
+    for slot in slots:
+        delivering = slot.on_busy == "deliver" and bool(events)
+        # In line at once unless the key rejects or delivers: runs are served in the order they started.
+        lining_up = slot.on_busy != "reject" and not delivering
+        answer = await _claim(dsmo, slot, run_id, task_queue, queue=lining_up, priority=priority)
+        if not answer.admitted and delivering:
+            for holder in answer.holders:
+                assert store is not None, "a key that delivers needs the store, to keep the start"
+                start = _delivered_start(request, events, task_queue)
+                seal = request.subject.seal if request.subject else None
+                if seal is None and request.definition.subject is not None:
+                    raise DsmoError("subject: its keys cannot be read now, so the start cannot be held; try again")
+                acks = await _deliver(store, dsmo, holder, events, start, seal)
+                if acks is not None:
+                    await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+                    return Admission(delivered_to=holder, acks=acks)
+            # No active run took them (none waits for them, or it ended): a new run, in line.
+            answer = await _claim(dsmo, slot, run_id, task_queue, queue=True, priority=priority)
+        if answer.admitted:
+            admission.claimed.append(slot.lock)
+            continue
+        admission.queued_behind, admission.ahead = slot.label, len(answer.holders) + answer.waiting
+        admission.in_line = slot.lock
+        if slot.on_busy == "reject" or answer.refused is not None:  # refused: its line is at its limit
+            admission.in_line = None
+            await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+            holders = ", ".join(answer.holders) or "runs in line"
+            why = f": {answer.refused}" if answer.refused else f" is busy: run {holders} holds it (onBusy: reject)"
+            raise KeyBusy(f"concurrency.{slot.index}: {slot.label}{why}", active_runs=answer.holders)
+        if slot.on_busy == "cancel-previous":
+            reason = f"replaced by run {run_id} for {slot.label} (onBusy: cancel-previous)"
+            await asyncio.gather(*(_cancel(dsmo, holder, reason) for holder in answer.holders))
+            admission.cancelled = list(answer.holders)
+        break  # the run takes this key and the next ones in line itself, in order
+    return admission
+
+
+def _delivered_start(request: ExecutionRequest, events: Sequence[Mapping[str, Any]], task_queue: str) -> dict[str, Any]:
+    """What a run that ends without taking a delivered event needs to start the run it stood for."""
+    return {
+        "workflowVersion": request.definition.workflow_version,
+        "input": request.input,
+        "events": [dict(event) for event in events],
+        "taskQueue": task_queue,
+    }
+
+
+async def _deliver(
+    store: ArtifactStore,
+    dsmo: DsmoClient,
+    holder: str,
+    events: Sequence[Mapping[str, Any]],
+    start: dict[str, Any],
+    seal: SubjectSeal | None,
+) -> list[EventAck] | None:
+    """Hand the start's events to ``holder``; None when it takes none of them (the start goes ahead).
+
+    The first event decides: once it is taken, the others follow it to the same run. The start
+    is kept in the store first: if the run ends before it takes an event, the event goes on to a
+    run of its own (`activities/hand_on.py`).
+    """
+    for event in events:
+        # Sealed with the start's data subject, as its run's input would be.
+        key = delivery_key(holder, str(event["event_id"]))
+        await asyncio.to_thread(functools.partial(store.put_json_once, key, start, seal=seal))
+    acks = []
+    for index, event in enumerate(events):
+        try:
+            ack = await dsmo.deliver_event(holder, event["type"], event["data"], event_id=event["event_id"])
+        except (EventNotAccepted, RunClosed, RunNotFound):
+            if index == 0:
+                return None
+            raise
+        if index == 0 and not (ack.accepted or ack.duplicate):
+            return None
+        acks.append(ack)
+    return acks
+
+
+async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], run_id: str, task_queue: str) -> None:
+    """Give back slots claimed for a run that did not start."""
+    for slot in slots:
+        if slot.lock in locks:
+            shard, release = release_of(slot.lock, run_id)
+            await dsmo.temporal.start_workflow(
+                KeyLocks.run,
+                KeyLocksState(owner=slot.owner),
+                id=shard,
+                task_queue=task_queue,
+                start_signal="release",
+                start_signal_args=[release],
+            )
+
+
+async def _claim(
+    dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
+) -> KeyClaimAnswer:
+    shard, line = shard_of(slot.lock)
+    ask = {
+        "run_id": run_id,
+        "line": line,
+        "queue": queue,
+        "priority": priority,
+        "max_concurrent": slot.limit,
+        "key": key_digest(slot.key),  # the lock keeps only the value's digest
+        # Used only until a run tells the lock the worker's own setting (which then governs).
+        "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
+    }
+    answer = KeyClaimAnswer(admitted=False, verify=True)
+    for update in ("claim", "claim_verified"):  # the second only when holders may have ended
+        if not answer.verify:
+            break
+        answer = await update_with_start(
+            dsmo,
+            "DsmoKeyLocks",
+            KeyLocksState(owner=slot.owner),
+            shard,
+            task_queue,
+            update,
+            ask,
+            KeyClaimAnswer,
+            what=f"concurrency.{slot.index} ({slot.label})",
+            long_lived=True,
+        )
+    return answer
+
+
+async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:
+    with contextlib.suppress(RunClosed):  # it ended meanwhile: its slot is given back all the same
+        await dsmo.cancel(run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
+
+
+async def key_line(dsmo: DsmoClient, lock: str) -> SlotLine | None:
+    """A key value's line as its lock keeps it now (None: nobody holds or waits for the key).
+
+    Raises:
+        RPCError: Temporal did not answer.
+        WorkflowQueryFailedError: The lock could not answer (busy, or ending).
+    """
+    shard, line = shard_of(lock)
+    handle = dsmo.temporal.get_workflow_handle(shard)
+    try:
+        found: SlotLine | None
+        if line is None:  # a key value's own lock, from before key locks were sharded
+            found = await handle.query("snapshot", result_type=LimiterState)
+        else:
+            found = await handle.query("line", line, result_type=KeyLine)
+        return found
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None  # the lock ended: its last line emptied a while ago
+        raise
+
+
+async def with_place_in_line(dsmo: DsmoClient, view: StatusView) -> StatusView:
+    """A run in line for a key's slot: its place in the line, added to its pending reason."""
+    assert view.queued_for is not None
+    try:
+        line = await key_line(dsmo, view.queued_for)
+    except (RPCError, WorkflowQueryFailedError):
+        return view  # the lock is busy or just ended: the reason stands without the place
+    if line is None or view.run_id not in line.queue:
+        return view
+    place = f"{line.queue.index(view.run_id) + 1} of {len(line.queue)} in line"
+    return view.model_copy(update={"pending_reason": f"{view.pending_reason}; {place}"})

@@ -1,0 +1,265 @@
+"""Moving runs to another version of their definition: one run, or every run a query selects.
+
+`DsmoClient.migrate_run` and `DsmoClient.migrate` build on these (and a replay, on
+`recorded_moves`, to move where its original moved); a batch goes through
+`batches.run_batch` (paced, reported, idempotent: a run already moved is ``skipped``). A move goes through the run's
+`migrate` update, whose validator decides it where the run is. A dry run cannot ask that
+validator without the risk of a move, so it asks the run where it is (its status and
+variables) and runs the same checks (`migration_checks.plan_migration`) here: the answer is
+the run's, unless the run moves on before the real move is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from dsmo.client.batches import BatchReport, RunOutcome, run_batch
+from dsmo.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
+from dsmo.client.rpc_errors import update_failure
+from dsmo.client.run_selection import Scope
+from dsmo.client.unanswered import closed_or_missing, update_run
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.identifiers import agent_name_problem
+from dsmo.workflows.contracts.migration_io import (
+    ALREADY_ON_TARGET,
+    MIGRATE_UPDATE,
+    MigrationAck,
+    MigrationRequest,
+)
+from dsmo.workflows.contracts.replay_plan import RecordedMove
+from dsmo.workflows.contracts.run_records import AuditEvent
+from dsmo.workflows.definition.migration_checks import (
+    MOVES_AT_BOUNDARY,
+    MigrationRefused,
+    RunPosition,
+    plan_migration,
+    variables_after_move,
+    wait_kind,
+)
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.definition.waits_ahead import waits_ahead
+from dsmo.workflows.events.resume_events import ResumeEvent
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.client.dsmo_client import DsmoClient
+
+
+async def resolve_version(client: DsmoClient, agent: str, version: str) -> AgentDefinition:
+    """A published version of ``agent``, named by its hash (``workflow_version``) or its ``version`` label.
+
+    Raises:
+        DefinitionNotFound: No published version of ``agent`` has this hash or label, or two
+            have the label (name the hash then).
+    """
+    published = await client.versions(agent)
+    if version in published:
+        return await client.definition(agent, version)
+    labelled = [definition for wv in published if (definition := await client.definition(agent, wv)).version == version]
+    if len(labelled) == 1:
+        return labelled[0]
+    if labelled:
+        hashes = ", ".join(definition.workflow_version for definition in labelled)
+        raise DefinitionNotFound(
+            f"version: {len(labelled)} published versions of {agent!r} are labelled {version!r} ({hashes}); "
+            "name one by its hash"
+        )
+    raise DefinitionNotFound(f"version: agent {agent!r} has no published version {version!r} (hash or label)")
+
+
+async def send(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+    """Ask the run to move through its `migrate` update; its answer, or why it refused."""
+    handle = client.temporal.get_workflow_handle(run_id)
+    try:
+        return await update_run(client.temporal, handle, MIGRATE_UPDATE, request, MigrationAck)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type == ALREADY_ON_TARGET:
+            raise AlreadyOnTarget(f"run {run_id!r}: {update_failure(err)}") from None
+        raise MigrationNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
+    except RPCError as err:
+        raise await closed_or_missing(client.settings, handle, err) from None
+
+
+async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+    """What the move would do, by the run's own checks, without asking the run to move (a dry run).
+
+    Raises:
+        AlreadyOnTarget: The run follows the target version already.
+        MigrationNotAccepted: The checks refuse the move (the reason, in one line).
+        RunClosed: The run has ended.
+    """
+    view = await client.status(run_id)
+    target = request.definition
+    if view.status.terminal:
+        raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to move")
+    if view.workflow_version == target.workflow_version:
+        raise AlreadyOnTarget(f"run {run_id!r}: already on {target.version} ({target.workflow_version})")
+    source = await client.definition(view.agent, view.workflow_version)
+    variables = variables_after_move(await client.variables(run_id), request.node_map, request.set)
+    in_wait = view.waiting_for is not None and view.waiting_for not in MOVES_AT_BOUNDARY
+    kept = await kept_events(client, run_id) if view.inbox is not None else []
+    position = RunPosition(
+        node=view.current_node,
+        waiting_for=view.waiting_for if in_wait else None,
+        kept=[event for event in kept if event.type != "DOCUMENT_UPLOADED"],
+        variables=variables,
+    )
+    try:
+        plan = plan_migration(source, target, position, request.node_map, leave_wait=request.leave_wait)
+    except MigrationRefused as err:
+        raise MigrationNotAccepted(f"run {run_id!r}: {err}") from None
+    # The trail does not say which document an early upload carries: it expires only when no
+    # document wait lies ahead at all (the run itself also matches the document's name).
+    ahead = waits_ahead(target, plan.node, include_current=True, fail_safe=True)
+    takes_documents = any(wait_kind(wait) == "document" for wait in ahead)
+    expiring = [
+        event.event_id
+        for event in kept
+        if event.event_id in plan.expiring or (event.type == "DOCUMENT_UPLOADED" and not takes_documents)
+    ]
+    return MigrationAck(
+        run_id=run_id,
+        from_version=source.version,
+        to_version=target.version,
+        from_workflow_version=source.workflow_version,
+        to_workflow_version=target.workflow_version,
+        from_node=view.current_node,
+        to_node=plan.node,
+        waiting=in_wait,
+        expiring=expiring,
+    )
+
+
+async def kept_events(client: DsmoClient, run_id: str) -> list[ResumeEvent]:
+    """The events ``run_id`` keeps in its inbox, oldest first, from its trail.
+
+    Each ``EVENT_BUFFERED`` record not yet followed by its ``EVENT_CONSUMED`` or ``EVENT_EXPIRED``;
+    the trail names each event's type and id, not its data.
+    """
+    kept: dict[str, str] = {}
+    for record in await client.events(run_id):
+        event_id = record.data.get("eventId")
+        if not isinstance(event_id, str):
+            continue
+        if record.type == "EVENT_BUFFERED":
+            kept[event_id] = str(record.data.get("eventType", ""))
+        elif record.type in ("EVENT_CONSUMED", "EVENT_EXPIRED"):
+            kept.pop(event_id, None)
+    return [ResumeEvent(type=kind, event_id=event_id, data={}) for event_id, kind in kept.items()]
+
+
+async def migrate_batch(
+    client: DsmoClient,
+    request: MigrationRequest,
+    *,
+    from_version: str | None = None,
+    query: str | None = None,
+    dry_run: bool = False,
+    rate: float | None = None,
+    limit: int | None = None,
+    concurrency: int = 20,
+    on_outcome: Callable[[RunOutcome], None] | None = None,
+) -> BatchReport:
+    """Move every open run of the target's agent that the filter selects (see `DsmoClient.migrate`)."""
+    target = request.definition
+    scope = selection(target.agent, from_version, None)
+
+    async def one(run_id: str) -> RunOutcome:
+        try:
+            ack = await (preview if dry_run else send)(client, run_id, request)
+        except AlreadyOnTarget:
+            return RunOutcome(run_id, "skipped", f"already on {target.version}")
+        except RunClosed:
+            return RunOutcome(run_id, "skipped", "already ended")
+        except MigrationNotAccepted as err:
+            return RunOutcome(run_id, "refused", str(err).removeprefix(f"run {run_id!r}: "))
+        where = f"{ack.from_node} -> {ack.to_node}" + ("" if ack.waiting else " at its next node boundary")
+        return RunOutcome(run_id, "would" if dry_run else "done", where, ack.model_dump(mode="json"))
+
+    return await run_batch(
+        client,
+        "migrate",
+        query or scope,
+        one,
+        dry_run=dry_run,
+        rate=rate,
+        limit=limit,
+        concurrency=concurrency,
+        on_outcome=on_outcome,
+        scope=scope if query else None,
+        runs=Scope.OPEN,
+    )
+
+
+async def published_target(client: DsmoClient, target: AgentDefinition) -> AgentDefinition:
+    """``target``, once it is known to be a published version (a move goes only to one).
+
+    Raises:
+        DefinitionNotFound: ``target`` is not among its agent's published versions.
+    """
+    try:
+        published = await client.versions(target.agent)
+    except DefinitionNotFound:
+        published = []
+    if target.workflow_version not in published:
+        raise DefinitionNotFound(
+            f"to: version {target.version} ({target.workflow_version}) of {target.agent!r} is not published; "
+            "publish it first (dsmo definitions publish FILE)"
+        )
+    return target
+
+
+def selection(agent: str, from_version: str | None, query: str | None) -> str:
+    """The visibility filter of a batch: the agent's runs, on ``from_version`` if given, and ``query``.
+
+    A batch takes only the open ones, each judged by its current execution (`run_selection`).
+    """
+    problem = agent_name_problem(agent)
+    if problem:
+        raise DefinitionNotFound(problem)
+    clauses = [f"{sa.AGENT_NAME.name} = '{agent}'"]
+    if from_version:
+        clauses.append(f"{sa.WORKFLOW_VERSION.name} = '{from_version}'")
+    if query:
+        clauses.append(f"({query})")
+    return " AND ".join(clauses)
+
+
+async def recorded_moves(dsmo: DsmoClient, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
+    """The original's moves to other versions, for the replay to make at the same points.
+
+    Each counts the resumes taken since the previous move: a replay's next generation starts
+    its cursor in the record again from there.
+    """
+    moves: list[RecordedMove] = []
+    resumes = 0
+    for event in events:
+        if event.type == "RUN_RESUMED":
+            resumes += 1
+        elif event.type == "RUN_MIGRATED":
+            data = event.data
+            target = await dsmo.definition(agent, str(data["toWorkflowVersion"]))
+            request = MigrationRequest(
+                definition=target,
+                node_map=dict(data.get("nodeMap") or {}),
+                leave_wait=bool(data.get("leftWait")),
+                restart_timers=bool(data.get("restartTimers")),
+                set=dict(data.get("set") or {}),
+                requested_by="replay",
+                reason=f"as the original moved (#{event.seq})",
+            )
+            moves.append(
+                RecordedMove(
+                    node=data.get("fromNode"),
+                    waiting=bool(data.get("waiting")),
+                    resumes_before=resumes,
+                    request=request,
+                )
+            )
+            resumes = 0
+    return moves

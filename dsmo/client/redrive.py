@@ -1,0 +1,202 @@
+"""Dead letters (`dlq/{run_id}/{stage}.json`): list them and redrive one as a new linked run.
+
+A replay or what-if writes no dead letter. One written by a DSMO that still did (a letter whose
+run was started as a replay: ``replayOf`` in its origin) is neither listed nor redriven: a
+redrive is a live run, and would act (send messages, run saga actions, start a version never
+published) for a run that only re-read the record.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from temporalio.service import RPCError, RPCStatusCode
+
+from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
+from dsmo.activities.audit_log import audit_key, segment_key
+from dsmo.client.client_errors import RunAlreadyExists
+from dsmo.client.connection import first_line
+from dsmo.client.replay import load_snapshot
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.activity_io import DeadLetter
+from dsmo.workflows.contracts.run_records import ExecutionRequest
+
+if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
+    from dsmo.client.dsmo_client import DsmoClient
+
+
+@dataclass(frozen=True)
+class DeadLetterRow:
+    """A dead letter as `DsmoClient.dead_letters` lists it.
+
+    Attributes:
+        id: ``RUN/STAGE``, what `DsmoClient.redrive` takes.
+        run_id: The run whose stage could not succeed.
+        stage: That stage.
+        error_type: The last error's type.
+        attempts: How many attempts were made.
+        created_at: When it was dead-lettered (ISO 8601).
+        redriven_as: The run that redrove it, if one did.
+    """
+
+    id: str  # {run_id}/{stage}
+    run_id: str
+    stage: str
+    error_type: str
+    attempts: int
+    created_at: str
+    redriven_as: str | None
+
+
+def _marker(letter_id: str) -> str:
+    return f"dlq/{letter_id}.redrive.json"
+
+
+# How much of a trail is read to find its first event (RUN_CREATED, a few hundred bytes).
+FIRST_EVENT_BYTES = 64 * 1024
+
+
+class ReplayLetterRefused(DsmoError):
+    """The dead letter was left by a replay or what-if run: it is never redriven."""
+
+
+def replay_origin(store: ArtifactStore, run_id: str) -> str | None:
+    """The run ``run_id`` replays, as its trail in the store records it (``replayOf``), else None.
+
+    None as well when the store holds no trail of it yet (a run still running, or whose export
+    failed): `redrive` then asks Temporal.
+    """
+    for key in (audit_key(run_id), segment_key(run_id, 1)):
+        first = _first_event(store, key)
+        if first is not None:
+            data = first.get("data") if first.get("type") == "RUN_CREATED" else None
+            origin = data.get("replayOf") if isinstance(data, dict) else None
+            return str(origin) if origin else None
+    return None
+
+
+def _first_event(store: ArtifactStore, key: str) -> dict[str, Any] | None:
+    try:
+        head = store.s3.get_object(Bucket=store.bucket, Key=key, Range=f"bytes=0-{FIRST_EVENT_BYTES - 1}")
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound", "InvalidRange"):
+            return None
+        raise
+    line = head["Body"].read().split(b"\n", 1)[0]
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+async def _started_as_replay(dsmo: DsmoClient, run_id: str) -> str | None:
+    """The run ``run_id`` replays, from the request Temporal started it with (None: not a replay, or gone)."""
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    try:
+        async for event in handle.fetch_history_events():
+            started = event.workflow_execution_started_event_attributes
+            if not started.input.payloads:
+                return None
+            (request,) = await dsmo.temporal.data_converter.decode(started.input.payloads[:1], [dict])
+            origin = request.get("origin") if isinstance(request, dict) else None
+            replayed = origin.get("replayOf") if isinstance(origin, dict) else None
+            return str(replayed) if replayed else None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None  # its history is gone: its trail in the store was the only witness
+        # Not knowing is not "no": a replay's letter must never be redriven for want of an answer.
+        raise DsmoError(
+            f"run {run_id}: cannot tell whether it was a replay ({first_line(err)}); nothing was redriven"
+        ) from None
+    return None
+
+
+def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[DeadLetterRow]:
+    """The dead letters, oldest first; those a replay or what-if left are not listed (never redriven)."""
+    rows = []
+    replays: dict[str, str | None] = {}  # run -> the run it replays: one trail read per run
+    for uri in store.list_uris(f"dlq/{run_id}/" if run_id else "dlq/"):
+        if uri.endswith(".redrive.json") or not uri.endswith(".json"):
+            continue
+        try:
+            letter = DeadLetter.model_validate(store.read_json(uri))
+        except ArtifactErased:
+            continue  # its run's data subject was erased: nothing is left to redrive
+        except ArtifactMissing:
+            continue  # removed by retention since it was listed
+        if letter.run_id not in replays:
+            replays[letter.run_id] = replay_origin(store, letter.run_id)
+        if replays[letter.run_id] is not None:
+            continue  # left by a replay: nothing in it may act
+        letter_id = f"{letter.run_id}/{letter.stage}"
+        try:
+            redriven = str(store.read_json(store.uri(_marker(letter_id))).get("runId"))
+        except ArtifactMissing:
+            redriven = None
+        rows.append(
+            DeadLetterRow(
+                letter_id,
+                letter.run_id,
+                letter.stage,
+                letter.error_type,
+                letter.attempts,
+                letter.created_at.isoformat(timespec="seconds"),
+                redriven,
+            )
+        )
+    return sorted(rows, key=lambda row: row.created_at)
+
+
+def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
+    try:
+        return DeadLetter.model_validate(store.read_json(store.uri(f"dlq/{letter_id}.json")))
+    except ArtifactMissing:
+        raise DsmoError(f"dead letter {letter_id!r} not found (see `dsmo dlq list`)") from None
+
+
+async def redrive(
+    dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None
+) -> str:
+    """Reprocess from the failed stage: same definition version, config and variables.
+
+    With ``new_id``, a run of that id that exists already is the redrive an interrupted attempt
+    started before it could mark the letter: it is marked now and no second run is started.
+
+    Raises:
+        ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
+    """
+    letter = read_dead_letter(store, letter_id)
+    replayed = replay_origin(store, letter.run_id) or await _started_as_replay(dsmo, letter.run_id)
+    if replayed is not None:
+        raise ReplayLetterRefused(
+            f"dead letter {letter_id}: run {letter.run_id} is a replay of {replayed}; a replay's dead letter is "
+            "never redriven (a redrive is a live run and would act for it); redrive the original's letter instead"
+        )
+    definition = await load_snapshot(store, letter.config_ref)
+    if definition.workflow_version != letter.workflow_version:
+        raise DsmoError(f"dead letter {letter_id}: its config snapshot is of another version")
+    request = ExecutionRequest(
+        definition=definition,
+        input=letter.variables,
+        correlation_id=letter.correlation_id,
+        start_at=letter.stage,
+        origin={"redriveOf": letter.run_id},
+    )
+    run_id = new_id or f"{letter.run_id}.redrive-{uuid.uuid4().hex[:8]}"
+    try:
+        await dsmo.start_request(request, run_id=run_id, task_queue=task_queue or letter.task_queue)
+    except RunAlreadyExists:
+        if new_id is None:
+            raise
+    store.s3.put_object(
+        Bucket=store.bucket,
+        Key=_marker(letter_id),
+        Body=f'{{"runId": "{run_id}"}}'.encode(),
+        ContentType="application/json",
+    )
+    return run_id

@@ -1,0 +1,154 @@
+"""A run's `StatusView` when the run itself cannot be asked: from visibility (a delayed start, no
+worker, a failing workflow task), once it has ended from the record its history holds, and once
+Temporal no longer has it (its subject erased, or past retention) from the trail it exported."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.service import RPCError
+
+from dsmo.activities.definition_store import config_key
+from dsmo.client.trail_store import subject_erased
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, WorkflowTaskFailure
+
+if TYPE_CHECKING:
+    from dsmo.client.dsmo_client import DsmoClient
+
+
+def visibility_view(
+    described: WorkflowExecutionDescription,
+    *,
+    problem: str | None = None,
+    failure: WorkflowTaskFailure | None = None,
+) -> StatusView:
+    """What visibility knows of a run: for a run whose start is delayed (no workflow task yet)
+    and for one no worker can answer for."""
+    attrs = described.typed_search_attributes
+    delay_until = described.execution_time or described.start_time
+    status = RunStatus(attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value)
+    delayed = status is RunStatus.PENDING and delay_until > described.start_time
+    waiting_for = attrs.get(sa.WAITING_FOR)
+    return StatusView(
+        run_id=described.id,
+        agent=attrs.get(sa.AGENT_NAME) or "",
+        workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
+        status=status,
+        waiting_for=waiting_for,
+        waiting_until=attrs.get(sa.WAITING_UNTIL) if waiting_for else None,
+        pending_reason=f"scheduled to start at {delay_until.isoformat(timespec='seconds')}" if delayed else None,
+        started_at=described.start_time,
+        completed_at=described.close_time,
+        problem=problem,
+        workflow_task_failure=failure,
+    )
+
+
+async def closed_record(temporal: Client, run_id: str) -> ExecutionResult | None:
+    """The record a closed run ended with, from its history alone (no query, no worker); None if
+    the history holds none (terminated from outside, or cancelled without details)."""
+    handle = temporal.get_workflow_handle(run_id, result_type=ExecutionResult)
+    try:
+        result: ExecutionResult = await handle.result()
+        return result
+    except WorkflowFailureError as err:
+        cause = err.cause
+        # Failed, timed-out and cancelled runs carry the seed's record as the failure's details.
+        if isinstance(cause, ApplicationError | CancelledError) and cause.details:
+            return ExecutionResult.model_validate(cause.details[0])
+        return None
+    except (RPCError, TypeError, ValueError):
+        return None
+
+
+def ended_view(
+    described: WorkflowExecutionDescription, record: ExecutionResult, config_uri: Callable[[str], str]
+) -> StatusView:
+    """An ended run's view from its final record and its visibility entry.
+
+    Args:
+        described: The run's description (agent, version, start time).
+        record: The record the run ended with.
+        config_uri: The URI of a workflow version's config snapshot (where the run's ``config_ref`` points).
+
+    Returns:
+        The view a `status` query would answer with, less what only a live run has (its inbox).
+    """
+    attrs = described.typed_search_attributes
+    version = attrs.get(sa.WORKFLOW_VERSION) or ""
+    return StatusView(
+        run_id=described.id,
+        agent=attrs.get(sa.AGENT_NAME) or "",
+        workflow_version=version,
+        status=record.status,
+        current_node=record.path[-1] if record.path else None,
+        path=record.path,
+        config_ref=config_uri(version) if version else None,
+        started_at=described.start_time,
+        updated_at=record.completed_at,
+        completed_at=record.completed_at,
+        result_type=record.result_type,
+        result_summary=record.result_summary,
+        error_message=record.error_message,
+        failed_action_id=record.failed_action_id,
+        cancelled_by=record.cancelled_by,
+        cancel_reason=record.cancel_reason,
+        compensation=record.compensation,
+    )
+
+
+def gone_problem(*, erased: bool) -> str:
+    """Why a run is shown from its exported trail: the one sentence `dsmo status` and the console say."""
+    why = "its data subject was erased" if erased else "past its retention"
+    return f"Temporal no longer has this run ({why}); shown from its exported audit trail"
+
+
+def trail_view(
+    run_id: str, trail: Sequence[AuditEvent], config_uri: Callable[[str], str], *, erased: bool
+) -> StatusView:
+    """The view of a run Temporal no longer has, from the trail it exported when it ended.
+
+    Args:
+        run_id: The run.
+        trail: Its exported trail (RUN_CREATED first, its ending last).
+        config_uri: The URI of a workflow version's config snapshot.
+        erased: Whether the run's data subject was erased (`subject_erased`).
+
+    Returns:
+        Its agent, version, ending, path and times as the trail recorded them, and in ``problem``
+        why it is shown from its trail.
+    """
+    first, last = trail[0], trail[-1]
+    ended = str(last.data.get("status") or "")
+    result_type = last.data.get("resultType")
+    return StatusView(
+        run_id=run_id,
+        agent=str(first.data.get("agent") or ""),
+        workflow_version=first.workflow_version,
+        status=RunStatus(ended) if ended in set(RunStatus) else RunStatus.COMPLETED,
+        path=[event.stage for event in trail if event.type == "STAGE_STARTED" and event.stage],
+        config_ref=config_uri(last.workflow_version),
+        started_at=first.at,
+        completed_at=last.at,
+        result_type=str(result_type) if result_type else None,
+        problem=gone_problem(erased=erased),
+    )
+
+
+async def gone_view(dsmo: DsmoClient, run_id: str) -> tuple[StatusView, list[AuditEvent]]:
+    """`trail_view` of a run Temporal no longer has, and its trail: what `dsmo status` and the
+    console show of it.
+
+    Raises:
+        RunNotFound: It exported no trail either (no run has this id).
+    """
+    trail = await dsmo.events(run_id)  # the export: no history needed
+    store = dsmo.artifacts
+    erased = await asyncio.to_thread(subject_erased, store, trail[0].data)
+    return trail_view(run_id, trail, lambda version: store.uri(config_key(version)), erased=erased), trail

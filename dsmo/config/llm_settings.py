@@ -1,0 +1,98 @@
+"""The OpenAI-compatible endpoint that `llm` nodes call, its models and their aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from dsmo.config.env_values import EnvReader, SettingsError
+
+MIN_RESPONSE_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """The model endpoint, its key, the default model, model aliases and the response bound.
+
+    Attributes:
+        base_url: An OpenAI-compatible endpoint for LLM stages [``DSMO_LLM_BASE_URL``].
+        model: The model LLM stages ask for [``DSMO_LLM_MODEL``].
+        api_key: The endpoint's key [``DSMO_LLM_API_KEY``].
+        models: Model aliases `llm` nodes may name, ``alias=model`` comma-separated
+            (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
+        max_response_bytes: The most of one model response a worker reads, at least 1024;
+            a longer answer is refused [``DSMO_LLM_MAX_RESPONSE_BYTES``].
+    """
+
+    # The variables this group reads, with their defaults.
+    VARIABLES: ClassVar[dict[str, str]] = {
+        "DSMO_LLM_BASE_URL": "",
+        "DSMO_LLM_MODEL": "gpt-4o-mini",
+        "DSMO_LLM_API_KEY": "",
+        "DSMO_LLM_MODELS": "",
+        # The most of one model response a worker reads (4 MiB); a longer answer is refused, recorded.
+        "DSMO_LLM_MAX_RESPONSE_BYTES": "4194304",
+    }
+
+    base_url: str = ""
+    model: str = "gpt-4o-mini"
+    api_key: str = ""
+    models: str = ""
+    max_response_bytes: int = 4 << 20
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LlmSettings:
+        """Read and check this group's variables.
+
+        Args:
+            env: The environment; a variable unset or empty takes its default.
+
+        Returns:
+            The settings.
+
+        Raises:
+            SettingsError: A value is invalid: an alias that is not ``alias=model``, a bound
+                below 1024.
+        """
+        read = EnvReader(env, cls.VARIABLES)
+        settings = cls(
+            base_url=read.text("DSMO_LLM_BASE_URL"),
+            model=read.text("DSMO_LLM_MODEL"),
+            api_key=read.text("DSMO_LLM_API_KEY"),
+            models=read.text("DSMO_LLM_MODELS"),
+            max_response_bytes=read.whole_number("DSMO_LLM_MAX_RESPONSE_BYTES"),
+        )
+        settings.aliases  # noqa: B018 - validates the aliases early
+        if settings.max_response_bytes < MIN_RESPONSE_BYTES:
+            raise SettingsError(f"DSMO_LLM_MAX_RESPONSE_BYTES: {settings.max_response_bytes} is below 1024")
+        return settings
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that make another process read these settings.
+
+        Returns:
+            Variable names and values.
+        """
+        return {
+            "DSMO_LLM_BASE_URL": self.base_url,
+            "DSMO_LLM_MODEL": self.model,
+            "DSMO_LLM_API_KEY": self.api_key,
+            "DSMO_LLM_MODELS": self.models,
+            "DSMO_LLM_MAX_RESPONSE_BYTES": str(self.max_response_bytes),
+        }
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        """The model aliases of ``DSMO_LLM_MODELS``, alias to model.
+
+        Raises:
+            SettingsError: An entry is not ``alias=model``.
+        """
+        aliases: dict[str, str] = {}
+        for entry in filter(None, (part.strip() for part in self.models.split(","))):
+            alias, equals, model = (part.strip() for part in entry.partition("="))
+            if not equals or not alias or not model:
+                raise SettingsError(f"DSMO_LLM_MODELS: {entry!r} is not alias=model")
+            aliases[alias] = model
+        return aliases

@@ -1,0 +1,44 @@
+"""Routes of a run's events resource: deliver a resume event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Request
+
+from dsmo.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.server.ingress.bodies import EventRequest, StrictJsonRoute
+from dsmo.server.ingress.dependencies import dsmo_client, verify_key
+from dsmo.server.ingress.problems import Problem
+
+router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"], route_class=StrictJsonRoute)
+
+
+@router.post("", status_code=202, summary="Deliver a resume event to a run")
+async def deliver(
+    run_id: str,
+    body: EventRequest,
+    request: Request,
+    idempotency_key: str | None = Header(default=None),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    # The scope depends on the event's type, which is known only once the body is parsed.
+    verify_key(
+        request.app.state.keys,
+        f"events:{body.type}",
+        request.headers.get("authorization"),
+        request.headers.get("x-api-key"),
+    )
+    event_id = body.event_id or idempotency_key
+    if not event_id:
+        raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")
+    try:
+        ack = await dsmo.deliver_event(run_id, body.type, body.data, event_id=event_id)
+    except EventMalformed as err:  # the client asked well_formed before sending: the run's own words
+        raise Problem(422, "invalid_event", str(err.problem)) from None
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except (EventNotAccepted, RunClosed) as err:
+        raise Problem(409, "not_accepted", str(err)) from None
+    return ack.model_dump(mode="json")

@@ -1,0 +1,294 @@
+"""Routes of the executions resource: start a run, read one, list them, cancel one, move one, rewind one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+
+from dsmo.client.client_errors import (
+    AlreadyOnTarget,
+    DefinitionNotFound,
+    EventNotAccepted,
+    MigrationNotAccepted,
+    RewindNotAccepted,
+    RunAlreadyExists,
+    RunClosed,
+    RunNotFound,
+)
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.server.api_keys import ApiKey
+from dsmo.server.ingress.bodies import (
+    CancelRequest,
+    MigrateRequest,
+    RewindRequest,
+    StartRequest,
+    StrictJsonRoute,
+)
+from dsmo.server.ingress.dependencies import (
+    app_settings,
+    can_cancel,
+    can_operate,
+    can_read,
+    can_start,
+    dsmo_client,
+)
+from dsmo.server.ingress.problems import Problem
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import InvalidRunId
+
+router = APIRouter(prefix="/executions", tags=["executions"], route_class=StrictJsonRoute)
+
+
+@router.post("", status_code=201, summary="Start a run of a published agent definition")
+async def start(
+    body: StartRequest,
+    response: Response,
+    key: ApiKey = Depends(can_start),
+    idempotency_key: str | None = Header(default=None),
+    dsmo: DsmoClient = Depends(dsmo_client),
+    settings: Settings = Depends(app_settings),
+) -> dict[str, Any]:
+    """201 with the new run; 200 `duplicate: true` (`eventsDelivered: 0`) for a retry of the same start.
+
+    A retry is the same key, the same `Idempotency-Key` and the same body. A `runId` that names
+    an existing run started by any other request (another `Idempotency-Key`, another body, or
+    none), or an `Idempotency-Key` reused with another body, is a 409 `run_exists` naming the
+    conflict; nothing is delivered. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
+    levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is.
+    """
+    try:
+        definition = await dsmo.definition(body.agent, body.version)
+    except DefinitionNotFound as err:
+        raise Problem(404, "unknown_agent", str(err)) from None
+    run_id = body.run_id
+    if run_id is None and idempotency_key and definition.debounce is None:
+        # The same key from the same caller starts one run; a retry gets that run back.
+        digest = hashlib.sha256(f"{key.name}\x1f{idempotency_key}".encode()).hexdigest()[:16]
+        run_id = f"{definition.agent}-{digest}"
+    for index, event in enumerate(body.events):
+        if not key.allows(f"events:{event.type}"):
+            raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
+    events = [
+        {"type": event.type, "event_id": event.event_id or _start_event_id(idempotency_key, index), "data": event.data}
+        for index, event in enumerate(body.events)
+    ]
+    flow: dict[str, Any] | None = None
+    duplicate = False
+    start = _start_fingerprint(key, idempotency_key, body) if idempotency_key else None
+    try:
+        report = await dsmo.submit(
+            definition,
+            body.input,
+            run_id=run_id,
+            events=events,
+            priority=body.priority,
+            memo={START_MEMO: start} if start else None,
+        )
+        run_id = report.run_id
+        if definition.concurrency:  # what the definition's flow control did with this start
+            flow = {
+                "status": report.status,
+                "queuedBehind": report.queued_behind,
+                "ahead": report.ahead,
+                "cancelled": report.cancelled,
+            }
+        if report.status == "debounced":  # joined its key's batch: the run starts once the key is quiet
+            response.status_code = 202
+            flow = {"status": report.status, "gathered": report.gathered}
+        if report.status == "delivered":  # onBusy: deliver: the key's active run took the events
+            response.status_code = 200
+            flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
+    except EventNotAccepted as err:
+        raise Problem(422, "invalid_event", str(err)) from None
+    except RunAlreadyExists:
+        await _same_start(dsmo, str(run_id), start, derived=body.run_id is None, idempotency_key=idempotency_key)
+        response.status_code = 200
+        events, duplicate = [], True  # this answer delivered nothing: the first start did
+    return {
+        "runId": run_id,
+        "agent": definition.agent,
+        "workflowVersion": definition.workflow_version,
+        "url": settings.temporal.run_url(str(run_id)),
+        "eventsDelivered": len(events),
+        "duplicate": duplicate,
+        **({"flow": flow} if flow is not None else {}),
+    }
+
+
+# The run's memo keeps which start made it: a digest of the key, its Idempotency-Key and the body.
+START_MEMO = "ingressStart"
+
+
+def _start_fingerprint(key: ApiKey, idempotency_key: str, body: StartRequest) -> str:
+    """One start, as its caller sent it: a retry of it has the same digest, any other start another."""
+    sent = body.model_dump(mode="json", by_alias=True)
+    text = json.dumps([key.name, idempotency_key, sent], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def _same_start(
+    dsmo: DsmoClient, run_id: str, start: str | None, *, derived: bool, idempotency_key: str | None
+) -> None:
+    """Return if the existing ``run_id`` was made by this very start (a retry); else refuse with 409.
+
+    A run id derived from the Idempotency-Key whose run keeps no digest was started before
+    digests were kept, by the same key and Idempotency-Key: it is taken as the same start.
+    """
+    if start is None:
+        raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId")
+    memo = await (await dsmo.temporal.get_workflow_handle(run_id).describe()).memo()
+    kept = memo.get(START_MEMO)
+    if kept == start or (kept is None and derived):
+        return
+    if derived:
+        message = (
+            f"Idempotency-Key: {idempotency_key!r} already started run {run_id!r} with a different body; "
+            "send a new Idempotency-Key for a new start"
+        )
+    else:
+        message = (
+            f"runId: run {run_id!r} already exists, started by another request (another Idempotency-Key "
+            "or body); choose another runId"
+        )
+    raise Problem(409, "run_exists", message)
+
+
+def _start_event_id(idempotency_key: str | None, index: int) -> str | None:
+    """A start's event without an id: derived from the start's Idempotency-Key, so a retry repeats it."""
+    return f"{idempotency_key}.{index}" if idempotency_key else None
+
+
+@router.get("/{run_id}", summary="A run's status (its WAITING structure)")
+async def status(run_id: str, _: ApiKey = Depends(can_read), dsmo: DsmoClient = Depends(dsmo_client)) -> dict[str, Any]:
+    try:
+        view = await dsmo.status(run_id)
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    return view.model_dump(mode="json")
+
+
+@router.get("", summary="List runs by status, waitingFor and agent")
+async def list_runs(
+    status: str | None = Query(default=None, pattern="^(pending|running|waiting|completed|failed|timeout|cancelled)$"),
+    waiting_for: str | None = Query(default=None, alias="waitingFor", pattern="^[a-z]+$"),
+    agent: str | None = Query(default=None, pattern="^[a-z0-9-]+$"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    _: ApiKey = Depends(can_read),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    runs = [
+        {
+            "runId": row.run_id,
+            "agent": row.agent or None,
+            "status": row.status,
+            "waitingFor": row.waiting_for,
+            "waitingUntil": row.waiting_until.isoformat() if row.waiting_until else None,
+            "startedAt": row.started_at.isoformat(),
+        }
+        async for row in dsmo.runs(status=status, agent=agent, waiting_for=waiting_for, limit=limit)
+    ]
+    return {"runs": runs}
+
+
+@router.post("/{run_id}/cancel", status_code=202, summary="Cancel a run that has not ended")
+async def cancel(
+    run_id: str,
+    body: CancelRequest,
+    key: ApiKey = Depends(can_cancel),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    try:
+        await dsmo.cancel(run_id, reason=body.reason, by=key.name)
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except RunClosed as err:
+        raise Problem(409, "run_closed", str(err)) from None
+    except InvalidRunId:
+        raise
+    except DsmoError as err:
+        raise Problem(409, err.code, str(err)) from None
+    return {"runId": run_id, "cancelRequested": True}
+
+
+@router.post("/{run_id}/migrate", summary="Move a run to another published version of its agent")
+async def migrate(
+    run_id: str,
+    body: MigrateRequest,
+    key: ApiKey = Depends(can_operate),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    """The run's answer to the move (or, with `dryRun`, what the move would do); `by` is the key's name.
+
+    A run already on the target answers 200 with `alreadyOnTarget: true`, so a retry of a move
+    that happened is not an error.
+    """
+    try:
+        ack = await dsmo.migrate_run(
+            run_id,
+            body.to,
+            node_map=body.node_map,
+            leave_wait=body.leave_wait,
+            restart_timers=body.restart_timers,
+            set_variables=body.set,
+            reason=body.reason,
+            by=key.name,
+            dry_run=body.dry_run,
+        )
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except DefinitionNotFound as err:
+        raise Problem(404, "unknown_version", str(err)) from None
+    except RunClosed as err:
+        raise Problem(409, "run_closed", str(err)) from None
+    except AlreadyOnTarget as err:
+        return {"runId": run_id, "alreadyOnTarget": True, "dryRun": body.dry_run, "detail": str(err)}
+    except MigrationNotAccepted as err:
+        raise Problem(409, "migration_refused", str(err)) from None
+    return {**ack.model_dump(mode="json"), "alreadyOnTarget": False, "dryRun": body.dry_run}
+
+
+@router.post("/{run_id}/rewind", summary="Send a waiting run back to an earlier node of its path")
+async def rewind(
+    run_id: str,
+    body: RewindRequest,
+    key: ApiKey = Depends(can_operate),
+    dsmo: DsmoClient = Depends(dsmo_client),
+) -> dict[str, Any]:
+    """The run's answer: where it was, where it goes back to, the saga steps undone or left.
+
+    The trail records the key's name as who asked (with `requestedBy` beside it when given).
+    A refusal writes nothing to the run: 409 when the run cannot go back now (it is not
+    waiting, it has ended, a correction fails the definition's checks), 422 when the ask names
+    a node the run has not reached or is not a node at all.
+    """
+    by = f"{key.name} ({body.requested_by})" if body.requested_by else key.name
+    try:
+        ack = await dsmo.rewind(
+            run_id, body.to_node, reason=body.reason, set_variables=body.set, compensate=body.compensate, by=by
+        )
+    except RunNotFound as err:
+        raise Problem(404, "run_not_found", str(err)) from None
+    except (RunClosed, RewindNotAccepted) as err:
+        raise Problem(409, err.code, str(err)) from None
+    except InvalidRunId:
+        raise
+    except DsmoError as err:
+        if type(err) is not DsmoError:  # the client's own conditions (no worker, ...) keep their answers
+            raise
+        raise Problem(422, RewindNotAccepted.code, _body_field(str(err))) from None
+    return ack.model_dump(mode="json")
+
+
+# The client names the CLI's options; over HTTP the same refusal names the body's fields.
+_BODY_FIELDS = {"--to: ": "toNode: ", "--reason: ": "reason: "}
+
+
+def _body_field(message: str) -> str:
+    for option, field in _BODY_FIELDS.items():
+        if message.startswith(option):
+            return field + message.removeprefix(option)
+    return message

@@ -1,0 +1,106 @@
+"""Every error the ingress answers, in its documented shape, whatever raised it.
+
+API paths answer JSON, `{"error": {"code": ..., "message": ...}}`; console paths (`/console/...`)
+answer an HTML page naming the problem. Routing's own answers, invalid parameters and bodies,
+DSMO's errors and any unexpected exception all go through here, so nothing reaches a client as
+Starlette's plain-text "Internal Server Error".
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dsmo.server.console.web import is_console_path, problem_page
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import InvalidRunId
+
+log = logging.getLogger("dsmo.ingress")
+
+# DSMO's errors by code: the status each answers with (any other DsmoError is a 500).
+DSMO_ERROR_STATUS = {
+    "run_not_found": 404,
+    "unknown_agent": 404,
+    "run_exists": 409,
+    "key_busy": 409,
+    "run_closed": 409,
+    "event_rejected": 409,
+    "run_not_started": 409,
+    "workflow_task_failing": 409,
+    "invalid_input": 422,
+    "invalid_definition": 422,
+    "no_worker": 503,
+    "flow_control_busy": 503,
+    "temporal_unavailable": 503,
+}
+
+
+class Problem(Exception):
+    """An answer other than success, raised by a route or a dependency.
+
+    Args:
+        status: The HTTP status code.
+        code: A stable, machine-readable error code (for example ``run_not_found``).
+        message: One line for a person.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    """The documented error body with ``status``."""
+    return JSONResponse(status_code=status, content={"error": {"code": code, "message": message}})
+
+
+def answer(request: Request, status: int, code: str, message: str) -> Response:
+    """The error in the shape of the path asked for: a console page, or the API's JSON."""
+    if is_console_path(request.url.path):
+        return problem_page(request, status, message)
+    return error_response(status, code, message)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error in its documented shape (see the module's docstring)."""
+
+    @app.exception_handler(Problem)
+    async def problem(request: Request, err: Problem) -> Response:
+        return answer(request, err.status, err.code, err.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException) -> Response:
+        # Routing's own answers (unknown path, wrong method) in the documented shape, not {"detail": ...}.
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        message = str(err.detail)
+        if err.status_code == 404 and is_console_path(request.url.path):
+            message = f"no console page at {request.url.path}"
+        return answer(request, err.status_code, codes.get(err.status_code, "http_error"), message)
+
+    @app.exception_handler(InvalidRunId)
+    async def bad_run_id(request: Request, err: InvalidRunId) -> Response:
+        return answer(request, 422, err.code, str(err))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> Response:
+        first = err.errors()[0]
+        where = ("body", "query", "path") if is_console_path(request.url.path) else ("body",)
+        field = ".".join(str(part) for part in first.get("loc", ()) if part not in where) or "body"
+        return answer(request, 422, "invalid_body", f"{field}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(DsmoError)
+    async def dsmo_error(request: Request, err: DsmoError) -> Response:
+        status = DSMO_ERROR_STATUS.get(err.code, 500)
+        if status == 500:
+            log.error("%s %s: %s: %s", request.method, request.url.path, type(err).__name__, err)
+        return answer(request, status, err.code, str(err))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, err: Exception) -> Response:
+        # Starlette logs the traceback after this answer is sent (it re-raises to the server).
+        message = f"the server failed to answer ({type(err).__name__}); the error is in its log"
+        return answer(request, 500, "internal_error", message)
