@@ -10,7 +10,9 @@ import click
 from temporalio.service import RPCError
 
 from dsmo.cli.click_context import Context, pass_context, run
+from dsmo.client.client_errors import NotOffered
 from dsmo.client.definition_files import load_definition
+from dsmo.client.definitions_client import Published
 from dsmo.workflows.common.errors import DsmoError
 
 
@@ -40,29 +42,18 @@ def definitions_validate(definition_file: str) -> None:
 @pass_context
 def definitions_publish(obj: Context, definition_file: str) -> None:
     """Validate, snapshot to configs/{workflow_version}.json and make it the agent's latest."""
-    from dsmo.client.agent_catalog import missing_from
-    from dsmo.workflows.definition.node_types import InvokeNode, RunAgentNode
-
     definition = load_definition(definition_file)
-    nodes = definition.nodes.values()
-    agents = {node.agent for node in nodes if isinstance(node, RunAgentNode)}
-    actions = {node.action for node in nodes if isinstance(node, InvokeNode)}
-    offer, unknown = _workers_offer(obj) if agents or actions else (None, "")
-    if offer is None and (agents or actions):
-        click.echo(
-            f"warning: {unknown}, so nobody checked that {', '.join(sorted(agents | actions))} are offered", err=True
-        )
-    elif offer is not None and (missing := missing_from(offer, agents, actions)):
-        raise click.ClickException(
-            f"{definition_file}: no worker on {obj.settings.temporal.task_queue} offers {', '.join(missing)} "
-            "(load the plugin that registers it: dsmo worker --load MODULE)"
-        )
 
-    async def publish() -> str:
-        return await (await obj.client(lazy=True)).publish(definition)
+    async def publish() -> Published:
+        return await (await obj.client(lazy=True)).definitions.publish(definition)
 
-    uri = run(publish)
-    click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {uri}")
+    try:
+        published = run(publish)
+    except NotOffered as err:
+        raise click.ClickException(f"{definition_file}: {err}") from None
+    if published.unchecked:
+        click.echo(f"warning: {published.unchecked}", err=True)
+    click.echo(f"published {definition.agent} workflow_version {definition.workflow_version} -> {published.uri}")
 
 
 @definitions.command("graph")

@@ -86,6 +86,12 @@ class DefinitionNotFound(DsmoError):
     code = "definition_not_found"
 
 
+class NotOffered(DsmoError):
+    """A definition names agents or actions no worker polling its task queue offers; the message names them."""
+
+    code = "not_offered"
+
+
 class MigrationNotAccepted(DsmoError):
     """A run refused to move to the version asked for; the message names the reason, in one line.
 

@@ -19,7 +19,6 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -79,12 +78,14 @@ from dsmo.client.client_errors import (
     WorkflowTaskFailing,
 )
 from dsmo.client.connection import connect_temporal
+from dsmo.client.definitions_client import Definitions, PublishedAgent
 from dsmo.client.event_checks import check_event, initial_events
 from dsmo.client.flow_starts import StartReport
 from dsmo.client.monitoring import RunSummary
 from dsmo.client.redrive import DeadLetterRow
 from dsmo.client.replay import ReplayReport
 from dsmo.client.rpc_errors import not_taken, rpc_error, update_failure
+from dsmo.client.run_handle import RunHandle
 from dsmo.client.run_selection import current_rows
 from dsmo.client.status_views import closed_record, ended_view, visibility_view
 from dsmo.client.trail_store import TrailStore, TrailVerification, erased_artifacts, verify_export
@@ -124,21 +125,6 @@ WORKFLOW_TYPE = "AgentExecution"
 TRACE_CACHE_RUNS = 10_000
 # A task queue seen with a live poller is not asked again for this long (seconds).
 POLLERS_SEEN_FOR = 5.0
-
-
-@dataclass(frozen=True)
-class PublishedAgent:
-    """An agent with published definitions (what `DsmoClient.definitions` lists).
-
-    Attributes:
-        agent: The agent's name.
-        latest: The ``workflow_version`` a start by name runs.
-        versions: Every published ``workflow_version``, oldest first.
-    """
-
-    agent: str
-    latest: str
-    versions: list[str]
 
 
 class DsmoClient:
@@ -937,6 +923,8 @@ class DsmoClient:
         """Publish a definition: snapshot it (write-once) and make it its agent's latest version.
 
         Runs started by the agent's name (`start`, the HTTP API, `trigger_agent`) then follow it.
+        This checks nothing about the workers; ``client.definitions.publish`` first checks that
+        they offer every agent and action the definition names, and is the one to use.
 
         Args:
             definition: The definition to publish (see `load_definition`).
@@ -950,8 +938,25 @@ class DsmoClient:
         uri: str = await asyncio.to_thread(self._definition_store().publish, definition)
         return uri
 
-    async def definitions(self) -> list[PublishedAgent]:
-        """Every agent with a published definition, by name.
+    @property
+    def definitions(self) -> Definitions:
+        """The published definitions: ``await client.definitions()`` lists them, and
+        ``client.definitions.publish(...)`` publishes one, checking the workers offer what it names."""
+        return Definitions(self)
+
+    def run(self, run_id: str) -> RunHandle:
+        """A handle on the run ``run_id`` (no call is made until one of its methods is).
+
+        Args:
+            run_id: The run's id.
+
+        Returns:
+            Its handle: status, events, result, cancel, deliver, respond, rewind, fork, migrate, ...
+        """
+        return RunHandle(self, run_id)
+
+    async def published_agents(self) -> list[PublishedAgent]:
+        """Every agent with a published definition, by name (``client.definitions()``).
 
         Returns:
             For each agent: its name, latest ``workflow_version`` and all published versions.

@@ -95,6 +95,9 @@ class WhatIfReport:
 
         A run the record could not answer before the paths parted (`WhatIfRun.unanswered`) counts
         as an error only.
+
+        Returns:
+            The counts, by name.
         """
         answered = [run for run in self.runs if not run.unanswered]
         diverged = [run for run in answered if not run.same_path]
@@ -109,7 +112,11 @@ class WhatIfReport:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The report for CI: the candidate, the summary, every run."""
+        """The report for CI: the candidate, the summary, every run.
+
+        Returns:
+            The report as JSON values.
+        """
         return {
             "candidate": {
                 "agent": self.candidate.agent,

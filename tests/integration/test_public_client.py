@@ -26,7 +26,7 @@ from dsmo import (
 )
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
-from dsmo.client.dsmo_client import PublishedAgent
+from dsmo.client.definitions_client import PublishedAgent
 from dsmo.worker import build_worker
 from tests.conftest import Harness
 from tests.fresh_venv import FreshVenv

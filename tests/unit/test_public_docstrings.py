@@ -11,10 +11,17 @@ from pydantic import BaseModel
 
 import dsmo
 
+# The public names: `dsmo`'s, and those of its two namespaces, `dsmo.errors` and `dsmo.settings`.
+PUBLIC = {
+    name: getattr(namespace, name)
+    for namespace in (dsmo, dsmo.errors, dsmo.settings)
+    for name in namespace.__all__
+    if not inspect.ismodule(getattr(namespace, name))
+}
+
 
 def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
-    for name in dsmo.__all__:
-        obj = getattr(dsmo, name)
+    for name, obj in PUBLIC.items():
         if not inspect.isclass(obj):
             yield name, obj
             continue
@@ -40,9 +47,9 @@ def _missing_sections(function: Callable[..., Any]) -> list[str]:
     return missing
 
 
-@pytest.mark.parametrize("name", sorted(dsmo.__all__))
+@pytest.mark.parametrize("name", sorted(PUBLIC))
 def test_every_public_name_has_a_docstring(name: str) -> None:
-    assert inspect.getdoc(getattr(dsmo, name)), f"dsmo.{name} has no docstring"
+    assert inspect.getdoc(PUBLIC[name]), f"dsmo.{name} has no docstring"
 
 
 @pytest.mark.parametrize(
@@ -52,11 +59,7 @@ def test_public_functions_document_their_arguments_and_result(qualified: str, fu
     assert not _missing_sections(function), f"dsmo.{qualified} lacks {_missing_sections(function)}"
 
 
-PUBLIC_MODELS = [
-    value
-    for value in (getattr(dsmo, name) for name in dsmo.__all__)
-    if isinstance(value, type) and issubclass(value, BaseModel)
-]
+PUBLIC_MODELS = [value for value in PUBLIC.values() if isinstance(value, type) and issubclass(value, BaseModel)]
 
 
 @pytest.mark.parametrize("model", PUBLIC_MODELS, ids=lambda model: model.__name__)

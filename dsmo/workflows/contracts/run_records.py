@@ -1,4 +1,8 @@
-"""What a run shows the world: its request, status view, terminal record and audit events."""
+"""What a run shows the world: its request, status view, terminal record and audit events.
+
+Longer than most modules: these are public types (`from dsmo import ...`), each documented field
+by field, and they belong together (the request, what a run answers with, what it records).
+"""
 
 from __future__ import annotations
 
@@ -158,7 +162,27 @@ class Compensation(WireModel):
 
 
 class ExecutionRequest(WireModel):
-    """Input of the AgentExecution workflow: the pinned definition and the run's variables."""
+    """Input of the AgentExecution workflow: the pinned definition and the run's variables.
+
+    A program builds one only to start a run another way than `DsmoClient.start` (see
+    `DsmoClient.start_request`); the fields past ``input`` are DSMO's own.
+
+    Attributes:
+        definition: The definition the run is pinned to.
+        input: The run's input variables.
+        correlation_id: An id of the caller's, kept with the run.
+        parent_run_id: The run that started this one, for a child run.
+        history_limit: Continue as new once the history has this many events.
+        checkpoint: Where a continued run picks up (set by the run itself).
+        start_at: The node a redrive starts at.
+        origin: What this run redrives, replays or forks.
+        replay: How a replay, a fork or a what-if takes the original's record.
+        prepared: What a starter already wrote (input, config snapshot, search attributes).
+        slots_claimed: The concurrency-key locks a starter claimed a slot of for this run.
+        key_locks_queue: The task queue where the run's key locks live.
+        priority: 1 (highest) to 5, on Temporal's task queues and in a key's line.
+        subject: The run's data subject and its keys.
+    """
 
     definition: AgentDefinition
     input: dict[str, Any] = Field(default_factory=dict)
@@ -188,7 +212,14 @@ class ExecutionRequest(WireModel):
     subject: SubjectKey | None = None
 
     def started_on(self, task_queue: str) -> ExecutionRequest:
-        """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there."""
+        """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there.
+
+        Args:
+            task_queue: Where the run starts.
+
+        Returns:
+            The request, with its key locks' task queue set when it has concurrency keys.
+        """
         if not self.definition.concurrency or self.replay is not None or self.checkpoint is not None:
             return self
         return self.model_copy(update={"key_locks_queue": task_queue})
