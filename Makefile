@@ -25,7 +25,7 @@ demo: up                     ## run the sample agent end to end
 	$(BIN)/python examples/demo.py
 
 test: install lint           ## the whole suite against the real embedded stack
-	$(BIN)/python -m pytest -q --ignore=tests/ui --durations=20
+	$(BIN)/python -m pytest -q --ignore=tests/ui --durations=20 -n 3 --dist loadfile
 
 ui-check: install            ## open the Web UI in headless Chromium, find a waiting run, save a screenshot
 	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -62,20 +63,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _SHARED_STACK = pytest.StashKey[tuple[Any, Path] | None]()
 
 
+# Names the file where the controller wrote the shared stack's settings. Only this one variable
+# is set: the settings themselves stay out of the environment, as with a sequential run's private
+# stack (a test that builds its own stack, or reads AWS_* variables, must not see them).
+SHARED_STACK_FILE = "DSMO_TEST_SHARED_STACK"
+
+
 def _start_shared_stack() -> tuple[Any, Path] | None:
-    """A private stack whose settings every worker reads from the environment (`stack_settings`
-    then finds it reusable); None when a running stack is to be reused as it is."""
+    """A private stack every worker finds through `SHARED_STACK_FILE`; None when a running stack
+    is to be reused as it is."""
     if os.environ.get("DSMO_TEST_PRIVATE_STACK") != "1" and asyncio.run(reusable(Settings.from_env())):
         return None
     state_dir = Path(tempfile.mkdtemp(prefix="dsmo-test-stack-"))
     settings, stack = asyncio.run(start_private(state_dir))
-    os.environ.update(settings.to_env())
-    os.environ.pop("DSMO_TEST_PRIVATE_STACK", None)  # the workers reuse this one
+    settings_file = state_dir / "settings.json"
+    settings_file.write_text(json.dumps(settings.to_env()))
+    os.environ[SHARED_STACK_FILE] = str(settings_file)
     return stack, state_dir
 
 
 @pytest_asyncio.fixture(scope="session")
 async def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Settings]:
+    if shared_file := os.environ.get(SHARED_STACK_FILE):  # a parallel worker: the controller's stack
+        yield Settings.from_env({**os.environ, **json.loads(Path(shared_file).read_text())})
+        return
     configured = Settings.from_env()
     if os.environ.get("DSMO_TEST_PRIVATE_STACK") != "1" and await reusable(configured):
         ensure_dev_subject_keys(configured)  # a stack started by an older `dsmo dev up` has none
@@ -132,8 +143,6 @@ class Harness:
             assert result.replay_failure is None, f"{run_id} does not replay: {result.replay_failure}"
 
     def messages(self, run_id: str) -> list[dict[str, Any]]:
-        import json
-
         folder = self.outbox / run_id
         if not folder.exists():
             return []

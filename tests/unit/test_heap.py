@@ -37,7 +37,9 @@ def test_the_start_up_heap_leaves_the_collectors_reach(restored_collector: None)
 
     frozen = freeze_startup_heap()
 
-    assert frozen == gc.get_freeze_count() > 1000
+    # A frozen object can still be freed when its last reference goes (another thread's, such as a
+    # test runner's), so the count may only have fallen since.
+    assert frozen >= gc.get_freeze_count() > 1000
     assert before() is None
     del kept
     gc.collect()

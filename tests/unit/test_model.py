@@ -95,7 +95,11 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field", "reason"), BAD, ids=[f"{b[0]}={b[1]!r}"[:60] for b in BAD])
+@pytest.mark.parametrize(
+    ("path", "value", "field", "reason"),
+    BAD,
+    ids=[f"{b[0]}={'<deleted>' if b[1] is DELETE else repr(b[1])}"[:60] for b in BAD],  # the same ids in every process
+)
 def test_bad_definition_names_the_field(path: str, value: Any, field: str, reason: str) -> None:
     with pytest.raises(DefinitionError) as caught:
         parse_definition(mutate(path, value), source="def.yaml")
