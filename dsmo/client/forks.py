@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.client import migration, moved_runs, replay
+from dsmo.client.record_lines import going_back_to
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.contracts.migration_io import MigrationRequest
@@ -44,6 +45,12 @@ async def fork(
     planned = await replay.plan_replay(dsmo, store, run_id, from_node, live=True, option="--from")
     plan = planned.request.replay
     assert plan is not None
+    # Its record is being rewritten: what a fork would take from it is known once the run is back.
+    back_to = None if planned.original.status.terminal else going_back_to(planned.events)
+    if back_to is not None:
+        raise DsmoError(
+            f"--from: run {run_id} is going back to {back_to!r} (a rewind is under way); fork it once it is there"
+        )
     source = moved_runs.version_now(planned.request.definition, plan.moves)  # where the fork goes live
     for name in set_variables or {} if to is None else {}:  # with `to`, the move's checks judge them
         problem = correction_problem(source, from_node, name)

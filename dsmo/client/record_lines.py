@@ -30,6 +30,35 @@ def current_line(events: Iterable[AuditEvent]) -> list[AuditEvent]:
     return line
 
 
+# What a run records between taking a rewind and getting back to its node: the undo of its later
+# saga steps, the hand-over to its next generation, and events kept for the waits ahead.
+_WHILE_GOING_BACK = {
+    "COMPENSATION_STARTED",
+    "COMPENSATION_SUCCEEDED",
+    "COMPENSATION_FAILED",
+    "RUN_CONTINUED",
+    "EVENT_RECEIVED",
+    "EVENT_BUFFERED",
+    "EVENT_REJECTED",
+    "DUPLICATE_IGNORED",
+}
+
+
+def going_back_to(line: list[AuditEvent]) -> str | None:
+    """The node a rewind is taking the run back to, while it has not got there; else None.
+
+    Args:
+        line: The run's current line (`current_line`) of a run that has not ended.
+
+    Returns:
+        The node, or None when the run's last rewind (if any) is over.
+    """
+    rewound = next((index for index in range(len(line) - 1, -1, -1) if line[index].type == "RUN_REWOUND"), None)
+    if rewound is None or any(event.type not in _WHILE_GOING_BACK for event in line[rewound + 1 :]):
+        return None
+    return line[rewound].stage or str(line[rewound].data.get("toNode"))
+
+
 def visit_key(node: str, visit: int) -> str:
     """A stage visit's key, as the workflow names its folder: ``X`` for the first, ``X.vN`` for the Nth."""
     return node if visit == 1 else f"{node}.v{visit}"

@@ -24,6 +24,7 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.client.client_errors import EventNotAccepted, MigrationNotAccepted, RewindNotAccepted
 from dsmo.client.definition_files import parse_definition_text
 from dsmo.worker import build_worker
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
@@ -228,3 +229,26 @@ async def test_a_run_ending_on_its_timeout_refuses_every_request_while_its_saga_
     assert result.status is RunStatus.TIMEOUT and UNDONE[(run_id, "s1")] == 1
     kinds = [event.type for event in await dsmo.events(run_id)]
     assert not {"RUN_REWOUND", "RUN_MIGRATED", "RUN_RESUMED"} & set(kinds), kinds
+
+
+async def test_a_fork_asked_during_a_rewinds_undo_is_refused_with_the_reason_and_works_once_the_run_is_back(
+    harness: Harness,
+) -> None:
+    dsmo, steps = harness.dsmo, ["s1", "s2", "s3"]
+    run_id = await harness.start(flow(f"fork-rewind-{uuid.uuid4().hex[:8]}", steps))
+    await waiting_at(harness, run_id, "shipped")
+    HELD["step"] = "s3"
+    rewind = asyncio.create_task(dsmo.rewind(run_id, "s3", reason="wrong amount"))
+    assert await asyncio.to_thread(HOLDING.wait, 60), "the rewind never undid s3"
+    with pytest.raises(DsmoError) as refused:
+        await asyncio.wait_for(dsmo.fork(run_id, "s2", task_queue=harness.task_queue), ANSWER_WITHIN * 12)
+    assert str(refused.value) == (
+        f"--from: run {run_id} is going back to 's3' (a rewind is under way); fork it once it is there"
+    )
+    assert await dsmo.forks(run_id) == []  # nothing was started
+    RELEASE.set()
+    assert (await asyncio.wait_for(rewind, 60)).compensated == ["s3"]
+    await waiting_at(harness, run_id, "shipped")
+    fork_id = await dsmo.fork(run_id, "s2", task_queue=harness.task_queue)
+    harness.started.append(fork_id)
+    await waiting_at(harness, fork_id, "shipped")

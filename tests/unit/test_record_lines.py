@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dsmo.client.record_lines import current_line, reused_outputs
+from dsmo.client.record_lines import current_line, going_back_to, reused_outputs
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.corrections import correction_problem
 from dsmo.workflows.definition.model import parse_definition
@@ -84,3 +84,19 @@ def test_a_correction_must_be_an_input_or_read_from_the_node_on() -> None:
     )
     assert "holds the stages' outputs" in (correction_problem(FLOW, "ask", "stages") or "")
     assert "is not a variable name" in (correction_problem(FLOW, "ask", "1st") or "")
+
+
+def test_a_rewind_is_under_way_until_the_run_records_anything_but_its_undo() -> None:
+    undoing = _trail(
+        ("RUN_CREATED", None, {}),  # 1
+        ("STAGE_ENQUEUED", "read", {"attempt": 1}),  # 2
+        ("RUN_WAITING", "ask", {}),  # 3
+        ("RUN_REWOUND", "read", {"toNode": "read", "cutFrom": 2}),  # 4
+        ("COMPENSATION_STARTED", "charge", {}),  # 5
+        ("EVENT_BUFFERED", "ask", {}),  # 6: kept for the wait ahead
+    )
+    assert going_back_to(current_line(undoing)) == "read"
+    assert going_back_to(current_line([*undoing[:5], *_trail(("RUN_CONTINUED", None, {}))])) == "read"
+    back = [*undoing, *_trail(("STAGE_ENQUEUED", "read", {"attempt": 1}))]
+    assert going_back_to(current_line(back)) is None
+    assert going_back_to(current_line(undoing[:3])) is None  # never rewound
