@@ -31,8 +31,9 @@ from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration
 
-# A hang guard for every answer a request gets (not a timing assertion).
-ANSWER_WITHIN = 5.0
+# A hang guard for every answer a request gets, not a timing assertion: an answer that never
+# comes fails here (it came in well under a second on this machine, measured, not asserted).
+ANSWER_WITHIN = 60.0
 CANCEL_REQUESTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
 TASK_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 
@@ -203,6 +204,34 @@ async def test_a_move_asked_while_a_run_passes_into_its_wait_is_made_from_inside
     assert kinds.count("RUN_MIGRATED") == 1 and kinds.index("RUN_WAITING") < kinds.index("RUN_MIGRATED")
 
 
+async def test_a_reply_and_a_rewind_asked_while_a_run_passes_into_its_wait_are_each_answered(
+    harness: Harness, actions: ActionRegistry, tmp_path: Path
+) -> None:
+    dsmo = harness.dsmo
+    v1 = parse_definition_text(DOCS.format(agent=f"into-wait-{uuid.uuid4().hex[:8]}", version="1", timeout="1h"))
+    channel = HeldRequests(tmp_path / "outbox")
+    queue = f"into-wait-{uuid.uuid4().hex[:8]}"
+    worker = build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=channel, actions=actions)
+    try:
+        async with worker:
+            run_id = await dsmo.start(v1, task_queue=queue)
+            harness.started.append(run_id)
+            assert await asyncio.to_thread(channel.sending.wait, 60), "the request was never sent"
+            with pytest.raises(RewindNotAccepted) as refused:  # not waiting yet: refused, with the reason
+                await asyncio.wait_for(dsmo.rewind(run_id, "docs", reason="again"), ANSWER_WITHIN)
+            assert str(refused.value).endswith("a run goes back only while it waits"), str(refused.value)
+            reply = {"document": "id", "url": "s3://docs/id.pdf"}
+            ack = await asyncio.wait_for(dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", reply), ANSWER_WITHIN)
+            assert ack.accepted and ack.buffered, ack  # kept for the wait the run is entering
+            channel.release.set()
+            result = await dsmo.result(run_id)
+    finally:
+        channel.release.set()
+    assert result.status is RunStatus.COMPLETED, result
+    kinds = [event.type for event in await dsmo.events(run_id)]
+    assert kinds.count("EVENT_CONSUMED") == 1 and "RUN_REWOUND" not in kinds, kinds
+
+
 async def test_a_run_ending_on_its_timeout_refuses_every_request_while_its_saga_unwinds(harness: Harness) -> None:
     dsmo, agent = harness.dsmo, f"ending-{uuid.uuid4().hex[:8]}"
     v1 = flow(agent, ["s1"], timeout="1s")
@@ -241,7 +270,7 @@ async def test_a_fork_asked_during_a_rewinds_undo_is_refused_with_the_reason_and
     rewind = asyncio.create_task(dsmo.rewind(run_id, "s3", reason="wrong amount"))
     assert await asyncio.to_thread(HOLDING.wait, 60), "the rewind never undid s3"
     with pytest.raises(DsmoError) as refused:
-        await asyncio.wait_for(dsmo.fork(run_id, "s2", task_queue=harness.task_queue), ANSWER_WITHIN * 12)
+        await asyncio.wait_for(dsmo.fork(run_id, "s2", task_queue=harness.task_queue), ANSWER_WITHIN)
     assert str(refused.value) == (
         f"--from: run {run_id} is going back to 's3' (a rewind is under way); fork it once it is there"
     )
