@@ -158,7 +158,8 @@ class Definitions:
         queue = task_queue or self._client.settings.temporal.task_queue
         try:
             offer = await self._client.catalog(queue)
-        except (DsmoError, RPCError) as err:
+        # A lazy client connects on its first call; a server it cannot reach fails that call with RuntimeError.
+        except (DsmoError, RPCError, RuntimeError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             return f"Temporal cannot be reached ({first}), so nobody checked {', '.join(sorted(agents | actions))}"
         if offer is None:
