@@ -43,9 +43,9 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.migration_io import HANDOVER_LIMIT
 from dsmo.workflows.definition.flow_control import DEBOUNCE_MAX_INPUTS, lock_id, shard_of
-from dsmo.workflows.engine.debouncer import BATCH_BYTES
-from dsmo.workflows.engine.key_lines import LINE_LIMIT, SHARD_BUDGET, SHARD_CEILING, carried_bytes, entry_bytes
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.debouncer import BATCH_BYTES
+from dsmo.workflows.flow.key_lines import LINE_LIMIT, SHARD_BUDGET, SHARD_CEILING, carried_bytes, entry_bytes
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 
 REPO = Path(__file__).resolve().parent.parent
 TWO_MB = 2 * 1024 * 1024

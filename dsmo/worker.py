@@ -50,8 +50,8 @@ from dsmo.runtime.storage import artifact_store
 from dsmo.runtime.telemetry import metrics_runtime, setup_tracing
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
-from dsmo.workflows.engine.retention_sweep import RetentionSweep
+from dsmo.workflows.flow.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.lifecycle.retention_sweep import RetentionSweep
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")

@@ -12,9 +12,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from dsmo.workflows.contracts.activity_io import RELEASE_SLOT, REQUEST_SLOT, REQUEST_TOKEN
 from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates, SlotRequest, TokenRequest
 from dsmo.workflows.definition.flow_control import release_of, shard_of
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
-from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.rate_limiter import AgentRateLimiter, LimiterState, limiter_id
+from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
 
 
 class LimiterActivities:

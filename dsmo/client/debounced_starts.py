@@ -1,6 +1,6 @@
 """Starting a run of a debounced definition: the start joins its key value's batch instead.
 
-Each start goes to its key value's debouncer (`workflows/engine/debouncer.py`) in one step that
+Each start goes to its key value's debouncer (`workflows/flow/debouncer.py`) in one step that
 creates it if needed (update-with-start), and is told the id of the run its batch becomes. The
 run starts once the key value has had no start for the definition's ``period``.
 """
@@ -15,7 +15,7 @@ from dsmo.client.flow_starts import StartReport
 from dsmo.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, render_key
-from dsmo.workflows.engine.debouncer import BATCH_BYTES, DebounceAnswer, DebounceState, weight
+from dsmo.workflows.flow.debouncer import BATCH_BYTES, DebounceAnswer, DebounceState, weight
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.client.dsmo_client import DsmoClient

@@ -44,11 +44,11 @@ from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
 from dsmo.workflows.definition.sensitive import key_digest
-from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
-from dsmo.workflows.engine.rate_limiter import LimiterState
-from dsmo.workflows.engine.slot_line import SlotLine
 from dsmo.workflows.events.resume_events import EventAck
+from dsmo.workflows.flow.key_lines import KeyClaimAnswer, KeyLine
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.rate_limiter import LimiterState
+from dsmo.workflows.flow.slot_line import SlotLine
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.client.dsmo_client import DsmoClient

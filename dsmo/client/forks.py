@@ -3,7 +3,7 @@
 Up to the node, the fork takes what the original did from its record, as `dsmo replay
 --from-stage` does: stages before it reuse their committed outputs (no agent is called again),
 waits take the recorded events, saga actions their recorded outcomes, and nothing is sent to
-anyone. From the node on, it is a run like any other (see `workflows/engine/fork_point.py`).
+anyone. From the node on, it is a run like any other (see `workflows/changes/fork_point.py`).
 """
 
 from __future__ import annotations

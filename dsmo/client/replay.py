@@ -29,8 +29,8 @@ from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
-from dsmo.workflows.engine.retention_sweep import RetentionSweep
+from dsmo.workflows.flow.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.lifecycle.retention_sweep import RetentionSweep
 
 if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
     from dsmo.client.dsmo_client import DsmoClient

@@ -3,7 +3,7 @@
 The client reads the run's trail (its current line) and sends, with the `rewind` update, the
 record the run re-executes up to the node to rebuild its variables there: the events its waits
 took, the outcomes of its saga actions, its stages' committed outputs. The run checks the rest
-itself (`workflows/engine/rewind_point.py`) and refuses, writing nothing, what it cannot do.
+itself (`workflows/changes/rewind_point.py`) and refuses, writing nothing, what it cannot do.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from dsmo.runtime.task_queue_pollers import live_pollers
 from dsmo.workflows.common import search_attributes
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW
-from dsmo.workflows.engine.retention_sweep import SweepStart
+from dsmo.workflows.lifecycle.retention_sweep import SweepStart
 
 log = logging.getLogger("dsmo.worker")
 

@@ -440,7 +440,7 @@ async def subject_raw_start(dsmo: DsmoClient, queue: str) -> str:
 async def retention_sweep(dsmo: DsmoClient, queue: str) -> str:
     """A retention sweep with nothing due as of its start (the store's markers lie ahead)."""
     from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepOutcome
-    from dsmo.workflows.engine.retention_sweep import SweepStart
+    from dsmo.workflows.lifecycle.retention_sweep import SweepStart
 
     run_id = f"golden-sweep-{uuid.uuid4().hex[:6]}"
     await dsmo.temporal.execute_workflow(

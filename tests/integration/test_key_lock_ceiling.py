@@ -11,8 +11,8 @@ import pytest
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
-from dsmo.workflows.engine.key_lines import SHARD_CEILING, carried_bytes, entry_bytes
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.key_lines import SHARD_CEILING, carried_bytes, entry_bytes
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 from tests.conftest import Harness
 from tests.integration.test_flow_control import _client, _flow, _input, _status, quick_holder_checks
 from tests.integration.test_payload_limits import _claims, assert_no_failed_task

@@ -17,7 +17,7 @@ from dsmo.client.flow_starts import key_line
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 from tests.conftest import Harness, start_time_skipping
 from tests.integration.test_flow_control import FLOW, _client, _flow, _input, _status, quick_holder_checks
 

@@ -22,9 +22,9 @@ from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.migration_io import HANDOVER_LIMIT
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
-from dsmo.workflows.engine.debouncer import BATCH_BYTES
-from dsmo.workflows.engine.key_lines import LINE_LIMIT, SHARD_BUDGET
-from dsmo.workflows.engine.key_locks import KeyLocks, KeyLocksState
+from dsmo.workflows.flow.debouncer import BATCH_BYTES
+from dsmo.workflows.flow.key_lines import LINE_LIMIT, SHARD_BUDGET
+from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 from tests.conftest import Harness
 from tests.integration.test_flow_control import (
     DEBOUNCED,

@@ -21,7 +21,7 @@ from dsmo.runtime.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
-from dsmo.workflows.engine.retention_sweep import SweepStart
+from dsmo.workflows.lifecycle.retention_sweep import SweepStart
 from tests.conftest import Harness
 from tests.integration.test_subjects import history_gone
 

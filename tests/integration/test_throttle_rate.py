@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.sandbox import sandbox_runner
-from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
+from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
 
 pytestmark = pytest.mark.asyncio
 INITIATED = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED

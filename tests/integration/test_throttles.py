@@ -19,7 +19,7 @@ from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition
-from dsmo.workflows.engine.throttle_bucket import BucketState, KeyThrottle
+from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
 from tests.conftest import Harness, start_time_skipping
 
 pytestmark = pytest.mark.asyncio

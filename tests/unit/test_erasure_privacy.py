@@ -12,9 +12,9 @@ from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.client.erasure import remove_outbox_messages
 from dsmo.workflows.definition.flow_control import lock_id
 from dsmo.workflows.definition.sensitive import fingerprint, key_digest, masked_key_label, masked_wait_data
-from dsmo.workflows.engine.key_locks import KeyLocksState
-from dsmo.workflows.engine.rate_limiter import LimiterState
-from dsmo.workflows.engine.throttle_bucket import BucketState
+from dsmo.workflows.flow.key_locks import KeyLocksState
+from dsmo.workflows.flow.rate_limiter import LimiterState
+from dsmo.workflows.flow.throttle_bucket import BucketState
 
 KEY = b"k" * 32
 

@@ -16,8 +16,8 @@ from temporalio.worker import Replayer
 
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.engine.flow_workflows import FLOW_WORKFLOWS
-from dsmo.workflows.engine.retention_sweep import RetentionSweep
+from dsmo.workflows.flow.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.lifecycle.retention_sweep import RetentionSweep
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsmo.workflows.engine.key_lines import (
+from dsmo.workflows.flow.key_lines import (
     SHARD_BUDGET,
     SHARD_CEILING,
     KeyLine,

@@ -6,8 +6,8 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from dsmo.workflows.definition.flow_control import KEY_SHARDS, QUIET_LIMIT, lock_id, shard_of
-from dsmo.workflows.engine.key_lines import KeyLine
-from dsmo.workflows.engine.slot_line import SlotLine
+from dsmo.workflows.flow.key_lines import KeyLine
+from dsmo.workflows.flow.slot_line import SlotLine
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 

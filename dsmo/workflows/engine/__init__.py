@@ -1,1 +1,1 @@
-"""The workflows Temporal runs: AgentExecution (begin, step through nodes, end), the rate limiter."""
+"""The orchestrator: AgentExecution, which begins a run, steps it through its nodes and ends it."""

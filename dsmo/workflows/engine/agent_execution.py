@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 # Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
 # re-importing them (and the CEL library's) for every workflow run.
 with workflow.unsafe.imports_passed_through():
+    from dsmo.workflows.changes import fork_point, rewind_point, run_migration
     from dsmo.workflows.common.status import RunStatus
     from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
     from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
@@ -26,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
         StatusView,
         TrailView,
     )
-    from dsmo.workflows.engine import fork_point, rewind_point, run_migration
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
     from dsmo.workflows.engine.endings import finish_cancelled_handing_over as finish_handing_over

@@ -12,14 +12,14 @@ import json
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError
 
+from dsmo.workflows.changes.rewind_point import abandon as rewind_abandon
+from dsmo.workflows.changes.run_migration import no_more_boundaries
 from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import ExecutionResult
 from dsmo.workflows.contracts.trail_io import AuditExport
 from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
-from dsmo.workflows.engine.rewind_point import abandon as rewind_abandon
-from dsmo.workflows.engine.run_migration import no_more_boundaries
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded

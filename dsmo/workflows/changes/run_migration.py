@@ -26,6 +26,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from dsmo.workflows.changes.handover_size import handover_problem
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.contracts.migration_io import (
     ALREADY_ON_TARGET,
@@ -45,7 +46,6 @@ from dsmo.workflows.definition.migration_checks import (
 )
 from dsmo.workflows.definition.node_types import RequestDocumentNode
 from dsmo.workflows.definition.sensitive import masked_variables
-from dsmo.workflows.engine.handover_size import handover_problem
 from dsmo.workflows.run.context import PendingMigration, Run
 
 # workflow.patched id: a `migrate` waiting for a boundary is also decided when the run enters a wait.

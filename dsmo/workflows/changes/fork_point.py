@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from dsmo.workflows.changes import run_migration
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.migration_checks import MigrationRefused
 from dsmo.workflows.definition.sensitive import masked_variables
-from dsmo.workflows.engine import run_migration
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 

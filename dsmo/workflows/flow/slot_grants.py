@@ -14,7 +14,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.contracts.slot_io import CHECK_HOLDERS, HolderCheck, HolderStates
-    from dsmo.workflows.engine.slot_line import SlotLine
+    from dsmo.workflows.flow.slot_line import SlotLine
 
 # A holder claimed by a starter may not have started yet: it is not counted as gone before this.
 CLAIM_GRACE = timedelta(seconds=30)

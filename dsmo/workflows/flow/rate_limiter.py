@@ -24,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import field_validator
 
     from dsmo.workflows.definition.sensitive import key_digest
-    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
-    from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
+    from dsmo.workflows.flow.slot_grants import drop_gone_holders, signal_grant
+    from dsmo.workflows.flow.slot_line import ClaimAnswer, SlotLine
 
 __all__ = ["AgentRateLimiter", "ClaimAnswer", "LimiterState", "limiter_id"]
 

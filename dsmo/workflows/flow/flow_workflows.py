@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dsmo.workflows.engine.debouncer import StartDebouncer
-from dsmo.workflows.engine.key_locks import KeyLocks
-from dsmo.workflows.engine.rate_limiter import AgentRateLimiter
-from dsmo.workflows.engine.throttle_bucket import KeyThrottle
+from dsmo.workflows.flow.debouncer import StartDebouncer
+from dsmo.workflows.flow.key_locks import KeyLocks
+from dsmo.workflows.flow.rate_limiter import AgentRateLimiter
+from dsmo.workflows.flow.throttle_bucket import KeyThrottle
 
 # Registered by every worker beside AgentExecution.
 FLOW_WORKFLOWS: tuple[type, ...] = (AgentRateLimiter, KeyLocks, StartDebouncer, KeyThrottle)

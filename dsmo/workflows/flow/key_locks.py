@@ -37,9 +37,9 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from dsmo.workflows.common.wire import WireModel
-    from dsmo.workflows.engine import key_lines
-    from dsmo.workflows.engine.key_lines import KeyClaimAnswer, KeyLine, line_refusal, tell_waiting
-    from dsmo.workflows.engine.slot_grants import drop_gone_holders, signal_grant
+    from dsmo.workflows.flow import key_lines
+    from dsmo.workflows.flow.key_lines import KeyClaimAnswer, KeyLine, line_refusal, tell_waiting
+    from dsmo.workflows.flow.slot_grants import drop_gone_holders, signal_grant
 
 IDLE_GRACE = timedelta(minutes=1)
 HISTORY_LIMIT = 2_000

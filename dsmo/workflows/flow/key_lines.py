@@ -17,8 +17,8 @@ with workflow.unsafe.imports_passed_through():
 
     from dsmo.workflows.definition.flow_control import QUIET_LIMIT
     from dsmo.workflows.definition.sensitive import key_digest
-    from dsmo.workflows.engine.slot_grants import CLAIM_GRACE, holder_states
-    from dsmo.workflows.engine.slot_line import ClaimAnswer, SlotLine
+    from dsmo.workflows.flow.slot_grants import CLAIM_GRACE, holder_states
+    from dsmo.workflows.flow.slot_line import ClaimAnswer, SlotLine
 
 # How many runs may wait in one key value's line, and the most a shard's lines may carry (in
 # bytes, estimated by `carried_bytes`): a shard carries its lines across continue-as-new, in one

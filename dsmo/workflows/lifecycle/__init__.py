@@ -1,0 +1,1 @@
+"""Data lifecycle's workflow: the retention sweep."""
