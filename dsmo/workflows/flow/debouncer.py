@@ -31,9 +31,9 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.contracts.run_records import ExecutionRequest
     from dsmo.workflows.definition.flow_control import DEBOUNCE_MAX_INPUTS
     from dsmo.workflows.definition.model import AgentDefinition
+    from dsmo.workflows.flow.long_lived import hand_over_when_long
 
 IDLE_GRACE = timedelta(minutes=1)
-HISTORY_LIMIT = 2_000
 # The most a batch's inputs and definition weigh (JSON bytes): the run's input, and the
 # debouncer's own continue-as-new input, travel in one payload Temporal caps at 2 MB.
 BATCH_BYTES = 1_000_000
@@ -99,9 +99,7 @@ class StartDebouncer:
             except TimeoutError:
                 pass
             await self._start_batch()
-            if workflow.info().get_current_history_length() > HISTORY_LIMIT:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._state)
+            await hand_over_when_long(self._state)
 
     @workflow.update
     async def add(self, request: dict[str, Any]) -> DebounceAnswer:

@@ -1,11 +1,10 @@
 """KeyLocks: the lines of a scope's concurrency key values, spread by hash over a fixed set of shards.
 
 A definition's concurrency key (`definition/flow_control.py`) gives every key value a line of
-its own: who holds its slots, who waits, first come first served (`engine/slot_line.py`). The
+its own: who holds its slots, who waits, first come first served (`flow/slot_line.py`). The
 lines of one scope (an agent, or a group) live in `KEY_SHARDS` long-lived workflows, a key value
-always in the same one (id ``dsmo-keys.{scope}.{task queue}.{shard}``): a new key value costs no new
-workflow, one shard's workflow task serves the claims and releases of all its keys that arrived
-together, and no workflow serves every run of a deployment.
+always in the same one (``dsmo-keys.{scope}.{task queue}.{shard}``): a key value costs no workflow,
+one workflow task serves all the claims and releases that arrived together, none serves everyone.
 
 Runs ask for a slot with `acquire` (sent with signal-with-start by an activity); the shard
 signals `SLOT_GRANTED` to each run it admits, and `SLOT_REFUSED` to one its lines have no room
@@ -39,10 +38,10 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.common.wire import WireModel
     from dsmo.workflows.flow import key_lines
     from dsmo.workflows.flow.key_lines import KeyClaimAnswer, KeyLine, line_refusal, tell_waiting
+    from dsmo.workflows.flow.long_lived import hand_over_when_long
     from dsmo.workflows.flow.slot_grants import drop_gone_holders, signal_grant
 
 IDLE_GRACE = timedelta(minutes=1)
-HISTORY_LIMIT = 2_000
 CHECK_BATCH = 200  # holders one check asks Temporal about; lines beyond wait for the next check
 
 
@@ -97,11 +96,7 @@ class KeyLocks:
                 if self._idle_since is not None and now - self._idle_since >= IDLE_GRACE:
                     clock.cancel()
                     return
-            if workflow.info().get_current_history_length() > HISTORY_LIMIT:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                self._state.next_check = self._next_check
-                if not self._refusals:  # a run refused meanwhile is told first: the next run would not know it
-                    workflow.continue_as_new(self._state)
+            await hand_over_when_long(self._state, ready=self._ready_to_hand_over)
             await workflow.wait_condition(lambda: bool(self._due or self._regrants or self._rang))
 
     @workflow.signal
@@ -245,6 +240,11 @@ class KeyLocks:
         elif self._next_check is None:
             self._next_check = now + timedelta(seconds=every)
         self._idle_since = None if lines else (self._idle_since or now)
+
+    def _ready_to_hand_over(self) -> bool:
+        """Carry the holders' check over; a refused run is told first (the next run would not know it)."""
+        self._state.next_check = self._next_check
+        return not self._refusals
 
     def _deadline(self) -> datetime | None:
         """When the clock next rings: the holders' check (not while one runs), or the end of an idle shard."""

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import field_validator
 
     from dsmo.workflows.definition.sensitive import key_digest
+    from dsmo.workflows.flow.long_lived import hand_over_when_long
     from dsmo.workflows.flow.slot_grants import drop_gone_holders, signal_grant
     from dsmo.workflows.flow.slot_line import ClaimAnswer, SlotLine
 
@@ -32,7 +33,6 @@ __all__ = ["AgentRateLimiter", "ClaimAnswer", "LimiterState", "limiter_id"]
 # workflow.patched id: a holder that asks for its slot again is granted it again.
 REGRANT_PATCH = "regrant-holders"
 IDLE_GRACE = timedelta(minutes=1)
-HISTORY_LIMIT = 2_000
 
 
 def limiter_id(agent: str) -> str:
@@ -71,9 +71,7 @@ class AgentRateLimiter:
     async def run(self, state: LimiterState) -> None:
         while True:
             await self._grant()
-            if workflow.info().get_current_history_length() > HISTORY_LIMIT:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._state)
+            await hand_over_when_long(self._state)
             self._changed = False
             idle = not self._state.holders and not self._state.queue
             checking = self._checking()

@@ -22,12 +22,12 @@ with workflow.unsafe.imports_passed_through():
 
     from dsmo.workflows.common.wire import WireModel
     from dsmo.workflows.definition.sensitive import key_digest
+    from dsmo.workflows.flow.long_lived import hand_over_when_long
 
 IDLE_GRACE = timedelta(minutes=1)
 # Tokens keep accruing while runs wait and are granted together: Temporal's timers fire up to
 # about a second late, so a bucket that capped them at `burst` ran at about `burst` per second.
 OWED_TOKENS_PATCH = "throttle-owed-tokens"
-HISTORY_LIMIT = 2_000
 
 
 class BucketState(WireModel):
@@ -73,9 +73,7 @@ class KeyThrottle:
     async def run(self, state: BucketState) -> None:
         while True:
             await self._grant()
-            if workflow.info().get_current_history_length() > HISTORY_LIMIT:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._state)
+            await hand_over_when_long(self._state)
             self._changed = False
             bucket = self._state
             if bucket.queue:
