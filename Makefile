@@ -34,16 +34,19 @@ ui-check: install            ## open the Web UI in headless Chromium, find a wai
 openapi: install             ## regenerate docs/openapi.json from the ingress
 	$(BIN)/python -c 'import json, pathlib; from dsmo.server.ingress.app import create_app; from dsmo.config.settings import Settings; pathlib.Path("docs/openapi.json").write_text(json.dumps(create_app(Settings()).openapi(), indent=2) + "\n")'
 
+# `make bench X=1` picks `python -m bench <study>`; two at once is a usage error (one study a call).
+BENCH_STUDY = $(strip $(if $(TABLE1),table1) $(if $(FLOOR),floor --repeats $(FLOOR)) $(if $(W5),w5) \
+  $(if $(SCALE),scale $(if $(filter-out 1,$(SCALE)),--runs $(SCALE))) $(if $(MIGRATE),migrate) \
+  $(if $(WHATIF),what-if) $(if $(FLOW),flow) $(if $(SUBJECTS),subjects) $(if $(PEERS),peers))
+
 bench: install               ## Table 1, the raw-Temporal floor, W5 (LLM-bound); QUICK=1 for ~3 minutes, UPDATE=1 rewrites BENCHMARKS.md, FLOOR=N only the floor ratios N times, W5=1 only W5, SCALE=1 only the scale test and the console (SCALE=100000: that many runs waiting, beside bare Temporal), MIGRATE=1 only migrating 10,000 waiting runs (300 with QUICK=1), WHATIF=1 only the what-if replay of 1,000 ended runs (100 with QUICK=1), FLOW=1 only flow control (per-key concurrency: keyed against plain W4 runs, one lock's ceiling), SUBJECTS=1 only data subjects (sealing's cost on W1 and W4, erasing a subject of 1,000 runs), PEERS=1 only W6 (DSMO beside raw Temporal, LangGraph and DBOS: latency, throughput, CPU, crash ledger), TABLE1=1 only Table 1's experiment (three repetitions, each its own seed)
-	$(BIN)/python -m bench $(if $(QUICK),--quick,) $(if $(UPDATE),--update,) $(if $(FLOOR),--floor-only $(FLOOR),) $(if $(W5),--w5-only,) $(if $(SCALE),--scale-only $(if $(filter-out 1,$(SCALE)),--scale-runs $(SCALE),),) $(if $(MIGRATE),--migrate-only,) $(if $(WHATIF),--what-if-only,) $(if $(FLOW),--flow-only,) $(if $(SUBJECTS),--subjects-only,) $(if $(PEERS),--peers-only,) $(if $(TABLE1),--table1-only,)
+	$(BIN)/python -m bench $(or $(BENCH_STUDY),all) $(if $(QUICK),--quick,) $(if $(UPDATE),--update,)
 
 hostile: install             ## peak memory of the entry points under hostile inputs (bombs, 1 GiB bodies) and a control run's latency beside a loop-blocking agent and hostile model answers; writes BENCHMARKS.md
-	$(BIN)/python -m bench.hostile --update
-	$(BIN)/python -m bench.hostile_loop --update
-	$(BIN)/python -m bench.hostile_llm --update
+	$(BIN)/python -m bench hostile --update
 
 reliability: install         ## crash/restart/storage-fault scenarios at larger counts (RUNS=300); writes BENCHMARKS.md
-	$(BIN)/python -m bench.reliability $(if $(RUNS),--runs $(RUNS),) --update
+	$(BIN)/python -m bench reliability $(if $(RUNS),--runs $(RUNS),) --update
 
 golden: up                   ## record golden histories of the examples (tests/histories/*.json)
 	$(BIN)/python -m tests.histories.record $(FLOWS)

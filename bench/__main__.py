@@ -1,5 +1,149 @@
-"""`make bench`: `python -m bench [--quick] [--update] [--scale-only] [--floor-only N]`."""
+"""`make bench`, `make hostile`, `make reliability`: `python -m bench <study> [options]`.
 
-from bench.cli import command
+The one command of the harness. Each subcommand runs one study (`bench.studies.Study`), prints it,
+and with `--update` rewrites its section of BENCHMARKS.md (`all` rewrites the whole page, keeping
+the sections the other studies own). One study per call: two at once is a usage error.
+"""
 
-command()
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from bench.paths import RESULTS
+from bench.sections import write_section
+from bench.stack import bench_stack
+from bench.studies import Study
+from bench.studies.adapters import adapted
+
+QUICK = click.option("--quick", is_flag=True, help="Fewer and smaller runs (about two minutes for `all`).")
+UPDATE = click.option("--update", is_flag=True, help="Rewrite this study's section of BENCHMARKS.md.")
+
+
+def execute(study: Study, *, quick: bool = False, update: bool = False) -> int:
+    """Run ``study`` on the bench's stack; with ``update``, splice its section. The exit status.
+
+    Args:
+        study: the study to run.
+        quick: its quick variant.
+        update: rewrite its section of BENCHMARKS.md (for studies that name their markers;
+            the adapted ones rewrite it themselves).
+
+    Returns:
+        1 when the study reports a bound not met (``results["failed"]``), else 0.
+    """
+    results = asyncio.run(study.run(quick, bench_stack))
+    text = study.section(results) if update and study.markers else None
+    if text and study.markers:
+        write_section(text, study.markers)
+        print(f"\nBENCHMARKS.md: the {study.name} section rewritten")
+    return 1 if results.get("failed") else 0
+
+
+@click.group(name="bench")
+def main() -> None:
+    """Measure DSMO on the embedded stack (the running one, else a private one): one study a call.
+
+    \b
+    Examples:
+      python -m bench all --quick            # make bench QUICK=1
+      python -m bench floor --repeats 3      # make bench FLOOR=3
+      python -m bench migrate --update       # make bench MIGRATE=1 UPDATE=1
+      python -m bench hostile --update       # make hostile
+    """
+
+
+def _adapted_command(name: str, summary: str) -> None:
+    @main.command(name=name, help=f"{summary}\n\n\b\nExample:\n  python -m bench {name} --quick --update")
+    @QUICK
+    @UPDATE
+    def command(quick: bool, update: bool) -> None:
+        execute(adapted(name, update=update), quick=quick)
+
+
+for _name, _summary in (
+    ("all", "Every section (Table 1, the raw-Temporal floor, scale, migration, what-if, flow, W5); `make bench`."),
+    ("table1", "Table 1's experiment alone: three repetitions, each its own seed (TABLE1=1)."),
+    ("w5", "W5 (LLM-bound stages) against raw Temporal with and without the same store writes (W5=1)."),
+    ("migrate", "Migrating 10,000 waiting runs to a new version in one batch; 300 with --quick (MIGRATE=1)."),
+    ("what-if", "The what-if replay of 1,000 ended runs against a candidate version; 100 with --quick (WHATIF=1)."),
+    ("flow", "Flow control: W4 runs with a per-key limit against the same without, one lock's ceiling (FLOW=1)."),
+    ("subjects", "Data subjects: W1 and W4 with and without a subject, erasing a subject's runs (SUBJECTS=1)."),
+    ("peers", "W6: DSMO beside raw Temporal, LangGraph and DBOS on one graph, then the crash ledger (PEERS=1)."),
+):
+    _adapted_command(_name, _summary)
+
+
+@main.command()
+@QUICK
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True, help="Times to measure.")
+def floor(quick: bool, repeats: int) -> None:
+    """The comparison with raw Temporal and the resume latency only, with each ratio's spread (FLOOR=N).
+
+    \b
+    Example:
+      python -m bench floor --repeats 3
+    """
+    execute(adapted("floor", update=False, repeats=repeats), quick=quick)
+
+
+@main.command()
+@QUICK
+@UPDATE
+@click.option("--runs", type=click.IntRange(min=100), default=None, metavar="N", help="Runs waiting (10,000).")
+def scale(quick: bool, update: bool, runs: int | None) -> None:
+    """The scale test: many runs waiting on one worker, beside as many bare workflows (SCALE=1 or N).
+
+    \b
+    Example:
+      python -m bench scale --runs 100000 --update
+    """
+    execute(adapted("scale", update=update, runs=runs), quick=quick)
+
+
+@main.command()
+@UPDATE
+@click.option("--part", type=click.Choice(["memory", "loop", "llm"]), multiple=True, help="Only these (default: all).")
+@click.option("--out", type=click.Path(path_type=Path), default=RESULTS, show_default=True, help="Results folder.")
+def hostile(update: bool, part: tuple[str, ...], out: Path) -> None:
+    """`make hostile`: entry points' peak memory under hostile inputs, an event-loop blocker, hostile model answers.
+
+    Parts run in order; one whose bound fails stops the rest and exits 1.
+
+    \b
+    Example:
+      python -m bench hostile --part loop
+    """
+    from bench.studies.hostile.study import PARTS
+    from bench.studies.hostile.study import hostile as hostile_study
+
+    for name in part or PARTS:
+        if execute(hostile_study(name, out), update=update):
+            sys.exit(1)
+
+
+@main.command()
+@UPDATE
+@click.option("--runs", type=int, default=300, show_default=True, help="Runs in the worker and Temporal scenarios.")
+@click.option("--outage-runs", type=int, default=100, show_default=True, help="Runs in the S3 scenario.")
+@click.option("--outage", type=float, default=30.0, show_default=True, help="Seconds the S3 store stays down.")
+def reliability(update: bool, runs: int, outage_runs: int, outage: float) -> None:
+    """`make reliability`: crash, restart and storage-fault scenarios at larger counts than CI.
+
+    \b
+    Example:
+      python -m bench reliability --runs 50
+    """
+    from bench.reliability.study import Reliability
+    from dsmo.runtime.exits import hard_exit
+
+    code = execute(Reliability(runs, outage_runs, outage), update=update)
+    # The Temporal client's threads can abort a normal interpreter exit (see hard_exit).
+    hard_exit(code)
+
+
+if __name__ == "__main__":
+    main()

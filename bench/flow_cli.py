@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.flow_report import END, START
-from bench.migration_cli import OUT_DIR, REPO, Stack
+from bench.migration_cli import OUT_DIR
 from bench.report import machine
 from bench.runner import BenchConfig
+from bench.sections import splice, write_section
+from bench.stack import Stack
 from dsmo.config.settings import Settings
 
 MARKERS = START, END  # the section's markers in BENCHMARKS.md
@@ -60,16 +62,13 @@ async def flow_only(quick: bool, stack: Stack, *, update_benchmarks: bool) -> di
     text = flow_section(results)
     print(text or "the flow-control section did not run")
     if update_benchmarks and text:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(with_section(page.read_text(), results))
+        write_section(text, MARKERS)
     return results
 
 
 def with_section(page: str, results: dict[str, Any]) -> str:
     """BENCHMARKS.md's text with the flow-control section of ``results`` in place (as it was if
     none; at the end if the page has none yet)."""
-    from bench.reliability.report import splice
-
     text = flow_section(results)
     return splice(page, text, START, END) if text else page
 

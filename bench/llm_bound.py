@@ -33,6 +33,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench import llm_floor
+from bench.paths import REPO
 from bench.w5_report import held_figures, pooled
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
@@ -40,7 +41,6 @@ from dsmo.devstack.stack import free_port_block
 from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
-REPO = Path(__file__).resolve().parent.parent
 ANSWER = json.dumps({"category": "billing", "confidence": 0.9})
 ASYNC, THREAD_POOL = "async (llm stage)", "thread pool (plain agent)"
 RAW, RAW_WRITES = "raw Temporal", "raw Temporal + the writes"

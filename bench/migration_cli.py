@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.migration_report import END, START
+from bench.paths import RESULTS
 from bench.report import machine
 from bench.runner import BenchConfig
+from bench.sections import splice, write_section
+from bench.stack import Stack
 from dsmo.config.settings import Settings
 
-REPO = Path(__file__).resolve().parent.parent
-OUT_DIR = REPO / "bench" / "results"
-Stack = Callable[[], AbstractAsyncContextManager[tuple[Settings, Any]]]
+OUT_DIR = RESULTS
+MARKERS = START, END  # the section's markers in BENCHMARKS.md
 
 
 async def add_migration(results: dict[str, Any], settings: Settings, dsmo: Any, runs: int, out_dir: Path) -> None:
@@ -53,18 +54,14 @@ async def migration_only(quick: bool, stack: Stack, *, update_benchmarks: bool) 
     section = migration_section(results)
     print(section or "the migration section did not run")
     if update_benchmarks and section:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(with_section(page.read_text(), results))
+        write_section(section, MARKERS)
     return results
 
 
 def with_section(page: str, results: dict[str, Any]) -> str:
     """BENCHMARKS.md's text with the migration section of ``results`` in place (as it was if none)."""
-    from bench.migration_report import END, START
-    from bench.reliability.report import splice
-
     section = migration_section(results)
-    return splice(page, section, START, END) if section else page
+    return splice(page, section, *MARKERS) if section else page
 
 
 def migration_section(results: dict[str, Any]) -> str | None:

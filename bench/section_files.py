@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.reliability.report import splice
 from bench.report import file_stamp
+from bench.sections import write_section
 
 
 def publish_section(
@@ -27,5 +27,5 @@ def publish_section(
     print(text or f"the {name} section did not run")
     print(f"\nresults: {path}")
     if page is not None and text:
-        page.write_text(splice(page.read_text(), text, *markers))
+        write_section(text, markers, page)
     return path

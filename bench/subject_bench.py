@@ -24,9 +24,11 @@ from typing import Any
 
 from bench.jobs import bounded
 from bench.metrics import percentile
-from bench.migration_cli import OUT_DIR, REPO, Stack
+from bench.migration_cli import OUT_DIR
 from bench.report import file_stamp, machine
 from bench.runner import Bench, BenchConfig
+from bench.sections import write_section
+from bench.stack import Stack
 from bench.workloads import definition
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
@@ -174,8 +176,6 @@ def section(results: dict[str, Any]) -> str:
 
 async def subjects_only(quick: bool, stack: Stack, *, update_benchmarks: bool) -> dict[str, Any]:
     """`make bench SUBJECTS=1`: this section alone, on the bench's stack."""
-    from bench.reliability.report import splice
-
     config = BenchConfig() if quick else BenchConfig.full()
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     command = "make bench SUBJECTS=1" + (" QUICK=1" if quick else "")
@@ -192,6 +192,5 @@ async def subjects_only(quick: bool, stack: Stack, *, update_benchmarks: bool) -
     text = section(results)
     print(text)
     if update_benchmarks:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(splice(page.read_text(), text, START, END))
+        write_section(text, (START, END))
     return results

@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.migration_cli import Stack
 from bench.paired import PERMANENT, RATES
+from bench.paths import BENCHMARKS, CHARTS
 from bench.queue_db import VISIBILITY_S
 from bench.report import draw, machine, table1_markdown
 from bench.runner import Bench, BenchConfig
 from bench.section_files import publish_section
+from bench.stack import Stack
 from bench.workloads import STAGE
 
 START, END = "<!-- table1:start -->", "<!-- table1:end -->"
@@ -84,9 +85,7 @@ executions off the trajectory or after the end, is kept beside it. W1-W3 run
 ![Table 1 metrics](docs/bench/table1_bars.png)"""
 
 
-async def table1_only(
-    quick: bool, stack: Stack, *, out_dir: Path, update_benchmarks: bool, repo: Path
-) -> dict[str, Any]:
+async def table1_only(quick: bool, stack: Stack, *, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
     """Run Table 1's experiment alone (with its repetitions) on the stack ``stack`` opens, and
     publish its section."""
     config = BenchConfig() if quick else BenchConfig.full()
@@ -100,9 +99,9 @@ async def table1_only(
         async with bench.workers():
             results.update(await bench.table1_repeated())
     results["seconds"] = round(time.perf_counter() - started, 1)
-    page = repo / "BENCHMARKS.md" if update_benchmarks else None
+    page = BENCHMARKS if update_benchmarks else None
     if update_benchmarks:  # the section shows these charts: drawn from the same results
-        draw(results, repo / "docs" / "bench")
+        draw(results, CHARTS)
     text = f"{START}\n{table1_text(results, own_run=True)}\n{END}"
     publish_section(results, name="table1", text=text, markers=(START, END), out_dir=out_dir, page=page)
     return results

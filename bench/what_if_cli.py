@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.migration_cli import OUT_DIR, REPO, Stack
+from bench.migration_cli import OUT_DIR
 from bench.report import machine
 from bench.runner import BenchConfig
+from bench.sections import splice, write_section
+from bench.stack import Stack
 from bench.what_if_report import END, START
 from dsmo.config.settings import Settings
 
@@ -56,16 +58,13 @@ async def what_if_only(quick: bool, stack: Stack, *, update_benchmarks: bool) ->
     section = what_if_section(results)
     print(section or "the what-if section did not run")
     if update_benchmarks and section:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(with_section(page.read_text(), results))
+        write_section(section, MARKERS)
     return results
 
 
 def with_section(page: str, results: dict[str, Any]) -> str:
     """BENCHMARKS.md's text with the what-if section of ``results`` in place (as it was if none;
     at the end if the page has none yet)."""
-    from bench.reliability.report import splice
-
     section = what_if_section(results)
     return splice(page, section, START, END) if section else page
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from bench.paths import BENCHMARKS, RESULTS
 from bench.peers.peer_bench import PeerConfig, peers
 from bench.peers.peers_report import END, START, section
 from bench.report import machine
 from bench.section_files import publish_section
 
-REPO = Path(__file__).resolve().parents[2]
 MARKERS = START, END
 
 
@@ -24,7 +23,7 @@ async def peers_only(quick: bool, *, update_benchmarks: bool) -> dict[str, Any]:
     began = time.perf_counter()
     results["peers"] = await peers(PeerConfig.quick() if quick else PeerConfig())
     results["peers"]["seconds"] = round(time.perf_counter() - began, 1)
-    page = REPO / "BENCHMARKS.md" if update_benchmarks else None
-    out_dir = REPO / "bench" / "results"
+    page = BENCHMARKS if update_benchmarks else None
+    out_dir = RESULTS
     publish_section(results, name="peers", text=section(results), markers=MARKERS, out_dir=out_dir, page=page)
     return results

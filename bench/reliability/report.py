@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import sections
+
 START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 COLUMNS = (
     ("scenario", "Scenario"),
@@ -52,16 +54,12 @@ counts of `tests/integration/test_reliability.py`.
 
 
 def splice(page: str, new_section: str, start: str = START, end: str = END) -> str:
-    """``page`` with its section between ``start`` and ``end`` replaced by ``new_section`` (appended if absent)."""
-    if start in page and end in page:
-        head, rest = page.split(start, 1)
-        return head + new_section + rest.split(end, 1)[1]
-    return page.rstrip("\n") + "\n\n" + new_section + "\n"
+    """``page`` with its reliability section (or the one between ``start`` and ``end``) replaced
+    by ``new_section``; appended if absent (see `bench.sections.splice`)."""
+    return sections.splice(page, new_section, start, end)
 
 
 def existing(page: str, start: str = START, end: str = END) -> str | None:
     """The section of ``page`` between ``start`` and ``end`` (default: reliability), kept when
     `make bench` rewrites the rest."""
-    if start in page and end in page:
-        return start + page.split(start, 1)[1].split(end, 1)[0] + end
-    return None
+    return sections.existing(page, start, end)

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.paths import REPO
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.devstack.processes import ManagedProcess
 from dsmo.devstack.stack import DevStack, dev_plugins_env, private_settings
@@ -15,9 +16,6 @@ TASK_QUEUE = "reliability"
 # Held stages wait on the worker's event loop, holding a slot but no thread: room for every run
 # of a scenario to be held at once, beside the activities that start and end runs.
 ACTIVITY_SLOTS = 1024
-
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class FaultStack(DevStack):

@@ -1,6 +1,7 @@
-"""Deleting Temporal executions for good: each asked for, then waited for until Temporal no longer
-serves its history (it deletes in the background and serves the history meanwhile: 13-36 s on
-the dev server, once about 4 minutes). Erasure deletes a subject's runs with it, every
+"""Deleting Temporal executions for good: each asked for, then waited for until Temporal no longer serves it.
+
+Temporal deletes in the background and serves the history meanwhile (13-36 s on the dev server,
+once about 4 minutes). Erasure deletes a subject's runs with it, every
 continue-as-new generation and every helper workflow a run left (a compensation's durable retry).
 """
 

@@ -1,6 +1,8 @@
-"""Starting a replay run and waiting for its end, never for good: a replay starts only on a task
-queue some worker polls, and one that no worker takes in time is terminated, so `dsmo replay`
-and what-if fail fast with one line and leave nothing running."""
+"""Starting a replay run and waiting for its end, never for good: only on a task queue a worker polls.
+
+A replay that no worker takes in time is terminated, so `dsmo replay` and what-if fail fast with
+one line and leave nothing running.
+"""
 
 from __future__ import annotations
 

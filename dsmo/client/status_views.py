@@ -1,6 +1,9 @@
-"""A run's `StatusView` when the run itself cannot be asked: from visibility (a delayed start, no
-worker, a failing workflow task), once it has ended from the record its history holds, and once
-Temporal no longer has it (its subject erased, or past retention) from the trail it exported."""
+"""A run's `StatusView` when the run itself cannot be asked: from visibility, its history or its trail.
+
+From visibility (a delayed start, no worker, a failing workflow task), once it has ended from the
+record its history holds, and once Temporal no longer has it (its subject erased, or past
+retention) from the trail it exported.
+"""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from bench import table1_cli
-from bench.cli import benchmarks_page
 from bench.paired import RATES, draw
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
+from bench.studies.full import benchmarks_page
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import artifact_store

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.hostile import large_graph
+from bench.studies.hostile.memory import large_graph
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.console import graph_layout

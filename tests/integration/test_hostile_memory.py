@@ -1,4 +1,4 @@
-"""Memory under hostile inputs, measured through the real entry points (`bench/hostile.py`):
+"""Memory under hostile inputs, measured through the real entry points (`bench/studies/hostile/memory.py`):
 each case is refused or bounded, and no process grows more than the stated bound."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import hostile
+from bench.studies.hostile import memory as hostile
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """What flow control's helper workflows and a move carry, measured as `make hostile` does
-(`bench/hostile_sizes.py`): each case refused or bounded where it says, and no workflow task failed."""
+(`bench/studies/hostile/sizes.py`): each case refused or bounded where it says, and no workflow task failed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import hostile_sizes
+from bench.studies.hostile import sizes as hostile_sizes
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from bench.cli import command as bench_command
+from bench.__main__ import main as bench_command
 from dsmo.cli.help_examples import commands
 from dsmo.cli.main import cli
 
@@ -36,10 +36,10 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["--floor-only", "0"],
-        ["--floor-only", "2", "--update"],
-        ["--migrate-only", "--w5-only"],
-        ["--what-if-only", "--migrate-only"],
+        ["floor", "--repeats", "0"],
+        ["floor", "--repeats", "2", "--update"],
+        ["migrate", "w5"],
+        ["what-if", "migrate"],
     ],
 )
 def test_bench_usage_errors_exit_2(args: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""AgentExecution: the orchestrator. It alone decides what happens next in a run.
+"""AgentExecution: the orchestrator; it alone decides what happens next in a run.
 
 The class holds what Temporal calls: the run loop, the signal, update and query handlers, and
 continue-as-new. What each node does lives with its kind (`engine/node_step.py` picks the

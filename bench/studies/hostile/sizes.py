@@ -11,15 +11,13 @@ ends FAILED with the reason, the state under 2 MB, the shard still serving); a
 waiting). In every case no workflow task fails (the histories are scanned). Prints a table and
 writes `bench/results/hostile-sizes.json`.
 
-    python -m bench.hostile_sizes [--out DIR]
+    python -m bench hostile --part memory   # with the memory cases
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -30,7 +28,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from bench.cli import bench_stack
+from bench.stack import Stack
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.processors import default_registry
 from dsmo.client.client_errors import MigrationNotAccepted
@@ -47,7 +45,6 @@ from dsmo.workflows.flow.debouncer import BATCH_BYTES
 from dsmo.workflows.flow.key_lines import LINE_LIMIT, SHARD_BUDGET, SHARD_CEILING, carried_bytes, entry_bytes
 from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 
-REPO = Path(__file__).resolve().parent.parent
 TWO_MB = 2 * 1024 * 1024
 
 WAITING = """
@@ -250,9 +247,9 @@ async def measure(settings: Settings, out_dir: Path) -> list[SizeCase]:
     return cases
 
 
-async def on_a_stack(out_dir: Path) -> list[SizeCase]:
-    """`measure` on the running stack, or on one started for it."""
-    async with bench_stack() as (settings, _):
+async def on_a_stack(stack: Stack, out_dir: Path) -> list[SizeCase]:
+    """`measure` on ``stack()`` (the running stack, or one started for it)."""
+    async with stack() as (settings, _):
         return await measure(settings, out_dir)
 
 
@@ -264,15 +261,3 @@ def table(cases: list[SizeCase]) -> str:
             f"| {'yes' if case.within_bound else 'NO'} |"
         )
     return "\n".join(lines)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    cases = asyncio.run(on_a_stack(parser.parse_args().out))
-    print(table(cases))
-    sys.exit(0 if all(case.within_bound for case in cases) else 1)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """`make hostile`'s model-answer cases: what one hostile `llm` stage costs the other runs on its worker.
 
-    python -m bench.hostile_llm [--out DIR] [--update]
+    python -m bench hostile --part llm [--out DIR] [--update]
 
 Each case has a fresh worker (`python -m dsmo.worker`, its own process) calling a local chat
 server (`bench/llm_server.py`, its own process). A control run (one `llm` node whose model
@@ -12,7 +12,6 @@ The ratio is the control's median beside a hostile stage over its median alone (
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,16 +27,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cli import HOSTILE_LLM_END, HOSTILE_LLM_START, bench_stack
-from bench.reliability.report import splice
+from bench.paths import REPO
 from bench.report import machine
+from bench.stack import Stack
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import free_port_block
 from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
 
-REPO = Path(__file__).resolve().parent.parent
+START, END = "<!-- hostile-llm:start -->", "<!-- hostile-llm:end -->"  # its section in BENCHMARKS.md
 LATENCY_BOUND = 2.0
 PAIRS = 10  # hostile runs per case, each with a control beside it
 WORD = {"type": "object", "required": ["word"], "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}}}
@@ -201,7 +200,7 @@ def worker_table(cases: list[WorkerCase]) -> str:
 
 def section(cases: list[WorkerCase]) -> str:
     """The BENCHMARKS.md section, between its markers."""
-    return f"""{HOSTILE_LLM_START}
+    return f"""{START}
 ## Hostile answers to an `llm` stage
 
 Measured by `make hostile` on {datetime.now(UTC).isoformat(timespec="seconds")}, on {machine()}.
@@ -214,33 +213,15 @@ made a control run take 18.7 s instead of 0.55 s, and a 150 MB answer took the w
 330 MB to a 1.89 GB peak.
 
 {worker_table(cases)}
-{HOSTILE_LLM_END}"""
+{END}"""
 
 
-async def _on_a_stack(out_dir: Path) -> list[WorkerCase]:
-    async with bench_stack() as (settings, _):
+async def on_a_stack(stack: Stack, out_dir: Path) -> list[WorkerCase]:
+    """`measure_llm_worker` on ``stack()``; writes ``out_dir/hostile-llm.json``."""
+    async with stack() as (settings, _):
         cases = await measure_llm_worker(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     found = [asdict(case) | {"ratio": case.ratio, "withinBound": case.within_bound} for case in cases]
     document = {"latencyBound": LATENCY_BOUND, "cases": found}
     (out_dir / "hostile-llm.json").write_text(json.dumps(document, indent=2) + "\n")
     return cases
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--update", action="store_true", help="rewrite the section in BENCHMARKS.md")
-    args = parser.parse_args()
-    cases = asyncio.run(_on_a_stack(args.out))
-    print(worker_table(cases))
-    if args.update:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(splice(page.read_text(), section(cases), HOSTILE_LLM_START, HOSTILE_LLM_END))
-    slow = [case for case in cases if not case.within_bound]
-    print(f"\n{len(cases) - len(slow)} of {len(cases)} cases within {LATENCY_BOUND:g}x")
-    sys.exit(1 if slow else 0)
-
-
-if __name__ == "__main__":
-    main()

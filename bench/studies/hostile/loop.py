@@ -8,12 +8,11 @@ the undeclared blocker is named in the worker's log and counted in ``dsmo_event_
 (nothing can give its stall back to the other runs); with the declared one, the control run stays
 within 2x its normal latency. Prints a table and writes `bench/results/hostile-loop.json`.
 
-    python -m bench.hostile_loop [--out DIR] [--update]
+    python -m bench hostile --part loop [--out DIR] [--update]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,11 +27,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.cli import HOSTILE_LOOP_END as END
-from bench.cli import HOSTILE_LOOP_START as START
-from bench.cli import bench_stack
-from bench.reliability.report import splice
 from bench.report import machine
+from bench.stack import Stack
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import free_port_block
@@ -40,7 +36,7 @@ from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 
-REPO = Path(__file__).resolve().parent.parent
+START, END = "<!-- hostile-loop:start -->", "<!-- hostile-loop:end -->"  # its section in BENCHMARKS.md
 BIN = Path(sys.executable).parent
 BLOCK_SECONDS = 10
 BOUND_FACTOR = 2.0  # a control run while a declared blocker runs: at most this times its normal
@@ -209,25 +205,7 @@ control run within {BOUND_FACTOR:g}x its normal latency.
 {END}"""
 
 
-async def _on_a_stack(out_dir: Path) -> list[LoopCase]:
-    async with bench_stack() as (settings, _):
+async def on_a_stack(stack: Stack, out_dir: Path) -> list[LoopCase]:
+    """`measure` on ``stack()``."""
+    async with stack() as (settings, _):
         return await measure(settings, out_dir)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--update", action="store_true", help="rewrite the section in BENCHMARKS.md")
-    args = parser.parse_args()
-    cases = asyncio.run(_on_a_stack(args.out))
-    print(table(cases))
-    if args.update:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(splice(page.read_text(), section(cases), START, END))
-    over = [case for case in cases if not case.within_bound]
-    print(f"\n{len(cases) - len(over)} of {len(cases)} cases within their bounds")
-    sys.exit(1 if over else 0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,60 +1,37 @@
-"""`make bench` (`python -m bench`): run the benchmark on the embedded stack, print and save results.
+"""`make bench` (`python -m bench all`): every section on the embedded stack, and the page they make.
 
-Longer than most modules because it is the one command that runs every section, alone or
-together, and splices each section's text into BENCHMARKS.md; the sections' own work lives in
-their modules (`bench.migration_cli`, `bench.what_if_cli`, `bench.flow_cli`, ...).
+Also `floor`, `w5` and `scale` alone (`python -m bench floor|w5|scale`). Longer than most modules
+because the full run writes BENCHMARKS.md whole, keeping the sections other commands own; the
+sections' own work lives in their modules (`bench.migration_cli`, `bench.flow_cli`, ...).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import click
-
 from bench import flow_cli, migration_cli, table1_cli, what_if_cli
+from bench.paths import BENCHMARKS, CHARTS
 from bench.peers.peers_report import END as PEERS_END
 from bench.peers.peers_report import START as PEERS_START
 from bench.reliability import report as reliability_report
 from bench.report import file_stamp, floor_spread, floor_table, machine, markdown, write
 from bench.runner import Bench, BenchConfig
 from bench.section_files import publish_section
+from bench.sections import existing, splice, write_section
+from bench.stack import bench_stack
+from bench.studies.hostile import llm as hostile_llm
+from bench.studies.hostile import loop as hostile_loop
+from bench.studies.hostile import memory as hostile_memory
 from dsmo.config.settings import Settings
-from dsmo.devstack.stack import DevStack, private_settings, reusable
 
-REPO = Path(__file__).resolve().parent.parent
-# Markers of the section `make hostile` writes (bench/hostile.py).
-HOSTILE_START, HOSTILE_END = "<!-- hostile:start -->", "<!-- hostile:end -->"
-# ... and of its event-loop part (bench/hostile_loop.py).
-HOSTILE_LOOP_START, HOSTILE_LOOP_END = "<!-- hostile-loop:start -->", "<!-- hostile-loop:end -->"
-# ... and of its model-answer part (bench/hostile_llm.py).
-HOSTILE_LLM_START, HOSTILE_LLM_END = "<!-- hostile-llm:start -->", "<!-- hostile-llm:end -->"
 PEERS_MARKERS = PEERS_START, PEERS_END  # W6's section (bench/peers), from `make bench PEERS=1`
 
 
-@contextlib.asynccontextmanager
-async def bench_stack() -> AsyncIterator[tuple[Settings, DevStack | None]]:
-    """The running stack if one answers (`make up`), else a private one started and stopped here."""
-    settings = Settings.from_env().with_changes(worker={"metrics_bind": ""})
-    if await reusable(settings):
-        yield settings, None
-        return
-    settings = private_settings(Path(tempfile.mkdtemp(prefix="dsmo-bench-")), settings)
-    stack = DevStack(settings)
-    await stack.up(timeout=90)
-    try:
-        yield settings, stack
-    finally:
-        stack.down()
-
-
 async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, scale: bool = True) -> dict[str, Any]:
+    """Every section in one run; with ``update_benchmarks``, BENCHMARKS.md and its charts rewritten."""
     config = BenchConfig() if quick else BenchConfig.full()
     async with bench_stack() as (settings, stack):
         started = time.perf_counter()
@@ -165,7 +142,7 @@ async def scale_only(quick: bool, runs: int | None, *, out_dir: Path, update_ben
     results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": command}
     async with bench_stack() as (settings, stack):
         results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), count, stack)
-    page = REPO / "BENCHMARKS.md" if update_benchmarks else None
+    page = BENCHMARKS if update_benchmarks else None
     publish_section(
         results, name="scale", text=scale_section(results), markers=(START, END), out_dir=out_dir, page=page
     )
@@ -212,7 +189,7 @@ def _scale_text(results: dict[str, Any]) -> str | None:
 
 
 def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> None:
-    paths = write(results, out_dir, charts_dir=REPO / "docs" / "bench" if update_benchmarks else None)
+    paths = write(results, out_dir, charts_dir=CHARTS if update_benchmarks else None)
     text = markdown(results)
     print(text)
     sections = (
@@ -225,26 +202,26 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         print("\n" + extra)
     print(f"\nresults: {paths['json']}  charts: {paths['latency_cdf'].parent}")
     if update_benchmarks:
-        page = REPO / "BENCHMARKS.md"
+        page = BENCHMARKS
         # The reliability and hostile-input sections come from their own commands; a bench run
         # keeps them as they are.
         old = page.read_text() if page.exists() else ""
         new_page = benchmarks_page(results)
         for start, end in (
             (reliability_report.START, reliability_report.END),
-            (HOSTILE_START, HOSTILE_END),
-            (HOSTILE_LOOP_START, HOSTILE_LOOP_END),
-            (HOSTILE_LLM_START, HOSTILE_LLM_END),
+            (hostile_memory.START, hostile_memory.END),
+            (hostile_loop.START, hostile_loop.END),
+            (hostile_llm.START, hostile_llm.END),
             what_if_cli.MARKERS,
             flow_cli.MARKERS,
             PEERS_MARKERS,
         ):
-            kept = reliability_report.existing(old, start, end)
+            kept = existing(old, start, end)
             if kept:
-                new_page = reliability_report.splice(new_page, kept, start, end)
+                new_page = splice(new_page, kept, start, end)
         w5_section = _w5_section(results)
         if w5_section:
-            new_page = reliability_report.splice(new_page, w5_section, *_w5_markers())
+            new_page = splice(new_page, w5_section, *_w5_markers())
         new_page = _with_scale(new_page, old, results)
         new_page = what_if_cli.with_section(migration_cli.with_section(new_page, results), results)
         page.write_text(flow_cli.with_section(new_page, results))
@@ -254,8 +231,8 @@ def _with_scale(page: str, old: str, results: dict[str, Any]) -> str:
     """``page`` with this run's scale section, or the one ``old`` had if the test did not run."""
     from bench.scale_report import END, START, scale_section
 
-    section = scale_section(results) or reliability_report.existing(old, START, END)
-    return reliability_report.splice(page, section, START, END) if section else page
+    section = scale_section(results) or existing(old, START, END)
+    return splice(page, section, START, END) if section else page
 
 
 def _w5_markers() -> tuple[str, str]:
@@ -270,112 +247,4 @@ def update_w5_section(results: dict[str, Any]) -> None:
 
     section = _w5_section(results)
     if section:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(reliability_report.splice(page.read_text(), section, W5_START, W5_END))
-
-
-def main(
-    quick: bool,
-    update: bool,
-    scale_alone: bool = False,
-    floor_repeats: int = 0,
-    w5_alone: bool = False,
-    scale_runs: int | None = None,
-) -> None:
-    out_dir = REPO / "bench" / "results"
-    if w5_alone:
-        asyncio.run(w5_only(out_dir=out_dir, update_benchmarks=update))
-    elif scale_alone:
-        asyncio.run(scale_only(quick, scale_runs, out_dir=out_dir, update_benchmarks=update))
-    elif floor_repeats:
-        asyncio.run(floor_only(quick, floor_repeats, out_dir=out_dir))
-    else:
-        asyncio.run(run(quick, out_dir=out_dir, update_benchmarks=update))
-
-
-@click.command(name="bench")
-@click.option("--quick", is_flag=True, help="About two minutes: fewer runs, 200 waiting in the scale test.")
-@click.option("--update", is_flag=True, help="Rewrite BENCHMARKS.md and docs/bench/*.png from this run.")
-@click.option("--scale-only", is_flag=True, help="Run only the scale test and its section (SCALE=1, or SCALE=N runs).")
-@click.option(
-    "--scale-runs",
-    type=click.IntRange(min=100),
-    default=None,
-    metavar="N",
-    help="With --scale-only: N runs waiting (default: 10,000; 200 with --quick).",
-)
-@click.option("--w5-only", is_flag=True, help="Run only W5 (LLM-bound), merged into the latest results.")
-@click.option("--migrate-only", "migrate", is_flag=True, help="Run only the migration section (10,000 runs).")
-@click.option("--what-if-only", "what_if", is_flag=True, help="Run only the what-if section (1,000 runs replayed).")
-@click.option("--flow-only", "flow", is_flag=True, help="Run only the flow-control section (per-key concurrency).")
-@click.option(
-    "--subjects-only", "subjects", is_flag=True, help="Run only the data-subjects section (sealing, erasure)."
-)
-@click.option("--peers-only", "peers", is_flag=True, help="Run only W6: DSMO beside raw Temporal, LangGraph and DBOS.")
-@click.option("--table1-only", "table1", is_flag=True, help="Run only Table 1's experiment (and its repetitions).")
-@click.option(
-    "--floor-only",
-    "floor_repeats",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Run only the floor comparison and resume latency, N times; print each ratio's spread.",
-)
-def command(
-    quick: bool,
-    update: bool,
-    scale_only: bool,
-    scale_runs: int | None,
-    w5_only: bool,
-    migrate: bool,
-    what_if: bool,
-    flow: bool,
-    subjects: bool,
-    peers: bool,
-    table1: bool,
-    floor_repeats: int | None,
-) -> None:
-    """Reproduce the paper's Table 1 on the embedded stack and measure against raw Temporal.
-
-    \b
-    Examples:
-      python -m bench --quick
-      python -m bench --floor-only 3      # the targets' ratios, three times, with their spread
-    """
-    if scale_runs and not scale_only:
-        raise click.UsageError("--scale-runs: only with --scale-only")
-    if floor_repeats and (scale_only or update):
-        raise click.UsageError("--floor-only: cannot be combined with --scale-only or --update")
-    if migrate and (scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--migrate-only: cannot be combined with --scale-only, --w5-only or --floor-only")
-    if what_if and (migrate or scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--what-if-only: cannot be combined with another --*-only option")
-    if flow and (migrate or what_if or scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--flow-only: cannot be combined with another --*-only option")
-    if subjects and (flow or migrate or what_if or scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--subjects-only: cannot be combined with another --*-only option")
-    if peers and (subjects or flow or migrate or what_if or scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--peers-only: cannot be combined with another --*-only option")
-    if table1 and (peers or subjects or flow or migrate or what_if or scale_only or w5_only or floor_repeats):
-        raise click.UsageError("--table1-only: cannot be combined with another --*-only option")
-    if table1:
-        results_dir = REPO / "bench" / "results"
-        asyncio.run(
-            table1_cli.table1_only(quick, bench_stack, out_dir=results_dir, update_benchmarks=update, repo=REPO)
-        )
-    elif peers:
-        from bench.peers.peers_cli import peers_only
-
-        asyncio.run(peers_only(quick, update_benchmarks=update))
-    elif subjects:
-        from bench.subject_bench import subjects_only
-
-        asyncio.run(subjects_only(quick, bench_stack, update_benchmarks=update))
-    elif flow:
-        asyncio.run(flow_cli.flow_only(quick, bench_stack, update_benchmarks=update))
-    elif migrate:
-        asyncio.run(migration_cli.migration_only(quick, bench_stack, update_benchmarks=update))
-    elif what_if:
-        asyncio.run(what_if_cli.what_if_only(quick, bench_stack, update_benchmarks=update))
-    else:
-        main(quick, update, scale_only, floor_repeats or 0, w5_only, scale_runs)
+        write_section(section, (W5_START, W5_END))

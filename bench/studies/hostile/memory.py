@@ -7,7 +7,7 @@ that process against a valid definition's), and `dsmo serve` / `dsmo codec-serve
 peak RSS after the request against its peak after a normal one). Prints a table and writes
 `bench/results/hostile.json`. The stated bound is BOUND_MB over baseline.
 
-    python -m bench.hostile [--out DIR] [--update]
+    python -m bench hostile [--out DIR] [--update]
 
 Longer than most modules because the hostile inputs are written out here, each beside the entry
 point it is fed to.
@@ -15,7 +15,6 @@ point it is fed to.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,10 +30,10 @@ from typing import Any
 
 import httpx
 
-from bench import hostile_sizes
-from bench.cli import HOSTILE_END, HOSTILE_START, bench_stack
-from bench.reliability.report import splice
+from bench.paths import REPO
 from bench.report import machine
+from bench.stack import Stack
+from bench.studies.hostile import sizes as hostile_sizes
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.client.codec import new_key
 from dsmo.config.settings import Settings
@@ -43,7 +42,7 @@ from dsmo.runtime.storage import artifact_store
 from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.definition.model import parse_definition
 
-REPO = Path(__file__).resolve().parent.parent
+START, END = "<!-- hostile:start -->", "<!-- hostile:end -->"  # its section in BENCHMARKS.md
 BIN = Path(sys.executable).parent
 BOUND_MB = 300
 # While a hostile page is being produced, another request is answered within this (seconds).
@@ -374,8 +373,9 @@ async def measure(settings: Settings, out_dir: Path) -> list[Case]:
     return cases
 
 
-async def _on_a_stack(out_dir: Path) -> list[Case]:
-    async with bench_stack() as (settings, _):
+async def on_a_stack(stack: Stack, out_dir: Path) -> list[Case]:
+    """`measure` on ``stack()``."""
+    async with stack() as (settings, _):
         return await measure(settings, out_dir)
 
 
@@ -394,7 +394,7 @@ def table(cases: list[Case]) -> str:
 
 def section(cases: list[Case], sizes: list[hostile_sizes.SizeCase]) -> str:
     """The BENCHMARKS.md section, between its markers."""
-    return f"""{HOSTILE_START}
+    return f"""{START}
 ## Memory under hostile inputs
 
 Measured by `make hostile` on {datetime.now(UTC).isoformat(timespec="seconds")}, on {machine()}.
@@ -406,30 +406,8 @@ are answered within {CONCURRENT_BOUND_S:.0f} s ("s" is the time to the hostile i
 {table(cases)}
 
 What DSMO's helper workflows and a move carry, against Temporal's 2 MB payload limit: what is
-refused, at what size, how fast (`bench/hostile_sizes.py`; "failed workflow tasks" scans every
+refused, at what size, how fast (`bench/studies/hostile/sizes.py`; "failed workflow tasks" scans every
 history involved, so a payload limit hit would show there):
 
 {hostile_sizes.table(sizes)}
-{HOSTILE_END}"""
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    parser.add_argument("--update", action="store_true", help="rewrite the section in BENCHMARKS.md")
-    args = parser.parse_args()
-    cases = asyncio.run(_on_a_stack(args.out))
-    sizes = asyncio.run(hostile_sizes.on_a_stack(args.out))
-    print(table(cases) + "\n\n" + hostile_sizes.table(sizes))
-    if args.update:
-        page = REPO / "BENCHMARKS.md"
-        page.write_text(splice(page.read_text(), section(cases, sizes), HOSTILE_START, HOSTILE_END))
-    over = [case for case in cases if not case.within_bound] + [size for size in sizes if not size.within_bound]
-    slow = [case for case in cases if not case.within_time]
-    print(f"\n{len(cases) - len(over)} of {len(cases)} cases within {BOUND_MB} MB over baseline")
-    print(f"{len(cases) - len(slow)} of {len(cases)} cases kept other requests within {CONCURRENT_BOUND_S:.0f} s")
-    sys.exit(1 if over or slow else 0)
-
-
-if __name__ == "__main__":
-    main()
+{END}"""
