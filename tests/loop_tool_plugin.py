@@ -1,5 +1,5 @@
 """The loop's tool as a user's plugin: a worker process started with
-``DSMO_LOAD=tests.loop_tool_plugin`` serves it (tests/integration/test_replay_loops.py)."""
+``DSMO_LOAD=tests.loop_tool_plugin`` serves it (tests/integration/replay/test_replay_loops.py)."""
 
 from __future__ import annotations
 

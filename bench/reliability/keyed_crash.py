@@ -10,7 +10,7 @@ it ended) and from the key locks' own state, never from logs:
 - **leaked**: once every run has ended, a key whose lock still keeps a run in line, or that does
   not admit a new start at once (a slot held for a run that ended and not freed when needed).
 
-`tests/integration/test_flow_control_scale.py` runs it on a private stack of its own.
+`tests/integration/flow/test_flow_control_scale.py` runs it on a private stack of its own.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ agent's own execution log (`bench/reliability/checks.py`). *Re-executed* stages 
 at-least-once executions a fault forces; they must be absorbed (no second artifact, row or
 resume). *Down* is from the fault to the part answering again; *Recover* from then to every
 run finished. `make reliability` reproduces it; CI runs the same scenarios with the smaller
-counts of `tests/integration/test_reliability.py`.
+counts of `tests/integration/platform/test_reliability.py`.
 
 {table(report["scenarios"])}
 {END}"""

@@ -3,7 +3,7 @@ before anything is sent or written and gets the same words, and only intake note
 
 The ways in compared here without a stack: the run's own update validator and raw signal handler,
 DsmoClient's `deliver_event` and `signal_event` (so the CLI, which calls them), and the ingress's
-event route. tests/integration/test_same_answer_every_way_in.py sends the same events to a
+event route. tests/integration/server/test_same_answer_every_way_in.py sends the same events to a
 waiting run through the client, the ingress, the console's form, a raw update and a raw signal.
 """
 

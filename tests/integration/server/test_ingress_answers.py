@@ -1,0 +1,127 @@
+"""The ingress answers only what it did: a start names its own run or the conflict, and it refuses
+bodies it will not take (unsigned sealed uploads, JSON it cannot hold) before reading or parsing them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.integration.server.test_ingress import CANDIDATE, Ingress, call, ingress
+
+pytestmark = pytest.mark.integration
+__all__ = ["ingress"]  # the fixture, shared with test_ingress.py
+
+
+async def test_an_existing_run_id_is_the_same_start_only_with_the_same_key_and_body(ingress: Ingress) -> None:
+    crm = ingress.client()
+    run_id = f"cand-{uuid.uuid4().hex[:10]}"
+    body = {"agent": "candidate-screening", "input": CANDIDATE, "runId": run_id}
+    first = await call("POST", crm, "/executions", json=body, headers={"Idempotency-Key": "k-1"})
+    assert first.status_code == 201, first.text
+    assert first.json()["duplicate"] is False
+
+    retry = await call("POST", crm, "/executions", json=body, headers={"Idempotency-Key": "k-1"})
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["runId"] == run_id and retry.json()["duplicate"] is True
+    assert retry.json()["eventsDelivered"] == 0  # this answer delivered nothing
+
+    other = {**body, "input": {"candidate": {"name": "Someone else", "phone": "+1"}}}
+    for headers in ({"Idempotency-Key": "k-2"}, {"Idempotency-Key": "k-1"}, {}):
+        refused = await call("POST", crm, "/executions", json=other, headers=headers)
+        assert refused.status_code == 409, (headers, refused.text)
+        assert refused.json()["error"]["code"] == "run_exists"
+        assert refused.json()["error"]["message"].startswith("runId: "), refused.text
+    same_body_other_key = await call("POST", crm, "/executions", json=body, headers={"Idempotency-Key": "k-2"})
+    assert same_body_other_key.status_code == 409, same_body_other_key.text
+
+
+async def test_an_idempotency_key_reused_with_another_body_is_a_conflict(ingress: Ingress) -> None:
+    crm = ingress.client()
+    lead = f"lead-{uuid.uuid4().hex[:8]}"
+    body = {"agent": "candidate-screening", "input": CANDIDATE}
+    first = await call("POST", crm, "/executions", json=body, headers={"Idempotency-Key": lead})
+    assert first.status_code == 201, first.text
+    again = await call("POST", crm, "/executions", json=body, headers={"Idempotency-Key": lead})
+    assert again.status_code == 200 and again.json()["runId"] == first.json()["runId"]
+    changed = {**body, "input": {"candidate": {"name": "Otra", "phone": "+34 600"}}}
+    refused = await call("POST", crm, "/executions", json=changed, headers={"Idempotency-Key": lead})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["message"].startswith("Idempotency-Key: "), refused.text
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"agent": "candidate-screening", "input": {"score": NaN}}', "input.score: NaN"),
+        ('{"agent": "candidate-screening", "input": {"scores": [1, 1e400]}}', "input.scores[1]: 1e400"),
+        ('{"agent": "candidate-screening", "input": {"n": ' + "7" * 5000 + "}}", "input.n: an integer"),
+        ('{"agent": "candidate-screening", "input": ' + "[" * 30000 + "]" * 30000 + "}", "input[0][0]"),
+    ],
+)
+async def test_json_no_document_can_hold_is_refused_naming_where(ingress: Ingress, text: str, field: str) -> None:
+    answer = await call(
+        "POST", ingress.client(), "/executions", content=text, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "invalid_json"
+    assert answer.json()["error"]["message"].startswith(field), answer.text
+
+
+async def test_deep_event_data_is_refused_naming_the_field(ingress: Ingress) -> None:
+    text = json.dumps({"type": "MESSAGE_RECEIVED", "data": {"text": 0}}).replace("0", "[" * 8000 + "]" * 8000)
+    answer = await call(
+        "POST", ingress.client(), "/executions/x-1/events", content=text, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("data.text[0]"), answer.text
+
+
+async def test_a_console_path_with_a_line_break_gets_the_console_answer(ingress: Ingress) -> None:
+    with httpx.Client(base_url=ingress.url, timeout=30) as browser:
+        answer = await call("GET", browser, "/console/runs/%0d%0a")
+    # The console's own answer (sign in first), not the API's 401 JSON; no line break reaches a header.
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"].startswith("/console/login"), answer.headers
+
+
+def test_an_unsigned_sealed_upload_is_refused_before_its_body_is_read(ingress: Ingress) -> None:
+    # 20 MB declared, 1 KB sent: a server that reads the body first would wait for the rest.
+    parts = urlsplit(ingress.url)
+    head = (
+        "POST /console/runs/r-1/upload/cv/e-1/sig HTTP/1.1\r\n"
+        f"Host: {parts.netloc}\r\n"
+        "Content-Type: multipart/form-data; boundary=b\r\n"
+        f"Content-Length: {20 * 2**20}\r\n\r\n"
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=20) as conn:
+        conn.sendall(head.encode() + b"x" * 1024)
+        answer = _read_answer(conn)  # a hang guard: the socket times out at 20 s
+    assert answer.startswith("HTTP/1.1 401"), answer[:200]
+    assert "text/html" in answer and "sign in" in answer
+
+
+def _read_answer(conn: socket.socket) -> str:
+    """The whole answer: the head, then as many body bytes as it declares (one recv may hold only the head)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return received.decode("latin-1")
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        None,
+    )
+    while length is not None and len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return (head + b"\r\n\r\n" + body).decode("latin-1")
