@@ -22,7 +22,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.lifecycle.retention_sweep import SweepStart
-from tests.conftest import Harness
+from tests.conftest import Harness, skip_time
 from tests.integration.lifecycle.test_subjects import history_gone
 
 pytestmark = pytest.mark.integration
@@ -86,14 +86,14 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
     nothing = await sweep(skipping, time_env)
     assert nothing.counts == SweepCounts() and all(exists(store, key) for key in inputs.values())
 
-    await time_env.sleep(timedelta(days=2))
+    await skip_time(time_env, timedelta(days=2))
     first = await sweep(skipping, time_env)
     assert (first.counts.runs, first.counts.trails) == (1, 0) and first.counts.objects >= 1
     assert not exists(store, inputs["short"]) and exists(store, audit_key(runs["short"]))  # its trail is kept longer
     assert exists(store, inputs["long"]) and exists(store, inputs["kept"])
     assert [uri.rsplit("/", 1)[1] for uri in store.list_uris(TRAILS_PREFIX)] == [f"{runs['short']}.json"]
 
-    await time_env.sleep(timedelta(days=2))
+    await skip_time(time_env, timedelta(days=2))
     second = await sweep(skipping, time_env)
     assert (second.counts.runs, second.counts.trails) == (0, 1)
     assert not exists(store, audit_key(runs["short"]))

@@ -32,7 +32,7 @@ from dsmo.workflows.contracts.activity_io import SendMessageRequest, SentMessage
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.run.intake import INBOX_PATCH
-from tests.conftest import Harness
+from tests.conftest import Harness, skip_time
 from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, replays
 
 pytestmark = pytest.mark.asyncio
@@ -296,8 +296,7 @@ async def test_a_kept_event_expires_after_its_time_to_live(skipping: Harness, ti
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.signal_event(run_id, "DOCUMENT_UPLOADED", {"event_id": "up-1", "document": "id_card", "url": "s3://i"})
     # Time moves only while someone sleeps on the server: 3 h cover the TTL, the reply and the request.
-    for _ in range(6):  # half an hour a call: one call skipping 3 h can outlast its RPC deadline on a busy machine
-        await time_env.sleep(timedelta(minutes=30))
+    await skip_time(time_env, timedelta(hours=3), step=timedelta(minutes=30))
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED and "documentUrls" not in result.variables
     events = await dsmo.events(run_id)
