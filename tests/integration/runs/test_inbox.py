@@ -20,8 +20,6 @@ import pytest_asyncio
 import yaml
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.client import replay as dsmo_replay
@@ -282,37 +280,32 @@ async def test_a_reply_sent_while_the_message_is_still_being_sent_resumes_the_ru
     await harness.replay_all()
 
 
-async def test_a_kept_event_expires_after_its_time_to_live(skipping: Harness, time_env: WorkflowEnvironment) -> None:
-    """On the time-skipping server: an upload kept for 30 min expires while the reply wait lasts 2 h."""
+async def test_a_kept_event_expires_after_its_time_to_live(harness: Harness) -> None:
+    """An upload kept for 2 s expires while the reply wait lasts 6 s; the request after it times out.
+
+    On the real server, in seconds: the time-skipping server's sleep call, skipping hours, could
+    outlast its deadline and break its connection on a busy machine. When the event expired is
+    checked against the TTL (never before it); how late the timer fired is the server's, not asserted.
+    """
     definition = chat(
-        inbox={"ttl": "30m"},
+        inbox={"ttl": "2s"},
         **{
-            "nodes.reply.parameters": {"timeout": "2h", "onTimeout": "continue"},
-            "nodes.docs.parameters": {"documents": ["id_card"], "timeout": "1h", "onTimeout": "continue"},
+            "nodes.reply.parameters": {"timeout": "6s", "onTimeout": "continue"},
+            "nodes.docs.parameters": {"documents": ["id_card"], "timeout": "2s", "onTimeout": "continue"},
             "nodes.docs.next": None,
         },
     )
-    dsmo = skipping.dsmo
-    run_id = await skipping.start(definition)
+    dsmo = harness.dsmo
+    run_id = await harness.start(definition)
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.signal_event(run_id, "DOCUMENT_UPLOADED", {"event_id": "up-1", "document": "id_card", "url": "s3://i"})
-    # Time moves only while someone sleeps on the server: 3 h cover the TTL, the reply and the request.
-    # On a busy machine the server can take longer to skip than the call's deadline; it goes on
-    # skipping regardless, and skipping further than 3 h changes nothing here (all is due by then).
-    for attempt in range(3):
-        try:
-            await time_env.sleep(timedelta(hours=3))
-            break
-        except RPCError as err:
-            if "Timeout expired" not in str(err) or attempt == 2:
-                raise
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED and "documentUrls" not in result.variables
     events = await dsmo.events(run_id)
     [buffered] = of(events, "EVENT_BUFFERED")
     [expired] = of(events, "EVENT_EXPIRED")
     assert expired.data["eventId"] == "up-1" and expired.data["reason"] == "its time-to-live ended"
-    assert timedelta(minutes=30) <= expired.at - buffered.at < timedelta(minutes=30, seconds=1)
+    assert expired.at - buffered.at >= timedelta(seconds=2)
     assert not of(events, "EVENT_CONSUMED")
     assert [e.data["eventType"] for e in of(events, "RUN_RESUMED")] == ["TIMEOUT", "TIMEOUT"]
 
