@@ -8,16 +8,16 @@ the sections the other studies own). One study per call: two at once is a usage 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 from pathlib import Path
 
 import click
 
-from bench.paths import RESULTS
+from bench.paths import CHARTS, RESULTS
 from bench.sections import write_section
 from bench.stack import bench_stack
 from bench.studies import Study
-from bench.studies.adapters import adapted
 
 QUICK = click.option("--quick", is_flag=True, help="Fewer and smaller runs (about two minutes for `all`).")
 UPDATE = click.option("--update", is_flag=True, help="Rewrite this study's section of BENCHMARKS.md.")
@@ -30,7 +30,7 @@ def execute(study: Study, *, quick: bool = False, update: bool = False) -> int:
         study: the study to run.
         quick: its quick variant.
         update: rewrite its section of BENCHMARKS.md (for studies that name their markers;
-            the adapted ones rewrite it themselves).
+            `all` rewrites the whole page itself).
 
     Returns:
         1 when the study reports a bound not met (``results["failed"]``), else 0.
@@ -56,12 +56,49 @@ def main() -> None:
     """
 
 
-def _adapted_command(name: str, summary: str) -> None:
+# Each subcommand's study: its module and class, imported only when it runs (so `--help` stays
+# quick, and only `peers` loads LangGraph and DBOS).
+STUDIES = {
+    "all": ("bench.studies.full", "All"),
+    "table1": ("bench.studies.table1.study", "Table1"),
+    "floor": ("bench.studies.floor.study", "Floor"),
+    "w5": ("bench.studies.w5.study", "W5"),
+    "scale": ("bench.studies.scale.study", "Scale"),
+    "migrate": ("bench.studies.migrate.study", "Migrate"),
+    "what-if": ("bench.studies.what_if.study", "WhatIf"),
+    "flow": ("bench.studies.flow.study", "Flow"),
+    "subjects": ("bench.studies.subjects.study", "Subjects"),
+    "peers": ("bench.studies.peers.study", "Peers"),
+}
+
+
+def make_study(name: str, *, update: bool = False, **options: object) -> Study:
+    """The study behind the subcommand ``name`` (one of `STUDIES`).
+
+    Args:
+        name: the subcommand.
+        update: `all`: rewrite the whole page and its charts; `table1`: draw the charts its
+            section shows.
+        options: the study's own options (floor: ``repeats``; scale: ``runs``).
+
+    Returns:
+        The study, ready for `execute`.
+    """
+    module, cls = STUDIES[name]
+    if name == "all":
+        options["update"] = update  # it writes BENCHMARKS.md whole, not one section
+    elif name == "table1" and update:
+        options["charts_dir"] = CHARTS  # the section shows these charts: drawn from the same results
+    made: Study = getattr(importlib.import_module(module), cls)(**options)
+    return made
+
+
+def _study_command(name: str, summary: str) -> None:
     @main.command(name=name, help=f"{summary}\n\n\b\nExample:\n  python -m bench {name} --quick --update")
     @QUICK
     @UPDATE
     def command(quick: bool, update: bool) -> None:
-        execute(adapted(name, update=update), quick=quick)
+        execute(make_study(name, update=update), quick=quick, update=update)
 
 
 for _name, _summary in (
@@ -74,7 +111,7 @@ for _name, _summary in (
     ("subjects", "Data subjects: W1 and W4 with and without a subject, erasing a subject's runs (SUBJECTS=1)."),
     ("peers", "W6: DSMO beside raw Temporal, LangGraph and DBOS on one graph, then the crash ledger (PEERS=1)."),
 ):
-    _adapted_command(_name, _summary)
+    _study_command(_name, _summary)
 
 
 @main.command()
@@ -87,7 +124,7 @@ def floor(quick: bool, repeats: int) -> None:
     Example:
       python -m bench floor --repeats 3
     """
-    execute(adapted("floor", update=False, repeats=repeats), quick=quick)
+    execute(make_study("floor", repeats=repeats), quick=quick)
 
 
 @main.command()
@@ -101,7 +138,7 @@ def scale(quick: bool, update: bool, runs: int | None) -> None:
     Example:
       python -m bench scale --runs 100000 --update
     """
-    execute(adapted("scale", update=update, runs=runs), quick=quick)
+    execute(make_study("scale", runs=runs), quick=quick, update=update)
 
 
 @main.command()

@@ -46,9 +46,9 @@ class BenchConfig:
     repetitions: int = 1  # Table 1's whole experiment, each with its own seed
     consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
     scale_runs: int = 200
-    migration_runs: int = 300  # waiting runs migrated in one batch (bench/migration_bench.py)
-    what_if_runs: int = 100  # ended runs replayed against a candidate (bench/what_if_bench.py)
-    # Flow control (bench/flow_bench.py): W4 runs a side, keyed and plain, in this many rounds;
+    migration_runs: int = 300  # waiting runs migrated in one batch (bench/studies/migrate/migration_bench.py)
+    what_if_runs: int = 100  # ended runs replayed against a candidate (bench/studies/what_if/what_if_bench.py)
+    # Flow control (bench/studies/flow/flow_bench.py): W4 runs a side, keyed and plain, in this many rounds;
     # starts through one lock for this many seconds; runs one key serves in line.
     flow_runs: int = 200
     flow_rounds: int = 2

@@ -1,33 +1,37 @@
 """`make bench` (`python -m bench all`): every section on the embedded stack, and the page they make.
 
-Also `floor`, `w5` and `scale` alone (`python -m bench floor|w5|scale`). Longer than most modules
-because the full run writes BENCHMARKS.md whole, keeping the sections other commands own; the
-sections' own work lives in their modules (`bench.migration_cli`, `bench.flow_cli`, ...).
+Longer than most modules because the full run writes BENCHMARKS.md whole, keeping the sections
+other commands own; the sections' own work lives in their studies (`bench.studies.migrate`,
+`bench.studies.flow`, ...), each of which also runs alone (`python -m bench migrate`, ...).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import flow_cli, migration_cli, table1_cli, what_if_cli
-from bench.paths import BENCHMARKS, CHARTS
-from bench.peers.peers_report import END as PEERS_END
-from bench.peers.peers_report import START as PEERS_START
+from bench.paths import BENCHMARKS, CHARTS, RESULTS
 from bench.reliability import report as reliability_report
-from bench.report import file_stamp, floor_spread, floor_table, machine, markdown, write
+from bench.report import floor_table, machine, markdown, write
 from bench.runner import Bench, BenchConfig
-from bench.section_files import publish_section
-from bench.sections import existing, splice, write_section
-from bench.stack import bench_stack
+from bench.sections import existing, splice
+from bench.stack import Stack, bench_stack
+from bench.studies.flow import flow_cli
 from bench.studies.hostile import llm as hostile_llm
 from bench.studies.hostile import loop as hostile_loop
 from bench.studies.hostile import memory as hostile_memory
-from dsmo.config.settings import Settings
+from bench.studies.migrate import migration_cli
+from bench.studies.peers.peers_report import END as PEERS_END
+from bench.studies.peers.peers_report import START as PEERS_START
+from bench.studies.table1 import table1_cli
+from bench.studies.w5.study import MARKERS as W5_MARKERS
+from bench.studies.w5.study import add_w5, w5_text
+from bench.studies.what_if import what_if_cli
 
-PEERS_MARKERS = PEERS_START, PEERS_END  # W6's section (bench/peers), from `make bench PEERS=1`
+PEERS_MARKERS = PEERS_START, PEERS_END  # W6's section (bench/studies/peers), from `make bench PEERS=1`
 
 
 async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, scale: bool = True) -> dict[str, Any]:
@@ -44,7 +48,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
         )
         write(results, out_dir)  # kept even if the scale test fails
         if scale:
-            from bench.scale import scale_test
+            from bench.studies.scale.scale import scale_test
 
             print(f"scale: {config.scale_runs} waiting runs, beside as many bare workflows", flush=True)
             try:
@@ -54,37 +58,9 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
         await migration_cli.add_migration(results, settings, bench.dsmo, config.migration_runs, out_dir)
         await what_if_cli.add_what_if(results, settings, bench.dsmo, config.what_if_runs, own_stack=stack is not None)
         await flow_cli.add_flow(results, settings, config, own_stack=stack is not None)
-        await _add_w5(results, settings, bench.dsmo, batches=1 if quick else 3)
+        await add_w5(results, settings, bench.dsmo, batches=1 if quick else 3)
         results["seconds"] = round(time.perf_counter() - started, 1)
     finish(results, out_dir, update_benchmarks)
-    return results
-
-
-async def _add_w5(results: dict[str, Any], settings: Settings, dsmo: Any, *, batches: int = 3) -> None:
-    from bench.llm_bound import w5
-
-    try:
-        results["w5"] = await w5(settings, dsmo, batches=batches)
-    except Exception as err:  # noqa: BLE001 - report the rest of the benchmark anyway
-        print(f"W5 failed: {type(err).__name__}: {err}", flush=True)
-
-
-async def w5_only(*, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
-    """Run just W5 (LLM-bound); writes bench/results/w5.json and, with --update, BENCHMARKS.md's W5 section."""
-    import json
-
-    from dsmo.client.dsmo_client import DsmoClient
-
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": "make bench W5=1"}
-    async with bench_stack() as (settings, _):
-        await _add_w5(results, settings, await DsmoClient.connect(settings))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "w5.json").write_text(json.dumps(results, indent=2, default=str))
-    section = _w5_section(results)
-    print(section or "W5 did not run")
-    if update_benchmarks and section:
-        update_w5_section(results)
     return results
 
 
@@ -129,61 +105,8 @@ for a response, then runs one stage), against a bare signal until a plain workfl
 """
 
 
-async def scale_only(quick: bool, runs: int | None, *, out_dir: Path, update_benchmarks: bool) -> dict[str, Any]:
-    """Run just the scale test (``runs`` waiting, else the configuration's) and its section."""
-    from bench.scale import scale_test
-    from bench.scale_report import END, START, scale_section
-    from dsmo.client.dsmo_client import DsmoClient
-
-    config = BenchConfig() if quick else BenchConfig.full()
-    count = runs or config.scale_runs
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    command = "make bench SCALE=" + (str(runs) if runs else "1") + (" QUICK=1" if quick else "")
-    results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": command}
-    async with bench_stack() as (settings, stack):
-        results["scale"] = await scale_test(settings, await DsmoClient.connect(settings), count, stack)
-    page = BENCHMARKS if update_benchmarks else None
-    publish_section(
-        results, name="scale", text=scale_section(results), markers=(START, END), out_dir=out_dir, page=page
-    )
-    return results
-
-
-async def floor_only(quick: bool, repeats: int, *, out_dir: Path) -> dict[str, Any]:
-    """The floor comparison and resume latency only, ``repeats`` times: the targets' spread."""
-    import json
-
-    config = BenchConfig() if quick else BenchConfig.full()
-    started, stamp = time.perf_counter(), datetime.now(UTC).isoformat(timespec="seconds")
-    async with bench_stack() as (settings, _):
-        measured = await Bench(settings, config).run_against_floor(repeats)
-    results: dict[str, Any] = {
-        "config": {k: v for k, v in vars(config).items()},
-        "repeats": measured,
-        "started_at": stamp,
-        "machine": machine(),
-        "command": f"make bench FLOOR={repeats}" + (" QUICK=1" if quick else ""),
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"floor-{file_stamp(stamp)}.json"
-    path.write_text(json.dumps(results, indent=2, default=str))
-    print(f"### Against the raw-Temporal floor, {repeats} repeats ({results['seconds']} s, {results['machine']})\n")
-    print(floor_spread(measured))
-    print(f"\nresults: {path}")
-    return results
-
-
-def _w5_section(results: dict[str, Any]) -> str | None:
-    from bench.w5_report import w5_section
-
-    if not results.get("w5"):
-        return None
-    return w5_section(results["w5"], results["command"], results["started_at"], results["machine"])
-
-
 def _scale_text(results: dict[str, Any]) -> str | None:
-    from bench.scale_report import scale_section
+    from bench.studies.scale.scale_report import scale_section
 
     return scale_section(results)
 
@@ -196,7 +119,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
         migration_cli.migration_section(results),
         what_if_cli.what_if_section(results),
         flow_cli.flow_section(results),
-        _w5_section(results),
+        w5_text(results),
     )
     for extra in filter(None, (*sections, _scale_text(results))):
         print("\n" + extra)
@@ -219,9 +142,9 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             kept = existing(old, start, end)
             if kept:
                 new_page = splice(new_page, kept, start, end)
-        w5_section = _w5_section(results)
+        w5_section = w5_text(results)
         if w5_section:
-            new_page = splice(new_page, w5_section, *_w5_markers())
+            new_page = splice(new_page, w5_section, *W5_MARKERS)
         new_page = _with_scale(new_page, old, results)
         new_page = what_if_cli.with_section(migration_cli.with_section(new_page, results), results)
         page.write_text(flow_cli.with_section(new_page, results))
@@ -229,22 +152,32 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
 
 def _with_scale(page: str, old: str, results: dict[str, Any]) -> str:
     """``page`` with this run's scale section, or the one ``old`` had if the test did not run."""
-    from bench.scale_report import END, START, scale_section
+    from bench.studies.scale.scale_report import END, START, scale_section
 
     section = scale_section(results) or existing(old, START, END)
     return splice(page, section, START, END) if section else page
 
 
-def _w5_markers() -> tuple[str, str]:
-    from bench.w5_report import W5_END, W5_START
+@dataclass
+class All:
+    """Every section in one run (`make bench`): with ``update``, the whole page and its charts.
 
-    return W5_START, W5_END
+    It writes BENCHMARKS.md itself (so no ``markers``): the page is rebuilt, not one section.
 
+    Attributes:
+        update: rewrite BENCHMARKS.md (keeping the sections other commands own) and its charts.
+        out_dir: the results folder.
+    """
 
-def update_w5_section(results: dict[str, Any]) -> None:
-    """Replace only BENCHMARKS.md's W5 section (the rest stays from the run that wrote it)."""
-    from bench.w5_report import W5_END, W5_START
+    update: bool = False
+    out_dir: Path = field(default=RESULTS)
+    name: str = "all"
+    markers: tuple[str, str] | None = None
 
-    section = _w5_section(results)
-    if section:
-        write_section(section, (W5_START, W5_END))
+    async def run(self, quick: bool, stack: Stack) -> dict[str, Any]:
+        """Every section on the bench's stack (``stack`` is it: the running one, else a private one)."""
+        return await run(quick, out_dir=self.out_dir, update_benchmarks=self.update)
+
+    def section(self, results: dict[str, Any]) -> str | None:
+        """None: the full run writes its page itself."""
+        return None

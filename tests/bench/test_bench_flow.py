@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.flow_bench import SIDES, flow_bench
-from bench.flow_cli import with_section
-from bench.flow_report import END, START, save
 from bench.runner import BenchConfig
+from bench.studies.flow.flow_bench import SIDES, flow_bench
+from bench.studies.flow.flow_cli import with_section
+from bench.studies.flow.flow_report import END, START, save
 from dsmo.config.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.breakdown import breakdown_table
-from bench.llm_bound import model_stage_timings
 from bench.metrics import (
     RunRecord,
     divergence,
@@ -24,7 +23,8 @@ from bench.metrics import (
     valid_path_rate,
 )
 from bench.report import floor_spread, meets
-from bench.w5_report import held_figures, pooled
+from bench.studies.w5.llm_bound import model_stage_timings
+from bench.studies.w5.w5_report import held_figures, pooled
 
 
 def run(input_id: str, replay: bool, path: str, success: bool = True, retried: str = "", **counts: Any) -> RunRecord:

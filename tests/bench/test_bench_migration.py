@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.migration_bench import migration_bench
-from bench.migration_cli import with_section
-from bench.migration_report import END, START, save
+from bench.studies.migrate.migration_bench import migration_bench
+from bench.studies.migrate.migration_cli import with_section
+from bench.studies.migrate.migration_report import END, START, save
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bench.__main__ import main
+from bench.__main__ import STUDIES, main, make_study
 from bench.paths import BENCHMARKS
 from bench.sections import existing, splice, write_section
 
@@ -69,3 +69,11 @@ def test_every_study_is_a_subcommand_with_an_example(study: str) -> None:
     result = CliRunner().invoke(main, [study, "--help"])
     assert result.exit_code == 0, result.output
     assert "Example" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_every_study_answers_to_its_name_and_owns_a_section_of_the_page(name: str) -> None:
+    study = make_study(name, update=True)
+    assert study.name == name
+    if study.markers is not None:  # `all` writes the page whole; `floor` only prints
+        assert existing(PAGE, *study.markers) is not None

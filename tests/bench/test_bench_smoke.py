@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from bench import table1_cli
 from bench.paired import RATES, draw
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from bench.studies.full import benchmarks_page
+from bench.studies.table1 import table1_cli
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import artifact_store
@@ -125,8 +125,8 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
 async def test_w5_runs_every_contender_in_tiny_batches_with_held_batches(
     stack_settings: Settings, dsmo: DsmoClient
 ) -> None:
-    from bench.llm_bound import CONTENDERS, THREAD_POOL, w5
-    from bench.w5_report import w5_section
+    from bench.studies.w5.llm_bound import CONTENDERS, THREAD_POOL, w5
+    from bench.studies.w5.w5_report import w5_section
 
     store = artifact_store(stack_settings)
     written_before = len(store.list_uris("artifacts/bench-w5-floor/"))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.what_if_bench import what_if_bench
-from bench.what_if_cli import with_section
-from bench.what_if_report import END, START, save
+from bench.studies.what_if.what_if_bench import what_if_bench
+from bench.studies.what_if.what_if_cli import with_section
+from bench.studies.what_if.what_if_report import END, START, save
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.peers.fault_plan import FaultPlan, Kill
-from bench.peers.peer_ledger import DONE, EFFECT, KILL, START, Row, crash_counts
-from bench.peers.peers_report import section
+from bench.studies.peers.fault_plan import FaultPlan, Kill
+from bench.studies.peers.peer_ledger import DONE, EFFECT, KILL, START, Row, crash_counts
+from bench.studies.peers.peers_report import section
 
 
 def _row(run_id: str, stage: str, kind: str, detail: str = "") -> Row:
@@ -123,8 +123,8 @@ def test_the_section_shows_every_contender_and_the_ratio_to_raw_temporal() -> No
 
 
 def test_dsmo_graph_goes_to_the_timeout_send_when_no_reply_came() -> None:
-    from bench.peers import dsmo_peer
-    from bench.peers.contenders import input_document
+    from bench.studies.peers import dsmo_peer
+    from bench.studies.peers.contenders import input_document
     from dsmo.workflows.definition.conditions import evaluate_condition
 
     wait = dsmo_peer.definition(45).nodes["reply"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.scale_report import scale_section
+from bench.studies.scale.scale_report import scale_section
 
 
 def test_the_scale_section_shows_rates_beside_bare_temporal_and_flat_histories() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.w5_report import held_table, w5_table
+from bench.studies.w5.w5_report import held_table, w5_table
 
 
 def _mode(ratio: float) -> dict[str, object]:

@@ -1,0 +1,1 @@
+"""`python -m bench flow`: per-key concurrency, what the locks cost a workload and what one lock can take."""

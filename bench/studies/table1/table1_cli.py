@@ -1,0 +1,78 @@
+"""Table 1's section of BENCHMARKS.md, as `make bench` and `make bench TABLE1=1` write it.
+
+A full `make bench` writes this section inside its page; `TABLE1=1` (`study.Table1`) runs only
+the experiment (every workload and mode, repeated with other seeds as the configuration says)
+and replaces only this section, between its markers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.paired import PERMANENT, RATES
+from bench.queue_db import VISIBILITY_S
+from bench.report import table1_markdown
+from bench.workloads import STAGE
+
+START, END = "<!-- table1:start -->", "<!-- table1:end -->"
+
+
+def _share(value: float) -> str:
+    return f"{value:.1%}".replace(".0%", "%")
+
+
+def table1_text(results: dict[str, Any], *, own_run: bool = False) -> str:
+    """The section: how the experiment runs, then its tables (``own_run``: with its own date)."""
+    config = results["config"]
+    w3, w4 = RATES["W3"], RATES["W4"]
+    measured = (
+        f"Measured by `{results['command']}` on {results['started_at']} ({results['seconds']} s), on "
+        f"{results['machine']}.\n\n"
+        if own_run
+        else ""
+    )
+    return f"""## Table 1: the paper's experiment
+
+{measured}Table 1 compares three ways to run the same agents. **B3** is DSMO (Temporal, the S3 store).
+**B1** choreography and **B2** agent-decides run on a real at-least-once queue, PostgreSQL with
+`FOR UPDATE SKIP LOCKED` and a {VISIBILITY_S} s visibility timeout, started by the bench from
+pgserver's wheel. Each has {config["consumers"]} consumer processes competing for every stage;
+each agent enqueues the next stage itself, naming itself as the new message's parent, and then
+acknowledges; there is no deduplication. B1's agent follows the graph; B2's names the next
+stage, and in {config["ambiguity"]:.0%} of runs it takes a real alternative at one of its
+decisions (another branch, skipping a stage, or stopping early), drawn anew at each hop.
+
+The experiment is **paired**: every mode runs the same inputs and meets the same faults, drawn
+from (seed, input, replay, stage, attempt); every agent logs what it drew, and the run fails if
+one draw met two different faults. A permanent failure strikes {_share(PERMANENT)} of the
+attempts of every stage in every workload (run-ending failures at about the paper's rate of dead
+letters; it gives no rates). W3 adds, per attempt of B and C, transient failures
+({_share(w3.transient)}), and on B, C and D (its terminal stage) slow attempts past the timeout
+({_share(w3.slow)}), crashes after the work and before the ack or commit ({_share(w3.crash)}) and
+lost acks or completions ({_share(w3.lost_ack)}). W4 runs {config["w4_inputs"]} inputs
+{config["w4_concurrency"]} at a time (backpressure: a run starts when one ends), with
+{_share(w4.transient)} transient failures in every stage and, on C (its terminal stage), slow
+attempts ({_share(w4.slow)}), crashes ({_share(w4.crash)}) and lost acks ({_share(w4.lost_ack)}).
+In B3 a crash leaves the activity without a completion (the agent worked; nothing is committed)
+and a lost completion drops it after the commit; either way Temporal's start-to-close timeout
+({STAGE["timeout"]}) starts the next attempt, which re-runs the agent after a crash and reports the
+committed output after a lost completion. On the queue the consumer dies, or does not ack, and
+the message is delivered again after the visibility timeout.
+
+Each input is **replayed** {config["replays"]} times after its original ended: B3 through
+`dsmo replay` (the recorded input and configuration snapshot, re-executed as a new linked run);
+B1 and B2 by re-injecting the recorded input into the queue. Everything comes from one execution
+log that every agent writes, by one rule for all modes (`bench/shared_rule.py`). **Success** is
+the terminal stage completed and nothing dead-lettered. **SPS** compares a replay's sequence of
+states (every attempt as stage and outcome) with its original's; the collapsed path (completions
+only) is a second row. **Duplicates** are extra completions of a (run, stage). **Orphans by
+lineage** are executions whose chain of parents (the execution that enqueued them, or for B3 the
+accepted execution its orchestrator scheduled them after) is not a prefix of the input's valid
+trajectory through accepted executions, or that started after the run ended; the first rule,
+executions off the trajectory or after the end, is kept beside it. W1-W3 run
+{config["concurrency"]} inputs at a time.
+
+{table1_markdown(results)}
+
+![latency CDF](docs/bench/latency_cdf.png)
+![Table 1 metrics](docs/bench/table1_bars.png)"""
