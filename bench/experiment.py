@@ -138,10 +138,10 @@ class PaperExperiment:
         await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.queue)
         await self.dsmo.result(run_id)
         runs = [Executed(run_id, item, 0, began, time.time())]
-        planned = await plan_replay(self.dsmo, self.store, run_id) if replays else None
+        planned = await plan_replay(self.dsmo.core, self.store, run_id) if replays else None
         for index in range(1, replays + 1):
             replay_id, began = f"{run_id}.replay-{index}", time.time()
-            await replay(self.dsmo, self.store, run_id, new_id=replay_id, task_queue=self.queue, planned=planned)
+            await replay(self.dsmo.core, self.store, run_id, new_id=replay_id, task_queue=self.queue, planned=planned)
             runs.append(Executed(replay_id, item, index, began, time.time()))
         return runs
 

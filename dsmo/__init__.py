@@ -12,12 +12,12 @@ Example:
     async def main() -> None:
         client = await DsmoClient.connect()
         definition = load_definition("examples/onboarding.yaml")
-        run_id = await client.start(definition, {"applicantName": "Ada"})
-        print(await client.status(run_id))
+        run = await client.start(definition, {"applicantName": "Ada"})
+        print(await run.status())
 
         # Or publish it once, then start runs by the agent's name (its latest version):
-        await client.publish(definition)
-        run_id = await client.start(definition.agent, {"applicantName": "Ada"})
+        await client.definitions.publish(definition)
+        run = await client.start(definition.agent, {"applicantName": "Ada"})
         async for row in client.runs(agent=definition.agent):
             print(row.run_id, row.status, row.waiting_for)
 
@@ -45,16 +45,18 @@ from dsmo.activities.messaging import Channel
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.client.batches import BatchReport, RunOutcome
+from dsmo.client.compensations import FailedCompensation
 from dsmo.client.definition_files import load_definition, parse_definition_text
 from dsmo.client.definitions_client import Definitions, Published, PublishedAgent
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.erasure import ErasureReport
 from dsmo.client.flow_starts import StartReport
-from dsmo.client.monitoring import RunSummary
+from dsmo.client.monitoring import RunSummary, StatusCount, WaitingRun
 from dsmo.client.redrive import DeadLetterRow
 from dsmo.client.replay import ReplayReport
+from dsmo.client.run_archive import ArchiveVerification, verify_archive
 from dsmo.client.run_export import RunExport
-from dsmo.client.run_handle import RunHandle
+from dsmo.client.run_handle import RunHandle, StartedRun
 from dsmo.client.trail_store import TrailVerification
 from dsmo.client.what_if import WhatIfReport
 
@@ -80,6 +82,7 @@ from dsmo.workflows.events.resume_events import EventAck
 __all__ = [
     "ActionContext",
     "AgentDefinition",
+    "ArchiveVerification",
     "AuditEvent",
     "BatchReport",
     "Channel",
@@ -90,6 +93,7 @@ __all__ = [
     "EventAck",
     "ExecutionRequest",
     "ExecutionResult",
+    "FailedCompensation",
     "MigrationAck",
     "ProcessorOutput",
     "Published",
@@ -108,9 +112,12 @@ __all__ = [
     "SentMessage",
     "StageMessage",
     "StartReport",
+    "StartedRun",
+    "StatusCount",
     "StatusView",
     "TrailVerification",
     "TrailView",
+    "WaitingRun",
     "WhatIfReport",
     "action",
     "agent",
@@ -121,4 +128,5 @@ __all__ = [
     "load_definition",
     "parse_definition_text",
     "settings",
+    "verify_archive",
 ]

@@ -30,22 +30,23 @@ async def main() -> int:
     dsmo = await DsmoClient.connect(settings)
     definition = load_definition(DEFINITION)
 
-    run_id = await dsmo.start(definition, CANDIDATE)
+    run = await dsmo.start(definition, CANDIDATE)  # the run's handle, like Temporal's workflow handle
+    run_id = run.run_id
     section(f"started {run_id} ({definition.agent}, workflow_version {definition.workflow_version})")
 
-    waiting = await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=60)
+    waiting = await run.wait_for_status({RunStatus.WAITING}, timeout=60)
     print("\n".join(status_lines(waiting, run_url=settings.temporal.run_url(run_id))))
 
     section("a reply arrives from outside (MESSAGE_RECEIVED through deliver_event)")
-    ack = await dsmo.respond(run_id, "Sí, sigo interesada", event_id=f"{run_id}-reply-1")
+    ack = await run.respond("Sí, sigo interesada", event_id=f"{run_id}-reply-1")
     print(f"event {ack.event_id}: {'accepted' if ack.accepted else 'not accepted'}")
 
-    result = await dsmo.result(run_id)
+    result = await run.result()
     section("final status")
-    print("\n".join(status_lines(await dsmo.status(run_id), run_url=settings.temporal.run_url(run_id))))
+    print("\n".join(status_lines(await run.status(), run_url=settings.temporal.run_url(run_id))))
 
     section("audit trail")
-    print("\n".join(event_lines(await dsmo.events(run_id))))
+    print("\n".join(event_lines(await run.events())))
 
     section("artifacts")
     store = ArtifactStore(s3_client(settings), settings.store.bucket)

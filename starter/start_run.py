@@ -17,9 +17,9 @@ from dsmo import DsmoClient, hard_exit
 
 async def main(agent: str, input_json: str) -> int:
     client = await DsmoClient.connect()
-    run_id = await client.start(agent, json.loads(input_json))
-    status = await client.status(run_id)
-    print(f"started {run_id}: {status.status}")
+    run = await client.start(agent, json.loads(input_json))  # the run's handle
+    status = await run.status()
+    print(f"started {run.run_id} ({run.started.status}): {status.status}")
     return 0
 
 

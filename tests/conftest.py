@@ -124,7 +124,7 @@ class Harness:
     started: list[str] = field(default_factory=list)
 
     async def start(self, definition: AgentDefinition, variables: dict[str, Any] | None = None, **kwargs: Any) -> str:
-        run_id = await self.dsmo.start(definition, variables or {}, task_queue=self.task_queue, **kwargs)
+        run_id = (await self.dsmo.start(definition, variables or {}, task_queue=self.task_queue, **kwargs)).run_id
         self.started.append(run_id)
         return run_id
 

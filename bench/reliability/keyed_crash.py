@@ -26,7 +26,7 @@ from bench.reliability.stack import FaultStack
 from bench.reliability.worker import SLOW_AGENT
 from dsmo.client.client_errors import RunClosed, WorkflowTaskFailing
 from dsmo.client.dsmo_client import DsmoClient
-from dsmo.client.flow_starts import key_line
+from dsmo.client.places_in_line import key_line
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.flow_control import lock_id
@@ -162,13 +162,13 @@ async def _check_line(
             result.problems.append(
                 f"{key}: {after} took the slot at {after_start} before {before} ended at {before_end}"
             )
-    line = await key_line(client, lock_id(AGENT, key, queue))
+    line = await key_line(client.temporal, lock_id(AGENT, key, queue))
     if line is not None and line.queue:
         result.leaked += len(line.queue)
         result.problems.append(f"{key}: its lock still has runs in line {line.queue}")
     # A run nobody waited for ends without giving its slot back: the lock frees it when a start
     # needs it. A probe start must run at once.
-    probe = await client.submit(definition, {"conversation": key, "delayMs": 0}, task_queue=queue)
+    probe = (await client.start(definition, {"conversation": key, "delayMs": 0}, task_queue=queue)).started
     if probe.status != "running":
         result.leaked += 1
         result.problems.append(f"{key}: a new start was {probe.status}, not running, after every run ended")

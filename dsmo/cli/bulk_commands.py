@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from dsmo.cli.click_context import Context, pass_context, run
-from dsmo.client.batches import BatchReport, RunOutcome, count_runs
+from dsmo.client.batches import BatchReport, RunOutcome
 from dsmo.client.bulk_operations import FAILED_RUNS, default_batch_id
 from dsmo.client.client_errors import InvalidQuery
 from dsmo.client.dsmo_client import DsmoClient
@@ -185,7 +185,7 @@ def run_batch_command(
             disable=not bar.is_terminal,
             transient=True,
         ) as progress:
-            total = await count_runs(client, query, scope=scope, runs=runs) if bar.is_terminal else None
+            total = await client.count_runs(query, scope=scope, runs=runs) if bar.is_terminal else None
             if total is not None and limit is not None:
                 total = min(total, limit)
             task = progress.add_task(operation, total=total)

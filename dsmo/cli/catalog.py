@@ -174,7 +174,7 @@ def _workers_offer(obj: Context) -> tuple[dict[str, Any] | None, str]:
     """The running workers' catalog, or None and why it is unknown."""
 
     async def read() -> dict[str, Any] | None:
-        return await (await obj.client()).catalog()
+        return await (await obj.client()).definitions.catalog()
 
     try:
         offer = run(read)

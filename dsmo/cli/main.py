@@ -86,9 +86,11 @@ def start(
     async def go() -> tuple[AgentDefinition, StartReport, ExecutionResult | None]:
         client = await obj.client()
         definition = loaded or await client.definition(definition_file, version)
-        report = await client.submit(
-            definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay, priority=priority
-        )
+        report = (
+            await client.start(
+                definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay, priority=priority
+            )
+        ).started
         return definition, report, (await client.result(report.run_id) if wait else None)
 
     definition, report, result = run(go)

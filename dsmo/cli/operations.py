@@ -17,7 +17,6 @@ from dsmo.cli.fork_command import fork
 from dsmo.cli.migrate_command import migrate
 from dsmo.cli.render import stack_lines
 from dsmo.cli.rewind_command import rewind
-from dsmo.client import monitoring
 from dsmo.devstack.stack import DevStack
 from dsmo.workflows.common.status import RunStatus
 
@@ -191,7 +190,7 @@ def runs_stats(obj: Context, as_json: bool) -> None:
     """Count and average age (seconds) of active runs per status."""
 
     async def go() -> Any:
-        return await monitoring.stats((await obj.client()).temporal)
+        return await (await obj.client()).run_counts()
 
     _print(run(go), as_json, ["status", "count", "avg_age_seconds"])
 
@@ -203,7 +202,7 @@ def runs_waiting(obj: Context, as_json: bool) -> None:
     """Runs in WAITING, ordered by waitingUntil."""
 
     async def go() -> Any:
-        return await monitoring.waiting((await obj.client()).temporal)
+        return await (await obj.client()).waiting_runs()
 
     _print(run(go), as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours"])
 
@@ -216,7 +215,7 @@ def runs_stuck(obj: Context, as_json: bool) -> None:
     failing (exit code 1 if there are any)."""
 
     async def go() -> Any:
-        return await monitoring.stuck((await obj.client()).temporal)
+        return await (await obj.client()).stuck_runs()
 
     rows = run(go)
     _print(rows, as_json, ["run_id", "agent", "waiting_for", "waiting_until", "age_hours", "problem"])

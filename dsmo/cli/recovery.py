@@ -12,8 +12,9 @@ import click
 
 from dsmo.cli.click_context import Context, pass_context, run
 from dsmo.cli.what_if_command import what_if_command
-from dsmo.client import compensations
+from dsmo.client.compensations import FailedCompensation
 from dsmo.client.replay import ReplayReport
+from dsmo.client.run_archive import verify_archive
 from dsmo.client.trail_store import TrailVerification
 from dsmo.workflows.common.errors import DsmoError
 
@@ -234,8 +235,8 @@ def compensations_group() -> None:
 def compensations_failed(obj: Context, as_json: bool) -> None:
     """List compensations recorded as failed for manual action."""
 
-    async def go() -> list[compensations.FailedCompensation]:
-        return await compensations.failed(await obj.client())
+    async def go() -> list[FailedCompensation]:
+        return await (await obj.client()).failed_compensations()
 
     rows = run(go)
     if as_json:
@@ -252,7 +253,7 @@ def compensations_retry(obj: Context, compensation_id: str) -> None:
     """Try a failed compensation once more (ID from `dsmo compensations failed`)."""
 
     async def go() -> Any:
-        return await compensations.retry(await obj.client(), compensation_id)
+        return await (await obj.client()).retry_compensation(compensation_id)
 
     state = run(go)
     click.echo(f"{state.status}: {compensation_id} after {state.attempts} attempts")
@@ -260,8 +261,6 @@ def compensations_retry(obj: Context, compensation_id: str) -> None:
 
 def _verify_archive(path: Path, manifest_sha256: str | None) -> None:
     """Check an exported archive with no server: sums, trail chains, erasure records."""
-    from dsmo.client.run_archive import verify_archive
-
     result = verify_archive(path.read_bytes(), manifest_sha256=manifest_sha256)
     if not result.ok:
         click.echo(f"TAMPERED: {result.problem}")

@@ -10,7 +10,6 @@ import click
 from dsmo.cli.click_context import Context, pass_context, run
 from dsmo.cli.render import status_lines
 from dsmo.client.client_errors import RunNotFound
-from dsmo.client.status_views import gone_view
 
 
 @click.command()
@@ -35,7 +34,7 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
         except RunNotFound:
             # Its history is gone (erased, or past retention): the trail it exported still tells it,
             # as the console shows it. No trail either: RunNotFound stands.
-            view = (await gone_view(client, run_id))[0]
+            view = (await client.run(run_id).from_export())[0]
         try:
             forked = await client.forks(run_id)
         except Exception:  # noqa: BLE001 - the store's list is extra here: the status stands without it

@@ -9,7 +9,6 @@ import sys
 import click
 
 from dsmo.cli.click_context import Context, run
-from dsmo.client import migration
 from dsmo.client.batches import RunOutcome
 from dsmo.client.client_errors import InvalidQuery
 from dsmo.client.definition_files import load_definition
@@ -48,7 +47,7 @@ def what_if_command(
             candidate = load_definition(definition_file)
         else:
             assert version is not None and agent is not None
-            candidate = await migration.resolve_version(client, agent, version)
+            candidate = await client.definitions.resolve(agent, version)
         return await client.what_if(
             query, candidate, rerun_llm=rerun_llm, limit=limit, task_queue=task_queue, on_run=on_run
         )

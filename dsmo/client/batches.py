@@ -16,14 +16,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from dsmo.client.connection import first_line
+from dsmo.client.core import ClientCore
 from dsmo.client.run_selection import Scope, Selection, VisibilityBehind, count_current, selected
 from dsmo.workflows.common.errors import DsmoError
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 Outcome = Literal["done", "would", "skipped", "refused", "failed"]
 OUTCOMES: tuple[Outcome, ...] = ("done", "would", "skipped", "refused", "failed")
@@ -144,7 +142,7 @@ class Pacer:
 
 
 async def selected_runs(
-    client: DsmoClient,
+    core: ClientCore,
     query: str,
     *,
     scope: str | None = None,
@@ -160,22 +158,20 @@ async def selected_runs(
         TemporalUnavailable: Temporal cannot be reached.
     """
     selection = Selection(query, scope, runs)
-    async for execution in selected(client.temporal, selection, limit=limit, on_behind=on_behind):
+    async for execution in selected(core.temporal, selection, limit=limit, on_behind=on_behind):
         yield execution.id
 
 
-async def count_runs(
-    client: DsmoClient, query: str, *, scope: str | None = None, runs: Scope = Scope.ANY
-) -> int | None:
+async def count_runs(core: ClientCore, query: str, *, scope: str | None = None, runs: Scope = Scope.ANY) -> int | None:
     """How many runs the filter selects now (for a progress bar); None if Temporal cannot count."""
     try:
-        return await count_current(client.temporal, Selection(query, scope, runs))
+        return await count_current(core.temporal, Selection(query, scope, runs))
     except DsmoError:
         return None
 
 
 async def run_batch(
-    client: DsmoClient,
+    core: ClientCore,
     operation: str,
     query: str,
     per_run: Callable[[str], Awaitable[RunOutcome]],
@@ -243,7 +239,7 @@ async def run_batch(
 
     try:
         started = 0
-        async for run_id in selected_runs(client, query, scope=scope, runs=runs, limit=limit, on_behind=behind):
+        async for run_id in selected_runs(core, query, scope=scope, runs=runs, limit=limit, on_behind=behind):
             await slots.acquire()
             await pacer.wait()
             task = asyncio.create_task(one(run_id))

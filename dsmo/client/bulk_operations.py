@@ -11,20 +11,19 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import WorkflowExecutionDescription
 from temporalio.service import RPCError
 
+from dsmo.client import redrive, run_requests, run_trails
 from dsmo.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.client.client_errors import EventNotAccepted, RunClosed
+from dsmo.client.core import ClientCore
 from dsmo.client.event_checks import check_event
 from dsmo.client.rpc_errors import rpc_error
 from dsmo.client.run_selection import Scope
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 FAILED_RUNS = "AgentExecutionStatus='failed'"
 # Trail records that say a run took an event (applied it, or kept it for a wait ahead); a
@@ -34,7 +33,7 @@ OnOutcome = Callable[[RunOutcome], None]
 
 
 async def bulk_cancel(
-    dsmo: DsmoClient,
+    core: ClientCore,
     query: str,
     *,
     reason: str,
@@ -47,7 +46,7 @@ async def bulk_cancel(
     """Cancel every run ``query`` selects, as `DsmoClient.cancel` does one (see there)."""
 
     async def cancel(run_id: str) -> RunOutcome:
-        described = await _describe(dsmo, run_id)
+        described = await _describe(core, run_id)
         if described.close_time is not None:
             return RunOutcome(run_id, "skipped", "already ended")
         if described.raw_description.workflow_extended_info.cancel_requested:
@@ -57,18 +56,18 @@ async def bulk_cancel(
         if dry_run:
             return RunOutcome(run_id, "would")
         try:
-            await dsmo.cancel(run_id, reason=reason, by=by)
+            await run_requests.cancel(core, run_id, reason=reason, by=by)
         except RunClosed:
             return RunOutcome(run_id, "skipped", "already ended")
         return RunOutcome(run_id, "done", "cancel requested", {"cancelledBy": by, "cancelReason": reason})
 
     return await run_batch(
-        dsmo, "cancel", query, cancel, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
+        core, "cancel", query, cancel, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
     )
 
 
 async def bulk_redrive(
-    dsmo: DsmoClient,
+    core: ClientCore,
     query: str,
     *,
     dry_run: bool = False,
@@ -78,8 +77,8 @@ async def bulk_redrive(
 ) -> BatchReport:
     """Redrive the dead letters of every failed run ``query`` selects (see `DsmoClient.redrive`)."""
 
-    async def redrive(run_id: str) -> RunOutcome:
-        letters = await dsmo.dead_letters(run_id=run_id)
+    async def redrive_run(run_id: str) -> RunOutcome:
+        letters = await redrive.dead_letters(core, run_id=run_id)
         if not letters:
             return RunOutcome(run_id, "skipped", "no dead letter")
         pending = [row.id for row in letters if row.redriven_as is None]
@@ -90,14 +89,17 @@ async def bulk_redrive(
             return RunOutcome(run_id, "would", ", ".join(pending), {"deadLetters": pending})
         # One id per letter: a batch interrupted between starting a redrive and marking its
         # letter finds that run when it runs again, instead of starting a second one.
-        started = [await dsmo.redrive(letter_id, new_id=redrive_id(letter_id)) for letter_id in pending]
+        started = [
+            await redrive.redrive(core, core.artifacts, letter_id, new_id=redrive_id(letter_id))
+            for letter_id in pending
+        ]
         return RunOutcome(run_id, "done", f"as {', '.join(started)}", {"deadLetters": pending, "redrivenAs": started})
 
     return await run_batch(
-        dsmo,
+        core,
         "redrive",
         query,
-        redrive,
+        redrive_run,
         dry_run=dry_run,
         rate=rate,
         limit=limit,
@@ -108,7 +110,7 @@ async def bulk_redrive(
 
 
 async def bulk_deliver(
-    dsmo: DsmoClient,
+    core: ClientCore,
     query: str,
     event_type: str,
     data: dict[str, Any],
@@ -132,17 +134,17 @@ async def bulk_deliver(
     async def deliver(run_id: str) -> RunOutcome:
         event_id = batch_event_id(batch_id, run_id)
         detail = {"eventId": event_id}
-        if await _ended(dsmo, run_id):
+        if await _ended(core, run_id):
             # An ended run takes nothing; if it took this event before it ended, that was this batch.
-            taken = await _took(dsmo, run_id, event_id)
+            taken = await _took(core, run_id, event_id)
             return RunOutcome(run_id, "skipped", "already delivered" if taken else "already ended", detail)
-        if await _took(dsmo, run_id, event_id):
+        if await _took(core, run_id, event_id):
             # Sent again, the run would record DUPLICATE_IGNORED: ask its trail first, write nothing.
             return RunOutcome(run_id, "skipped", "already delivered", detail)
         if dry_run:
             return RunOutcome(run_id, "would", None, detail)
         try:
-            ack = await dsmo.deliver_event(run_id, event_type, data, event_id=event_id)
+            ack = await run_requests.deliver_event(core, run_id, event_type, data, event_id=event_id)
         except RunClosed:
             return RunOutcome(run_id, "skipped", "already ended", detail)
         except EventNotAccepted as err:
@@ -155,7 +157,7 @@ async def bulk_deliver(
         return RunOutcome(run_id, "done", what, {**detail, "buffered": ack.buffered, "status": ack.status})
 
     return await run_batch(
-        dsmo, "deliver", query, deliver, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
+        core, "deliver", query, deliver, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
     )
 
 
@@ -189,20 +191,20 @@ def default_batch_id(event_type: str, data: dict[str, Any], query: str) -> str:
     return "bulk-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-async def _describe(dsmo: DsmoClient, run_id: str) -> WorkflowExecutionDescription:
+async def _describe(core: ClientCore, run_id: str) -> WorkflowExecutionDescription:
     """The run as Temporal describes it (no worker needed), or the client's error for why not."""
     try:
-        return await dsmo.temporal.get_workflow_handle(run_id).describe()
+        return await core.temporal.get_workflow_handle(run_id).describe()
     except RPCError as err:
-        raise rpc_error(dsmo.settings, run_id, err) from None
+        raise rpc_error(core.settings, run_id, err) from None
 
 
-async def _ended(dsmo: DsmoClient, run_id: str) -> bool:
+async def _ended(core: ClientCore, run_id: str) -> bool:
     """Has the run ended? From Temporal's description: no worker needed."""
-    return (await _describe(dsmo, run_id)).close_time is not None
+    return (await _describe(core, run_id)).close_time is not None
 
 
-async def _took(dsmo: DsmoClient, run_id: str, event_id: str) -> bool:
+async def _took(core: ClientCore, run_id: str, event_id: str) -> bool:
     """Did the run take the event with this id (its trail names it)?"""
-    events = await dsmo.events(run_id)
+    events = await run_trails.events(core, run_id)
     return any(e.data.get("eventId") == event_id and e.type not in NOT_TAKING for e in events)

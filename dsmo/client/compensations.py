@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import WorkflowFailureError
 
+from dsmo.client.core import ClientCore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.activity_io import CompensationTask
 from dsmo.workflows.saga.compensation_retry import CompensationRetry, CompensationRetryRequest, CompensationRetryState
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 FAILED_QUERY = "WorkflowType='CompensationRetry' AND ExecutionStatus='Failed'"
 
 
 @dataclass(frozen=True)
 class FailedCompensation:
+    """A saga compensation whose retries ran out: a person must act (`DsmoClient.failed_compensations`).
+
+    Attributes:
+        id: The compensation's id (its retry workflow's), for `DsmoClient.retry_compensation`.
+        run_id: The run whose saga it undoes.
+        node: The node whose step it undoes.
+        action: The compensating action.
+        attempts: How many times it was tried.
+        last_error: The last attempt's error.
+    """
+
     id: str
     run_id: str
     node: str
@@ -32,10 +41,10 @@ def _memo(raw: Any) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-async def _final_state(dsmo: DsmoClient, compensation_id: str) -> CompensationRetryState | None:
+async def _final_state(core: ClientCore, compensation_id: str) -> CompensationRetryState | None:
     """The state a failed CompensationRetry ended with (its failure's details); no worker needed."""
     try:
-        await dsmo.temporal.get_workflow_handle(compensation_id).result()
+        await core.temporal.get_workflow_handle(compensation_id).result()
     except WorkflowFailureError as err:
         details = getattr(err.cause, "details", None)
         if details:
@@ -43,10 +52,11 @@ async def _final_state(dsmo: DsmoClient, compensation_id: str) -> CompensationRe
     return None
 
 
-async def failed(dsmo: DsmoClient, limit: int = 1000) -> list[FailedCompensation]:
+async def failed(core: ClientCore, limit: int = 1000) -> list[FailedCompensation]:
+    """The compensations whose retries ran out, by id (at most ``limit``); no worker needed."""
     rows = []
-    async for execution in dsmo.temporal.list_workflows(FAILED_QUERY, limit=limit):
-        state = await _final_state(dsmo, execution.id)
+    async for execution in core.temporal.list_workflows(FAILED_QUERY, limit=limit):
+        state = await _final_state(core, execution.id)
         if state is not None:
             rows.append(
                 FailedCompensation(
@@ -56,20 +66,20 @@ async def failed(dsmo: DsmoClient, limit: int = 1000) -> list[FailedCompensation
     return sorted(rows, key=lambda row: row.id)
 
 
-async def retry(dsmo: DsmoClient, compensation_id: str, *, task_queue: str | None = None) -> CompensationRetryState:
+async def retry(core: ClientCore, compensation_id: str, *, task_queue: str | None = None) -> CompensationRetryState:
     """One more attempt, now, under the same key (`comp:{run}:{node}`), so it still applies once."""
-    handle = dsmo.temporal.get_workflow_handle(compensation_id)
+    handle = core.temporal.get_workflow_handle(compensation_id)
     try:
         described = await handle.describe()
     except Exception:  # noqa: BLE001 - the RPC error says "not found" in several ways
         raise DsmoError(f"compensation {compensation_id!r} not found (see `dsmo compensations failed`)") from None
     info = _memo((await described.memo()).get("compensation"))
-    state = await _final_state(dsmo, compensation_id) if info else None
+    state = await _final_state(core, compensation_id) if info else None
     if state is None:
         raise DsmoError(f"compensation {compensation_id!r} has not failed for good; nothing to retry by hand")
     task = CompensationTask.model_validate(info["task"]).model_copy(update={"attempt": state.attempts})
     try:
-        return await dsmo.temporal.execute_workflow(
+        return await core.temporal.execute_workflow(
             CompensationRetry.run,
             CompensationRetryRequest(task=task, retries=1, immediate=True),
             id=f"{compensation_id}:manual-{uuid.uuid4().hex[:6]}",

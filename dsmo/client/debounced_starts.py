@@ -8,17 +8,15 @@ run starts once the key value has had no start for the definition's ``period``.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsmo.client.client_errors import InvalidInputDocument
+from dsmo.client.core import ClientCore
 from dsmo.client.flow_starts import StartReport
 from dsmo.client.with_start import update_with_start
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.flow_control import FlowControlError, render_key
 from dsmo.workflows.flow.debouncer import BATCH_BYTES, DebounceAnswer, DebounceState, weight
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 
 def debounced(request: ExecutionRequest) -> bool:
@@ -31,7 +29,7 @@ def debouncer_id(agent: str, key: str) -> str:
     return f"dsmo-debounce.{agent}.{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-async def join_batch(dsmo: DsmoClient, request: ExecutionRequest, task_queue: str) -> StartReport:
+async def join_batch(core: ClientCore, request: ExecutionRequest, task_queue: str) -> StartReport:
     """Send the start to its key value's batch; the run it becomes, and how many starts it gathered.
 
     Raises:
@@ -54,7 +52,8 @@ async def join_batch(dsmo: DsmoClient, request: ExecutionRequest, task_queue: st
         )
     state = DebounceState(definition=definition, key=key)
     answer = await update_with_start(
-        dsmo,
+        core.temporal,
+        core.update_gates,
         "StartDebouncer",
         state,
         debouncer_id(definition.agent, key),

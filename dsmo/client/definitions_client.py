@@ -10,20 +10,21 @@ report says so.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.service import RPCError
 
+from dsmo.activities.plugin_errors import UnknownAgent
+from dsmo.client import agent_catalog
 from dsmo.client.agent_catalog import missing_from
-from dsmo.client.client_errors import NotOffered
+from dsmo.client.client_errors import DefinitionNotFound, NotOffered
+from dsmo.client.core import ClientCore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import InvokeNode, RunAgentNode
-
-if TYPE_CHECKING:
-    from dsmo.client.dsmo_client import DsmoClient
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,11 @@ class Definitions:
     Calling it (``await client.definitions()``) lists them, as before it was a sub-client.
 
     Args:
-        client: The client it asks through.
+        core: The client's core.
     """
 
-    def __init__(self, client: DsmoClient) -> None:
-        self._client = client
+    def __init__(self, core: ClientCore) -> None:
+        self._core = core
 
     async def __call__(self) -> builtins.list[PublishedAgent]:
         """Every agent with a published definition (`list`)."""
@@ -87,7 +88,7 @@ class Definitions:
         Returns:
             For each agent: its name, latest ``workflow_version`` and all published versions.
         """
-        return await self._client.published_agents()
+        return await published_agents(self._core)
 
     async def publish(
         self, definition: AgentDefinition, *, check_offer: bool = True, task_queue: str | None = None
@@ -111,7 +112,7 @@ class Definitions:
         agents, actions = needs(definition)
         if check_offer and (agents or actions):
             unchecked = await self._check_offer(agents, actions, task_queue)
-        uri = await self._client.publish(definition)
+        uri = await publish_unchecked(self._core, definition)
         return Published(uri, definition.workflow_version, unchecked)
 
     async def get(self, agent: str, version: str | None = None) -> AgentDefinition:
@@ -127,7 +128,23 @@ class Definitions:
         Raises:
             DefinitionNotFound: Nothing is published under ``agent``, or not ``version``.
         """
-        return await self._client.definition(agent, version)
+        return await definition(self._core, agent, version)
+
+    async def resolve(self, agent: str, version: str) -> AgentDefinition:
+        """A published version of ``agent``, named by its hash or by its ``version`` label.
+
+        Args:
+            agent: The agent's name.
+            version: A ``workflow_version`` hash, or a label such as ``"2.0.0"``.
+
+        Returns:
+            The definition, as published.
+
+        Raises:
+            DefinitionNotFound: No published version has this hash or label, or two have the
+                label (name the hash then).
+        """
+        return await resolve_version(self._core, agent, version)
 
     async def versions(self, agent: str) -> builtins.list[str]:
         """The published versions of ``agent``, oldest first.
@@ -141,7 +158,7 @@ class Definitions:
         Raises:
             DefinitionNotFound: Nothing is published under ``agent``.
         """
-        return await self._client.versions(agent)
+        return await versions(self._core, agent)
 
     async def catalog(self, task_queue: str | None = None) -> dict[str, Any] | None:
         """What the workers polling ``task_queue`` now offer, or None when none polls.
@@ -152,12 +169,12 @@ class Definitions:
         Returns:
             The union of the catalogs those workers published.
         """
-        return await self._client.catalog(task_queue)
+        return await catalog(self._core, task_queue)
 
     async def _check_offer(self, agents: set[str], actions: set[str], task_queue: str | None) -> str:
-        queue = task_queue or self._client.settings.temporal.task_queue
+        queue = task_queue or self._core.settings.temporal.task_queue
         try:
-            offer = await self._client.catalog(queue)
+            offer = await catalog(self._core, queue)
         # A lazy client connects on its first call; a server it cannot reach fails that call with RuntimeError.
         except (DsmoError, RPCError, RuntimeError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -171,3 +188,77 @@ class Definitions:
                 "dsmo worker --load MODULE)"
             )
         return ""
+
+
+async def publish_unchecked(core: ClientCore, definition: AgentDefinition) -> str:
+    """Snapshot ``definition`` (write-once) and make it its agent's latest version, checking nothing.
+
+    Raises:
+        DsmoError: The store refused the write (another definition holds this version).
+    """
+    uri: str = await asyncio.to_thread(core.definition_store().publish, definition)
+    return uri
+
+
+async def published_agents(core: ClientCore) -> builtins.list[PublishedAgent]:
+    """Every agent with a published definition, by name."""
+    entries = await asyncio.to_thread(core.definition_store().agents)
+    return [PublishedAgent(str(e["agent"]), str(e["latest"]), [str(v) for v in e["versions"]]) for e in entries]
+
+
+async def definition(core: ClientCore, agent: str, version: str | None = None) -> AgentDefinition:
+    """A published definition of ``agent``: ``version``, or the latest.
+
+    Raises:
+        DefinitionNotFound: Nothing is published under ``agent``, or not ``version`` (named).
+    """
+    try:
+        found: AgentDefinition = await asyncio.to_thread(core.definition_store().resolve, agent, version)
+    except UnknownAgent as err:
+        raise DefinitionNotFound(str(err)) from None
+    return found
+
+
+async def versions(core: ClientCore, agent: str) -> builtins.list[str]:
+    """The published versions of ``agent``, oldest first.
+
+    Raises:
+        DefinitionNotFound: Nothing is published under ``agent``.
+    """
+    try:
+        found: builtins.list[str] = await asyncio.to_thread(core.definition_store().versions, agent)
+    except UnknownAgent as err:
+        raise DefinitionNotFound(str(err)) from None
+    return found
+
+
+async def catalog(core: ClientCore, task_queue: str | None = None) -> dict[str, Any] | None:
+    """What the workers polling ``task_queue`` (default: the settings') offer; None when none polls.
+
+    Raises:
+        RPCError: Temporal cannot be asked who polls.
+    """
+    queue = task_queue or core.settings.temporal.task_queue
+    return await agent_catalog.live_catalog(core.temporal, core.artifacts, queue)
+
+
+async def resolve_version(core: ClientCore, agent: str, version: str) -> AgentDefinition:
+    """A published version of ``agent``, named by its hash (``workflow_version``) or its ``version`` label.
+
+    Raises:
+        DefinitionNotFound: No published version of ``agent`` has this hash or label, or two
+            have the label (name the hash then).
+    """
+    published = await versions(core, agent)
+    if version in published:
+        return await definition(core, agent, version)
+    labelled = [found for wv in published if (found := await definition(core, agent, wv)).version == version]
+    if len(labelled) == 1:
+        return labelled[0]
+    if labelled:
+        hashes = ", ".join(found.workflow_version for found in labelled)
+        raise DefinitionNotFound(
+            f"version: {len(labelled)} published versions of {agent!r} are labelled {version!r} ({hashes}); "
+            "name one by its hash"
+        )
+    raise DefinitionNotFound(f"version: agent {agent!r} has no published version {version!r} (hash or label)")

@@ -27,13 +27,15 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.erasure_log import ErasureLog
+from dsmo.client import run_requests
 from dsmo.client.client_errors import RunClosed
+from dsmo.client.core import ClientCore
 from dsmo.client.history_deletion import (
     Execution,
     compensation_retries,
@@ -47,9 +49,6 @@ from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.subjects import queryable
-
-if TYPE_CHECKING:
-    from dsmo.client.dsmo_client import DsmoClient
 
 # How long erasing waits for the runs it cancelled to end (their compensations run first).
 CANCEL_WAIT_SECONDS = 300.0
@@ -129,7 +128,7 @@ class ErasureReport:
     record: dict[str, Any] | None = None
 
 
-async def plan_erasure(dsmo: DsmoClient, subject: str) -> ErasurePlan:
+async def plan_erasure(core: ClientCore, subject: str) -> ErasurePlan:
     """The subject's runs (every status) and whether it has a key.
 
     Raises:
@@ -137,18 +136,18 @@ async def plan_erasure(dsmo: DsmoClient, subject: str) -> ErasurePlan:
     """
     if not queryable(subject):
         raise DsmoError("subject: give the subject's id (no quotes, backslashes or control characters)")
-    store = dsmo.artifacts
+    store = core.artifacts
     fingerprint = store.subjects.fingerprint(subject)
     found: dict[str, list[str]] = {}  # run -> every execution visibility lists of it
-    async for execution in dsmo.temporal.list_workflows(f"{sa.DATA_SUBJECT.name}='{subject}'"):
+    async for execution in core.temporal.list_workflows(f"{sa.DATA_SUBJECT.name}='{subject}'"):
         found.setdefault(execution.id, []).append(execution.run_id)
-    runs = [run for run_id, executions in sorted(found.items()) if (run := await _judged(dsmo, run_id, executions))]
+    runs = [run for run_id, executions in sorted(found.items()) if (run := await _judged(core, run_id, executions))]
     key_exists = await asyncio.to_thread(store.subjects.record, fingerprint) is not None
     return ErasurePlan(fingerprint, runs, key_exists)
 
 
 async def erase_subject(
-    dsmo: DsmoClient, subject: str, *, reason: str, by: str, cancel_runs: bool = False, dry_run: bool = False
+    core: ClientCore, subject: str, *, reason: str, by: str, cancel_runs: bool = False, dry_run: bool = False
 ) -> ErasureReport:
     """Erase everything DSMO keeps of ``subject`` that can identify them; see the module docstring.
 
@@ -159,7 +158,7 @@ async def erase_subject(
     """
     if not reason.strip():
         raise DsmoError("reason: say why the subject is erased (it is kept in the erasure log)")
-    plan = await plan_erasure(dsmo, subject)
+    plan = await plan_erasure(core, subject)
     if dry_run:
         return ErasureReport(plan, dry_run=True)
     if plan.open_runs and not cancel_runs:
@@ -167,14 +166,14 @@ async def erase_subject(
             f"subject has {len(plan.open_runs)} open run(s) ({', '.join(plan.open_runs[:5])}); "
             "end them, or erase with --cancel-runs"
         )
-    await _cancel(dsmo, plan.open_runs, reason, by)
-    store = dsmo.artifacts
+    await _cancel(core, plan.open_runs, reason, by)
+    store = core.artifacts
     cancelled, destroyed = list(plan.open_runs), []
     for _ in range(5):
         key = await asyncio.to_thread(store.subjects.record, plan.fingerprint)
         if key is not None and await asyncio.to_thread(store.subjects.destroy, plan.fingerprint):
             destroyed.append(str(key["keyId"]))
-        ended = await plan_erasure(dsmo, subject)
+        ended = await plan_erasure(core, subject)
         if not ended.open_runs:
             break
         # Started while this erasure ran: sealed with the key just destroyed, or with a new one.
@@ -183,7 +182,7 @@ async def erase_subject(
                 f"runs of the subject started while it was erased ({', '.join(ended.open_runs[:5])}); "
                 "stop what starts them, and erase again with --cancel-runs"
             )
-        await _cancel(dsmo, ended.open_runs, reason, by)
+        await _cancel(core, ended.open_runs, reason, by)
         cancelled += ended.open_runs
     else:
         raise DsmoError("runs of the subject keep starting while it is erased; stop what starts them, and erase again")
@@ -192,14 +191,14 @@ async def erase_subject(
     for execution in [(run.run_id, each) for run in ended.runs for each in run.executions] + [
         helper for run in ended.runs for helper in run.helpers
     ]:
-        if await delete_execution(dsmo.temporal, execution):
+        if await delete_execution(core.temporal, execution):
             requested.append(execution)
     # Temporal deletes in the background and serves the history meanwhile: wait until it is gone.
-    pending = await until_gone(dsmo.temporal, requested)
+    pending = await until_gone(core.temporal, requested)
     deleted = len(requested) - len(pending)
     # A compensation still retrying is left to finish its work; erasing again deletes it after.
     retrying = [f"{helper} (still retrying)" for run in ended.runs for helper in run.retrying]
-    outbox = dsmo.settings.outbox_dir
+    outbox = core.settings.outbox_dir
     removed = await asyncio.to_thread(remove_outbox_messages, outbox, [run.run_id for run in ended.runs])
     record = {
         "type": "SUBJECT_ERASED",
@@ -224,20 +223,20 @@ async def erase_subject(
     )
 
 
-async def _cancel(dsmo: DsmoClient, run_ids: list[str], reason: str, by: str) -> None:
+async def _cancel(core: ClientCore, run_ids: list[str], reason: str, by: str) -> None:
     """Cancel these runs (their sagas compensate) and wait until each has ended."""
     for run_id in run_ids:
         with contextlib.suppress(RunClosed):  # it ended meanwhile
-            await dsmo.cancel(run_id, reason=f"data subject erased: {reason}", by=by)
-    await _until_ended(dsmo, run_ids)
+            await run_requests.cancel(core, run_id, reason=f"data subject erased: {reason}", by=by)
+    await _until_ended(core, run_ids)
 
 
-async def _judged(dsmo: DsmoClient, run_id: str, executions: list[str]) -> SubjectRun | None:
+async def _judged(core: ClientCore, run_id: str, executions: list[str]) -> SubjectRun | None:
     """The run as it is now (`run_selection`'s rule): its current execution says whether it is open
     and its status, and its generations are walked back from it (Temporal's record: one that
     visibility has not indexed yet is deleted too)."""
     try:
-        current = await dsmo.temporal.get_workflow_handle(run_id).describe()
+        current = await core.temporal.get_workflow_handle(run_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:  # deleted by an earlier erasure
             return None
@@ -246,10 +245,10 @@ async def _judged(dsmo: DsmoClient, run_id: str, executions: list[str]) -> Subje
     status = attributes.get(sa.AGENT_EXECUTION_STATUS) or (current.status.name.lower() if current.status else "")
     is_open = current.status is WorkflowExecutionStatus.RUNNING
     if is_open:  # a run that recorded its end is writing its trail's export: give it a moment to close
-        is_open = await _still_open(dsmo, run_id, ending=status in TERMINAL)
-    record = None if is_open else await closed_record(dsmo.temporal, run_id)
-    helpers, retrying = await compensation_retries(dsmo.temporal, run_id, retried_by(record))
-    walked = await generations(dsmo.temporal, run_id, current.run_id)
+        is_open = await _still_open(core, run_id, ending=status in TERMINAL)
+    record = None if is_open else await closed_record(core.temporal, run_id)
+    helpers, retrying = await compensation_retries(core.temporal, run_id, retried_by(record))
+    walked = await generations(core.temporal, run_id, current.run_id)
     return SubjectRun(
         run_id,
         [*walked, *(each for each in executions if each not in walked)],
@@ -261,9 +260,9 @@ async def _judged(dsmo: DsmoClient, run_id: str, executions: list[str]) -> Subje
     )
 
 
-async def _still_open(dsmo: DsmoClient, run_id: str, *, ending: bool) -> bool:
+async def _still_open(core: ClientCore, run_id: str, *, ending: bool) -> bool:
     """Whether the run has not ended; one whose status is already terminal is given a moment to close."""
-    handle = dsmo.temporal.get_workflow_handle(run_id)
+    handle = core.temporal.get_workflow_handle(run_id)
     for _ in range(60 if ending else 1):  # a hang guard: it is writing its trail's export, then closes
         if (await handle.describe()).status is not WorkflowExecutionStatus.RUNNING:
             return False
@@ -272,10 +271,10 @@ async def _still_open(dsmo: DsmoClient, run_id: str, *, ending: bool) -> bool:
     return True
 
 
-async def _until_ended(dsmo: DsmoClient, run_ids: list[str]) -> None:
+async def _until_ended(core: ClientCore, run_ids: list[str]) -> None:
     deadline = time.monotonic() + CANCEL_WAIT_SECONDS
     for run_id in run_ids:
-        handle = dsmo.temporal.get_workflow_handle(run_id)
+        handle = core.temporal.get_workflow_handle(run_id)
         while (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
             if time.monotonic() > deadline:
                 raise DsmoError(

@@ -24,12 +24,10 @@ import contextlib
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore
+from dsmo.client import run_requests
 from dsmo.client.client_errors import (
     EventNotAccepted,
     InvalidInputDocument,
@@ -37,21 +35,17 @@ from dsmo.client.client_errors import (
     RunClosed,
     RunNotFound,
 )
+from dsmo.client.core import ClientCore
 from dsmo.client.with_start import update_with_start
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.contracts.run_records import ExecutionRequest, StatusView
+from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.contracts.subject_io import SubjectSeal
 from dsmo.workflows.definition.flow_control import FlowControlError, KeySlot, release_of, shard_of, slots_of
 from dsmo.workflows.definition.sensitive import key_digest
 from dsmo.workflows.events.resume_events import EventAck
-from dsmo.workflows.flow.key_lines import KeyClaimAnswer, KeyLine
+from dsmo.workflows.flow.key_lines import KeyClaimAnswer
 from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
-from dsmo.workflows.flow.rate_limiter import LimiterState
-from dsmo.workflows.flow.slot_line import SlotLine
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 
 @dataclass
@@ -118,7 +112,7 @@ def key_slots(request: ExecutionRequest) -> list[KeySlot]:
 
 
 async def admit(
-    dsmo: DsmoClient,
+    core: ClientCore,
     slots: list[KeySlot],
     run_id: str,
     task_queue: str,
@@ -136,7 +130,7 @@ async def admit(
         delivering = slot.on_busy == "deliver" and bool(events)
         # In line at once unless the key rejects or delivers: runs are served in the order they started.
         lining_up = slot.on_busy != "reject" and not delivering
-        answer = await _claim(dsmo, slot, run_id, task_queue, queue=lining_up, priority=priority)
+        answer = await _claim(core, slot, run_id, task_queue, queue=lining_up, priority=priority)
         if not answer.admitted and delivering:
             for holder in answer.holders:
                 assert store is not None, "a key that delivers needs the store, to keep the start"
@@ -144,12 +138,12 @@ async def admit(
                 seal = request.subject.seal if request.subject else None
                 if seal is None and request.definition.subject is not None:
                     raise DsmoError("subject: its keys cannot be read now, so the start cannot be held; try again")
-                acks = await _deliver(store, dsmo, holder, events, start, seal)
+                acks = await _deliver(store, core, holder, events, start, seal)
                 if acks is not None:
-                    await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+                    await give_back(core, slots, admission.claimed, run_id, task_queue)
                     return Admission(delivered_to=holder, acks=acks)
             # No active run took them (none waits for them, or it ended): a new run, in line.
-            answer = await _claim(dsmo, slot, run_id, task_queue, queue=True, priority=priority)
+            answer = await _claim(core, slot, run_id, task_queue, queue=True, priority=priority)
         if answer.admitted:
             admission.claimed.append(slot.lock)
             continue
@@ -157,13 +151,13 @@ async def admit(
         admission.in_line = slot.lock
         if slot.on_busy == "reject" or answer.refused is not None:  # refused: its line is at its limit
             admission.in_line = None
-            await give_back(dsmo, slots, admission.claimed, run_id, task_queue)
+            await give_back(core, slots, admission.claimed, run_id, task_queue)
             holders = ", ".join(answer.holders) or "runs in line"
             why = f": {answer.refused}" if answer.refused else f" is busy: run {holders} holds it (onBusy: reject)"
             raise KeyBusy(f"concurrency.{slot.index}: {slot.label}{why}", active_runs=answer.holders)
         if slot.on_busy == "cancel-previous":
             reason = f"replaced by run {run_id} for {slot.label} (onBusy: cancel-previous)"
-            await asyncio.gather(*(_cancel(dsmo, holder, reason) for holder in answer.holders))
+            await asyncio.gather(*(_cancel(core, holder, reason) for holder in answer.holders))
             admission.cancelled = list(answer.holders)
         break  # the run takes this key and the next ones in line itself, in order
     return admission
@@ -181,7 +175,7 @@ def _delivered_start(request: ExecutionRequest, events: Sequence[Mapping[str, An
 
 async def _deliver(
     store: ArtifactStore,
-    dsmo: DsmoClient,
+    core: ClientCore,
     holder: str,
     events: Sequence[Mapping[str, Any]],
     start: dict[str, Any],
@@ -200,7 +194,9 @@ async def _deliver(
     acks = []
     for index, event in enumerate(events):
         try:
-            ack = await dsmo.deliver_event(holder, event["type"], event["data"], event_id=event["event_id"])
+            ack = await run_requests.deliver_event(
+                core, holder, event["type"], event["data"], event_id=event["event_id"]
+            )
         except (EventNotAccepted, RunClosed, RunNotFound):
             if index == 0:
                 return None
@@ -211,12 +207,12 @@ async def _deliver(
     return acks
 
 
-async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], run_id: str, task_queue: str) -> None:
+async def give_back(core: ClientCore, slots: list[KeySlot], locks: list[str], run_id: str, task_queue: str) -> None:
     """Give back slots claimed for a run that did not start."""
     for slot in slots:
         if slot.lock in locks:
             shard, release = release_of(slot.lock, run_id)
-            await dsmo.temporal.start_workflow(
+            await core.temporal.start_workflow(
                 KeyLocks.run,
                 KeyLocksState(owner=slot.owner),
                 id=shard,
@@ -227,7 +223,7 @@ async def give_back(dsmo: DsmoClient, slots: list[KeySlot], locks: list[str], ru
 
 
 async def _claim(
-    dsmo: DsmoClient, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
+    core: ClientCore, slot: KeySlot, run_id: str, task_queue: str, *, queue: bool, priority: int | None
 ) -> KeyClaimAnswer:
     shard, line = shard_of(slot.lock)
     ask = {
@@ -238,14 +234,15 @@ async def _claim(
         "max_concurrent": slot.limit,
         "key": key_digest(slot.key),  # the lock keeps only the value's digest
         # Used only until a run tells the lock the worker's own setting (which then governs).
-        "check_every_seconds": dsmo.settings.worker.slot_holder_check_seconds,
+        "check_every_seconds": core.settings.worker.slot_holder_check_seconds,
     }
     answer = KeyClaimAnswer(admitted=False, verify=True)
     for update in ("claim", "claim_verified"):  # the second only when holders may have ended
         if not answer.verify:
             break
         answer = await update_with_start(
-            dsmo,
+            core.temporal,
+            core.update_gates,
             "DsmoKeyLocks",
             KeyLocksState(owner=slot.owner),
             shard,
@@ -259,41 +256,6 @@ async def _claim(
     return answer
 
 
-async def _cancel(dsmo: DsmoClient, run_id: str, reason: str) -> None:
+async def _cancel(core: ClientCore, run_id: str, reason: str) -> None:
     with contextlib.suppress(RunClosed):  # it ended meanwhile: its slot is given back all the same
-        await dsmo.cancel(run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
-
-
-async def key_line(dsmo: DsmoClient, lock: str) -> SlotLine | None:
-    """A key value's line as its lock keeps it now (None: nobody holds or waits for the key).
-
-    Raises:
-        RPCError: Temporal did not answer.
-        WorkflowQueryFailedError: The lock could not answer (busy, or ending).
-    """
-    shard, line = shard_of(lock)
-    handle = dsmo.temporal.get_workflow_handle(shard)
-    try:
-        found: SlotLine | None
-        if line is None:  # a key value's own lock, from before key locks were sharded
-            found = await handle.query("snapshot", result_type=LimiterState)
-        else:
-            found = await handle.query("line", line, result_type=KeyLine)
-        return found
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None  # the lock ended: its last line emptied a while ago
-        raise
-
-
-async def with_place_in_line(dsmo: DsmoClient, view: StatusView) -> StatusView:
-    """A run in line for a key's slot: its place in the line, added to its pending reason."""
-    assert view.queued_for is not None
-    try:
-        line = await key_line(dsmo, view.queued_for)
-    except (RPCError, WorkflowQueryFailedError):
-        return view  # the lock is busy or just ended: the reason stands without the place
-    if line is None or view.run_id not in line.queue:
-        return view
-    place = f"{line.queue.index(view.run_id) + 1} of {len(line.queue)} in line"
-    return view.model_copy(update={"pending_reason": f"{view.pending_reason}; {place}"})
+        await run_requests.cancel(core, run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")

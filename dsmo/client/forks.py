@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.client import migration, moved_runs, replay
+from dsmo.client import definitions_client, migration, moved_runs, replay, starts
+from dsmo.client.core import ClientCore
 from dsmo.client.record_lines import going_back_to
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import derived_run_id
@@ -23,12 +24,9 @@ from dsmo.workflows.definition.corrections import correction_problem
 from dsmo.workflows.definition.migration_checks import MigrationRefused, RunPosition, plan_migration
 from dsmo.workflows.definition.model import AgentDefinition
 
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
-
 
 async def fork(
-    dsmo: DsmoClient,
+    core: ClientCore,
     store: ArtifactStore,
     run_id: str,
     from_node: str,
@@ -42,7 +40,7 @@ async def fork(
     by: str = "user",
 ) -> str:
     """Start the fork; its run id. Every refusal is raised before anything is started."""
-    planned = await replay.plan_replay(dsmo, store, run_id, from_node, live=True, option="--from")
+    planned = await replay.plan_replay(core, store, run_id, from_node, live=True, option="--from")
     plan = planned.request.replay
     assert plan is not None
     # Its record is being rewritten: what a fork would take from it is known once the run is back.
@@ -58,9 +56,11 @@ async def fork(
             raise DsmoError(f"--set: {problem}")
     fork_to = None
     if to is not None:
-        target = to if isinstance(to, AgentDefinition) else await migration.resolve_version(dsmo, source.agent, to)
+        target = (
+            to if isinstance(to, AgentDefinition) else await definitions_client.resolve_version(core, source.agent, to)
+        )
         fork_to = MigrationRequest(
-            definition=await migration.published_target(dsmo, target),
+            definition=await migration.published_target(core, target),
             node_map=dict(node_map or {}),
             set=dict(set_variables or {}),
             requested_by=by,
@@ -78,9 +78,10 @@ async def fork(
             ),
         }
     )
-    forked = await dsmo.start_request(
-        request, run_id=new_id or derived_run_id(run_id, "fork", uuid.uuid4().hex[:8]), task_queue=task_queue
+    started = await starts.start_request(
+        core, request, run_id=new_id or derived_run_id(run_id, "fork", uuid.uuid4().hex[:8]), task_queue=task_queue
     )
+    forked = started.run_id
     # Listed under the original (`dsmo status`, the console), which may have ended: its trail is final.
     note = {"forkId": forked, "fromNode": from_node, "set": sorted(set_variables or {}), "by": by}
     await asyncio.to_thread(store.put_json_once, fork_key(run_id, forked), note)

@@ -11,15 +11,17 @@ the run's, unless the run moves on before the real move is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from dsmo.client import definitions_client, run_status, run_trails
 from dsmo.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
+from dsmo.client.core import ClientCore
 from dsmo.client.rpc_errors import update_failure
 from dsmo.client.run_selection import Scope
 from dsmo.client.unanswered import closed_or_missing, update_run
@@ -31,8 +33,6 @@ from dsmo.workflows.contracts.migration_io import (
     MigrationAck,
     MigrationRequest,
 )
-from dsmo.workflows.contracts.replay_plan import RecordedMove
-from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.migration_checks import (
     MOVES_AT_BOUNDARY,
     MigrationRefused,
@@ -45,47 +45,22 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.waits_ahead import waits_ahead
 from dsmo.workflows.events.resume_events import ResumeEvent
 
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
-
-async def resolve_version(client: DsmoClient, agent: str, version: str) -> AgentDefinition:
-    """A published version of ``agent``, named by its hash (``workflow_version``) or its ``version`` label.
-
-    Raises:
-        DefinitionNotFound: No published version of ``agent`` has this hash or label, or two
-            have the label (name the hash then).
-    """
-    published = await client.versions(agent)
-    if version in published:
-        return await client.definition(agent, version)
-    labelled = [definition for wv in published if (definition := await client.definition(agent, wv)).version == version]
-    if len(labelled) == 1:
-        return labelled[0]
-    if labelled:
-        hashes = ", ".join(definition.workflow_version for definition in labelled)
-        raise DefinitionNotFound(
-            f"version: {len(labelled)} published versions of {agent!r} are labelled {version!r} ({hashes}); "
-            "name one by its hash"
-        )
-    raise DefinitionNotFound(f"version: agent {agent!r} has no published version {version!r} (hash or label)")
-
-
-async def send(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+async def send(core: ClientCore, run_id: str, request: MigrationRequest) -> MigrationAck:
     """Ask the run to move through its `migrate` update; its answer, or why it refused."""
-    handle = client.temporal.get_workflow_handle(run_id)
+    handle = core.temporal.get_workflow_handle(run_id)
     try:
-        return await update_run(client.temporal, handle, MIGRATE_UPDATE, request, MigrationAck)
+        return await update_run(core.temporal, handle, MIGRATE_UPDATE, request, MigrationAck)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type == ALREADY_ON_TARGET:
             raise AlreadyOnTarget(f"run {run_id!r}: {update_failure(err)}") from None
         raise MigrationNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
     except RPCError as err:
-        raise await closed_or_missing(client.settings, handle, err) from None
+        raise await closed_or_missing(core.settings, handle, err) from None
 
 
-async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) -> MigrationAck:
+async def preview(core: ClientCore, run_id: str, request: MigrationRequest) -> MigrationAck:
     """What the move would do, by the run's own checks, without asking the run to move (a dry run).
 
     Raises:
@@ -93,16 +68,16 @@ async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) ->
         MigrationNotAccepted: The checks refuse the move (the reason, in one line).
         RunClosed: The run has ended.
     """
-    view = await client.status(run_id)
+    view = await run_status.status(core, run_id)
     target = request.definition
     if view.status.terminal:
         raise RunClosed(f"run {run_id!r} has already ended ({view.status}); nothing to move")
     if view.workflow_version == target.workflow_version:
         raise AlreadyOnTarget(f"run {run_id!r}: already on {target.version} ({target.workflow_version})")
-    source = await client.definition(view.agent, view.workflow_version)
-    variables = variables_after_move(await client.variables(run_id), request.node_map, request.set)
+    source = await definitions_client.definition(core, view.agent, view.workflow_version)
+    variables = variables_after_move(await run_status.variables(core, run_id), request.node_map, request.set)
     in_wait = view.waiting_for is not None and view.waiting_for not in MOVES_AT_BOUNDARY
-    kept = await kept_events(client, run_id) if view.inbox is not None else []
+    kept = await kept_events(core, run_id) if view.inbox is not None else []
     position = RunPosition(
         node=view.current_node,
         waiting_for=view.waiting_for if in_wait else None,
@@ -135,14 +110,14 @@ async def preview(client: DsmoClient, run_id: str, request: MigrationRequest) ->
     )
 
 
-async def kept_events(client: DsmoClient, run_id: str) -> list[ResumeEvent]:
+async def kept_events(core: ClientCore, run_id: str) -> list[ResumeEvent]:
     """The events ``run_id`` keeps in its inbox, oldest first, from its trail.
 
     Each ``EVENT_BUFFERED`` record not yet followed by its ``EVENT_CONSUMED`` or ``EVENT_EXPIRED``;
     the trail names each event's type and id, not its data.
     """
     kept: dict[str, str] = {}
-    for record in await client.events(run_id):
+    for record in await run_trails.events(core, run_id):
         event_id = record.data.get("eventId")
         if not isinstance(event_id, str):
             continue
@@ -154,7 +129,7 @@ async def kept_events(client: DsmoClient, run_id: str) -> list[ResumeEvent]:
 
 
 async def migrate_batch(
-    client: DsmoClient,
+    core: ClientCore,
     request: MigrationRequest,
     *,
     from_version: str | None = None,
@@ -171,7 +146,7 @@ async def migrate_batch(
 
     async def one(run_id: str) -> RunOutcome:
         try:
-            ack = await (preview if dry_run else send)(client, run_id, request)
+            ack = await (preview if dry_run else send)(core, run_id, request)
         except AlreadyOnTarget:
             return RunOutcome(run_id, "skipped", f"already on {target.version}")
         except RunClosed:
@@ -182,7 +157,7 @@ async def migrate_batch(
         return RunOutcome(run_id, "would" if dry_run else "done", where, ack.model_dump(mode="json"))
 
     return await run_batch(
-        client,
+        core,
         "migrate",
         query or scope,
         one,
@@ -196,14 +171,14 @@ async def migrate_batch(
     )
 
 
-async def published_target(client: DsmoClient, target: AgentDefinition) -> AgentDefinition:
+async def published_target(core: ClientCore, target: AgentDefinition) -> AgentDefinition:
     """``target``, once it is known to be a published version (a move goes only to one).
 
     Raises:
         DefinitionNotFound: ``target`` is not among its agent's published versions.
     """
     try:
-        published = await client.versions(target.agent)
+        published = await definitions_client.versions(core, target.agent)
     except DefinitionNotFound:
         published = []
     if target.workflow_version not in published:
@@ -230,36 +205,70 @@ def selection(agent: str, from_version: str | None, query: str | None) -> str:
     return " AND ".join(clauses)
 
 
-async def recorded_moves(dsmo: DsmoClient, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
-    """The original's moves to other versions, for the replay to make at the same points.
+async def migrate_run(
+    core: ClientCore, run_id: str, to: AgentDefinition | str, *, dry_run: bool = False, **move: Any
+) -> MigrationAck:
+    """Move one run to another published version of its agent (`RunHandle.migrate` documents it)."""
+    if isinstance(to, str):
+        to = await definitions_client.resolve_version(core, (await run_status.status(core, run_id)).agent, to)
+    request = _move(await published_target(core, to), **move)
+    return await (preview if dry_run else send)(core, run_id, request)
 
-    Each counts the resumes taken since the previous move: a replay's next generation starts
-    its cursor in the record again from there.
+
+async def migrate_agent(
+    core: ClientCore,
+    agent: str,
+    to: AgentDefinition | str,
+    *,
+    from_version: str | None = None,
+    dry_run: bool = False,
+    query: str | None = None,
+    rate: float | None = None,
+    limit: int | None = None,
+    concurrency: int = 20,
+    on_outcome: Callable[[RunOutcome], None] | None = None,
+    **move: Any,
+) -> BatchReport:
+    """Move every open run of ``agent`` that the selection takes (`DsmoClient.migrate` documents it).
+
+    Raises:
+        DefinitionNotFound: ``to`` or ``from_version`` is not a published version of ``agent``.
     """
-    moves: list[RecordedMove] = []
-    resumes = 0
-    for event in events:
-        if event.type == "RUN_RESUMED":
-            resumes += 1
-        elif event.type == "RUN_MIGRATED":
-            data = event.data
-            target = await dsmo.definition(agent, str(data["toWorkflowVersion"]))
-            request = MigrationRequest(
-                definition=target,
-                node_map=dict(data.get("nodeMap") or {}),
-                leave_wait=bool(data.get("leftWait")),
-                restart_timers=bool(data.get("restartTimers")),
-                set=dict(data.get("set") or {}),
-                requested_by="replay",
-                reason=f"as the original moved (#{event.seq})",
-            )
-            moves.append(
-                RecordedMove(
-                    node=data.get("fromNode"),
-                    waiting=bool(data.get("waiting")),
-                    resumes_before=resumes,
-                    request=request,
-                )
-            )
-            resumes = 0
-    return moves
+    target = to if isinstance(to, AgentDefinition) else await definitions_client.resolve_version(core, agent, to)
+    if target.agent != agent:
+        raise DefinitionNotFound(f"to: version {target.version} is of agent {target.agent!r}, not {agent!r}")
+    source = await definitions_client.resolve_version(core, agent, from_version) if from_version else None
+    request = _move(target if dry_run else await published_target(core, target), **move)
+    return await migrate_batch(
+        core,
+        request,
+        from_version=source.workflow_version if source else None,
+        query=query,
+        dry_run=dry_run,
+        rate=rate,
+        limit=limit,
+        concurrency=concurrency,
+        on_outcome=on_outcome,
+    )
+
+
+def _move(
+    target: AgentDefinition,
+    *,
+    node_map: Mapping[str, str] | None = None,
+    leave_wait: bool = False,
+    restart_timers: bool = False,
+    set_variables: Mapping[str, Any] | None = None,
+    reason: str = "",
+    by: str = "user",
+) -> MigrationRequest:
+    """The move the run is asked to make (an unknown option is a TypeError naming it)."""
+    return MigrationRequest(
+        definition=target,
+        node_map=dict(node_map or {}),
+        leave_wait=leave_wait,
+        restart_timers=restart_timers,
+        set=dict(set_variables or {}),
+        requested_by=by,
+        reason=reason,
+    )

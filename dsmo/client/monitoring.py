@@ -42,6 +42,14 @@ def stuck_query(now: datetime) -> str:
 
 @dataclass(frozen=True)
 class StatusCount:
+    """Active runs in one status (`DsmoClient.run_counts`).
+
+    Attributes:
+        status: The status.
+        count: How many runs are in it.
+        avg_age_seconds: Their average age since they started.
+    """
+
     status: str
     count: int
     avg_age_seconds: float
@@ -49,6 +57,17 @@ class StatusCount:
 
 @dataclass(frozen=True)
 class WaitingRun:
+    """A waiting run (`DsmoClient.waiting_runs`, `DsmoClient.stuck_runs`).
+
+    Attributes:
+        run_id: The run.
+        agent: Its agent.
+        waiting_for: What it waits for (``response``, ``document``, ...).
+        waiting_until: Its wait's deadline, if it has one.
+        age_hours: Hours since the run started (visibility keeps no last-change time).
+        problem: Why `stuck_runs` lists it.
+    """
+
     run_id: str
     agent: str
     waiting_for: str

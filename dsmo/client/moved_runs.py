@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dsmo.client import definitions_client
+from dsmo.client.core import ClientCore
 from dsmo.client.record_lines import stage_visits
+from dsmo.workflows.contracts.migration_io import MigrationRequest
 from dsmo.workflows.contracts.replay_plan import RecordedMove, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import AgentDefinition
@@ -115,3 +118,38 @@ def on_version_now(plan: ReplayPlan, events: Sequence[AuditEvent]) -> ReplayPlan
             "corrections": {**set_by_moves, **plan.corrections},
         }
     )
+
+
+async def recorded_moves(core: ClientCore, agent: str, events: list[AuditEvent]) -> list[RecordedMove]:
+    """The original's moves to other versions, for the replay to make at the same points.
+
+    Each counts the resumes taken since the previous move: a replay's next generation starts
+    its cursor in the record again from there.
+    """
+    moves: list[RecordedMove] = []
+    resumes = 0
+    for event in events:
+        if event.type == "RUN_RESUMED":
+            resumes += 1
+        elif event.type == "RUN_MIGRATED":
+            data = event.data
+            target = await definitions_client.definition(core, agent, str(data["toWorkflowVersion"]))
+            request = MigrationRequest(
+                definition=target,
+                node_map=dict(data.get("nodeMap") or {}),
+                leave_wait=bool(data.get("leftWait")),
+                restart_timers=bool(data.get("restartTimers")),
+                set=dict(data.get("set") or {}),
+                requested_by="replay",
+                reason=f"as the original moved (#{event.seq})",
+            )
+            moves.append(
+                RecordedMove(
+                    node=data.get("fromNode"),
+                    waiting=bool(data.get("waiting")),
+                    resumes_before=resumes,
+                    request=request,
+                )
+            )
+            resumes = 0
+    return moves

@@ -8,25 +8,26 @@ published) for a run that only re-read the record.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, segment_key
+from dsmo.client import starts
 from dsmo.client.client_errors import RunAlreadyExists
 from dsmo.client.connection import first_line
+from dsmo.client.core import ClientCore
 from dsmo.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import check_run_id
 from dsmo.workflows.contracts.activity_io import DeadLetter
 from dsmo.workflows.contracts.run_records import ExecutionRequest
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,15 @@ def _first_event(store: ArtifactStore, key: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-async def _started_as_replay(dsmo: DsmoClient, run_id: str) -> str | None:
+async def _started_as_replay(core: ClientCore, run_id: str) -> str | None:
     """The run ``run_id`` replays, from the request Temporal started it with (None: not a replay, or gone)."""
-    handle = dsmo.temporal.get_workflow_handle(run_id)
+    handle = core.temporal.get_workflow_handle(run_id)
     try:
         async for event in handle.fetch_history_events():
             started = event.workflow_execution_started_event_attributes
             if not started.input.payloads:
                 return None
-            (request,) = await dsmo.temporal.data_converter.decode(started.input.payloads[:1], [dict])
+            (request,) = await core.temporal.data_converter.decode(started.input.payloads[:1], [dict])
             origin = request.get("origin") if isinstance(request, dict) else None
             replayed = origin.get("replayOf") if isinstance(origin, dict) else None
             return str(replayed) if replayed else None
@@ -160,7 +161,7 @@ def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
 
 
 async def redrive(
-    dsmo: DsmoClient, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None
+    core: ClientCore, store: ArtifactStore, letter_id: str, *, task_queue: str | None = None, new_id: str | None = None
 ) -> str:
     """Reprocess from the failed stage: same definition version, config and variables.
 
@@ -171,7 +172,7 @@ async def redrive(
         ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
     """
     letter = read_dead_letter(store, letter_id)
-    replayed = replay_origin(store, letter.run_id) or await _started_as_replay(dsmo, letter.run_id)
+    replayed = replay_origin(store, letter.run_id) or await _started_as_replay(core, letter.run_id)
     if replayed is not None:
         raise ReplayLetterRefused(
             f"dead letter {letter_id}: run {letter.run_id} is a replay of {replayed}; a replay's dead letter is "
@@ -189,7 +190,7 @@ async def redrive(
     )
     run_id = new_id or f"{letter.run_id}.redrive-{uuid.uuid4().hex[:8]}"
     try:
-        await dsmo.start_request(request, run_id=run_id, task_queue=task_queue or letter.task_queue)
+        await starts.start_request(core, request, run_id=run_id, task_queue=task_queue or letter.task_queue)
     except RunAlreadyExists:
         if new_id is None:
             raise
@@ -200,3 +201,22 @@ async def redrive(
         ContentType="application/json",
     )
     return run_id
+
+
+async def dead_letters(core: ClientCore, *, run_id: str | None = None) -> list[DeadLetterRow]:
+    """The dead letters (stages that could not succeed), oldest first, with what redrove each.
+
+    Args:
+        core: The client's core.
+        run_id: Only this run's (default: every run's).
+
+    Returns:
+        One row per dead letter: its id (``RUN/STAGE``), error type, attempts, when, and the
+        run that redrove it, if any.
+
+    Raises:
+        botocore.exceptions.BotoCoreError: The object store cannot be reached.
+    """
+    if run_id is not None:
+        check_run_id(run_id)  # it becomes part of an object key prefix
+    return await asyncio.to_thread(list_dead_letters, core.artifacts, run_id)

@@ -7,33 +7,27 @@ no worker takes it: it never waits for good (replay_runs.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
-
-from dsmo.activities.artifacts import ArtifactStore, run_input_key
-from dsmo.client import migration, moved_runs
+from dsmo.activities.artifacts import ArtifactErased, ArtifactStore, run_input_key
+from dsmo.client import moved_runs, run_status, run_trails
+from dsmo.client.client_errors import RunNotFound
+from dsmo.client.core import ClientCore
 from dsmo.client.record_lines import current_line, recorded_llm_visits, reused_outputs, stage_visits
 from dsmo.client.recorded_outputs import action_output
 from dsmo.client.replay_runs import run_replay
+from dsmo.client.trail_store import erased_artifacts
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import derived_run_id
-from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.contracts.replay_plan import RecordedAction, RecordedResume, ReplayPlan
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionRequest, StatusView
 from dsmo.workflows.contracts.trail_io import values_digest
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode
-from dsmo.workflows.engine.agent_execution import AgentExecution
-from dsmo.workflows.flow.flow_workflows import FLOW_WORKFLOWS
-from dsmo.workflows.lifecycle.retention_sweep import RetentionSweep
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 # How a replay's failure says the record could not answer it (not that the run failed as recorded).
 RECORD_LIMITS = ("replay diverged", "llm replay:")
@@ -155,7 +149,7 @@ class ReplayPlanned:
 
 
 async def plan_replay(
-    dsmo: DsmoClient,
+    core: ClientCore,
     store: ArtifactStore,
     run_id: str,
     from_stage: str | None = None,
@@ -165,13 +159,13 @@ async def plan_replay(
     option: str = "--from-stage",
 ) -> ReplayPlanned:
     """What a replay (or, with ``live``, a fork of a run that may still be running) re-executes."""
-    view = await dsmo.status(run_id)
+    view = await run_status.status(core, run_id)
     if not view.status.terminal and not live:
         raise DsmoError(f"run {run_id!r} is {view.status}; replay a run that has ended")
     # The snapshot the run started on (configRef): a replay starts there and moves where the run moved.
     definition = await load_snapshot(store, view.config_ref)
-    events = current_line(await dsmo.events(run_id))
-    moves = await migration.recorded_moves(dsmo, view.agent, events)
+    events = current_line(await run_trails.events(core, run_id))
+    moves = await moved_runs.recorded_moves(core, view.agent, events)
     problem = None if from_stage is None else moved_runs.node_problem(option, from_stage, definition, moves)
     if problem is not None:  # judged by the version the run is on now
         raise DsmoError(problem)
@@ -231,7 +225,7 @@ async def plan_replay(
 
 
 async def replay(
-    dsmo: DsmoClient,
+    core: ClientCore,
     store: ArtifactStore,
     run_id: str,
     *,
@@ -251,11 +245,11 @@ async def replay(
     Raises:
         NoWorker: No worker polls the task queue, or none took the replay (it was terminated).
     """
-    planned = planned or await plan_replay(dsmo, store, run_id, from_stage, rerun_llm=rerun_llm)
+    planned = planned or await plan_replay(core, store, run_id, from_stage, rerun_llm=rerun_llm)
     replay_id = new_id or derived_run_id(run_id, "replay", uuid.uuid4().hex[:8])
-    result = await run_replay(dsmo, planned.request, replay_id, task_queue)
-    replay_view = await dsmo.status(replay_id)
-    replay_events = await dsmo.events(replay_id)
+    result = await run_replay(core, planned.request, replay_id, task_queue)
+    replay_view = await run_status.status(core, replay_id)
+    replay_events = await run_trails.events(core, replay_id)
     original_outputs = _outputs(planned.events)
     replay_outputs = _outputs(replay_events)
     original_path = planned.original.path
@@ -284,13 +278,16 @@ async def replay(
     )
 
 
-async def verify_history(dsmo: DsmoClient, run_id: str) -> str | None:
-    """Replay the run's Temporal history on the current code; None if deterministic, else the problem."""
-    history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
-    replayer = Replayer(
-        workflows=[AgentExecution, *FLOW_WORKFLOWS, RetentionSweep],
-        data_converter=pydantic_data_converter,
-        workflow_runner=sandbox_runner(),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    return None if result.replay_failure is None else str(result.replay_failure)
+async def replay_run(core: ClientCore, run_id: str, **options: Any) -> ReplayReport:
+    """`replay` from the client (see `RunHandle.replay`): a run whose subject was erased is refused in words."""
+    store = core.artifacts
+    try:
+        return await replay(core, store, run_id, **options)
+    except (RunNotFound, ArtifactErased):
+        trail = await asyncio.to_thread(core.trail_store().export, run_id)
+        if trail is None or not (await asyncio.to_thread(erased_artifacts, store, trail))[0]:
+            raise
+        raise DsmoError(
+            f"run {run_id!r} is erased: its data subject was erased, so its input and outputs cannot be "
+            "read and it cannot be replayed (its audit trail stays: dsmo audit verify)"
+        ) from None

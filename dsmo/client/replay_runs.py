@@ -7,18 +7,16 @@ one line and leave nothing running.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus
 
+from dsmo.client import run_status, starts
+from dsmo.client.core import ClientCore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import ExecutionRequest, ExecutionResult
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 # How long a started replay may wait for a worker to take its first workflow task.
 FIRST_TASK_SECONDS = 60.0
@@ -30,7 +28,7 @@ class NoWorker(DsmoError):
 
 
 async def run_replay(
-    dsmo: DsmoClient, request: ExecutionRequest, replay_id: str, task_queue: str | None
+    core: ClientCore, request: ExecutionRequest, replay_id: str, task_queue: str | None
 ) -> ExecutionResult:
     """Start a replay run and wait for its end; fail fast, leaving nothing running, without a worker.
 
@@ -38,18 +36,18 @@ async def run_replay(
         NoWorker: No worker polls the task queue (nothing is started), or none took the replay's
             first workflow task within `FIRST_TASK_SECONDS` (it is terminated).
     """
-    queue = task_queue or dsmo.settings.temporal.task_queue
-    await check_worker(dsmo, queue)
-    await dsmo.start_request(request, run_id=replay_id, task_queue=queue)
-    await _taken(dsmo, replay_id, queue)
-    return await dsmo.result(replay_id)
+    queue = task_queue or core.settings.temporal.task_queue
+    await check_worker(core, queue)
+    await starts.start_request(core, request, run_id=replay_id, task_queue=queue)
+    await _taken(core, replay_id, queue)
+    return await run_status.result(core, replay_id)
 
 
-async def check_worker(dsmo: DsmoClient, task_queue: str) -> None:
+async def check_worker(core: ClientCore, task_queue: str) -> None:
     """Raise `NoWorker` unless some worker polls ``task_queue`` for workflow tasks."""
-    described = await dsmo.temporal.workflow_service.describe_task_queue(
+    described = await core.temporal.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
-            namespace=dsmo.temporal.namespace,
+            namespace=core.temporal.namespace,
             task_queue=TaskQueue(name=task_queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
@@ -61,12 +59,12 @@ async def check_worker(dsmo: DsmoClient, task_queue: str) -> None:
         )
 
 
-async def _taken(dsmo: DsmoClient, replay_id: str, task_queue: str) -> None:
+async def _taken(core: ClientCore, replay_id: str, task_queue: str) -> None:
     """Wait until a worker took the replay's first workflow task; terminate it if none does in time.
 
     A worker seen polling a moment ago may have gone since (Temporal remembers pollers for minutes).
     """
-    handle = dsmo.temporal.get_workflow_handle(replay_id)
+    handle = core.temporal.get_workflow_handle(replay_id)
     loop = asyncio.get_running_loop()
     deadline, pause = loop.time() + FIRST_TASK_SECONDS, 0.05
     while True:

@@ -9,25 +9,23 @@ itself (`workflows/changes/rewind_point.py`) and refuses, writing nothing, what 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.client import moved_runs, replay
+from dsmo.client import moved_runs, replay, run_status
 from dsmo.client.client_errors import RewindNotAccepted
+from dsmo.client.core import ClientCore
 from dsmo.client.rpc_errors import update_failure
 from dsmo.client.unanswered import closed_or_missing, update_run
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
 
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
-
 
 async def rewind(
-    dsmo: DsmoClient,
+    core: ClientCore,
     store: ArtifactStore,
     run_id: str,
     to_node: str,
@@ -40,12 +38,12 @@ async def rewind(
     """Send ``run_id`` back to ``to_node``; what the run answered. Every refusal comes before any write."""
     if not reason.strip():
         raise DsmoError("--reason: say why the run goes back; it is recorded in the trail")
-    view = await dsmo.status(run_id)
+    view = await run_status.status(core, run_id)
     if view.status.terminal:
         raise RewindNotAccepted(
             f"run {run_id!r}: status: the run has ended ({view.status.value}); fork it instead (dsmo runs fork)"
         )
-    planned = await replay.plan_replay(dsmo, store, run_id, to_node, live=True, option="--to")
+    planned = await replay.plan_replay(core, store, run_id, to_node, live=True, option="--to")
     plan = planned.request.replay
     assert plan is not None
     corrections = dict(set_variables or {})
@@ -61,10 +59,10 @@ async def rewind(
             update={"live_from": to_node, "corrections": {**plan.corrections, **corrections}, "rewinding": True}
         ),
     )
-    handle = dsmo.temporal.get_workflow_handle(run_id)
+    handle = core.temporal.get_workflow_handle(run_id)
     try:
-        return await update_run(dsmo.temporal, handle, REWIND_UPDATE, request, RewindAck)
+        return await update_run(core.temporal, handle, REWIND_UPDATE, request, RewindAck)
     except WorkflowUpdateFailedError as err:
         raise RewindNotAccepted(f"run {run_id!r}: {update_failure(err)}") from None
     except RPCError as err:
-        raise await closed_or_missing(dsmo.settings, handle, err) from None
+        raise await closed_or_missing(core.settings, handle, err) from None

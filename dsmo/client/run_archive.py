@@ -100,8 +100,14 @@ def verify_archive(data: bytes, *, manifest_sha256: str | None = None) -> Archiv
     `archive_bindings`) is the one it recorded. With ``manifest_sha256`` (printed at export), the
     manifest itself is pinned too.
 
-    Never raises: a corrupt archive (a flipped byte, a truncated file, a forged manifest) gets a
-    verdict naming the file that fails.
+    Args:
+        data: The zip's bytes (what `RunHandle.export` wrote).
+        manifest_sha256: The manifest's SHA-256 as printed at export (checked if given).
+
+    Returns:
+        Whether it verifies, the runs and files it holds, and the first problem found.
+        It never raises: a corrupt archive (a flipped byte, a truncated file, a forged
+        manifest) gets a verdict naming the file that fails.
     """
     progress = _Progress()
     try:

@@ -11,7 +11,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -20,13 +20,12 @@ from dsmo.activities.audit_log import chain, unchained
 from dsmo.activities.definition_store import config_key
 from dsmo.activities.erasure_log import ErasureLog
 from dsmo.activities.retention_markers import run_prefixes
+from dsmo.client import run_trails
 from dsmo.client.archive_bindings import is_run_object, object_path
+from dsmo.client.core import ClientCore
 from dsmo.client.run_archive import ERASURES, ArchiveBuilder
 from dsmo.client.trail_store import TrailStore
 from dsmo.workflows.common.identifiers import check_run_id
-
-if TYPE_CHECKING:
-    from dsmo.client.dsmo_client import DsmoClient
 
 MAX_RUNS = 1000  # a family this large is exported run by run, not as one archive
 
@@ -48,25 +47,25 @@ class RunExport:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-async def export_run(dsmo: DsmoClient, run_id: str, *, children: bool = False) -> RunExport:
+async def export_run(core: ClientCore, run_id: str, *, children: bool = False) -> RunExport:
     """Gather ``run_id`` (and its children, with ``children``) into one archive.
 
     Raises:
         DsmoError: The run exported no trail and does not answer (or does not exist).
     """
     check_run_id(run_id)
-    store = dsmo.artifacts
+    store = core.artifacts
     builder = ArchiveBuilder([])
     fingerprints: set[str] = set()
     pending = [run_id]
     while pending and len(builder.run_ids) < MAX_RUNS:
         current = pending.pop(0)
         builder.run_ids.append(current)
-        events = await _trail(dsmo, builder, current)
+        events = await _trail(core, builder, current)
         first = events[0].get("data", {}) if events else {}
         if isinstance(first.get("subject"), str):
             fingerprints.add(first["subject"])
-        await _history(dsmo, builder, current)
+        await _history(core, builder, current)
         await asyncio.to_thread(_objects, store, builder, current, events)
         if children:
             pending += [
@@ -82,17 +81,17 @@ async def export_run(dsmo: DsmoClient, run_id: str, *, children: bool = False) -
     return RunExport(data, manifest_sha256, list(builder.run_ids), dict(builder.unreadable))
 
 
-async def _trail(dsmo: DsmoClient, builder: ArchiveBuilder, run_id: str) -> list[dict[str, Any]]:
-    body = await asyncio.to_thread(TrailStore(dsmo.artifacts).export, run_id)
+async def _trail(core: ClientCore, builder: ArchiveBuilder, run_id: str) -> list[dict[str, Any]]:
+    body = await asyncio.to_thread(TrailStore(core.artifacts).export, run_id)
     if body is None:  # not ended: its live trail, chained as the export will be
-        body = chain([event.model_dump(mode="json") for event in await dsmo.events(run_id)])
+        body = chain([event.model_dump(mode="json") for event in await run_trails.events(core, run_id)])
     builder.add(f"runs/{run_id}/trail.jsonl", body)
     return unchained(body)
 
 
-async def _history(dsmo: DsmoClient, builder: ArchiveBuilder, run_id: str) -> None:
+async def _history(core: ClientCore, builder: ArchiveBuilder, run_id: str) -> None:
     try:
-        history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+        history = await core.temporal.get_workflow_handle(run_id).fetch_history()
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from dsmo.activities.definition_store import config_key
+from dsmo.client import run_trails
+from dsmo.client.core import ClientCore
 from dsmo.client.trail_store import subject_erased
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, WorkflowTaskFailure
-
-if TYPE_CHECKING:
-    from dsmo.client.dsmo_client import DsmoClient
 
 
 def visibility_view(
@@ -144,14 +142,14 @@ def trail_view(
     )
 
 
-async def gone_view(dsmo: DsmoClient, run_id: str) -> tuple[StatusView, list[AuditEvent]]:
+async def gone_view(core: ClientCore, run_id: str) -> tuple[StatusView, list[AuditEvent]]:
     """`trail_view` of a run Temporal no longer has, and its trail: what `dsmo status` and the
     console show of it.
 
     Raises:
         RunNotFound: It exported no trail either (no run has this id).
     """
-    trail = await dsmo.events(run_id)  # the export: no history needed
-    store = dsmo.artifacts
+    trail = await run_trails.events(core, run_id)  # the export: no history needed
+    store = core.artifacts
     erased = await asyncio.to_thread(subject_erased, store, trail[0].data)
     return trail_view(run_id, trail, lambda version: store.uri(config_key(version)), erased=erased), trail

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from dsmo.client.core import ClientCore
+from dsmo.client.run_trails import trail
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent
-
-if TYPE_CHECKING:
-    from dsmo.client.dsmo_client import DsmoClient
 
 DEFAULT_LIMIT = 100  # events on a page unless asked otherwise: the first screen stays fast
 MAX_LIMIT = 1000  # the most one page holds; everything is read page by page
@@ -94,7 +92,7 @@ def _page(events: list[AuditEvent], total: int, low: int, high: int) -> TrailPag
 
 
 async def trail_page(
-    dsmo: DsmoClient,
+    core: ClientCore,
     run_id: str,
     *,
     after: int | None = None,
@@ -109,11 +107,11 @@ async def trail_page(
         RunNotFound: No run has this id.
     """
     checked_window(0, after=after, before=before, limit=limit)  # bad input fails before any read
-    lines = await _export_lines(dsmo, run_id, live=live)
+    lines = await _export_lines(core, run_id, live=live)
     if lines is not None:
-        return await _export_page(dsmo, lines, after=after, before=before, limit=limit)
-    store = dsmo._trail_store()
-    view = await dsmo.trail(run_id)
+        return await _export_page(core, lines, after=after, before=before, limit=limit)
+    store = core.trail_store()
+    view = await trail(core, run_id)
     stored = view.head.seq if view.head.segments else 0
     total = stored + len(view.events)
     low, high = checked_window(total, after=after, before=before, limit=limit)
@@ -127,35 +125,35 @@ async def trail_page(
 
 
 async def trail_pages(
-    dsmo: DsmoClient, run_id: str, *, after: int = 0, limit: int = MAX_LIMIT, live: bool = False
+    core: ClientCore, run_id: str, *, after: int = 0, limit: int = MAX_LIMIT, live: bool = False
 ) -> AsyncIterator[TrailPage]:
     """The run's trail from ``after`` to its end, page by page: one page of events is parsed at a
     time (an ended run's export is read once, as its lines; a running run's segments one by one)."""
     checked_window(0, after=after, limit=limit)
-    lines = await _export_lines(dsmo, run_id, live=live)  # an ended run's export is read once
+    lines = await _export_lines(core, run_id, live=live)  # an ended run's export is read once
     cursor: int | None = after
     while cursor is not None:
         if lines is not None:
-            page = await _export_page(dsmo, lines, after=cursor, limit=limit)
+            page = await _export_page(core, lines, after=cursor, limit=limit)
         else:
-            page = await trail_page(dsmo, run_id, after=cursor, limit=limit, live=live)
+            page = await trail_page(core, run_id, after=cursor, limit=limit, live=live)
         if page.events:
             yield page
         cursor = page.next_after
 
 
-async def _export_lines(dsmo: DsmoClient, run_id: str, *, live: bool) -> list[bytes] | None:
+async def _export_lines(core: ClientCore, run_id: str, *, live: bool) -> list[bytes] | None:
     """The lines of the trail an ended run exported (not parsed), or None for a running run."""
-    if live or not await dsmo._has_ended(run_id):
+    if live or not await core.has_ended(run_id):
         return None
-    body = await asyncio.to_thread(dsmo._trail_store().export, run_id)
+    body = await asyncio.to_thread(core.trail_store().export, run_id)
     return None if body is None else body.splitlines()
 
 
 async def _export_page(
-    dsmo: DsmoClient, lines: list[bytes], *, after: int | None = None, before: int | None = None, limit: int
+    core: ClientCore, lines: list[bytes], *, after: int | None = None, before: int | None = None, limit: int
 ) -> TrailPage:
     """A page of an exported trail: only its own lines are parsed (line N holds sequence number N)."""
     low, high = checked_window(len(lines), after=after, before=before, limit=limit)
-    events = await asyncio.to_thread(dsmo._trail_store().parse_lines, lines[low:high])
+    events = await asyncio.to_thread(core.trail_store().parse_lines, lines[low:high])
     return _page(events, len(lines), low, high)

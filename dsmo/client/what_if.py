@@ -18,20 +18,18 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.client import replay
 from dsmo.client.batches import BatchReport, RunOutcome, run_batch
+from dsmo.client.core import ClientCore
 from dsmo.client.record_lines import stage_visits
 from dsmo.client.replay_runs import run_replay
 from dsmo.client.run_selection import Scope
 from dsmo.workflows.common.identifiers import derived_run_id
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 # How a replay's failure says the record could not answer it (not that the candidate failed).
 RECORD_LIMITS = replay.RECORD_LIMITS
@@ -131,7 +129,7 @@ class WhatIfReport:
 
 
 async def what_if(
-    dsmo: DsmoClient,
+    core: ClientCore,
     store: ArtifactStore,
     query: str,
     candidate: AgentDefinition,
@@ -146,11 +144,11 @@ async def what_if(
     runs: list[WhatIfRun] = []
 
     async def one(run_id: str) -> RunOutcome:
-        planned = await replay.plan_replay(dsmo, store, run_id, rerun_llm=rerun_llm)
+        planned = await replay.plan_replay(core, store, run_id, rerun_llm=rerun_llm)
         replayed = planned.events[0].data.get("replayOf") if planned.events else None
         if replayed:  # a replay (what-if or not) is not a recorded run of its own
             return RunOutcome(run_id, "skipped", f"a replay of {replayed}")
-        compared = await _replay_on(dsmo, planned, run_id, candidate, task_queue=task_queue)
+        compared = await _replay_on(core, planned, run_id, candidate, task_queue=task_queue)
         runs.append(compared)
         if compared.unanswered:  # the record could not answer it: an error, not a divergence
             return RunOutcome(run_id, "failed", f"could not be replayed: {compared.problem}")
@@ -159,7 +157,7 @@ async def what_if(
         return RunOutcome(run_id, "done", reason + note)
 
     batch = await run_batch(
-        dsmo,
+        core,
         "what-if",
         query,
         one,
@@ -173,7 +171,7 @@ async def what_if(
 
 
 async def _replay_on(
-    dsmo: DsmoClient, planned: replay.ReplayPlanned, run_id: str, candidate: AgentDefinition, *, task_queue: str | None
+    core: ClientCore, planned: replay.ReplayPlanned, run_id: str, candidate: AgentDefinition, *, task_queue: str | None
 ) -> WhatIfRun:
     plan = planned.request.replay
     assert plan is not None
@@ -201,7 +199,7 @@ async def _replay_on(
         }
     )
     replay_id = derived_run_id(run_id, "whatif", uuid.uuid4().hex[:8])
-    result = await run_replay(dsmo, request, replay_id, task_queue)
+    result = await run_replay(core, request, replay_id, task_queue)
     original, candidate_path = planned.original.path, result.path
     index = replay.first_divergence(original, candidate_path)
     problem = replay.record_problem(result.error_message)

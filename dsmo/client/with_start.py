@@ -13,17 +13,14 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from dsmo.client.client_errors import FlowControlBusy
 from dsmo.client.connection import first_line
-
-if TYPE_CHECKING:  # the client calls this module; it names the client only in annotations
-    from dsmo.client.dsmo_client import DsmoClient
 
 T = TypeVar("T")
 
@@ -57,7 +54,8 @@ class UpdateGates:
 
 
 async def update_with_start(
-    dsmo: DsmoClient,
+    temporal: Client,
+    gates: UpdateGates,
     workflow: str,
     state: Any,
     workflow_id: str,
@@ -81,8 +79,8 @@ async def update_with_start(
         # Not running, or busy: asked again as below (a claim is idempotent). A lock whose worker
         # died mid-task answers once Temporal hands the task to another: as update-with-start would.
         with contextlib.suppress(RPCError, WorkflowUpdateFailedError):
-            async with dsmo.update_gates.passing(workflow_id):
-                running: T = await dsmo.temporal.get_workflow_handle(workflow_id).execute_update(
+            async with gates.passing(workflow_id):
+                running: T = await temporal.get_workflow_handle(workflow_id).execute_update(
                     update, arg, result_type=result_type
                 )
             return running
@@ -97,8 +95,8 @@ async def update_with_start(
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         try:
-            async with dsmo.update_gates.passing(workflow_id):
-                answer: T = await dsmo.temporal.execute_update_with_start_workflow(
+            async with gates.passing(workflow_id):
+                answer: T = await temporal.execute_update_with_start_workflow(
                     update, arg, start_workflow_operation=operation, result_type=result_type
                 )
             return answer

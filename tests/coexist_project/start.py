@@ -14,7 +14,7 @@ import workflows
 async def main(text: str, task_queue: str) -> None:
     client = await dsmo.DsmoClient.connect(dsmo.Settings.from_env())
     definition = dsmo.load_definition(workflows.DEFINITIONS / "review.yaml")
-    run_id = await client.start(definition, {"text": text}, task_queue=task_queue)
+    run_id = (await client.start(definition, {"text": text}, task_queue=task_queue)).run_id
     result = await asyncio.wait_for(client.result(run_id), 60)
     print(
         json.dumps(

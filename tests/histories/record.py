@@ -35,11 +35,13 @@ EXAMPLES = HERE.parents[1] / "examples"
 
 
 async def screening(dsmo: DsmoClient, queue: str) -> str:
-    run_id = await dsmo.start(
-        load_definition(EXAMPLES / "candidate_screening.yaml"),
-        {"candidate": {"name": "Golden", "phone": "+34 600"}},
-        task_queue=queue,
-    )
+    run_id = (
+        await dsmo.start(
+            load_definition(EXAMPLES / "candidate_screening.yaml"),
+            {"candidate": {"name": "Golden", "phone": "+34 600"}},
+            task_queue=queue,
+        )
+    ).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.respond(run_id, "sí", event_id="golden-1")
     await dsmo.result(run_id)
@@ -48,7 +50,9 @@ async def screening(dsmo: DsmoClient, queue: str) -> str:
 
 async def triage(dsmo: DsmoClient, queue: str) -> str:
     text = "ACME\\nInvoice 1\\nTotal due: 10.00 EUR\\nbilling@acme.example"
-    run_id = await dsmo.start(load_definition(EXAMPLES / "triage.yaml"), {"document": {"text": text}}, task_queue=queue)
+    run_id = (
+        await dsmo.start(load_definition(EXAMPLES / "triage.yaml"), {"document": {"text": text}}, task_queue=queue)
+    ).run_id
     await dsmo.result(run_id)
     return run_id
 
@@ -64,17 +68,19 @@ async def saga_failure(dsmo: DsmoClient, queue: str) -> str:
             "address": "x",
         }
     }
-    run_id = await dsmo.start(load_definition(EXAMPLES / "order_saga.yaml"), order, task_queue=queue)
+    run_id = (await dsmo.start(load_definition(EXAMPLES / "order_saga.yaml"), order, task_queue=queue)).run_id
     await dsmo.result(run_id)
     return run_id
 
 
 async def onboarding(dsmo: DsmoClient, queue: str) -> str:
-    run_id = await dsmo.start(
-        load_definition(EXAMPLES / "onboarding.yaml"),
-        {"candidate": {"id": "g1", "name": "G", "phone": "1", "email": "g@example.com"}},
-        task_queue=queue,
-    )
+    run_id = (
+        await dsmo.start(
+            load_definition(EXAMPLES / "onboarding.yaml"),
+            {"candidate": {"id": "g1", "name": "G", "phone": "1", "email": "g@example.com"}},
+            task_queue=queue,
+        )
+    ).run_id
     steps: list[tuple[str, str, dict[str, Any]]] = [
         ("response", "MESSAGE_RECEIVED", {"text": "ok"}),
         ("document", "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}),
@@ -106,7 +112,7 @@ async def replayed_onboarding(dsmo: DsmoClient, queue: str) -> str:
     from dsmo.client import replay as replays
 
     original = await onboarding(dsmo, queue)
-    report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
+    report = await replays.replay(dsmo.core, artifact_store(dsmo.settings), original, task_queue=queue)
     return report.replay
 
 
@@ -116,17 +122,19 @@ async def replayed_saga(dsmo: DsmoClient, queue: str) -> str:
     from dsmo.client import replay as replays
 
     original = await saga_failure(dsmo, queue)
-    report = await replays.replay(dsmo, artifact_store(dsmo.settings), original, task_queue=queue)
+    report = await replays.replay(dsmo.core, artifact_store(dsmo.settings), original, task_queue=queue)
     return report.replay
 
 
 async def strict_signal_refused(dsmo: DsmoClient, queue: str) -> str:
     """A screening run refusing a raw signal whose event id ends in a newline, then answered."""
-    run_id = await dsmo.start(
-        load_definition(EXAMPLES / "candidate_screening.yaml"),
-        {"candidate": {"name": "Golden", "phone": "+34 600"}},
-        task_queue=queue,
-    )
+    run_id = (
+        await dsmo.start(
+            load_definition(EXAMPLES / "candidate_screening.yaml"),
+            {"candidate": {"name": "Golden", "phone": "+34 600"}},
+            task_queue=queue,
+        )
+    ).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.temporal.get_workflow_handle(run_id).signal("MESSAGE_RECEIVED", {"event_id": "loose\n", "text": "x"})
     await dsmo.respond(run_id, "sí", event_id="golden-1")
@@ -174,7 +182,7 @@ async def inbox_kept_and_consumed(dsmo: DsmoClient, queue: str) -> str:
     from dsmo.workflows.definition.model import parse_definition
 
     first = {"type": "MESSAGE_RECEIVED", "event_id": "g-wrong", "data": {"text": "otro", "threadId": "t-2"}}
-    run_id = await dsmo.start(parse_definition(INBOX_CHAT), task_queue=queue, events=[first])
+    run_id = (await dsmo.start(parse_definition(INBOX_CHAT), task_queue=queue, events=[first])).run_id
     await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "payslip", "url": "s3://d/p"}, event_id="g-1")
     await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "g-2", "text": "x", "threadId": "t-9"})
     await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "sí", "threadId": "t-1"}, event_id="g-3")
@@ -203,7 +211,7 @@ async def long_chat_segments(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     its first generation stores event variables by reference and writes a trail segment."""
     from dsmo.workflows.definition.model import parse_definition
 
-    run_id = await dsmo.start(parse_definition(LONG_CHAT), task_queue=queue, history_limit=30)
+    run_id = (await dsmo.start(parse_definition(LONG_CHAT), task_queue=queue, history_limit=30)).run_id
     first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
     for index in range(6):
         data = {"result": "said", "data": {"notes": "n" * 5000}}
@@ -249,7 +257,7 @@ async def _moved_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     v1, v2 = parse_definition(MOVING), parse_definition(MOVED)
     await dsmo.publish(v1)
     await dsmo.publish(v2)
-    run_id = await dsmo.start(v1, task_queue=queue)
+    run_id = (await dsmo.start(v1, task_queue=queue)).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
     await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, event_id="g-1")
@@ -326,7 +334,7 @@ async def _rewound_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     hold undone), then completed."""
     from dsmo.workflows.definition.model import parse_definition
 
-    run_id = await dsmo.start(parse_definition(REWINDING), {"email": "wrong@example.com"}, task_queue=queue)
+    run_id = (await dsmo.start(parse_definition(REWINDING), {"email": "wrong@example.com"}, task_queue=queue)).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
     await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}, event_id="g-1")
@@ -371,7 +379,7 @@ async def keyed_chat(dsmo: DsmoClient, queue: str) -> str:
     back in line when the reply comes, and given back when it ends."""
     from dsmo.workflows.definition.model import parse_definition
 
-    report = await dsmo.submit(parse_definition(KEYED_CHAT), {"conversation": "g-1"}, task_queue=queue)
+    report = (await dsmo.start(parse_definition(KEYED_CHAT), {"conversation": "g-1"}, task_queue=queue)).started
     await dsmo.wait_for_status(report.run_id, {RunStatus.WAITING})
     await dsmo.respond(report.run_id, "sí", event_id="golden-keyed-1")
     await dsmo.result(report.run_id)
@@ -385,8 +393,8 @@ async def key_locks_shard(dsmo: DsmoClient, queue: str) -> str:
     from dsmo.workflows.definition.model import parse_definition
 
     definition = parse_definition({**KEYED_CHAT, "agent": "golden-key-locks"})
-    first = await dsmo.submit(definition, {"conversation": "g-2"}, task_queue=queue)
-    second = await dsmo.submit(definition, {"conversation": "g-2"}, task_queue=queue)
+    first = (await dsmo.start(definition, {"conversation": "g-2"}, task_queue=queue)).started
+    second = (await dsmo.start(definition, {"conversation": "g-2"}, task_queue=queue)).started
     for report, reply in ((first, "golden-shard-1"), (second, "golden-shard-2")):
         await dsmo.wait_for_status(report.run_id, {RunStatus.WAITING})
         await dsmo.respond(report.run_id, "sí", event_id=reply)
@@ -414,9 +422,9 @@ def _subject_screening() -> Any:
 async def subject_screening(dsmo: DsmoClient, queue: str) -> str:
     """A screening about a data subject: its keys learned at start, its data sealed, its sensitive
     values keyed, a retention marker written at its end."""
-    run_id = await dsmo.start(
-        _subject_screening(), {"candidate": {"name": "Eva Ruiz", "phone": "+34600"}}, task_queue=queue
-    )
+    run_id = (
+        await dsmo.start(_subject_screening(), {"candidate": {"name": "Eva Ruiz", "phone": "+34600"}}, task_queue=queue)
+    ).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.respond(run_id, "sí", event_id="golden-subject-1")
     await dsmo.result(run_id)

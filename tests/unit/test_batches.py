@@ -16,7 +16,7 @@ from temporalio.common import TypedSearchAttributes
 
 from dsmo.client.batches import BatchReport, Pacer, RunOutcome, reason_class, run_batch
 from dsmo.client.bulk_operations import batch_event_id, default_batch_id, refusal
-from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.core import ClientCore
 from dsmo.config.settings import Settings
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
@@ -56,8 +56,8 @@ class FakeClient:
     settings: Settings = field(default_factory=Settings)
 
 
-def client(*run_ids: str) -> DsmoClient:
-    return cast(DsmoClient, FakeClient(FakeTemporal(list(run_ids))))
+def client(*run_ids: str) -> ClientCore:
+    return cast(ClientCore, FakeClient(FakeTemporal(list(run_ids))))
 
 
 async def acted(run_id: str) -> RunOutcome:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from dsmo.client.task_list import FilterError, TaskFilter
 from dsmo.server.console.auth import safe_next
 from dsmo.server.console.forms import FORMS, TaskForm, event_data, field_errors
 from dsmo.server.console.session import SESSION_SECONDS, Signer, key_fingerprint, load_secret
 from dsmo.server.console.signed_out import SIGNED_OUT_FILE, SignedOut
-from dsmo.server.console.tasks import FilterError, TaskFilter
 from dsmo.server.console.uploads import return_path, return_valid
 from dsmo.workflows.events.resume_events import EventRejected, well_formed
 

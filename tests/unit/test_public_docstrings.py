@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -33,10 +34,30 @@ def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
                 yield f"{name}.{member}", function
 
 
+# A shortcut documents itself by naming the public method it is ("...: `RunHandle.status`."): the
+# reference is written once, there. It may take only that method's parameters (and the run's id).
+SHORTCUT = re.compile(r"`(\w+)\.(\w+)`\.?\"*$")
+
+
+def _shortcut_target(function: Callable[..., Any], doc: str) -> Callable[..., Any] | None:
+    found = SHORTCUT.search(doc.strip().splitlines()[0]) if "\n" not in doc.strip() else None
+    if found is None or found.group(1) not in PUBLIC:
+        return None
+    target = getattr(PUBLIC[found.group(1)], found.group(2), None)
+    if target is None or not inspect.isfunction(target):
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    own = {p.name for p in inspect.signature(function).parameters.values() if p.kind in named} - {"self", "run_id"}
+    return target if own <= set(inspect.signature(target).parameters) else None
+
+
 def _missing_sections(function: Callable[..., Any]) -> list[str]:
     doc = inspect.getdoc(function) or ""
     if not doc:
         return ["a docstring"]
+    target = _shortcut_target(function, doc)
+    if target is not None:
+        return _missing_sections(target)
     signature = inspect.signature(function, eval_str=True)
     missing = []
     if any(parameter not in ("self", "cls") for parameter in signature.parameters) and "Args:" not in doc:

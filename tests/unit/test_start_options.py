@@ -9,7 +9,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client import starts
 from dsmo.runtime import telemetry
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import PreparedRun
@@ -39,7 +39,7 @@ def request(*, rate_limit: bool = False, prepared: bool = True) -> ExecutionRequ
     ids=["immediate", "zero-delay", "delayed", "rate-limited", "unprepared"],
 )
 def test_start_status(run: ExecutionRequest, delay: timedelta | None, status: RunStatus) -> None:
-    assert DsmoClient._start_status(run, delay) is status
+    assert starts._start_status(run, delay) is status
 
 
 def test_no_tracing_interceptor_without_a_recording_tracer(monkeypatch: pytest.MonkeyPatch) -> None:

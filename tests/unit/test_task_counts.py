@@ -9,8 +9,8 @@ from typing import cast
 import pytest
 from fastapi import Request
 
+from dsmo.client.task_counts import TaskCounts
 from dsmo.server.console.form_actions import changed_run
-from dsmo.server.console.task_counts import TaskCounts
 
 
 class Clock:

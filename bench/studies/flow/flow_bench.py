@@ -95,9 +95,11 @@ class _Sides:
             run_id = f"flow-{side}-{self.tag}-{self.count}"
             document: dict[str, Any] = {**INPUT, FLOW_KEY: run_id} if keyed else dict(INPUT)
             began = time.time()
-            report = await self.dsmo.submit(
-                keyed_definition() if keyed else definition("W4"), document, run_id=run_id, task_queue=self.queue
-            )
+            report = (
+                await self.dsmo.start(
+                    keyed_definition() if keyed else definition("W4"), document, run_id=run_id, task_queue=self.queue
+                )
+            ).started
             ended = await self.dsmo.result(run_id)
             if record:
                 self.began[side][run_id] = began
@@ -237,7 +239,7 @@ class _Drive:
                 document = {**INPUT, FLOW_KEY: key or run_id}
                 started = time.perf_counter()
                 try:
-                    report = await sides.dsmo.submit(shape, document, run_id=run_id, task_queue=sides.queue)
+                    report = (await sides.dsmo.start(shape, document, run_id=run_id, task_queue=sides.queue)).started
                 except Exception as err:  # noqa: BLE001 - a refused start is counted, not fatal
                     self.errors[f"{type(err).__name__}: {str(err)[:100]}"] += 1
                     continue
@@ -268,7 +270,7 @@ class _Drive:
 
 def _submit(dsmo: Any, shape: AgentDefinition, document: dict[str, Any], run_id: str, queue: str) -> Any:
     async def start() -> str:
-        report = await dsmo.submit(shape, document, run_id=run_id, task_queue=queue)
+        report = (await dsmo.start(shape, document, run_id=run_id, task_queue=queue)).started
         return str(report.status)
 
     return start

@@ -111,7 +111,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 async def _control(dsmo: DsmoClient, queue: str) -> float:
     started = time.perf_counter()
-    run_id = await dsmo.start(parse_definition(CONTROL), {"text": "control"}, task_queue=queue)
+    run_id = (await dsmo.start(parse_definition(CONTROL), {"text": "control"}, task_queue=queue)).run_id
     await asyncio.wait_for(dsmo.result(run_id), 300)
     return time.perf_counter() - started
 
@@ -123,7 +123,7 @@ async def _beside(
     at_once = [{**reply, "latency": 0.0} for reply in replies]
     await asyncio.to_thread(_server, url, "/script?for=hostile", at_once)
     before = (await asyncio.to_thread(_server, url, "/stats"))["requests"]
-    run_id = await dsmo.start(parse_definition(_hostile(schema)), {"text": "hostile"}, task_queue=queue)
+    run_id = (await dsmo.start(parse_definition(_hostile(schema)), {"text": "hostile"}, task_queue=queue)).run_id
     while (await asyncio.to_thread(_server, url, "/stats"))["requests"] == before:
         await asyncio.sleep(0.01)
     latency = await _control(dsmo, queue)

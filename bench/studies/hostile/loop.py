@@ -92,7 +92,7 @@ def _definition(agent: str) -> AgentDefinition:
 
 async def _latency(dsmo: DsmoClient, queue: str) -> float:
     started = time.monotonic()
-    run_id = await dsmo.start(_definition("control"), {}, task_queue=queue)
+    run_id = (await dsmo.start(_definition("control"), {}, task_queue=queue)).run_id
     result = await dsmo.result(run_id)
     if result.status is not RunStatus.COMPLETED:
         raise RuntimeError(f"control run {run_id} ended {result.status}: {result.error_message}")
@@ -101,7 +101,7 @@ async def _latency(dsmo: DsmoClient, queue: str) -> float:
 
 async def _while_blocking(dsmo: DsmoClient, queue: str, agent: str, started_dir: Path) -> float:
     """The control run's latency, started once the blocker's stage has begun."""
-    run_id = await dsmo.start(_definition(agent), {}, task_queue=queue)
+    run_id = (await dsmo.start(_definition(agent), {}, task_queue=queue)).run_id
     for _ in range(600):
         if (started_dir / run_id).exists():
             break

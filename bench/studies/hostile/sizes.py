@@ -131,7 +131,9 @@ async def shard_ceiling(dsmo: DsmoClient, queue: str) -> SizeCase:
                 break
         await _fill_with_asks(handle, {**ask, "queue": False})
         started = time.perf_counter()
-        run_id = await dsmo.start(flow, {"order": {"id": order}}, task_queue=queue, start_delay=timedelta(seconds=1))
+        run_id = (
+            await dsmo.start(flow, {"order": {"id": order}}, task_queue=queue, start_delay=timedelta(seconds=1))
+        ).run_id
         view = await dsmo.wait_for_status(run_id, {RunStatus.FAILED, RunStatus.WAITING})
         seconds = time.perf_counter() - started - 1  # after its delay
         state = await handle.query("snapshot", result_type=KeyLocksState)
@@ -171,7 +173,9 @@ async def debounce_batch(dsmo: DsmoClient, queue: str) -> SizeCase:
     batches: dict[str, int] = {}
     started = time.perf_counter()
     for line in range(100):
-        report = await dsmo.submit(flow, {"order": {"id": order, "line": line, "n": "n" * 25_000}}, task_queue=queue)
+        report = (
+            await dsmo.start(flow, {"order": {"id": order, "line": line, "n": "n" * 25_000}}, task_queue=queue)
+        ).started
         batches[report.run_id] = report.gathered
     seconds, runs = time.perf_counter() - started, 0
     for run_id in batches:
@@ -211,7 +215,7 @@ async def migration_target(dsmo: DsmoClient, queue: str) -> SizeCase:
     v2 = parse_definition_text(WAITING.format(agent=agent, version="2.0.0", extra="", after="pad0", steps=steps))
     await dsmo.publish(v1)
     await dsmo.publish(v2)
-    run_id = await dsmo.start(v1, {"order": {"notes": "n" * 600_000}}, task_queue=queue)
+    run_id = (await dsmo.start(v1, {"order": {"notes": "n" * 600_000}}, task_queue=queue)).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     started, answer = time.perf_counter(), "accepted"
     try:

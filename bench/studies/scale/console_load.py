@@ -25,11 +25,11 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client
 
 from bench.metrics import percentile
+from dsmo.client.task_counts import FRESH_FOR
+from dsmo.client.task_list import PAGE_SIZE, TaskFilter
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import free_port_block
 from dsmo.server.api_keys import KeyStore
-from dsmo.server.console.task_counts import FRESH_FOR
-from dsmo.server.console.tasks import PAGE_SIZE, TaskFilter
 
 REQUESTS = 60
 # Task-list loads spaced past the console's total reuse (FRESH_FOR), each waiting for a new count.

@@ -128,7 +128,7 @@ async def _start(dsmo: DsmoClient, graph: AgentDefinition | None, queue: str, in
     """Start one run: of ``graph`` on DSMO, or of the reference workflow when there is none."""
     text = f"invoice {index} is wrong"
     if graph is not None:
-        return await dsmo.start(graph, {"text": text}, task_queue=queue)
+        return (await dsmo.start(graph, {"text": text}, task_queue=queue)).run_id
     run_id = f"bench-w5-floor-{uuid.uuid4().hex[:12]}"
     await dsmo.temporal.start_workflow(llm_floor.WORKFLOW, text, id=run_id, task_queue=queue)
     return run_id

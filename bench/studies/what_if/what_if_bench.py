@@ -191,7 +191,7 @@ async def _warm_up(dsmo: DsmoClient, agent: str, queue: str) -> None:
     """One run of its own version, answered and replayed: the worker and both paths warmed up."""
     warm = definition(agent, "0.0.1")
     await dsmo.publish(warm)
-    run_id = await dsmo.start(warm, {}, task_queue=queue)
+    run_id = (await dsmo.start(warm, {}, task_queue=queue)).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=120)
     await dsmo.respond(run_id, "no", event_id=f"{run_id}-reply")
     await dsmo.result(run_id)
@@ -227,7 +227,7 @@ async def _planning(settings: Settings, dsmo: DsmoClient, worker_pid: int, run_i
     """
     store = artifact_store(settings)
     meter = Meter(settings, worker_pid)
-    plans = [partial(replay.plan_replay, dsmo, store, run_id) for run_id in run_ids]
+    plans = [partial(replay.plan_replay, dsmo.core, store, run_id) for run_id in run_ids]
     await meter.phase(partial(bounded, REPLAY_CONCURRENCY, plans))
     return {"runs": len(run_ids)} | meter.figures(len(run_ids))
 

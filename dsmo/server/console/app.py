@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.task_counts import TaskCounts
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import ArtifactStore, s3_client
 from dsmo.server.console import form_actions, pages, sealed_uploads
@@ -21,7 +22,6 @@ from dsmo.server.console.form_actions import SIGN_IN_FAILURE_BURST, SIGN_IN_FAIL
 from dsmo.server.console.run_page import GraphCache
 from dsmo.server.console.session import Signer, load_secret
 from dsmo.server.console.signed_out import SignedOut
-from dsmo.server.console.task_counts import TaskCounts
 from dsmo.server.console.web import HERE, Console, problem_page
 from dsmo.server.token_buckets import TokenBuckets
 

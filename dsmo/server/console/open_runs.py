@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from temporalio.service import RPCError
 
+from dsmo.client.batches import selected_runs
 from dsmo.client.client_errors import AlreadyOnTarget, MigrationNotAccepted
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.migration import selection
-from dsmo.client.run_selection import Scope, Selection, count_current, current_rows
+from dsmo.client.run_selection import Scope
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.migration_io import MigrationAck
 from dsmo.workflows.definition.model import AgentDefinition
@@ -101,12 +102,15 @@ async def open_runs(dsmo: DsmoClient, agent: str, versions: list[str]) -> OpenRu
         return OpenRuns(latest=None)
     try:
         definitions = await asyncio.gather(*(dsmo.definition(agent, version) for version in reversed(versions)))
-        totals = await asyncio.gather(*(count_current(dsmo.temporal, _open(agent, v)) for v in reversed(versions)))
+        totals = await asyncio.gather(*(dsmo.count_runs(_open(agent, v), runs=Scope.OPEN) for v in reversed(versions)))
     except (DsmoError, RPCError) as err:  # the definition page still shows, without its counts
         return OpenRuns(latest=None, problem=f"open runs: {str(err).splitlines()[0]}")
+    if None in totals:
+        return OpenRuns(latest=None, problem="open runs: Temporal cannot count them now")
     counts = [
         VersionCount(definition.workflow_version, definition.version, total)
         for definition, total in zip(definitions, totals, strict=True)
+        if total is not None
     ]
     try:
         selected = await _selected(dsmo, agent, counts[1:])
@@ -138,16 +142,16 @@ async def _selected(dsmo: DsmoClient, agent: str, older: list[VersionCount]) -> 
     for count in older:
         if count.open_runs == 0:
             continue
-        rows = current_rows(dsmo.temporal, _open(agent, count.workflow_version), limit=budget)
-        run_ids = [row.id async for row in rows] if budget else []
+        rows = selected_runs(dsmo.core, _open(agent, count.workflow_version), runs=Scope.OPEN, limit=budget)
+        run_ids = [run_id async for run_id in rows] if budget else []
         budget -= len(run_ids)
         selected.append((count, run_ids))
     return selected
 
 
-def _open(agent: str, version: str) -> Selection:
-    """The agent's open runs on ``version``, each by its current execution."""
-    return Selection(clause=selection(agent, version, None), scope=Scope.OPEN)
+def _open(agent: str, version: str) -> str:
+    """The filter of the agent's runs on ``version`` (open ones are asked for with it)."""
+    return selection(agent, version, None)
 
 
 def _outcome(run_id: str, check: asyncio.Future[DryRun]) -> DryRun:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dsmo.client.client_errors import DefinitionNotFound, RunNotFound
+from dsmo.client.task_list import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.client.trail_pages import page_of
 from dsmo.runtime.storage import ArtifactErased, ArtifactMissing
 from dsmo.server.console.auth import (
@@ -29,7 +30,6 @@ from dsmo.server.console.graph_layout import edges
 from dsmo.server.console.open_runs import open_runs
 from dsmo.server.console.run_page import load_run_page, run_of_key
 from dsmo.server.console.session import PRESESSION_COOKIE
-from dsmo.server.console.tasks import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.server.console.uploads import UploadForm, return_path, sealed_upload_path, upload_form
 from dsmo.server.console.web import Console, checked_run_id, console, problem_page, render
 from dsmo.workflows.common.errors import DsmoError
@@ -71,7 +71,7 @@ async def tasks(
     filters = TaskFilter(kind or None, agent or None, assignee or None, overdue, run or None)
     context: dict[str, Any] = {"viewer": viewer, "filters": filters, "kinds": PERSON_WAITS, "now": now}
     try:
-        context["page"] = await task_page(app.dsmo.temporal, filters, now, page=page or None, counts=app.task_counts)
+        context["page"] = await task_page(app.dsmo.core, filters, now, page=page or None, counts=app.task_counts)
     except FilterError as err:
         field = str(err).split(":", 1)[0]
         return render(request, "tasks.html", {**context, "page": None, "errors": {field: str(err)}}, 422)

@@ -15,7 +15,6 @@ from urllib.parse import quote
 
 from dsmo.client.client_errors import RunNotFound
 from dsmo.client.dsmo_client import DsmoClient
-from dsmo.client.status_views import gone_view
 from dsmo.client.trail_store import subject_erased
 from dsmo.runtime.storage import ARTIFACT_PREFIX, ArtifactStore
 from dsmo.server.console import graph
@@ -142,7 +141,7 @@ async def load_run_page(
     problems = [view.problem] if view.problem else []
     variables: dict[str, Any] = {}
     trail: list[AuditEvent] = []
-    describing = asyncio.ensure_future(dsmo.temporal.get_workflow_handle(run_id).describe())
+    describing = asyncio.ensure_future(dsmo.run(run_id).describe())
     if not view.problem:
         answers = await asyncio.gather(dsmo.variables(run_id), dsmo.events(run_id), return_exceptions=True)
         for answer in answers:
@@ -186,7 +185,7 @@ async def _from_trail(dsmo: DsmoClient, graphs: GraphCache, s3: S3Client, store:
     Raises:
         RunNotFound: It exported no trail either.
     """
-    view, trail = await gone_view(dsmo, run_id)  # the export; the view `dsmo status` shows
+    view, trail = await dsmo.run(run_id).from_export()  # the export; the view `dsmo status` shows
     definition, svg = None, None
     try:
         definition, drawing = await graphs.get(str(view.config_ref))

@@ -47,7 +47,7 @@ async def upload_sealed(
     if not body or len(body) > MAX_UPLOAD_BYTES:
         raise ConsoleProblem(413 if body else 422, f"file: between 1 byte and {MAX_UPLOAD_BYTES // 2**20} MiB")
     app = console(request)
-    described = await app.dsmo.temporal.get_workflow_handle(run_id).describe()
+    described = await app.dsmo.run(run_id).describe()
     subject = described.typed_search_attributes.get(sa.DATA_SUBJECT)
     if subject is None:
         raise ConsoleProblem(409, f"run {run_id} has no data subject; upload the document the usual way")

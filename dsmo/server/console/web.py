@@ -17,12 +17,12 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.task_counts import TaskCounts
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import ArtifactStore
 from dsmo.server.console.auth import CONSOLE, ConsoleProblem, Viewer, current_viewer
 from dsmo.server.console.definition_graphs import DefinitionGraphs
 from dsmo.server.console.run_page import GraphCache
-from dsmo.server.console.task_counts import TaskCounts
 from dsmo.workflows.common.identifiers import run_id_problem
 
 if TYPE_CHECKING:

@@ -80,14 +80,16 @@ async def start(
     duplicate = False
     start = _start_fingerprint(key, idempotency_key, body) if idempotency_key else None
     try:
-        report = await dsmo.submit(
-            definition,
-            body.input,
-            run_id=run_id,
-            events=events,
-            priority=body.priority,
-            memo={START_MEMO: start} if start else None,
-        )
+        report = (
+            await dsmo.start(
+                definition,
+                body.input,
+                run_id=run_id,
+                events=events,
+                priority=body.priority,
+                memo={START_MEMO: start} if start else None,
+            )
+        ).started
         run_id = report.run_id
         if definition.concurrency:  # what the definition's flow control did with this start
             flow = {
@@ -140,7 +142,7 @@ async def _same_start(
     """
     if start is None:
         raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId")
-    memo = await (await dsmo.temporal.get_workflow_handle(run_id).describe()).memo()
+    memo = await (await dsmo.run(run_id).describe()).memo()
     kept = memo.get(START_MEMO)
     if kept == start or (kept is None and derived):
         return

@@ -80,10 +80,13 @@ async def begin(run: Run) -> None:
         run.slot_held = True
         await workflow.wait_condition(lambda: run.slot_granted)
     # PENDING while throttled (throttle_pass.py), then in line behind a concurrency key's runs (flow_slots.py).
+    # Admission is decided by the starter (`dsmo/client/starts.py` says why and in what order); the
+    # run takes here only what the starter could not: slots it did not claim (a delayed start, a run
+    # in line, one started around DSMO's client), the agent's limit and rate, which span all starters.
     await pass_start(run)
     await take_all(run)
     # A DSMO starter starts a run it prepared, with no delay and no rate limit, as `running`
-    # (see DsmoClient._start_status): the value is in the start event, so this is decided
+    # (see dsmo/client/starts.py:_start_status): the value is in the start event, so this is decided
     # the same way on replay, and runs started `pending` (all older ones) upsert as before.
     started_running = workflow.info().typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS) == RunStatus.RUNNING.value
     state.enter(RunStatus.RUNNING, published=request.prepared is not None and started_running)

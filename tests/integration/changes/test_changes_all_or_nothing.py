@@ -185,7 +185,7 @@ async def test_a_move_asked_while_a_run_passes_into_its_wait_is_made_from_inside
     worker = build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=channel, actions=actions)
     try:
         async with worker:
-            run_id = await dsmo.start(v1, task_queue=queue)
+            run_id = (await dsmo.start(v1, task_queue=queue)).run_id
             harness.started.append(run_id)
             # The run is at `docs`, sending its request: no node boundary lies between it and its wait.
             assert await asyncio.to_thread(channel.sending.wait, 60), "the request was never sent"
@@ -214,7 +214,7 @@ async def test_a_reply_and_a_rewind_asked_while_a_run_passes_into_its_wait_are_e
     worker = build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=channel, actions=actions)
     try:
         async with worker:
-            run_id = await dsmo.start(v1, task_queue=queue)
+            run_id = (await dsmo.start(v1, task_queue=queue)).run_id
             harness.started.append(run_id)
             assert await asyncio.to_thread(channel.sending.wait, 60), "the request was never sent"
             with pytest.raises(RewindNotAccepted) as refused:  # not waiting yet: refused, with the reason

@@ -65,7 +65,7 @@ async def test_a_run_timing_out_refuses_requests_while_its_timeout_actions_are_s
     worker = build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=channel)
     try:
         async with worker:
-            run_id = await dsmo.start(v1, task_queue=queue)
+            run_id = (await dsmo.start(v1, task_queue=queue)).run_id
             harness.started.append(run_id)
             assert await asyncio.to_thread(channel.sending.wait, 60), "the wait never timed out"
             view = await dsmo.status(run_id)

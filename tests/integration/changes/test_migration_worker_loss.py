@@ -64,7 +64,7 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
     log = tmp_path / "worker.log"
     worker = await start_worker(settings, log)
     try:
-        runs = [await dsmo.start(v1, {}, task_queue=queue) for _ in range(6)]
+        runs = [(await dsmo.start(v1, {}, task_queue=queue)).run_id for _ in range(6)]
         for run_id in runs:
             await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         for _ in range(300):

@@ -376,7 +376,7 @@ async def target(
     )
     customer = {"customer": {"name": "Ana", "phone": "+34 600"}, "text": "Hola, sigo interesada."}
     async with worker:
-        run_id = await dsmo.start(definition, customer, task_queue=settings.temporal.task_queue)
+        run_id = (await dsmo.start(definition, customer, task_queue=settings.temporal.task_queue)).run_id
         closed = parse_definition(
             {
                 "agent": "battery-closed",
@@ -384,7 +384,7 @@ async def target(
                 "nodes": {"only": {"actionType": "send_message", "parameters": {"to": "x", "message": "done"}}},
             }
         )
-        closed_run_id = await dsmo.start(closed, {}, task_queue=settings.temporal.task_queue)
+        closed_run_id = (await dsmo.start(closed, {}, task_queue=settings.temporal.task_queue)).run_id
         await dsmo.result(closed_run_id)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         target = Target(dsmo, store, settings, run_id, closed_run_id, good_file, tmp, url="", keys=keys)

@@ -181,7 +181,7 @@ async def test_bulk_cancel_asks_once_a_run_that_cannot_unwind_yet(harness: Harne
     """A run with no worker takes the cancel request but cannot act on it; a re-run of the batch
     does not ask again (its history does not grow)."""
     queue = f"{harness.task_queue}-no-worker"
-    run_id = await harness.dsmo.start(response_waiter(), task_queue=queue)
+    run_id = (await harness.dsmo.start(response_waiter(), task_queue=queue)).run_id
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
 
     async def history_length() -> int:

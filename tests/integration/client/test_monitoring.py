@@ -84,7 +84,7 @@ async def test_stuck_lists_a_wait_whose_timeout_was_never_processed(harness: Har
     channel = FileChannel(harness.outbox)
     async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
         # 6 s: the worker must be gone before the timer fires, on a slow machine too.
-        run_id = await dsmo.start(waiting("6s"), task_queue=task_queue)
+        run_id = (await dsmo.start(waiting("6s"), task_queue=task_queue)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await asyncio.sleep(7)  # the timer fires, but no worker processes it
 

@@ -67,16 +67,27 @@ nodes:
 
 USER_SCRIPT = """
 import asyncio, json, sys
-from dsmo import DsmoClient, Settings, load_definition
+from dsmo import DsmoClient, load_definition
+from dsmo.errors import DefinitionNotFound
+from dsmo.settings import Settings
 
 
 async def publish_and_start(path, agent, task_queue):
     client = await DsmoClient.connect(Settings.from_env())
     definition = load_definition(path)
-    await client.publish(definition)
-    run_id = await client.start(agent, {"text": "The lamp is broken and slow"}, task_queue=task_queue)
-    result = await asyncio.wait_for(client.result(run_id), 60)
-    print(json.dumps({"runId": run_id, "version": definition.workflow_version, "status": result.status.value}))
+    published = await client.definitions.publish(definition, task_queue=task_queue)  # the offer checked
+    run = await client.start(agent, {"text": "The lamp is broken and slow"}, task_queue=task_queue)
+    result = await asyncio.wait_for(run.result(), 60)  # followed by its handle
+    try:
+        await client.start(agent + "-never-published", {}, task_queue=task_queue)
+        refused = None
+    except DefinitionNotFound as err:
+        refused = str(err)
+    print(json.dumps({
+        "runId": run.run_id, "started": run.started.status, "version": definition.workflow_version,
+        "published": published.workflow_version, "unchecked": published.unchecked,
+        "status": result.status.value, "refused": refused,
+    }))
 
 
 async def read(agent, run_id):
@@ -87,14 +98,17 @@ async def read(agent, run_id):
         if [row.status for row in runs] == ["completed"]:
             break
         await asyncio.sleep(0.2)
-    status = await client.status(run_id)
-    trail = await client.events(run_id)
+    run = client.run(run_id)
+    status = await run.status()
+    trail = await run.events()
     print(json.dumps({
         "runs": [[row.run_id, row.status, row.workflow_version] for row in runs],
         "status": status.status.value,
         "path": status.path,
         "problem": status.problem,
         "trail": [event.type for event in trail],
+        "failedCompensations": [row.run_id for row in await client.failed_compensations()],
+        "stuck": [row.run_id for row in await client.stuck_runs()],
     }))
 
 
@@ -105,7 +119,7 @@ else:
 """
 
 
-def test_a_user_with_the_wheel_publishes_starts_by_name_lists_and_reads_an_ended_trail_without_a_worker(
+def test_a_user_with_the_wheel_publishes_starts_by_name_follows_the_handle_and_reads_an_ended_trail(
     fresh_venv: FreshVenv, stack_settings: Settings, tmp_path: Path
 ) -> None:
     agent = _agent()
@@ -125,7 +139,9 @@ def test_a_user_with_the_wheel_publishes_starts_by_name_lists_and_reads_an_ended
         )
         assert started.returncode == 0, started.stderr
     run = json.loads(started.stdout)
-    assert run["status"] == "completed"
+    assert run["status"] == "completed" and run["started"] == "running"
+    assert run["published"] == run["version"] and run["unchecked"] == ""  # the worker offers what it names
+    assert run["refused"] is not None and "-never-published" in run["refused"]
 
     # The worker has stopped: the list comes from visibility, status and trail from what the run left.
     read = fresh_venv.run("python", str(script), "read", agent, run["runId"], cwd=tmp_path, env=env)
@@ -135,6 +151,8 @@ def test_a_user_with_the_wheel_publishes_starts_by_name_lists_and_reads_an_ended
     assert seen["status"] == "completed" and seen["path"] == ["tone", "escalate"] and seen["problem"] is None
     assert seen["trail"][0] == "RUN_CREATED" and "RUN_COMPLETED" in seen["trail"]
     assert seen["trail"].count("STAGE_SUCCEEDED") == 1  # the agent's stage (messages are not stages)
+    # The recovery lists answer without a worker; an ended run is in neither.
+    assert run["runId"] not in seen["failedCompensations"] and run["runId"] not in seen["stuck"]
 
 
 # -- start by name -----------------------------------------------------------------------------
@@ -148,8 +166,10 @@ async def test_start_by_name_runs_the_latest_published_version_or_the_pinned_one
     assert (await client.publish(first)).endswith(f"configs/{first.workflow_version}.json")
     await client.publish(second)
 
-    latest = await client.start(agent, {"name": "ada"}, task_queue=harness.task_queue)
-    pinned = await client.start(agent, {"name": "ada"}, version=first.workflow_version, task_queue=harness.task_queue)
+    latest = (await client.start(agent, {"name": "ada"}, task_queue=harness.task_queue)).run_id
+    pinned = (
+        await client.start(agent, {"name": "ada"}, version=first.workflow_version, task_queue=harness.task_queue)
+    ).run_id
     for run_id in (latest, pinned):
         harness.started.append(run_id)
         assert (await client.result(run_id)).status is RunStatus.COMPLETED
@@ -269,7 +289,7 @@ async def test_status_and_trail_of_an_ended_run_need_no_worker(
     definition = parse_definition_text(_definition_text(agent, "bye"), source="bye.yaml")
     task_queue = f"gone-{uuid.uuid4().hex[:8]}"
     async with build_worker(dsmo.temporal, task_queue=task_queue, store=store, channel=FileChannel(tmp_path)):
-        run_id = await dsmo.start(definition, {"name": "ada"}, task_queue=task_queue)
+        run_id = (await dsmo.start(definition, {"name": "ada"}, task_queue=task_queue)).run_id
         await dsmo.result(run_id)
         with_worker = await dsmo.status(run_id)
 

@@ -7,9 +7,10 @@ import uuid
 
 import pytest
 
-from dsmo import RunHandle, RunStatus
+from dsmo import ExecutionRequest, RunHandle, RunStatus, StartedRun, StartReport
 from dsmo.client.definition_files import parse_definition_text
 from dsmo.errors import NotOffered
+from dsmo.workflows.common import search_attributes as sa
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.integration
@@ -64,3 +65,33 @@ async def test_publish_checks_the_offer_and_a_run_is_followed_by_its_handle(harn
     page = await run.events_page(limit=2)
     assert [event.type for event in page.events] == types[-2:]
     assert (await run.status()).status == RunStatus.COMPLETED
+
+
+async def test_start_returns_the_run_s_handle_and_the_older_start_names_still_work_with_a_warning(
+    harness: Harness,
+) -> None:
+    client, queue = harness.dsmo, harness.task_queue
+    definition = parse_definition_text(FLOW.format(agent=f"handle-{uuid.uuid4().hex[:8]}"))
+    run = await client.start(definition, {"name": "Ana"}, task_queue=queue)
+    harness.started.append(run.run_id)
+    assert isinstance(run, StartedRun) and run.started.status == "running" and run.started.run_id == run.run_id
+    assert (await run.wait_for_status({RunStatus.WAITING}, timeout=60)).waiting_for == "response"
+    described = await run.describe()  # Temporal's own description, through the handle
+    assert described.id == run.run_id and described.typed_search_attributes.get(sa.AGENT_NAME) == definition.agent
+
+    request = ExecutionRequest(definition=definition, input={"name": "Eva"})
+    with pytest.raises(ValueError, match=r"^input: a complete request carries it"):
+        await client.start(request, {"name": "other"}, task_queue=queue)
+    with pytest.warns(DeprecationWarning, match=r"DsmoClient\.submit is deprecated"):
+        report = await client.submit(definition, {"name": "Bo"}, task_queue=queue)
+    with pytest.warns(DeprecationWarning, match=r"DsmoClient\.start_request is deprecated"):
+        requested = await client.start_request(request, task_queue=queue)
+    with pytest.warns(DeprecationWarning, match=r"DsmoClient\.submit_request is deprecated"):
+        submitted = await client.submit_request(request, task_queue=queue)
+    harness.started.extend([report.run_id, requested, submitted.run_id])
+    assert isinstance(report, StartReport) and report.status == "running"
+    assert isinstance(requested, str) and submitted.run_id != requested
+    for run_id in (run.run_id, report.run_id, requested, submitted.run_id):
+        await client.run(run_id).wait_for_status({RunStatus.WAITING}, timeout=60)
+        await client.run(run_id).cancel(reason="done")
+        assert (await client.run(run_id).result()).status == RunStatus.CANCELLED

@@ -143,7 +143,7 @@ async def test_a_run_with_five_generations_is_one_run_to_every_command(harness: 
     # Erasure finds the run once, with every generation's history to delete (and its what-if
     # replay, which is about the same subject).
     for _ in range(300):  # a hang guard: visibility lists a run that just ended a moment later
-        plan = await plan_erasure(dsmo, subject)
+        plan = await plan_erasure(dsmo.core, subject)
         if len(plan.runs) == 2:
             break
         await asyncio.sleep(0.1)

@@ -23,6 +23,7 @@ import pytest_asyncio
 from dsmo.activities.messaging import FileChannel
 from dsmo.client.client_errors import WorkflowTaskFailing
 from dsmo.client.connection import connect_temporal
+from dsmo.client.core import ClientCore
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.runtime.telemetry import metrics_runtime
 from dsmo.worker import build_worker
@@ -152,7 +153,7 @@ async def test_no_worker_is_named_at_once(
     nobody = f"nobody-{uuid.uuid4().hex[:8]}"
     definition = parse_definition({"agent": "unserved", "start": "a", "nodes": {"a": {"actionType": "delay",
                                    "parameters": {"duration": "1s"}}}})  # fmt: skip
-    run_id = await harness.dsmo.start(definition, {}, task_queue=nobody)
+    run_id = (await harness.dsmo.start(definition, {}, task_queue=nobody)).run_id
     cleanup.append(run_id)
     env = {**harness.cli_env(), "DSMO_TASK_QUEUE": nobody}
     shown = await asyncio.to_thread(dsmo_cli, env, "status", run_id, timeout=60)
@@ -168,7 +169,7 @@ async def test_no_worker_is_named_at_once(
     async def no_query(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("status sent a query to a run no worker serves")
 
-    monkeypatch.setattr(DsmoClient, "_query", no_query)
+    monkeypatch.setattr(ClientCore, "query", no_query)
     view = await harness.dsmo.status(run_id)
     assert view.status is RunStatus.RUNNING and "no worker is polling" in (view.problem or "")
 

@@ -104,11 +104,11 @@ async def _status(harness: Harness, run_id: str, want: RunStatus) -> StatusView:
 async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    first = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    first = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).started
     assert (first.status, first.queued_behind) == ("running", None)
-    second = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
-    third = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
-    other = await dsmo.submit(flow, _input(f"{conversation}-other"), task_queue=harness.task_queue)
+    second = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).started
+    third = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).started
+    other = (await dsmo.start(flow, _input(f"{conversation}-other"), task_queue=harness.task_queue)).started
     harness.started.extend(report.run_id for report in (first, second, third, other))
     assert (second.status, second.queued_behind, second.ahead) == ("pending", f"conversation.id={conversation}", 1)
     assert other.status == "running"  # another conversation is not held up
@@ -147,7 +147,7 @@ async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harn
 async def test_a_start_for_a_busy_key_that_rejects_is_refused_naming_the_active_run(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow(", onBusy: reject")
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    active = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    active = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.append(active)
     refused_id = f"{flow.agent}-refused"
     with pytest.raises(KeyBusy) as refused:
@@ -164,9 +164,9 @@ async def test_a_start_for_a_busy_key_that_rejects_is_refused_naming_the_active_
 async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_run(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow(", onBusy: cancel-previous")
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    previous = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    previous = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, previous, RunStatus.WAITING)
-    report = await dsmo.submit(flow, _input(conversation, "otra cosa"), task_queue=harness.task_queue)
+    report = (await dsmo.start(flow, _input(conversation, "otra cosa"), task_queue=harness.task_queue)).started
     harness.started.extend([previous, report.run_id])
     assert report.cancelled == [previous]
     ended = await dsmo.result(previous)
@@ -181,7 +181,7 @@ async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_
 async def test_a_key_that_does_not_hold_while_waiting_lets_the_next_run_in(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow(", holdWhileWaiting: false")
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    runs = [await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue) for _ in range(2)]
+    runs = [(await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id for _ in range(2)]
     harness.started.extend(runs)
     for run_id in runs:  # both wait at once: a waiting run gave its slot back
         await _status(harness, run_id, RunStatus.WAITING)
@@ -196,8 +196,8 @@ async def test_a_key_that_does_not_hold_while_waiting_lets_the_next_run_in(harne
 async def test_a_key_that_holds_while_waiting_keeps_the_next_run_pending(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    first = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
-    second = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    first = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
+    second = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.extend([first, second])
     await _status(harness, first, RunStatus.WAITING)
     assert (await dsmo.status(second)).status is RunStatus.PENDING
@@ -208,9 +208,9 @@ async def test_a_key_that_holds_while_waiting_keeps_the_next_run_pending(harness
 async def test_a_terminated_holder_s_slot_is_freed_within_the_check_interval(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    holder = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, holder, RunStatus.WAITING)
-    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    queued = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.append(queued)
     await _status(harness, queued, RunStatus.PENDING)
     # Terminated around DSMO: the run never gives its slot back; its lock finds it gone.
@@ -288,14 +288,16 @@ def _said(text: str) -> list[dict[str, Any]]:
 async def test_a_second_message_for_a_busy_conversation_goes_to_its_active_run(harness: Harness) -> None:
     dsmo, chat = _client(harness), _chat()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    first = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+    first = (await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))).started
     harness.started.append(first.run_id)
     assert first.status == "running"
-    second = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("¿hay alguien?"))
+    second = (
+        await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("¿hay alguien?"))
+    ).started
     # No second run: the active one took the message, as it takes a reply.
     assert (second.run_id, second.status) == (first.run_id, "delivered")
     assert second.acks[0].accepted
-    third = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
+    third = (await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))).started
     assert third.run_id == first.run_id
     result = await dsmo.result(first.run_id)
     assert result.status is RunStatus.COMPLETED
@@ -311,15 +313,18 @@ async def test_a_message_racing_the_end_of_the_active_run_is_taken_by_it_or_star
     dsmo, chat = _client(harness), _chat()
     for round_ in range(4):
         conversation = f"c-{uuid.uuid4().hex[:6]}-{round_}"
-        active = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        active = (
+            await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        ).started
         await _status(harness, active.run_id, RunStatus.WAITING)
         # The goodbye ends the active run while the next message is on its way to it.
         ending = dsmo.respond(active.run_id, "adiós", event_id=f"{active.run_id}-bye")
-        racing = dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
+        racing = dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
         if round_ % 2:  # sent in either order, both in flight at once
-            _, report = await asyncio.gather(ending, racing)
+            _, raced = await asyncio.gather(ending, racing)
         else:
-            report, _ = await asyncio.gather(racing, ending)
+            raced, _ = await asyncio.gather(racing, ending)
+        report = raced.started
         harness.started.extend({active.run_id, report.run_id})
         # Exactly one run took "otra": the active one (before its goodbye) or a new one.
         takers = []
@@ -361,11 +366,14 @@ async def test_the_ingress_delivers_a_second_message_to_the_active_run(harness: 
 async def test_a_higher_priority_start_goes_ahead_in_a_key_s_line(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    holder = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, holder, RunStatus.WAITING)
-    low = [await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=5) for _ in range(2)]
-    usual = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
-    urgent = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=1)
+    low = [
+        (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=5)).run_id
+        for _ in range(2)
+    ]
+    usual = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
+    urgent = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=1)).run_id
     line = [urgent, usual, *low]  # the order the key serves them in
     harness.started.extend([holder, *line])
     described = await harness.dsmo.temporal.get_workflow_handle(urgent).describe()
@@ -401,9 +409,11 @@ async def test_starts_close_together_become_one_run_with_the_last_input(harness:
     reports = []
     for status in ("paid", "packed", "shipped"):
         reports.append(
-            await dsmo.submit(flow, {"order": {"id": order, "status": status}}, task_queue=harness.task_queue)
+            (await dsmo.start(flow, {"order": {"id": order, "status": status}}, task_queue=harness.task_queue)).started
         )
-    other = await dsmo.submit(flow, {"order": {"id": f"{order}-b", "status": "paid"}}, task_queue=harness.task_queue)
+    other = (
+        await dsmo.start(flow, {"order": {"id": f"{order}-b", "status": "paid"}}, task_queue=harness.task_queue)
+    ).started
     run_ids = {report.run_id for report in reports}
     assert len(run_ids) == 1 and other.run_id not in run_ids  # every caller of the batch got its run's id
     assert [(report.status, report.gathered) for report in reports] == [
@@ -428,13 +438,13 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
     )
     order = f"o-{uuid.uuid4().hex[:6]}"
     inputs = [{"order": {"id": order, "line": line}} for line in range(3)]
-    run_ids = {(await dsmo.submit(flow, data, task_queue=harness.task_queue)).run_id for data in inputs}
+    run_ids = {((await dsmo.start(flow, data, task_queue=harness.task_queue)).started).run_id for data in inputs}
     (run_id,) = run_ids
     harness.started.append(run_id)
     result = await _result_once_started(harness, run_id)
     assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == inputs
     with pytest.raises(InvalidInputDocument, match=r"^input: debounce\.key: "):
-        await dsmo.submit(flow, {"order": {}}, task_queue=harness.task_queue)
+        await dsmo.start(flow, {"order": {}}, task_queue=harness.task_queue)
     with pytest.raises(ValueError, match=r"^run_id: a debounced start takes none"):
         await dsmo.start(flow, inputs[0], run_id=f"{flow.agent}-mine", task_queue=harness.task_queue)
 
@@ -470,15 +480,21 @@ async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_it
     conversation = f"c-{uuid.uuid4().hex[:6]}"
     GATE.clear()
     try:
-        first = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        first = (
+            await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
+        ).started
         harness.started.append(first.run_id)
         for _ in range(600):  # a hang guard: until the run thinks about "hola"
             if any(e.type == "STAGE_ENQUEUED" for e in await dsmo.events(first.run_id)):
                 break
             await asyncio.sleep(0.1)
         # Two more messages while it thinks: both kept; the first of them ends the conversation.
-        bye = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
-        more = await dsmo.submit(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
+        bye = (
+            await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
+        ).started
+        more = (
+            await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("otra"))
+        ).started
         assert (bye.status, more.status) == ("delivered", "delivered")
     finally:
         GATE.set()
@@ -507,9 +523,9 @@ async def test_a_holder_reset_outside_dsmo_keeps_its_slot_and_the_line_moves_on(
 
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    holder = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, holder, RunStatus.WAITING)
-    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    queued = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.extend([holder, queued])
     handle = harness.dsmo.temporal.get_workflow_handle(holder)
     history = await handle.fetch_history()
@@ -543,9 +559,10 @@ async def test_a_burst_of_starts_on_one_key_all_start(harness: Harness) -> None:
         FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra="").replace("limit: 1", "limit: 100")
     )
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    reports = await asyncio.gather(
-        *(dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue) for _ in range(30))
+    handles = await asyncio.gather(
+        *(dsmo.start(flow, _input(conversation), task_queue=harness.task_queue) for _ in range(30))
     )
+    reports = [handle.started for handle in handles]
     harness.started.extend(report.run_id for report in reports)
     assert [report.status for report in reports] == ["running"] * 30
     for report in reports:
@@ -558,8 +575,8 @@ async def test_a_group_key_holds_runs_of_two_agents_in_one_line(harness: Harness
     refund, cancel = (_flow(f', scope: "{group}"') for _ in range(2))
     assert refund.agent != cancel.agent
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    first = await dsmo.start(refund, _input(conversation), task_queue=harness.task_queue)
-    other = await dsmo.submit(cancel, _input(conversation), task_queue=harness.task_queue)
+    first = (await dsmo.start(refund, _input(conversation), task_queue=harness.task_queue)).run_id
+    other = (await dsmo.start(cancel, _input(conversation), task_queue=harness.task_queue)).started
     harness.started.extend([first, other.run_id])
     assert other.status == "pending"  # another agent, the same customer: the same line
     await _status(harness, first, RunStatus.WAITING)

@@ -56,9 +56,11 @@ async def test_a_delayed_start_past_its_shard_s_ceiling_fails_saying_its_key_s_l
         carried = await _fill_to_ceiling(harness, shard, f"other-{uuid.uuid4().hex[:6]}")
         assert carried <= SHARD_CEILING
         # A delayed start claims nothing: the run asks for its slot when its delay is over.
-        run_id = await dsmo.start(
-            flow, _input(conversation), task_queue=harness.task_queue, start_delay=timedelta(seconds=1)
-        )
+        run_id = (
+            await dsmo.start(
+                flow, _input(conversation), task_queue=harness.task_queue, start_delay=timedelta(seconds=1)
+            )
+        ).run_id
         view = await _status(harness, run_id, RunStatus.FAILED)
         assert view.error_message is not None
         assert view.error_message.startswith("flow control: the line of "), view.error_message

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from dsmo.client.definition_files import parse_definition_text
-from dsmo.client.flow_starts import key_line
+from dsmo.client.places_in_line import key_line
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.flow_control import lock_id, shard_of
@@ -42,13 +42,13 @@ async def test_a_terminated_holder_is_found_while_the_shard_s_other_keys_keep_it
     leaked, churning = _same_shard(flow.agent, harness.task_queue, 2)
     shard, churn_line = shard_of(lock_id(flow.agent, churning, harness.task_queue))
     assert churn_line is not None
-    holder = await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)
+    holder = (await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)).run_id
     await _status(harness, holder, RunStatus.WAITING)
     # Another key of the shard takes and gives back a slot many times a second from here on: the
     # shard wakes far more often than it checks its holders, and the check must still come.
     churning_on, churns = asyncio.Event(), [0]
     churn = asyncio.create_task(_churn(harness, shard, churn_line, churning, churning_on, churns))
-    queued = await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)
+    queued = (await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)).run_id
     harness.started.append(queued)
     await _status(harness, queued, RunStatus.PENDING)
     for _ in range(600):  # a hang guard: the churn is under way before the holder goes
@@ -60,7 +60,7 @@ async def test_a_terminated_holder_is_found_while_the_shard_s_other_keys_keep_it
     assert not churn.done()  # the churn went on until the check freed the slot
     churning_on.set()
     await churn
-    line = await key_line(dsmo, lock_id(flow.agent, leaked, harness.task_queue))
+    line = await key_line(dsmo.temporal, lock_id(flow.agent, leaked, harness.task_queue))
     assert line is not None and line.holders == [queued] and line.queue == []
     await dsmo.cancel(queued, reason="done")
 
@@ -78,15 +78,15 @@ async def _churn(harness: Harness, shard: str, line: str, key: str, stop: asynci
 async def test_a_run_cancelled_in_line_leaves_the_line_at_once(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    holder = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    holder = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.append(holder)
     await _status(harness, holder, RunStatus.WAITING)
-    queued = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    queued = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, queued, RunStatus.PENDING)
     await dsmo.cancel(queued, reason="not needed")
     assert (await dsmo.result(queued)).status is RunStatus.CANCELLED
     lock = lock_id(flow.agent, conversation, harness.task_queue)
-    line = await key_line(dsmo, lock)
+    line = await key_line(dsmo.temporal, lock)
     assert line is not None and line.holders == [holder] and line.queue == []
     await dsmo.cancel(holder, reason="done")
     # `dsmo verify` replays a key lock's history on this code too.
@@ -122,7 +122,7 @@ async def test_a_busy_shard_keeps_one_timer_and_ends_a_minute_after_its_last_lin
 async def test_a_run_nobody_waits_for_ends_without_a_word_to_its_lock_and_the_next_start_runs(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    first = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    first = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, first, RunStatus.WAITING)
     await dsmo.respond(first, "ok")
     assert (await dsmo.result(first)).status is RunStatus.COMPLETED
@@ -130,10 +130,10 @@ async def test_a_run_nobody_waits_for_ends_without_a_word_to_its_lock_and_the_ne
     signalled = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
     assert not [event for event in history.events if event.event_type == signalled]
     # The next message of the conversation: the lock asks the old holder, finds it ended, admits.
-    second = await dsmo.submit(flow, _input(conversation), task_queue=harness.task_queue)
+    second = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).started
     harness.started.append(second.run_id)
     assert second.status == "running"
-    line = await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue))
+    line = await key_line(dsmo.temporal, lock_id(flow.agent, conversation, harness.task_queue))
     assert line is not None and line.holders == [second.run_id]
     await dsmo.cancel(second.run_id, reason="done")
 
@@ -141,17 +141,17 @@ async def test_a_run_nobody_waits_for_ends_without_a_word_to_its_lock_and_the_ne
 async def test_the_line_of_a_holder_that_ended_unasked_is_forgotten_at_the_next_check(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow()
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    run = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    run = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, run, RunStatus.WAITING)
     lock = lock_id(flow.agent, conversation, harness.task_queue)
-    assert (line := await key_line(dsmo, lock)) is not None and line.holders == [run]
+    assert (line := await key_line(dsmo.temporal, lock)) is not None and line.holders == [run]
     await dsmo.respond(run, "ok")
     await dsmo.result(run)
     for _ in range(300):  # a hang guard: the lock checks its holders every second here
-        if await key_line(dsmo, lock) is None:
+        if await key_line(dsmo.temporal, lock) is None:
             break
         await asyncio.sleep(0.1)
-    assert await key_line(dsmo, lock) is None
+    assert await key_line(dsmo.temporal, lock) is None
 
 
 async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(harness: Harness) -> None:
@@ -162,7 +162,7 @@ async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(har
         FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra="").replace("limit: 1", "limit: 20")
     )
     conversation = f"c-{uuid.uuid4().hex[:6]}"
-    run = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    run = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, run, RunStatus.WAITING)
     await dsmo.respond(run, "ok")
     await dsmo.result(run)
@@ -170,7 +170,7 @@ async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(har
     signalled = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
     assert len([event for event in history.events if event.event_type == signalled]) == 1
     for _ in range(100):  # a hang guard: the release reaches the lock a moment after the run ends
-        if await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue)) is None:
+        if await key_line(dsmo.temporal, lock_id(flow.agent, conversation, harness.task_queue)) is None:
             break
         await asyncio.sleep(0.05)
-    assert await key_line(dsmo, lock_id(flow.agent, conversation, harness.task_queue)) is None
+    assert await key_line(dsmo.temporal, lock_id(flow.agent, conversation, harness.task_queue)) is None

@@ -111,8 +111,8 @@ async def test_the_worker_s_holder_check_setting_governs_a_key_lock(harness: Har
     starter = harness.dsmo.__class__(
         harness.dsmo.temporal, harness.dsmo.settings.with_changes(worker={"slot_holder_check_seconds": 999})
     )
-    holder = await starter.start(flow, _input(conversation), task_queue=harness.task_queue)
-    queued = await starter.start(flow, _input(conversation), task_queue=harness.task_queue)
+    holder = (await starter.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
+    queued = (await starter.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.extend([holder, queued])
     await _status(harness, holder, RunStatus.WAITING)
     shard, _ = shard_of(lock_id(flow.agent, conversation, harness.task_queue))
@@ -121,7 +121,7 @@ async def test_the_worker_s_holder_check_setting_governs_a_key_lock(harness: Har
         if (await handle.query("snapshot", result_type=KeyLocksState)).check_every_seconds is not None:
             break
         await asyncio.sleep(0.1)
-    third = await starter.start(flow, _input(conversation), task_queue=harness.task_queue)
+    third = (await starter.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.append(third)
     assert (
         await handle.query("snapshot", result_type=KeyLocksState)
@@ -136,7 +136,7 @@ async def test_a_debounce_batch_closes_at_its_byte_budget_and_at_its_count(harne
     order = f"o-{uuid.uuid4().hex[:6]}"
     # 60 starts of 25 KB: 1.5 MB in all, more than one batch carries.
     heavy = [{"order": {"id": order, "line": line, "notes": "n" * 25_000}} for line in range(60)]
-    reports = [await dsmo.submit(flow, data, task_queue=harness.task_queue) for data in heavy]
+    reports = [(await dsmo.start(flow, data, task_queue=harness.task_queue)).started for data in heavy]
     batches: dict[str, int] = {}
     for report in reports:
         batches[report.run_id] = report.gathered
@@ -145,18 +145,18 @@ async def test_a_debounce_batch_closes_at_its_byte_budget_and_at_its_count(harne
     # 105 small starts at once: exactly 100 in the first batch.
     light = f"{order}-light"
     small = await asyncio.gather(
-        *(dsmo.submit(flow, {"order": {"id": light, "line": n}}, task_queue=harness.task_queue) for n in range(105))
+        *(dsmo.start(flow, {"order": {"id": light, "line": n}}, task_queue=harness.task_queue) for n in range(105))
     )
     counts: dict[str, int] = {}
-    for report in small:
-        counts[report.run_id] = max(counts.get(report.run_id, 0), report.gathered)
+    for handle in small:
+        counts[handle.run_id] = max(counts.get(handle.run_id, 0), handle.started.gathered)
     assert sorted(counts.values()) == [5, 100]
     for run_id, gathered in [*batches.items(), *counts.items()]:
         harness.started.append(run_id)
         result = await _result_once_started(harness, run_id)  # every caller's run exists
         assert result.status is RunStatus.COMPLETED and len(result.variables["inputs"]) == gathered
     with pytest.raises(InvalidInputDocument, match=rf"^input: the start weighs .* at most {BATCH_BYTES:,}$"):
-        await dsmo.submit(flow, {"order": {"id": order, "notes": "é" * 600_000}}, task_queue=harness.task_queue)
+        await dsmo.start(flow, {"order": {"id": order, "notes": "é" * 600_000}}, task_queue=harness.task_queue)
     for key in (order, light):
         await assert_no_failed_task(harness.dsmo.temporal, debouncer_id(flow.agent, key))
 

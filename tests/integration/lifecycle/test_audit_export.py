@@ -92,11 +92,13 @@ async def test_an_ended_runs_trail_is_read_from_its_export_with_no_worker(harnes
     dsmo = harness.dsmo
     queue = f"ended-{uuid.uuid4().hex[:8]}"
     async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
-        run_id = await dsmo.start(
-            definition_from(EXAMPLES / "welcome_pack.yaml"),
-            {"candidate": {"name": "A", "email": "a@x"}},
-            task_queue=queue,
-        )
+        run_id = (
+            await dsmo.start(
+                definition_from(EXAMPLES / "welcome_pack.yaml"),
+                {"candidate": {"name": "A", "email": "a@x"}},
+                task_queue=queue,
+            )
+        ).run_id
         harness.started.append(run_id)
         assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
         live = await dsmo.events(run_id, live=True)

@@ -32,9 +32,9 @@ async def test_no_secret_in_logs_or_output(harness: Harness, caplog: pytest.LogC
     queue = f"secret-{uuid.uuid4().hex[:8]}"
     store = harness.store
     async with build_worker(dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(harness.outbox)):
-        run_id = await dsmo.start(
-            definition_from(EXAMPLE), {"candidate": {"name": "S", "phone": "1"}}, task_queue=queue
-        )
+        run_id = (
+            await dsmo.start(definition_from(EXAMPLE), {"candidate": {"name": "S", "phone": "1"}}, task_queue=queue)
+        ).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, "ok")
         await dsmo.result(run_id)

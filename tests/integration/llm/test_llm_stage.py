@@ -258,9 +258,10 @@ async def test_one_worker_holds_200_model_calls_in_flight(
     )
     async with worker:
         definition = parse_definition(one_stage)
-        run_ids = await asyncio.gather(
+        runs = await asyncio.gather(
             *(dsmo.start(definition, {"n": index}, task_queue=task_queue) for index in range(200))
         )
+        run_ids = [run.run_id for run in runs]
         results = await asyncio.wait_for(asyncio.gather(*(dsmo.result(run_id) for run_id in run_ids)), 170)
     assert chat.peak_in_flight == 200 and len(chat.requests) == 200
     assert all(result.status is RunStatus.COMPLETED for result in results)

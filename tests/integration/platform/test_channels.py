@@ -71,7 +71,7 @@ async def test_webhook_channel_posts_json(harness: Harness, receiver: Receiver) 
     channels: dict[str, Channel] = {"file": FileChannel(harness.outbox), "webhook": WebhookChannel(receiver.url)}
     queue = harness.task_queue + "-hook"
     async with build_worker(harness.dsmo.temporal, task_queue=queue, store=harness.store, channels=channels):
-        run_id = await harness.dsmo.start(definition, {"name": "Ana"}, task_queue=queue)
+        run_id = (await harness.dsmo.start(definition, {"name": "Ana"}, task_queue=queue)).run_id
         await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await harness.dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id", "url": "s3://d/id"})
         result = await harness.dsmo.result(run_id)

@@ -49,7 +49,7 @@ async def test_one_connected_trace_from_start_to_resume(harness: Harness, spans:
     dsmo = await DsmoClient.connect(harness.settings)  # with the tracing interceptor
     queue = f"traced-{uuid.uuid4().hex[:8]}"
     async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
-        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        run_id = (await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, "sí")  # a separate call, later: it joins the run's trace
         assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
@@ -92,7 +92,7 @@ async def test_an_event_from_another_process_joins_the_run_trace(
     async with build_worker(
         starter.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)
     ):
-        run_id = await starter.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        run_id = (await starter.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)).run_id
         await starter.wait_for_status(run_id, {RunStatus.WAITING})
         ingress = await DsmoClient.connect(harness.settings)
         described = _count_describes(monkeypatch)
@@ -108,7 +108,7 @@ async def test_without_tracing_an_event_costs_no_extra_round_trip(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No recording tracer: the event's span is a no-op, so the run's trace is not looked up."""
-    monkeypatch.setattr("dsmo.client.dsmo_client.tracing_enabled", lambda: False)
+    monkeypatch.setattr("dsmo.client.core.tracing_enabled", lambda: False)
     run_id = await harness.start(definition_from(EXAMPLE), CANDIDATE)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     ingress = DsmoClient(harness.dsmo.temporal, harness.settings)  # knows nothing of the run
@@ -142,7 +142,7 @@ async def test_worker_metrics_on_prometheus(harness: Harness) -> None:
         data = definition_from(EXAMPLE).model_dump(mode="json", by_alias=True, exclude_none=True)
         data["nodes"]["goodbye"]["next"] = "again"  # a second wait keeps the run open for the duplicate
         data["nodes"]["again"] = {"actionType": "wait_for_response"}
-        run_id = await dsmo.start(parse_definition(data), CANDIDATE, task_queue=queue)
+        run_id = (await dsmo.start(parse_definition(data), CANDIDATE, task_queue=queue)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, "sí", event_id="m-1")
         await dsmo.respond(run_id, "sí", event_id="m-1")  # a duplicate, counted
@@ -178,7 +178,7 @@ async def test_encrypted_payloads_never_reach_the_server_in_clear(harness: Harne
     dsmo = await DsmoClient.connect(settings)
     queue = f"codec-{uuid.uuid4().hex[:8]}"
     async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
-        run_id = await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)
+        run_id = (await dsmo.start(definition_from(EXAMPLE), CANDIDATE, task_queue=queue)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, secret)
         result = await dsmo.result(run_id)

@@ -79,7 +79,7 @@ async def plugin_worker(stack_settings: Settings, tmp_path: Path) -> AsyncIterat
 
 async def start_loan(dsmo: DsmoClient, worker: PluginWorker, data: dict[str, float]) -> str:
     definition = parse_definition_text((PROJECT / "loan.yaml").read_text(), source="loan.yaml")
-    return await dsmo.start(definition, data, task_queue=worker.settings.temporal.task_queue)
+    return (await dsmo.start(definition, data, task_queue=worker.settings.temporal.task_queue)).run_id
 
 
 async def test_a_user_agent_action_and_channel_complete_a_run(

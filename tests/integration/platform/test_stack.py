@@ -117,7 +117,9 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         channel = FileChannel(tmp_path / "outbox")
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
             run_ids = [
-                await dsmo.start(definition, {"candidate": {"name": "R", "phone": str(n)}}, task_queue="restart")
+                (
+                    await dsmo.start(definition, {"candidate": {"name": "R", "phone": str(n)}}, task_queue="restart")
+                ).run_id
                 for n in range(3)
             ]
             for run_id in run_ids:

@@ -54,7 +54,7 @@ def mtls(settings: Settings, address: str, pki: Pki, *, with_client_cert: bool =
 async def test_a_run_started_and_read_over_mtls(harness: Harness, pki: Pki) -> None:
     async with tls_terminator(harness.settings.temporal.address, pki, require_client_cert=True, alpn=["h2"]) as addr:
         client = await DsmoClient.connect(mtls(harness.settings, addr, pki))
-        run_id = await client.start(parse_definition(GREETING), {}, task_queue=harness.task_queue)
+        run_id = (await client.start(parse_definition(GREETING), {}, task_queue=harness.task_queue)).run_id
         harness.started.append(run_id)
         result = await client.result(run_id)
         assert result.status is RunStatus.COMPLETED

@@ -177,7 +177,7 @@ async def test_a_loop_whose_model_call_lost_its_worker_replays_every_visit_with_
     log = tmp_path / "worker.log"
     process = await start_worker_process(settings, chat, log)
     try:
-        run_id = await dsmo.start(definition, {"customer": customer}, task_queue=queue)
+        run_id = (await dsmo.start(definition, {"customer": customer}, task_queue=queue)).run_id
         deadline = time.monotonic() + 60
         while not any(turn(customer, 2) in json.dumps(request["messages"]) for request in chat.requests):
             assert time.monotonic() < deadline, log.read_text()

@@ -34,7 +34,7 @@ HELLO = parse_definition(
 
 async def polled(harness: Harness, task_queue: str) -> bool:
     try:
-        await replay_runs.check_worker(harness.dsmo, task_queue)
+        await replay_runs.check_worker(harness.dsmo.core, task_queue)
     except replay_runs.NoWorker:
         return False
     return True

@@ -76,13 +76,13 @@ async def test_g3_replaying_a_run_20_times_gives_the_same_path(harness: Harness)
     original = await harness.dsmo.result(run_id)
     assert original.status is RunStatus.COMPLETED
     # One reading of the original, twenty replays of it, five running at a time.
-    planned = await replays.plan_replay(harness.dsmo, harness.store, run_id)
+    planned = await replays.plan_replay(harness.dsmo.core, harness.store, run_id)
     gate = asyncio.Semaphore(5)
 
     async def one() -> replays.ReplayReport:
         async with gate:
             return await replays.replay(
-                harness.dsmo, harness.store, run_id, task_queue=harness.task_queue, planned=planned
+                harness.dsmo.core, harness.store, run_id, task_queue=harness.task_queue, planned=planned
             )
 
     reports = await asyncio.gather(*(one() for _ in range(20)))
@@ -204,7 +204,7 @@ async def test_g4_a_retry_after_a_successful_write_commits_once(harness: Harness
         channel=FileChannel(harness.outbox),
         registry=harness_registry(),
     ):
-        run_id = await harness.dsmo.start(definition, task_queue=queue)
+        run_id = (await harness.dsmo.start(definition, task_queue=queue)).run_id
         result = await harness.dsmo.result(run_id)
         events = await harness.dsmo.events(run_id)
     assert result.status is RunStatus.COMPLETED
@@ -236,9 +236,11 @@ async def test_g4_permanent_error_dead_letter_then_redrive(harness: Harness) -> 
         }
     )
     correlation = f"corr-{uuid.uuid4().hex[:8]}"
-    run_id = await harness.dsmo.start(
-        definition, {"total": "abc"}, task_queue=harness.task_queue, correlation_id=correlation
-    )
+    run_id = (
+        await harness.dsmo.start(
+            definition, {"total": "abc"}, task_queue=harness.task_queue, correlation_id=correlation
+        )
+    ).run_id
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.FAILED and result.failed_action_id == "bill"
     events = await harness.dsmo.events(run_id)

@@ -93,9 +93,11 @@ async def test_a_run_reads_its_stage_inputs_from_the_worker_cache(
         harness.dsmo.temporal, task_queue=queue, store=cached, channel=FileChannel(harness.outbox), sandboxed=False
     ):
         hits = cached.cache.hits
-        run_id = await harness.dsmo.start(
-            definition, {"text": "Invoice 12.50 EUR from billing@example.com"}, task_queue=queue
-        )
+        run_id = (
+            await harness.dsmo.start(
+                definition, {"text": "Invoice 12.50 EUR from billing@example.com"}, task_queue=queue
+            )
+        ).run_id
         result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED
     # B read A's output from memory; A read the run's input from the bucket (the starter wrote it).

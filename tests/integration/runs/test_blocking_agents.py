@@ -88,7 +88,7 @@ async def run_agent(dsmo: DsmoClient, worker: Worker, agent: str) -> str:
     definition = parse_definition(
         {"agent": "blocky", "start": "work", "nodes": {"work": {"actionType": "run_agent", "agent": agent}}}
     )
-    run_id = await dsmo.start(definition, {}, task_queue=worker.settings.temporal.task_queue)
+    run_id = (await dsmo.start(definition, {}, task_queue=worker.settings.temporal.task_queue)).run_id
     result = await asyncio.wait_for(dsmo.result(run_id), 60)
     assert result.status is RunStatus.COMPLETED, result.error_message
     return run_id

@@ -87,7 +87,9 @@ async def test_a_cancel_while_the_output_is_recorded_still_undoes_the_step(
     )
     definition = parse_definition_text(FLOW.format(agent=f"cancel-rec-{uuid.uuid4().hex[:8]}"))
     async with worker:
-        run_id = await dsmo.start(definition, {"order": {"customer": f"C-{uuid.uuid4().hex[:6]}"}}, task_queue=queue)
+        run_id = (
+            await dsmo.start(definition, {"order": {"customer": f"C-{uuid.uuid4().hex[:6]}"}}, task_queue=queue)
+        ).run_id
         harness.started.append(run_id)
         assert await asyncio.to_thread(writing.wait, 60), "the step's output was never recorded"
         await dsmo.cancel(run_id, reason="customer changed their mind")

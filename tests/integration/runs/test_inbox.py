@@ -123,7 +123,7 @@ async def test_early_documents_and_event_are_kept_and_taken_by_the_later_waits(h
     assert not of(events, "EVENT_REJECTED", "EVENT_EXPIRED")
 
     # dsmo replay re-runs it from its record: the same path and variables, without waiting.
-    report = await dsmo_replay.replay(dsmo, harness.store, run_id, task_queue=harness.task_queue)
+    report = await dsmo_replay.replay(dsmo.core, harness.store, run_id, task_queue=harness.task_queue)
     replayed = await dsmo.result(report.replay)
     assert replayed.path == result.path and replayed.variables["documentUrls"] == result.variables["documentUrls"]
 
@@ -341,7 +341,7 @@ async def test_a_run_started_with_its_first_events_takes_them_without_a_race(har
         {"type": "DOCUMENT_UPLOADED", "event_id": "up-1", "data": {"document": "id_card", "url": "s3://d/i"}},
         {"type": "DOCUMENT_UPLOADED", "event_id": "up-2", "data": {"document": "payslip", "url": "s3://d/p"}},
     ]
-    run_id = await dsmo.start(chat(), task_queue=harness.task_queue, events=events)
+    run_id = (await dsmo.start(chat(), task_queue=harness.task_queue, events=events)).run_id
     harness.started.append(run_id)
     view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     for _ in range(1200):  # a hang guard (2 minutes), not a speed target

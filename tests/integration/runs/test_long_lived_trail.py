@@ -142,7 +142,7 @@ async def test_an_event_that_arrives_while_the_run_hands_over_is_kept_for_the_ne
         overrides=[held_segment],
     )
     async with worker:
-        run_id = await dsmo.start(chat_loop(), task_queue=queue, history_limit=30)
+        run_id = (await dsmo.start(chat_loop(), task_queue=queue, history_limit=30)).run_id
         harness.started.append(run_id)
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         # Signals the wait refuses grow the history until the run continues as new inside its wait.

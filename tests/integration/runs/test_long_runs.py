@@ -78,7 +78,7 @@ async def test_worker_restart_while_runs_wait(harness: Harness) -> None:
     task_queue = f"restart-{uuid.uuid4().hex[:8]}"
     channel = FileChannel(harness.outbox)
     async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
-        run_ids = [await dsmo.start(two_waits(), task_queue=task_queue) for _ in range(5)]
+        run_ids = [(await dsmo.start(two_waits(), task_queue=task_queue)).run_id for _ in range(5)]
         for run_id in run_ids:
             await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     # No worker now: events are accepted by the server and wait for one.
@@ -108,7 +108,7 @@ async def test_seed_log_lines_once_even_when_every_task_replays(
         max_cached_workflows=0,
     )
     async with worker:
-        run_id = await dsmo.start(two_waits(), task_queue=task_queue)
+        run_id = (await dsmo.start(two_waits(), task_queue=task_queue)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         await dsmo.respond(run_id, "a")
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})

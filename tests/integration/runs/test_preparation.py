@@ -116,7 +116,7 @@ async def test_a_run_started_without_preparation_is_prepared_by_its_workflow(
 ) -> None:
     # As the `temporal` CLI or any other Temporal client would start it: the bare request.
     plain = DsmoClient(harness.dsmo.temporal, harness.settings, prepare_runs=False)
-    run_id = await plain.start(two_stages, VARIABLES, task_queue=harness.task_queue)
+    run_id = (await plain.start(two_stages, VARIABLES, task_queue=harness.task_queue)).run_id
     harness.started.append(run_id)
     assert (await plain.result(run_id)).status is RunStatus.COMPLETED
     assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]
@@ -130,7 +130,7 @@ async def test_a_starter_that_cannot_reach_the_store_still_starts_the_run(
 ) -> None:
     unreachable = harness.settings.with_changes(store={"endpoint": "http://127.0.0.1:9"})  # nothing listens
     client = DsmoClient(harness.dsmo.temporal, unreachable)
-    run_id = await client.start(two_stages, VARIABLES, task_queue=harness.task_queue)
+    run_id = (await client.start(two_stages, VARIABLES, task_queue=harness.task_queue)).run_id
     harness.started.append(run_id)
     assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
     assert await _local_activities(harness, run_id) == ["prepare_run", "export_audit"]

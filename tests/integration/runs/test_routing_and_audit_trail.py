@@ -137,9 +137,11 @@ async def test_g1_a_completion_from_another_version_is_never_applied(harness: Ha
         overrides=[ForeignVersionStage().run_stage],
     )
     async with worker:
-        run_id = await harness.dsmo.start(
-            definition_from(EXAMPLES / "triage.yaml"), {"document": {"text": INVOICE}}, task_queue=queue
-        )
+        run_id = (
+            await harness.dsmo.start(
+                definition_from(EXAMPLES / "triage.yaml"), {"document": {"text": INVOICE}}, task_queue=queue
+            )
+        ).run_id
         result = await harness.dsmo.result(run_id)
         events = await harness.dsmo.events(run_id)
         path = (await harness.dsmo.status(run_id)).path

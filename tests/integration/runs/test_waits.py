@@ -223,7 +223,7 @@ async def test_an_infrastructure_call_that_always_fails_ends_the_run_within_its_
             env.client, task_queue=queue, store=store, channel=FileChannel(tmp_path / "outbox"),
             overrides=[unreachable_limiter],
         ):  # fmt: skip
-            run_id = await dsmo.start(definition, {"who": "x"}, task_queue=queue)
+            run_id = (await dsmo.start(definition, {"who": "x"}, task_queue=queue)).run_id
             await env.sleep(budget.total + timedelta(minutes=1))
             result = await dsmo.result(run_id)
             events = await dsmo.events(run_id)

@@ -64,7 +64,7 @@ async def test_slow_workflow_tasks_beside_normal_runs_leave_the_worker_serving(
         definition = costly_definition()
         for _ in range(2):  # two rounds, seconds apart, while the slow tasks keep being retried
             runs = [
-                await harness.dsmo.start(definition, {"L": [1, 2, 3]}, task_queue=queue)  # type: ignore[arg-type]
+                (await harness.dsmo.start(definition, {"L": [1, 2, 3]}, task_queue=queue)).run_id  # type: ignore[arg-type]
                 for _ in range(4)
             ]
             results = await asyncio.wait_for(asyncio.gather(*(harness.dsmo.result(r) for r in runs)), 60)

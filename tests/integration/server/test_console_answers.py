@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from dsmo.client.task_list import FilterError, TaskFilter, task_page
 from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.console.form_actions import SIGN_IN_FAILURE_BURST
-from dsmo.server.console.tasks import FilterError, TaskFilter, task_page
 from tests.conftest import Harness
 from tests.console_session import csrf_of, sign_in
 from tests.ingress_server import serving
@@ -88,7 +88,7 @@ async def test_a_bogus_page_token_is_refused_without_retrying(
 
     monkeypatch.setattr(service, "list_workflow_executions", recorded)
     with pytest.raises(FilterError, match="page: not a page of this list"):
-        await task_page(harness.dsmo.temporal, TaskFilter(run="nobody-"), datetime.now(UTC), page="QUJD")
+        await task_page(harness.dsmo.core, TaskFilter(run="nobody-"), datetime.now(UTC), page="QUJD")
     # Temporal's "Unknown" answer to a token it cannot read is not a hiccup: asked once, not retried.
     assert [call.get("retry") for call in calls] == [False]
 

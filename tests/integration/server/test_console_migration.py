@@ -128,7 +128,7 @@ async def test_a_run_whose_worker_is_down_is_listed_as_unchecked_without_holding
     v1 = await published(dsmo, V1, agent)
     v3 = await published(dsmo, V1.replace('"1.0.0"', '"3.0.0"'), agent)
     # No worker polls this queue: the run answers no query (Temporal would give up after ~10 s).
-    stranded = await dsmo.start(v1, {"candidate": "ana"}, task_queue=f"nobody-polls-{agent}")
+    stranded = (await dsmo.start(v1, {"candidate": "ana"}, task_queue=f"nobody-polls-{agent}")).run_id
     monkeypatch.setattr(open_runs, "DRY_RUN_SECONDS", 0.5)
     with served.browser() as browser:
         await asyncio.to_thread(sign_in, browser, served.key)

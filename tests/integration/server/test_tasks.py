@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsmo.server.console.task_counts import TaskCounts
-from dsmo.server.console.tasks import TaskFilter, task_page
+from dsmo.client.task_counts import TaskCounts
+from dsmo.client.task_list import TaskFilter, task_page
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 async def settled(harness: Harness, filters: TaskFilter, count: int) -> None:
     for _ in range(1200):  # visibility is eventually consistent; a hang guard (2 minutes), not a speed target
-        if (await task_page(harness.dsmo.temporal, filters, datetime.now(UTC))).total == count:
+        if (await task_page(harness.dsmo.core, filters, datetime.now(UTC))).total == count:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"visibility never listed {count} tasks for {filters}")
@@ -50,7 +50,7 @@ async def test_tasks_are_filtered_and_paged_from_visibility(harness: Harness) ->
     await settled(harness, mine, 4)
     now = datetime.now(UTC)
 
-    only_documents = await task_page(harness.dsmo.temporal, TaskFilter(run=f"tasks-{tag}-", kind="document"), now)
+    only_documents = await task_page(harness.dsmo.core, TaskFilter(run=f"tasks-{tag}-", kind="document"), now)
     [task] = only_documents.tasks
     assert (task.run_id, task.kind, task.assignee, task.agent) == (
         documents[0],
@@ -59,15 +59,15 @@ async def test_tasks_are_filtered_and_paged_from_visibility(harness: Harness) ->
         "employee-onboarding",
     )
     assert task.due is not None and task.due > now and task.since is not None and task.since <= now
-    on_candidate = await task_page(harness.dsmo.temporal, TaskFilter(run=f"tasks-{tag}-", assignee="candidate"), now)
+    on_candidate = await task_page(harness.dsmo.core, TaskFilter(run=f"tasks-{tag}-", assignee="candidate"), now)
     assert sorted(task.run_id for task in on_candidate.tasks) == replies
 
     # Two to a page: every task once, in two pages, the second without a next one.
-    first = await task_page(harness.dsmo.temporal, mine, now, page_size=2)
+    first = await task_page(harness.dsmo.core, mine, now, page_size=2)
     assert len(first.tasks) == 2 and first.total == 4 and first.next_page
-    second = await task_page(harness.dsmo.temporal, mine, now, page=first.next_page, page_size=2)
+    second = await task_page(harness.dsmo.core, mine, now, page=first.next_page, page_size=2)
     assert {task.run_id for task in first.tasks + second.tasks} == {*replies, *documents}
-    assert (await task_page(harness.dsmo.temporal, TaskFilter(run=f"tasks-{tag}-", overdue=True), now)).total == 0
+    assert (await task_page(harness.dsmo.core, TaskFilter(run=f"tasks-{tag}-", overdue=True), now)).total == 0
 
     # A run that ends leaves the list, and its wait's assignee and start are cleared.
     await harness.dsmo.cancel(replies[0], reason="test")
@@ -87,14 +87,12 @@ async def test_a_kept_total_is_reused_until_forgotten_while_rows_are_read_fresh(
     mine = TaskFilter(run=f"tasks-{tag}-")
     await settled(harness, mine, 2)
     counts = TaskCounts(fresh_for=3600)  # nothing goes stale during the test: only `forget` recounts
-    pages = await asyncio.gather(
-        *(task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts) for _ in "ab")
-    )
+    pages = await asyncio.gather(*(task_page(harness.dsmo.core, mine, datetime.now(UTC), counts=counts) for _ in "ab"))
     assert [page.total for page in pages] == [2, 2]
 
     await harness.dsmo.cancel(runs[0], reason="test")
     await settled(harness, mine, 1)  # uncached: visibility has dropped the run
-    kept = await task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts)
+    kept = await task_page(harness.dsmo.core, mine, datetime.now(UTC), counts=counts)
     assert kept.total == 2 and [task.run_id for task in kept.tasks] == [runs[1]]
     counts.forget()
-    assert (await task_page(harness.dsmo.temporal, mine, datetime.now(UTC), counts=counts)).total == 1
+    assert (await task_page(harness.dsmo.core, mine, datetime.now(UTC), counts=counts)).total == 1

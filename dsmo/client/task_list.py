@@ -1,5 +1,7 @@
 """The task list: runs waiting for a person, read from Temporal visibility (no second database).
 
+What the console's task page shows, and what a program that serves people's work lists.
+
 A task is a run whose `AgentExecutionStatus` is `waiting` and whose `WaitingFor` is one of the
 person-facing waits. Its row comes from the search attributes alone: `AgentName`, `WaitingFor`,
 `WaitingOn` (the expected sender or recipient), `WaitingUntil` (due) and `WaitingSince` (age).
@@ -18,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
-from temporalio.client import Client
 from temporalio.converter import decode_typed_search_attributes
 from temporalio.service import RPCError
 
-from dsmo.server.console.task_counts import TaskCounts
+from dsmo.client.core import ClientCore
+from dsmo.client.task_counts import TaskCounts
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
 
@@ -156,7 +158,7 @@ def _drop(total: asyncio.Future[int]) -> None:
 
 
 async def task_page(
-    client: Client,
+    core: ClientCore,
     filters: TaskFilter,
     now: datetime,
     *,
@@ -177,18 +179,20 @@ async def task_page(
     token = _decode_page(page)
 
     async def counting() -> int:
-        return (await client.count_workflows(query, rpc_timeout=LIST_TIMEOUT)).count
+        return (await core.temporal.count_workflows(query, rpc_timeout=LIST_TIMEOUT)).count
 
     # An overdue filter's query holds the current time, so its total is never the same twice.
     kept = counts if counts is not None and not filters.overdue else None
     total = asyncio.ensure_future(kept.total(query, counting) if kept else counting())
     request = ListWorkflowExecutionsRequest(
-        namespace=client.namespace, page_size=page_size, next_page_token=token or b"", query=query
+        namespace=core.temporal.namespace, page_size=page_size, next_page_token=token or b"", query=query
     )
     try:
         # Not retried: Temporal answers a token it cannot read with UNKNOWN, which the SDK would
         # retry for ~10 s (a person's bad link is not a server hiccup); the person can reload.
-        listing = await client.workflow_service.list_workflow_executions(request, retry=False, timeout=LIST_TIMEOUT)
+        listing = await core.temporal.workflow_service.list_workflow_executions(
+            request, retry=False, timeout=LIST_TIMEOUT
+        )
         counted = await total
     except RPCError as err:
         _drop(total)
