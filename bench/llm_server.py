@@ -29,15 +29,17 @@ from starlette.routing import Route
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted reply: a chat completion with ``content``, or ``body`` sent as it is, or a
-    chat completion whose content is ``streamed`` bytes of ``a``, made as it is sent (a hostile
-    answer of any size at no cost to the server), without a Content-Length."""
+    """One scripted reply: a chat completion with ``content`` (or ``tool_calls``), or ``body``
+    sent as it is, or a chat completion whose content is ``streamed`` bytes of ``a``, made as it
+    is sent (a hostile answer of any size at no cost to the server), without a Content-Length."""
 
     status: int = 200
     content: str | None = None
     body: str | None = None
     latency: float | None = None  # seconds; None for the server's own
     streamed: int | None = None
+    # An answer that calls tools instead: ``[(name, arguments), ...]``, each given the id ``call-N``.
+    tool_calls: list[tuple[str, Any]] | None = None
 
 
 class ChatServer:
@@ -135,13 +137,19 @@ class ChatServer:
                 self._stream(reply.streamed), status_code=reply.status, media_type="application/json"
             )
         content = reply.content if reply.content is not None else self.content
-        prompt_words = sum(len(str(message.get("content", "")).split()) for message in body.get("messages", []))
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reply.tool_calls is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": _calls(reply.tool_calls)}
+            content = json.dumps(message["tool_calls"])
+        prompt_words = sum(len(str(sent.get("content", "")).split()) for sent in body.get("messages", []))
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            ],
             "usage": {
                 "prompt_tokens": prompt_words,
                 "completion_tokens": len(content.split()),
@@ -199,6 +207,18 @@ class ChatServer:
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10)
+
+
+def _calls(calls: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls as a chat completion carries them (arguments as a JSON string, as OpenAI sends them)."""
+    return [
+        {
+            "id": f"call-{index}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+        }
+        for index, (name, arguments) in enumerate(calls, 1)
+    ]
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.retention_sweeping import RetentionActivities
 from dsmo.activities.stage import StageActivities
+from dsmo.activities.tool_calls import ToolActivities
 from dsmo.client.connection import connect_temporal
 from dsmo.config.settings import Settings, workflow_sandbox_from
 from dsmo.runtime import logging_setup as worker_logging
@@ -108,6 +109,7 @@ def build_worker(
     audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
     retention = RetentionActivities(store, client)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
+    tools = ToolActivities(side_effects.registry, store, threads, settings)
     limiter = LimiterActivities(client, task_queue, (settings or Settings.from_env()).worker.slot_holder_check_seconds)
     extra: dict[str, Any] = {"identity": identity} if identity else {}
     extra.update({} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows})
@@ -142,6 +144,7 @@ def build_worker(
                     HandOnActivities(client, store, task_queue).hand_on_deliveries,
                     side_effects.invoke_action,
                     side_effects.compensate_action,
+                    tools.run_tool,
                 ],
                 overrides,
             ),

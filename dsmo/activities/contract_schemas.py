@@ -12,6 +12,7 @@ cannot compile does not compile here either (see `workflows/common/schema_patter
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -171,3 +172,16 @@ def _additional(validator: Any, additional: Any, instance: Any, schema: Any) -> 
             listed = ", ".join(repr(each) for each in sorted(extras, key=str))
             verb = "was" if len(extras) == 1 else "were"
             yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_schema(schema_json: bytes) -> ContractSchema:
+    """A definition's JSON Schema (an answer's, a tool's arguments'), compiled once per worker:
+    every run of a version sends the same one.
+
+    Raises:
+        SchemaDoesNotCompile: It is not a valid JSON Schema.
+    """
+    compiled = compile_schema(json.loads(schema_json))
+    assert compiled is not None
+    return compiled

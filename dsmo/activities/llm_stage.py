@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,9 +30,10 @@ from typing import Any
 import httpx
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
-from dsmo.activities.contract_schemas import ContractSchema, SchemaDoesNotCompile, compile_schema
-from dsmo.activities.llm_answers import add_usage, answer_summary, judge
+from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compiled_schema
+from dsmo.activities.llm_answers import add_usage, answer_summary
 from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, new_http_client, read_capped
+from dsmo.activities.llm_tools import conversation_messages, judged
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
 from dsmo.workflows.common.errors import TemplateError
@@ -136,10 +136,10 @@ class LlmStage:
         """
         call = task.llm
         assert call is not None
-        messages = self._messages(call, document)
+        messages = [*self._messages(call, document), *await self._conversation(call, task, io)]
         model = self.endpoint.model(call.model)
         try:
-            schema = _compiled(encode_json(call.output_schema)) if call.output_schema is not None else None
+            schema = compiled_schema(encode_json(call.output_schema)) if call.output_schema is not None else None
         except SchemaDoesNotCompile as err:  # published before a rule it breaks (an RE2-less pattern)
             raise InvalidInput(f"llm outputSchema: {err}") from None
         folder = _attempt_folder(task, task.run_id)
@@ -153,7 +153,9 @@ class LlmStage:
             body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
             if call.max_tokens is not None:
                 body["max_tokens"] = call.max_tokens
-            if schema is not None:
+            if call.tools is not None:
+                body["tools"] = call.tools  # the answer may call them instead of answering
+            elif schema is not None:
                 body["response_format"] = {"type": "json_object"}
             exchange = _Exchange(number, body)
             exchanges.append(exchange)
@@ -169,8 +171,8 @@ class LlmStage:
                     raise ContractViolation(f"llm: {exchange.refused}")
                 # On the I/O threads: parsing a large answer, or checking it, must not hold the
                 # event loop every other call and stage on this worker shares.
-                content, reply, problem, answer = await io(
-                    judge, exchange.status, exchange.body, exchange.error, schema
+                content, reply, problem, answer, turn = await io(
+                    judged, exchange.status, exchange.body, exchange.error, schema, call
                 )
             except Exception:
                 await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
@@ -193,7 +195,7 @@ class LlmStage:
             ]
         output = ProcessorOutput(
             document=answer,
-            summary=answer_summary(answer, call.summary_fields),
+            summary=turn if turn is not None else answer_summary(answer, call.summary_fields),
             inference={
                 "model": reply.get("model", model),
                 "requestedModel": model,
@@ -202,6 +204,7 @@ class LlmStage:
                 "promptSha256": prompt_sha,
                 "usage": usage,
                 "calls": len(exchanges),
+                **({"toolCalls": len(turn["toolCalls"])} if turn is not None else {}),
             },
         )
         calls = {
@@ -219,6 +222,26 @@ class LlmStage:
         except TemplateError as err:
             raise InvalidInput(f"llm prompt: {err}") from None
         return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+
+    async def _conversation(self, call: LlmCall, task: StageTask, io: IO) -> list[dict[str, Any]]:
+        """The earlier turns' messages (answers with their calls, then the calls' results), read
+        from the store: the conversation is never in the workflow's history."""
+        if not call.conversation:
+            return []
+
+        def read() -> list[tuple[dict[str, Any], list[dict[str, Any] | None]]]:
+            return [
+                (
+                    self.store.read_json(turn.answer_uri, seal=task.seal)["output"],
+                    [
+                        None if ref.uri is None else self.store.read_json(ref.uri, seal=task.seal)
+                        for ref in turn.results
+                    ],
+                )
+                for turn in call.conversation
+            ]
+
+        return conversation_messages(await io(read))
 
     async def _send(self, exchange: _Exchange, idempotency_key: str) -> None:
         headers = {"Idempotency-Key": f"{idempotency_key}:{exchange.number}"}
@@ -263,14 +286,6 @@ class LlmStage:
         exchange.status, exchange.body = record.get("status"), record.get("body", "")
         exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri
         exchange.refused = record.get("refused")
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(schema_json: bytes) -> ContractSchema:
-    """A node's answer schema, compiled once per worker: every run of a version sends the same one."""
-    compiled = compile_schema(json.loads(schema_json))
-    assert compiled is not None
-    return compiled
 
 
 def _attempt_folder(task: StageTask, run_id: str) -> str:

@@ -24,7 +24,7 @@ from dsmo.client.client_errors import DefinitionNotFound, NotOffered
 from dsmo.client.core import ClientCore
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.definition.model import AgentDefinition
-from dsmo.workflows.definition.node_types import InvokeNode, RunAgentNode
+from dsmo.workflows.definition.node_types import InvokeNode, LlmNode, RunAgentNode
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,10 @@ class Published:
 def needs(definition: AgentDefinition) -> tuple[set[str], set[str]]:
     """The agents and actions ``definition`` names, which a worker must offer."""
     nodes = definition.nodes.values()
+    tools = {tool.action for n in nodes if isinstance(n, LlmNode) for tool in n.tools or []}
     return {n.agent for n in nodes if isinstance(n, RunAgentNode)}, {
         n.action for n in nodes if isinstance(n, InvokeNode)
-    }
+    } | tools
 
 
 class Definitions:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from dsmo.workflows.common.wire import WireModel
+from dsmo.workflows.contracts.tool_io import ToolTurn
 
 
 class LlmCall(WireModel):
@@ -31,6 +32,11 @@ class LlmCall(WireModel):
         recorded_attempt: With ``recorded_at``: the attempt the original committed, whose calls
             answer every replay attempt; None (a visit that never committed): each replay
             attempt reads the original's attempt of the same number.
+        tools: The tools offered to the model (as a chat-completions request offers them); None
+            for a node without tools.
+        max_tool_calls: The most tool calls one answer may make (more is a contract violation).
+        conversation: The turns before this one that called tools: their answers and results,
+            by reference (`ToolTurn`); the request is built from them.
     """
 
     prompt: str
@@ -45,3 +51,6 @@ class LlmCall(WireModel):
     recorded_from: str | None = None
     recorded_at: str | None = None
     recorded_attempt: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    max_tool_calls: int = 8
+    conversation: list[ToolTurn] = Field(default_factory=list)

@@ -22,7 +22,6 @@ from pydantic import Field, ValidationInfo, ValidatorFunctionWrapHandler, model_
 from dsmo.workflows.common.document_limits import DEFINITION_LIMITS, DocumentTooLarge, check_document
 from dsmo.workflows.common.errors import DefinitionError, TemplateError
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
-from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patterns
 from dsmo.workflows.common.templating import placeholders
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.conditions import BUILTIN_ROOTS, SEED_VARIABLES, ConditionError, check_condition
@@ -52,6 +51,7 @@ from dsmo.workflows.definition.node_types import (
 )
 from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import sensitive_problem
+from dsmo.workflows.definition.tools import check_json_schema, check_tools
 from dsmo.workflows.events.inbox import InboxPolicy
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -386,31 +386,17 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
 
 
 def _check_llm(node_id: str, node: LlmNode) -> None:
-    """An `llm` node's answer schema compiles, and its summary fields are ones the schema has."""
+    """An `llm` node's answer schema and tools' argument schemas compile, and its summary fields
+    are ones the answer schema has."""
+    check_tools(node_id, node.tools or [])
+    if not node.tools and (node.budget is not None or node.on_budget is not None):
+        field = "budget" if node.budget is not None else "onBudget"
+        raise ValueError(f"@nodes.{node_id}.{field}: a budget bounds the turns of a node with tools; this one has none")
     if node.output_schema is None:
         if node.summary is not None and set(node.summary) - {"text"}:
             raise ValueError(f"@nodes.{node_id}.summary: a plain-text answer has one field, text (add outputSchema)")
         return
-    # Only where a definition is admitted (files, publish, the ingress), never inside a workflow.
-    import jsonschema
-
-    validator_class = jsonschema.validators.validator_for(node.output_schema, default=jsonschema.Draft202012Validator)
-    try:
-        validator_class.check_schema(node.output_schema)
-        check_patterns(node.output_schema)
-    except jsonschema.exceptions.SchemaError as err:
-        where = ".".join(str(part) for part in err.absolute_path)
-        raise ValueError(f"@nodes.{node_id}.outputSchema{'.' + where if where else ''}: {err.message}") from None
-    except UnsupportedPattern as err:
-        raise ValueError(f"@nodes.{node_id}.outputSchema.{err}") from None
-    try:
-        # A schema that refers to itself before it reads any of the answer (`$ref: "#"`) never
-        # ends on any answer; checking an empty one finds it.
-        next(validator_class(node.output_schema).iter_errors({}), None)
-    except RecursionError:
-        raise ValueError(f"@nodes.{node_id}.outputSchema: refers to itself without end (a $ref cycle)") from None
-    if node.output_schema.get("type", "object") != "object":
-        raise ValueError(f"@nodes.{node_id}.outputSchema.type: the answer is a JSON object, so the type is object")
+    check_json_schema(f"@nodes.{node_id}.outputSchema", node.output_schema)
     properties = node.output_schema.get("properties")
     if node.summary is not None and isinstance(properties, dict):
         unknown = [name for name in node.summary if name not in properties]
@@ -474,6 +460,9 @@ def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> 
         raise ValueError(f"@nodes.{node_id}.transitions: give either next or transitions, not both")
     if node.next is not None and node.next not in nodes:
         raise ValueError(f"@nodes.{node_id}.next: unknown node {node.next!r} (nodes: {known})")
+    on_budget = getattr(node, "on_budget", None)
+    if on_budget is not None and on_budget not in nodes:
+        raise ValueError(f"@nodes.{node_id}.onBudget: unknown node {on_budget!r} (nodes: {known})")
     seen_conditions: set[str] = set()
     for index, transition in enumerate(node.transitions):
         where = f"@nodes.{node_id}.transitions.{index}"
@@ -491,8 +480,11 @@ def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> 
 
 
 def successors(node: Any) -> list[str]:
-    """The nodes a node may go to next (its `next`, or every transition's target)."""
-    return [node.next] if node.next is not None else [transition.to for transition in node.transitions]
+    """The nodes a node may go to next (its `next`, or every transition's target, and where a
+    tool-using `llm` node goes when it has spent its budget)."""
+    found = [node.next] if node.next is not None else [transition.to for transition in node.transitions]
+    on_budget = getattr(node, "on_budget", None)
+    return found if on_budget is None or on_budget in found else [*found, on_budget]
 
 
 def _check_reachability(definition: AgentDefinition) -> None:

@@ -19,6 +19,7 @@ from dsmo.workflows.common.durations import Duration, format_duration
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.flow_control import Throttle
+from dsmo.workflows.definition.tools import ToolBudget, ToolSpec
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
 # table; it gets the same bounds as the other human actions (document, signature, test).
@@ -319,6 +320,14 @@ class LlmNode(_Node):
     timeout: Duration = timedelta(minutes=2)
     retry: RetrySpec = Field(default_factory=RetrySpec)
     throttle: Throttle | None = None  # as a run_agent node's
+    # The tools its model may call (tools.py): each answer with calls is a turn; the run makes them
+    # and asks again, until an answer without calls (the node's output) or `max_turns`.
+    tools: list[ToolSpec] | None = Field(default=None, min_length=1, max_length=32)
+    max_turns: int = Field(default=8, ge=1, le=50, description="model answers at most, tool turns included")
+    max_tool_calls: int = Field(default=8, ge=1, le=32, description="tool calls one answer may make")
+    tool_timeout: Duration = timedelta(seconds=30)
+    budget: ToolBudget | None = None  # what one visit may spend over its turns (tools.py)
+    on_budget: str | None = Field(default=None, description="where a visit that spent its budget goes")
 
     @property
     def agent(self) -> str:

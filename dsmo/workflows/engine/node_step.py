@@ -14,6 +14,7 @@ from dsmo.workflows.nodes.child_runs import trigger_agent_node
 from dsmo.workflows.nodes.requests import assign_test_node, request_document_node, request_signature_node
 from dsmo.workflows.nodes.send_message import send_message_node
 from dsmo.workflows.nodes.stages import run_agent_node
+from dsmo.workflows.nodes.tool_loop import llm_node
 from dsmo.workflows.nodes.waits import delay_node, wait_for_event_node, wait_for_response_node
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
@@ -27,7 +28,7 @@ NodeHandler = Callable[[Run, str, Any, WaitCheckpoint | None], Awaitable[None]]
 # Every node type of the definition format (nodes.NODE_TYPES) and the function that runs it.
 HANDLERS: dict[str, NodeHandler] = {
     "run_agent": run_agent_node,
-    "llm": run_agent_node,
+    "llm": llm_node,
     "send_message": send_message_node,
     "wait_for_response": wait_for_response_node,
     "request_document": request_document_node,

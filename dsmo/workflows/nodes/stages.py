@@ -15,7 +15,7 @@ committed (its `STAGE_SUCCEEDED`'s ``attempt``) is what a replay reads: its outp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -27,6 +27,7 @@ from dsmo.workflows.common.templating import placeholders, render
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.llm_call import LlmCall
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
+from dsmo.workflows.contracts.tool_io import ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
 from dsmo.workflows.run.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, failure_message
@@ -65,6 +66,19 @@ def classify(err: ActivityError) -> StageFailure:
 
 async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCheckpoint | None) -> None:
     """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot."""
+    await stage_visit(run, node_id, node)
+
+
+async def stage_visit(
+    run: Run, node_id: str, node: StageNode, *, conversation: list[ToolTurn] | None = None
+) -> tuple[contracts.StageTask, contracts.StageSummary]:
+    """One visit of a stage, attempt after attempt, until it commits: its last task and its summary.
+
+    A tool-using `llm` node makes one visit per model turn, each with the ``conversation`` so far.
+
+    Raises:
+        RunEnded: The stage cannot succeed (dead-lettered), or a replay has no record of it.
+    """
     state = run.state
     visit = run.enter_node(node_id)
     partition = None if visit == 1 else str(visit)
@@ -76,6 +90,8 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
     input_document = None if node.input else run.input_document
     replay = run.replay
     llm = _llm_call(run, node_id, node, stage_path, visit) if isinstance(node, LlmNode) else None
+    if llm is not None and conversation is not None:
+        llm = llm.model_copy(update={"conversation": conversation})
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
@@ -129,9 +145,9 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
                 await workflow.sleep(node.retry.delay(attempt, workflow.random().random()))
                 continue
             await _dead_end(run, node_id, node, task, errors, failure)
-            return
         _commit(run, node_id, node, task, summary)
-        return
+        return task, summary
+    raise AssertionError("unreachable: the last attempt commits or dead-ends")  # pragma: no cover
 
 
 def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int) -> LlmCall:
@@ -176,6 +192,8 @@ def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int
         recorded_from=recorded_from,
         recorded_at=recorded_at,
         recorded_attempt=recorded_attempt,
+        tools=[tool.offered() for tool in node.tools] if node.tools else None,
+        max_tool_calls=node.max_tool_calls,
     )
 
 
@@ -241,7 +259,7 @@ def _commit(
 
 async def _dead_end(
     run: Run, node_id: str, node: StageNode, task: contracts.StageTask, errors: list[str], failure: StageFailure
-) -> None:
+) -> NoReturn:
     state = run.state
     state.variables.setdefault("stages", {})[node_id] = {
         "status": "failed",

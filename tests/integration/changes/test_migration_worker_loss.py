@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -16,8 +14,8 @@ import pytest
 
 from dsmo import DsmoClient, RunStatus, Settings
 from dsmo.client.batches import RunOutcome
-from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
+from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -36,22 +34,6 @@ def flow(agent: str, version: str, message: str) -> dict[str, object]:
     }
 
 
-async def start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [str(BIN / "dsmo"), "worker"],
-        env={**os.environ, **settings.to_env()},
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "a"),  # noqa: SIM115 - the child owns it
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while not await worker_polling(settings, process.pid):
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "the worker did not start polling"
-        await asyncio.sleep(0.3)
-    return process
-
-
 async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
     dsmo: DsmoClient, stack_settings: Settings, tmp_path: Path
 ) -> None:
@@ -62,7 +44,7 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
     await dsmo.publish(v1)
     await dsmo.publish(v2)
     log = tmp_path / "worker.log"
-    worker = await start_worker(settings, log)
+    worker = await start_worker_process(settings, log)
     try:
         runs = [(await dsmo.start(v1, {}, task_queue=queue)).run_id for _ in range(6)]
         for run_id in runs:
@@ -76,9 +58,8 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
         while len(outcomes) < 2:
             assert not batch.done(), batch
             await asyncio.sleep(0.05)
-        os.killpg(worker.pid, signal.SIGKILL)  # the moves in flight lose their worker
-        worker.wait(timeout=30)
-        worker = await start_worker(settings, log)
+        kill_worker(worker)  # the moves in flight lose their worker
+        worker = await start_worker_process(settings, log)
         first = await asyncio.wait_for(batch, timeout=120)
         again = await dsmo.migrate(agent, v2)
         assert again.summary()["done"] + first.summary()["done"] + first.summary()["skipped"] >= 6, (first, again)

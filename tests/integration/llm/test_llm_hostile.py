@@ -8,7 +8,7 @@ import asyncio
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +66,6 @@ CONTROL = {
     "start": "hello",
     "nodes": {"hello": {"actionType": "send_message", "parameters": {"message": "hi"}}},
 }
-
-
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    server = ChatServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest_asyncio.fixture

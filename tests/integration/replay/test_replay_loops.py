@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,12 +23,12 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
-from dsmo.runtime.provisioning import worker_polling
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import REPO, Harness
 from tests.loop_tools import registry_with_loop_tool
+from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -125,27 +123,10 @@ async def loop_harness(
     await harness.replay_all()
 
 
-async def start_worker_process(settings: Settings, chat: ChatServer, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        **settings.to_env(),
-        "DSMO_LLM_BASE_URL": chat.url,
-        "DSMO_LOAD": "tests.loop_tool_plugin",
-        "PYTHONPATH": str(REPO),
-    }
-    process = subprocess.Popen(
-        [str(BIN / "dsmo"), "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "a"),  # noqa: SIM115 - the child owns it
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while not await worker_polling(settings, process.pid):
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "the worker did not start polling"
-        await asyncio.sleep(0.3)
-    return process
+async def loop_worker(settings: Settings, chat: ChatServer, log: Path) -> subprocess.Popen[bytes]:
+    """A worker process serving the loop's tool, its model at ``chat``."""
+    env = {"DSMO_LLM_BASE_URL": chat.url, "DSMO_LOAD": "tests.loop_tool_plugin", "PYTHONPATH": str(REPO)}
+    return await start_worker_process(settings, log, env)
 
 
 def cli_replay(harness: Harness, run_id: str, *flags: str) -> dict[str, Any]:
@@ -175,7 +156,7 @@ async def test_a_loop_whose_model_call_lost_its_worker_replays_every_visit_with_
     # The second turn's first call never gets its answer: the worker making it is killed meanwhile.
     chat.scripts_for[turn(customer, 2)].appendleft(Reply(content=answer(2), latency=600))
     log = tmp_path / "worker.log"
-    process = await start_worker_process(settings, chat, log)
+    process = await loop_worker(settings, chat, log)
     try:
         run_id = (await dsmo.start(definition, {"customer": customer}, task_queue=queue)).run_id
         deadline = time.monotonic() + 60
@@ -183,8 +164,7 @@ async def test_a_loop_whose_model_call_lost_its_worker_replays_every_visit_with_
             assert time.monotonic() < deadline, log.read_text()
             await asyncio.sleep(0.1)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+        kill_worker(process)
     outbox = tmp_path / "outbox"
     async with in_process_worker(dsmo, store, queue, outbox, chat):
         harness = Harness(dsmo, store, queue, outbox, stack_settings, started=[run_id])

@@ -1,0 +1,166 @@
+"""What a tool-using `llm` stage sends and takes: the conversation so far as chat messages, and
+the tool calls of a model's answer, each checked against the node's tools.
+
+Pure functions over documents already read; `llm_stage` makes the calls and reads the store.
+A call the run cannot make (an unknown tool, arguments that are not a JSON object or break the
+tool's schema) is not an error of the stage: it is refused with its reason, and the reason goes
+back to the model as that call's result, so the model can correct itself within `maxTurns`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsmo.activities.artifacts import encode_json
+from dsmo.activities.contract_schemas import ContractSchema, compiled_schema
+from dsmo.activities.json_values import json_problem
+from dsmo.activities.llm_answers import check_answer, content_of, judge
+from dsmo.activities.plugin_errors import ContractViolation
+from dsmo.workflows.contracts.llm_call import LlmCall
+from dsmo.workflows.contracts.tool_io import TOOL_TURN
+
+ARGUMENTS_MAX_BYTES = 64 * 1024  # one call's arguments; past this the call is refused
+CALL_ID_MAX = 64
+
+
+def turn_of(status: int | None, body: str, error: str | None) -> tuple[str | None, list[Any], dict[str, Any]]:
+    """(content, raw tool calls, reply) of one call's answer.
+
+    Raises:
+        LlmUnavailable: No answer, a transient status, or a body that is no chat completion.
+        InvalidInput: The endpoint refused the request (another 4xx).
+    """
+    try:
+        message = json.loads(body)["choices"][0]["message"] if error is None and status == 200 else None
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        message = None
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if isinstance(calls, list) and calls:
+        content = message.get("content") if isinstance(message, dict) else None
+        return (content if isinstance(content, str) else None), calls, json.loads(body)
+    text, reply = content_of(status, body, error)  # no tool call: an answer as any `llm` stage's
+    return text, [], reply
+
+
+def checked_calls(calls: list[Any], tools: dict[str, ContractSchema], max_calls: int) -> list[dict[str, Any]]:
+    """Each call as the run records it: ``id``, ``name``, ``arguments`` and, if refused, ``problem``.
+
+    Raises:
+        ContractViolation: More calls than ``max_calls`` in one answer (nothing is run).
+    """
+    if len(calls) > max_calls:
+        raise ContractViolation(f"llm: the answer made {len(calls)} tool calls; at most {max_calls} (maxToolCalls)")
+    checked = []
+    for index, raw in enumerate(calls, 1):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        call_id = str(raw.get("id") or f"call-{index}")[:CALL_ID_MAX] if isinstance(raw, dict) else f"call-{index}"
+        name = str(function.get("name", ""))[:CALL_ID_MAX] if isinstance(function, dict) else ""
+        arguments, problem = _arguments(function.get("arguments") if isinstance(function, dict) else None)
+        if name not in tools:
+            problem = f"there is no tool {name!r}; the tools are {', '.join(sorted(tools))}"
+        elif problem is None:
+            try:
+                tools[name].check(arguments, agent="llm", what=f"tool {name} arguments")
+            except ContractViolation as err:
+                problem = str(err).removeprefix("agent llm: ")
+        checked.append(
+            {"id": call_id, "name": name, "arguments": arguments if problem is None else {}}
+            | ({"problem": problem} if problem else {})
+        )
+    return checked
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A call's arguments as a JSON object, or why they are not one."""
+    if isinstance(raw, str):
+        if len(raw.encode()) > ARGUMENTS_MAX_BYTES:
+            return {}, f"the arguments are {len(raw.encode()):,} bytes; at most {ARGUMENTS_MAX_BYTES:,}"
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except (ValueError, RecursionError):
+            return {}, "the arguments are not JSON"
+    if not isinstance(raw, dict):
+        return {}, "the arguments are not a JSON object"
+    problem = json_problem(raw, what="arguments")
+    return (raw, None) if problem is None else ({}, problem)
+
+
+def tool_turn_output(content: str | None, calls: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(document, summary) of an answer that called tools.
+
+    The document is the assistant's message as the run keeps it; the summary, what the workflow
+    needs to make the calls (ids, names, which were refused), small whatever the arguments.
+    """
+    document = {"content": content, "toolCalls": calls}
+    summary = {
+        "turn": TOOL_TURN,
+        "toolCalls": [{"id": call["id"], "name": call["name"], "ok": "problem" not in call} for call in calls],
+    }
+    return document, summary
+
+
+def conversation_messages(turns: list[tuple[dict[str, Any], list[dict[str, Any] | None]]]) -> list[dict[str, Any]]:
+    """The chat messages of earlier turns: each answer with its calls, then each call's result.
+
+    Args:
+        turns: Per turn, its answer document (`tool_turn_output`) and, per call, its record
+            (None for a call the run refused: its problem is the result the model sees).
+    """
+    messages: list[dict[str, Any]] = []
+    for answer, records in turns:
+        calls = answer.get("toolCalls", [])
+        messages.append(
+            {
+                "role": "assistant",
+                "content": answer.get("content"),
+                "tool_calls": [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))},
+                    }
+                    for call in calls
+                ],
+            }
+        )
+        for call, record in zip(calls, records, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": _result_text(call, record)})
+    return messages
+
+
+def _result_text(call: dict[str, Any], record: dict[str, Any] | None) -> str:
+    """What the model reads as a call's result: the action's output, or the error in one line."""
+    if record is None:
+        return f"error: {call.get('problem', 'refused')}"
+    if record.get("error") is not None:
+        return f"error: {record['error']}"
+    return json.dumps(record.get("output"), ensure_ascii=False, sort_keys=True)
+
+
+def judged(
+    status: int | None, body: str, error: str | None, schema: ContractSchema | None, call: LlmCall
+) -> tuple[str, dict[str, Any], str | None, dict[str, Any], dict[str, Any] | None]:
+    """(content, reply, problem, answer, turn) of one call; ``turn`` is the summary of an answer
+    that called tools (its calls checked against the node's tools), None for a final answer.
+
+    Raises:
+        LlmUnavailable: No answer, a transient status, or a body that is no chat completion.
+        InvalidInput: The endpoint refused the request (another 4xx).
+        ContractViolation: An answer with more tool calls than the node allows.
+    """
+    if call.tools is None:
+        return (*judge(status, body, error, schema), None)
+    content, calls, reply = turn_of(status, body, error)
+    if calls:
+        tools = {
+            tool["function"]["name"]: compiled_schema(encode_json(tool["function"]["parameters"]))
+            for tool in call.tools
+        }
+        document, turn = tool_turn_output(content, checked_calls(calls, tools, call.max_tool_calls))
+        return content or "", reply, None, document, turn
+    text = content or ""
+    if schema is None:
+        return text, reply, None, {"text": text}, None
+    problem, answer = check_answer(text, schema)
+    return text, reply, problem, answer, None

@@ -1,0 +1,128 @@
+"""The `run_tool` activity: make one tool call a model proposed and the run accepted, and record it.
+
+The call's arguments are read from the turn's answer in the store (never from workflow history),
+its action runs with an idempotency key per call, and its record (the arguments, then the result
+or the error) is written once beside the turn: ``.../{node or node.vN}/tools/{n}.json``. A retried
+attempt that finds the record returns it instead of calling again.
+
+An action that refuses the call (`InvalidInput`, `ActionRefused`: an unknown order, a refund over
+the limit) does not fail the stage: the refusal is the call's result, and the model reads it on
+its next turn. A result larger than `RESULT_MAX_BYTES` is refused the same way. Anything else is
+transient: Temporal retries the call under the node's retry policy, with the same key.
+
+A replay makes no call: the original's record of the same visit and call answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio import activity
+
+from dsmo.activities.actions import ActionContext, ActionRegistry
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
+from dsmo.activities.maybe_async import call_maybe_async
+from dsmo.activities.plugin_errors import ActionRefused, InvalidInput, permanent_errors
+from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_RECORD_KIND, ToolResult, ToolTask
+
+if TYPE_CHECKING:
+    from dsmo.config.settings import Settings
+
+T = TypeVar("T")
+RESULT_MAX_BYTES = 256 * 1024  # one call's result as the model reads it; past this it is refused
+
+
+def tool_record_key(task: ToolTask) -> str:
+    """Where the call's record is written: beside the turn's attempts, one per call."""
+    return f"artifacts/{task.workflow_version}/{task.run_id}/{task.stage_path}/tools/{task.index}.json"
+
+
+class ToolActivities:
+    """The `run_tool` activity over one action registry and one artifact store."""
+
+    def __init__(
+        self, registry: ActionRegistry, store: ArtifactStore, executor: Executor, settings: Settings | None = None
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.executor = executor
+        self.settings = settings
+
+    async def _io(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    @activity.defn(name=RUN_TOOL)
+    @permanent_errors
+    async def run_tool(self, task: ToolTask) -> ToolResult:
+        """Make the call (or, in a replay, read the original's record); its record's address.
+
+        Raises:
+            UnknownAction: No registered action answers to the tool's action.
+            InvalidInput: A replay whose original has no record of this call.
+        """
+        if task.recorded_at is not None:
+            return await self._recorded(task, f"{task.recorded_at}tools/{task.index}.json")
+        key = tool_record_key(task)
+        try:  # an earlier attempt wrote its record and then died: the call is done
+            return await self._result(task, self.store.uri(key), recorded=False)
+        except ArtifactMissing:
+            pass
+        action = self.registry.get(task.action)
+        answer = await self._io(lambda: self.store.read_json(task.answer_uri, seal=task.seal))
+        call = answer["output"]["toolCalls"][task.index - 1]
+        if call.get("id") != task.call_id:
+            raise InvalidInput(f"tool {task.tool}: call {task.index} of {task.answer_uri} is not {task.call_id}")
+        attempt = activity.info().attempt
+        ctx = ActionContext(task.run_id, task.stage_path, task.idempotency_key, attempt, self.settings)
+        record: dict[str, Any] = {
+            "kind": TOOL_RECORD_KIND,
+            "tool": task.tool,
+            "action": task.action,
+            "callId": task.call_id,
+            "arguments": call.get("arguments", {}),
+            "idempotencyKey": task.idempotency_key,
+            "attempt": attempt,
+        }
+        where = f"run {task.run_id}, tool call {task.stage_path}/{task.index}"
+        try:
+            output = await call_maybe_async(
+                self.executor, action.execute, record["arguments"], ctx, who=("action", task.action, where)
+            )
+        except (InvalidInput, ActionRefused) as refused:
+            record["error"] = str(refused).splitlines()[0][:500] if str(refused) else type(refused).__name__
+        else:
+            size = len(encode_json(output))
+            if size > RESULT_MAX_BYTES:
+                record["error"] = f"the result is {size:,} bytes; a tool's result is at most {RESULT_MAX_BYTES:,}"
+            else:
+                record["output"] = output
+        stored = await self._io(lambda: self.store.put_json_once(key, record, seal=task.seal))
+        # Another attempt may have written first (a reset, a duplicate task): its record stands.
+        return await self._result(task, stored.uri, recorded=False)
+
+    async def _recorded(self, task: ToolTask, uri: str) -> ToolResult:
+        try:
+            return await self._result(task, uri, recorded=True)
+        except ArtifactMissing:
+            raise InvalidInput(
+                f"tool replay: the original has no record of call {task.index} ({task.tool}) at {uri}; "
+                "the turn asked for calls the original did not make"
+            ) from None
+
+    async def _result(self, task: ToolTask, uri: str, *, recorded: bool) -> ToolResult:
+        body = await self._io(lambda: self.store.read_bytes(uri, seal=task.seal))
+        record = json.loads(body)
+        error = record.get("error")
+        return ToolResult(
+            uri=uri,
+            sha256=hashlib.sha256(body).hexdigest(),
+            ok=error is None,
+            error=error,
+            attempt=int(record.get("attempt", 1)),
+            recorded=recorded,
+        )

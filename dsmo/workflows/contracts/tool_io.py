@@ -1,0 +1,96 @@
+"""What a tool-using `llm` node's turns and tool calls carry: references, never the conversation.
+
+The conversation lives in the store, write-once: each turn's answer is the turn's stage output
+(the assistant message, with its tool calls), and each call's result is its own record beside
+it (``.../{node or node.vN}/tools/{n}.json``). Workflow history holds only their addresses.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from dsmo.workflows.common.wire import WireModel
+from dsmo.workflows.contracts.subject_io import SubjectSeal
+
+RUN_TOOL = "run_tool"
+TOOL_TURN = "tool_calls"  # the stage summary's ``turn`` of an answer that called tools
+TOOL_RECORD_KIND = "dsmo.tool-call/v1"
+
+
+class ToolResultRef(WireModel):
+    """One call of a turn, as the next turn reads it back.
+
+    Attributes:
+        call_id: The model's id for the call (what its result answers).
+        uri: The call's record (its result or its error); None for a call the run refused, whose
+            reason is in the turn's answer (``toolCalls[n].problem``).
+    """
+
+    call_id: str
+    uri: str | None = None
+
+
+class ToolTurn(WireModel):
+    """One turn that called tools: the answer that asked, and each call's result, in order.
+
+    Attributes:
+        answer_uri: The turn's committed stage output: the model's message and its tool calls.
+        results: One per tool call of that answer, in the answer's order.
+    """
+
+    answer_uri: str
+    results: list[ToolResultRef] = Field(default_factory=list)
+
+
+class ToolTask(WireModel):
+    """Run one tool call the model made and the run accepted.
+
+    Attributes:
+        run_id: The run.
+        stage: The `llm` node.
+        stage_path: The turn's visit (``node`` or ``node.vN``): its folder holds the call's record.
+        workflow_version: The run's version (the record's folder).
+        index: The call's place in the answer (1 for the first): its record is ``tools/{index}.json``.
+        call_id: The model's id for the call.
+        tool: The tool's name.
+        action: The plugin action that runs it.
+        answer_uri: The turn's answer, where the call's arguments are read.
+        idempotency_key: The action applies its effect once per key (``tool:{run}:{visit}:{index}``).
+        seal: The run's data subject key: the record is sealed with it.
+        recorded_at: A replay: the original's folder of this visit, whose record answers instead
+            of the action (no call is made).
+    """
+
+    run_id: str
+    stage: str
+    stage_path: str
+    workflow_version: str
+    index: int
+    call_id: str
+    tool: str
+    action: str
+    answer_uri: str
+    idempotency_key: str
+    seal: SubjectSeal | None = None
+    recorded_at: str | None = None
+
+
+class ToolResult(WireModel):
+    """What became of one tool call.
+
+    Attributes:
+        uri: Its record (the arguments and the result or the error), write-once.
+        sha256: The record's digest, for the trail.
+        ok: The action returned a result; False when it refused the call (the error goes back to
+            the model as the call's result).
+        error: The refusal, in one line.
+        attempt: Which of Temporal's attempts succeeded (above 1: earlier ones failed or died).
+        recorded: The record came from the original run (a replay made no call).
+    """
+
+    uri: str
+    sha256: str
+    ok: bool = True
+    error: str | None = None
+    attempt: int = 1
+    recorded: bool = False

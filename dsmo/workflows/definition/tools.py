@@ -1,0 +1,117 @@
+"""The tools an `llm` node offers its model: each a name, what it does, its arguments' schema,
+and what runs it (a plugin action the worker offers).
+
+The model only proposes a call; the run decides. A call names one of the node's tools with
+arguments that match its schema, or it is refused and the refusal goes back to the model as the
+call's result. The run makes the calls of one answer at once, records each, and asks the model
+again, at most `maxTurns` times: the graph, not the model, bounds the loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patterns
+from dsmo.workflows.common.wire import CamelModel
+
+TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+EMPTY_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class ToolSpec(CamelModel):
+    """One tool of an `llm` node.
+
+    Attributes:
+        name: What the model calls it (letters, digits, ``_`` and ``-``; unique in the node).
+        description: What it does, for the model.
+        parameters: The JSON Schema its arguments must match (an object; linear-time patterns only).
+        action: The plugin action that runs it (`dsmo.action`), with the call's arguments as its
+            input and an idempotency key per call.
+    """
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str = Field(min_length=1, max_length=2000)
+    parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_ARGUMENTS))
+    action: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+    def offered(self) -> dict[str, Any]:
+        """The tool as a chat-completions request offers it (``{"type": "function", ...}``)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class ToolBudget(CamelModel):
+    """What one visit of a tool-using `llm` node may spend, over all its turns.
+
+    It is checked before each model call after the first: a visit that has spent it asks the
+    model nothing more and goes to the node's ``onBudget`` (else the fail-safe route). So a run
+    stops after the call that crosses it.
+
+    Attributes:
+        tokens: Total tokens (prompt and answer, as the endpoint counts them).
+        model_calls: Model calls, repairs of invalid answers included.
+    """
+
+    tokens: int | None = Field(default=None, ge=1)
+    model_calls: int | None = Field(default=None, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _bounds_something(self) -> ToolBudget:
+        if self.tokens is None and self.model_calls is None:
+            raise ValueError("give tokens, modelCalls or both")
+        return self
+
+    def spent(self, tokens: int, model_calls: int) -> str | None:
+        """Why a visit that used ``tokens`` in ``model_calls`` calls may ask no more; None if it may."""
+        if self.tokens is not None and tokens >= self.tokens:
+            return f"{tokens:,} tokens used of a budget of {self.tokens:,}"
+        if self.model_calls is not None and model_calls >= self.model_calls:
+            return f"{model_calls} model calls made of a budget of {self.model_calls}"
+        return None
+
+
+def check_json_schema(where: str, schema: dict[str, Any]) -> None:
+    """Refuse a schema that does not compile, uses a pattern that is not linear-time, or never ends.
+
+    Only where a definition is admitted (files, publish, the ingress), never inside a workflow.
+
+    Raises:
+        ValueError: ``where`` and the reason, naming the place in the schema.
+    """
+    import jsonschema
+
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+        check_patterns(schema)
+    except jsonschema.exceptions.SchemaError as err:
+        inside = ".".join(str(part) for part in err.absolute_path)
+        raise ValueError(f"{where}{'.' + inside if inside else ''}: {err.message}") from None
+    except UnsupportedPattern as err:
+        raise ValueError(f"{where}.{err}") from None
+    try:
+        # A schema that refers to itself before it reads anything (`$ref: "#"`) never ends on any
+        # document; checking an empty one finds it.
+        next(validator_class(schema).iter_errors({}), None)
+    except RecursionError:
+        raise ValueError(f"{where}: refers to itself without end (a $ref cycle)") from None
+    if schema.get("type", "object") != "object":
+        raise ValueError(f"{where}.type: it describes a JSON object, so the type is object")
+
+
+def check_tools(node_id: str, tools: list[ToolSpec]) -> None:
+    """The node's tools have distinct names and argument schemas that compile.
+
+    Raises:
+        ValueError: The first problem, naming the tool's field.
+    """
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        if tool.name in seen:
+            raise ValueError(f"@nodes.{node_id}.tools.{index}.name: {tool.name!r} is offered twice")
+        seen.add(tool.name)
+        check_json_schema(f"@nodes.{node_id}.tools.{index}.parameters", tool.parameters)

@@ -1,0 +1,181 @@
+"""The `llm` node, with tools: the model proposes calls, the run decides, makes them and asks again.
+
+Each model turn is a visit of the node's stage (``node``, ``node.v2``, ...), recorded, retried
+and replayed like any stage visit. An answer that calls tools commits as that turn's output;
+the run then makes the calls the model may make (the node's tools, arguments that match their
+schemas: the stage checked them) at once, each as its own `run_tool` activity with an
+idempotency key per call, records each in the trail (`TOOL_CALLED`, or `TOOL_REFUSED` for a call
+the stage refused), and starts the next turn with the conversation so far, by reference. The
+first answer without a call is the node's output, and its transitions route on it as for any
+`llm` node. An answer still calling tools at `maxTurns` is a contract violation: the graph, not
+the model, bounds the loop.
+
+A replay makes no tool call: each call's result is read from the original's record of the same
+visit and call (`run_tool` reads it), so the replay asks the model nothing and acts on nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts import activity_io as contracts
+from dsmo.workflows.contracts.run_records import WaitCheckpoint
+from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_TURN, ToolResult, ToolResultRef, ToolTask, ToolTurn
+from dsmo.workflows.definition.node_types import LlmNode
+from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
+from dsmo.workflows.run.activity_calls import ActivityFailed, action_retry, call
+from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.control import RouteTo, RunEnded
+from dsmo.workflows.run.routing import contract_violation
+
+
+async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint | None) -> None:
+    """The `llm` node: one answer, or, with tools, turns until an answer that calls none."""
+    if not node.tools:
+        await run_agent_node(run, node_id, node, resume)
+        return
+    conversation: list[ToolTurn] = []
+    usage = {"tokens": 0, "promptTokens": 0, "completionTokens": 0, "modelCalls": 0}
+    for turn in range(1, node.max_turns + 1):
+        if turn > 1:
+            _within_budget(run, node_id, node, usage)
+        task, summary = await stage_visit(run, node_id, node, conversation=conversation)
+        _count(usage, summary.inference)
+        run.state.variables["stages"][node_id]["usage"] = dict(usage)  # `stages.<node>.usage` in conditions
+        calls = summary.summary.get("toolCalls") if summary.summary.get("turn") == TOOL_TURN else None
+        if not isinstance(calls, list):
+            return  # the answer: the node's output, routed by its transitions
+        if turn == node.max_turns:
+            contract_violation(
+                run, node_id, f"stage {node_id} (llm): the model still called tools at its last turn (maxTurns {turn})"
+            )
+        results = await asyncio.gather(
+            *(_tool_call(run, node_id, node, task, summary, index, made) for index, made in enumerate(calls, 1))
+        )
+        conversation = [*conversation, ToolTurn(answer_uri=summary.artifact_out_uri, results=list(results))]
+
+
+async def _tool_call(
+    run: Run,
+    node_id: str,
+    node: LlmNode,
+    task: contracts.StageTask,
+    summary: contracts.StageSummary,
+    index: int,
+    made: dict[str, Any],
+) -> ToolResultRef:
+    """Make one call of the turn (or record why not); what the next turn reads of it."""
+    state = run.state
+    call_id, name = str(made.get("id")), str(made.get("name"))
+    where = {"tool": name, "callId": call_id, "index": index, "visit": task.stage_path}
+    if not made.get("ok"):
+        # The stage refused it (an unknown tool, arguments that break its schema): the refusal,
+        # kept in the turn's answer, is what the model reads as the call's result.
+        state.audit.record("TOOL_REFUSED", at=workflow.now(), stage=node_id, data=where)
+        return ToolResultRef(call_id=call_id)
+    tool = next(spec for spec in node.tools or [] if spec.name == name)
+    tool_task = ToolTask(
+        run_id=state.run_id,
+        stage=node_id,
+        stage_path=task.stage_path,
+        workflow_version=state.workflow_version,
+        index=index,
+        call_id=call_id,
+        tool=name,
+        action=tool.action,
+        answer_uri=summary.artifact_out_uri,
+        idempotency_key=f"tool:{state.run_id}:{task.stage_path}:{index}",
+        seal=run.seal,
+        recorded_at=_recorded_folder(run, node_id, task),
+    )
+    try:
+        result = await call(
+            RUN_TOOL,
+            tool_task,
+            result_type=ToolResult,
+            start_to_close_timeout=node.tool_timeout,
+            retry_policy=action_retry(node.retry),
+            summary=f"{node_id}: tool {name}",
+        )
+    except ActivityFailed as failed:
+        state.audit.record(
+            "TOOL_CALLED", at=workflow.now(), stage=node_id, data={**where, "ok": False, "error": failed.message}
+        )
+        raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: tool {name} failed: {failed.message}") from None
+    state.audit.record(
+        "TOOL_CALLED",
+        at=workflow.now(),
+        stage=node_id,
+        artifact_uris=[result.uri],
+        data={
+            **where,
+            "action": tool.action,
+            "ok": result.ok,
+            "resultSha256": result.sha256,
+            "idempotencyKey": tool_task.idempotency_key,
+            **({"error": result.error} if result.error else {}),
+            **({"attempts": result.attempt} if result.attempt > 1 else {}),
+            **({"recorded": True} if result.recorded else {}),
+        },
+    )
+    return ToolResultRef(call_id=call_id, uri=result.uri)
+
+
+def _count(usage: dict[str, int], inference: dict[str, Any]) -> None:
+    """Add one turn's model calls and tokens (as the endpoint counted them) to the visit's."""
+    counted = inference.get("usage") if isinstance(inference.get("usage"), dict) else {}
+    for name, field in (
+        ("tokens", "total_tokens"),
+        ("promptTokens", "prompt_tokens"),
+        ("completionTokens", "completion_tokens"),
+    ):
+        value = counted.get(field) if isinstance(counted, dict) else None
+        usage[name] += value if isinstance(value, int) and not isinstance(value, bool) else 0
+    calls = inference.get("calls")
+    usage["modelCalls"] += calls if isinstance(calls, int) and not isinstance(calls, bool) else 1
+
+
+def _within_budget(run: Run, node_id: str, node: LlmNode, usage: dict[str, int]) -> None:
+    """Before a model call: a visit that has spent its budget asks nothing more.
+
+    Raises:
+        RouteTo: It has, and the node names where to go (``onBudget``).
+        RouteTo, RunEnded: It has, and the fail-safe route takes it (or the run fails).
+    """
+    spent = node.budget.spent(usage["tokens"], usage["modelCalls"]) if node.budget is not None else None
+    if spent is None:
+        return
+    reason = f"stage {node_id} (llm): {spent}"
+    run.state.audit.record(
+        "BUDGET_SPENT", at=workflow.now(), stage=node_id, data={**usage, "reason": spent, "to": node.on_budget}
+    )
+    if node.on_budget is not None:
+        raise RouteTo(node.on_budget, reason)
+    contract_violation(run, node_id, reason)
+
+
+def _recorded_folder(run: Run, node_id: str, task: contracts.StageTask) -> str | None:
+    """A replay: the original's folder of this turn, whose records answer its calls; else None.
+
+    Raises:
+        RunEnded: A replay whose original never made this turn's calls (a replay acts on nothing).
+    """
+    replay = run.replay
+    if replay is None:
+        return None
+    if task.reuse_uri is not None:  # a turn taken whole from the original (before --from-stage)
+        return task.reuse_uri.rsplit("/attempt=", 1)[0] + "/"
+    if task.llm is not None and task.llm.recorded_at is not None:
+        return task.llm.recorded_at
+    recorded = (replay.llm_records or {}).get(task.stage_path)
+    if recorded is None:
+        raise RunEnded(
+            RunStatus.FAILED,
+            node_id,
+            f"replay diverged: the original made no tool calls at {task.stage_path}, and a replay makes none",
+        )
+    return recorded.folder

@@ -1,0 +1,218 @@
+"""A tool-using `llm` node against a local chat server that speaks `tools`/`tool_calls`: the model
+proposes calls, the run checks and makes them (once per key), records each, asks again with the
+conversation, and stops at an answer; refusals go back to the model; the graph bounds the loop;
+a replay asks the model nothing and calls no tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from bench.llm_server import ChatServer, Reply
+from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.llm_stage import LlmEndpoint
+from dsmo.activities.messaging import FileChannel
+from dsmo.activities.plugin_errors import ActionRefused
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.config.settings import Settings
+from dsmo.worker import build_worker
+from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.integration
+
+ORDERS = {"A-1": {"order": "A-1", "total": 42.5, "status": "delivered"}}
+
+
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "tools.md"
+
+
+def support(agent: str, **think: Any) -> dict[str, Any]:
+    """The support agent of the tools guide, as written there (look up, refund, answer; a person
+    takes what breaks the rules), with ``think`` changed where a test says so."""
+    text = GUIDE.read_text()
+    definition = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    definition["agent"] = agent
+    definition["nodes"]["think"].update(think)
+    return cast(dict[str, Any], definition)
+
+
+TICKET = {"ticket": {"text": "My parcel arrived broken, I want my money back", "order": "A-1"}}
+
+
+class OrderService:
+    """The tools' system: lookups, and refunds applied once per idempotency key (a ledger)."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+        self.ledger: dict[str, dict[str, Any]] = {}
+
+    def lookup(self, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        self.lookups += 1
+        if data["order"] not in ORDERS:
+            raise ActionRefused(f"no order {data['order']}")
+        return ORDERS[data["order"]]
+
+    def refund(self, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
+        applied = self.ledger.setdefault(ctx.key, {"order": data["order"], "amount": data["amount"]})
+        return {"refunded": applied["amount"], "order": applied["order"]}
+
+
+@pytest.fixture
+def orders() -> OrderService:
+    return OrderService()
+
+
+@pytest_asyncio.fixture
+async def tool_harness(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, stack_settings: Settings, chat: ChatServer, orders
+) -> AsyncIterator[Harness]:
+    actions = ActionRegistry()
+    actions.add(FunctionAction("lookup-order", orders.lookup))
+    actions.add(FunctionAction("refund-order", orders.refund))
+    task_queue = f"tools-{uuid.uuid4().hex[:10]}"
+    worker = build_worker(
+        dsmo.temporal,
+        task_queue=task_queue,
+        store=store,
+        channel=FileChannel(tmp_path / "outbox"),
+        actions=actions,
+        llm=LlmEndpoint(chat.url, default_model="local-default"),
+    )
+    async with worker:
+        harness = Harness(dsmo, store, task_queue, tmp_path / "outbox", stack_settings)
+        yield harness
+    await harness.replay_all()
+
+
+async def run(harness: Harness, definition: dict[str, Any]) -> tuple[str, Any]:
+    run_id = await harness.start(parse_definition(definition), TICKET)
+    return run_id, await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [message for message in request["messages"] if message["role"] == "tool"]
+
+
+async def test_the_model_looks_up_refunds_and_answers_each_call_made_once_and_recorded(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    chat.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),
+        Reply(tool_calls=[("refund", {"order": "A-1", "amount": 42.5})]),
+        Reply(content=json.dumps({"reply": "Refunded 42.50 for A-1", "refunded": True})),
+    )
+    run_id, result = await run(tool_harness, support(f"support-{uuid.uuid4().hex[:6]}"))
+
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"]
+    assert result.variables["stages"]["think"]["summary"] == {"reply": "Refunded 42.50 for A-1", "refunded": True}
+    assert len(chat.requests) == 3
+    first, second, third = chat.requests
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["lookup_order", "refund"]
+    assert tool_messages(first) == []
+    # Each turn is asked with the conversation so far: the model's calls, then their results by id.
+    looked_up = tool_messages(second)
+    assert [m["tool_call_id"] for m in looked_up] == ["call-1"] and json.loads(looked_up[0]["content"]) == ORDERS["A-1"]
+    assert [m["role"] for m in third["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert json.loads(tool_messages(third)[1]["content"]) == {"refunded": 42.5, "order": "A-1"}
+    assert orders.lookups == 1 and list(orders.ledger.values()) == [{"order": "A-1", "amount": 42.5}]
+
+    trail = await tool_harness.dsmo.events(run_id)
+    calls = [e for e in trail if e.type == "TOOL_CALLED"]
+    assert [(e.data["tool"], e.data["visit"], e.data["ok"]) for e in calls] == [
+        ("lookup_order", "think", True),
+        ("refund", "think.v2", True),
+    ]
+    assert calls[1].data["idempotencyKey"] == f"tool:{run_id}:think.v2:1"
+    record = tool_harness.store.read_json(calls[1].artifact_uris[0])
+    assert record["arguments"] == {"order": "A-1", "amount": 42.5} and record["output"]["refunded"] == 42.5
+    turns = [e for e in trail if e.type == "STAGE_SUCCEEDED" and e.stage == "think"]
+    assert [e.data["summary"].get("turn") for e in turns] == ["tool_calls", "tool_calls", None]
+
+    # The replay asks the model nothing and calls no tool: the records answer, the path is the same.
+    report = await tool_harness.dsmo.replay(run_id, task_queue=tool_harness.task_queue)
+    assert report.replay_path == ["think", "answer"] and report.first_divergence is None, report
+    assert len(chat.requests) == 3 and orders.lookups == 1 and len(orders.ledger) == 1
+    replayed = [e for e in await tool_harness.dsmo.events(report.replay) if e.type == "TOOL_CALLED"]
+    assert [e.data.get("recorded") for e in replayed] == [True, True]
+
+
+async def test_a_call_the_run_cannot_make_goes_back_to_the_model_and_nothing_is_done(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    chat.reply(
+        Reply(tool_calls=[("delete_everything", {}), ("refund", {"order": "A-1", "amount": 9999})]),
+        Reply(tool_calls=[("lookup_order", {"order": "Z-9"})]),
+        Reply(content=json.dumps({"reply": "I cannot refund that, a person will look"})),
+    )
+    run_id, result = await run(tool_harness, support(f"support-{uuid.uuid4().hex[:6]}"))
+
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"]
+    refused = tool_messages(chat.requests[1])
+    assert refused[0]["content"].startswith("error: there is no tool 'delete_everything'")
+    assert "amount" in refused[1]["content"] and "500" in refused[1]["content"], refused[1]
+    # The action's own refusal is the call's result too.
+    assert tool_messages(chat.requests[2])[-1]["content"] == "error: no order Z-9"
+    assert orders.ledger == {} and orders.lookups == 1
+    trail = await tool_harness.dsmo.events(run_id)
+    assert [(e.type, e.data["tool"]) for e in trail if e.type.startswith("TOOL_")] == [
+        ("TOOL_REFUSED", "delete_everything"),
+        ("TOOL_REFUSED", "refund"),
+        ("TOOL_CALLED", "lookup_order"),
+    ]
+    assert next(e for e in trail if e.type == "TOOL_CALLED").data["ok"] is False
+
+
+@pytest.mark.parametrize(
+    ("think", "replies", "why"),
+    [
+        ({"maxTurns": 2}, [Reply(tool_calls=[("lookup_order", {"order": "A-1"})])] * 2, "maxTurns 2"),
+        ({}, [Reply(tool_calls=[("lookup_order", {"order": "A-1"})] * 500)], "500 tool calls; at most 8"),
+    ],
+    ids=["turns", "calls"],
+)
+async def test_the_graph_bounds_the_loop_and_a_runaway_model_goes_to_the_fail_safe(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService, think: dict[str, Any], replies: list[Reply], why: str
+) -> None:
+    chat.reply(*replies)
+    run_id, result = await run(tool_harness, support(f"support-{uuid.uuid4().hex[:6]}", **think))
+
+    assert result.path == ["think", "person"], result.path
+    violation = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "CONTRACT_VIOLATION")
+    assert why in json.dumps(violation.data), violation.data
+    assert len(chat.requests) == len(replies) and orders.ledger == {}
+
+
+async def test_a_budget_stops_the_loop_after_the_call_that_crosses_it_and_usage_is_readable(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    looking = Reply(tool_calls=[("lookup_order", {"order": "A-1"})])
+    chat.reply(looking, looking, looking)
+    spender = support(f"support-{uuid.uuid4().hex[:6]}", budget={"modelCalls": 2}, onBudget="person")
+    run_id, result = await run(tool_harness, spender)
+
+    assert result.path == ["think", "person"] and len(chat.requests) == 2, (result.path, len(chat.requests))
+    spent = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "BUDGET_SPENT")
+    assert spent.data["reason"] == "2 model calls made of a budget of 2" and spent.data["to"] == "person"
+    usage = result.variables["stages"]["think"]["usage"]
+    assert usage["modelCalls"] == 2 and usage["tokens"] > 0 and usage["tokens"] == spent.data["tokens"]
+
+    # The usage is a variable like any other: a transition reads it.
+    chat.reply(looking, Reply(content=json.dumps({"reply": "done"})))
+    reading = support(f"support-{uuid.uuid4().hex[:6]}")
+    reading["nodes"]["think"]["transitions"] = [
+        {"when": "stages.think.usage.modelCalls >= 2", "to": "person"},
+        {"to": "answer"},
+    ]
+    _, read = await run(tool_harness, reading)
+    assert read.path == ["think", "person"], read.path

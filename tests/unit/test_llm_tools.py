@@ -1,0 +1,144 @@
+"""Tool-using `llm` nodes: what publishing checks of their tools, and the pure parts of a turn
+(the answer's calls checked against the tools, the conversation sent back)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.llm_tools import (
+    ARGUMENTS_MAX_BYTES,
+    checked_calls,
+    conversation_messages,
+    tool_turn_output,
+    turn_of,
+)
+from dsmo.activities.plugin_errors import ContractViolation
+from dsmo.client.definitions_client import needs
+from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.model import parse_definition
+
+LOOKUP = {"type": "object", "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 10}}}
+
+
+def definition(*tools: dict[str, Any], **node: Any) -> Any:
+    return parse_definition(
+        {
+            "agent": "tools-check",
+            "start": "ask",
+            "nodes": {"ask": {"actionType": "llm", "prompt": "Help", "tools": list(tools), **node}},
+        }
+    )
+
+
+def tool(name: str = "lookup", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "description": "Look it up", "parameters": LOOKUP, "action": "lookup-order", **fields}
+
+
+def test_a_node_with_tools_is_admitted_and_its_actions_are_what_workers_must_offer() -> None:
+    admitted = definition(tool(), tool("refund", action="refund-order"), maxTurns=4)
+    node = admitted.nodes["ask"]
+    assert [t.name for t in node.tools] == ["lookup", "refund"] and node.max_turns == 4 and node.max_tool_calls == 8
+    assert node.tools[0].offered()["function"]["parameters"] == LOOKUP
+    assert needs(admitted) == (set(), {"lookup-order", "refund-order"})
+
+
+@pytest.mark.parametrize(
+    ("tools", "node", "field", "reason"),
+    [
+        ([tool(), tool()], {}, "nodes.ask.tools.1.name", "offered twice"),
+        ([tool(name="no spaces")], {}, "nodes.ask.tools.0.name", "pattern"),
+        ([tool(parameters={"type": "array"})], {}, "nodes.ask.tools.0.parameters.type", "object"),
+        (
+            [tool(parameters={"properties": {"x": {"type": "string", "pattern": "^(?!no)"}}})],
+            {},
+            "nodes.ask.tools.0.parameters.properties.x.pattern",
+            "RE2",
+        ),
+        ([tool(parameters={"$ref": "#"})], {}, "nodes.ask.tools.0.parameters", "refers to itself"),
+        ([tool()], {"maxTurns": 0}, "nodes.ask.maxTurns", "greater than or equal to 1"),
+        ([tool()], {"maxToolCalls": 99}, "nodes.ask.maxToolCalls", "less than or equal to 32"),
+        ([], {}, "nodes.ask.tools", "at least 1"),
+        ([tool()], {"budget": {}}, "nodes.ask.budget", "give tokens, modelCalls or both"),
+        ([tool()], {"budget": {"tokens": 0}}, "nodes.ask.budget.tokens", "greater than or equal to 1"),
+        ([tool()], {"onBudget": "nowhere"}, "nodes.ask.onBudget", "unknown node 'nowhere'"),
+    ],
+)
+def test_bad_tools_are_refused_at_publish_naming_the_field(
+    tools: list[dict[str, Any]], node: dict[str, Any], field: str, reason: str
+) -> None:
+    with pytest.raises(DefinitionError) as refused:
+        definition(*tools, **node)
+    assert field in str(refused.value) and reason in str(refused.value), str(refused.value)
+
+
+SCHEMAS = {"lookup": compile_schema(LOOKUP)}
+
+
+def call(name: str, arguments: Any, call_id: str = "c1") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_each_call_is_checked_and_a_bad_one_is_refused_with_its_reason_not_raised() -> None:
+    checked = checked_calls(
+        [
+            call("lookup", json.dumps({"order": "A-1"})),
+            call("lookup", json.dumps({"order": "far too long an order id"}), "c2"),
+            call("drop_tables", "{}", "c3"),
+            call("lookup", "{not json", "c4"),
+            call("lookup", "[1, 2]", "c5"),
+            call("lookup", "x" * (ARGUMENTS_MAX_BYTES + 1), "c6"),
+        ],
+        SCHEMAS,  # type: ignore[arg-type]
+        8,
+    )
+    assert checked[0] == {"id": "c1", "name": "lookup", "arguments": {"order": "A-1"}}
+    problems = [entry.get("problem", "") for entry in checked[1:]]
+    assert "order" in problems[0] and "long" in problems[0]
+    assert problems[1] == "there is no tool 'drop_tables'; the tools are lookup"
+    assert problems[2:] == [
+        "the arguments are not JSON",
+        "the arguments are not a JSON object",
+        f"the arguments are {ARGUMENTS_MAX_BYTES + 1:,} bytes; at most {ARGUMENTS_MAX_BYTES:,}",
+    ]
+    assert all(entry["arguments"] == {} for entry in checked[1:])  # a refused call keeps no arguments
+
+
+def test_an_answer_with_too_many_calls_is_a_contract_violation() -> None:
+    with pytest.raises(ContractViolation, match=r"500 tool calls; at most 8 \(maxToolCalls\)"):
+        checked_calls([call("lookup", "{}", f"c{n}") for n in range(500)], SCHEMAS, 8)  # type: ignore[arg-type]
+
+
+def test_a_turn_is_read_from_the_reply_and_sent_back_as_the_conversation() -> None:
+    body = json.dumps({"choices": [{"message": {"content": None, "tool_calls": [call("lookup", '{"order": "A-1"}')]}}]})
+    content, calls, _ = turn_of(200, body, None)
+    assert content is None and calls[0]["function"]["name"] == "lookup"
+    text, none, _ = turn_of(200, json.dumps({"choices": [{"message": {"content": "done"}}]}), None)
+    assert (text, none) == ("done", [])
+
+    document, summary = tool_turn_output(None, checked_calls(calls, SCHEMAS, 8))  # type: ignore[arg-type]
+    assert summary == {"turn": "tool_calls", "toolCalls": [{"id": "c1", "name": "lookup", "ok": True}]}
+    refused = {"content": "checking", "toolCalls": [{"id": "c2", "name": "nope", "arguments": {}, "problem": "no"}]}
+    messages = conversation_messages([(document, [{"output": {"status": "delivered"}}]), (refused, [None])])
+    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant", "tool"]
+    assert messages[0]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"order": "A-1"}'}
+    assert messages[1] == {"role": "tool", "tool_call_id": "c1", "content": '{"status": "delivered"}'}
+    assert messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "error: no"}
+
+
+def test_a_budget_needs_tools_and_says_what_was_spent() -> None:
+    with pytest.raises(DefinitionError, match=r"nodes\.ask\.budget: a budget bounds the turns of a node with tools"):
+        parse_definition(
+            {
+                "agent": "x",
+                "start": "ask",
+                "nodes": {"ask": {"actionType": "llm", "prompt": "p", "budget": {"tokens": 9}}},
+            }
+        )
+    budget = definition(tool(), budget={"tokens": 100, "modelCalls": 3}).nodes["ask"].budget
+    assert budget.spent(99, 2) is None
+    assert budget.spent(100, 1) == "100 tokens used of a budget of 100"
+    assert budget.spent(5, 3) == "3 model calls made of a budget of 3"
