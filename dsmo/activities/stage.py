@@ -27,6 +27,7 @@ from opentelemetry import trace
 from temporalio import activity
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact, encode_json, stage_output_key
+from dsmo.activities.heartbeats import heartbeating
 from dsmo.activities.llm_stage import LlmStage
 from dsmo.activities.maybe_async import call_maybe_async, is_async_callable
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput, permanent_errors
@@ -112,7 +113,10 @@ class StageActivities:
             max(queued, 0.0), labels
         )
         try:
-            return await self._run(task, processor, version, started)
+            if task.llm is None:
+                return await self._run(task, processor, version, started)
+            async with heartbeating():  # a model call: its worker's death is seen in seconds
+                return await self._run(task, processor, version, started)
         finally:
             meter.create_histogram_float("dsmo_agent_processing_seconds", "time an agent took", "s").record(
                 (datetime.now(UTC) - started).total_seconds(), {"agent": task.agent}

@@ -26,6 +26,7 @@ from temporalio import activity
 
 from dsmo.activities.actions import ActionContext, ActionRegistry
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
+from dsmo.activities.heartbeats import heartbeating
 from dsmo.activities.maybe_async import call_maybe_async
 from dsmo.activities.plugin_errors import ActionRefused, InvalidInput, permanent_errors
 from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_RECORD_KIND, ToolResult, ToolTask
@@ -90,9 +91,10 @@ class ToolActivities:
         }
         where = f"run {task.run_id}, tool call {task.stage_path}/{task.index}"
         try:
-            output = await call_maybe_async(
-                self.executor, action.execute, record["arguments"], ctx, who=("action", task.action, where)
-            )
+            async with heartbeating():
+                output = await call_maybe_async(
+                    self.executor, action.execute, record["arguments"], ctx, who=("action", task.action, where)
+                )
         except (InvalidInput, ActionRefused) as refused:
             record["error"] = str(refused).splitlines()[0][:500] if str(refused) else type(refused).__name__
         else:

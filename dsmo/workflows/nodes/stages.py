@@ -30,7 +30,7 @@ from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
-from dsmo.workflows.run.activity_calls import SINGLE_ATTEMPT, ActivityFailed, call, failure_message
+from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, SINGLE_ATTEMPT, ActivityFailed, call, failure_message
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
@@ -128,6 +128,9 @@ async def stage_visit(
                 task,
                 result_type=contracts.StageSummary,
                 start_to_close_timeout=node.timeout,
+                # A model call heartbeats while it waits: a worker that dies is noticed in
+                # seconds, not after the node's timeout.
+                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
                 retry_policy=SINGLE_ATTEMPT,
                 summary=f"{node_id}: {node.agent} (attempt {attempt})",
             )

@@ -27,7 +27,7 @@ from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_TURN, ToolResult, ToolResultRef, ToolTask, ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
-from dsmo.workflows.run.activity_calls import ActivityFailed, action_retry, call
+from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
 from dsmo.workflows.run.routing import contract_violation
@@ -98,6 +98,7 @@ async def _tool_call(
             tool_task,
             result_type=ToolResult,
             start_to_close_timeout=node.tool_timeout,
+            heartbeat_timeout=LIVENESS_TIMEOUT,  # the call heartbeats: a dead worker is seen in seconds
             retry_policy=action_retry(node.retry),
             summary=f"{node_id}: tool {name}",
         )

@@ -31,6 +31,11 @@ SINGLE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 MESSAGING_TIMEOUT = timedelta(seconds=30)
 
 
+# How long an activity that heartbeats (a model call, a tool call) may go without one before
+# Temporal takes its worker for dead and retries it elsewhere; it beats every `HEARTBEAT_EVERY`.
+LIVENESS_TIMEOUT = timedelta(seconds=10)
+
+
 def action_retry(retry: RetrySpec) -> RetryPolicy:
     """A saga action's retry policy, from its node's `retry:` (Temporal retries it)."""
     return RetryPolicy(
@@ -59,6 +64,7 @@ async def call(
     start_to_close_timeout: timedelta,
     retry_policy: RetryPolicy,
     schedule_to_close_timeout: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
     summary: str | None = None,
     local: bool = False,
     cancellation_is_failure: bool = False,
@@ -89,6 +95,7 @@ async def call(
                 result_type=result_type,
                 start_to_close_timeout=start_to_close_timeout,
                 schedule_to_close_timeout=schedule_to_close_timeout,
+                heartbeat_timeout=heartbeat_timeout,
                 retry_policy=retry_policy,
                 summary=summary,
             )

@@ -216,3 +216,45 @@ async def test_a_budget_stops_the_loop_after_the_call_that_crosses_it_and_usage_
     ]
     _, read = await run(tool_harness, reading)
     assert read.path == ["think", "person"], read.path
+
+
+async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transition_reroutes(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    agent = f"support-{uuid.uuid4().hex[:6]}"
+    recorded = support(agent)
+    refunded: set[str] = set()
+    for index in range(10):
+        # Every run looks the order up; every third refunds it too before answering.
+        refunds = index % 3 == 0
+        chat.reply(
+            Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),
+            *([Reply(tool_calls=[("refund", {"order": "A-1", "amount": 42.5})])] if refunds else []),
+            Reply(content=json.dumps({"reply": "done", "refunded": refunds})),
+        )
+        run_id, result = await run(tool_harness, recorded)
+        assert result.status is RunStatus.COMPLETED
+        if refunds:
+            refunded.add(run_id)
+    query = f"AgentName = '{agent}'"
+    for _ in range(300):  # visibility is written asynchronously (a hang guard)
+        if (await tool_harness.dsmo.count_runs(query)) == 10:
+            break
+        await asyncio.sleep(0.1)
+    asked, effects = len(chat.requests), (orders.lookups, len(orders.ledger))
+
+    # Version 2 sends refunded tickets to a person: one transition changed.
+    candidate = support(agent)
+    candidate["nodes"]["think"]["transitions"] = [
+        {"when": "stages.think.summary.refunded == true", "to": "person"},
+        {"to": "answer"},
+    ]
+    report = await tool_harness.dsmo.what_if(query, parse_definition(candidate), task_queue=tool_harness.task_queue)
+    tool_harness.started.extend(run.replay_id for run in report.runs)
+    summary = report.summary()
+    assert (summary["runs"], summary["errors"]) == (10, 0), report.to_json()
+    assert {run.run_id for run in report.runs if not run.same_path} == refunded
+    assert summary["byDivergence"] == {"after think: answer -> person": len(refunded)}
+    assert (
+        len(chat.requests) == asked and (orders.lookups, len(orders.ledger)) == effects
+    )  # nothing asked, nothing done

@@ -1,7 +1,9 @@
 """A tool-using run whose worker is SIGKILLed twice: during its second model call, and after the
 refund was applied but before the call's result was recorded. The run completes on another
 worker; the order service's ledger shows one refund; no committed model turn is asked again; the
-retried call is in the trail as an attempt; and the replay asks and calls nothing."""
+retried call is in the trail as an attempt; and the replay asks and calls nothing. The node keeps
+its default timeouts (2 minutes a model call, 30 seconds a tool call): the calls heartbeat, so each
+dead worker is noticed within seconds."""
 
 from __future__ import annotations
 
@@ -71,9 +73,7 @@ async def test_a_tool_run_survives_two_worker_kills_applies_one_refund_and_repla
         ]
     )
     chat.reply(Reply(tool_calls=[("lookup_order", {"order": "A-1"})]))
-    definition = parse_definition(
-        support(f"support-{uuid.uuid4().hex[:6]}", timeout="8s", toolTimeout="8s", retry={"maxAttempts": 3})
-    )
+    definition = parse_definition(support(f"support-{uuid.uuid4().hex[:6]}", retry={"maxAttempts": 3}))
 
     first = await tools_worker(settings, chat, ledger, log)
     try:
