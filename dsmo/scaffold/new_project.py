@@ -13,7 +13,8 @@ from string import Template
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 
-# Template file -> where it goes in the project ({package} and {slug} filled in).
+# Per template: template file -> where it goes in the project ({package} and {slug} filled in),
+# from its own folder, else from the agent template's (what they share: pyproject, .gitignore).
 FILES = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
@@ -21,6 +22,19 @@ FILES = {
     "agents.py.tmpl": "{package}/agents.py",
     "test_agents.py.tmpl": "tests/test_agents.py",
     "definition.yaml.tmpl": "definitions/{slug}.yaml",
+}
+TOOLS_FILES = {
+    "pyproject.toml.tmpl": "pyproject.toml",
+    "README.md.tmpl": "README.md",
+    "gitignore.tmpl": ".gitignore",
+    "tools.py.tmpl": "{package}/tools.py",
+    "test_tools.py.tmpl": "tests/test_tools.py",
+    "definition.yaml.tmpl": "definitions/{slug}.yaml",
+}
+# Template -> (its folder, its files, the module the plugin entry point loads).
+TEMPLATES = {
+    "agent": ("project_template", FILES, "agents"),
+    "tools": ("tools_template", TOOLS_FILES, "tools"),
 }
 # Leaves room for the agent's "-triage" suffix within the 63 characters a name may have.
 _MAX_SLUG = 56
@@ -65,12 +79,14 @@ def project_names(name: str) -> ProjectNames:
     return ProjectNames(slug=slug, package=slug.replace("-", "_"), agent=agent)
 
 
-def scaffold(directory: Path, name: str | None = None) -> list[Path]:
+def scaffold(directory: Path, name: str | None = None, template: str = "agent") -> list[Path]:
     """Write a new project into ``directory`` (created if missing, else it must be empty).
 
     Args:
         directory: Where the project goes.
         name: The project name (default: the folder's name).
+        template: ``agent`` (a processor and a graph that routes on its summary) or ``tools``
+            (a support agent whose model calls tools: plugin actions).
 
     Returns:
         The files written, relative to ``directory``.
@@ -82,12 +98,14 @@ def scaffold(directory: Path, name: str | None = None) -> list[Path]:
     names = project_names(name or directory.resolve().name)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise ProjectExists(f"{directory}: already exists and is not empty; dsmo init writes only into a new folder")
-    values = {**vars(names), "dsmo_version": _dsmo_version()}
-    templates = files("dsmo.scaffold") / "project_template"
+    folder, layout, module = TEMPLATES[template]
+    values = {**vars(names), "dsmo_version": _dsmo_version(), "plugin_module": module}
+    own, shared = files("dsmo.scaffold") / folder, files("dsmo.scaffold") / "project_template"
     written = []
-    for template, target in FILES.items():
+    for source, target in layout.items():
         path = Path(target.format(**vars(names)))
-        text = Template(templates.joinpath(template).read_text()).substitute(values)
+        found = own.joinpath(source) if own.joinpath(source).is_file() else shared.joinpath(source)
+        text = Template(found.read_text()).substitute(values)
         (directory / path).parent.mkdir(parents=True, exist_ok=True)
         (directory / path).write_text(text)
         written.append(path)

@@ -74,3 +74,34 @@ def test_the_command_says_what_is_wrong_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "error: desk: already exists and is not empty; dsmo init writes only into a new folder"
     ]
+
+
+def test_the_tools_template_is_a_support_agent_whose_tools_are_tested_and_offered(tmp_path: Path) -> None:
+    written = scaffold(tmp_path / "desk", "support-desk", template="tools")
+    root = tmp_path / "desk"
+    assert {str(path) for path in written} == {
+        "pyproject.toml",
+        "README.md",
+        ".gitignore",
+        "support_desk/__init__.py",
+        "support_desk/tools.py",
+        "tests/test_tools.py",
+        "definitions/support-desk.yaml",
+    }
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    assert pyproject["project"]["entry-points"]["dsmo.plugins"] == {"support-desk": "support_desk.tools"}
+    definition = load_definition(root / "definitions" / "support-desk.yaml")
+    tools = definition.nodes["think"].tools  # type: ignore[union-attr]
+    assert [tool.action for tool in tools] == ["support-desk-lookup-order", "support-desk-refund-order"]
+    for path in written:
+        assert "$" not in (root / path).read_text().replace("$ ", ""), f"{path} has an unfilled placeholder"
+    # The project's own tests pass as written (the tools registered, called as a tool call would).
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "2 passed" in tested.stdout
