@@ -91,7 +91,7 @@ def test_the_tools_template_is_a_support_agent_whose_tools_are_tested_and_offere
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     assert pyproject["project"]["entry-points"]["dsmo.plugins"] == {"support-desk": "support_desk.tools"}
     definition = load_definition(root / "definitions" / "support-desk.yaml")
-    tools = definition.nodes["think"].tools  # type: ignore[union-attr]
+    tools = definition.nodes["think"].tools or []  # type: ignore[union-attr]
     assert [tool.action for tool in tools] == ["support-desk-lookup-order", "support-desk-refund-order"]
     for path in written:
         assert "$" not in (root / path).read_text().replace("$ ", ""), f"{path} has an unfilled placeholder"
