@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx
@@ -21,3 +22,9 @@ def sign_in(client: httpx.Client, key: str) -> httpx.Response:
     form = client.get("/console/login")
     assert form.status_code == 200, form.text
     return client.post("/console/login", data={"api_key": key, "next": "/console/", "csrf_token": csrf_of(form.text)})
+
+
+def text_of(page: str) -> str:
+    """The page's words, without tags and with spaces collapsed (what a person reads)."""
+    words = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    return re.sub(r" ([:;,.)])", r"\1", words)

@@ -18,6 +18,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.trail_store import subject_erased
 from dsmo.runtime.storage import ARTIFACT_PREFIX, ArtifactStore
 from dsmo.server.console import graph
+from dsmo.server.console.conversations import TurnShown, conversation
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
 from dsmo.workflows.definition.model import AgentDefinition
@@ -54,6 +55,7 @@ class RunPage:
     children: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
     forks: list[dict[str, Any]] = field(default_factory=list)  # runs forked from this one
+    conversation: list[TurnShown] = field(default_factory=list)  # a tool-using node's turns
 
 
 class GraphCache:
@@ -176,6 +178,7 @@ async def load_run_page(
         children=_children(trail),
         problems=problems,
         forks=forks,
+        conversation=await asyncio.to_thread(conversation, trail, store),
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 import pytest_asyncio
 import yaml
@@ -24,10 +25,13 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.activities.plugin_errors import ActionRefused
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.console_session import sign_in, text_of
+from tests.ingress_server import serving
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +109,7 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_the_model_looks_up_refunds_and_answers_each_call_made_once_and_recorded(
-    tool_harness: Harness, chat: ChatServer, orders: OrderService
+    tool_harness: Harness, chat: ChatServer, orders: OrderService, tmp_path: Path
 ) -> None:
     chat.reply(
         Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),
@@ -138,6 +142,17 @@ async def test_the_model_looks_up_refunds_and_answers_each_call_made_once_and_re
     assert record["arguments"] == {"order": "A-1", "amount": 42.5} and record["output"]["refunded"] == 42.5
     turns = [e for e in trail if e.type == "STAGE_SUCCEEDED" and e.stage == "think"]
     assert [e.data["summary"].get("turn") for e in turns] == ["tool_calls", "tool_calls", None]
+
+    # The console's run page shows the conversation turn by turn: the calls, their arguments and results.
+    settings = tool_harness.settings.with_changes(ingress={"api_keys_file": str(tmp_path / "keys.json")})
+    key = KeyStore(settings.api_keys_path).add("person", ["read"])
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=60) as browser:
+        await asyncio.to_thread(sign_in, browser, key)
+        page = (await asyncio.to_thread(browser.get, f"/console/runs/{run_id}")).text
+    shown = text_of(page.split('id="conversation-heading"', 1)[1].split("</section>", 1)[0])
+    assert "think called lookup_order" in shown and '{"order": "A-1"} → {"order": "A-1", "status"' in shown, shown
+    assert "think.v2 called refund" in shown and '"refunded": 42.5' in shown, shown
+    assert 'think.v3 answered {"refunded": true, "reply": "Refunded 42.50 for A-1"}' in shown, shown
 
     # The replay asks the model nothing and calls no tool: the records answer, the path is the same.
     report = await tool_harness.dsmo.replay(run_id, task_queue=tool_harness.task_queue)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ import pytest
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.console import open_runs
 from tests.conftest import Harness
-from tests.console_session import sign_in
+from tests.console_session import sign_in, text_of
 from tests.ingress_server import serving
 from tests.migration_versions import V1, V2, history_length, new_agent, published, waiting_on, waiting_run
 
@@ -39,12 +38,6 @@ def served(harness: Harness, tmp_path: Path) -> Iterator[Served]:
     key = KeyStore(settings.api_keys_path).add("person", ["read"])
     with serving(settings) as url:
         yield Served(url, key)
-
-
-def text_of(page: str) -> str:
-    """The page's words, without tags and with spaces collapsed (what a person reads)."""
-    words = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
-    return re.sub(r" ([:;,.)])", r"\1", words)
 
 
 async def open_counts(browser: httpx.Client, agent: str, expected: dict[str, int]) -> str:
