@@ -33,6 +33,7 @@ from dsmo.activities.hand_on import HandOnActivities
 from dsmo.activities.limiter_signals import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
+from dsmo.activities.mcp_calls import McpServers
 from dsmo.activities.messaging import Channel, MessagingActivities
 from dsmo.activities.plugin_errors import PluginError
 from dsmo.activities.plugin_loading import load_plugins, split_modules
@@ -84,6 +85,7 @@ def build_worker(
     settings: Settings | None = None,
     identity: str | None = None,
     llm: LlmEndpoint | None = None,
+    mcp_servers: McpServers | None = None,
 ) -> Worker:
     """One worker for the workflows and all activities; tests build theirs the same way.
 
@@ -94,7 +96,8 @@ def build_worker(
     ``DSMO_WORKFLOW_SANDBOX``) runs the workflows in Temporal's sandbox. ``extra_workflows``
     are served beside DSMO's own on the same task queue. ``settings`` reach actions through
     their context. ``llm`` is where `llm` stages send their calls (default: the settings'
-    endpoint; none without settings).
+    endpoint; none without settings). ``mcp_servers`` are the MCP servers tools may name
+    (default: the settings' ``DSMO_MCP_SERVERS``).
     """
     threads = concurrent.futures.ThreadPoolExecutor(max_workers=activity_threads, thread_name_prefix="dsmo-activity")
     endpoint = llm or (llm_endpoint(settings) if settings is not None else LlmEndpoint(""))
@@ -109,7 +112,8 @@ def build_worker(
     audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
     retention = RetentionActivities(store, client)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
-    tools = ToolActivities(side_effects.registry, store, threads, settings)
+    servers = mcp_servers if mcp_servers is not None else (settings.llm.mcp if settings is not None else {})
+    tools = ToolActivities(side_effects.registry, store, threads, settings, servers)
     limiter = LimiterActivities(client, task_queue, (settings or Settings.from_env()).worker.slot_holder_check_seconds)
     extra: dict[str, Any] = {"identity": identity} if identity else {}
     extra.update({} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows})

@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from concurrent.futures import Executor
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
@@ -28,6 +29,7 @@ from dsmo.activities.actions import ActionContext, ActionRegistry
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
 from dsmo.activities.heartbeats import heartbeating
 from dsmo.activities.maybe_async import call_maybe_async
+from dsmo.activities.mcp_calls import McpServers, call_mcp_tool
 from dsmo.activities.plugin_errors import ActionRefused, InvalidInput, permanent_errors
 from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_RECORD_KIND, ToolResult, ToolTask
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 RESULT_MAX_BYTES = 256 * 1024  # one call's result as the model reads it; past this it is refused
+DEFAULT_MCP_TIMEOUT = timedelta(seconds=30)
 
 
 def tool_record_key(task: ToolTask) -> str:
@@ -47,12 +50,18 @@ class ToolActivities:
     """The `run_tool` activity over one action registry and one artifact store."""
 
     def __init__(
-        self, registry: ActionRegistry, store: ArtifactStore, executor: Executor, settings: Settings | None = None
+        self,
+        registry: ActionRegistry,
+        store: ArtifactStore,
+        executor: Executor,
+        settings: Settings | None = None,
+        mcp_servers: McpServers | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
         self.executor = executor
         self.settings = settings
+        self.mcp_servers = dict(mcp_servers or {})
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
@@ -73,7 +82,7 @@ class ToolActivities:
             return await self._result(task, self.store.uri(key), recorded=False)
         except ArtifactMissing:
             pass
-        action = self.registry.get(task.action)
+        action = self.registry.get(task.action) if task.action is not None else None
         answer = await self._io(lambda: self.store.read_json(task.answer_uri, seal=task.seal))
         call = answer["output"]["toolCalls"][task.index - 1]
         if call.get("id") != task.call_id:
@@ -83,7 +92,7 @@ class ToolActivities:
         record: dict[str, Any] = {
             "kind": TOOL_RECORD_KIND,
             "tool": task.tool,
-            "action": task.action,
+            **({"action": task.action} if task.action else {"mcp": f"{task.mcp_server}/{task.mcp_tool}"}),
             "callId": task.call_id,
             "arguments": call.get("arguments", {}),
             "idempotencyKey": task.idempotency_key,
@@ -92,9 +101,22 @@ class ToolActivities:
         where = f"run {task.run_id}, tool call {task.stage_path}/{task.index}"
         try:
             async with heartbeating():
-                output = await call_maybe_async(
-                    self.executor, action.execute, record["arguments"], ctx, who=("action", task.action, where)
-                )
+                if action is not None:
+                    output = await call_maybe_async(
+                        self.executor, action.execute, record["arguments"], ctx, who=("action", action.name, where)
+                    )
+                else:
+                    assert task.mcp_server is not None and task.mcp_tool is not None
+                    output, error = await call_mcp_tool(
+                        self.mcp_servers,
+                        task.mcp_server,
+                        task.mcp_tool,
+                        record["arguments"],
+                        task.idempotency_key,
+                        activity.info().start_to_close_timeout or DEFAULT_MCP_TIMEOUT,
+                    )
+                    if error is not None:
+                        raise ActionRefused(error)
         except (InvalidInput, ActionRefused) as refused:
             record["error"] = str(refused).splitlines()[0][:500] if str(refused) else type(refused).__name__
         else:

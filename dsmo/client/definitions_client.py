@@ -61,7 +61,7 @@ class Published:
 def needs(definition: AgentDefinition) -> tuple[set[str], set[str]]:
     """The agents and actions ``definition`` names, which a worker must offer."""
     nodes = definition.nodes.values()
-    tools = {tool.action for n in nodes if isinstance(n, LlmNode) for tool in n.tools or []}
+    tools = {tool.action for n in nodes if isinstance(n, LlmNode) for tool in n.tools or [] if tool.action}
     return {n.agent for n in nodes if isinstance(n, RunAgentNode)}, {
         n.action for n in nodes if isinstance(n, InvokeNode)
     } | tools

@@ -1,7 +1,10 @@
-"""The OpenAI-compatible endpoint that `llm` nodes call, its models and their aliases."""
+"""The OpenAI-compatible endpoint that `llm` nodes call, its models and their aliases, and the
+MCP servers whose tools they may offer."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -23,6 +26,11 @@ class LlmSettings:
             (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
         max_response_bytes: The most of one model response a worker reads, at least 1024;
             a longer answer is refused [``DSMO_LLM_MAX_RESPONSE_BYTES``].
+        mcp_servers: MCP servers (streamable HTTP) whose tools `llm` nodes may bind, ``name=url``
+            comma-separated (``orders=https://mcp.example.com/mcp``) [``DSMO_MCP_SERVERS``].
+        mcp_headers: Headers each MCP server is called with, a JSON object by server name
+            (``{"orders": {"Authorization": "Bearer ..."}}``): secrets stay in the worker's
+            settings, never in a definition [``DSMO_MCP_HEADERS``].
     """
 
     # The variables this group reads, with their defaults.
@@ -33,6 +41,8 @@ class LlmSettings:
         "DSMO_LLM_MODELS": "",
         # The most of one model response a worker reads (4 MiB); a longer answer is refused, recorded.
         "DSMO_LLM_MAX_RESPONSE_BYTES": "4194304",
+        "DSMO_MCP_SERVERS": "",
+        "DSMO_MCP_HEADERS": "",
     }
 
     base_url: str = ""
@@ -40,6 +50,8 @@ class LlmSettings:
     api_key: str = ""
     models: str = ""
     max_response_bytes: int = 4 << 20
+    mcp_servers: str = ""
+    mcp_headers: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LlmSettings:
@@ -62,8 +74,11 @@ class LlmSettings:
             api_key=read.text("DSMO_LLM_API_KEY"),
             models=read.text("DSMO_LLM_MODELS"),
             max_response_bytes=read.whole_number("DSMO_LLM_MAX_RESPONSE_BYTES"),
+            mcp_servers=read.text("DSMO_MCP_SERVERS"),
+            mcp_headers=read.text("DSMO_MCP_HEADERS"),
         )
         settings.aliases  # noqa: B018 - validates the aliases early
+        settings.mcp  # noqa: B018 - and the MCP servers
         if settings.max_response_bytes < MIN_RESPONSE_BYTES:
             raise SettingsError(f"DSMO_LLM_MAX_RESPONSE_BYTES: {settings.max_response_bytes} is below 1024")
         return settings
@@ -80,6 +95,8 @@ class LlmSettings:
             "DSMO_LLM_API_KEY": self.api_key,
             "DSMO_LLM_MODELS": self.models,
             "DSMO_LLM_MAX_RESPONSE_BYTES": str(self.max_response_bytes),
+            "DSMO_MCP_SERVERS": self.mcp_servers,
+            "DSMO_MCP_HEADERS": self.mcp_headers,
         }
 
     @property
@@ -96,3 +113,35 @@ class LlmSettings:
                 raise SettingsError(f"DSMO_LLM_MODELS: {entry!r} is not alias=model")
             aliases[alias] = model
         return aliases
+
+    @property
+    def mcp(self) -> dict[str, tuple[str, dict[str, str]]]:
+        """The MCP servers by name: their URL and the headers they are called with.
+
+        Raises:
+            SettingsError: A server is not ``name=http(s)://...``, or the headers are not a JSON
+                object of objects of strings naming known servers.
+        """
+        servers: dict[str, tuple[str, dict[str, str]]] = {}
+        for entry in filter(None, (part.strip() for part in self.mcp_servers.split(","))):
+            name, equals, url = (part.strip() for part in entry.partition("="))
+            if (
+                not equals
+                or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name)
+                or not url.startswith(("http://", "https://"))
+            ):
+                raise SettingsError(f"DSMO_MCP_SERVERS: {entry!r} is not name=http(s)://... (a lowercase name)")
+            servers[name] = (url, {})
+        try:
+            headers = json.loads(self.mcp_headers) if self.mcp_headers.strip() else {}
+        except ValueError:
+            raise SettingsError("DSMO_MCP_HEADERS: not JSON (an object of header objects by server name)") from None
+        if not isinstance(headers, dict):
+            raise SettingsError("DSMO_MCP_HEADERS: not a JSON object (header objects by server name)")
+        for name, given in headers.items():
+            if name not in servers:
+                raise SettingsError(f"DSMO_MCP_HEADERS: {name!r} is not a server of DSMO_MCP_SERVERS")
+            if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+                raise SettingsError(f"DSMO_MCP_HEADERS: {name}: not an object of header names to strings")
+            servers[name] = (servers[name][0], dict(given))
+        return servers

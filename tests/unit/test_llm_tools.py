@@ -44,6 +44,8 @@ def test_a_node_with_tools_is_admitted_and_its_actions_are_what_workers_must_off
     assert [t.name for t in node.tools] == ["lookup", "refund"] and node.max_turns == 4 and node.max_tool_calls == 8
     assert node.tools[0].offered()["function"]["parameters"] == LOOKUP
     assert needs(admitted) == (set(), {"lookup-order", "refund-order"})
+    served = definition(tool(action=None, mcp={"server": "orders", "tool": "lookup"}))
+    assert served.nodes["ask"].tools[0].mcp.tool == "lookup" and needs(served) == (set(), set())
 
 
 @pytest.mark.parametrize(
@@ -65,6 +67,9 @@ def test_a_node_with_tools_is_admitted_and_its_actions_are_what_workers_must_off
         ([tool()], {"budget": {}}, "nodes.ask.budget", "give tokens, modelCalls or both"),
         ([tool()], {"budget": {"tokens": 0}}, "nodes.ask.budget.tokens", "greater than or equal to 1"),
         ([tool()], {"onBudget": "nowhere"}, "nodes.ask.onBudget", "unknown node 'nowhere'"),
+        ([tool(mcp={"server": "orders", "tool": "lookup"})], {}, "nodes.ask.tools.0", "not both or neither"),
+        ([tool(action=None)], {}, "nodes.ask.tools.0", "not both or neither"),
+        ([tool(action=None, mcp={"server": "Orders!", "tool": "x"})], {}, "nodes.ask.tools.0.mcp.server", "pattern"),
     ],
 )
 def test_bad_tools_are_refused_at_publish_naming_the_field(

@@ -176,6 +176,8 @@ EVERY_VARIABLE = {
     "DSMO_LLM_API_KEY": "sk",
     "DSMO_LLM_MODELS": "fast=small",
     "DSMO_LLM_MAX_RESPONSE_BYTES": "65536",
+    "DSMO_MCP_SERVERS": "orders=https://mcp.internal/mcp",
+    "DSMO_MCP_HEADERS": '{"orders": {"Authorization": "Bearer t"}}',
     "DSMO_CODEC_KEYS": "k1:AAAA",
     "DSMO_CODEC_KEYS_FILE": "/codec-keys",
     "DSMO_RETENTION_ENDED": "180d",
@@ -240,8 +242,15 @@ def test_each_group_reads_its_own_variables() -> None:
         webhook_token="token",
     )
     assert settings.llm == LlmSettings(
-        base_url="https://llm.internal/v1", model="big", api_key="sk", models="fast=small", max_response_bytes=65536
+        base_url="https://llm.internal/v1",
+        model="big",
+        api_key="sk",
+        models="fast=small",
+        max_response_bytes=65536,
+        mcp_servers="orders=https://mcp.internal/mcp",
+        mcp_headers='{"orders": {"Authorization": "Bearer t"}}',
     )
+    assert settings.llm.mcp == {"orders": ("https://mcp.internal/mcp", {"Authorization": "Bearer t"})}
     assert settings.codec == CodecSettings(
         keys="k1:AAAA", keys_file="/codec-keys", subject_keys="s1:AAAA", subject_keys_file="/subject-keys"
     )
@@ -292,6 +301,8 @@ def test_a_group_documents_its_fields_and_the_variables_they_come_from(group: An
         (MessagingSettings, "DSMO_CHANNEL", "no such", "DSMO_CHANNEL: 'no such' is not a channel name"),
         (MessagingSettings, "DSMO_CHANNEL", "webhook", "DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook"),
         (LlmSettings, "DSMO_LLM_MODELS", "=big", "DSMO_LLM_MODELS: '=big' is not alias=model"),
+        (LlmSettings, "DSMO_MCP_SERVERS", "orders=ftp://x", "DSMO_MCP_SERVERS: 'orders=ftp://x' is not name=http"),
+        (LlmSettings, "DSMO_MCP_HEADERS", "[1]", "DSMO_MCP_HEADERS: not a JSON object"),
     ],
 )
 def test_a_bad_value_names_its_variable_from_its_group(group: Any, name: str, value: str, message: str) -> None:

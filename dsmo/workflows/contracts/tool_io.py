@@ -53,7 +53,9 @@ class ToolTask(WireModel):
         index: The call's place in the answer (1 for the first): its record is ``tools/{index}.json``.
         call_id: The model's id for the call.
         tool: The tool's name.
-        action: The plugin action that runs it.
+        action: The plugin action that runs it (None for an MCP tool).
+        mcp_server: The MCP server that runs it, by its name in the worker's settings.
+        mcp_tool: The tool's name on that server.
         answer_uri: The turn's answer, where the call's arguments are read.
         idempotency_key: The action applies its effect once per key (``tool:{run}:{visit}:{index}``).
         seal: The run's data subject key: the record is sealed with it.
@@ -68,7 +70,9 @@ class ToolTask(WireModel):
     index: int
     call_id: str
     tool: str
-    action: str
+    action: str | None = None
+    mcp_server: str | None = None
+    mcp_tool: str | None = None
     answer_uri: str
     idempotency_key: str
     seal: SubjectSeal | None = None

@@ -1,5 +1,6 @@
 """The tools an `llm` node offers its model: each a name, what it does, its arguments' schema,
-and what runs it (a plugin action the worker offers).
+and what runs it (a plugin action the worker offers, or a tool of an MCP server the worker's
+settings name).
 
 The model only proposes a call; the run decides. A call names one of the node's tools with
 arguments that match its schema, or it is refused and the refusal goes back to the model as the
@@ -20,6 +21,19 @@ TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 EMPTY_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+class McpTool(CamelModel):
+    """A tool of an MCP server: the server by the name the worker's settings give it
+    (``DSMO_MCP_SERVERS``: its address and headers never come from a definition), and the tool.
+
+    Attributes:
+        server: The server's name in the worker's settings.
+        tool: The tool's name on that server.
+    """
+
+    server: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    tool: str = Field(min_length=1, max_length=128)
+
+
 class ToolSpec(CamelModel):
     """One tool of an `llm` node.
 
@@ -29,12 +43,21 @@ class ToolSpec(CamelModel):
         parameters: The JSON Schema its arguments must match (an object; linear-time patterns only).
         action: The plugin action that runs it (`dsmo.action`), with the call's arguments as its
             input and an idempotency key per call.
+        mcp: Or the MCP server's tool that runs it, called with the arguments and the call's
+            idempotency key (its ``Idempotency-Key`` header).
     """
 
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str = Field(min_length=1, max_length=2000)
     parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_ARGUMENTS))
-    action: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    action: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    mcp: McpTool | None = None
+
+    @model_validator(mode="after")
+    def _one_binding(self) -> ToolSpec:
+        if (self.action is None) == (self.mcp is None):
+            raise ValueError("give either action (a plugin action) or mcp (a server's tool), not both or neither")
+        return self
 
     def offered(self) -> dict[str, Any]:
         """The tool as a chat-completions request offers it (``{"type": "function", ...}``)."""

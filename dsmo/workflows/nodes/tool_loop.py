@@ -87,6 +87,8 @@ async def _tool_call(
         call_id=call_id,
         tool=name,
         action=tool.action,
+        mcp_server=tool.mcp.server if tool.mcp else None,
+        mcp_tool=tool.mcp.tool if tool.mcp else None,
         answer_uri=summary.artifact_out_uri,
         idempotency_key=f"tool:{state.run_id}:{task.stage_path}:{index}",
         seal=run.seal,
@@ -114,7 +116,13 @@ async def _tool_call(
         artifact_uris=[result.uri],
         data={
             **where,
-            "action": tool.action,
+            **(
+                {"action": tool.action}
+                if tool.action
+                else {"mcp": f"{tool.mcp.server}/{tool.mcp.tool}"}
+                if tool.mcp
+                else {}
+            ),
             "ok": result.ok,
             "resultSha256": result.sha256,
             "idempotencyKey": tool_task.idempotency_key,
