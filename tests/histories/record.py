@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import dsmo_examples  # noqa: F401 - registers the example agents the flows run
+from bench.llm_server import ChatServer, Reply
+from dsmo.activities.actions import FunctionAction
 from dsmo.activities.definition_store import DefinitionStore
+from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.activities.messaging import FileChannel
 from dsmo.client.definition_files import load_definition
 from dsmo.client.dsmo_client import DsmoClient
@@ -27,6 +30,7 @@ from dsmo.config.settings import Settings
 from dsmo.runtime.storage import artifact_store, s3_client
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.definition.model import parse_definition
 from dsmo_examples.orders.db import OrderDatabase
 from dsmo_examples.orders.order_steps import order_actions
 
@@ -457,6 +461,35 @@ async def retention_sweep(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+# The model every recorded `llm` stage asks: a local chat server, scripted by the flow that uses it.
+CHAT = ChatServer()
+
+
+async def tool_loop_support(dsmo: DsmoClient, queue: str) -> str:
+    """The tools guide's support agent: a lookup, a refund and the answer, each call recorded."""
+    from tests.integration.llm.test_tool_loop import TICKET, support
+
+    CHAT.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),
+        Reply(tool_calls=[("refund", {"order": "A-1", "amount": 42.5})]),
+        Reply(content=json.dumps({"reply": "Refunded 42.50 for A-1"})),
+    )
+    definition = parse_definition(support("golden-support"))
+    run_id = (await dsmo.start(definition, TICKET, task_queue=queue)).run_id
+    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    return run_id
+
+
+def tool_actions() -> list[FunctionAction]:
+    """The support agent's tools, answering as the guide's order service does."""
+    return [
+        FunctionAction(
+            "lookup-order", lambda data, ctx: {"order": data["order"], "status": "delivered", "total": 42.5}
+        ),
+        FunctionAction("refund-order", lambda data, ctx: {"refunded": data["amount"], "order": data["order"]}),
+    ]
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -491,6 +524,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "subject_screening": subject_screening,
     "subject_raw_start": subject_raw_start,
     "retention_sweep": retention_sweep,
+    # A tool-using `llm` node: three model turns (visits), two tool calls, the answer.
+    "tool_loop_support": tool_loop_support,
 }
 
 
@@ -508,13 +543,17 @@ async def main(names: list[str]) -> None:
     db.set_stock("lamp", 5)
     actions = order_actions(db)
     actions.add(GoldenHold())
+    for tool in tool_actions():
+        actions.add(tool)
     queue = f"golden-{uuid.uuid4().hex[:6]}"
+    CHAT.start()
     async with build_worker(
         dsmo.temporal,
         task_queue=queue,
         store=store,
         channel=FileChannel(settings.outbox_dir),
         actions=actions,
+        llm=LlmEndpoint(CHAT.url),
     ):
         for name in names or list(FLOWS):
             recorded = await FLOWS[name](dsmo, queue)

@@ -84,6 +84,7 @@ async def tool_harness(
     actions = ActionRegistry()
     actions.add(FunctionAction("lookup-order", orders.lookup))
     actions.add(FunctionAction("refund-order", orders.refund))
+    actions.add(FunctionAction("export-everything", lambda data, ctx: {"rows": "x" * (100 << 20)}))  # 100 MiB
     task_queue = f"tools-{uuid.uuid4().hex[:10]}"
     worker = build_worker(
         dsmo.temporal,
@@ -273,3 +274,22 @@ async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transitio
     assert (
         len(chat.requests) == asked and (orders.lookups, len(orders.ledger)) == effects
     )  # nothing asked, nothing done
+
+
+async def test_a_100_mib_tool_result_is_refused_recorded_small_and_the_model_is_told(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    exporting = support(f"support-{uuid.uuid4().hex[:6]}")
+    exporting["nodes"]["think"]["tools"].append(
+        {"name": "export", "description": "Everything, at once", "action": "export-everything"}
+    )
+    chat.reply(Reply(tool_calls=[("export", {})]), Reply(content=json.dumps({"reply": "too much"})))
+    run_id, result = await run(tool_harness, exporting)
+
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"]
+    told = tool_messages(chat.requests[1])[0]["content"]
+    assert told.startswith("error: the result is 104,857,") and "at most 262,144" in told, told[:200]
+    called = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "TOOL_CALLED")
+    assert called.data["ok"] is False
+    record = tool_harness.store.read_bytes(called.artifact_uris[0])
+    assert len(record) < 4096 and b"xxxx" not in record  # the record keeps why, not the 100 MiB
