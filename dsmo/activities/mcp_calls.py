@@ -62,7 +62,8 @@ async def call_mcp_tool(
             answer = await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
     except Exception as err:  # noqa: BLE001 - any failure to reach or speak to the server is transient
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise McpUnavailable(f"mcp server {server} ({url}): {first}"[:500]) from None
+        # The server by name only: its address may carry a token, and this goes to the trail.
+        raise McpUnavailable(f"mcp server {server}: {first.replace(url, '<url>')}"[:500]) from None
     texts = [block.text for block in answer.content if isinstance(block, TextContent)]
     if answer.isError:
         return None, (" ".join(texts) or "the tool answered with an error")[:500]

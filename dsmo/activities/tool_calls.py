@@ -130,13 +130,26 @@ class ToolActivities:
         return await self._result(task, stored.uri, recorded=False)
 
     async def _recorded(self, task: ToolTask, uri: str) -> ToolResult:
+        """The original's record of this call, if it is the same call (a replay acts on nothing).
+
+        Raises:
+            InvalidInput: The original made no such call, or another (``replay diverged: ...``).
+        """
         try:
-            return await self._result(task, uri, recorded=True)
+            record = await self._io(lambda: self.store.read_json(uri, seal=task.seal))
         except ArtifactMissing:
             raise InvalidInput(
-                f"tool replay: the original has no record of call {task.index} ({task.tool}) at {uri}; "
-                "the turn asked for calls the original did not make"
+                f"replay diverged: the original has no record of call {task.index} ({task.tool}) at {uri}; "
+                "the turn asked for calls the original did not make, and a replay makes none"
             ) from None
+        answer = await self._io(lambda: self.store.read_json(task.answer_uri, seal=task.seal))
+        asked = answer["output"]["toolCalls"][task.index - 1].get("arguments", {})
+        if record.get("tool") != task.tool or record.get("arguments") != asked:
+            raise InvalidInput(
+                f"replay diverged: call {task.index} was {record.get('tool')} with other arguments in the original; "
+                f"the replay asked {task.tool}, and a replay makes no call"
+            )
+        return await self._result(task, uri, recorded=True)
 
     async def _result(self, task: ToolTask, uri: str, *, recorded: bool) -> ToolResult:
         body = await self._io(lambda: self.store.read_bytes(uri, seal=task.seal))

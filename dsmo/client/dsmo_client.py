@@ -60,7 +60,6 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.resume_events import EventAck
 from dsmo.workflows.saga.compensation_retry import CompensationRetryState
 
-# The older start methods stay one release, warning, then go.
 _RENAMED = "DsmoClient.{} is deprecated: DsmoClient.start takes the same options and returns the run's handle"
 
 
@@ -187,10 +186,10 @@ class DsmoClient:
         )
         return StartedRun(self._core, report)
 
-    async def submit(self, what: str | AgentDefinition, input: Any = None, /, **options: Any) -> StartReport:
+    async def submit(self, agent_or_definition: str | AgentDefinition, input: Any = None, **kw: Any) -> StartReport:
         """Deprecated (one release): the ``started`` report of `DsmoClient.start`."""
         warnings.warn(_RENAMED.format("submit"), DeprecationWarning, stacklevel=2)
-        return await starts.start(self._core, what, input, **options)
+        return await starts.start(self._core, agent_or_definition, input, **kw)
 
     async def start_request(self, request: ExecutionRequest, /, **options: Any) -> str:
         """Deprecated (one release): the ``run_id`` of `DsmoClient.start`."""

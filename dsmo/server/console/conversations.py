@@ -43,8 +43,9 @@ def conversation(trail: list[AuditEvent], store: ArtifactStore) -> list[TurnShow
     """The turns of the run's tool-using nodes, in order (empty for a run without tools)."""
     if not any(event.type in ("TOOL_CALLED", "TOOL_REFUSED") for event in trail):
         return []
-    created = trail[0].data if trail and trail[0].type == "RUN_CREATED" else {}
-    readable = "subject" not in created  # a subject's records are sealed: shown without their content
+    # Content only when the trail's start is there and names no data subject: a subject's records
+    # are sealed, and the store would open them.
+    readable = bool(trail) and trail[0].type == "RUN_CREATED" and "subject" not in trail[0].data
     turns: list[TurnShown] = []
     visits: dict[str, int] = {}
     by_visit: dict[str, TurnShown] = {}

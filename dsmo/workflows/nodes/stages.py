@@ -128,9 +128,10 @@ async def stage_visit(
                 task,
                 result_type=contracts.StageSummary,
                 start_to_close_timeout=node.timeout,
-                # A model call heartbeats while it waits: a worker that dies is noticed in
-                # seconds, not after the node's timeout.
-                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
+                # A tool-using node's model calls heartbeat while they wait: a worker that dies is
+                # noticed in seconds, not after the node's timeout. (Only those: an activity worker
+                # from before heartbeats, still running during a deploy, would fail the others.)
+                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) and node.tools else None,
                 retry_policy=SINGLE_ATTEMPT,
                 summary=f"{node_id}: {node.agent} (attempt {attempt})",
             )

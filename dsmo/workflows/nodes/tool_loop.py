@@ -46,17 +46,27 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
         task, summary = await stage_visit(run, node_id, node, conversation=conversation)
         _count(usage, summary.inference)
         run.state.variables["stages"][node_id]["usage"] = dict(usage)  # `stages.<node>.usage` in conditions
-        calls = summary.summary.get("toolCalls") if summary.summary.get("turn") == TOOL_TURN else None
+        # A turn that called tools says so where the model cannot write: the stage's own inference
+        # (an answer's summary fields are the model's, and could read like a turn's).
+        called = isinstance(summary.inference.get("toolCalls"), int) and summary.summary.get("turn") == TOOL_TURN
+        calls = summary.summary.get("toolCalls") if called else None
         if not isinstance(calls, list):
             return  # the answer: the node's output, routed by its transitions
         if turn == node.max_turns:
             contract_violation(
                 run, node_id, f"stage {node_id} (llm): the model still called tools at its last turn (maxTurns {turn})"
             )
-        results = await asyncio.gather(
-            *(_tool_call(run, node_id, node, task, summary, index, made) for index, made in enumerate(calls, 1))
+        # Every call of the turn ends (and is recorded) before a failed one ends the run: none is
+        # left running unrecorded behind it.
+        outcomes = await asyncio.gather(
+            *(_tool_call(run, node_id, node, task, summary, index, made) for index, made in enumerate(calls, 1)),
+            return_exceptions=True,
         )
-        conversation = [*conversation, ToolTurn(answer_uri=summary.artifact_out_uri, results=list(results))]
+        failed = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+        if failed is not None:
+            raise failed
+        results = [outcome for outcome in outcomes if isinstance(outcome, ToolResultRef)]
+        conversation = [*conversation, ToolTurn(answer_uri=summary.artifact_out_uri, results=results)]
 
 
 async def _tool_call(
@@ -105,9 +115,8 @@ async def _tool_call(
             summary=f"{node_id}: tool {name}",
         )
     except ActivityFailed as failed:
-        state.audit.record(
-            "TOOL_CALLED", at=workflow.now(), stage=node_id, data={**where, "ok": False, "error": failed.message}
-        )
+        said = {} if run.seal is not None else {"error": failed.message}  # a sealed run's words stay sealed
+        state.audit.record("TOOL_CALLED", at=workflow.now(), stage=node_id, data={**where, "ok": False, **said})
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: tool {name} failed: {failed.message}") from None
     state.audit.record(
         "TOOL_CALLED",
@@ -126,7 +135,8 @@ async def _tool_call(
             "ok": result.ok,
             "resultSha256": result.sha256,
             "idempotencyKey": tool_task.idempotency_key,
-            **({"error": result.error} if result.error else {}),
+            # The refusal is in the record; a run about a data subject keeps it there only (sealed).
+            **({"error": result.error} if result.error and run.seal is None else {}),
             **({"attempts": result.attempt} if result.attempt > 1 else {}),
             **({"recorded": True} if result.recorded else {}),
         },

@@ -293,3 +293,19 @@ async def test_a_100_mib_tool_result_is_refused_recorded_small_and_the_model_is_
     assert called.data["ok"] is False
     record = tool_harness.store.read_bytes(called.artifact_uris[0])
     assert len(record) < 4096 and b"xxxx" not in record  # the record keeps why, not the 100 MiB
+
+
+async def test_a_replay_whose_model_asks_another_call_stops_and_makes_none(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    answer = Reply(content=json.dumps({"reply": "done"}))
+    chat.reply(Reply(tool_calls=[("lookup_order", {"order": "A-1"})]), answer)
+    run_id, _ = await run(tool_harness, support(f"support-{uuid.uuid4().hex[:6]}"))
+    looked = orders.lookups
+
+    # Asked again (--rerun-llm), the model wants another order: the record has no such call.
+    chat.reply(Reply(tool_calls=[("lookup_order", {"order": "B-2"})]), answer)
+    report = await tool_harness.dsmo.replay(run_id, task_queue=tool_harness.task_queue, rerun_llm=True)
+    tool_harness.started.append(report.replay)
+    assert report.problem is not None and "replay diverged: call 1 was lookup_order" in report.problem, report
+    assert orders.lookups == looked  # the replay called nothing
