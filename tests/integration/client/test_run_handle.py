@@ -3,6 +3,7 @@ offer what a definition names; a run started by name is followed, answered and r
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -46,6 +47,12 @@ async def test_publish_checks_the_offer_and_a_run_is_followed_by_its_handle(harn
     assert await client.definitions.versions(agent) == [published.workflow_version]
     assert [row.agent for row in await client.definitions() if row.agent == agent] == [agent]
 
+    # The worker the harness started polls a moment after it starts: until Temporal lists it as a
+    # poller nobody can check an offer (and publishing says so). Wait for that, not for a time.
+    for _ in range(300):
+        if await client.definitions.catalog(queue) is not None:
+            break
+        await asyncio.sleep(0.1)
     unknown = parse_definition_text(NAMES_AN_ACTION.format(agent=f"{agent}-x", action="never-registered"))
     with pytest.raises(NotOffered, match=f"^no worker on {queue} offers action never-registered"):
         await client.definitions.publish(unknown, task_queue=queue)
