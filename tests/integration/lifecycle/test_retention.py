@@ -22,7 +22,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.lifecycle.retention_sweep import SweepStart
-from tests.conftest import Harness, skip_time
+from tests.conftest import Harness
 from tests.integration.lifecycle.test_subjects import history_gone
 
 pytestmark = pytest.mark.integration
@@ -54,10 +54,12 @@ async def finished(harness: Harness, definition: AgentDefinition) -> str:
     return run_id
 
 
-async def sweep(harness: Harness, time_env: WorkflowEnvironment) -> SweepOutcome:
-    # As of the server's time now: waiting for a result lets the time-skipping server skip ahead
-    # (years, when nothing holds it), so the sweep is not left to read its own clock.
-    as_of = await time_env.get_current_time()
+async def sweep(harness: Harness, time_env: WorkflowEnvironment, ahead: timedelta = timedelta(0)) -> SweepOutcome:
+    # As of the server's time now, or ``ahead`` of it: waiting for a result lets the time-skipping
+    # server skip ahead (years, when nothing holds it), so the sweep is not left to read its own
+    # clock. A sweep days ahead is what a sweep days later sees, with no skip to wait for (a skip
+    # waits on every workflow that server holds, other tests' included).
+    as_of = await time_env.get_current_time() + ahead
     with time_env.auto_time_skipping_disabled():
         outcome: SweepOutcome = await time_env.client.execute_workflow(
             SWEEP_WORKFLOW,
@@ -86,15 +88,13 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
     nothing = await sweep(skipping, time_env)
     assert nothing.counts == SweepCounts() and all(exists(store, key) for key in inputs.values())
 
-    await skip_time(time_env, timedelta(days=2))
-    first = await sweep(skipping, time_env)
+    first = await sweep(skipping, time_env, timedelta(days=2))
     assert (first.counts.runs, first.counts.trails) == (1, 0) and first.counts.objects >= 1
     assert not exists(store, inputs["short"]) and exists(store, audit_key(runs["short"]))  # its trail is kept longer
     assert exists(store, inputs["long"]) and exists(store, inputs["kept"])
     assert [uri.rsplit("/", 1)[1] for uri in store.list_uris(TRAILS_PREFIX)] == [f"{runs['short']}.json"]
 
-    await skip_time(time_env, timedelta(days=2))
-    second = await sweep(skipping, time_env)
+    second = await sweep(skipping, time_env, timedelta(days=4))
     assert (second.counts.runs, second.counts.trails) == (0, 1)
     assert not exists(store, audit_key(runs["short"]))
     assert exists(store, inputs["long"]) and exists(store, audit_key(runs["long"])) and exists(store, inputs["kept"])
