@@ -139,7 +139,7 @@ class ChatServer:
         content = reply.content if reply.content is not None else self.content
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.tool_calls is not None:
-            message = {"role": "assistant", "content": None, "tool_calls": _calls(reply.tool_calls)}
+            message = {"role": "assistant", "content": reply.content, "tool_calls": _calls(reply.tool_calls)}
             content = json.dumps(message["tool_calls"])
         prompt_words = sum(len(str(sent.get("content", "")).split()) for sent in body.get("messages", []))
         completion = {

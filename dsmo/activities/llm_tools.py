@@ -10,6 +10,7 @@ back to the model as that call's result, so the model can correct itself within 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from dsmo.activities.artifacts import encode_json
@@ -22,6 +23,7 @@ from dsmo.workflows.contracts.tool_io import TOOL_TURN
 
 ARGUMENTS_MAX_BYTES = 64 * 1024  # one call's arguments; past this the call is refused
 CALL_ID_MAX = 64
+REASON_MAX = 2000  # the model's words beside calls that wait for approval, as a person sees them
 
 
 def turn_of(status: int | None, body: str, error: str | None) -> tuple[str | None, list[Any], dict[str, Any]]:
@@ -86,17 +88,26 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     return (raw, None) if problem is None else ({}, problem)
 
 
-def tool_turn_output(content: str | None, calls: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def tool_turn_output(
+    content: str | None, calls: list[dict[str, Any]], shown: Collection[str] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(document, summary) of an answer that called tools.
 
     The document is the assistant's message as the run keeps it; the summary, what the workflow
-    needs to make the calls (ids, names, which were refused), small whatever the arguments.
+    needs to make the calls (ids, names, which were refused), small whatever the arguments, except
+    for accepted calls of the ``shown`` tools (those that may wait for approval): they carry their
+    arguments, and the summary the model's words (``reason``, at most `REASON_MAX` characters).
     """
     document = {"content": content, "toolCalls": calls}
-    summary = {
-        "turn": TOOL_TURN,
-        "toolCalls": [{"id": call["id"], "name": call["name"], "ok": "problem" not in call} for call in calls],
-    }
+    entries = []
+    for call in calls:
+        entry = {"id": call["id"], "name": call["name"], "ok": "problem" not in call}
+        if entry["ok"] and call["name"] in shown:
+            entry["arguments"] = call["arguments"]
+        entries.append(entry)
+    summary: dict[str, Any] = {"turn": TOOL_TURN, "toolCalls": entries}
+    if content and any("arguments" in entry for entry in entries):
+        summary["reason"] = content[:REASON_MAX]
     return document, summary
 
 
@@ -135,7 +146,12 @@ def _result_text(call: dict[str, Any], record: dict[str, Any] | None) -> str:
         return f"error: {call.get('problem', 'refused')}"
     if record.get("error") is not None:
         return f"error: {record['error']}"
-    return json.dumps(record.get("output"), ensure_ascii=False, sort_keys=True)
+    output = json.dumps(record.get("output"), ensure_ascii=False, sort_keys=True)
+    decided = record.get("decision") or {}
+    if decided.get("decision") == "edit":  # the model learns its call was not made as it asked
+        arguments = json.dumps(record.get("arguments"), ensure_ascii=False, sort_keys=True)
+        return f"(a person changed the arguments to {arguments}) {output}"
+    return output
 
 
 def judged(
@@ -157,7 +173,7 @@ def judged(
             tool["function"]["name"]: compiled_schema(encode_json(tool["function"]["parameters"]))
             for tool in call.tools
         }
-        document, turn = tool_turn_output(content, checked_calls(calls, tools, call.max_tool_calls))
+        document, turn = tool_turn_output(content, checked_calls(calls, tools, call.max_tool_calls), call.shown_calls)
         return content or "", reply, None, document, turn
     text = content or ""
     if schema is None:

@@ -5,10 +5,13 @@ its action runs with an idempotency key per call, and its record (the arguments,
 or the error) is written once beside the turn: ``.../{node or node.vN}/tools/{n}.json``. A retried
 attempt that finds the record returns it instead of calling again.
 
-An action that refuses the call (`InvalidInput`, `ActionRefused`: an unknown order, a refund over
-the limit) does not fail the stage: the refusal is the call's result, and the model reads it on
-its next turn. A result larger than `RESULT_MAX_BYTES` is refused the same way. Anything else is
-transient: Temporal retries the call under the node's retry policy, with the same key.
+A call that waited for approval carries the person's decision: an edit is made with their arguments
+(the model's are kept in the record as ``proposedArguments``), a rejection is not made at all and
+its reason is the record's error. An action that refuses the call (`InvalidInput`, `ActionRefused`:
+an unknown order, a refund over the limit) does not fail the stage: the refusal is the call's
+result, and the model reads it on its next turn. A result larger than `RESULT_MAX_BYTES` is refused
+the same way. Anything else is transient: Temporal retries the call under the node's retry policy,
+with the same key.
 
 A replay makes no call: the original's record of the same visit and call answers.
 """
@@ -89,17 +92,26 @@ class ToolActivities:
             raise InvalidInput(f"tool {task.tool}: call {task.index} of {task.answer_uri} is not {task.call_id}")
         attempt = activity.info().attempt
         ctx = ActionContext(task.run_id, task.stage_path, task.idempotency_key, attempt, self.settings)
+        decision = task.decision
+        proposed = call.get("arguments", {})
         record: dict[str, Any] = {
             "kind": TOOL_RECORD_KIND,
             "tool": task.tool,
             **({"action": task.action} if task.action else {"mcp": f"{task.mcp_server}/{task.mcp_tool}"}),
             "callId": task.call_id,
-            "arguments": call.get("arguments", {}),
+            "arguments": decision.arguments if decision is not None and decision.arguments is not None else proposed,
             "idempotencyKey": task.idempotency_key,
             "attempt": attempt,
         }
+        if decision is not None:  # it waited for a person: what they decided, and what was proposed
+            record["decision"] = decision.model_dump(mode="json", exclude_none=True)
+            if decision.decision == "edit":
+                record["proposedArguments"] = proposed
         where = f"run {task.run_id}, tool call {task.stage_path}/{task.index}"
         try:
+            if decision is not None and decision.decision == "reject":
+                who = f" ({decision.by})" if decision.by else ""
+                raise ActionRefused(f"a person{who} rejected this call: {decision.reason or 'no reason given'}")
             async with heartbeating():
                 if action is not None:
                     output = await call_maybe_async(
@@ -144,7 +156,8 @@ class ToolActivities:
             ) from None
         answer = await self._io(lambda: self.store.read_json(task.answer_uri, seal=task.seal))
         asked = answer["output"]["toolCalls"][task.index - 1].get("arguments", {})
-        if record.get("tool") != task.tool or record.get("arguments") != asked:
+        proposed = record.get("proposedArguments", record.get("arguments"))  # a person may have edited them
+        if record.get("tool") != task.tool or proposed != asked:
             raise InvalidInput(
                 f"replay diverged: call {task.index} was {record.get('tool')} with other arguments in the original; "
                 f"the replay asked {task.tool}, and a replay makes no call"

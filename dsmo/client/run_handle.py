@@ -319,6 +319,47 @@ class RunHandle:
         """
         return await run_requests.respond(self._core, self.run_id, text, event_id=event_id)
 
+    async def decide(
+        self,
+        decision: str,
+        *,
+        arguments: dict[str, Any] | None = None,
+        reason: str | None = None,
+        by: str | None = None,
+        call_id: str | None = None,
+        event_id: str | None = None,
+    ) -> EventAck:
+        """Decide the tool call the run waits on for approval (``TOOL_DECIDED``; ``waitingFor: approval``).
+
+        Args:
+            decision: ``approve`` (make the call as the model asked), ``edit`` (make it with
+                ``arguments``) or ``reject`` (make no call; the model reads ``reason``).
+            arguments: With ``edit``: the call's arguments, held to the tool's schema.
+            reason: Why, recorded in the trail (and, for a rejection, what the model reads).
+            by: Who decides, recorded in the trail.
+            call_id: The call decided (``waitingData.callId``): a decision meant for another call
+                (a stale page) is refused instead of deciding the one waiting now.
+            event_id: Deduplication id; the same id again is acknowledged as a duplicate.
+
+        Returns:
+            What became of the decision.
+
+        Raises:
+            EventMalformed: Not a decision (an unknown one, ``edit`` without arguments).
+            EventNotAccepted: The run is not waiting for this decision (no approval, another call,
+                edited arguments that break the tool's schema).
+        """
+        return await run_requests.decide(
+            self._core,
+            self.run_id,
+            decision,
+            arguments=arguments,
+            reason=reason,
+            by=by,
+            call_id=call_id,
+            event_id=event_id,
+        )
+
     async def signal(self, event_type: str, payload: dict[str, Any]) -> None:
         """Send a resume event as a Temporal signal: fire-and-forget, no answer.
 

@@ -84,6 +84,23 @@ async def respond(core: ClientCore, run_id: str, text: str, *, event_id: str | N
     return await deliver_event(core, run_id, "MESSAGE_RECEIVED", {"text": text}, event_id=event_id)
 
 
+async def decide(
+    core: ClientCore,
+    run_id: str,
+    decision: str,
+    *,
+    arguments: dict[str, Any] | None = None,
+    reason: str | None = None,
+    by: str | None = None,
+    call_id: str | None = None,
+    event_id: str | None = None,
+) -> EventAck:
+    """Decide the tool call the run waits on (`TOOL_DECIDED`): `RunHandle.decide` documents it."""
+    data = {"decision": decision, "arguments": arguments, "reason": reason, "by": by, "callId": call_id}
+    present = {name: value for name, value in data.items() if value is not None}
+    return await deliver_event(core, run_id, "TOOL_DECIDED", present, event_id=event_id)
+
+
 async def signal_event(core: ClientCore, run_id: str, event_type: str, payload: dict[str, Any]) -> None:
     """Send a resume event as a Temporal signal: fire-and-forget, no answer: `RunHandle.signal` documents it."""
     try:

@@ -467,7 +467,7 @@ CHAT = ChatServer()
 
 async def tool_loop_support(dsmo: DsmoClient, queue: str) -> str:
     """The tools guide's support agent: a lookup, a refund and the answer, each call recorded."""
-    from tests.integration.llm.test_tool_loop import TICKET, support
+    from tests.integration.llm.support_agent import TICKET, support
 
     CHAT.reply(
         Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),

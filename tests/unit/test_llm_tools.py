@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -147,3 +148,35 @@ def test_a_budget_needs_tools_and_says_what_was_spent() -> None:
     assert budget.spent(99, 2) is None
     assert budget.spent(100, 1) == "100 tokens used of a budget of 100"
     assert budget.spent(5, 3) == "3 model calls made of a budget of 3"
+
+
+def test_an_approval_condition_reads_the_arguments_and_is_checked_at_publish() -> None:
+    admitted = definition(tool(), tool("refund", approval="args.amount > 50"), approval={"timeout": "2h"})
+    node = admitted.nodes["ask"]
+    assert node.tools[1].approval == "args.amount > 50" and node.approval.timeout == timedelta(hours=2)
+    with pytest.raises(DefinitionError, match=r"nodes\.ask\.tools\.0\.approval: refers to unknown field 'argz'"):
+        definition(tool(approval="argz.amount > 50"))
+    with pytest.raises(DefinitionError, match=r"nodes\.ask\.approval: it says how tool calls wait for a person"):
+        parse_definition(
+            {
+                "agent": "x",
+                "start": "ask",
+                "nodes": {"ask": {"actionType": "llm", "prompt": "p", "approval": {"timeout": "1h"}}},
+            }
+        )
+
+
+def test_calls_that_may_wait_carry_their_arguments_and_the_models_words_in_the_summary() -> None:
+    calls = [
+        {"id": "c1", "name": "lookup", "arguments": {"order": "A-1"}},
+        {"id": "c2", "name": "refund", "arguments": {"order": "A-1", "amount": 80}},
+    ]
+    _, summary = tool_turn_output("Refunding: it broke", calls, ["refund"])
+    assert summary["toolCalls"] == [
+        {"id": "c1", "name": "lookup", "ok": True},
+        {"id": "c2", "name": "refund", "ok": True, "arguments": {"order": "A-1", "amount": 80}},
+    ]
+    assert summary["reason"] == "Refunding: it broke"
+    edited = {"output": {"refunded": 60}, "arguments": {"amount": 60}, "decision": {"decision": "edit"}}
+    told = conversation_messages([({"toolCalls": calls[1:]}, [edited])])[1]["content"]
+    assert told == '(a person changed the arguments to {"amount": 60}) {"refunded": 60}'

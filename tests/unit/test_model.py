@@ -53,6 +53,26 @@ def test_version_is_a_short_hash_of_the_canonical_form() -> None:
     assert parse_definition(changed).workflow_version != one.workflow_version
 
 
+def test_fields_added_later_leave_the_version_of_a_definition_written_before_them() -> None:
+    # Hashed before `llm` nodes had tools (maxTurns, ...) or approvals: a running run's version,
+    # idempotency keys and artifact folders stay what they were when its worker is upgraded.
+    plain = {
+        "agent": "a",
+        "start": "t",
+        "nodes": {
+            "t": {"actionType": "llm", "prompt": "hi", "transitions": [{"to": "u"}]},
+            "u": {"actionType": "send_message", "parameters": {"message": "x"}},
+        },
+    }
+    assert parse_definition(plain).workflow_version == "bf51aa907ce8"
+    written_out = copy.deepcopy(plain)
+    written_out["nodes"]["t"] |= {"maxTurns": 8, "toolTimeout": "30s"}
+    assert parse_definition(written_out).workflow_version == "bf51aa907ce8"
+    more_turns = copy.deepcopy(plain)
+    more_turns["nodes"]["t"]["maxTurns"] = 9
+    assert parse_definition(more_turns).workflow_version != "bf51aa907ce8"
+
+
 def test_wait_defaults_follow_the_seed() -> None:
     data = {"agent": "a", "start": "w", "nodes": {"w": {"actionType": "wait_for_response"}}}
     wait = parse_definition(data).nodes["w"]

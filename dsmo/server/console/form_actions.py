@@ -144,13 +144,17 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     within_event_rate(request, viewer)
     event_id = filled.get("event_id", "")
     malformed: EventRejected | None = None
+    errors: dict[str, str] = {}
     try:
         data = event_data(form, filled)
+        if form.event_type == "TOOL_DECIDED":  # who decided: the signed-in key
+            data["by"] = f"console:{viewer.key.name}"
         ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
         return changed_run(request, run_id, ack_notice(ack))
     except EventMalformed as err:  # refused before it was sent, in the words every way in gets
         malformed = err.problem
-        errors = {}
+    except EventRejected as err:  # the form's own reading of a field (a decision's JSON)
+        malformed = err
     except EventNotAccepted as err:
         errors = {"_form": str(err)}
     except (RunNotFound, RunClosed) as err:

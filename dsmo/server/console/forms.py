@@ -8,6 +8,7 @@ store (see `uploads`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ class Field:
     kind: str = "text"  # an <input> type, or "textarea"
     required: bool = True
     hint: str = ""
-    default_from: str | None = None  # a key of the wait's data that fills it in
+    default_from: str | None = None  # a key of the wait's data that fills it in (an object as JSON)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class TaskForm:
     title: str
     submit: str
     fields: tuple[Field, ...] = ()
+    # Buttons that each submit the form with their value as ``decision``, instead of one submit.
+    choices: tuple[tuple[str, str], ...] = ()
 
 
 FORMS: dict[str, TaskForm] = {
@@ -75,6 +78,25 @@ FORMS: dict[str, TaskForm] = {
             ),
         ),
         TaskForm(
+            "approval",
+            "TOOL_DECIDED",
+            "Decide the tool call",
+            "Decide",
+            (
+                Field("callId", "Call", "hidden", default_from="callId"),
+                Field(
+                    "arguments",
+                    "Arguments",
+                    "textarea",
+                    required=False,
+                    hint="JSON; change them and choose Edit and approve to make the call with yours",
+                    default_from="arguments",
+                ),
+                Field("reason", "Reason", "textarea", required=False, hint="kept in the trail; the model reads it"),
+            ),
+            (("approve", "Approve"), ("edit", "Edit and approve"), ("reject", "Reject")),
+        ),
+        TaskForm(
             "event",
             "EVENT_COMPLETED",
             "Event",
@@ -89,7 +111,13 @@ FORMS: dict[str, TaskForm] = {
 
 
 def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
-    """The event's data from a filled form: empty optional fields left out, notes under ``data``."""
+    """The event's data from a filled form: empty optional fields left out, notes under ``data``.
+
+    Raises:
+        EventRejected: A decision's edited arguments are not JSON (named, as `well_formed` names).
+    """
+    if form.wait == "approval":
+        return _decision(filled)
     data: dict[str, Any] = {}
     for control in form.fields:
         value = (filled.get(control.name) or "").strip()
@@ -99,6 +127,23 @@ def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
             data["data"] = {"notes": value}
         else:
             data[control.name] = value
+    return data
+
+
+def _decision(filled: Mapping[str, str]) -> dict[str, Any]:
+    """A decision from the approval form: the button pressed, the call, and for an edit the arguments."""
+    decision = (filled.get("decision") or "").strip()
+    data: dict[str, Any] = {"decision": decision}
+    for name in ("callId", "reason"):
+        value = (filled.get(name) or "").strip()
+        if value:
+            data[name] = value
+    if decision == "edit":
+        try:
+            data["arguments"] = json.loads(filled.get("arguments") or "")
+        except ValueError:
+            reason = "not JSON: write the arguments as a JSON object"
+            raise EventRejected(f"TOOL_DECIDED.arguments: {reason}", field="arguments", reason=reason) from None
     return data
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -114,7 +115,7 @@ async def run_context(
         "event_id": f"console-{uuid.uuid4().hex}",
         "uploads": uploads,
         "values": {
-            control.name: str((view.waiting_data or {}).get(control.default_from, ""))
+            control.name: _shown((view.waiting_data or {}).get(control.default_from, ""))
             for control in (form.fields if form else ())
             if control.default_from
         },
@@ -243,3 +244,8 @@ def root_redirect() -> RedirectResponse:
     The session cookie is scoped to ``/console``, so ``/`` itself cannot tell who is signed in.
     """
     return RedirectResponse(f"{CONSOLE}/", status_code=303)
+
+
+def _shown(value: Any) -> str:
+    """A wait's value as a form field shows it: an object or a list as JSON, the rest as text."""
+    return json.dumps(value, indent=2, ensure_ascii=False) if isinstance(value, dict | list) else str(value)

@@ -24,7 +24,7 @@ async def deliver(
     dsmo: DsmoClient = Depends(dsmo_client),
 ) -> dict[str, Any]:
     # The scope depends on the event's type, which is known only once the body is parsed.
-    verify_key(
+    key = verify_key(
         request.app.state.keys,
         f"events:{body.type}",
         request.headers.get("authorization"),
@@ -33,8 +33,12 @@ async def deliver(
     event_id = body.event_id or idempotency_key
     if not event_id:
         raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")
+    data = body.data
+    if body.type == "TOOL_DECIDED":  # who decided is the key, and who its holder says they are
+        claimed = data.get("by")
+        data = {**data, "by": f"{key.name} ({claimed[:120]})" if isinstance(claimed, str) and claimed else key.name}
     try:
-        ack = await dsmo.deliver_event(run_id, body.type, body.data, event_id=event_id)
+        ack = await dsmo.deliver_event(run_id, body.type, data, event_id=event_id)
     except EventMalformed as err:  # the client asked well_formed before sending: the run's own words
         raise Problem(422, "invalid_event", str(err.problem)) from None
     except RunNotFound as err:

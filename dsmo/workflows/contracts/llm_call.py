@@ -37,6 +37,9 @@ class LlmCall(WireModel):
         max_tool_calls: The most tool calls one answer may make (more is a contract violation).
         conversation: The turns before this one that called tools: their answers and results,
             by reference (`ToolTurn`); the request is built from them.
+        shown_calls: Tools whose calls may wait for a person's approval: the summary of an answer
+            calling them carries their arguments and the model's words (the run decides, and a
+            person sees them, without reading the store).
     """
 
     prompt: str
@@ -54,3 +57,4 @@ class LlmCall(WireModel):
     tools: list[dict[str, Any]] | None = None
     max_tool_calls: int = 8
     conversation: list[ToolTurn] = Field(default_factory=list)
+    shown_calls: list[str] = Field(default_factory=list)

@@ -18,6 +18,7 @@ from dsmo.workflows.contracts.migration_io import MigrationRecord
 from dsmo.workflows.contracts.replay_plan import ReplayPlan
 from dsmo.workflows.contracts.rewind_io import NodeEntry, RewindRecord
 from dsmo.workflows.contracts.subject_io import SubjectKey
+from dsmo.workflows.contracts.tool_io import ToolLoop
 from dsmo.workflows.contracts.trail_io import TrailHead
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.inbox import InboxEntry, InboxView
@@ -52,6 +53,7 @@ AuditType = Literal[
     "ACTION_COMPLETED",
     "TOOL_CALLED",
     "TOOL_REFUSED",
+    "TOOL_DECIDED",
     "BUDGET_SPENT",
     "COMPENSATION_STARTED",
     "COMPENSATION_SUCCEEDED",
@@ -112,6 +114,7 @@ class WaitCheckpoint(WireModel):
     requested: list[str] = Field(default_factory=list)
     received: dict[str, str] = Field(default_factory=dict)
     attempt: int = 1
+    tool_loop: ToolLoop | None = None  # a tool-using node waiting for an approval: where its visit is
 
 
 class Checkpoint(WireModel):

@@ -7,6 +7,8 @@ it (``.../{node or node.vN}/tools/{n}.json``). Workflow history holds only their
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import Field
 
 from dsmo.workflows.common.wire import WireModel
@@ -42,6 +44,61 @@ class ToolTurn(WireModel):
     results: list[ToolResultRef] = Field(default_factory=list)
 
 
+class ToolDecision(WireModel):
+    """What a person decided about a call that waited for approval (or its timeout did).
+
+    Attributes:
+        decision: ``approve`` (the call as the model made it), ``edit`` (with ``arguments``) or
+            ``reject`` (no call: the model reads ``reason`` as its result).
+        arguments: The arguments the call is made with instead of the model's (``edit``).
+        reason: Why, in the decider's words (what the model reads of a rejection).
+        by: Who decided, as the way in named them; None for a timeout.
+    """
+
+    decision: Literal["approve", "reject", "edit"]
+    arguments: dict[str, Any] | None = None
+    reason: str | None = None
+    by: str | None = None
+
+
+class PendingCalls(WireModel):
+    """A turn's tool calls the run has not made yet: while some wait for approval.
+
+    Attributes:
+        stage_path: The turn's visit.
+        answer_uri: The turn's committed answer (where each call's arguments are).
+        recorded_at: A replay: the original's folder of the visit, whose records answer.
+        calls: The turn's calls as its summary lists them (``id``, ``name``, ``ok``, and the
+            ``arguments`` of calls that may wait for approval).
+        reason: The model's words beside the calls, as a person deciding sees them.
+        decided: Each decision so far, by the call's place in the answer (``"1"``, ...).
+    """
+
+    stage_path: str
+    answer_uri: str
+    recorded_at: str | None = None
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    reason: str | None = None
+    decided: dict[str, ToolDecision] = Field(default_factory=dict)
+
+
+class ToolLoop(WireModel):
+    """Where one visit of a tool-using node is: what a run waiting for an approval carries into
+    its next Temporal run (bounded by the node's ``maxTurns`` and ``maxToolCalls``).
+
+    Attributes:
+        turn: The model turns taken.
+        usage: What they spent (tokens, model calls, cost).
+        conversation: The turns that called tools and were answered.
+        pending: The last turn's calls, while they wait for decisions.
+    """
+
+    turn: int = 0
+    usage: dict[str, int | float] = Field(default_factory=dict)
+    conversation: list[ToolTurn] = Field(default_factory=list)
+    pending: PendingCalls | None = None
+
+
 class ToolTask(WireModel):
     """Run one tool call the model made and the run accepted.
 
@@ -61,6 +118,8 @@ class ToolTask(WireModel):
         seal: The run's data subject key: the record is sealed with it.
         recorded_at: A replay: the original's folder of this visit, whose record answers instead
             of the action (no call is made).
+        decision: A person's decision on the call (it waited for approval): an edit changes its
+            arguments, a rejection makes no call and records the reason as its error.
     """
 
     run_id: str
@@ -77,6 +136,7 @@ class ToolTask(WireModel):
     idempotency_key: str
     seal: SubjectSeal | None = None
     recorded_at: str | None = None
+    decision: ToolDecision | None = None
 
 
 class ToolResult(WireModel):

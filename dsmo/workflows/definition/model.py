@@ -186,7 +186,28 @@ class AgentDefinition(CamelModel):
             The same text for any two definitions that mean the same, whatever their key order.
         """
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for node in data["nodes"].values():
+            _leave_out_later_defaults(node)
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# Node fields added after definitions were published, left out of the canonical form while they
+# hold their default: a definition written before them keeps its workflow_version (a new hash
+# would give its running runs new idempotency keys and artifact folders). Per action type: the
+# fields always left out at their default, and those left out only on a node without tools.
+_LATER_DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "llm": (
+        {"approval": {"maxRetries": 1, "onTimeout": "continue", "timeout": "3d", "timeoutActions": []}},
+        {"maxTurns": 8, "maxToolCalls": 8, "toolTimeout": "30s"},
+    ),
+}
+
+
+def _leave_out_later_defaults(node: dict[str, Any]) -> None:
+    always, without_tools = _LATER_DEFAULTS.get(node.get("actionType", ""), ({}, {}))
+    for field, default in (always | ({} if node.get("tools") else without_tools)).items():
+        if node.get(field) == default:
+            del node[field]
 
 
 class DecodedDefinitions:
@@ -382,7 +403,28 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
                 )
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.parameters.match: {err}") from None
+        if isinstance(node, LlmNode):
+            _check_approvals(definition, node_id, node, stages, admitting=admitting)
     _check_reachability(definition)
+
+
+def _check_approvals(
+    definition: AgentDefinition, node_id: str, node: LlmNode, stages: list[str], *, admitting: bool
+) -> None:
+    """A tool's approval condition reads the call's arguments (``args``) and the run, as a transition's."""
+    for index, tool in enumerate(node.tools or []):
+        if tool.approval is None or tool.approval == "required":
+            continue
+        try:
+            check_condition(
+                tool.approval,
+                inputs=[*definition.inputs, "args"],
+                stages=stages,
+                config_keys=definition.config.keys(),
+                check_functions=admitting,
+            )
+        except ConditionError as err:
+            raise ValueError(f"@nodes.{node_id}.tools.{index}.approval: {err}") from None
 
 
 def _check_llm(node_id: str, node: LlmNode) -> None:
@@ -392,6 +434,8 @@ def _check_llm(node_id: str, node: LlmNode) -> None:
     if not node.tools and (node.budget is not None or node.on_budget is not None):
         field = "budget" if node.budget is not None else "onBudget"
         raise ValueError(f"@nodes.{node_id}.{field}: a budget bounds the turns of a node with tools; this one has none")
+    if not node.tools and "approval" in node.model_fields_set:
+        raise ValueError(f"@nodes.{node_id}.approval: it says how tool calls wait for a person; this node has no tools")
     if node.output_schema is None:
         if node.summary is not None and set(node.summary) - {"text"}:
             raise ValueError(f"@nodes.{node_id}.summary: a plain-text answer has one field, text (add outputSchema)")

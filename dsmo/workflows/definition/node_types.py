@@ -30,6 +30,8 @@ WAIT_TIMEOUTS: dict[str, tuple[timedelta, timedelta]] = {
     "signature": (timedelta(days=7), timedelta(days=30)),
     "test": (timedelta(days=7), timedelta(days=30)),
     "event": (timedelta(days=7), timedelta(days=30)),
+    # A proposed tool call waiting for a person's decision (not in the seed).
+    "approval": (timedelta(days=3), timedelta(days=30)),
 }
 MAX_DELAY = timedelta(days=30)
 
@@ -101,6 +103,17 @@ class WaitOptions(CamelModel):
                 f"{format_duration(value)} is above the maximum of {format_duration(maximum)} for {cls.kind} waits"
             )
         return value
+
+
+class ApprovalWait(WaitOptions):
+    """How a tool-using `llm` node waits for a person to decide a call that needs approval.
+
+    ``onTimeout: continue`` rejects the call (the model reads that no one decided in time),
+    ``fail`` ends the run with status TIMEOUT, ``retry`` waits again; ``timeoutActions`` are sent
+    as for any wait.
+    """
+
+    kind: ClassVar[str] = "approval"
 
 
 class _Outgoing(CamelModel):
@@ -328,6 +341,8 @@ class LlmNode(_Node):
     tool_timeout: Duration = timedelta(seconds=30)
     budget: ToolBudget | None = None  # what one visit may spend over its turns (tools.py)
     on_budget: str | None = Field(default=None, description="where a visit that spent its budget goes")
+    # How a call of a tool with `approval` waits for a person's decision (timeout, onTimeout).
+    approval: ApprovalWait = Field(default_factory=lambda: ApprovalWait.model_validate({}))
 
     @property
     def agent(self) -> str:

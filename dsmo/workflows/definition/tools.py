@@ -10,8 +10,12 @@ again, at most `maxTurns` times: the graph, not the model, bounds the loop.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+# Imported here, outside any workflow's sandbox (dsmo passes through): a run checks a person's
+# edited arguments against the tool's schema (`arguments_problem`).
+import jsonschema
 from pydantic import Field, model_validator
 
 from dsmo.workflows.common.schema_patterns import UnsupportedPattern, check_patterns
@@ -45,6 +49,9 @@ class ToolSpec(CamelModel):
             input and an idempotency key per call.
         mcp: Or the MCP server's tool that runs it, called with the arguments and the call's
             idempotency key (its ``Idempotency-Key`` header).
+        approval: ``required``: each call waits for a person to approve, reject or edit it (the
+            node's ``approval`` says how long); or a condition over the call's arguments (``args``)
+            and the run, as a transition's (``args.amount > 50``): only calls where it holds wait.
     """
 
     name: str = Field(pattern=TOOL_NAME_PATTERN)
@@ -52,6 +59,7 @@ class ToolSpec(CamelModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_ARGUMENTS))
     action: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     mcp: McpTool | None = None
+    approval: str | None = Field(default=None, min_length=1, max_length=2000)
 
     @model_validator(mode="after")
     def _one_binding(self) -> ToolSpec:
@@ -105,8 +113,6 @@ def check_json_schema(where: str, schema: dict[str, Any]) -> None:
     Raises:
         ValueError: ``where`` and the reason, naming the place in the schema.
     """
-    import jsonschema
-
     validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
@@ -138,3 +144,37 @@ def check_tools(node_id: str, tools: list[ToolSpec]) -> None:
             raise ValueError(f"@nodes.{node_id}.tools.{index}.name: {tool.name!r} is offered twice")
         seen.add(tool.name)
         check_json_schema(f"@nodes.{node_id}.tools.{index}.parameters", tool.parameters)
+
+
+def arguments_problem(tool: ToolSpec, arguments: Any) -> str | None:
+    """Why ``arguments`` cannot be a call of ``tool`` (not an object, or breaking its schema), or None.
+
+    Pure: a run asks it of a person's edited arguments before it takes the decision.
+    """
+    if not isinstance(arguments, dict):
+        return "must be a JSON object"
+    validator_class = jsonschema.validators.validator_for(tool.parameters, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(validator_class(tool.parameters).iter_errors(arguments))
+    if error is None:
+        return None
+    inside = ".".join(str(part) for part in error.absolute_path)
+    return f"{inside + ': ' if inside else ''}{error.message} (the schema of tool {tool.name})"
+
+
+def decision_problem(
+    tools: list[ToolSpec] | None, waiting: Mapping[str, Any], decided: Mapping[str, Any]
+) -> str | None:
+    """Why the call waiting for approval (``waiting``: its wait's data) does not take a decision:
+    another call's id (a stale page), or edited arguments that break the tool's schema; else None.
+    """
+    tool_name, call_id = waiting.get("tool"), waiting.get("callId")
+    named = decided.get("callId")
+    if named is not None and named != call_id:
+        return f"TOOL_DECIDED.callId: {named!r} is not the call waiting for approval ({call_id!r}, {tool_name})"
+    if decided.get("decision") != "edit":
+        return None
+    tool = next((spec for spec in tools or [] if spec.name == tool_name), None)
+    if tool is None:
+        return None  # a definition without the tool any more (moved): the run refuses the call itself
+    problem = arguments_problem(tool, decided.get("arguments"))
+    return None if problem is None else f"TOOL_DECIDED.arguments: {problem}"

@@ -197,6 +197,11 @@ class AgentExecution:
         """The awaited (calendar) event happened."""
         self._on_signal("EVENT_COMPLETED", payload)
 
+    @workflow.signal(name="TOOL_DECIDED")
+    def tool_decided(self, payload: Any = None) -> None:
+        """A person's decision on a tool call waiting for approval (raw signal; see `deliver_event`)."""
+        self._on_signal("TOOL_DECIDED", payload)
+
     @workflow.signal(name="SLOT_GRANTED")
     def slot_granted(self, payload: Any = None) -> None:
         """A lock gave this run a slot: its agent's rate limit, or a concurrency key's (``lock``)."""

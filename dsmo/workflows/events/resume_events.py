@@ -9,6 +9,9 @@ run give the same answer, word for word. Signals arrive as a flat JSON object
 so a bad event gets a clear reason instead of being dropped by the SDK's decoder. Whether the
 run takes a well-formed event is the run's own judgement (`run/intake.py`). What each event sets
 in the run's variables is decided here too.
+
+Longer than most modules: each kind's payload model sits beside the one rule that reads it, so
+what an event may hold and how it is judged are read in one place.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from dsmo.workflows.common.document_limits import EVENT_LIMITS, DocumentRefused, check_document
 from dsmo.workflows.common.errors import DsmoError
@@ -102,6 +105,28 @@ class EventCompleted(_Payload):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class ToolDecided(_Payload):
+    """A person's decision on a tool call that waits for approval (``waitingFor: approval``).
+
+    ``edit`` makes the call with ``arguments`` instead of the model's (held to the tool's schema
+    by the run); ``reject`` makes no call, and the model reads ``reason`` as its result. ``by`` is
+    set by the way in that knows who asks (the ingress and the console name the key).
+    """
+
+    decision: Literal["approve", "reject", "edit"]
+    arguments: dict[str, Any] | None = Field(default=None, validate_default=True)
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    call_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @field_validator("arguments")
+    @classmethod
+    def _with_edit_only(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        if (info.data.get("decision") == "edit") != (value is not None):
+            raise ValueError("give arguments with decision edit, and only then")
+        return value
+
+
 @dataclass(frozen=True)
 class EventKind:
     waiting_for: str
@@ -115,6 +140,7 @@ EVENT_KINDS: dict[str, EventKind] = {
     "SIGNATURE_COMPLETED": EventKind("signature", SignatureCompleted),
     "TEST_COMPLETED": EventKind("test", TestCompleted),
     "EVENT_COMPLETED": EventKind("event", EventCompleted),
+    "TOOL_DECIDED": EventKind("approval", ToolDecided),
 }
 # Resumes that come from inside Temporal: a child run ending and a timer firing.
 INTERNAL_EVENTS = {"agent": "AGENT_COMPLETED", "delay": "SCHEDULE_REACHED"}
@@ -296,4 +322,6 @@ def variables_after(event: ResumeEvent, received_documents: dict[str, str], requ
         return {"testScore": data["score"], "testResult": data["result"]}
     if event.type == "EVENT_COMPLETED":
         return {"eventResult": data["result"], "eventData": data.get("data", {})}
+    if event.type == "TOOL_DECIDED":
+        return {"approval": dict(data)}
     return {}

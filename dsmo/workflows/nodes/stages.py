@@ -198,6 +198,7 @@ def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int
         recorded_attempt=recorded_attempt,
         tools=[tool.offered() for tool in node.tools] if node.tools else None,
         max_tool_calls=node.max_tool_calls,
+        shown_calls=[tool.name for tool in node.tools or [] if tool.approval is not None],
     )
 
 

@@ -24,9 +24,19 @@ from temporalio import workflow
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
-from dsmo.workflows.contracts.tool_io import RUN_TOOL, TOOL_TURN, ToolResult, ToolResultRef, ToolTask, ToolTurn
+from dsmo.workflows.contracts.tool_io import (
+    RUN_TOOL,
+    TOOL_TURN,
+    PendingCalls,
+    ToolLoop,
+    ToolResult,
+    ToolResultRef,
+    ToolTask,
+    ToolTurn,
+)
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
+from dsmo.workflows.nodes.tool_approvals import decide_calls
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
@@ -38,60 +48,71 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
     if not node.tools:
         await run_agent_node(run, node_id, node, resume)
         return
-    conversation: list[ToolTurn] = []
-    usage = {"tokens": 0, "promptTokens": 0, "completionTokens": 0, "modelCalls": 0}
-    for turn in range(1, node.max_turns + 1):
-        if turn > 1:
-            _within_budget(run, node_id, node, usage)
-        task, summary = await stage_visit(run, node_id, node, conversation=conversation)
-        _count(usage, summary.inference)
-        run.state.variables["stages"][node_id]["usage"] = dict(usage)  # `stages.<node>.usage` in conditions
-        # A turn that called tools says so where the model cannot write: the stage's own inference
-        # (an answer's summary fields are the model's, and could read like a turn's).
-        called = isinstance(summary.inference.get("toolCalls"), int) and summary.summary.get("turn") == TOOL_TURN
-        calls = summary.summary.get("toolCalls") if called else None
-        if not isinstance(calls, list):
-            return  # the answer: the node's output, routed by its transitions
-        if turn == node.max_turns:
-            contract_violation(
-                run, node_id, f"stage {node_id} (llm): the model still called tools at its last turn (maxTurns {turn})"
+    # A visit continued as new while a call waited for approval picks up where it was.
+    waiting = resume if resume is not None and resume.tool_loop is not None else None
+    loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else ToolLoop(usage=_unspent())
+    while True:
+        if loop.pending is None:
+            loop.turn += 1
+            if loop.turn > 1:
+                _within_budget(run, node_id, node, loop.usage)
+            task, summary = await stage_visit(run, node_id, node, conversation=loop.conversation)
+            _count(loop.usage, summary.inference)
+            run.state.variables["stages"][node_id]["usage"] = dict(loop.usage)  # `stages.<node>.usage`
+            # A turn that called tools says so where the model cannot write: the stage's own
+            # inference (an answer's summary fields are the model's, and could read like a turn's).
+            called = isinstance(summary.inference.get("toolCalls"), int) and summary.summary.get("turn") == TOOL_TURN
+            calls = summary.summary.get("toolCalls") if called else None
+            if not isinstance(calls, list):
+                return  # the answer: the node's output, routed by its transitions
+            if loop.turn == node.max_turns:
+                contract_violation(
+                    run,
+                    node_id,
+                    f"stage {node_id} (llm): the model still called tools at its last turn (maxTurns {loop.turn})",
+                )
+            loop.pending = PendingCalls(
+                stage_path=task.stage_path,
+                answer_uri=summary.artifact_out_uri,
+                recorded_at=_recorded_folder(run, node_id, task) if any(made.get("ok") for made in calls) else None,
+                calls=calls,
+                reason=summary.summary.get("reason"),
             )
+        await decide_calls(run, node_id, node, loop, waiting)
+        waiting = None
+        pending = loop.pending
         # Every call of the turn ends (and is recorded) before a failed one ends the run: none is
         # left running unrecorded behind it.
         outcomes = await asyncio.gather(
-            *(_tool_call(run, node_id, node, task, summary, index, made) for index, made in enumerate(calls, 1)),
+            *(_tool_call(run, node_id, node, pending, index, made) for index, made in enumerate(pending.calls, 1)),
             return_exceptions=True,
         )
         failed = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
         if failed is not None:
             raise failed
         results = [outcome for outcome in outcomes if isinstance(outcome, ToolResultRef)]
-        conversation = [*conversation, ToolTurn(answer_uri=summary.artifact_out_uri, results=results)]
+        loop.conversation.append(ToolTurn(answer_uri=pending.answer_uri, results=results))
+        loop.pending = None
 
 
 async def _tool_call(
-    run: Run,
-    node_id: str,
-    node: LlmNode,
-    task: contracts.StageTask,
-    summary: contracts.StageSummary,
-    index: int,
-    made: dict[str, Any],
+    run: Run, node_id: str, node: LlmNode, pending: PendingCalls, index: int, made: dict[str, Any]
 ) -> ToolResultRef:
     """Make one call of the turn (or record why not); what the next turn reads of it."""
     state = run.state
     call_id, name = str(made.get("id")), str(made.get("name"))
-    where = {"tool": name, "callId": call_id, "index": index, "visit": task.stage_path}
+    where = {"tool": name, "callId": call_id, "index": index, "visit": pending.stage_path}
     if not made.get("ok"):
         # The stage refused it (an unknown tool, arguments that break its schema): the refusal,
         # kept in the turn's answer, is what the model reads as the call's result.
         state.audit.record("TOOL_REFUSED", at=workflow.now(), stage=node_id, data=where)
         return ToolResultRef(call_id=call_id)
     tool = next(spec for spec in node.tools or [] if spec.name == name)
+    decision = pending.decided.get(str(index))
     tool_task = ToolTask(
         run_id=state.run_id,
         stage=node_id,
-        stage_path=task.stage_path,
+        stage_path=pending.stage_path,
         workflow_version=state.workflow_version,
         index=index,
         call_id=call_id,
@@ -99,10 +120,11 @@ async def _tool_call(
         action=tool.action,
         mcp_server=tool.mcp.server if tool.mcp else None,
         mcp_tool=tool.mcp.tool if tool.mcp else None,
-        answer_uri=summary.artifact_out_uri,
-        idempotency_key=f"tool:{state.run_id}:{task.stage_path}:{index}",
+        answer_uri=pending.answer_uri,
+        idempotency_key=f"tool:{state.run_id}:{pending.stage_path}:{index}",
         seal=run.seal,
-        recorded_at=_recorded_folder(run, node_id, task),
+        recorded_at=pending.recorded_at,
+        decision=decision,
     )
     try:
         result = await call(
@@ -139,12 +161,17 @@ async def _tool_call(
             **({"error": result.error} if result.error and run.seal is None else {}),
             **({"attempts": result.attempt} if result.attempt > 1 else {}),
             **({"recorded": True} if result.recorded else {}),
+            **({"decision": decision.decision} if decision is not None else {}),
         },
     )
     return ToolResultRef(call_id=call_id, uri=result.uri)
 
 
-def _count(usage: dict[str, int], inference: dict[str, Any]) -> None:
+def _unspent() -> dict[str, int | float]:
+    return {"tokens": 0, "promptTokens": 0, "completionTokens": 0, "modelCalls": 0}
+
+
+def _count(usage: dict[str, int | float], inference: dict[str, Any]) -> None:
     """Add one turn's model calls and tokens (as the endpoint counted them) to the visit's."""
     counted = inference.get("usage") if isinstance(inference.get("usage"), dict) else {}
     for name, field in (
@@ -158,14 +185,14 @@ def _count(usage: dict[str, int], inference: dict[str, Any]) -> None:
     usage["modelCalls"] += calls if isinstance(calls, int) and not isinstance(calls, bool) else 1
 
 
-def _within_budget(run: Run, node_id: str, node: LlmNode, usage: dict[str, int]) -> None:
+def _within_budget(run: Run, node_id: str, node: LlmNode, usage: dict[str, int | float]) -> None:
     """Before a model call: a visit that has spent its budget asks nothing more.
 
     Raises:
         RouteTo: It has, and the node names where to go (``onBudget``).
         RouteTo, RunEnded: It has, and the fail-safe route takes it (or the run fails).
     """
-    spent = node.budget.spent(usage["tokens"], usage["modelCalls"]) if node.budget is not None else None
+    spent = node.budget.spent(int(usage["tokens"]), int(usage["modelCalls"])) if node.budget is not None else None
     if spent is None:
         return
     reason = f"stage {node_id} (llm): {spent}"

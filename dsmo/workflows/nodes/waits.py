@@ -41,6 +41,7 @@ TIMEOUT_SUMMARIES = {
     "signature": "Timeout waiting for the signature",
     "test": "Timeout waiting for the test to be completed",
     "event": "Timeout waiting for the calendar event",
+    "approval": "Timeout waiting for a decision on a tool call",
 }
 # A delay's `until` may be at most this far away.
 MAX_UNTIL = timedelta(days=30)
@@ -93,13 +94,16 @@ async def await_event(
     *,
     requested: list[str] | None = None,
     resume: WaitCheckpoint | None = None,
-) -> None:
-    """Wait for the resume event of ``kind``; on timeout apply ``onTimeout`` (continue/fail/retry)."""
+) -> str | None:
+    """Wait for the resume event of ``kind``; on timeout apply ``onTimeout`` (continue/fail/retry).
+
+    Returns:
+        The type of the event that resumed the run, or None when a timeout let it continue.
+    """
     state = run.state
     attempt = resume.attempt if resume else 1
     if run.replay is not None:
-        await _replay_wait(run, node_id, kind, options, data)
-        return
+        return await _replay_wait(run, node_id, kind, options, data)
     while True:
         if resume is not None:
             until = resume.until or workflow.now()
@@ -135,7 +139,7 @@ async def await_event(
                         await take_back_after_waiting(run)
                     attempt = await on_timeout(run, node_id, kind, options, attempt)
                     if attempt == 0:
-                        return
+                        return None
                     continue
         event = state.resume_event
         if event is None:  # woken to continue as new, still waiting
@@ -150,10 +154,10 @@ async def await_event(
         )
         resumed = {"eventType": event.type, "eventId": event.event_id, **recorded}
         resume_run(run, node_id, resumed | ({"fromInbox": True} if kept is not None else {}))
-        return
+        return event.type
 
 
-async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> None:
+async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> str | None:
     """Replay a wait from the original's record: its event's variables, or its timeouts."""
     state, attempt = run.state, 1
     if run.replay_move_due(node_id, waiting=True):  # the original moved to another version from this wait
@@ -166,10 +170,10 @@ async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, 
         if recorded.event_type != "TIMEOUT":
             state.variables.update(recorded.set)
             resume_run(run, node_id, {"eventType": recorded.event_type, "set": recorded.set, "replayed": True})
-            return
+            return recorded.event_type
         attempt = await on_timeout(run, node_id, kind, options, attempt)
         if attempt == 0:
-            return
+            return None
 
 
 async def on_timeout(run: Run, node_id: str, kind: str, options: WaitOptions, attempt: int) -> int:

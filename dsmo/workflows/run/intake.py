@@ -27,6 +27,7 @@ from temporalio import workflow
 
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import ExternalWaitNode, ExternalWaitOptions, RequestDocumentNode
+from dsmo.workflows.definition.tools import decision_problem
 from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
 from dsmo.workflows.events.inbox import DEFAULT_POLICY, InboxEntry, InboxPolicy, event_size, full_reason
 from dsmo.workflows.events.resume_events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
@@ -177,6 +178,8 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, scope: Conditio
     if event.type == "DOCUMENT_UPLOADED" and event.data["document"] not in waiting.requested:
         return _not_requested(event, waiting.requested)
     node = run.definition.nodes.get(waiting.node)
+    if event.type == "TOOL_DECIDED":
+        return decision_problem(getattr(node, "tools", None), waiting.data, event.data)
     params = getattr(node, "parameters", None)
     if not isinstance(params, ExternalWaitOptions):
         return None

@@ -29,7 +29,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
-from tests.integration.llm.test_tool_loop import ORDERS, TICKET, support
+from tests.integration.llm.support_agent import ORDERS, TICKET, support
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration

@@ -8,105 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
-import yaml
 
 from bench.llm_server import ChatServer, Reply
-from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.llm_stage import LlmEndpoint
-from dsmo.activities.messaging import FileChannel
-from dsmo.activities.plugin_errors import ActionRefused
-from dsmo.client.dsmo_client import DsmoClient
-from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
-from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in, text_of
 from tests.ingress_server import serving
+from tests.integration.llm.support_agent import ORDERS, OrderService, run, support, tool_messages
 
 pytestmark = pytest.mark.integration
-
-ORDERS = {"A-1": {"order": "A-1", "total": 42.5, "status": "delivered"}}
-
-
-GUIDE = Path(__file__).resolve().parents[3] / "docs" / "tools.md"
-
-
-def support(agent: str, **think: Any) -> dict[str, Any]:
-    """The support agent of the tools guide, as written there (look up, refund, answer; a person
-    takes what breaks the rules), with ``think`` changed where a test says so."""
-    text = GUIDE.read_text()
-    definition = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
-    definition["agent"] = agent
-    definition["nodes"]["think"].update(think)
-    return cast(dict[str, Any], definition)
-
-
-TICKET = {"ticket": {"text": "My parcel arrived broken, I want my money back", "order": "A-1"}}
-
-
-class OrderService:
-    """The tools' system: lookups, and refunds applied once per idempotency key (a ledger)."""
-
-    def __init__(self) -> None:
-        self.lookups = 0
-        self.ledger: dict[str, dict[str, Any]] = {}
-
-    def lookup(self, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
-        self.lookups += 1
-        if data["order"] not in ORDERS:
-            raise ActionRefused(f"no order {data['order']}")
-        return ORDERS[data["order"]]
-
-    def refund(self, data: dict[str, Any], ctx: ActionContext) -> dict[str, Any]:
-        applied = self.ledger.setdefault(ctx.key, {"order": data["order"], "amount": data["amount"]})
-        return {"refunded": applied["amount"], "order": applied["order"]}
-
-
-@pytest.fixture
-def orders() -> OrderService:
-    return OrderService()
-
-
-@pytest_asyncio.fixture
-async def tool_harness(
-    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, stack_settings: Settings, chat: ChatServer, orders
-) -> AsyncIterator[Harness]:
-    actions = ActionRegistry()
-    actions.add(FunctionAction("lookup-order", orders.lookup))
-    actions.add(FunctionAction("refund-order", orders.refund))
-    actions.add(FunctionAction("export-everything", lambda data, ctx: {"rows": "x" * (100 << 20)}))  # 100 MiB
-    task_queue = f"tools-{uuid.uuid4().hex[:10]}"
-    worker = build_worker(
-        dsmo.temporal,
-        task_queue=task_queue,
-        store=store,
-        channel=FileChannel(tmp_path / "outbox"),
-        actions=actions,
-        llm=LlmEndpoint(chat.url, default_model="local-default"),
-    )
-    async with worker:
-        harness = Harness(dsmo, store, task_queue, tmp_path / "outbox", stack_settings)
-        yield harness
-    await harness.replay_all()
-
-
-async def run(harness: Harness, definition: dict[str, Any]) -> tuple[str, Any]:
-    run_id = await harness.start(parse_definition(definition), TICKET)
-    return run_id, await asyncio.wait_for(harness.dsmo.result(run_id), 60)
-
-
-def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
-    return [message for message in request["messages"] if message["role"] == "tool"]
 
 
 async def test_the_model_looks_up_refunds_and_answers_each_call_made_once_and_recorded(

@@ -29,7 +29,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import REPO, Harness
-from tests.integration.llm.test_tool_loop import TICKET, support
+from tests.integration.llm.support_agent import TICKET, support
 from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
