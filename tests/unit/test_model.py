@@ -56,7 +56,7 @@ def test_version_is_a_short_hash_of_the_canonical_form() -> None:
 def test_fields_added_later_leave_the_version_of_a_definition_written_before_them() -> None:
     # Hashed before `llm` nodes had tools (maxTurns, ...) or approvals: a running run's version,
     # idempotency keys and artifact folders stay what they were when its worker is upgraded.
-    plain = {
+    plain: dict[str, Any] = {
         "agent": "a",
         "start": "t",
         "nodes": {
