@@ -190,8 +190,8 @@ def _activity_name(fn: Callable[..., Any]) -> str:
 
 def llm_endpoint(settings: Settings) -> LlmEndpoint:
     """The endpoint `llm` stages call, from ``DSMO_LLM_*``."""
-    s = settings
-    return LlmEndpoint(s.llm.base_url, s.llm.api_key, s.llm.model, s.llm.aliases, s.llm.max_response_bytes)
+    llm = settings.llm
+    return LlmEndpoint(llm.base_url, llm.api_key, llm.model, llm.aliases, llm.max_response_bytes, llm.price_table)
 
 
 def load_worker_plugins(settings: Settings, modules: Sequence[str] = ()) -> list[str]:

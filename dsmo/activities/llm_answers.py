@@ -4,6 +4,7 @@ the stage's summary and the tokens it cost. Pure functions; the calls are made i
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from dsmo.activities.json_values import json_problem
@@ -99,3 +100,13 @@ def add_usage(usage: dict[str, int], reply: dict[str, Any]) -> None:
         for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
             if isinstance(counted.get(name), int):
                 usage[name] = usage.get(name, 0) + counted[name]
+
+
+def cost_usd(prices: Mapping[str, tuple[float, float]], model: str, usage: Mapping[str, int]) -> float | None:
+    """What the calls' tokens cost at ``model``'s price (USD per million tokens), or None when the
+    price table does not name the model."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    spent = usage.get("prompt_tokens", 0) * price[0] + usage.get("completion_tokens", 0) * price[1]
+    return round(spent / 1_000_000, 8)

@@ -31,7 +31,7 @@ import httpx
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compiled_schema
-from dsmo.activities.llm_answers import add_usage, answer_summary
+from dsmo.activities.llm_answers import add_usage, answer_summary, cost_usd
 from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, new_http_client, read_capped
 from dsmo.activities.llm_tools import conversation_messages, judged
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
@@ -55,6 +55,7 @@ class LlmEndpoint:
         default_model: The model of a node that names none.
         aliases: Model aliases a node may name instead of a model (``fast`` -> ``gpt-4o-mini``).
         max_response_bytes: The most of a response a call reads; a longer one is refused.
+        prices: (input, output) USD per million tokens by model: a priced call records ``costUsd``.
     """
 
     base_url: str
@@ -62,6 +63,7 @@ class LlmEndpoint:
     default_model: str = "gpt-4o-mini"
     aliases: Mapping[str, str] = field(default_factory=dict)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def model(self, requested: str | None) -> str:
         name = requested or self.default_model
@@ -193,6 +195,10 @@ class LlmStage:
                     "that matches the schema.",
                 },
             ]
+        # Priced by the model that answered, else the one asked for (an alias's model).
+        prices = self.endpoint.prices
+        cost = cost_usd(prices, str(reply.get("model", model)), usage)
+        cost = cost if cost is not None else cost_usd(prices, model, usage)
         output = ProcessorOutput(
             document=answer,
             summary=turn if turn is not None else answer_summary(answer, call.summary_fields),
@@ -204,6 +210,7 @@ class LlmStage:
                 "promptSha256": prompt_sha,
                 "usage": usage,
                 "calls": len(exchanges),
+                **({"costUsd": cost} if cost is not None else {}),
                 **({"toolCalls": len(turn["toolCalls"])} if turn is not None else {}),
             },
         )

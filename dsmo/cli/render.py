@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dsmo.client.run_status import spend_line
 from dsmo.devstack.stack import ServiceReport
 from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.contracts.run_records import AuditEvent, StatusView
@@ -30,6 +31,7 @@ def status_lines(view: StatusView, *, run_url: str) -> list[str]:
         ("waitingUntil", _when(view.waiting_until)),
         ("waitingData", json.dumps(view.waiting_data, ensure_ascii=False) if view.waiting_data else None),
         ("inbox", _inbox(view.inbox)),
+        ("spent", spend_line(view.usage)),
         ("startedAt", _when(view.started_at)),
         ("completedAt", _when(view.completed_at)),
         ("resultType", view.result_type),

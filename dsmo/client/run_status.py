@@ -146,3 +146,13 @@ async def wait_for_status(
         if asyncio.get_running_loop().time() > deadline:
             raise DsmoError(f"run {run_id} is {view.status}, not {'/'.join(sorted(statuses))}, after {timeout:.0f}s")
         await asyncio.sleep(interval)
+
+
+def spend_line(usage: dict[str, int | float] | None) -> str | None:
+    """What a run's model calls spent, in one line (``3 model calls, 1,240 tokens, 0.0042 USD``)."""
+    if not usage:
+        return None
+    calls = int(usage.get("modelCalls", 0))
+    line = f"{calls} model call{'' if calls == 1 else 's'}, {int(usage.get('tokens', 0)):,} tokens"
+    cost = usage.get("costUsd")
+    return f"{line}, {cost:.4f} USD" if cost else line

@@ -31,6 +31,9 @@ class LlmSettings:
         mcp_headers: Headers each MCP server is called with, a JSON object by server name
             (``{"orders": {"Authorization": "Bearer ..."}}``): secrets stay in the worker's
             settings, never in a definition [``DSMO_MCP_HEADERS``].
+        prices: What each model costs, a JSON object of USD per million tokens by model name
+            (``{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}``): a call to a model in it records
+            its cost (``costUsd``), which budgets and spend reports sum [``DSMO_LLM_PRICES``].
     """
 
     # The variables this group reads, with their defaults.
@@ -43,6 +46,7 @@ class LlmSettings:
         "DSMO_LLM_MAX_RESPONSE_BYTES": "4194304",
         "DSMO_MCP_SERVERS": "",
         "DSMO_MCP_HEADERS": "",
+        "DSMO_LLM_PRICES": "",
     }
 
     base_url: str = ""
@@ -52,6 +56,7 @@ class LlmSettings:
     max_response_bytes: int = 4 << 20
     mcp_servers: str = ""
     mcp_headers: str = ""
+    prices: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LlmSettings:
@@ -76,9 +81,11 @@ class LlmSettings:
             max_response_bytes=read.whole_number("DSMO_LLM_MAX_RESPONSE_BYTES"),
             mcp_servers=read.text("DSMO_MCP_SERVERS"),
             mcp_headers=read.text("DSMO_MCP_HEADERS"),
+            prices=read.text("DSMO_LLM_PRICES"),
         )
         settings.aliases  # noqa: B018 - validates the aliases early
         settings.mcp  # noqa: B018 - and the MCP servers
+        settings.price_table  # noqa: B018 - and the prices
         if settings.max_response_bytes < MIN_RESPONSE_BYTES:
             raise SettingsError(f"DSMO_LLM_MAX_RESPONSE_BYTES: {settings.max_response_bytes} is below 1024")
         return settings
@@ -97,6 +104,7 @@ class LlmSettings:
             "DSMO_LLM_MAX_RESPONSE_BYTES": str(self.max_response_bytes),
             "DSMO_MCP_SERVERS": self.mcp_servers,
             "DSMO_MCP_HEADERS": self.mcp_headers,
+            "DSMO_LLM_PRICES": self.prices,
         }
 
     @property
@@ -113,6 +121,28 @@ class LlmSettings:
                 raise SettingsError(f"DSMO_LLM_MODELS: {entry!r} is not alias=model")
             aliases[alias] = model
         return aliases
+
+    @property
+    def price_table(self) -> dict[str, tuple[float, float]]:
+        """``DSMO_LLM_PRICES`` by model: (input, output) USD per million tokens.
+
+        Raises:
+            SettingsError: Not a JSON object of ``{"input": n, "output": n}`` with numbers of 0 or more.
+        """
+        try:
+            table = json.loads(self.prices) if self.prices.strip() else {}
+        except ValueError:
+            raise SettingsError("DSMO_LLM_PRICES: not JSON (an object of {input, output} prices by model)") from None
+        if not isinstance(table, dict):
+            raise SettingsError("DSMO_LLM_PRICES: not a JSON object ({input, output} prices by model)")
+        prices: dict[str, tuple[float, float]] = {}
+        for model, price in table.items():
+            paid = [price.get(side) if isinstance(price, dict) else None for side in ("input", "output")]
+            if not all(isinstance(n, int | float) and not isinstance(n, bool) and n >= 0 for n in paid):
+                why = "give input and output, USD per million tokens (0 or more)"
+                raise SettingsError(f"DSMO_LLM_PRICES.{model}: {why}")
+            prices[model] = (float(paid[0]), float(paid[1]))  # type: ignore[arg-type]
+        return prices
 
     @property
     def mcp(self) -> dict[str, tuple[str, dict[str, str]]]:

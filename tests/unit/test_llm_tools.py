@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.llm_answers import cost_usd
 from dsmo.activities.llm_tools import (
     ARGUMENTS_MAX_BYTES,
     checked_calls,
@@ -19,8 +20,11 @@ from dsmo.activities.llm_tools import (
 )
 from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.client.definitions_client import needs
+from dsmo.config.env_values import SettingsError
+from dsmo.config.llm_settings import LlmSettings
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
+from dsmo.workflows.definition.tools import UNSPENT, add_spend
 
 LOOKUP = {"type": "object", "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 10}}}
 
@@ -65,7 +69,7 @@ def test_a_node_with_tools_is_admitted_and_its_actions_are_what_workers_must_off
         ([tool()], {"maxTurns": 0}, "nodes.ask.maxTurns", "greater than or equal to 1"),
         ([tool()], {"maxToolCalls": 99}, "nodes.ask.maxToolCalls", "less than or equal to 32"),
         ([], {}, "nodes.ask.tools", "at least 1"),
-        ([tool()], {"budget": {}}, "nodes.ask.budget", "give tokens, modelCalls or both"),
+        ([tool()], {"budget": {}}, "nodes.ask.budget", "give tokens, costUsd, modelCalls or some of them"),
         ([tool()], {"budget": {"tokens": 0}}, "nodes.ask.budget.tokens", "greater than or equal to 1"),
         ([tool()], {"onBudget": "nowhere"}, "nodes.ask.onBudget", "unknown node 'nowhere'"),
         ([tool(mcp={"server": "orders", "tool": "lookup"})], {}, "nodes.ask.tools.0", "not both or neither"),
@@ -144,10 +148,24 @@ def test_a_budget_needs_tools_and_says_what_was_spent() -> None:
                 "nodes": {"ask": {"actionType": "llm", "prompt": "p", "budget": {"tokens": 9}}},
             }
         )
-    budget = definition(tool(), budget={"tokens": 100, "modelCalls": 3}).nodes["ask"].budget
-    assert budget.spent(99, 2) is None
-    assert budget.spent(100, 1) == "100 tokens used of a budget of 100"
-    assert budget.spent(5, 3) == "3 model calls made of a budget of 3"
+    budget = definition(tool(), budget={"tokens": 100, "modelCalls": 3, "costUsd": 0.5}).nodes["ask"].budget
+    assert budget.spent({"tokens": 99, "modelCalls": 2, "costUsd": 0.49}) is None
+    assert budget.spent({"tokens": 100, "modelCalls": 1}) == "100 tokens used of a budget of 100"
+    assert budget.spent({"tokens": 5, "modelCalls": 3}) == "3 model calls made of a budget of 3"
+    assert budget.spent({"costUsd": 0.5}) == "0.5000 USD spent of a budget of 0.5000"
+
+
+def test_spend_adds_each_visit_tokens_calls_and_cost_and_prices_come_from_settings() -> None:
+    usage = dict(UNSPENT)
+    add_spend(usage, {"usage": {"prompt_tokens": 300, "completion_tokens": 100, "total_tokens": 400}, "calls": 2})
+    add_spend(usage, {"usage": {"total_tokens": 10}, "costUsd": 0.25})
+    assert usage == {"tokens": 410, "promptTokens": 300, "completionTokens": 100, "modelCalls": 3, "costUsd": 0.25}
+    assert cost_usd({"m": (1000.0, 2000.0)}, "m", {"prompt_tokens": 300, "completion_tokens": 100}) == 0.5
+    assert cost_usd({"m": (1000.0, 2000.0)}, "other", {"prompt_tokens": 300}) is None
+    priced = LlmSettings.from_env({"DSMO_LLM_PRICES": '{"m": {"input": 0.15, "output": 0.6}}'})
+    assert priced.price_table == {"m": (0.15, 0.6)}
+    with pytest.raises(SettingsError, match=r"DSMO_LLM_PRICES\.m: give input and output"):
+        LlmSettings.from_env({"DSMO_LLM_PRICES": '{"m": {"input": -1, "output": 0.6}}'})
 
 
 def test_an_approval_condition_reads_the_arguments_and_is_checked_at_publish() -> None:

@@ -178,6 +178,7 @@ EVERY_VARIABLE = {
     "DSMO_LLM_MAX_RESPONSE_BYTES": "65536",
     "DSMO_MCP_SERVERS": "orders=https://mcp.internal/mcp",
     "DSMO_MCP_HEADERS": '{"orders": {"Authorization": "Bearer t"}}',
+    "DSMO_LLM_PRICES": '{"big": {"input": 2.5, "output": 10}}',
     "DSMO_CODEC_KEYS": "k1:AAAA",
     "DSMO_CODEC_KEYS_FILE": "/codec-keys",
     "DSMO_RETENTION_ENDED": "180d",
@@ -249,6 +250,7 @@ def test_each_group_reads_its_own_variables() -> None:
         max_response_bytes=65536,
         mcp_servers="orders=https://mcp.internal/mcp",
         mcp_headers='{"orders": {"Authorization": "Bearer t"}}',
+        prices='{"big": {"input": 2.5, "output": 10}}',
     )
     assert settings.llm.mcp == {"orders": ("https://mcp.internal/mcp", {"Authorization": "Bearer t"})}
     assert settings.codec == CodecSettings(

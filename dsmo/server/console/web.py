@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.run_status import spend_line
 from dsmo.client.task_counts import TaskCounts
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import ArtifactStore
@@ -97,6 +98,7 @@ def pretty(value: Any) -> str:
 TEMPLATES.env.filters["pretty"] = pretty
 TEMPLATES.env.filters["since"] = since
 TEMPLATES.env.filters["when"] = when
+TEMPLATES.env.filters["spent"] = spend_line
 
 
 def is_console_path(path: str) -> bool:

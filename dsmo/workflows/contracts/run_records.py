@@ -155,6 +155,8 @@ class Checkpoint(WireModel):
     first_entries: dict[str, NodeEntry] = Field(default_factory=dict)
     # Set when the run goes back to an earlier node (a rewind): it re-executes its record up to it.
     rewind: RewindRecord | None = None
+    # What the run's model calls spent so far (a few totals: `run.usage`); spent stays spent.
+    usage: dict[str, int | float] = Field(default_factory=dict)
 
 
 class Compensation(WireModel):
@@ -248,7 +250,8 @@ class StatusView(WireModel):
         workflow_version: The hash of the definition the run follows.
         status: `pending`, `running`, `waiting` or one of the terminal statuses.
         current_node: The node being run or waited in.
-        waiting_for: While waiting: `response`, `document`, `signature`, `test`, `event`, `agent` or `delay`.
+        waiting_for: While waiting: `response`, `document`, `signature`, `test`, `event`, `approval`,
+            `agent` or `delay`.
         waiting_until: While waiting: when the wait times out.
         waiting_data: While waiting: what the wait needs (expected sender, requested documents, ...).
         pending_reason: While pending: why (a delayed start, or the agent's concurrency limit).
@@ -265,6 +268,8 @@ class StatusView(WireModel):
         cancel_reason: Once cancelled: the reason given.
         compensation: Once compensated: `{status: complete|partial, compensated, failed}`.
         inbox: Events kept for a wait ahead (count, kinds, the oldest), when there are any.
+        usage: What its model calls spent, once it made one: ``tokens``, ``promptTokens``,
+            ``completionTokens``, ``modelCalls`` and, with a price table, ``costUsd``.
         queued_for: While pending in line for a concurrency key's slot: the id of the key's lock.
         throttled: While a stage waits for its node's throttle: which stage, and the rate it waits for.
         problem: Why the run cannot answer or move (no worker polls its task queue, its workflow
@@ -294,6 +299,7 @@ class StatusView(WireModel):
     cancel_reason: str | None = None
     compensation: dict[str, Any] | None = None
     inbox: InboxView | None = None
+    usage: dict[str, int | float] | None = None
     # While pending in line for a concurrency key's slot: the key's lock (the client adds the place).
     queued_for: str | None = None
     throttled: str | None = None

@@ -51,7 +51,7 @@ from dsmo.workflows.definition.node_types import (
 )
 from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import sensitive_problem
-from dsmo.workflows.definition.tools import check_json_schema, check_tools
+from dsmo.workflows.definition.tools import Budget, check_json_schema, check_tools
 from dsmo.workflows.events.inbox import InboxPolicy
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -122,6 +122,9 @@ class AgentDefinition(CamelModel):
         subject: Whom the runs are about, rendered from the input at start (``{{applicant.id}}``):
             their stored data is sealed with that subject's key, and erasing the subject destroys it.
         retention: How long ended runs keep their data (``ended``) and their trail (``trail``).
+        budget: What a run may spend on model calls (tokens, costUsd, modelCalls), checked before
+            each one.
+        on_budget: Where a run that spent its budget goes (default: the fail-safe route).
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -152,6 +155,10 @@ class AgentDefinition(CamelModel):
     # How long ended runs keep their data and trail (workflows/definition/retention.py). None when
     # absent: definitions without it keep their workflow_version.
     retention: Retention | None = None
+    # What a run may spend on model calls over all its `llm` stages, and where it goes once it
+    # has (else the fail-safe route). None when absent: definitions without it keep their version.
+    budget: Budget | None = None
+    on_budget: str | None = None
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:
@@ -338,8 +345,9 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
     known = ", ".join(sorted(nodes))
     if definition.start not in nodes:
         raise ValueError(f"@start: unknown node {definition.start!r} (nodes: {known})")
-    if definition.fail_safe is not None and definition.fail_safe not in nodes:
-        raise ValueError(f"@failSafe: unknown node {definition.fail_safe!r} (nodes: {known})")
+    for field, target in (("failSafe", definition.fail_safe), ("onBudget", definition.on_budget)):
+        if target is not None and target not in nodes:
+            raise ValueError(f"@{field}: unknown node {target!r} (nodes: {known})")
     stages = [node_id for node_id, node in nodes.items() if isinstance(node, RunAgentNode | LlmNode)]
     _check_flow(definition)
     for index, entry in enumerate(definition.sensitive or ()):
@@ -533,7 +541,7 @@ def successors(node: Any) -> list[str]:
 
 def _check_reachability(definition: AgentDefinition) -> None:
     nodes = definition.nodes
-    roots = [definition.start] + ([definition.fail_safe] if definition.fail_safe else [])
+    roots = [definition.start] + [root for root in (definition.fail_safe, definition.on_budget) if root]
     reached: set[str] = set()
     pending = list(roots)
     while pending:

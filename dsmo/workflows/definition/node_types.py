@@ -19,7 +19,7 @@ from dsmo.workflows.common.durations import Duration, format_duration
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.flow_control import Throttle
-from dsmo.workflows.definition.tools import ToolBudget, ToolSpec
+from dsmo.workflows.definition.tools import Budget, ToolSpec
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
 # table; it gets the same bounds as the other human actions (document, signature, test).
@@ -339,7 +339,7 @@ class LlmNode(_Node):
     max_turns: int = Field(default=8, ge=1, le=50, description="model answers at most, tool turns included")
     max_tool_calls: int = Field(default=8, ge=1, le=32, description="tool calls one answer may make")
     tool_timeout: Duration = timedelta(seconds=30)
-    budget: ToolBudget | None = None  # what one visit may spend over its turns (tools.py)
+    budget: Budget | None = None  # what one visit may spend over its turns (tools.py)
     on_budget: str | None = Field(default=None, description="where a visit that spent its budget goes")
     # How a call of a tool with `approval` waits for a person's decision (timeout, onTimeout).
     approval: ApprovalWait = Field(default_factory=lambda: ApprovalWait.model_validate({}))

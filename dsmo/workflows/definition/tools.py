@@ -75,33 +75,70 @@ class ToolSpec(CamelModel):
         }
 
 
-class ToolBudget(CamelModel):
-    """What one visit of a tool-using `llm` node may spend, over all its turns.
+# What a run, or a visit of a node, has spent: the totals `usage` carries (`run.usage`,
+# `stages.<node>.usage`), all zero before the first model call.
+UNSPENT: dict[str, int | float] = {
+    "tokens": 0,
+    "promptTokens": 0,
+    "completionTokens": 0,
+    "modelCalls": 0,
+    "costUsd": 0.0,
+}
 
-    It is checked before each model call after the first: a visit that has spent it asks the
-    model nothing more and goes to the node's ``onBudget`` (else the fail-safe route). So a run
+
+def add_spend(usage: dict[str, int | float], inference: Mapping[str, Any]) -> None:
+    """Add one stage's model calls, tokens (as the endpoint counted them) and cost to ``usage``."""
+    counted = inference.get("usage") if isinstance(inference.get("usage"), dict) else {}
+    for name, field in (
+        ("tokens", "total_tokens"),
+        ("promptTokens", "prompt_tokens"),
+        ("completionTokens", "completion_tokens"),
+    ):
+        value = counted.get(field) if isinstance(counted, dict) else None
+        usage[name] = usage.get(name, 0) + (value if isinstance(value, int) and not isinstance(value, bool) else 0)
+    calls = inference.get("calls")
+    usage["modelCalls"] = usage.get("modelCalls", 0) + (
+        calls if isinstance(calls, int) and not isinstance(calls, bool) else 1
+    )
+    cost = inference.get("costUsd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        usage["costUsd"] = round(usage.get("costUsd", 0.0) + cost, 8)
+
+
+class Budget(CamelModel):
+    """What a run (the definition's ``budget``) or one visit of a tool-using `llm` node (the
+    node's) may spend on model calls.
+
+    It is checked before each model call (a node's: after its visit's first): once spent, no
+    model is asked again and the run goes to ``onBudget`` (else the fail-safe route). So a run
     stops after the call that crosses it.
 
     Attributes:
         tokens: Total tokens (prompt and answer, as the endpoint counts them).
+        cost_usd: US dollars, at the worker's price table (``DSMO_LLM_PRICES``); calls to a model
+            it does not price cost nothing here.
         model_calls: Model calls, repairs of invalid answers included.
     """
 
     tokens: int | None = Field(default=None, ge=1)
-    model_calls: int | None = Field(default=None, ge=1, le=1000)
+    cost_usd: float | None = Field(default=None, gt=0)
+    model_calls: int | None = Field(default=None, ge=1, le=100_000)
 
     @model_validator(mode="after")
-    def _bounds_something(self) -> ToolBudget:
-        if self.tokens is None and self.model_calls is None:
-            raise ValueError("give tokens, modelCalls or both")
+    def _bounds_something(self) -> Budget:
+        if self.tokens is None and self.model_calls is None and self.cost_usd is None:
+            raise ValueError("give tokens, costUsd, modelCalls or some of them")
         return self
 
-    def spent(self, tokens: int, model_calls: int) -> str | None:
-        """Why a visit that used ``tokens`` in ``model_calls`` calls may ask no more; None if it may."""
+    def spent(self, usage: Mapping[str, int | float]) -> str | None:
+        """Why a run or visit that spent ``usage`` may ask no more; None if it may."""
+        tokens, calls, cost = usage.get("tokens", 0), usage.get("modelCalls", 0), usage.get("costUsd", 0.0)
         if self.tokens is not None and tokens >= self.tokens:
             return f"{tokens:,} tokens used of a budget of {self.tokens:,}"
-        if self.model_calls is not None and model_calls >= self.model_calls:
-            return f"{model_calls} model calls made of a budget of {self.model_calls}"
+        if self.cost_usd is not None and cost >= self.cost_usd:
+            return f"{cost:.4f} USD spent of a budget of {self.cost_usd:.4f}"
+        if self.model_calls is not None and calls >= self.model_calls:
+            return f"{calls} model calls made of a budget of {self.model_calls}"
         return None
 
 

@@ -35,6 +35,7 @@ from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
+from dsmo.workflows.run.spend import before_model_call, count_model_calls
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
@@ -128,9 +129,8 @@ async def stage_visit(
                 task,
                 result_type=contracts.StageSummary,
                 start_to_close_timeout=node.timeout,
-                # A tool-using node's model calls heartbeat while they wait: a worker that dies is
-                # noticed in seconds, not after the node's timeout. (Only those: an activity worker
-                # from before heartbeats, still running during a deploy, would fail the others.)
+                # A tool-using node's model calls heartbeat: a dead worker is seen in seconds. (Only
+                # those: an activity worker from before heartbeats, still up in a deploy, fails others.)
                 heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) and node.tools else None,
                 retry_policy=SINGLE_ATTEMPT,
                 summary=f"{node_id}: {node.agent} (attempt {attempt})",
@@ -159,7 +159,9 @@ def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int
 
     Raises:
         RunEnded: A replay whose record holds no model calls for this visit (and no reused output).
+        RouteTo: The run has spent its budget (spend.py): no model is asked.
     """
+    before_model_call(run, node_id)
     roots = {
         path.split(".", 1)[0].split("[", 1)[0]
         for template in (node.prompt, node.system or "")
@@ -245,6 +247,7 @@ def _commit(
     }
     if isinstance(node, LlmNode):
         data["llm"] = summary.inference  # model, prompt hash, tokens, latency, the calls' artifacts
+        count_model_calls(run, summary.inference)
     elif state.audit.extended and summary.inference:
         data["inference"] = summary.inference
     state.audit.record(

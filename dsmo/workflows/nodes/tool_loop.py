@@ -35,12 +35,14 @@ from dsmo.workflows.contracts.tool_io import (
     ToolTurn,
 )
 from dsmo.workflows.definition.node_types import LlmNode
+from dsmo.workflows.definition.tools import UNSPENT, add_spend
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
 from dsmo.workflows.nodes.tool_approvals import decide_calls
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.control import RouteTo, RunEnded
+from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.routing import contract_violation
+from dsmo.workflows.run.spend import stop_if_spent
 
 
 async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint | None) -> None:
@@ -50,14 +52,14 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
         return
     # A visit continued as new while a call waited for approval picks up where it was.
     waiting = resume if resume is not None and resume.tool_loop is not None else None
-    loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else ToolLoop(usage=_unspent())
+    loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else ToolLoop(usage=dict(UNSPENT))
     while True:
         if loop.pending is None:
             loop.turn += 1
             if loop.turn > 1:
-                _within_budget(run, node_id, node, loop.usage)
+                stop_if_spent(run, node_id, node.budget, node.on_budget, loop.usage, whose="node")
             task, summary = await stage_visit(run, node_id, node, conversation=loop.conversation)
-            _count(loop.usage, summary.inference)
+            add_spend(loop.usage, summary.inference)
             run.state.variables["stages"][node_id]["usage"] = dict(loop.usage)  # `stages.<node>.usage`
             # A turn that called tools says so where the model cannot write: the stage's own
             # inference (an answer's summary fields are the model's, and could read like a turn's).
@@ -165,43 +167,6 @@ async def _tool_call(
         },
     )
     return ToolResultRef(call_id=call_id, uri=result.uri)
-
-
-def _unspent() -> dict[str, int | float]:
-    return {"tokens": 0, "promptTokens": 0, "completionTokens": 0, "modelCalls": 0}
-
-
-def _count(usage: dict[str, int | float], inference: dict[str, Any]) -> None:
-    """Add one turn's model calls and tokens (as the endpoint counted them) to the visit's."""
-    counted = inference.get("usage") if isinstance(inference.get("usage"), dict) else {}
-    for name, field in (
-        ("tokens", "total_tokens"),
-        ("promptTokens", "prompt_tokens"),
-        ("completionTokens", "completion_tokens"),
-    ):
-        value = counted.get(field) if isinstance(counted, dict) else None
-        usage[name] += value if isinstance(value, int) and not isinstance(value, bool) else 0
-    calls = inference.get("calls")
-    usage["modelCalls"] += calls if isinstance(calls, int) and not isinstance(calls, bool) else 1
-
-
-def _within_budget(run: Run, node_id: str, node: LlmNode, usage: dict[str, int | float]) -> None:
-    """Before a model call: a visit that has spent its budget asks nothing more.
-
-    Raises:
-        RouteTo: It has, and the node names where to go (``onBudget``).
-        RouteTo, RunEnded: It has, and the fail-safe route takes it (or the run fails).
-    """
-    spent = node.budget.spent(int(usage["tokens"]), int(usage["modelCalls"])) if node.budget is not None else None
-    if spent is None:
-        return
-    reason = f"stage {node_id} (llm): {spent}"
-    run.state.audit.record(
-        "BUDGET_SPENT", at=workflow.now(), stage=node_id, data={**usage, "reason": spent, "to": node.on_budget}
-    )
-    if node.on_budget is not None:
-        raise RouteTo(node.on_budget, reason)
-    contract_violation(run, node_id, reason)
 
 
 def _recorded_folder(run: Run, node_id: str, task: contracts.StageTask) -> str | None:

@@ -170,6 +170,7 @@ class Run:
         state.inbox = list(checkpoint.inbox)
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
+        state.usage = dict(checkpoint.usage)
 
     def to_checkpoint(self, node: str | None, wait: WaitCheckpoint | None) -> Checkpoint:
         """What the next Temporal run needs to go on at ``node`` (inside ``wait``, if waiting)."""
@@ -198,6 +199,7 @@ class Run:
             saga=[entry.model_dump(mode="json") for entry in self.saga],
             inbox=state.inbox,
             first_entries=self.first_entries,
+            usage=state.usage,
         )
 
     @property

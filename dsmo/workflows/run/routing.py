@@ -8,6 +8,7 @@ from temporalio import workflow
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
+from dsmo.workflows.definition.tools import UNSPENT
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RouteTo, RunEnded
 
@@ -41,6 +42,7 @@ def activation(run: Run) -> dict[str, Any]:
             "workflowVersion": state.workflow_version,
             "correlationId": run.correlation_id,
             "path": list(state.path),
+            "usage": {**UNSPENT, **state.usage},
         },
         "config": run.definition.config,
     }

@@ -74,6 +74,8 @@ class RunState:
     # The status the run is ending in while it unwinds and settles (`begin_ending`); it takes
     # no request from then on, and is no longer waiting.
     ending: RunStatus | None = None
+    # What the run's model calls spent (spend.py): `run.usage` in conditions, the status's `usage`.
+    usage: dict[str, int | float] = field(default_factory=dict)
 
     # -- status -----------------------------------------------------------------------------
 
@@ -254,6 +256,7 @@ class RunState:
             cancel_reason=result.cancel_reason if result else None,
             compensation=result.compensation if result else None,
             inbox=inbox_view(self.inbox),
+            usage=dict(self.usage) or None,
         )
 
 
