@@ -57,7 +57,7 @@ def main() -> None:
 
 
 # Each subcommand's study: its module and class, imported only when it runs (so `--help` stays
-# quick, and only `peers` loads LangGraph and DBOS).
+# quick, and only `peers` and `tools` load LangGraph, only `peers` DBOS).
 STUDIES = {
     "all": ("bench.studies.full", "All"),
     "table1": ("bench.studies.table1.study", "Table1"),
@@ -69,6 +69,7 @@ STUDIES = {
     "flow": ("bench.studies.flow.study", "Flow"),
     "subjects": ("bench.studies.subjects.study", "Subjects"),
     "peers": ("bench.studies.peers.study", "Peers"),
+    "tools": ("bench.studies.tools.study", "Tools"),
 }
 
 
@@ -110,6 +111,7 @@ for _name, _summary in (
     ("flow", "Flow control: W4 runs with a per-key limit against the same without, one lock's ceiling (FLOW=1)."),
     ("subjects", "Data subjects: W1 and W4 with and without a subject, erasing a subject's runs (SUBJECTS=1)."),
     ("peers", "W6: DSMO beside raw Temporal, LangGraph and DBOS on one graph, then the crash ledger (PEERS=1)."),
+    ("tools", "A tool-using agent's cost per turn, DSMO beside LangGraph + Postgres; 5 turns with --quick (TOOLS=1)."),
 ):
     _study_command(_name, _summary)
 

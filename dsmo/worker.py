@@ -1,8 +1,8 @@
 """The DSMO worker: the AgentExecution workflow plus every activity, wired to real clients.
 
 Run it as `dsmo worker [--load MODULE ...]` or `python -m dsmo.worker`. At start it imports its
-plugins (the `dsmo.plugins` entry points, `DSMO_LOAD` and `--load`), serves the agents,
-actions and channels they registered, and writes that catalog to the artifact store.
+plugins (the `dsmo.plugins` entry points, `DSMO_LOAD` and `--load`), serves the agents, actions
+and channels they registered, and writes that catalog (with its MCP servers' tools) to the store.
 """
 
 from __future__ import annotations
@@ -251,12 +251,11 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         settings=settings,
         identity=identity,
     )
-    offer = catalog.describe(default_registry, default_actions, channels)
-    await asyncio.to_thread(catalog.publish, store, settings.temporal.task_queue, identity, offer)
+    offer, queue = catalog.describe(default_registry, default_actions, channels), settings.temporal.task_queue
+    publishing = await catalog.published(store, queue, identity, offer, settings.llm.mcp)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     where = settings.temporal
     log.info(
         "worker polling %s on %s (namespace %s), artifacts in s3://%s",
@@ -269,7 +268,8 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         async with worker:
             await stop.wait()
     finally:
-        watching.cancel()
+        for task in (watching, publishing):
+            task.cancel()
     log.info("worker stopped")
 
 

@@ -19,7 +19,10 @@ from typing import Any
 import dsmo
 from dsmo.errors import ActionRefused
 
-ORDERS = {"A-1": {"order": "A-1", "total": 42.5, "status": "delivered"}}
+ORDERS = {
+    "A-1": {"order": "A-1", "total": 42.5, "status": "delivered"},
+    "B-7": {"order": "B-7", "total": 120.0, "status": "delivered"},  # its refund waits for a person
+}
 
 
 def _ledger() -> Path:

@@ -27,6 +27,7 @@ from bench.studies.migrate import migration_cli
 from bench.studies.peers.peers_report import END as PEERS_END
 from bench.studies.peers.peers_report import START as PEERS_START
 from bench.studies.table1 import table1_cli
+from bench.studies.tools import tools_report
 from bench.studies.w5.study import MARKERS as W5_MARKERS
 from bench.studies.w5.study import add_w5, w5_text
 from bench.studies.what_if import what_if_cli
@@ -138,6 +139,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             what_if_cli.MARKERS,
             flow_cli.MARKERS,
             PEERS_MARKERS,
+            (tools_report.START, tools_report.END),
         ):
             kept = existing(old, start, end)
             if kept:

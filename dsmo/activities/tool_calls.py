@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
 
-from dsmo.activities.actions import ActionContext, ActionRegistry
+from dsmo.activities.actions import ActionContext, ActionRegistry, CompensableAction
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json
 from dsmo.activities.heartbeats import heartbeating
 from dsmo.activities.maybe_async import call_maybe_async
@@ -112,23 +112,10 @@ class ToolActivities:
             if decision is not None and decision.decision == "reject":
                 who = f" ({decision.by})" if decision.by else ""
                 raise ActionRefused(f"a person{who} rejected this call: {decision.reason or 'no reason given'}")
-            async with heartbeating():
-                if action is not None:
-                    output = await call_maybe_async(
-                        self.executor, action.execute, record["arguments"], ctx, who=("action", action.name, where)
-                    )
-                else:
-                    assert task.mcp_server is not None and task.mcp_tool is not None
-                    output, error = await call_mcp_tool(
-                        self.mcp_servers,
-                        task.mcp_server,
-                        task.mcp_tool,
-                        record["arguments"],
-                        task.idempotency_key,
-                        activity.info().start_to_close_timeout or DEFAULT_MCP_TIMEOUT,
-                    )
-                    if error is not None:
-                        raise ActionRefused(error)
+            if task.output is not None:  # a node of the graph made the call: its outcome is the result
+                output: Any = task.output
+            else:
+                output = await self._call(task, action, record["arguments"], ctx, where)
         except (InvalidInput, ActionRefused) as refused:
             record["error"] = str(refused).splitlines()[0][:500] if str(refused) else type(refused).__name__
         else:
@@ -140,6 +127,37 @@ class ToolActivities:
         stored = await self._io(lambda: self.store.put_json_once(key, record, seal=task.seal))
         # Another attempt may have written first (a reset, a duplicate task): its record stands.
         return await self._result(task, stored.uri, recorded=False)
+
+    async def _call(
+        self,
+        task: ToolTask,
+        action: CompensableAction | None,
+        arguments: dict[str, Any],
+        ctx: ActionContext,
+        where: str,
+    ) -> Any:
+        """The action's output, or the MCP tool's (heartbeating while it runs).
+
+        Raises:
+            ActionRefused: The MCP tool answered with an error (the call's result).
+        """
+        async with heartbeating():
+            if action is not None:
+                return await call_maybe_async(
+                    self.executor, action.execute, arguments, ctx, who=("action", action.name, where)
+                )
+            assert task.mcp_server is not None and task.mcp_tool is not None
+            output, error = await call_mcp_tool(
+                self.mcp_servers,
+                task.mcp_server,
+                task.mcp_tool,
+                arguments,
+                task.idempotency_key,
+                activity.info().start_to_close_timeout or DEFAULT_MCP_TIMEOUT,
+            )
+            if error is not None:
+                raise ActionRefused(error)
+            return output
 
     async def _recorded(self, task: ToolTask, uri: str) -> ToolResult:
         """The original's record of this call, if it is the same call (a replay acts on nothing).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from temporalio.client import Client
@@ -38,13 +39,28 @@ async def live_catalog(temporal: Client, store: ArtifactStore, task_queue: str) 
     return await asyncio.to_thread(catalog.read, store, task_queue, identities)
 
 
-def missing_from(offer: dict[str, Any], agents: set[str], actions: set[str]) -> list[str]:
-    """What a definition names that ``offer`` lacks, as ``agent x`` / ``action y``."""
+def missing_from(
+    offer: dict[str, Any], agents: set[str], actions: set[str], mcp_tools: AbstractSet[tuple[str, str]] = frozenset()
+) -> list[str]:
+    """What a definition names that ``offer`` lacks, as ``agent x`` / ``action y`` / ``mcp tool s/t``.
+
+    An MCP tool is missing when no worker knows its server, or when a worker listed the server's
+    tools and it is not among them; a server no worker could list yet is not judged.
+    """
     offered_agents = {row["name"] for row in offer.get("agents", [])}
     offered_actions = {row["name"] for row in offer.get("actions", [])}
-    return [f"agent {name}" for name in sorted(agents - offered_agents)] + [
-        f"action {name}" for name in sorted(actions - offered_actions)
+    servers = {row["name"]: row["listed"] for row in offer.get("mcpServers", [])}
+    listed = {(row["server"], row["tool"]) for row in offer.get("mcpTools", [])}
+    mcp = [
+        f"mcp tool {server}/{tool}" + ("" if server in servers else " (no worker's DSMO_MCP_SERVERS names its server)")
+        for server, tool in sorted(mcp_tools)
+        if server not in servers or (servers[server] and (server, tool) not in listed)
     ]
+    return (
+        [f"agent {name}" for name in sorted(agents - offered_agents)]
+        + [f"action {name}" for name in sorted(actions - offered_actions)]
+        + mcp
+    )
 
 
 def markdown(offer: dict[str, Any]) -> str:

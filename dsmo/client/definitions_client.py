@@ -58,6 +58,12 @@ class Published:
     unchecked: str = ""
 
 
+def mcp_tools_of(definition: AgentDefinition) -> set[tuple[str, str]]:
+    """The MCP tools (server, tool) ``definition``'s `llm` nodes bind, which a worker's servers must list."""
+    nodes = definition.nodes.values()
+    return {(t.mcp.server, t.mcp.tool) for n in nodes if isinstance(n, LlmNode) for t in n.tools or [] if t.mcp}
+
+
 def needs(definition: AgentDefinition) -> tuple[set[str], set[str]]:
     """The agents and actions ``definition`` names, which a worker must offer."""
     nodes = definition.nodes.values()
@@ -111,8 +117,9 @@ class Definitions:
         """
         unchecked = ""
         agents, actions = needs(definition)
-        if check_offer and (agents or actions):
-            unchecked = await self._check_offer(agents, actions, task_queue)
+        mcp_tools = mcp_tools_of(definition)
+        if check_offer and (agents or actions or mcp_tools):
+            unchecked = await self._check_offer(agents, actions, task_queue, mcp_tools)
         uri = await publish_unchecked(self._core, definition)
         return Published(uri, definition.workflow_version, unchecked)
 
@@ -172,17 +179,20 @@ class Definitions:
         """
         return await catalog(self._core, task_queue)
 
-    async def _check_offer(self, agents: set[str], actions: set[str], task_queue: str | None) -> str:
+    async def _check_offer(
+        self, agents: set[str], actions: set[str], task_queue: str | None, mcp_tools: set[tuple[str, str]]
+    ) -> str:
         queue = task_queue or self._core.settings.temporal.task_queue
+        named = ", ".join(sorted(agents | actions | {f"{server}/{tool}" for server, tool in mcp_tools}))
         try:
             offer = await catalog(self._core, queue)
         # A lazy client connects on its first call; a server it cannot reach fails that call with RuntimeError.
         except (DsmoError, RPCError, RuntimeError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            return f"Temporal cannot be reached ({first}), so nobody checked {', '.join(sorted(agents | actions))}"
+            return f"Temporal cannot be reached ({first}), so nobody checked {named}"
         if offer is None:
-            return f"no worker polls {queue}, so nobody checked {', '.join(sorted(agents | actions))}"
-        missing = missing_from(offer, agents, actions)
+            return f"no worker polls {queue}, so nobody checked {named}"
+        missing = missing_from(offer, agents, actions, mcp_tools)
         if missing:
             raise NotOffered(
                 f"no worker on {queue} offers {', '.join(missing)} (load the plugin that registers it: "

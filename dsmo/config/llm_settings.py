@@ -26,8 +26,10 @@ class LlmSettings:
             (``fast=gpt-4o-mini,smart=gpt-4o``) [``DSMO_LLM_MODELS``].
         max_response_bytes: The most of one model response a worker reads, at least 1024;
             a longer answer is refused [``DSMO_LLM_MAX_RESPONSE_BYTES``].
-        mcp_servers: MCP servers (streamable HTTP) whose tools `llm` nodes may bind, ``name=url``
-            comma-separated (``orders=https://mcp.example.com/mcp``) [``DSMO_MCP_SERVERS``].
+        mcp_servers: MCP servers whose tools `llm` nodes may bind, comma-separated: ``name=url``
+            (streamable HTTP: ``orders=https://mcp.example.com/mcp``) or ``name=stdio:COMMAND``
+            (a process the worker starts per call: ``files=stdio:npx -y some-mcp-server``)
+            [``DSMO_MCP_SERVERS``].
         mcp_headers: Headers each MCP server is called with, a JSON object by server name
             (``{"orders": {"Authorization": "Bearer ..."}}``): secrets stay in the worker's
             settings, never in a definition [``DSMO_MCP_HEADERS``].
@@ -146,21 +148,24 @@ class LlmSettings:
 
     @property
     def mcp(self) -> dict[str, tuple[str, dict[str, str]]]:
-        """The MCP servers by name: their URL and the headers they are called with.
+        """The MCP servers by name: their URL (or ``stdio:COMMAND``) and the headers they are called with.
 
         Raises:
-            SettingsError: A server is not ``name=http(s)://...``, or the headers are not a JSON
-                object of objects of strings naming known servers.
+            SettingsError: A server is not ``name=http(s)://...`` or ``name=stdio:COMMAND``, or the
+                headers are not a JSON object of objects of strings naming known servers.
         """
         servers: dict[str, tuple[str, dict[str, str]]] = {}
         for entry in filter(None, (part.strip() for part in self.mcp_servers.split(","))):
             name, equals, url = (part.strip() for part in entry.partition("="))
+            command = url.removeprefix("stdio:").strip() if url.startswith("stdio:") else None
             if (
                 not equals
                 or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name)
-                or not url.startswith(("http://", "https://"))
+                or not (url.startswith(("http://", "https://")) or command)
             ):
-                raise SettingsError(f"DSMO_MCP_SERVERS: {entry!r} is not name=http(s)://... (a lowercase name)")
+                raise SettingsError(
+                    f"DSMO_MCP_SERVERS: {entry!r} is not name=http(s)://... or name=stdio:COMMAND (a lowercase name)"
+                )
             servers[name] = (url, {})
         try:
             headers = json.loads(self.mcp_headers) if self.mcp_headers.strip() else {}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dsmo.activities.catalog_publishing import with_mcp_tools
 from dsmo.activities.contract_schemas import compile_schema
 from dsmo.activities.llm_answers import cost_usd
 from dsmo.activities.llm_tools import (
@@ -19,7 +20,8 @@ from dsmo.activities.llm_tools import (
     turn_of,
 )
 from dsmo.activities.plugin_errors import ContractViolation
-from dsmo.client.definitions_client import needs
+from dsmo.client.agent_catalog import missing_from
+from dsmo.client.definitions_client import mcp_tools_of, needs
 from dsmo.config.env_values import SettingsError
 from dsmo.config.llm_settings import LlmSettings
 from dsmo.workflows.common.errors import DefinitionError
@@ -72,9 +74,13 @@ def test_a_node_with_tools_is_admitted_and_its_actions_are_what_workers_must_off
         ([tool()], {"budget": {}}, "nodes.ask.budget", "give tokens, costUsd, modelCalls or some of them"),
         ([tool()], {"budget": {"tokens": 0}}, "nodes.ask.budget.tokens", "greater than or equal to 1"),
         ([tool()], {"onBudget": "nowhere"}, "nodes.ask.onBudget", "unknown node 'nowhere'"),
-        ([tool(mcp={"server": "orders", "tool": "lookup"})], {}, "nodes.ask.tools.0", "not both or neither"),
-        ([tool(action=None)], {}, "nodes.ask.tools.0", "not both or neither"),
+        ([tool(mcp={"server": "orders", "tool": "lookup"})], {}, "nodes.ask.tools.0", "give one of action"),
+        ([tool(action=None)], {}, "nodes.ask.tools.0", "give one of action"),
         ([tool(action=None, mcp={"server": "Orders!", "tool": "x"})], {}, "nodes.ask.tools.0.mcp.server", "pattern"),
+        ([tool(action=None, node="nowhere")], {}, "nodes.ask.tools.0.node", "'nowhere' is not a node of the graph"),
+        ([tool(action=None, node="ask")], {}, "nodes.ask.tools.0.node", "'ask' is an llm node"),
+        ([tool()], {"allowedTools": {"refund": "true"}}, "nodes.ask.allowedTools.refund", "not a tool of the node"),
+        ([tool()], {"allowedTools": {"lookup": "nope.x"}}, "nodes.ask.allowedTools.lookup", "unknown field 'nope'"),
     ],
 )
 def test_bad_tools_are_refused_at_publish_naming_the_field(
@@ -198,3 +204,15 @@ def test_calls_that_may_wait_carry_their_arguments_and_the_models_words_in_the_s
     edited = {"output": {"refunded": 60}, "arguments": {"amount": 60}, "decision": {"decision": "edit"}}
     told = conversation_messages([({"toolCalls": calls[1:]}, [edited])])[1]["content"]
     assert told == '(a person changed the arguments to {"amount": 60}) {"refunded": 60}'
+
+
+def test_a_catalog_names_the_mcp_tools_its_workers_listed_and_what_a_definition_lacks() -> None:
+    offer = with_mcp_tools({"agents": [], "actions": []}, {"orders": ["lookup"], "down": None})
+    named = {("orders", "lookup"), ("orders", "cancel"), ("down", "anything"), ("billing", "pay")}
+    assert missing_from(offer, set(), set(), named) == [
+        "mcp tool billing/pay (no worker's DSMO_MCP_SERVERS names its server)",
+        "mcp tool orders/cancel",
+    ]
+    assert mcp_tools_of(definition(tool(action=None, mcp={"server": "orders", "tool": "lookup"}))) == {
+        ("orders", "lookup")
+    }

@@ -253,6 +253,8 @@ def test_each_group_reads_its_own_variables() -> None:
         prices='{"big": {"input": 2.5, "output": 10}}',
     )
     assert settings.llm.mcp == {"orders": ("https://mcp.internal/mcp", {"Authorization": "Bearer t"})}
+    spawned = LlmSettings.from_env({"DSMO_MCP_SERVERS": "files=stdio:npx -y files-mcp,orders=https://o/mcp"})
+    assert spawned.mcp == {"files": ("stdio:npx -y files-mcp", {}), "orders": ("https://o/mcp", {})}
     assert settings.codec == CodecSettings(
         keys="k1:AAAA", keys_file="/codec-keys", subject_keys="s1:AAAA", subject_keys_file="/subject-keys"
     )
@@ -304,6 +306,7 @@ def test_a_group_documents_its_fields_and_the_variables_they_come_from(group: An
         (MessagingSettings, "DSMO_CHANNEL", "webhook", "DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook"),
         (LlmSettings, "DSMO_LLM_MODELS", "=big", "DSMO_LLM_MODELS: '=big' is not alias=model"),
         (LlmSettings, "DSMO_MCP_SERVERS", "orders=ftp://x", "DSMO_MCP_SERVERS: 'orders=ftp://x' is not name=http"),
+        (LlmSettings, "DSMO_MCP_SERVERS", "files=stdio: ", "DSMO_MCP_SERVERS: 'files=stdio:' is not name=http"),
         (LlmSettings, "DSMO_MCP_HEADERS", "[1]", "DSMO_MCP_HEADERS: not a JSON object"),
     ],
 )

@@ -37,9 +37,10 @@ class LlmCall(WireModel):
         max_tool_calls: The most tool calls one answer may make (more is a contract violation).
         conversation: The turns before this one that called tools: their answers and results,
             by reference (`ToolTurn`); the request is built from them.
-        shown_calls: Tools whose calls may wait for a person's approval: the summary of an answer
-            calling them carries their arguments and the model's words (the run decides, and a
-            person sees them, without reading the store).
+        shown_calls: Tools whose calls may wait for a person's approval, or that a node of the
+            graph runs: the summary of an answer calling them carries their arguments and the
+            model's words (the run decides, a person sees them, a node reads them as
+            ``toolCall``, without reading the store).
     """
 
     prompt: str

@@ -7,6 +7,7 @@ it (``.../{node or node.vN}/tools/{n}.json``). Workflow history holds only their
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
@@ -72,6 +73,10 @@ class PendingCalls(WireModel):
             ``arguments`` of calls that may wait for approval).
         reason: The model's words beside the calls, as a person deciding sees them.
         decided: Each decision so far, by the call's place in the answer (``"1"``, ...).
+        decisions_done: Every call that needed a person's decision has one.
+        made: The calls made so far, by their place (kept while a node that runs one waits).
+        inside: While the node that runs a call waits: the call's place (``index``) and that
+            wait's checkpoint (``wait``), to take it up again in the next Temporal run.
     """
 
     stage_path: str
@@ -80,6 +85,9 @@ class PendingCalls(WireModel):
     calls: list[dict[str, Any]] = Field(default_factory=list)
     reason: str | None = None
     decided: dict[str, ToolDecision] = Field(default_factory=dict)
+    decisions_done: bool = False
+    made: dict[str, ToolResultRef] = Field(default_factory=dict)
+    inside: dict[str, Any] | None = None
 
 
 class ToolLoop(WireModel):
@@ -88,14 +96,20 @@ class ToolLoop(WireModel):
 
     Attributes:
         turn: The model turns taken.
+        started_at: When the visit began (its ``loopTimeout`` counts from then).
+        waited_seconds: The time it spent waiting for approvals (which ``loopTimeout`` leaves out).
         usage: What they spent (tokens, model calls, cost).
         conversation: The turns that called tools and were answered.
+        called: The tools its calls ran, in order (refused and rejected calls left out).
         pending: The last turn's calls, while they wait for decisions.
     """
 
     turn: int = 0
+    started_at: datetime | None = None
+    waited_seconds: float = 0.0
     usage: dict[str, int | float] = Field(default_factory=dict)
     conversation: list[ToolTurn] = Field(default_factory=list)
+    called: list[str] = Field(default_factory=list)
     pending: PendingCalls | None = None
 
 
@@ -120,6 +134,8 @@ class ToolTask(WireModel):
             of the action (no call is made).
         decision: A person's decision on the call (it waited for approval): an edit changes its
             arguments, a rejection makes no call and records the reason as its error.
+        output: A node of the graph made the call: its outcome, recorded as the call's result
+            (no action is run).
     """
 
     run_id: str
@@ -137,6 +153,7 @@ class ToolTask(WireModel):
     seal: SubjectSeal | None = None
     recorded_at: str | None = None
     decision: ToolDecision | None = None
+    output: dict[str, Any] | None = None
 
 
 class ToolResult(WireModel):

@@ -28,6 +28,7 @@ SEED_VARIABLES = (
     "triggeredExecutionId",
     "childExecutionStatus",
     "childExecutionSuccess",
+    "toolCall",  # the call a node bound as a tool is running for (tool_loop.py)
 )
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')

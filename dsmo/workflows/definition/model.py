@@ -412,27 +412,42 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.parameters.match: {err}") from None
         if isinstance(node, LlmNode):
-            _check_approvals(definition, node_id, node, stages, admitting=admitting)
+            _check_tools_in_graph(definition, node_id, node, stages, admitting=admitting)
     _check_reachability(definition)
 
 
-def _check_approvals(
+def _check_tools_in_graph(
     definition: AgentDefinition, node_id: str, node: LlmNode, stages: list[str], *, admitting: bool
 ) -> None:
-    """A tool's approval condition reads the call's arguments (``args``) and the run, as a transition's."""
+    """A tool's approval condition reads the call's arguments (``args``) and the run, as a transition's;
+    ``allowedTools`` names the node's tools, each with a condition over the run."""
+    conditions = [
+        (f"tools.{index}.approval", tool.approval, ["args"])
+        for index, tool in enumerate(node.tools or [])
+        if tool.approval is not None and tool.approval != "required"
+    ]
+    names = {tool.name for tool in node.tools or []}
     for index, tool in enumerate(node.tools or []):
-        if tool.approval is None or tool.approval == "required":
-            continue
+        target = definition.nodes.get(tool.node) if tool.node is not None else None
+        if tool.node is not None and (target is None or target.action_type == "llm"):
+            why = "is an llm node; a tool's node asks no model" if target is not None else "is not a node of the graph"
+            raise ValueError(f"@nodes.{node_id}.tools.{index}.node: {tool.node!r} {why}")
+    for name, condition in (node.allowed_tools or {}).items():
+        if name not in names:
+            known = ", ".join(sorted(names))
+            raise ValueError(f"@nodes.{node_id}.allowedTools.{name}: not a tool of the node ({known})")
+        conditions.append((f"allowedTools.{name}", condition, []))
+    for where, condition, extra in conditions:
         try:
             check_condition(
-                tool.approval,
-                inputs=[*definition.inputs, "args"],
+                condition,
+                inputs=[*definition.inputs, *extra],
                 stages=stages,
                 config_keys=definition.config.keys(),
                 check_functions=admitting,
             )
         except ConditionError as err:
-            raise ValueError(f"@nodes.{node_id}.tools.{index}.approval: {err}") from None
+            raise ValueError(f"@nodes.{node_id}.{where}: {err}") from None
 
 
 def _check_llm(node_id: str, node: LlmNode) -> None:
@@ -532,11 +547,13 @@ def _check_links(node_id: str, node: Any, nodes: dict[str, Any], known: str) -> 
 
 
 def successors(node: Any) -> list[str]:
-    """The nodes a node may go to next (its `next`, or every transition's target, and where a
-    tool-using `llm` node goes when it has spent its budget)."""
+    """The nodes a node may go to next (its `next`, or every transition's target; for a tool-using
+    `llm` node also the nodes its tools run, and where it goes when it has spent its budget)."""
     found = [node.next] if node.next is not None else [transition.to for transition in node.transitions]
+    tool_nodes = [tool.node for tool in getattr(node, "tools", None) or [] if tool.node is not None]
     on_budget = getattr(node, "on_budget", None)
-    return found if on_budget is None or on_budget in found else [*found, on_budget]
+    more = [target for target in (*tool_nodes, on_budget) if target is not None]
+    return [*found, *(target for target in dict.fromkeys(more) if target not in found)]
 
 
 def _check_reachability(definition: AgentDefinition) -> None:

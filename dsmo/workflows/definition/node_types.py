@@ -343,6 +343,10 @@ class LlmNode(_Node):
     on_budget: str | None = Field(default=None, description="where a visit that spent its budget goes")
     # How a call of a tool with `approval` waits for a person's decision (timeout, onTimeout).
     approval: ApprovalWait = Field(default_factory=lambda: ApprovalWait.model_validate({}))
+    # Tools offered in a turn only while their condition holds (evaluated before each turn).
+    allowed_tools: dict[str, str] | None = Field(default=None, max_length=32)
+    # How long one visit's turns may take, time waiting for approvals left out.
+    loop_timeout: Duration | None = None
 
     @property
     def agent(self) -> str:

@@ -1,6 +1,6 @@
 """The tools an `llm` node offers its model: each a name, what it does, its arguments' schema,
-and what runs it (a plugin action the worker offers, or a tool of an MCP server the worker's
-settings name).
+and what runs it (a plugin action the worker offers, a tool of an MCP server the worker's
+settings name, or a node of the graph).
 
 The model only proposes a call; the run decides. A call names one of the node's tools with
 arguments that match its schema, or it is refused and the refusal goes back to the model as the
@@ -49,6 +49,9 @@ class ToolSpec(CamelModel):
             input and an idempotency key per call.
         mcp: Or the MCP server's tool that runs it, called with the arguments and the call's
             idempotency key (its ``Idempotency-Key`` header).
+        node: Or the node of the graph that runs it (a stage, an `invoke` action, a child run, a
+            message or a wait), which reads the call as the ``toolCall`` variable; the loop goes
+            on after it, its transitions are not followed.
         approval: ``required``: each call waits for a person to approve, reject or edit it (the
             node's ``approval`` says how long); or a condition over the call's arguments (``args``)
             and the run, as a transition's (``args.amount > 50``): only calls where it holds wait.
@@ -59,12 +62,15 @@ class ToolSpec(CamelModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_ARGUMENTS))
     action: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     mcp: McpTool | None = None
+    node: str | None = Field(default=None, min_length=1, max_length=100)
     approval: str | None = Field(default=None, min_length=1, max_length=2000)
 
     @model_validator(mode="after")
     def _one_binding(self) -> ToolSpec:
-        if (self.action is None) == (self.mcp is None):
-            raise ValueError("give either action (a plugin action) or mcp (a server's tool), not both or neither")
+        if sum(binding is not None for binding in (self.action, self.mcp, self.node)) != 1:
+            raise ValueError(
+                "give one of action (a plugin action), mcp (a server's tool) or node (a node of the graph)"
+            )
         return self
 
     def offered(self) -> dict[str, Any]:

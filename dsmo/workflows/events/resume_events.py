@@ -306,6 +306,7 @@ EVENT_VARIABLES = (
     "testResult",
     "eventResult",
     "eventData",
+    "approval",
 )
 
 

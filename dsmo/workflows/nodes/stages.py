@@ -23,19 +23,18 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from dsmo.workflows.common.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
 from dsmo.workflows.common.status import RunStatus
-from dsmo.workflows.common.templating import placeholders, render
+from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts import activity_io as contracts
-from dsmo.workflows.contracts.llm_call import LlmCall
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
-from dsmo.workflows.contracts.tool_io import ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
+from dsmo.workflows.nodes.model_calls import TurnInput, model_call
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, SINGLE_ATTEMPT, ActivityFailed, call, failure_message
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
-from dsmo.workflows.run.spend import before_model_call, count_model_calls
+from dsmo.workflows.run.spend import count_model_calls
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
@@ -71,11 +70,12 @@ async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCh
 
 
 async def stage_visit(
-    run: Run, node_id: str, node: StageNode, *, conversation: list[ToolTurn] | None = None
+    run: Run, node_id: str, node: StageNode, *, turn: TurnInput | None = None
 ) -> tuple[contracts.StageTask, contracts.StageSummary]:
     """One visit of a stage, attempt after attempt, until it commits: its last task and its summary.
 
-    A tool-using `llm` node makes one visit per model turn, each with the ``conversation`` so far.
+    A tool-using `llm` node makes one visit per model turn, each with its ``turn``: the
+    conversation so far and the tools offered.
 
     Raises:
         RunEnded: The stage cannot succeed (dead-lettered), or a replay has no record of it.
@@ -90,9 +90,7 @@ async def stage_visit(
     # A stage on the run's own input gets the document with its task: one read less.
     input_document = None if node.input else run.input_document
     replay = run.replay
-    llm = _llm_call(run, node_id, node, stage_path, visit) if isinstance(node, LlmNode) else None
-    if llm is not None and conversation is not None:
-        llm = llm.model_copy(update={"conversation": conversation})
+    llm = model_call(run, node_id, node, stage_path, visit, turn) if isinstance(node, LlmNode) else None
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
@@ -152,56 +150,6 @@ async def stage_visit(
         _commit(run, node_id, node, task, summary)
         return task, summary
     raise AssertionError("unreachable: the last attempt commits or dead-ends")  # pragma: no cover
-
-
-def _llm_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int) -> LlmCall:
-    """The node's call; the templates are rendered by the activity, which has the input document.
-
-    Raises:
-        RunEnded: A replay whose record holds no model calls for this visit (and no reused output).
-        RouteTo: The run has spent its budget (spend.py): no model is asked.
-    """
-    before_model_call(run, node_id)
-    roots = {
-        path.split(".", 1)[0].split("[", 1)[0]
-        for template in (node.prompt, node.system or "")
-        for path in placeholders(template)
-    }
-    variables = run.state.variables
-    replay = run.replay
-    # A replay never calls a model unless asked to: the original's recorded responses answer,
-    # those of the attempt that visit committed, wherever (version, run) it wrote them.
-    recorded_from = replay.of if replay is not None and not replay.rerun_llm else None
-    recorded_at, recorded_attempt = None, None
-    if recorded_from is not None and replay is not None and replay.llm_records is not None:
-        recorded = replay.llm_records.get(stage_path)
-        if recorded is None and stage_path not in replay.reuse:
-            raise RunEnded(
-                RunStatus.FAILED,
-                node_id,
-                f"llm replay: the original run has no recorded model calls for {node_id} (visit {visit}): the "
-                "stage is new or changed in the version replayed, or the original never visited it this often, "
-                "so the original never asked the model this; replay with --rerun-llm to call the model",
-            )
-        recorded_at = recorded.folder if recorded is not None else None
-        recorded_attempt = recorded.committed if recorded is not None else None
-    return LlmCall(
-        prompt=node.prompt,
-        system=node.system,
-        model=node.model,
-        temperature=node.temperature,
-        max_tokens=node.max_tokens,
-        output_schema=node.output_schema,
-        summary_fields=node.summary,
-        retries=node.retries,
-        variables={root: variables[root] for root in sorted(roots - {"input"}) if root in variables},
-        recorded_from=recorded_from,
-        recorded_at=recorded_at,
-        recorded_attempt=recorded_attempt,
-        tools=[tool.offered() for tool in node.tools] if node.tools else None,
-        max_tool_calls=node.max_tool_calls,
-        shown_calls=[tool.name for tool in node.tools or [] if tool.approval is not None],
-    )
 
 
 def _commit(

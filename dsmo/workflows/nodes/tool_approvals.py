@@ -63,12 +63,16 @@ async def decide_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, re
             **({"reason": pending.reason} if pending.reason else {}),
             **({"conditionError": unclear} if isinstance(unclear, str) else {}),
         }
+        began = workflow.now()
         try:
             taken = await await_event(run, node_id, "approval", node.approval, shown, resume=resume)
         except ContinueAsNewDue as due:
+            loop.waited_seconds += (workflow.now() - began).total_seconds()  # this generation's part
             if due.wait is not None:
                 due.wait = due.wait.model_copy(update={"tool_loop": loop.model_copy(deep=True)})
             raise
+        # Waiting for a person is not the loop's own time (`loopTimeout`).
+        loop.waited_seconds += (workflow.now() - began).total_seconds()
         resume = None
         decision = _decision(run, node, taken)
         pending.decided[str(index)] = decision
@@ -102,7 +106,9 @@ def _decision(run: Run, node: LlmNode, taken: str | None) -> ToolDecision:
 
 def _record(run: Run, node_id: str, pending: PendingCalls, index: int, tool: ToolSpec, decision: ToolDecision) -> None:
     made = pending.calls[index - 1]
-    sealed = run.seal is not None  # a run about a data subject keeps the person's words in its records
+    # A run about a data subject, or whose definition keeps `approval` out of its trail
+    # (`sensitive`), keeps the person's words and edits in its records only.
+    sealed = run.seal is not None or "approval" in (run.definition.sensitive or ())
     run.state.audit.record(
         "TOOL_DECIDED",
         at=workflow.now(),

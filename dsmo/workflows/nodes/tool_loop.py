@@ -21,6 +21,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
@@ -28,20 +29,24 @@ from dsmo.workflows.contracts.tool_io import (
     RUN_TOOL,
     TOOL_TURN,
     PendingCalls,
+    ToolDecision,
     ToolLoop,
     ToolResult,
     ToolResultRef,
     ToolTask,
     ToolTurn,
 )
+from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.definition.tools import UNSPENT, add_spend
+from dsmo.workflows.nodes.model_calls import TurnInput
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
 from dsmo.workflows.nodes.tool_approvals import decide_calls
+from dsmo.workflows.nodes.tool_nodes import run_tool_node
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.routing import contract_violation
+from dsmo.workflows.run.routing import activation, contract_violation
 from dsmo.workflows.run.spend import stop_if_spent
 
 
@@ -52,15 +57,19 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
         return
     # A visit continued as new while a call waited for approval picks up where it was.
     waiting = resume if resume is not None and resume.tool_loop is not None else None
-    loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else ToolLoop(usage=dict(UNSPENT))
+    loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else None
+    if loop is None:
+        loop = ToolLoop(usage=dict(UNSPENT), started_at=workflow.now())
     while True:
         if loop.pending is None:
             loop.turn += 1
             if loop.turn > 1:
                 stop_if_spent(run, node_id, node.budget, node.on_budget, loop.usage, whose="node")
-            task, summary = await stage_visit(run, node_id, node, conversation=loop.conversation)
+                _within_time(run, node_id, node, loop)
+            turn = TurnInput(conversation=list(loop.conversation), offered=_offered(run, node))
+            task, summary = await stage_visit(run, node_id, node, turn=turn)
             add_spend(loop.usage, summary.inference)
-            run.state.variables["stages"][node_id]["usage"] = dict(loop.usage)  # `stages.<node>.usage`
+            _show(run, node_id, loop)
             # A turn that called tools says so where the model cannot write: the stage's own
             # inference (an answer's summary fields are the model's, and could read like a turn's).
             called = isinstance(summary.inference.get("toolCalls"), int) and summary.summary.get("turn") == TOOL_TURN
@@ -80,28 +89,95 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
                 calls=calls,
                 reason=summary.summary.get("reason"),
             )
-        await decide_calls(run, node_id, node, loop, waiting)
-        waiting = None
         pending = loop.pending
-        # Every call of the turn ends (and is recorded) before a failed one ends the run: none is
-        # left running unrecorded behind it.
-        outcomes = await asyncio.gather(
-            *(_tool_call(run, node_id, node, pending, index, made) for index, made in enumerate(pending.calls, 1)),
-            return_exceptions=True,
-        )
-        failed = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
-        if failed is not None:
-            raise failed
-        results = [outcome for outcome in outcomes if isinstance(outcome, ToolResultRef)]
+        if not pending.decisions_done:
+            await decide_calls(run, node_id, node, loop, waiting)
+            pending.decisions_done = True
+        waiting = None
+        await _make_calls(run, node_id, node, loop)
+        results = [pending.made[str(index)] for index in range(1, len(pending.calls) + 1)]
         loop.conversation.append(ToolTurn(answer_uri=pending.answer_uri, results=results))
+        loop.called += [
+            str(made.get("name"))
+            for index, made in enumerate(pending.calls, 1)
+            if made.get("ok") and getattr(pending.decided.get(str(index)), "decision", None) != "reject"
+        ]
         loop.pending = None
+        _show(run, node_id, loop)
+
+
+def _show(run: Run, node_id: str, loop: ToolLoop) -> None:
+    """What conditions and templates read of the visit so far (`stages.<node>.usage`, `.turns`,
+    `.toolsCalled`), after each turn is committed and after its calls are made."""
+    shown = run.state.variables["stages"][node_id]
+    shown.update(usage=dict(loop.usage), turns=loop.turn, toolsCalled=list(loop.called))
+
+
+def _words_sealed(run: Run, decision: ToolDecision | None) -> bool:
+    """Whether a call's error stays in its record only: a sealed run's, or a rejection's reason
+    when the definition keeps `approval` out of the trail."""
+    return run.seal is not None or (decision is not None and "approval" in (run.definition.sensitive or ()))
+
+
+def _offered(run: Run, node: LlmNode) -> frozenset[str]:
+    """The node's tools its `allowedTools` lets the model call this turn (a condition that cannot
+    be evaluated offers nothing: the graph does not widen what it cannot judge)."""
+    allowed = node.allowed_tools or {}
+    scope = ConditionScope(activation(run)) if allowed else None
+    offered = set()
+    for tool in node.tools or []:
+        condition = allowed.get(tool.name)
+        try:
+            if condition is None or (scope is not None and scope.evaluate(condition)):
+                offered.add(tool.name)
+        except ConditionError:
+            continue
+    return frozenset(offered)
+
+
+def _within_time(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:
+    """Before a model call: a visit past its ``loopTimeout`` (time waiting for approvals left out)
+    asks nothing more and goes to the fail-safe route."""
+    if node.loop_timeout is None or loop.started_at is None:
+        return
+    took = (workflow.now() - loop.started_at).total_seconds() - loop.waited_seconds
+    if took >= node.loop_timeout.total_seconds():
+        limit = format_duration(node.loop_timeout)
+        why = f"stage {node_id} (llm): its turns took {took:.0f}s, past its loopTimeout {limit}"
+        contract_violation(run, node_id, why)
+
+
+async def _make_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:
+    """Make the pending turn's calls not made yet: those an action or an MCP server makes at once,
+    then those a node of the graph makes, one after another (a node may wait, and a run waits for
+    one thing at a time)."""
+    pending = loop.pending
+    assert pending is not None
+    by_node = {tool.name for tool in node.tools or [] if tool.node is not None}
+    todo = [(index, made) for index, made in enumerate(pending.calls, 1) if str(index) not in pending.made]
+    at_once = [(index, made) for index, made in todo if not (made.get("ok") and made.get("name") in by_node)]
+    # Every call of the turn ends (and is recorded) before a failed one ends the run: none is
+    # left running unrecorded behind it.
+    outcomes = await asyncio.gather(
+        *(_tool_call(run, node_id, node, loop, index, made) for index, made in at_once), return_exceptions=True
+    )
+    failed = next((outcome for outcome in outcomes if isinstance(outcome, BaseException)), None)
+    if failed is not None:
+        raise failed
+    for (index, _), outcome in zip(at_once, outcomes, strict=True):
+        assert isinstance(outcome, ToolResultRef)
+        pending.made[str(index)] = outcome
+    for index, made in todo:
+        if str(index) not in pending.made:
+            pending.made[str(index)] = await _tool_call(run, node_id, node, loop, index, made)
 
 
 async def _tool_call(
-    run: Run, node_id: str, node: LlmNode, pending: PendingCalls, index: int, made: dict[str, Any]
+    run: Run, node_id: str, node: LlmNode, loop: ToolLoop, index: int, made: dict[str, Any]
 ) -> ToolResultRef:
     """Make one call of the turn (or record why not); what the next turn reads of it."""
-    state = run.state
+    state, pending = run.state, loop.pending
+    assert pending is not None
     call_id, name = str(made.get("id")), str(made.get("name"))
     where = {"tool": name, "callId": call_id, "index": index, "visit": pending.stage_path}
     if not made.get("ok"):
@@ -111,6 +187,8 @@ async def _tool_call(
         return ToolResultRef(call_id=call_id)
     tool = next(spec for spec in node.tools or [] if spec.name == name)
     decision = pending.decided.get(str(index))
+    rejected = decision is not None and decision.decision == "reject"
+    output = await run_tool_node(run, node_id, loop, index, made, tool) if tool.node and not rejected else None
     tool_task = ToolTask(
         run_id=state.run_id,
         stage=node_id,
@@ -127,6 +205,7 @@ async def _tool_call(
         seal=run.seal,
         recorded_at=pending.recorded_at,
         decision=decision,
+        output=output,
     )
     try:
         result = await call(
@@ -154,13 +233,13 @@ async def _tool_call(
                 if tool.action
                 else {"mcp": f"{tool.mcp.server}/{tool.mcp.tool}"}
                 if tool.mcp
-                else {}
+                else {"node": tool.node}
             ),
             "ok": result.ok,
             "resultSha256": result.sha256,
             "idempotencyKey": tool_task.idempotency_key,
             # The refusal is in the record; a run about a data subject keeps it there only (sealed).
-            **({"error": result.error} if result.error and run.seal is None else {}),
+            **({"error": result.error} if result.error and not _words_sealed(run, decision) else {}),
             **({"attempts": result.attempt} if result.attempt > 1 else {}),
             **({"recorded": True} if result.recorded else {}),
             **({"decision": decision.decision} if decision is not None else {}),

@@ -1,11 +1,13 @@
-"""Tools served by an MCP server the test starts (the `mcp` package's own FastMCP, streamable HTTP):
-a run's model calls one through the worker's settings (address and headers never in the
-definition), with the call's idempotency key; a server that is down is retried until it is back."""
+"""Tools served by an MCP server the test starts (the `mcp` package's own FastMCP, over streamable
+HTTP or stdio): a run's model calls one through the worker's settings (address and headers never
+in the definition), with the call's idempotency key; a server that is down is retried until it is
+back; a worker lists its servers' tools, and publishing refuses a tool no server lists."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 import uuid
@@ -20,9 +22,14 @@ from mcp.server.fastmcp import FastMCP
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bench.llm_server import ChatServer, Reply
+from dsmo.activities.actions import ActionRegistry
 from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.catalog_publishing import describe, published
 from dsmo.activities.llm_stage import LlmEndpoint
+from dsmo.activities.mcp_calls import list_mcp_tools
 from dsmo.activities.messaging import FileChannel
+from dsmo.activities.processors import ProcessorRegistry
+from dsmo.client.client_errors import NotOffered
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.worker import build_worker
@@ -171,3 +178,79 @@ async def test_an_mcp_server_that_is_down_is_retried_until_it_is_back(
     assert result.status is RunStatus.COMPLETED and orders_server.lookups == ["A-1"]
     called = next(e for e in await mcp_harness.dsmo.events(run_id) if e.type == "TOOL_CALLED")
     assert called.data["ok"] and called.data["attempts"] >= 2, called.data
+
+
+async def test_a_run_calls_a_tool_of_a_server_the_worker_starts_over_stdio(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, chat: ChatServer
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    script = Path(__file__).resolve().parents[2] / "mcp_stdio_orders.py"
+    command = f"stdio:{sys.executable} {script} {log}"
+    queue = f"mcp-stdio-{uuid.uuid4().hex[:8]}"
+    chat.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "A-1"})]), Reply(content=json.dumps({"reply": "delivered"}))
+    )
+    worker = build_worker(
+        dsmo.temporal,
+        task_queue=queue,
+        store=store,
+        channel=FileChannel(tmp_path / "outbox"),
+        llm=LlmEndpoint(chat.url),
+        mcp_servers={"orders": (command, {})},
+    )
+    async with worker:
+        run_id = (await dsmo.start(parse_definition(looked_up_by_mcp()), TICKET, task_queue=queue)).run_id
+        result = await asyncio.wait_for(dsmo.result(run_id), 60)
+
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"]
+    told = [m["content"] for m in chat.requests[1]["messages"] if m["role"] == "tool"]
+    assert [json.loads(content) for content in told] == [ORDERS["A-1"]]
+    # The call's idempotency key travels in its _meta, as it does in the HTTP header.
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        {"order": "A-1", "key": f"tool:{run_id}:think:1"}
+    ]
+
+
+async def test_a_worker_lists_its_servers_tools_and_publishing_refuses_a_tool_none_lists(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, chat: ChatServer, orders_server: OrdersServer
+) -> None:
+    orders_server.start()
+    servers: dict[str, tuple[str, dict[str, str]]] = {
+        "orders": (orders_server.url, {}),
+        "down": ("http://127.0.0.1:9/mcp", {}),
+    }
+    assert await list_mcp_tools(servers) == {"orders": ["lookup"], "down": None}
+
+    queue, identity = f"mcp-list-{uuid.uuid4().hex[:8]}", f"lister-{uuid.uuid4().hex[:6]}"
+    worker = build_worker(
+        dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(tmp_path / "o"), identity=identity
+    )
+    async with worker:
+        offer = describe(ProcessorRegistry(), ActionRegistry(), [])
+        refreshing = await published(store, queue, identity, offer, servers)
+        try:
+            for _ in range(300):  # the worker is listed as a poller, and its servers' tools are listed (hang guard)
+                found = await dsmo.definitions.catalog(queue)
+                if found is not None and found["mcpTools"]:
+                    break
+                await asyncio.sleep(0.1)
+            assert found is not None and [row["name"] for row in found["mcpTools"]] == ["orders/lookup"]
+
+            unknown = looked_up_by_mcp()
+            unknown["nodes"]["think"]["tools"][0]["mcp"]["tool"] = "lookup_everything"
+            unknown["nodes"]["think"]["tools"].pop()  # the refund action: only the MCP tool is judged
+            with pytest.raises(NotOffered, match=r"mcp tool orders/lookup_everything"):
+                await dsmo.definitions.publish(parse_definition(unknown), task_queue=queue)
+            unheard = looked_up_by_mcp()
+            unheard["nodes"]["think"]["tools"][0]["mcp"]["server"] = "billing"
+            unheard["nodes"]["think"]["tools"].pop()
+            with pytest.raises(NotOffered, match=r"mcp tool billing/lookup \(no worker's DSMO_MCP_SERVERS names"):
+                await dsmo.definitions.publish(parse_definition(unheard), task_queue=queue)
+            # A server no worker could list yet is not judged: the tool may be there.
+            later = looked_up_by_mcp()
+            later["nodes"]["think"]["tools"][0]["mcp"] = {"server": "down", "tool": "anything"}
+            later["nodes"]["think"]["tools"].pop()
+            published_ok = await dsmo.definitions.publish(parse_definition(later), task_queue=queue)
+            assert published_ok.unchecked == ""
+        finally:
+            refreshing.cancel()

@@ -1,5 +1,6 @@
 """A tool-using run whose worker is SIGKILLed twice: during its second model call, and after the
-refund was applied but before the call's result was recorded. The run completes on another
+refund was applied but before the call's result was recorded (and another killed while a refund
+waits for a person's approval). The run completes on another
 worker; the order service's ledger shows one refund; no committed model turn is asked again; the
 retried call is in the trail as an attempt; and the replay asks and calls nothing. The node keeps
 its default timeouts (2 minutes a model call, 30 seconds a tool call): the calls heartbeat, so each
@@ -115,3 +116,43 @@ async def test_a_tool_run_survives_two_worker_kills_applies_one_refund_and_repla
         assert report.replay_path == ["think", "answer"] and report.problem is None, report
         assert len(chat.requests) == 4 and len(list(ledger.glob("refund-*.json"))) == 1
     await harness.replay_all()
+
+
+async def test_a_worker_killed_while_a_refund_waits_for_approval_loses_nothing(
+    dsmo: DsmoClient,
+    store: ArtifactStore,
+    stack_settings: Settings,
+    chat: ChatServer,
+    tmp_path: Path,
+) -> None:
+    queue = f"tools-wait-{uuid.uuid4().hex[:8]}"
+    settings = stack_settings.with_changes(temporal={"task_queue": queue}, worker={"metrics_bind": ""})
+    ledger, log = tmp_path / "ledger", tmp_path / "worker.log"
+    ledger.mkdir()
+    chat.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "B-7"})]),
+        Reply(tool_calls=[("refund", {"order": "B-7", "amount": 120})]),
+        Reply(content=json.dumps({"reply": "Refunded 120.00"})),
+    )
+    definition = parse_definition(support(f"support-{uuid.uuid4().hex[:6]}"))
+    first = await tools_worker(settings, chat, ledger, log)
+    try:
+        ticket = {"ticket": {"text": "broken TV", "order": "B-7"}}
+        run_id = (await dsmo.start(definition, ticket, task_queue=queue)).run_id
+        view = await dsmo.run(run_id).wait_for_status({RunStatus.WAITING}, timeout=60)
+        assert view.waiting_for == "approval"
+    finally:
+        kill_worker(first)  # while the refund waits for a person
+    assert list(ledger.glob("refund-*.json")) == []
+    # A new worker takes the run up from its history, still waiting; the decision reaches it there.
+    second = await tools_worker(settings, chat, ledger, log)
+    try:
+        await dsmo.run(run_id).decide("approve", by="ana")
+        result = await asyncio.wait_for(dsmo.result(run_id), 120)
+    finally:
+        kill_worker(second)
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"], result
+    assert [path.name for path in ledger.glob("refund-*.json")] == [f"refund-tool_{run_id}_think.v2_1.json"]
+    assert len(chat.requests) == 3  # no committed turn was asked again
+    decided = [e.data["by"] for e in await dsmo.events(run_id) if e.type == "TOOL_DECIDED"]
+    assert decided == ["ana"]
