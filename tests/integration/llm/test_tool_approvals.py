@@ -158,9 +158,11 @@ async def test_a_run_that_continues_as_new_while_it_waits_keeps_its_conversation
     # A history limit this low carries the run into a new Temporal run as soon as it waits.
     run_id = await waiting_refund(tool_harness, chat, done, history_limit=20)
     for _ in range(300):  # a hang guard: the hand-over is asynchronous
-        if any(e.type == "RUN_CONTINUED" for e in await tool_harness.dsmo.events(run_id)):
+        trail = await tool_harness.dsmo.events(run_id)
+        if any(e.type == "RUN_CONTINUED" for e in trail):
             break
         await asyncio.sleep(0.1)
+    assert [e.type for e in trail if e.type in ("RUN_WAITING", "RUN_CONTINUED")] == ["RUN_WAITING", "RUN_CONTINUED"]
     await tool_harness.dsmo.run(run_id).decide("approve", by="ana")
     result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
 

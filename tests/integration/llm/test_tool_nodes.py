@@ -137,3 +137,31 @@ async def test_a_later_failure_undoes_the_refund_a_tool_made_through_the_graph(
     assert orders.ledger == {}  # the refund the model made through refund_step was undone
     trail = await graph_tools.dsmo.events(run_id)
     assert [e.stage for e in trail if e.type == "COMPENSATION_SUCCEEDED"] == ["refund_step"]
+
+
+async def test_a_run_that_continues_as_new_while_a_tool_node_waits_goes_on_with_the_same_call(
+    graph_tools: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    chat.reply(Reply(tool_calls=[("lookup_order", {"order": "A-1"})]), *SCRIPT)
+    # A history limit this low carries the run into a new Temporal run once it waits (after a
+    # lookup turn, its history is past 20 events).
+    run_id = await graph_tools.start(parse_definition(with_graph_tools()), TICKET, history_limit=20)
+    handle = graph_tools.dsmo.run(run_id)
+    for _ in range(300):  # a hang guard: the hand-over is asynchronous
+        trail = await handle.events()
+        if any(e.type == "RUN_CONTINUED" for e in trail):
+            break
+        await asyncio.sleep(0.1)
+    assert [e.type for e in trail if e.type in ("RUN_WAITING", "RUN_CONTINUED")] == ["RUN_WAITING", "RUN_CONTINUED"]
+    view = await handle.wait_for_status({RunStatus.WAITING}, timeout=60)
+    assert (view.waiting_for, view.current_node) == ("response", "ask"), view
+    await handle.respond("the blender")
+    result = await asyncio.wait_for(handle.result(), 60)
+
+    assert result.status is RunStatus.COMPLETED and result.path[-1] == "answer", result.path
+    assert len(chat.requests) == 4 and list(orders.ledger.values()) == [{"order": "A-1", "amount": 42.5}]
+    asked = json.loads(tool_messages(chat.requests[2])[-1]["content"])
+    assert asked["set"]["lastResponse"] == "the blender", asked
+    # The last turn was asked with the whole conversation, across the hand-over.
+    roles = [m["role"] for m in chat.requests[3]["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"], roles
