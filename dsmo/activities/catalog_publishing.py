@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from dsmo.activities.mcp_calls import McpServers, list_mcp_tools
 from dsmo.activities.processors import ProcessorRegistry
 
 PREFIX = "catalog"
+log = logging.getLogger("dsmo.worker")
 REFRESH_SECONDS = 300.0  # how often a worker with MCP servers lists their tools again
 
 
@@ -111,8 +113,11 @@ async def published(
 
     async def refresh() -> None:
         while mcp_servers:
-            listed = with_mcp_tools(offer, await list_mcp_tools(mcp_servers))
-            await asyncio.to_thread(publish, store, task_queue, identity, listed)
+            try:
+                listed = with_mcp_tools(offer, await list_mcp_tools(mcp_servers))
+                await asyncio.to_thread(publish, store, task_queue, identity, listed)
+            except Exception as err:  # noqa: BLE001 - the next round tries again; the worker goes on
+                log.warning("the worker's catalog was not rewritten: %s", str(err).splitlines()[0] if str(err) else err)
             await asyncio.sleep(every)
 
     return asyncio.create_task(refresh())

@@ -155,7 +155,7 @@ class LlmStage:
             body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
             if call.max_tokens is not None:
                 body["max_tokens"] = call.max_tokens
-            if call.tools is not None:
+            if call.tools:  # none offered this turn: no `tools`, and any call the answer makes is refused
                 body["tools"] = call.tools  # the answer may call them instead of answering
             elif schema is not None:
                 body["response_format"] = {"type": "json_object"}

@@ -23,7 +23,10 @@ from dsmo.workflows.contracts.tool_io import TOOL_TURN
 
 ARGUMENTS_MAX_BYTES = 64 * 1024  # one call's arguments; past this the call is refused
 CALL_ID_MAX = 64
-REASON_MAX = 2000  # the model's words beside calls that wait for approval, as a person sees them
+REASON_MAX = 1000  # bytes of the model's words beside calls that wait for approval, as a person sees them
+# Bytes of arguments the summary of one answer carries for its shown calls (and its words after
+# them): with the calls' ids and names, under the stage's 4,096-byte summary cap.
+SHOWN_MAX_BYTES = 2048
 
 
 def turn_of(status: int | None, body: str, error: str | None) -> tuple[str | None, list[Any], dict[str, Any]]:
@@ -95,20 +98,29 @@ def tool_turn_output(
 
     The document is the assistant's message as the run keeps it; the summary, what the workflow
     needs to make the calls (ids, names, which were refused), small whatever the arguments, except
-    for accepted calls of the ``shown`` tools (those that may wait for approval): they carry their
-    arguments, and the summary the model's words (``reason``, at most `REASON_MAX` characters).
+    for accepted calls of the ``shown`` tools (those that may wait for approval, or that a node of
+    the graph makes): they carry their arguments, and the summary the model's words (``reason``),
+    all within `SHOWN_MAX_BYTES`. A shown call whose arguments do not fit is refused, with the
+    reason the model reads, so the turn's summary stays under the stage's summary cap.
     """
-    document = {"content": content, "toolCalls": calls}
-    entries = []
-    for call in calls:
-        entry = {"id": call["id"], "name": call["name"], "ok": "problem" not in call}
-        if entry["ok"] and call["name"] in shown:
-            entry["arguments"] = call["arguments"]
-        entries.append(entry)
+    entries = [{"id": call["id"], "name": call["name"], "ok": "problem" not in call} for call in calls]
+    room = SHOWN_MAX_BYTES
+    for call, entry in zip(calls, entries, strict=True):
+        if not (entry["ok"] and call["name"] in shown):
+            continue
+        size = len(encode_json(call["arguments"]))
+        if size > room:
+            call["problem"] = (
+                f"the arguments are {size:,} bytes; the calls of one answer that wait for a person or run a node "
+                f"of the graph carry at most {SHOWN_MAX_BYTES:,} bytes of arguments together"
+            )
+            call["arguments"], entry["ok"] = {}, False
+            continue
+        entry["arguments"], room = call["arguments"], room - size
     summary: dict[str, Any] = {"turn": TOOL_TURN, "toolCalls": entries}
     if content and any("arguments" in entry for entry in entries):
-        summary["reason"] = content[:REASON_MAX]
-    return document, summary
+        summary["reason"] = content.encode()[: min(REASON_MAX, max(room, 0))].decode(errors="ignore")
+    return {"content": content, "toolCalls": calls}, summary
 
 
 def conversation_messages(turns: list[tuple[dict[str, Any], list[dict[str, Any] | None]]]) -> list[dict[str, Any]]:

@@ -97,7 +97,13 @@ class ToolActivities:
         record: dict[str, Any] = {
             "kind": TOOL_RECORD_KIND,
             "tool": task.tool,
-            **({"action": task.action} if task.action else {"mcp": f"{task.mcp_server}/{task.mcp_tool}"}),
+            **(
+                {"action": task.action}
+                if task.action
+                else {"node": task.node}
+                if task.node
+                else {"mcp": f"{task.mcp_server}/{task.mcp_tool}"}
+            ),
             "callId": task.call_id,
             "arguments": decision.arguments if decision is not None and decision.arguments is not None else proposed,
             "idempotencyKey": task.idempotency_key,

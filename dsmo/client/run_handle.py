@@ -327,6 +327,7 @@ class RunHandle:
         reason: str | None = None,
         by: str | None = None,
         call_id: str | None = None,
+        call: str | None = None,
         event_id: str | None = None,
     ) -> EventAck:
         """Decide the tool call the run waits on for approval (``TOOL_DECIDED``; ``waitingFor: approval``).
@@ -337,8 +338,10 @@ class RunHandle:
             arguments: With ``edit``: the call's arguments, held to the tool's schema.
             reason: Why, recorded in the trail (and, for a rejection, what the model reads).
             by: Who decides, recorded in the trail.
-            call_id: The call decided (``waitingData.callId``): a decision meant for another call
-                (a stale page) is refused instead of deciding the one waiting now.
+            call_id: The model's id of the call decided (``waitingData.callId``; turns may reuse it).
+            call: The run's name of the call decided (``waitingData.call``, unique in the run): a
+                decision meant for another call (a stale page) is refused instead of deciding the
+                one waiting now.
             event_id: Deduplication id; the same id again is acknowledged as a duplicate.
 
         Returns:
@@ -357,6 +360,7 @@ class RunHandle:
             reason=reason,
             by=by,
             call_id=call_id,
+            call=call,
             event_id=event_id,
         )
 

@@ -93,10 +93,11 @@ async def decide(
     reason: str | None = None,
     by: str | None = None,
     call_id: str | None = None,
+    call: str | None = None,
     event_id: str | None = None,
 ) -> EventAck:
     """Decide the tool call the run waits on (`TOOL_DECIDED`): `RunHandle.decide` documents it."""
-    data = {"decision": decision, "arguments": arguments, "reason": reason, "by": by, "callId": call_id}
+    data = {"decision": decision, "arguments": arguments, "reason": reason, "by": by, "callId": call_id, "call": call}
     present = {name: value for name, value in data.items() if value is not None}
     return await deliver_event(core, run_id, "TOOL_DECIDED", present, event_id=event_id)
 

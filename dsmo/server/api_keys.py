@@ -20,6 +20,7 @@ from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 SCOPES = ("start", "read", "cancel", "operate", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
+DECISION_SCOPES = frozenset({"events:TOOL_DECIDED"})  # never granted by `events:*`
 
 
 class ApiKeyError(DsmoError):
@@ -36,7 +37,9 @@ class ApiKey:
     def allows(self, scope: str) -> bool:
         if scope in self.scopes:
             return True
-        return scope.startswith("events:") and "events:*" in self.scopes
+        # `events:*` is every event a system sends; deciding a tool call (a refund, a deletion) is
+        # a person's judgement and is given by name, so a key made for a webhook cannot approve.
+        return scope.startswith("events:") and scope not in DECISION_SCOPES and "events:*" in self.scopes
 
 
 def _digest(key: str) -> str:

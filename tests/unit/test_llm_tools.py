@@ -24,9 +24,10 @@ from dsmo.client.agent_catalog import missing_from
 from dsmo.client.definitions_client import mcp_tools_of, needs
 from dsmo.config.env_values import SettingsError
 from dsmo.config.llm_settings import LlmSettings
+from dsmo.server.api_keys import ApiKey
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
-from dsmo.workflows.definition.tools import UNSPENT, add_spend
+from dsmo.workflows.definition.tools import UNSPENT, add_spend, decision_problem
 
 LOOKUP = {"type": "object", "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 10}}}
 
@@ -216,3 +217,21 @@ def test_a_catalog_names_the_mcp_tools_its_workers_listed_and_what_a_definition_
     assert mcp_tools_of(definition(tool(action=None, mcp={"server": "orders", "tool": "lookup"}))) == {
         ("orders", "lookup")
     }
+
+
+def test_calls_shown_to_the_run_carry_at_most_2_kib_of_arguments_the_rest_are_refused() -> None:
+    calls = [{"id": f"c{n}", "name": "refund", "arguments": {"order": "A-1", "note": "x" * 900}} for n in range(1, 4)]
+    document, summary = tool_turn_output("é" * 3000, calls, ["refund"])
+    assert [entry["ok"] for entry in summary["toolCalls"]] == [True, True, False]
+    assert document["toolCalls"][2]["problem"].startswith("the arguments are 925 bytes; the calls of one answer")
+    assert len(json.dumps(summary).encode()) < 4096  # under the stage's summary cap, whatever the words
+
+
+def test_a_decision_names_its_call_and_a_wildcard_key_cannot_decide() -> None:
+    waiting = {"tool": "refund", "callId": "call-1", "call": "think.v2#1"}
+    assert decision_problem([], waiting, {"decision": "approve", "call": "think.v2#1"}) is None
+    stale = decision_problem([], waiting, {"decision": "approve", "call": "think#1"})
+    assert stale is not None and stale.startswith("TOOL_DECIDED.call: 'think#1' is not the call waiting")
+    webhook = ApiKey("hook", "h", "p", ["events:*"])
+    assert webhook.allows("events:MESSAGE_RECEIVED") and not webhook.allows("events:TOOL_DECIDED")
+    assert ApiKey("lead", "h", "p", ["events:TOOL_DECIDED"]).allows("events:TOOL_DECIDED")

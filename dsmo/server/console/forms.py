@@ -83,7 +83,8 @@ FORMS: dict[str, TaskForm] = {
             "Decide the tool call",
             "Decide",
             (
-                Field("callId", "Call", "hidden", default_from="callId"),
+                Field("call", "Call", "hidden", default_from="call"),
+                Field("callId", "Call id", "hidden", default_from="callId"),
                 Field(
                     "arguments",
                     "Arguments",
@@ -134,7 +135,7 @@ def _decision(filled: Mapping[str, str]) -> dict[str, Any]:
     """A decision from the approval form: the button pressed, the call, and for an edit the arguments."""
     decision = (filled.get("decision") or "").strip()
     data: dict[str, Any] = {"decision": decision}
-    for name in ("callId", "reason"):
+    for name in ("call", "callId", "reason"):
         value = (filled.get(name) or "").strip()
         if value:
             data[name] = value

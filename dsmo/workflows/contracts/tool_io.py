@@ -136,6 +136,7 @@ class ToolTask(WireModel):
             arguments, a rejection makes no call and records the reason as its error.
         output: A node of the graph made the call: its outcome, recorded as the call's result
             (no action is run).
+        node: That node.
     """
 
     run_id: str
@@ -154,6 +155,7 @@ class ToolTask(WireModel):
     recorded_at: str | None = None
     decision: ToolDecision | None = None
     output: dict[str, Any] | None = None
+    node: str | None = None
 
 
 class ToolResult(WireModel):

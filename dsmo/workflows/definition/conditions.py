@@ -28,7 +28,8 @@ SEED_VARIABLES = (
     "triggeredExecutionId",
     "childExecutionStatus",
     "childExecutionSuccess",
-    "toolCall",  # the call a node bound as a tool is running for (tool_loop.py)
+    "approval",  # the last decision on a tool call (tool_approvals.py)
+    "toolCall",  # the call a node bound as a tool is running for (tool_nodes.py)
 )
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')

@@ -51,6 +51,7 @@ from dsmo.workflows.definition.node_types import (
 )
 from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import sensitive_problem
+from dsmo.workflows.definition.tool_checks import check_tools_in_graph
 from dsmo.workflows.definition.tools import Budget, check_json_schema, check_tools
 from dsmo.workflows.events.inbox import InboxPolicy
 
@@ -412,42 +413,16 @@ def check_graph(definition: AgentDefinition, *, admitting: bool = True) -> None:
             except ConditionError as err:
                 raise ValueError(f"@nodes.{node_id}.parameters.match: {err}") from None
         if isinstance(node, LlmNode):
-            _check_tools_in_graph(definition, node_id, node, stages, admitting=admitting)
-    _check_reachability(definition)
-
-
-def _check_tools_in_graph(
-    definition: AgentDefinition, node_id: str, node: LlmNode, stages: list[str], *, admitting: bool
-) -> None:
-    """A tool's approval condition reads the call's arguments (``args``) and the run, as a transition's;
-    ``allowedTools`` names the node's tools, each with a condition over the run."""
-    conditions = [
-        (f"tools.{index}.approval", tool.approval, ["args"])
-        for index, tool in enumerate(node.tools or [])
-        if tool.approval is not None and tool.approval != "required"
-    ]
-    names = {tool.name for tool in node.tools or []}
-    for index, tool in enumerate(node.tools or []):
-        target = definition.nodes.get(tool.node) if tool.node is not None else None
-        if tool.node is not None and (target is None or target.action_type == "llm"):
-            why = "is an llm node; a tool's node asks no model" if target is not None else "is not a node of the graph"
-            raise ValueError(f"@nodes.{node_id}.tools.{index}.node: {tool.node!r} {why}")
-    for name, condition in (node.allowed_tools or {}).items():
-        if name not in names:
-            known = ", ".join(sorted(names))
-            raise ValueError(f"@nodes.{node_id}.allowedTools.{name}: not a tool of the node ({known})")
-        conditions.append((f"allowedTools.{name}", condition, []))
-    for where, condition, extra in conditions:
-        try:
-            check_condition(
-                condition,
-                inputs=[*definition.inputs, *extra],
+            check_tools_in_graph(
+                definition.nodes,
+                node_id,
+                node,
+                inputs=definition.inputs,
                 stages=stages,
-                config_keys=definition.config.keys(),
-                check_functions=admitting,
+                config_keys=list(definition.config),
+                admitting=admitting,
             )
-        except ConditionError as err:
-            raise ValueError(f"@nodes.{node_id}.{where}: {err}") from None
+    _check_reachability(definition)
 
 
 def _check_llm(node_id: str, node: LlmNode) -> None:

@@ -71,6 +71,7 @@ def masked_summary(
 # request went to, the reply's thread, an event's title. What is asked for (an event's name, the
 # documents, the test) names things, and stays readable.
 PERSONAL_WAIT_FIELDS = ("expectedFrom", "to", "threadId", "title")
+CALL_WAIT_FIELDS = ("arguments", "reason", "conditionError")  # a tool call waiting for approval
 # How a flow-control key value is named outside the run: the digest its lock's id already carries.
 KEY_DIGEST_PREFIX = "sha256:"
 
@@ -97,7 +98,10 @@ def masked_key_label(label: str, value: str, key: bytes | None) -> str:
 
 def masked_wait_data(data: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
     """What RUN_WAITING records of a wait: with a subject's ``key``, the fields that name a person
-    (`PERSONAL_WAIT_FIELDS`) as keyed fingerprints; the run matches events against the values themselves."""
+    (`PERSONAL_WAIT_FIELDS`) and what a tool call waiting for approval carries (`CALL_WAIT_FIELDS`:
+    the model's arguments and words) as keyed fingerprints; the run matches events against the
+    values themselves."""
     if key is None:
         return dict(data)
-    return {name: fingerprint(value, key) if name in PERSONAL_WAIT_FIELDS else value for name, value in data.items()}
+    masked = PERSONAL_WAIT_FIELDS + CALL_WAIT_FIELDS
+    return {name: fingerprint(value, key) if name in masked else value for name, value in data.items()}

@@ -210,10 +210,11 @@ def decision_problem(
     """Why the call waiting for approval (``waiting``: its wait's data) does not take a decision:
     another call's id (a stale page), or edited arguments that break the tool's schema; else None.
     """
-    tool_name, call_id = waiting.get("tool"), waiting.get("callId")
-    named = decided.get("callId")
-    if named is not None and named != call_id:
-        return f"TOOL_DECIDED.callId: {named!r} is not the call waiting for approval ({call_id!r}, {tool_name})"
+    tool_name = waiting.get("tool")
+    for field in ("call", "callId"):  # the run's name of the call, then the model's
+        named, waits = decided.get(field), waiting.get(field)
+        if named is not None and named != waits:
+            return f"TOOL_DECIDED.{field}: {named!r} is not the call waiting for approval ({waits!r}, {tool_name})"
     if decided.get("decision") != "edit":
         return None
     tool = next((spec for spec in tools or [] if spec.name == tool_name), None)

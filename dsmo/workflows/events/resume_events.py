@@ -110,7 +110,10 @@ class ToolDecided(_Payload):
 
     ``edit`` makes the call with ``arguments`` instead of the model's (held to the tool's schema
     by the run); ``reject`` makes no call, and the model reads ``reason`` as its result. ``by`` is
-    set by the way in that knows who asks (the ingress and the console name the key).
+    set by the way in that knows who asks (the ingress and the console name the key). ``call``
+    (``waitingData.call``: the turn's visit and the call's place, unique in the run) or ``callId``
+    (the model's id, which turns may reuse) names the call decided: a decision for another call
+    is refused.
     """
 
     decision: Literal["approve", "reject", "edit"]
@@ -118,6 +121,7 @@ class ToolDecided(_Payload):
     reason: str | None = Field(default=None, min_length=1, max_length=2000)
     by: str | None = Field(default=None, min_length=1, max_length=200)
     call_id: str | None = Field(default=None, min_length=1, max_length=64)
+    call: str | None = Field(default=None, min_length=1, max_length=120)
 
     @field_validator("arguments")
     @classmethod
@@ -306,7 +310,6 @@ EVENT_VARIABLES = (
     "testResult",
     "eventResult",
     "eventData",
-    "approval",
 )
 
 

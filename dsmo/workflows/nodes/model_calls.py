@@ -59,7 +59,7 @@ def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: in
             )
         recorded_at = recorded.folder if recorded is not None else None
         recorded_attempt = recorded.committed if recorded is not None else None
-    # A turn offers the tools the graph allows now; with none allowed the model can only answer.
+    # A turn offers the tools the graph allows now; with none allowed, a call is refused.
     offered = [tool.offered() for tool in node.tools or [] if turn is None or tool.name in turn.offered]
     return LlmCall(
         prompt=node.prompt,
@@ -74,7 +74,7 @@ def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: in
         recorded_from=recorded_from,
         recorded_at=recorded_at,
         recorded_attempt=recorded_attempt,
-        tools=offered or None,
+        tools=offered if node.tools else None,
         max_tool_calls=node.max_tool_calls,
         shown_calls=[tool.name for tool in node.tools or [] if tool.approval is not None or tool.node is not None],
         conversation=turn.conversation if turn is not None else [],

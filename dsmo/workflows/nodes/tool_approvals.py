@@ -16,6 +16,7 @@ from typing import Any
 from temporalio import workflow
 
 from dsmo.workflows.common.durations import format_duration
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import PendingCalls, ToolDecision, ToolLoop
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
@@ -23,7 +24,7 @@ from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.definition.tools import ToolSpec
 from dsmo.workflows.nodes.waits import await_event
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.control import ContinueAsNewDue
+from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded
 from dsmo.workflows.run.routing import activation
 
 DECIDED = "TOOL_DECIDED"  # the event a person sends, and what the trail records of it
@@ -60,6 +61,7 @@ async def decide_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, re
             "arguments": arguments,
             "visit": pending.stage_path,
             "index": index,
+            "call": f"{pending.stage_path}#{index}",  # unique in the run: a decision names it
             **({"reason": pending.reason} if pending.reason else {}),
             **({"conditionError": unclear} if isinstance(unclear, str) else {}),
         }
@@ -74,7 +76,7 @@ async def decide_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, re
         # Waiting for a person is not the loop's own time (`loopTimeout`).
         loop.waited_seconds += (workflow.now() - began).total_seconds()
         resume = None
-        decision = _decision(run, node, taken)
+        decision = _decision(run, node_id, node, taken)
         pending.decided[str(index)] = decision
         _record(run, node_id, pending, index, tool, decision)
 
@@ -91,14 +93,15 @@ def _unclear(run: Run, tool: ToolSpec, arguments: dict[str, Any]) -> bool | str:
         return str(err)
 
 
-def _decision(run: Run, node: LlmNode, taken: str | None) -> ToolDecision:
+def _decision(run: Run, node_id: str, node: LlmNode, taken: str | None) -> ToolDecision:
     """The decision the wait ended with: the event's (now the run's ``approval`` variable), or a
     rejection because no one decided in time (``onTimeout: continue``)."""
     if taken != DECIDED:
         waited = format_duration(node.approval.timeout)
         return ToolDecision(decision="reject", reason=f"no one decided within {waited}; the call was not made")
     data = run.state.variables.get("approval")
-    assert isinstance(data, dict)
+    if not isinstance(data, dict):  # a replay whose record keeps no readable decision
+        raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: {node_id}'s decision is not in the record")
     return ToolDecision.model_validate(
         {name: data[name] for name in ("decision", "arguments", "reason", "by") if data.get(name) is not None}
     )
@@ -106,9 +109,7 @@ def _decision(run: Run, node: LlmNode, taken: str | None) -> ToolDecision:
 
 def _record(run: Run, node_id: str, pending: PendingCalls, index: int, tool: ToolSpec, decision: ToolDecision) -> None:
     made = pending.calls[index - 1]
-    # A run about a data subject, or whose definition keeps `approval` out of its trail
-    # (`sensitive`), keeps the person's words and edits in its records only.
-    sealed = run.seal is not None or "approval" in (run.definition.sensitive or ())
+    sealed = run.seal is not None  # a run about a data subject keeps the person's words in its records
     run.state.audit.record(
         "TOOL_DECIDED",
         at=workflow.now(),

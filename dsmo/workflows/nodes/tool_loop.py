@@ -29,7 +29,6 @@ from dsmo.workflows.contracts.tool_io import (
     RUN_TOOL,
     TOOL_TURN,
     PendingCalls,
-    ToolDecision,
     ToolLoop,
     ToolResult,
     ToolResultRef,
@@ -60,6 +59,8 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
     loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else None
     if loop is None:
         loop = ToolLoop(usage=dict(UNSPENT), started_at=workflow.now())
+        if node_id in run.state.variables.get("stages", {}):
+            _show(run, node_id, loop)  # a visit again: `allowedTools` reads this visit's calls, not the last's
     while True:
         if loop.pending is None:
             loop.turn += 1
@@ -111,12 +112,6 @@ def _show(run: Run, node_id: str, loop: ToolLoop) -> None:
     `.toolsCalled`), after each turn is committed and after its calls are made."""
     shown = run.state.variables["stages"][node_id]
     shown.update(usage=dict(loop.usage), turns=loop.turn, toolsCalled=list(loop.called))
-
-
-def _words_sealed(run: Run, decision: ToolDecision | None) -> bool:
-    """Whether a call's error stays in its record only: a sealed run's, or a rejection's reason
-    when the definition keeps `approval` out of the trail."""
-    return run.seal is not None or (decision is not None and "approval" in (run.definition.sensitive or ()))
 
 
 def _offered(run: Run, node: LlmNode) -> frozenset[str]:
@@ -206,6 +201,7 @@ async def _tool_call(
         recorded_at=pending.recorded_at,
         decision=decision,
         output=output,
+        node=tool.node,
     )
     try:
         result = await call(
@@ -239,7 +235,7 @@ async def _tool_call(
             "resultSha256": result.sha256,
             "idempotencyKey": tool_task.idempotency_key,
             # The refusal is in the record; a run about a data subject keeps it there only (sealed).
-            **({"error": result.error} if result.error and not _words_sealed(run, decision) else {}),
+            **({"error": result.error} if result.error and run.seal is None else {}),
             **({"attempts": result.attempt} if result.attempt > 1 else {}),
             **({"recorded": True} if result.recorded else {}),
             **({"decision": decision.decision} if decision is not None else {}),

@@ -12,7 +12,10 @@ must continue as new carries the loop along (`ToolLoop`), so the run takes it up
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
+
+from temporalio import workflow
 
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import ToolLoop
@@ -39,6 +42,8 @@ TOOL_NODES: dict[str, Callable[[Run, str, Any, WaitCheckpoint | None], Awaitable
     "assign_test": assign_test_node,
     "delay": delay_node,
 }
+# The node kinds that work rather than wait: their time is the loop's own (`loopTimeout`).
+_WORKING = frozenset({"run_agent", "invoke", "send_message"})
 # Variables a node's outcome is not read from (they are the loop's, or read apart).
 _NOT_OUTCOME = frozenset({"stages", "steps", "toolCall", "approval"})
 
@@ -70,9 +75,11 @@ async def run_tool_node(
     before = dict(state.variables)
     ran_before = {section: (state.variables.get(section) or {}).get(tool.node) for section in ("stages", "steps")}
     state.current_node = tool.node
+    began = workflow.now()
     try:
         await TOOL_NODES[target.action_type](run, tool.node, target, resume)
     except ContinueAsNewDue as due:
+        loop.waited_seconds += _waited(target.action_type, began)
         pending.inside = {"index": index, "wait": due.wait.model_dump(mode="json") if due.wait else None}
         kind = due.wait.kind if due.wait is not None else "tool"
         carried = WaitCheckpoint(kind=kind, node=llm_node_id, tool_loop=loop.model_copy(deep=True))
@@ -80,7 +87,14 @@ async def run_tool_node(
     finally:
         state.current_node = llm_node_id
     pending.inside = None
+    loop.waited_seconds += _waited(target.action_type, began)
     return _outcome(run, tool.node, before, ran_before)
+
+
+def _waited(kind: str, began: datetime) -> float:
+    """Seconds a node that waits (for a person, a system, a child run, a date) spent since
+    ``began``: time `loopTimeout` leaves out, as it does a wait for approval."""
+    return 0.0 if kind in _WORKING else (workflow.now() - began).total_seconds()
 
 
 def _outcome(run: Run, node_id: str, before: dict[str, Any], ran_before: dict[str, Any]) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class RunState:
 
         ``trail_key``: the run's subject's fingerprint key. The trail then names the person the wait
         is on (``expectedFrom``, ``to``) by a keyed fingerprint; ``waiting`` keeps the value, which
-        the run matches events against.
+        the run matches events against. The same for a tool call's arguments and the model's words
+        while it waits for approval.
         """
         self.waiting = waiting
         self.resume_event = None

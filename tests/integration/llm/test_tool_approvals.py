@@ -18,6 +18,7 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from bench.llm_server import ChatServer, Reply
+from dsmo.client.client_errors import EventNotAccepted
 from dsmo.client.task_list import TaskFilter, task_page
 from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
@@ -56,10 +57,11 @@ async def test_a_refund_above_the_limit_waits_and_an_approval_through_the_client
     handle = tool_harness.dsmo.run(run_id)
     view = await handle.status()
     assert view.waiting_data is not None
-    shown = {name: view.waiting_data[name] for name in ("tool", "callId", "arguments", "visit", "reason")}
+    shown = {name: view.waiting_data[name] for name in ("tool", "callId", "call", "arguments", "visit", "reason")}
     assert shown == {
         "tool": "refund",
         "callId": "call-1",
+        "call": "think.v2#1",
         "arguments": {"order": "B-7", "amount": 120},
         "visit": "think.v2",
         "reason": "The order is 120.00 and arrived broken: a full refund.",
@@ -73,7 +75,10 @@ async def test_a_refund_above_the_limit_waits_and_an_approval_through_the_client
         await asyncio.sleep(0.1)
     assert [task.run_id for task in tasks.tasks] == [run_id]
 
-    ack = await handle.decide("approve", by="ana", reason="broken on arrival", call_id="call-1")
+    # A decision for another call (a page left open on an earlier turn's call-1) is refused.
+    with pytest.raises(EventNotAccepted, match=r"TOOL_DECIDED.call: 'think#1' is not the call waiting"):
+        await handle.decide("approve", by="ana", call="think#1", call_id="call-1")
+    ack = await handle.decide("approve", by="ana", reason="broken on arrival", call="think.v2#1")
     assert ack.accepted
     result = await asyncio.wait_for(handle.result(), 60)
 
@@ -106,13 +111,14 @@ async def test_a_rejection_through_the_ingress_is_read_by_the_model_and_nothing_
     run_id = await waiting_refund(tool_harness, chat, done)
     settings = tool_harness.settings.with_changes(ingress={"api_keys_file": str(tmp_path / "keys.json")})
     keys = KeyStore(settings.api_keys_path)
-    reader, decider = keys.add("reader", ["read"]), keys.add("lead", ["read", "events:TOOL_DECIDED"])
+    reader, decider = keys.add("reader", ["read", "events:*"]), keys.add("lead", ["read", "events:TOOL_DECIDED"])
     with serving(settings) as url, httpx.Client(base_url=url, timeout=60) as http:
 
         def decide(key: str, data: dict[str, Any]) -> httpx.Response:
             body = {"type": "TOOL_DECIDED", "event_id": uuid.uuid4().hex, "data": data}
             return http.post(f"/executions/{run_id}/events", json=body, headers={"x-api-key": key})
 
+        # A key for systems' events (`events:*`) is not a person's: it cannot decide.
         refused = await asyncio.to_thread(decide, reader, {"decision": "approve"})
         assert refused.status_code == 403 and "events:TOOL_DECIDED" in refused.text
         # Edited arguments are held to the tool's schema: the run takes no decision it cannot make.

@@ -21,7 +21,7 @@ from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in, text_of
 from tests.ingress_server import serving
-from tests.integration.llm.support_agent import ORDERS, OrderService, run, support, tool_messages
+from tests.integration.llm.support_agent import ORDERS, TICKET, OrderService, run, support, tool_messages
 
 pytestmark = pytest.mark.integration
 
@@ -151,13 +151,16 @@ async def test_a_budget_stops_the_loop_after_the_call_that_crosses_it_and_usage_
     assert read.path == ["think", "person"], read.path
 
 
+RECORDED = 50  # looped runs the what-if replays
+
+
 async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transition_reroutes(
     tool_harness: Harness, chat: ChatServer, orders: OrderService
 ) -> None:
     agent = f"support-{uuid.uuid4().hex[:6]}"
     recorded = support(agent)
     refunded: set[str] = set()
-    for index in range(10):
+    for index in range(RECORDED):
         # Every run looks the order up; every third refunds it too before answering.
         refunds = index % 3 == 0
         chat.reply(
@@ -171,7 +174,7 @@ async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transitio
             refunded.add(run_id)
     query = f"AgentName = '{agent}'"
     for _ in range(300):  # visibility is written asynchronously (a hang guard)
-        if (await tool_harness.dsmo.count_runs(query)) == 10:
+        if (await tool_harness.dsmo.count_runs(query)) == RECORDED:
             break
         await asyncio.sleep(0.1)
     asked, effects = len(chat.requests), (orders.lookups, len(orders.ledger))
@@ -185,7 +188,7 @@ async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transitio
     report = await tool_harness.dsmo.what_if(query, parse_definition(candidate), task_queue=tool_harness.task_queue)
     tool_harness.started.extend(run.replay_id for run in report.runs)
     summary = report.summary()
-    assert (summary["runs"], summary["errors"]) == (10, 0), report.to_json()
+    assert (summary["runs"], summary["errors"]) == (RECORDED, 0), report.to_json()
     assert {run.run_id for run in report.runs if not run.same_path} == refunded
     assert summary["byDivergence"] == {"after think: answer -> person": len(refunded)}
     assert (
@@ -226,3 +229,22 @@ async def test_a_replay_whose_model_asks_another_call_stops_and_makes_none(
     tool_harness.started.append(report.replay)
     assert report.problem is not None and "replay diverged: call 1 was lookup_order" in report.problem, report
     assert orders.lookups == looked  # the replay called nothing
+
+
+async def test_a_run_keeps_the_version_it_was_started_under_when_its_worker_hashes_it_otherwise(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    # A worker whose canonical form changed (a field added with a default) hashes the carried
+    # definition differently from the client that started the run: the run keeps its own.
+    chat.reply(Reply(content=json.dumps({"reply": "done"})))
+    definition = parse_definition(support(f"support-{uuid.uuid4().hex[:6]}"))
+    definition.__dict__["workflow_version"] = started_under = "0123456789ab"
+    run_id = await tool_harness.start(definition, TICKET)
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+
+    assert result.status is RunStatus.COMPLETED and result.path == ["think", "answer"], result
+    assert (await tool_harness.dsmo.run(run_id).status()).workflow_version == started_under
+    trail = await tool_harness.dsmo.events(run_id)
+    assert not [e for e in trail if e.type == "INCONSISTENCY"]
+    answer = next(e for e in trail if e.type == "STAGE_SUCCEEDED" and e.stage == "think")
+    assert f"/{started_under}/{run_id}/think/" in answer.artifact_uris[0], answer.artifact_uris

@@ -156,3 +156,16 @@ async def test_a_worker_killed_while_a_refund_waits_for_approval_loses_nothing(
     assert len(chat.requests) == 3  # no committed turn was asked again
     decided = [e.data["by"] for e in await dsmo.events(run_id) if e.type == "TOOL_DECIDED"]
     assert decided == ["ana"]
+
+    # The replay takes the decision from the record: it asks no one, no model and no tool.
+    outbox = tmp_path / "outbox"
+    replayer = build_worker(
+        dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(outbox), llm=LlmEndpoint(chat.url)
+    )
+    async with replayer:
+        harness = Harness(dsmo, store, queue, outbox, stack_settings, started=[run_id])
+        report = await dsmo.replay(run_id, task_queue=queue)
+        harness.started.append(report.replay)
+        assert report.replay_path == ["think", "answer"] and report.problem is None, report
+        assert len(chat.requests) == 3 and len(list(ledger.glob("refund-*.json"))) == 1
+    await harness.replay_all()

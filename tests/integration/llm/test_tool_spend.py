@@ -73,21 +73,29 @@ async def priced_worker(
         yield Harness(DsmoClient(client, harness.settings), harness.store, queue, outbox, harness.settings), port
 
 
+@pytest.mark.parametrize(
+    ("budget", "why"),
+    [
+        ({"costUsd": 0.9}, "1.0000 USD spent of a budget of 0.9000"),
+        ({"tokens": 700}, "800 tokens used of a budget of 700"),
+    ],
+    ids=["cost", "tokens"],
+)
 async def test_a_run_budget_stops_it_after_the_call_that_crosses_it_and_its_spend_is_shown(
-    priced_worker: tuple[Harness, int], chat: ChatServer
+    priced_worker: tuple[Harness, int], chat: ChatServer, budget: dict[str, Any], why: str
 ) -> None:
     harness, port = priced_worker
     looking = priced(calls=[("lookup_order", {"order": "A-1"})])
     chat.reply(looking, looking, looking)
-    spender = support(f"support-{uuid.uuid4().hex[:6]}") | {"budget": {"costUsd": 0.9}, "onBudget": "person"}
+    spender = support(f"support-{uuid.uuid4().hex[:6]}") | {"budget": budget, "onBudget": "person"}
     run_id = await harness.start(parse_definition(spender), TICKET)
     result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
 
-    # 0.50 after the first call, 1.00 after the second: the third is never asked.
+    # 0.50 USD and 400 tokens after the first call, 1.00 and 800 after the second: no third call.
     assert result.path == ["think", "person"] and len(chat.requests) == 2, (result.path, len(chat.requests))
     spent = next(e for e in await harness.dsmo.events(run_id) if e.type == "BUDGET_SPENT")
     assert (spent.data["budget"], spent.data["to"]) == ("run", "person")
-    assert spent.data["reason"] == "1.0000 USD spent of a budget of 0.9000"
+    assert spent.data["reason"] == why
     usage = (await harness.dsmo.run(run_id).status()).usage
     assert usage == {"tokens": 800, "promptTokens": 600, "completionTokens": 200, "modelCalls": 2, "costUsd": 1.0}
     assert spend_line(usage) == "2 model calls, 800 tokens, 1.0000 USD"
