@@ -480,6 +480,68 @@ async def tool_loop_support(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+async def tool_approval_edited(dsmo: DsmoClient, queue: str) -> str:
+    """The support agent refunding 120 (over 50: it waits for approval), a person edits it to 60."""
+    from tests.integration.llm.support_agent import support
+
+    CHAT.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "B-7"})]),
+        Reply(content="A full refund", tool_calls=[("refund", {"order": "B-7", "amount": 120})]),
+        Reply(content=json.dumps({"reply": "Refunded 60.00 for B-7"})),
+    )
+    definition = parse_definition(support("golden-approval"))
+    run_id = (await dsmo.start(definition, {"ticket": {"text": "broken TV", "order": "B-7"}}, task_queue=queue)).run_id
+    handle = dsmo.run(run_id)
+    await handle.wait_for_status({RunStatus.WAITING})
+    await handle.decide("edit", arguments={"order": "B-7", "amount": 60}, reason="half", by="golden", call="think.v2#1")
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    return run_id
+
+
+async def tool_node_asked(dsmo: DsmoClient, queue: str) -> str:
+    """A tool a node of the graph runs: the model asks the customer (a wait), then answers."""
+    from tests.integration.llm.support_agent import TICKET, support
+
+    CHAT.reply(
+        Reply(tool_calls=[("ask_customer", {"question": "Which item?"})]),
+        Reply(content=json.dumps({"reply": "Noted: the blender"})),
+    )
+    data = support("golden-node-tool")
+    data["nodes"]["think"]["tools"].append(
+        {
+            "name": "ask_customer",
+            "description": "Ask the customer and wait for the answer",
+            "parameters": {"type": "object", "required": ["question"], "properties": {"question": {"type": "string"}}},
+            "node": "ask",
+        }
+    )
+    data["nodes"]["ask"] = {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}
+    run_id = (await dsmo.start(parse_definition(data), TICKET, task_queue=queue)).run_id
+    handle = dsmo.run(run_id)
+    await handle.wait_for_status({RunStatus.WAITING})
+    await handle.respond("the blender")
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    return run_id
+
+
+async def llm_plain(dsmo: DsmoClient, queue: str) -> str:
+    """An `llm` node without tools: one answer, routed (its version hash is the one from before tools)."""
+    CHAT.reply(Reply(content="A short answer"))
+    definition = parse_definition(
+        {
+            "agent": "golden-plain-llm",
+            "start": "ask",
+            "nodes": {
+                "ask": {"actionType": "llm", "prompt": "Say something", "transitions": [{"to": "tell"}]},
+                "tell": {"actionType": "send_message", "parameters": {"message": "{{stages.ask.summary.text}}"}},
+            },
+        }
+    )
+    run_id = (await dsmo.start(definition, {}, task_queue=queue)).run_id
+    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    return run_id
+
+
 def tool_actions() -> list[FunctionAction]:
     """The support agent's tools, answering as the guide's order service does."""
     return [
@@ -526,6 +588,11 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "retention_sweep": retention_sweep,
     # A tool-using `llm` node: three model turns (visits), two tool calls, the answer.
     "tool_loop_support": tool_loop_support,
+    # A call that waited for approval and was edited; a call a node of the graph made (a wait);
+    # an `llm` node without tools.
+    "tool_approval_edited": tool_approval_edited,
+    "tool_node_asked": tool_node_asked,
+    "llm_plain": llm_plain,
 }
 
 
