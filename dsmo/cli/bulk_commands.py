@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dsmo.cli.click_context import Context, pass_context, run
+from dsmo.cli.click_context import Context, json_object, pass_context, run
 from dsmo.client.batches import BatchReport, RunOutcome
 from dsmo.client.bulk_operations import FAILED_RUNS, default_batch_id
 from dsmo.client.client_errors import InvalidQuery
@@ -119,7 +119,7 @@ def bulk_deliver(
     A dry run cannot know whether a run will take the event (the run decides on delivery); it
     skips runs that have ended or already took this batch's event.
     """
-    data = _json_object(data_json, "--data")
+    data = json_object(data_json, "--data")
     chosen = batch_id or default_batch_id(event_type, data, query)
 
     def operation(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
@@ -209,13 +209,3 @@ def run_batch_command(
         click.echo(json.dumps(report.to_json(), ensure_ascii=False))
     if report.summary()["failed"]:
         sys.exit(1)
-
-
-def _json_object(text: str, option: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise DsmoError(f"{option}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise DsmoError(f"{option}: must be a JSON object, not {type(value).__name__}")
-    return value

@@ -4,14 +4,16 @@ Lower than the command modules, so they import it and not each other."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.runtime.telemetry import setup_tracing
+from dsmo.workflows.common.errors import DsmoError
 
 T = TypeVar("T")
 
@@ -47,3 +49,18 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
 
 async def _call(coro_fn: Callable[[], Awaitable[T]]) -> T:
     return await coro_fn()
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    """``text``, a JSON object given to ``option``; else DsmoError naming the option and why.
+
+    Raises:
+        DsmoError: Not JSON, or JSON but not an object.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise DsmoError(f"{option}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise DsmoError(f"{option}: must be a JSON object, not {type(value).__name__}")
+    return value

@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from dsmo.cli import catalog, operations, project, recovery, serve, subjects_command
-from dsmo.cli.click_context import Context, pass_context, run
+from dsmo.cli.click_context import Context, json_object, pass_context, run
+from dsmo.cli.decide_command import decide
 from dsmo.cli.help_examples import add_examples
 from dsmo.cli.render import ack_line
 from dsmo.cli.status_command import status
@@ -80,7 +81,7 @@ def start(
     if version is not None and not by_name:
         raise click.UsageError("--version: give it with an AGENT name, not with a DEFINITION_FILE")
     loaded = None if by_name else load_definition(definition_file)
-    variables = _json_object(input_json, "--input")
+    variables = json_object(input_json, "--input")
     delay = _duration(delay_text, "--delay") if delay_text else None
 
     async def go() -> tuple[AgentDefinition, StartReport, ExecutionResult | None]:
@@ -184,7 +185,7 @@ def events(
     if event_type is None:
         paging = {"limit": limit, "after": after, "before": before, "show_all": show_all}
         return print_trail(obj, run_id, as_json=as_json, inbox_only=inbox_only, paging=paging)
-    data = _json_object(data_json, "--data")
+    data = json_object(data_json, "--data")
     chosen = event_id or str(uuid.uuid4())
 
     async def deliver() -> Any:
@@ -238,17 +239,8 @@ def _duration(text: str, option: str) -> timedelta:
         raise DsmoError(f"{option}: {err}") from None
 
 
-def _json_object(text: str, option: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise DsmoError(f"{option}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise DsmoError(f"{option}: must be a JSON object, not {type(value).__name__}")
-    return value
-
-
 cli.add_command(status)
+cli.add_command(decide)
 operations.register(cli)
 catalog.register(cli)
 project.register(cli)

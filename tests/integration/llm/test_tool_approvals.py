@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -30,6 +32,7 @@ from tests.ui.test_console import CHROMIUM, Console, assert_labelled, browser, n
 
 pytestmark = pytest.mark.integration
 
+BIN = Path(sys.executable).parent
 BROKEN = {"ticket": {"text": "The TV arrived broken", "order": "B-7"}}
 LOOKUP_THEN_REFUND = (
     Reply(tool_calls=[("lookup_order", {"order": "B-7"})]),
@@ -235,3 +238,24 @@ async def until_waiting_gone(page: Any) -> None:
     """The run page, reloaded, no longer shows a task once the run has ended."""
     await page.reload()
     await expect(page.get_by_role("heading", name="Waiting for approval")).to_have_count(0)
+
+
+async def test_a_person_decides_from_the_command_line(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    run_id = await waiting_refund(tool_harness, chat, Reply(content=json.dumps({"reply": "Refunded 60.00"})))
+
+    def dsmo(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(BIN / "dsmo"), "decide", run_id, *args]
+        env = tool_harness.cli_env()
+        return subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=60)
+
+    bad = await asyncio.to_thread(dsmo, "edit", "--arguments", "{amount: 60")
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("error: --arguments: not valid JSON")
+    assert "Traceback" not in bad.stderr
+    edited = await asyncio.to_thread(
+        dsmo, "edit", "--arguments", '{"order": "B-7", "amount": 60}', "--by", "ana", "--call", "think.v2#1"
+    )
+    assert edited.returncode == 0 and edited.stdout.startswith("delivered: TOOL_DECIDED"), edited
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+    assert result.status is RunStatus.COMPLETED and list(orders.ledger.values()) == [{"order": "B-7", "amount": 60}]
