@@ -22,7 +22,13 @@ def json_problem(value: Any, *, what: str) -> str | None:
         current, depth, where = pending.pop()
         if depth > MAX_DEPTH:
             return f"{where}: nested more than {MAX_DEPTH} levels deep"
-        if current is None or isinstance(current, str | bool | int):
+        if isinstance(current, str):
+            try:
+                current.encode()
+            except UnicodeEncodeError:
+                return f"{where}: not valid Unicode (a lone surrogate)"
+            continue
+        if current is None or isinstance(current, bool | int):
             continue
         if isinstance(current, float):
             if not math.isfinite(current):
@@ -32,6 +38,7 @@ def json_problem(value: Any, *, what: str) -> str | None:
                 if not isinstance(key, str):
                     return f"{where}: the key {key!r} is not a string (JSON object keys are strings)"
                 pending.append((item, depth + 1, f"{where}.{key[:40]}"))
+                pending.append((key, depth, f"{where} (a key)"))  # a key is text too: judged before its value
         elif isinstance(current, list | tuple):
             pending.extend((item, depth + 1, f"{where}[{index}]") for index, item in enumerate(current))
         else:

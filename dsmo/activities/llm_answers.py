@@ -21,6 +21,9 @@ class LlmUnavailable(DsmoError):
     code = "llm_unavailable"
 
 
+NOT_UNICODE = "it is not valid Unicode (a lone surrogate: \\ud800-\\udfff unpaired)"
+
+
 def content_of(status: int | None, body: str, error: str | None) -> tuple[str, dict[str, Any]]:
     """The answer's text and the whole reply of a call that got ``status`` and ``body`` (or ``error``).
 
@@ -74,10 +77,23 @@ def judge(
         InvalidInput: The endpoint refused the request (another 4xx).
     """
     content, reply = content_of(status, body, error)
+    content, valid = valid_text(content)
+    if not valid:  # asked again, with the reason, like any invalid answer
+        return content, reply, NOT_UNICODE, {}
     if schema is None:
         return content, reply, None, {"text": content}
     problem, answer = check_answer(content, schema)
     return content, reply, problem, answer
+
+
+def valid_text(text: str) -> tuple[str, bool]:
+    """(``text``, True) when it can be stored as UTF-8; else (it with each lone surrogate, which a
+    JSON ``\\ud800`` escape can smuggle in, made U+FFFD, False)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="surrogatepass").decode(errors="replace"), False
+    return text, True
 
 
 def answer_summary(answer: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:

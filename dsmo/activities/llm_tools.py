@@ -16,7 +16,7 @@ from typing import Any
 from dsmo.activities.artifacts import encode_json
 from dsmo.activities.contract_schemas import ContractSchema, compiled_schema
 from dsmo.activities.json_values import json_problem
-from dsmo.activities.llm_answers import check_answer, content_of, judge
+from dsmo.activities.llm_answers import NOT_UNICODE, check_answer, content_of, judge, valid_text
 from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.workflows.contracts.llm_call import LlmCall
 from dsmo.workflows.contracts.tool_io import TOOL_TURN
@@ -61,6 +61,7 @@ def checked_calls(calls: list[Any], tools: dict[str, ContractSchema], max_calls:
         function = raw.get("function") if isinstance(raw, dict) else None
         call_id = str(raw.get("id") or f"call-{index}")[:CALL_ID_MAX] if isinstance(raw, dict) else f"call-{index}"
         name = str(function.get("name", ""))[:CALL_ID_MAX] if isinstance(function, dict) else ""
+        call_id, name = valid_text(call_id)[0], valid_text(name)[0]  # stored and sent back as UTF-8
         arguments, problem = _arguments(function.get("arguments") if isinstance(function, dict) else None)
         if name not in tools:
             problem = f"there is no tool {name!r}; the tools are {', '.join(sorted(tools))}"
@@ -180,6 +181,7 @@ def judged(
     if call.tools is None:
         return (*judge(status, body, error, schema), None)
     content, calls, reply = turn_of(status, body, error)
+    content, valid = valid_text(content) if content is not None else (None, True)
     if calls:
         tools = {
             tool["function"]["name"]: compiled_schema(encode_json(tool["function"]["parameters"]))
@@ -188,6 +190,8 @@ def judged(
         document, turn = tool_turn_output(content, checked_calls(calls, tools, call.max_tool_calls), call.shown_calls)
         return content or "", reply, None, document, turn
     text = content or ""
+    if not valid:  # asked again, with the reason, like any invalid answer
+        return text, reply, NOT_UNICODE, {}, None
     if schema is None:
         return text, reply, None, {"text": text}, None
     problem, answer = check_answer(text, schema)

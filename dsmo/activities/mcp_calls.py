@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
-from dsmo.activities.plugin_errors import UnknownAction
 from dsmo.workflows.common.errors import DsmoError
 
 McpServers = Mapping[str, tuple[str, dict[str, str]]]  # name -> (URL or stdio:COMMAND, headers), from the settings
@@ -34,8 +33,10 @@ class McpUnavailable(DsmoError):
     code = "mcp_unavailable"
 
 
-class UnknownMcpServer(UnknownAction):
-    """A tool names an MCP server the worker's settings do not (configuration: not retried)."""
+class UnknownMcpServer(DsmoError):
+    """A tool names an MCP server this worker's settings do not. Retried like an unreachable
+    server: during a rolling deploy another worker of the queue may name it (publishing refuses a
+    server no worker names)."""
 
     code = "unknown_mcp_server"
 
@@ -124,5 +125,7 @@ async def _session(address: str, headers: dict[str, str], timeout: timedelta) ->
 
 def _unreached(server: str, address: str, err: BaseException) -> str:
     # The server by name only: its address may carry a token, and this goes to the trail.
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:  # the client's task groups wrap the cause
+        err = err.exceptions[0]
     first = str(err).splitlines()[0] if str(err) else type(err).__name__
     return f"mcp server {server}: {first.replace(address, '<url>')}"[:500]

@@ -116,8 +116,9 @@ class ToolActivities:
         where = f"run {task.run_id}, tool call {task.stage_path}/{task.index}"
         try:
             if decision is not None and decision.decision == "reject":
-                who = f" ({decision.by})" if decision.by else ""
-                raise ActionRefused(f"a person{who} rejected this call: {decision.reason or 'no reason given'}")
+                why = decision.reason or "no reason given"
+                # No one decided in time (a timeout decides, not a person): the call was not made.
+                raise ActionRefused(f"a person ({decision.by}) rejected this call: {why}" if decision.by else why)
             if task.output is not None:  # a node of the graph made the call: its outcome is the result
                 output: Any = task.output
             else:

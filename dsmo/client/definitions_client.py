@@ -194,10 +194,12 @@ class Definitions:
             return f"no worker polls {queue}, so nobody checked {named}"
         missing = missing_from(offer, agents, actions, mcp_tools)
         if missing:
-            raise NotOffered(
-                f"no worker on {queue} offers {', '.join(missing)} (load the plugin that registers it: "
-                "dsmo worker --load MODULE)"
+            hint = (
+                "name its server in the workers' DSMO_MCP_SERVERS, or check the tool's name on it"
+                if all(item.startswith("mcp tool ") for item in missing)
+                else "load the plugin that registers it: dsmo worker --load MODULE"
             )
+            raise NotOffered(f"no worker on {queue} offers {', '.join(missing)} ({hint})")
         return ""
 
 

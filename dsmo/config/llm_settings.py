@@ -166,6 +166,8 @@ class LlmSettings:
                 raise SettingsError(
                     f"DSMO_MCP_SERVERS: {entry!r} is not name=http(s)://... or name=stdio:COMMAND (a lowercase name)"
                 )
+            if name in servers:
+                raise SettingsError(f"DSMO_MCP_SERVERS: {name!r} is named twice")
             servers[name] = (url, {})
         try:
             headers = json.loads(self.mcp_headers) if self.mcp_headers.strip() else {}

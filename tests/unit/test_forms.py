@@ -35,6 +35,11 @@ def test_a_decision_form_sends_the_button_pressed_and_only_an_edit_sends_argumen
     with pytest.raises(EventRejected) as refused:
         event_data(FORMS["approval"], {**shown, "decision": "edit", "arguments": "{amount"})
     assert refused.value.field == "arguments" and str(refused.value).startswith("TOOL_DECIDED.arguments: not JSON")
+    # Approve with the arguments changed on the page would make the model's call: refused, not lost.
+    proposed = {**shown, "proposed": '{"order": "B-7", "amount": 120}'}
+    assert event_data(FORMS["approval"], {**proposed, "decision": "approve"})["decision"] == "approve"
+    with pytest.raises(EventRejected, match="choose Edit and approve"):
+        event_data(FORMS["approval"], {**proposed, "decision": "approve", "arguments": '{"amount": 60}'})
 
 
 @pytest.mark.parametrize(

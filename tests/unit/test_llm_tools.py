@@ -11,7 +11,8 @@ import pytest
 
 from dsmo.activities.catalog_publishing import with_mcp_tools
 from dsmo.activities.contract_schemas import compile_schema
-from dsmo.activities.llm_answers import cost_usd
+from dsmo.activities.json_values import json_problem
+from dsmo.activities.llm_answers import cost_usd, judge
 from dsmo.activities.llm_tools import (
     ARGUMENTS_MAX_BYTES,
     checked_calls,
@@ -235,3 +236,15 @@ def test_a_decision_names_its_call_and_a_wildcard_key_cannot_decide() -> None:
     webhook = ApiKey("hook", "h", "p", ["events:*"])
     assert webhook.allows("events:MESSAGE_RECEIVED") and not webhook.allows("events:TOOL_DECIDED")
     assert ApiKey("lead", "h", "p", ["events:TOOL_DECIDED"]).allows("events:TOOL_DECIDED")
+
+
+def test_text_that_is_not_unicode_is_an_invalid_answer_or_a_refused_call_never_a_crash() -> None:
+    unpaired = json.dumps({"choices": [{"message": {"content": "a\ud800b"}}]})
+    content, _, problem, answer = judge(200, unpaired, None, None)
+    assert problem is not None and problem.startswith("it is not valid Unicode") and answer == {}
+    content.encode()  # what is sent back to be repaired is valid UTF-8
+    arguments = json.dumps({"order": "A\udc00"})
+    checked = checked_calls([call("lookup", arguments)], SCHEMAS, 8)  # type: ignore[arg-type]
+    assert checked[0]["problem"] == "arguments.order: not valid Unicode (a lone surrogate)"
+    keyed = json_problem({"k\ud800": {"deeper": "x"}}, what="output")
+    assert keyed == "output (a key): not valid Unicode (a lone surrogate)"

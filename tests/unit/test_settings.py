@@ -307,6 +307,7 @@ def test_a_group_documents_its_fields_and_the_variables_they_come_from(group: An
         (LlmSettings, "DSMO_LLM_MODELS", "=big", "DSMO_LLM_MODELS: '=big' is not alias=model"),
         (LlmSettings, "DSMO_MCP_SERVERS", "orders=ftp://x", "DSMO_MCP_SERVERS: 'orders=ftp://x' is not name=http"),
         (LlmSettings, "DSMO_MCP_SERVERS", "files=stdio: ", "DSMO_MCP_SERVERS: 'files=stdio:' is not name=http"),
+        (LlmSettings, "DSMO_MCP_SERVERS", "a=http://x,a=http://y", "DSMO_MCP_SERVERS: 'a' is named twice"),
         (LlmSettings, "DSMO_MCP_HEADERS", "[1]", "DSMO_MCP_HEADERS: not a JSON object"),
     ],
 )

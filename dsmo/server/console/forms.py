@@ -84,6 +84,7 @@ FORMS: dict[str, TaskForm] = {
             "Decide",
             (
                 Field("call", "Call", "hidden", default_from="call"),
+                Field("proposed", "Proposed arguments", "hidden", default_from="arguments"),
                 Field("callId", "Call id", "hidden", default_from="callId"),
                 Field(
                     "arguments",
@@ -139,13 +140,26 @@ def _decision(filled: Mapping[str, str]) -> dict[str, Any]:
         value = (filled.get(name) or "").strip()
         if value:
             data[name] = value
+    typed = filled.get("arguments") or ""
     if decision == "edit":
         try:
-            data["arguments"] = json.loads(filled.get("arguments") or "")
+            data["arguments"] = json.loads(typed)
         except ValueError:
             reason = "not JSON: write the arguments as a JSON object"
             raise EventRejected(f"TOOL_DECIDED.arguments: {reason}", field="arguments", reason=reason) from None
+    elif decision == "approve" and "proposed" in filled and _changed(typed, filled["proposed"]):
+        # Approve makes the call as the model asked: arguments changed on the page would be lost.
+        reason = "changed: choose Edit and approve to make the call with them, or undo the change"
+        raise EventRejected(f"TOOL_DECIDED.arguments: {reason}", field="arguments", reason=reason)
     return data
+
+
+def _changed(typed: str, proposed: str) -> bool:
+    """Whether the arguments on the page are not the ones the model proposed (as JSON values)."""
+    try:
+        return bool(json.loads(typed) != json.loads(proposed))
+    except ValueError:
+        return typed.strip() != proposed.strip()
 
 
 def field_errors(form: TaskForm | None, problem: EventRejected) -> dict[str, str]:

@@ -213,7 +213,8 @@ def _unwanted(
     if event.type == "DOCUMENT_UPLOADED" and documents:
         return _not_requested(event, list(dict.fromkeys(documents)))
     doing = f"waiting for {state.waiting.kind}" if state.waiting else str(state.status)
-    return f"run {state.run_id} is {doing} and no wait ahead takes a {wanted}; {event.type} was not applied"
+    article = "an" if wanted[:1] in "aeiou" else "a"
+    return f"run {state.run_id} is {doing} and no wait ahead takes {article} {wanted}; {event.type} was not applied"
 
 
 def _not_requested(event: ResumeEvent, requested: list[str]) -> str:

@@ -155,7 +155,7 @@ async def test_no_decision_in_time_rejects_the_call_and_the_model_is_told(
 
     assert result.status is RunStatus.COMPLETED and orders.ledger == {}
     told = tool_messages(chat.requests[-1])[-1]["content"]
-    assert told == "error: a person rejected this call: no one decided within 1s; the call was not made", told
+    assert told == "error: no one decided within 1s; the call was not made", told
     decided = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "TOOL_DECIDED")
     assert decided.data["decision"] == "reject" and decided.data["by"] is None
 
@@ -259,3 +259,4 @@ async def test_a_person_decides_from_the_command_line(
     assert edited.returncode == 0 and edited.stdout.startswith("delivered: TOOL_DECIDED"), edited
     result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
     assert result.status is RunStatus.COMPLETED and list(orders.ledger.values()) == [{"order": "B-7", "amount": 60}]
+    assert result.variables["approval"]["by"] == "ana"
