@@ -23,6 +23,7 @@ from dsmo.workflows.contracts.tool_io import TOOL_TURN
 
 ARGUMENTS_MAX_BYTES = 64 * 1024  # one call's arguments; past this the call is refused
 CALL_ID_MAX = 64
+ASKED_MAX = 4096  # characters of a refused call's arguments its record keeps
 REASON_MAX = 1000  # bytes of the model's words beside calls that wait for approval, as a person sees them
 # Bytes of arguments the summary of one answer carries for its shown calls (and its words after
 # them): with the calls' ids and names, under the stage's 4,096-byte summary cap.
@@ -70,11 +71,19 @@ def checked_calls(calls: list[Any], tools: dict[str, ContractSchema], max_calls:
                 tools[name].check(arguments, agent="llm", what=f"tool {name} arguments")
             except ContractViolation as err:
                 problem = str(err).removeprefix("agent llm: ")
+        sent = function.get("arguments") if isinstance(function, dict) else None
         checked.append(
             {"id": call_id, "name": name, "arguments": arguments if problem is None else {}}
-            | ({"problem": problem} if problem else {})
+            # A refused call keeps why, and what the model sent (its start), for the audit.
+            | ({"problem": problem, "asked": _asked(sent)} if problem else {})
         )
     return checked
+
+
+def _asked(raw: Any) -> str:
+    """What a refused call's arguments were, as text of at most `ASKED_MAX` characters."""
+    text = raw if isinstance(raw, str) else json.dumps(raw, default=str, ensure_ascii=False)
+    return valid_text(text[:ASKED_MAX])[0]
 
 
 def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -115,7 +124,7 @@ def tool_turn_output(
                 f"the arguments are {size:,} bytes; the calls of one answer that wait for a person or run a node "
                 f"of the graph carry at most {SHOWN_MAX_BYTES:,} bytes of arguments together"
             )
-            call["arguments"], entry["ok"] = {}, False
+            call["asked"], call["arguments"], entry["ok"] = _asked(call["arguments"]), {}, False
             continue
         entry["arguments"], room = call["arguments"], room - size
     summary: dict[str, Any] = {"turn": TOOL_TURN, "toolCalls": entries}

@@ -178,7 +178,9 @@ async def _tool_call(
     if not made.get("ok"):
         # The stage refused it (an unknown tool, arguments that break its schema): the refusal,
         # kept in the turn's answer, is what the model reads as the call's result.
-        state.audit.record("TOOL_REFUSED", at=workflow.now(), stage=node_id, data=where)
+        # The trail points at the answer, whose record keeps why and what was asked.
+        answer = [pending.answer_uri]
+        state.audit.record("TOOL_REFUSED", at=workflow.now(), stage=node_id, artifact_uris=answer, data=where)
         return ToolResultRef(call_id=call_id)
     tool = next(spec for spec in node.tools or [] if spec.name == name)
     decision = pending.decided.get(str(index))

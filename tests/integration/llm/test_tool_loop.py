@@ -104,6 +104,11 @@ async def test_a_call_the_run_cannot_make_goes_back_to_the_model_and_nothing_is_
         ("TOOL_CALLED", "lookup_order"),
     ]
     assert next(e for e in trail if e.type == "TOOL_CALLED").data["ok"] is False
+    # The trail points at the answer, whose record keeps why each call was refused and what it asked.
+    refused_at = next(e for e in trail if e.type == "TOOL_REFUSED").artifact_uris[0]
+    kept = tool_harness.store.read_json(refused_at)["output"]["toolCalls"]
+    assert "amount: is greater than the maximum 500" in kept[1]["problem"]
+    assert json.loads(kept[1]["asked"])["amount"] == 9999
 
 
 @pytest.mark.parametrize(
