@@ -15,7 +15,6 @@ from typing import Any
 from temporalio import workflow
 
 from dsmo.workflows.common import search_attributes as sa
-from dsmo.workflows.common.identifiers import workflow_version_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.migration_io import MigrationRequest
@@ -114,17 +113,8 @@ class Run:
         """The run a workflow starts with: new, or carried over from ``request.checkpoint``."""
         info = workflow.info()
         definition = request.definition
-        started_with = info.typed_search_attributes
-        # The version the run was started (or last moved) under, as its WorkflowVersion says: a
-        # worker whose canonical form hashes the same graph differently (a field added with a
-        # default) must not give a running run new artifact folders and idempotency keys. A run
-        # started without it (around the client), or arriving on another version, takes the
-        # definition's hash.
+        version = definition.workflow_version  # a hash of the canonical definition: computed once
         checkpoint = request.checkpoint
-        version = started_with.get(sa.WORKFLOW_VERSION) or ""
-        arriving = checkpoint is not None and checkpoint.migration is not None  # moved: its attribute is the old one
-        if arriving or workflow_version_problem(version) is not None:
-            version = definition.workflow_version
         state = RunState(
             run_id=info.workflow_id,
             agent=definition.agent,
@@ -138,6 +128,7 @@ class Run:
                 on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
             ),
         )
+        started_with = info.typed_search_attributes
         state.identity_unpublished = (
             started_with.get(sa.AGENT_NAME) is None or started_with.get(sa.WORKFLOW_VERSION) is None
         )
