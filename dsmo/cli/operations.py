@@ -161,7 +161,10 @@ def runs_list(
         rows = run(go)
     except ValueError as bad:  # a filter that is not its kind of value, named
         raise click.UsageError(str(bad)) from None
-    _print(rows, as_json, ["run_id", "agent", "status", "waiting_for", "waiting_until", "started_at"])
+    columns = ["run_id", "agent", "status", "waiting_for", "waiting_until", "started_at"]
+    if any(row.llm_tokens is not None for row in rows):  # spend, once some run has asked a model
+        columns += ["llm_tokens", "llm_cost_usd"]
+    _print(rows, as_json, columns)
 
 
 def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:
@@ -169,18 +172,18 @@ def _print(rows: list[Any], as_json: bool, columns: list[str]) -> None:
     if as_json:
         click.echo(json.dumps(dicts, default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)))
         return
-    table = [columns] + [[_cell(d[c]) for c in columns] for d in dicts]
+    table = [columns] + [[_cell(d[c], c) for c in columns] for d in dicts]
     widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     for line in table:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, column: str) -> str:
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds")
     if isinstance(value, float):
-        return f"{value:.1f}"
-    return str(value)
+        return f"{value:.4f}" if column.endswith("_usd") else f"{value:.1f}"
+    return "" if value is None else str(value)
 
 
 @runs.command("stats")

@@ -148,6 +148,9 @@ class RunSummary:
         started_at: When the run started.
         closed_at: When it ended (None while it runs).
         workflow_version: The hash of the definition the run follows.
+        llm_tokens: What its model calls spent in tokens, as of its last wait or its end
+            (None: no model call yet). `RunHandle.status` has the live figure.
+        llm_cost_usd: The same in US dollars, at the worker's price table.
     """
 
     run_id: str
@@ -158,6 +161,8 @@ class RunSummary:
     started_at: datetime
     closed_at: datetime | None
     workflow_version: str
+    llm_tokens: int | None = None
+    llm_cost_usd: float | None = None
 
 
 def runs_selection(
@@ -210,4 +215,6 @@ def run_summary(execution: WorkflowExecution) -> RunSummary:
         started_at=execution.start_time,
         closed_at=execution.close_time,
         workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",
+        llm_tokens=attrs.get(sa.LLM_TOKENS),
+        llm_cost_usd=attrs.get(sa.LLM_COST_USD),
     )

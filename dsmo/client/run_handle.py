@@ -364,6 +364,49 @@ class RunHandle:
             event_id=event_id,
         )
 
+    async def decide_budget(
+        self,
+        decision: str,
+        *,
+        tokens: int | None = None,
+        cost_usd: float | None = None,
+        model_calls: int | None = None,
+        reason: str | None = None,
+        by: str | None = None,
+        event_id: str | None = None,
+    ) -> EventAck:
+        """Raise the spent budget the run waits on, or stop it (``BUDGET_DECIDED``; ``waitingFor: budget``).
+
+        Args:
+            decision: ``raise`` (the run asks its model again, within the new limits) or ``stop``
+                (the run goes where a spent budget goes: ``onBudget``, else the fail-safe route).
+            tokens: With ``raise``: the new token limit (it replaces the budget's).
+            cost_usd: With ``raise``: the new limit in US dollars.
+            model_calls: With ``raise``: the new limit of model calls.
+            reason: Why, recorded in the trail.
+            by: Who decides, recorded in the trail.
+            event_id: Deduplication id; the same id again is acknowledged as a duplicate.
+
+        Returns:
+            What became of the decision.
+
+        Raises:
+            EventMalformed: Not a decision (``raise`` without a limit, ``stop`` with one).
+            EventNotAccepted: The run is not waiting for a budget, or a raised limit is not above
+                what was spent.
+        """
+        return await run_requests.decide_budget(
+            self._core,
+            self.run_id,
+            decision,
+            tokens=tokens,
+            cost_usd=cost_usd,
+            model_calls=model_calls,
+            reason=reason,
+            by=by,
+            event_id=event_id,
+        )
+
     async def signal(self, event_type: str, payload: dict[str, Any]) -> None:
         """Send a resume event as a Temporal signal: fire-and-forget, no answer.
 

@@ -102,6 +102,31 @@ async def decide(
     return await deliver_event(core, run_id, "TOOL_DECIDED", present, event_id=event_id)
 
 
+async def decide_budget(
+    core: ClientCore,
+    run_id: str,
+    decision: str,
+    *,
+    tokens: int | None = None,
+    cost_usd: float | None = None,
+    model_calls: int | None = None,
+    reason: str | None = None,
+    by: str | None = None,
+    event_id: str | None = None,
+) -> EventAck:
+    """Raise or stop the spent budget the run waits on (`BUDGET_DECIDED`): `RunHandle.decide_budget` documents it."""
+    data = {
+        "decision": decision,
+        "tokens": tokens,
+        "costUsd": cost_usd,
+        "modelCalls": model_calls,
+        "reason": reason,
+        "by": by,
+    }
+    present = {name: value for name, value in data.items() if value is not None}
+    return await deliver_event(core, run_id, "BUDGET_DECIDED", present, event_id=event_id)
+
+
 async def signal_event(core: ClientCore, run_id: str, event_type: str, payload: dict[str, Any]) -> None:
     """Send a resume event as a Temporal signal: fire-and-forget, no answer: `RunHandle.signal` documents it."""
     try:

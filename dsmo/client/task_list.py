@@ -29,7 +29,7 @@ from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
 
 # Waits a person completes. Child-agent and delay waits show on run pages, not as tasks.
-PERSON_WAITS = ("response", "document", "signature", "test", "event", "approval")
+PERSON_WAITS = ("response", "document", "signature", "test", "event", "approval", "budget")
 PAGE_SIZE = 25
 LIST_TIMEOUT = timedelta(seconds=10)
 # Free-text filters: printable, no quote or backslash (they would end the query's string).

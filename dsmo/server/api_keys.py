@@ -20,7 +20,10 @@ from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
 SCOPES = ("start", "read", "cancel", "operate", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
-DECISION_SCOPES = frozenset({"events:TOOL_DECIDED"})  # never granted by `events:*`
+# Decisions a person takes (a tool call, a spent budget): who decided is recorded, and their
+# scopes are never granted by `events:*`.
+DECISION_EVENTS = ("TOOL_DECIDED", "BUDGET_DECIDED")
+DECISION_SCOPES = frozenset(f"events:{event}" for event in DECISION_EVENTS)
 
 
 class ApiKeyError(DsmoError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dsmo.server.api_keys import DECISION_EVENTS
 from dsmo.server.console.forms import FORMS, TaskForm, event_data
 from dsmo.workflows.events.resume_events import EVENT_KINDS, EventRejected, well_formed
 
@@ -15,7 +16,7 @@ def test_a_form_has_every_field_of_its_event(form: TaskForm) -> None:
     fields = {field.alias or name for name, field in payload.model_fields.items()}
     names = {control.name for control in form.fields}
     # A decision's buttons send `decision`; who decided is the signed-in key, never typed in.
-    given = ({"decision"} if form.choices else set()) | ({"by"} if form.event_type == "TOOL_DECIDED" else set())
+    given = ({"decision"} if form.choices else set()) | ({"by"} if form.event_type in DECISION_EVENTS else set())
     assert fields <= names | given | ({"data"} if "notes" in names else set())
 
 
@@ -53,4 +54,26 @@ def test_a_decision_form_sends_the_button_pressed_and_only_an_edit_sends_argumen
 def test_a_decision_that_is_not_one_is_refused_naming_the_field(data: dict[str, object], why: str) -> None:
     with pytest.raises(EventRejected) as refused:
         well_formed("TOOL_DECIDED", "e-1", data)
+    assert why in str(refused.value)
+
+
+def test_a_budget_form_sends_the_button_and_the_limits_typed() -> None:
+    raised = event_data(FORMS["budget"], {"decision": "raise", "costUsd": "2.5", "tokens": " ", "reason": "long"})
+    assert raised == {"decision": "raise", "costUsd": "2.5", "reason": "long"}
+    assert well_formed("BUDGET_DECIDED", "e-1", raised).data["costUsd"] == 2.5
+    assert event_data(FORMS["budget"], {"decision": "stop", "tokens": ""}) == {"decision": "stop"}
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        ({"decision": "raise"}, "BUDGET_DECIDED.data: give tokens, costUsd or modelCalls with decision raise"),
+        ({"decision": "stop", "tokens": 9}, "give tokens, costUsd or modelCalls with decision raise, and only then"),
+        ({"decision": "raise", "costUsd": -1}, "BUDGET_DECIDED.costUsd: Input should be greater than 0"),
+        ({"decision": "more"}, "BUDGET_DECIDED.decision: Input should be 'raise' or 'stop'"),
+    ],
+)
+def test_a_budget_decision_that_is_not_one_is_refused_naming_the_field(data: dict[str, object], why: str) -> None:
+    with pytest.raises(EventRejected) as refused:
+        well_formed("BUDGET_DECIDED", "e-1", data)
     assert why in str(refused.value)

@@ -43,6 +43,9 @@ def test_a_complete_llm_node_is_admitted() -> None:
         ({"summary": ["label"]}, "nodes.ask.summary", "plain-text answer"),
         ({"prompt": "Label {{ticket.text}}"}, "nodes.ask.prompt", "unknown variable 'ticket'"),
         ({"system": "{{stages.nope.summary}}"}, "nodes.ask.system", "unknown stage 'nope'"),
+        # Conditions read `run` (its usage, id...) and `config`; templates read the run's variables.
+        ({"prompt": "Spent {{run.usage.tokens}}"}, "nodes.ask.prompt", "conditions read but templates cannot"),
+        ({"system": "{{config.tone}}"}, "nodes.ask.system", "conditions read but templates cannot"),
         ({"temperature": 3}, "nodes.ask.temperature", "less than or equal to 2"),
         ({"retries": 9}, "nodes.ask.retries", "less than or equal to 5"),
         ({"agent": "x"}, "nodes.ask.agent", "not a known field"),

@@ -29,6 +29,7 @@ from dsmo.server.api_keys import ApiKey
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
 from dsmo.workflows.definition.tools import UNSPENT, add_spend, decision_problem
+from dsmo.workflows.run.spend import raise_problem
 
 LOOKUP = {"type": "object", "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 10}}}
 
@@ -161,6 +162,23 @@ def test_a_budget_needs_tools_and_says_what_was_spent() -> None:
     assert budget.spent({"tokens": 100, "modelCalls": 1}) == "100 tokens used of a budget of 100"
     assert budget.spent({"tokens": 5, "modelCalls": 3}) == "3 model calls made of a budget of 3"
     assert budget.spent({"costUsd": 0.5}) == "0.5000 USD spent of a budget of 0.5000"
+
+
+def test_a_budget_that_asks_waits_a_day_by_default_and_a_raise_must_clear_what_was_spent() -> None:
+    budget = definition(tool(), budget={"tokens": 700, "ask": {}}).nodes["ask"].budget
+    assert budget.ask is not None and budget.ask.timeout == timedelta(days=1) and budget.ask.on_timeout == "continue"
+    assert budget.raised({"tokens": 2000, "other": 1}).tokens == 2000
+    waiting = {"usage": {"tokens": 800, "modelCalls": 2}, "limits": {"tokens": 700, "modelCalls": 5}}
+    assert raise_problem(waiting, {"decision": "stop"}) is None
+    assert raise_problem(waiting, {"decision": "raise", "tokens": 900}) is None
+    assert raise_problem(waiting, {"decision": "raise", "tokens": 800}) == (
+        "BUDGET_DECIDED.tokens: 800 is not above what was spent (800)"
+    )
+    assert raise_problem(waiting, {"decision": "raise", "modelCalls": 9}) == (
+        "BUDGET_DECIDED: still spent (800 tokens used of a budget of 700); raise that limit too"
+    )
+    with pytest.raises(DefinitionError, match=r"nodes\.ask\.budget\.ask\.timeout: 40d is above the maximum of 30d"):
+        definition(tool(), budget={"tokens": 7, "ask": {"timeout": "40d"}})
 
 
 def test_spend_adds_each_visit_tokens_calls_and_cost_and_prices_come_from_settings() -> None:

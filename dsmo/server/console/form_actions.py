@@ -30,7 +30,7 @@ from dsmo.client.client_errors import (
     RunNotFound,
 )
 from dsmo.client.run_corrections import assignments_of
-from dsmo.server.api_keys import KeyStore
+from dsmo.server.api_keys import DECISION_EVENTS, KeyStore
 from dsmo.server.console.auth import (
     CONSOLE,
     CSRF_FIELD,
@@ -147,7 +147,7 @@ async def deliver(request: Request, run_id: str, viewer: Viewer = Depends(signed
     errors: dict[str, str] = {}
     try:
         data = event_data(form, filled)
-        if form.event_type == "TOOL_DECIDED":  # who decided: the signed-in key
+        if form.event_type in DECISION_EVENTS:  # who decided: the signed-in key
             data["by"] = f"console:{viewer.key.name}"
         ack = await console(request).dsmo.deliver_event(run_id, form.event_type, data, event_id=event_id)
         return changed_run(request, run_id, ack_notice(ack))

@@ -99,6 +99,19 @@ FORMS: dict[str, TaskForm] = {
             (("approve", "Approve"), ("edit", "Edit and approve"), ("reject", "Reject")),
         ),
         TaskForm(
+            "budget",
+            "BUDGET_DECIDED",
+            "Raise the budget",
+            "Decide",
+            (
+                Field("tokens", "Tokens", "number", required=False, hint="the new limit; leave empty to keep it"),
+                Field("costUsd", "Cost (USD)", "number", required=False, hint="the new limit in US dollars"),
+                Field("modelCalls", "Model calls", "number", required=False, hint="the new limit of model calls"),
+                Field("reason", "Reason", "textarea", required=False, hint="kept in the trail"),
+            ),
+            (("raise", "Raise and go on"), ("stop", "Stop")),
+        ),
+        TaskForm(
             "event",
             "EVENT_COMPLETED",
             "Event",
@@ -120,7 +133,8 @@ def event_data(form: TaskForm, filled: Mapping[str, str]) -> dict[str, Any]:
     """
     if form.wait == "approval":
         return _decision(filled)
-    data: dict[str, Any] = {}
+    # A form with buttons (a budget's raise or stop) sends the one pressed.
+    data: dict[str, Any] = {"decision": (filled.get("decision") or "").strip()} if form.choices else {}
     for control in form.fields:
         value = (filled.get(control.name) or "").strip()
         if not value:

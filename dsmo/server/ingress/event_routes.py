@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header, Request
 
 from dsmo.client.client_errors import EventMalformed, EventNotAccepted, RunClosed, RunNotFound
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.server.api_keys import DECISION_EVENTS
 from dsmo.server.ingress.bodies import EventRequest, StrictJsonRoute
 from dsmo.server.ingress.dependencies import dsmo_client, verify_key
 from dsmo.server.ingress.problems import Problem
@@ -34,7 +35,7 @@ async def deliver(
     if not event_id:
         raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")
     data = body.data
-    if body.type == "TOOL_DECIDED":  # who decided is the key, and who its holder says they are
+    if body.type in DECISION_EVENTS:  # who decided is the key, and who its holder says they are
         claimed = data.get("by")
         data = {**data, "by": f"{key.name} ({claimed[:120]})" if isinstance(claimed, str) and claimed else key.name}
     try:

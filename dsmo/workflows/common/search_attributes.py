@@ -20,6 +20,10 @@ WAITING_ON = SearchAttributeKey.for_keyword("WaitingOn")
 WAITING_SINCE = SearchAttributeKey.for_datetime("WaitingSince")
 # Whom the run is about (its definition's `subject`): what `dsmo subjects erase` finds runs by.
 DATA_SUBJECT = SearchAttributeKey.for_keyword("DataSubject")
+# What the run's model calls spent, as of its last status change (a wait, the end): `dsmo runs
+# list`'s spend, and a filter (``LlmCostUsd > 1``). `dsmo status` reads the live figure.
+LLM_COST_USD = SearchAttributeKey.for_float("LlmCostUsd")
+LLM_TOKENS = SearchAttributeKey.for_int("LlmTokens")
 
 ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     AGENT_EXECUTION_STATUS,
@@ -30,6 +34,8 @@ ALL: tuple[SearchAttributeKey, ...] = (  # type: ignore[type-arg]
     WAITING_ON,
     WAITING_SINCE,
     DATA_SUBJECT,
+    LLM_COST_USD,
+    LLM_TOKENS,
 )
 
 
@@ -38,4 +44,6 @@ def cli_type(key: SearchAttributeKey) -> str:  # type: ignore[type-arg]
     return {
         SearchAttributeIndexedValueType.KEYWORD: "Keyword",
         SearchAttributeIndexedValueType.DATETIME: "Datetime",
+        SearchAttributeIndexedValueType.DOUBLE: "Double",
+        SearchAttributeIndexedValueType.INT: "Int",
     }[key.indexed_value_type]

@@ -55,6 +55,7 @@ AuditType = Literal[
     "TOOL_REFUSED",
     "TOOL_DECIDED",
     "BUDGET_SPENT",
+    "BUDGET_DECIDED",
     "COMPENSATION_STARTED",
     "COMPENSATION_SUCCEEDED",
     "COMPENSATION_FAILED",
@@ -157,6 +158,8 @@ class Checkpoint(WireModel):
     rewind: RewindRecord | None = None
     # What the run's model calls spent so far (a few totals: `run.usage`); spent stays spent.
     usage: dict[str, int | float] = Field(default_factory=dict)
+    # The run budget's limits a person raised (`BUDGET_DECIDED`): at most three numbers.
+    budget_raised: dict[str, int | float] = Field(default_factory=dict)
 
 
 class Compensation(WireModel):

@@ -91,8 +91,8 @@ class PendingCalls(WireModel):
 
 
 class ToolLoop(WireModel):
-    """Where one visit of a tool-using node is: what a run waiting for an approval carries into
-    its next Temporal run (bounded by the node's ``maxTurns`` and ``maxToolCalls``).
+    """Where one visit of a tool-using node is: what a run waiting for an approval or a budget
+    carries into its next Temporal run (bounded by the node's ``maxTurns`` and ``maxToolCalls``).
 
     Attributes:
         turn: The model turns taken.
@@ -102,6 +102,7 @@ class ToolLoop(WireModel):
         conversation: The turns that called tools and were answered.
         called: The tools its calls ran, in order (refused and rejected calls left out).
         pending: The last turn's calls, while they wait for decisions.
+        budget_raised: The node budget's limits a person raised for this visit.
     """
 
     turn: int = 0
@@ -111,6 +112,7 @@ class ToolLoop(WireModel):
     conversation: list[ToolTurn] = Field(default_factory=list)
     called: list[str] = Field(default_factory=list)
     pending: PendingCalls | None = None
+    budget_raised: dict[str, int | float] = Field(default_factory=dict)
 
 
 class ToolTask(WireModel):

@@ -29,6 +29,7 @@ SEED_VARIABLES = (
     "childExecutionStatus",
     "childExecutionSuccess",
     "approval",  # the last decision on a tool call (tool_approvals.py)
+    "budgetDecision",  # the last decision on a spent budget (spend.py)
     "toolCall",  # the call a node bound as a tool is running for (tool_nodes.py)
 )
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")

@@ -37,6 +37,7 @@ from dsmo.workflows.definition.flow_control import (
 from dsmo.workflows.definition.node_types import (
     ACTION_TYPES,
     AssignTestNode,
+    Budget,
     CompensationPolicy,
     DelayNode,
     InvokeNode,
@@ -52,7 +53,7 @@ from dsmo.workflows.definition.node_types import (
 from dsmo.workflows.definition.retention import Retention
 from dsmo.workflows.definition.sensitive import sensitive_problem
 from dsmo.workflows.definition.tool_checks import check_tools_in_graph
-from dsmo.workflows.definition.tools import Budget, check_json_schema, check_tools
+from dsmo.workflows.definition.tools import check_json_schema, check_tools
 from dsmo.workflows.events.inbox import InboxPolicy
 
 NODE_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
@@ -460,6 +461,8 @@ def _unknown_variable(path: str, definition: AgentDefinition, stages: list[str])
     member = rest.split(".", 1)[0].split("[", 1)[0]
     if root == "stages" and member and member not in stages:
         return f"refers to unknown stage {member!r} (stages: {', '.join(sorted(stages)) or 'none'})"
+    if root in ("run", "config") and root not in definition.inputs:
+        return f"refers to {root!r}, which conditions read but templates cannot (they read the run's variables)"
     steps = sorted(node_id for node_id, node in definition.nodes.items() if isinstance(node, InvokeNode))
     if root == "steps" and member and member not in steps:
         return f"refers to unknown step {member!r} (invoke steps: {', '.join(steps) or 'none'})"

@@ -10,6 +10,7 @@ models that read it; each model is short.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
@@ -19,7 +20,7 @@ from dsmo.workflows.common.durations import Duration, format_duration
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.wire import CamelModel
 from dsmo.workflows.definition.flow_control import Throttle
-from dsmo.workflows.definition.tools import Budget, ToolSpec
+from dsmo.workflows.definition.tools import ToolSpec
 
 # The seed's timeout table, per waiting kind: (default, maximum). `event` is not in the seed's
 # table; it gets the same bounds as the other human actions (document, signature, test).
@@ -32,6 +33,8 @@ WAIT_TIMEOUTS: dict[str, tuple[timedelta, timedelta]] = {
     "event": (timedelta(days=7), timedelta(days=30)),
     # A proposed tool call waiting for a person's decision (not in the seed).
     "approval": (timedelta(days=3), timedelta(days=30)),
+    # A run or visit that spent its budget, waiting for a person to raise it (not in the seed).
+    "budget": (timedelta(days=1), timedelta(days=30)),
 }
 MAX_DELAY = timedelta(days=30)
 
@@ -114,6 +117,64 @@ class ApprovalWait(WaitOptions):
     """
 
     kind: ClassVar[str] = "approval"
+
+
+class BudgetWait(WaitOptions):
+    """How a run whose budget is spent waits for a person to raise it (``waitingFor: budget``).
+
+    ``onTimeout: continue`` goes where a spent budget goes without a wait (``onBudget``, else the
+    fail-safe route), ``fail`` ends the run with status TIMEOUT, ``retry`` waits again.
+    """
+
+    kind: ClassVar[str] = "budget"
+
+
+# A budget's limits as a person names them (`BUDGET_DECIDED`), and their fields here.
+LIMITS = {"tokens": "tokens", "costUsd": "cost_usd", "modelCalls": "model_calls"}
+
+
+class Budget(CamelModel):
+    """What a run (the definition's ``budget``) or one visit of a tool-using `llm` node (the
+    node's) may spend on model calls.
+
+    It is checked before each model call (a node's: after its visit's first): once spent, no
+    model is asked again and the run goes to ``onBudget`` (else the fail-safe route). So a run
+    stops after the call that crosses it. With ``ask``, it first waits for a person to raise it
+    (`BUDGET_DECIDED`), and goes on asking if they do.
+
+    Attributes:
+        tokens: Total tokens (prompt and answer, as the endpoint counts them).
+        cost_usd: US dollars, at the worker's price table (``DSMO_LLM_PRICES``); calls to a model
+            it does not price cost nothing here.
+        model_calls: Model calls, repairs of invalid answers included.
+        ask: How the run waits for a person to raise it once spent (None: it does not wait).
+    """
+
+    tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0)
+    model_calls: int | None = Field(default=None, ge=1, le=100_000)
+    ask: BudgetWait | None = None
+
+    @model_validator(mode="after")
+    def _bounds_something(self) -> Budget:
+        if self.tokens is None and self.model_calls is None and self.cost_usd is None:
+            raise ValueError("give tokens, costUsd, modelCalls or some of them")
+        return self
+
+    def raised(self, limits: Mapping[str, Any]) -> Budget:
+        """This budget with the limits a person raised (``tokens``, ``costUsd``, ``modelCalls``)."""
+        return self.model_copy(update={LIMITS[name]: value for name, value in limits.items() if name in LIMITS})
+
+    def spent(self, usage: Mapping[str, int | float]) -> str | None:
+        """Why a run or visit that spent ``usage`` may ask no more; None if it may."""
+        tokens, calls, cost = usage.get("tokens", 0), usage.get("modelCalls", 0), usage.get("costUsd", 0.0)
+        if self.tokens is not None and tokens >= self.tokens:
+            return f"{tokens:,} tokens used of a budget of {self.tokens:,}"
+        if self.cost_usd is not None and cost >= self.cost_usd:
+            return f"{cost:.4f} USD spent of a budget of {self.cost_usd:.4f}"
+        if self.model_calls is not None and calls >= self.model_calls:
+            return f"{calls} model calls made of a budget of {self.model_calls}"
+        return None
 
 
 class _Outgoing(CamelModel):

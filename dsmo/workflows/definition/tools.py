@@ -111,43 +111,6 @@ def add_spend(usage: dict[str, int | float], inference: Mapping[str, Any]) -> No
         usage["costUsd"] = round(usage.get("costUsd", 0.0) + cost, 8)
 
 
-class Budget(CamelModel):
-    """What a run (the definition's ``budget``) or one visit of a tool-using `llm` node (the
-    node's) may spend on model calls.
-
-    It is checked before each model call (a node's: after its visit's first): once spent, no
-    model is asked again and the run goes to ``onBudget`` (else the fail-safe route). So a run
-    stops after the call that crosses it.
-
-    Attributes:
-        tokens: Total tokens (prompt and answer, as the endpoint counts them).
-        cost_usd: US dollars, at the worker's price table (``DSMO_LLM_PRICES``); calls to a model
-            it does not price cost nothing here.
-        model_calls: Model calls, repairs of invalid answers included.
-    """
-
-    tokens: int | None = Field(default=None, ge=1)
-    cost_usd: float | None = Field(default=None, gt=0)
-    model_calls: int | None = Field(default=None, ge=1, le=100_000)
-
-    @model_validator(mode="after")
-    def _bounds_something(self) -> Budget:
-        if self.tokens is None and self.model_calls is None and self.cost_usd is None:
-            raise ValueError("give tokens, costUsd, modelCalls or some of them")
-        return self
-
-    def spent(self, usage: Mapping[str, int | float]) -> str | None:
-        """Why a run or visit that spent ``usage`` may ask no more; None if it may."""
-        tokens, calls, cost = usage.get("tokens", 0), usage.get("modelCalls", 0), usage.get("costUsd", 0.0)
-        if self.tokens is not None and tokens >= self.tokens:
-            return f"{tokens:,} tokens used of a budget of {self.tokens:,}"
-        if self.cost_usd is not None and cost >= self.cost_usd:
-            return f"{cost:.4f} USD spent of a budget of {self.cost_usd:.4f}"
-        if self.model_calls is not None and calls >= self.model_calls:
-            return f"{calls} model calls made of a budget of {self.model_calls}"
-        return None
-
-
 def check_json_schema(where: str, schema: dict[str, Any]) -> None:
     """Refuse a schema that does not compile, uses a pattern that is not linear-time, or never ends.
 

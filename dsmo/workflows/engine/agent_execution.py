@@ -202,6 +202,11 @@ class AgentExecution:
         """A person's decision on a tool call waiting for approval (raw signal; see `deliver_event`)."""
         self._on_signal("TOOL_DECIDED", payload)
 
+    @workflow.signal(name="BUDGET_DECIDED")
+    def budget_decided(self, payload: Any = None) -> None:
+        """A person's decision on a spent budget: raise it or stop (raw signal; see `deliver_event`)."""
+        self._on_signal("BUDGET_DECIDED", payload)
+
     @workflow.signal(name="SLOT_GRANTED")
     def slot_granted(self, payload: Any = None) -> None:
         """A lock gave this run a slot: its agent's rate limit, or a concurrency key's (``lock``)."""

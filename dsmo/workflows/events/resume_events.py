@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from dsmo.workflows.common.document_limits import EVENT_LIMITS, DocumentRefused, check_document
 from dsmo.workflows.common.errors import DsmoError
@@ -131,6 +131,30 @@ class ToolDecided(_Payload):
         return value
 
 
+class BudgetDecided(_Payload):
+    """A person's decision on a run whose budget is spent (``waitingFor: budget``).
+
+    ``raise`` gives new limits (``tokens``, ``costUsd``, ``modelCalls``: each replaces the
+    budget's own; the run refuses limits it has already spent) and the run asks its model again;
+    ``stop`` sends it where a spent budget goes (``onBudget``, else the fail-safe route). ``by``
+    is set by the way in that knows who asks (the ingress and the console name the key).
+    """
+
+    decision: Literal["raise", "stop"]
+    tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    model_calls: int | None = Field(default=None, ge=1, le=100_000)
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _limits_with_raise_only(self) -> BudgetDecided:
+        limits = (self.tokens, self.cost_usd, self.model_calls)
+        if (self.decision == "raise") != any(limit is not None for limit in limits):
+            raise ValueError("give tokens, costUsd or modelCalls with decision raise, and only then")
+        return self
+
+
 @dataclass(frozen=True)
 class EventKind:
     waiting_for: str
@@ -145,6 +169,7 @@ EVENT_KINDS: dict[str, EventKind] = {
     "TEST_COMPLETED": EventKind("test", TestCompleted),
     "EVENT_COMPLETED": EventKind("event", EventCompleted),
     "TOOL_DECIDED": EventKind("approval", ToolDecided),
+    "BUDGET_DECIDED": EventKind("budget", BudgetDecided),
 }
 # Resumes that come from inside Temporal: a child run ending and a timer firing.
 INTERNAL_EVENTS = {"agent": "AGENT_COMPLETED", "delay": "SCHEDULE_REACHED"}
@@ -231,7 +256,7 @@ def well_formed(
         payload = EVENT_KINDS[event_type].payload.model_validate(data)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"])
+        field = ".".join(str(part) for part in first["loc"]) or "data"  # a check of the whole event
         reason = "is required" if first["type"] == "missing" else str(first["msg"]).removeprefix("Value error, ")
         raise _refused(event_type, field, reason) from None
     return ResumeEvent(type=event_type, event_id=event_id, data=payload.model_dump(mode="json", exclude_none=True))
@@ -328,4 +353,6 @@ def variables_after(event: ResumeEvent, received_documents: dict[str, str], requ
         return {"eventResult": data["result"], "eventData": data.get("data", {})}
     if event.type == "TOOL_DECIDED":
         return {"approval": dict(data)}
+    if event.type == "BUDGET_DECIDED":
+        return {"budgetDecision": dict(data)}
     return {}

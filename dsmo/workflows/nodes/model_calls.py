@@ -12,7 +12,6 @@ from dsmo.workflows.contracts.tool_io import ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.spend import before_model_call
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,7 @@ def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: in
 
     Raises:
         RunEnded: A replay whose record holds no model calls for this visit (and no reused output).
-        RouteTo: The run has spent its budget (spend.py): no model is asked.
     """
-    before_model_call(run, node_id)
     roots = {
         path.split(".", 1)[0].split("[", 1)[0]
         for template in (node.prompt, node.system or "")

@@ -28,6 +28,7 @@ from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
+from dsmo.workflows.nodes.budgets import before_model_call
 from dsmo.workflows.nodes.model_calls import TurnInput, model_call
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, SINGLE_ATTEMPT, ActivityFailed, call, failure_message
 from dsmo.workflows.run.context import Run
@@ -65,7 +66,12 @@ def classify(err: ActivityError) -> StageFailure:
 
 
 async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCheckpoint | None) -> None:
-    """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot."""
+    """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot.
+
+    An `llm` node's model is asked only within the run's budget (budgets.py).
+    """
+    if isinstance(node, LlmNode):
+        await before_model_call(run, node_id, resume)
     await stage_visit(run, node_id, node)
 
 
@@ -127,9 +133,10 @@ async def stage_visit(
                 task,
                 result_type=contracts.StageSummary,
                 start_to_close_timeout=node.timeout,
-                # A tool-using node's model calls heartbeat: a dead worker is seen in seconds. (Only
-                # those: an activity worker from before heartbeats, still up in a deploy, fails others.)
-                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) and node.tools else None,
+                # A model call heartbeats while it waits for the answer: a dead worker is seen in
+                # seconds, not after the node's timeout (docs/reliability.md: upgrade activity
+                # workers first, as one from before heartbeats would see its long calls retried).
+                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
                 retry_policy=SINGLE_ATTEMPT,
                 summary=f"{node_id}: {node.agent} (attempt {attempt})",
             )

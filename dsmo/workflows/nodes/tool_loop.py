@@ -38,15 +38,15 @@ from dsmo.workflows.contracts.tool_io import (
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.definition.tools import UNSPENT, add_spend
+from dsmo.workflows.nodes.budgets import before_model_call, check_budget
 from dsmo.workflows.nodes.model_calls import TurnInput
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
 from dsmo.workflows.nodes.tool_approvals import decide_calls
 from dsmo.workflows.nodes.tool_nodes import run_tool_node
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.control import RunEnded
+from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded
 from dsmo.workflows.run.routing import activation, contract_violation
-from dsmo.workflows.run.spend import stop_if_spent
 
 
 async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint | None) -> None:
@@ -54,19 +54,20 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
     if not node.tools:
         await run_agent_node(run, node_id, node, resume)
         return
-    # A visit continued as new while a call waited for approval picks up where it was.
+    # A visit continued as new while it waited (for an approval, a budget) picks up where it was.
     waiting = resume if resume is not None and resume.tool_loop is not None else None
     loop = waiting.tool_loop if waiting is not None and waiting.tool_loop is not None else None
     if loop is None:
         loop = ToolLoop(usage=dict(UNSPENT), started_at=workflow.now())
         if node_id in run.state.variables.get("stages", {}):
             _show(run, node_id, loop)  # a visit again: `allowedTools` reads this visit's calls, not the last's
+    budget_wait = waiting if waiting is not None and waiting.kind == "budget" else None
+    approval_wait = waiting if waiting is not None and waiting.kind == "approval" else None
     while True:
         if loop.pending is None:
+            await _within_budgets(run, node_id, node, loop, budget_wait)
+            budget_wait = None
             loop.turn += 1
-            if loop.turn > 1:
-                stop_if_spent(run, node_id, node.budget, node.on_budget, loop.usage, whose="node")
-                _within_time(run, node_id, node, loop)
             turn = TurnInput(conversation=list(loop.conversation), offered=_offered(run, node))
             task, summary = await stage_visit(run, node_id, node, turn=turn)
             add_spend(loop.usage, summary.inference)
@@ -92,9 +93,9 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
             )
         pending = loop.pending
         if not pending.decisions_done:
-            await decide_calls(run, node_id, node, loop, waiting)
+            await decide_calls(run, node_id, node, loop, approval_wait)
             pending.decisions_done = True
-        waiting = None
+        approval_wait = None
         await _make_calls(run, node_id, node, loop)
         results = [pending.made[str(index)] for index in range(1, len(pending.calls) + 1)]
         loop.conversation.append(ToolTurn(answer_uri=pending.answer_uri, results=results))
@@ -128,6 +129,32 @@ def _offered(run: Run, node: LlmNode) -> frozenset[str]:
         except ConditionError:
             continue
     return frozenset(offered)
+
+
+async def _within_budgets(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, resume: WaitCheckpoint | None) -> None:
+    """Before a turn: the run's budget, and after the visit's first turn its own and its
+    ``loopTimeout`` (time waiting for a person to raise a budget left out).
+
+    ``resume``: the budget wait the visit was in when its run continued as new.
+
+    Raises:
+        RouteTo, RunEnded: A budget is spent and no one raised it, or the time is up.
+        ContinueAsNewDue: The run continues as new while it waits; its checkpoint carries ``loop``.
+    """
+    began = workflow.now()
+    try:
+        await before_model_call(run, node_id, resume)
+        if loop.turn >= 1:
+            mine = resume if resume is not None and resume.data.get("budget") == "node" else None
+            await check_budget(run, node_id, node.budget, node.on_budget, loop.usage, loop.budget_raised, "node", mine)
+    except ContinueAsNewDue as due:
+        loop.waited_seconds += (workflow.now() - began).total_seconds()  # this generation's part
+        if due.wait is not None:
+            due.wait = due.wait.model_copy(update={"tool_loop": loop.model_copy(deep=True)})
+        raise
+    loop.waited_seconds += (workflow.now() - began).total_seconds()
+    if loop.turn >= 1:
+        _within_time(run, node_id, node, loop)
 
 
 def _within_time(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:

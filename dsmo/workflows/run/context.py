@@ -171,6 +171,7 @@ class Run:
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
         state.usage = dict(checkpoint.usage)
+        state.budget_raised = dict(checkpoint.budget_raised)
 
     def to_checkpoint(self, node: str | None, wait: WaitCheckpoint | None) -> Checkpoint:
         """What the next Temporal run needs to go on at ``node`` (inside ``wait``, if waiting)."""
@@ -200,6 +201,7 @@ class Run:
             inbox=state.inbox,
             first_entries=self.first_entries,
             usage=state.usage,
+            budget_raised=state.budget_raised,
         )
 
     @property

@@ -5,15 +5,18 @@ well formed. Every way in (the `deliver_event` update, raw signals, so the ingre
 the CLI and the `temporal` CLI too) goes through `judge`: the update's validator through `check`
 before anything is written to history, the update's handler and raw signals through `take`,
 which is also the one place a run remembers the ids of the events it took (`seen_event_ids`).
-An event the wait in progress takes is applied. One
-that it does not take but that some wait still reachable from the current node could take
-(decided from the definition's graph) is kept, in arrival order, until a wait takes it
-(`inbox_judging.take_kept`), its time-to-live ends (`keep_inbox`) or no wait ahead can take it any more
-(`drop_unreachable`). Anything else is refused with a reason.
+An event the wait in progress takes is applied. One that it does not take but that some wait
+still reachable from the current node could take (decided from the definition's graph) is kept,
+in arrival order, until a wait takes it (`inbox_judging.take_kept`), its time-to-live ends
+(`keep_inbox`) or no wait ahead can take it any more (`drop_unreachable`). Anything else is
+refused with a reason.
 
 Runs that started before the inbox existed refused such events. `workflow.patched(INBOX_PATCH)`
 is asked only where the two rules differ, so a history recorded under the old rule replays as it
 ran and runs that never meet the difference write no marker.
+
+Longer than most modules: every judgement of an event (now, ahead, a wait's own checks on a
+reply, a decision or a raise) is in this one place, so every way in gets the same answer.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dsmo.workflows.events.inbox import DEFAULT_POLICY, InboxEntry, InboxPolicy,
 from dsmo.workflows.events.resume_events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.routing import activation
+from dsmo.workflows.run.spend import raise_problem
 from dsmo.workflows.run.state import RunState, Waiting
 
 # workflow.patched id: early events are kept for a wait ahead, and a wait's match (and
@@ -180,6 +184,8 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, scope: Conditio
     node = run.definition.nodes.get(waiting.node)
     if event.type == "TOOL_DECIDED":
         return decision_problem(getattr(node, "tools", None), waiting.data, event.data)
+    if event.type == "BUDGET_DECIDED":
+        return raise_problem(waiting.data, event.data)
     params = getattr(node, "parameters", None)
     if not isinstance(params, ExternalWaitOptions):
         return None

@@ -28,6 +28,9 @@ ASSIGNEE_CHARS = 200
 # workflow.patched id: a run that ends from a wait says so before it unwinds (its search
 # attributes say `running`). Written only by a run that ends while waiting.
 ENDING_PATCH = "ending-says-so"
+# workflow.patched id: an upsert also carries the run's model spend (LlmCostUsd, LlmTokens).
+# Asked only by a run that has spent something, so runs without model calls gain no marker.
+SPEND_PATCH = "spend-search-attributes"
 
 
 @dataclass
@@ -76,6 +79,11 @@ class RunState:
     ending: RunStatus | None = None
     # What the run's model calls spent (spend.py): `run.usage` in conditions, the status's `usage`.
     usage: dict[str, int | float] = field(default_factory=dict)
+    # The spend the search attributes show (this execution's last upsert), so an upsert repeats
+    # it only after it changed.
+    usage_published: tuple[float, int] | None = None
+    # The run budget's limits a person raised (`BUDGET_DECIDED`), over the definition's.
+    budget_raised: dict[str, int | float] = field(default_factory=dict)
 
     # -- status -----------------------------------------------------------------------------
 
@@ -133,7 +141,18 @@ class RunState:
                 updates.append(sa.WAITING_UNTIL.value_set(self.waiting.until))
             else:
                 updates.append(sa.WAITING_UNTIL.value_unset())
+        updates += self._spend_updates()
         workflow.upsert_search_attributes(updates)
+
+    def _spend_updates(self) -> list[SearchAttributeUpdate[Any]]:
+        """The run's spend, when it changed since the search attributes last showed it."""
+        spent = (float(self.usage.get("costUsd", 0.0)), int(self.usage.get("tokens", 0)))
+        if not self.usage.get("modelCalls") or spent == self.usage_published:
+            return []
+        if not workflow.patched(SPEND_PATCH):
+            return []
+        self.usage_published = spent
+        return [sa.LLM_COST_USD.value_set(spent[0]), sa.LLM_TOKENS.value_set(spent[1])]
 
     def begin_wait(self, waiting: Waiting, *, record: bool = True, trail_key: bytes | None = None) -> None:
         """Enter WAITING for ``waiting``; ``record`` it as RUN_WAITING (a resumed wait was recorded before).

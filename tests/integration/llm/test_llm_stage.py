@@ -166,6 +166,15 @@ async def test_a_valid_answer_is_the_stages_output_and_every_call_is_recorded(
     ((request, response),) = calls(llm_harness.store, llm["artifacts"][0])
     assert request["messages"] == sent["messages"] and response["status"] == 200
     assert json.loads(response["body"])["choices"][0]["message"]["content"] == OUTAGE
+    # The model call heartbeats: a worker that dies in it is seen in seconds, not at the timeout.
+    history = await llm_harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    (scheduled,) = [
+        event.activity_task_scheduled_event_attributes
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "run_stage"
+    ]
+    assert scheduled.heartbeat_timeout.ToSeconds() == 10
 
 
 async def test_an_invalid_answer_is_sent_back_and_the_repaired_one_is_used(

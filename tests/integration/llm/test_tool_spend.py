@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
@@ -19,11 +21,13 @@ from bench.llm_server import ChatServer, Reply
 from dsmo.activities.actions import ActionRegistry, FunctionAction
 from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.activities.messaging import FileChannel
+from dsmo.client.client_errors import EventMalformed, EventNotAccepted
 from dsmo.client.connection import connect_temporal
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.run_status import spend_line
 from dsmo.runtime.telemetry import metrics_runtime
 from dsmo.worker import build_worker
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.integration.llm.support_agent import TICKET, OrderService, support
@@ -31,6 +35,7 @@ from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
 
+BIN = Path(sys.executable).parent
 MODEL = "priced-model"
 PRICES = {MODEL: (1000.0, 2000.0)}  # USD per million tokens: 300 in and 100 out cost 0.50
 
@@ -99,6 +104,13 @@ async def test_a_run_budget_stops_it_after_the_call_that_crosses_it_and_its_spen
     usage = (await harness.dsmo.run(run_id).status()).usage
     assert usage == {"tokens": 800, "promptTokens": 600, "completionTokens": 200, "modelCalls": 2, "costUsd": 1.0}
     assert spend_line(usage) == "2 model calls, 800 tokens, 1.0000 USD"
+    # `dsmo runs list` shows the spend from visibility, as of the run's end.
+    for _ in range(100):  # visibility is written after the run ends (a hang guard)
+        (row,) = [row async for row in harness.dsmo.runs(f"WorkflowId = '{run_id}'")]
+        if row.llm_tokens is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert (row.llm_tokens, row.llm_cost_usd) == (800, 1.0)
 
     # The tokens and the cost, as OpenTelemetry's GenAI conventions name them, on the worker's metrics.
     wanted = ["gen_ai_client_token_usage", 'gen_ai_token_type="input"', "dsmo_llm_cost_usd", MODEL]
@@ -120,3 +132,87 @@ async def test_run_usage_is_readable_in_a_condition(priced_worker: tuple[Harness
     run_id = await harness.start(parse_definition(careful), TICKET)
     result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
     assert result.path == ["think", "person"], result.path
+
+
+async def test_a_spent_budget_waits_for_a_person_who_raises_it_and_the_run_goes_on(
+    priced_worker: tuple[Harness, int], chat: ChatServer
+) -> None:
+    harness, _ = priced_worker
+    looking = priced(calls=[("lookup_order", {"order": "A-1"})])
+    chat.reply(looking, looking, priced(content=json.dumps({"reply": "on its way"})))
+    asking = {"tokens": 700, "ask": {"timeout": "1d"}}
+    spender = support(f"support-{uuid.uuid4().hex[:6]}") | {"budget": asking, "onBudget": "person"}
+    # A history limit this low carries the run into a new Temporal run as soon as it waits.
+    run_id = await harness.start(parse_definition(spender), TICKET, history_limit=20)
+    handle = harness.dsmo.run(run_id)
+    view = await handle.wait_for_status({RunStatus.WAITING}, timeout=60)
+    for _ in range(300):  # a hang guard: the hand-over is asynchronous
+        if any(e.type == "RUN_CONTINUED" for e in await harness.dsmo.events(run_id)):
+            break
+        await asyncio.sleep(0.1)
+
+    # Two calls, 800 tokens: the third waits for a person, who sees why and what was spent.
+    assert view.waiting_for == "budget" and len(chat.requests) == 2, view
+    assert view.waiting_data is not None
+    assert {name: view.waiting_data[name] for name in ("budget", "reason", "limits")} == {
+        "budget": "run",
+        "reason": "800 tokens used of a budget of 700",
+        "limits": {"tokens": 700},
+    }
+    # A limit already spent would stop the run again at once: refused, naming the field.
+    with pytest.raises(EventNotAccepted, match=r"BUDGET_DECIDED.tokens: 800 is not above what was spent \(800\)"):
+        await handle.decide_budget("raise", tokens=800)
+    with pytest.raises(EventMalformed, match="give tokens, costUsd or modelCalls with decision raise"):
+        await handle.decide_budget("raise")
+    await handle.decide_budget("raise", tokens=2000, by="ana", reason="a long ticket")
+    result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+
+    assert result.path == ["think", "answer"] and len(chat.requests) == 3, (result.path, len(chat.requests))
+    trail = await harness.dsmo.events(run_id)
+    decided = next(e for e in trail if e.type == "BUDGET_DECIDED")
+    assert decided.data == {
+        "budget": "run",
+        "decision": "raise",
+        "by": "ana",
+        "limits": {"tokens": 2000},
+        "reason": "a long ticket",
+    }
+    assert (await handle.status()).usage["tokens"] == 1200  # type: ignore[index]
+    # The visit went on where it was, across the hand-over: the third turn read both earlier ones.
+    roles = ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in chat.requests[-1]["messages"]] == roles
+    assert any(e.type == "RUN_CONTINUED" for e in trail)
+
+
+async def test_a_person_who_stops_a_spent_budget_from_the_command_line_sends_the_run_on_budget(
+    priced_worker: tuple[Harness, int], chat: ChatServer
+) -> None:
+    harness, _ = priced_worker
+    looking = priced(calls=[("lookup_order", {"order": "A-1"})])
+    chat.reply(looking, looking)
+    # A tool-using visit's own budget waits as the run's does.
+    run_id = await harness.start(
+        parse_definition(
+            support(
+                f"support-{uuid.uuid4().hex[:6]}",
+                budget={"modelCalls": 2, "ask": {"timeout": "1h"}},
+                onBudget="person",
+            )
+        ),
+        TICKET,
+    )
+    view = await harness.dsmo.run(run_id).wait_for_status({RunStatus.WAITING}, timeout=60)
+    assert (view.waiting_for, view.waiting_data["budget"]) == ("budget", "node"), view  # type: ignore[index]
+
+    def dsmo(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(BIN / "dsmo"), "decide", run_id, *args]
+        return subprocess.run(command, check=False, capture_output=True, text=True, env=harness.cli_env(), timeout=60)
+
+    mixed = await asyncio.to_thread(dsmo, "stop", "--call", "think#1")
+    assert mixed.returncode != 0 and "--call decide a tool call, not a budget" in mixed.stderr, mixed
+    stopped = await asyncio.to_thread(dsmo, "stop", "--by", "lena", "--reason", "enough")
+    assert stopped.returncode == 0 and stopped.stdout.startswith("delivered: BUDGET_DECIDED"), stopped
+    result = await asyncio.wait_for(harness.dsmo.result(run_id), 60)
+    assert result.path == ["think", "person"] and len(chat.requests) == 2, result.path
+    decided = next(e for e in await harness.dsmo.events(run_id) if e.type == "BUDGET_DECIDED")
+    assert (decided.data["budget"], decided.data["decision"], decided.data["by"]) == ("node", "stop", "lena")
