@@ -40,6 +40,11 @@ class Reply:
     streamed: int | None = None
     # An answer that calls tools instead: ``[(name, arguments), ...]``, each given the id ``call-N``.
     tool_calls: list[tuple[str, Any]] | None = None
+    # Asked with ``stream: true``: seconds between two tokens (the content's words) as they are sent.
+    token_delay: float = 0.0
+    # Asked with ``stream: true``: the connection drops after this many tokens (a worker sees an
+    # answer cut short).
+    cut_after: int | None = None
 
 
 class ChatServer:
@@ -156,7 +161,32 @@ class ChatServer:
                 "total_tokens": prompt_words + len(content.split()),
             },
         }
+        if body.get("stream") and reply.status == 200:
+            return StreamingResponse(self._events(completion, reply), media_type="text/event-stream")
         return JSONResponse(completion, status_code=reply.status)
+
+    async def _events(self, completion: dict[str, Any], reply: Reply) -> AsyncIterator[bytes]:
+        """The completion as server-sent chunks, as OpenAI streams it: one token (a word) per
+        chunk's ``delta``, the calls in one, then the finish reason and the usage."""
+        message = completion["choices"][0]["message"]
+        head = {key: completion[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return f"data: {json.dumps(head | {'choices': [choice]} | more)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        words = (message.get("content") or "").split(" ")
+        for index, word in enumerate(words):
+            if reply.cut_after is not None and index >= reply.cut_after:
+                return
+            yield chunk({"content": word if index == len(words) - 1 else word + " "})
+            await asyncio.sleep(reply.token_delay)
+        for position, call in enumerate(message.get("tool_calls") or []):
+            yield chunk({"tool_calls": [{"index": position, **call}]})
+        yield chunk({}, completion["choices"][0]["finish_reason"])
+        yield f"data: {json.dumps(head | {'choices': [], 'usage': completion['usage']})}\n\n".encode()
+        yield b"data: [DONE]\n\n"
 
     async def _stream(self, size: int) -> AsyncIterator[bytes]:
         head = json.dumps({"model": self.model, "choices": [{"index": 0, "message": {"role": "assistant"}}]})

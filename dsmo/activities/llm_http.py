@@ -7,7 +7,12 @@ cap (``DSMO_LLM_MAX_RESPONSE_BYTES``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import httpx
+
+from dsmo.activities.llm_streaming import read_streamed
 
 # The largest response a call reads (``DSMO_LLM_MAX_RESPONSE_BYTES``): ~1M tokens of JSON.
 DEFAULT_MAX_RESPONSE_BYTES = 4 << 20
@@ -59,3 +64,32 @@ async def read_capped(response: httpx.Response, cap: int) -> tuple[bytes, str | 
                 return b"", f"the response is larger than the {cap:,}-byte cap ({setting}); read no further"
             return b"".join(chunks)[:cap], None
     return b"".join(chunks), None
+
+
+async def post_answer(
+    client: httpx.AsyncClient,
+    url: str,
+    request: dict[str, Any],
+    headers: dict[str, str],
+    cap: int,
+    on_text: Callable[[str], Awaitable[None]] | None = None,
+) -> tuple[int, str, str | None]:
+    """POST one chat-completions request and read its answer under ``cap``.
+
+    An answer that streams (``text/event-stream``, asked with ``stream: true``) hands each piece
+    of text to ``on_text`` as it arrives and is put back together as the completion a call
+    without streaming gets (llm_streaming.py).
+
+    Returns:
+        The status, the body (empty when refused) and why it was refused, or None.
+
+    Raises:
+        httpx.HTTPError: No answer (refused connection, timeout, a connection cut short).
+    """
+    async with client.stream("POST", url, json=request, headers=headers) as response:
+        streams = response.headers.get("content-type", "").startswith("text/event-stream")
+        if on_text is not None and response.is_success and streams:
+            body, refused = await read_streamed(response, cap, on_text)
+            return response.status_code, body, refused
+        raw, refused = await read_capped(response, cap)
+        return response.status_code, raw.decode(response.encoding or "utf-8", errors="replace"), refused

@@ -15,6 +15,9 @@ longer one is refused there, recorded, and the stage is a contract violation wit
 A replay never calls a model: its call names the original run, and each request is answered by
 the original's recorded response for the same stage visit and call number, read from the attempt
 that visit committed (`LlmCall.recorded_at`), under the version and run that recorded it.
+
+Longer than most modules: one attempt's calls (live, streamed or answered from the record) and
+their records are one sequence, read here in the order it runs.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ import httpx
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore, encode_json, stage_output_key
 from dsmo.activities.contract_schemas import SchemaDoesNotCompile, compiled_schema
 from dsmo.activities.llm_answers import add_usage, answer_summary, cost_usd
-from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, new_http_client, read_capped
+from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, new_http_client, post_answer
 from dsmo.activities.llm_tools import conversation_messages, judged
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
+from dsmo.activities.progress_log import ProgressLog, progress_folder
 from dsmo.workflows.common.errors import TemplateError
 from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts.activity_io import StageTask
@@ -149,22 +153,18 @@ class LlmStage:
         if recorded_folder is None and not self.endpoint.base_url:
             raise InvalidInput("llm stage: no endpoint is configured on this worker (DSMO_LLM_BASE_URL)")
         exchanges: list[_Exchange] = []
+        # Tokens as they arrive, for the run's live stream (progress_log.py): never a sealed run's.
+        live = call.stream and recorded_folder is None and task.seal is None
+        progress = ProgressLog(self.store, _progress_folder(task), io) if live else None
         usage: dict[str, int] = {}
         prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
         for number in range(1, call.retries + 2):
-            body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
-            if call.max_tokens is not None:
-                body["max_tokens"] = call.max_tokens
-            if call.tools:  # none offered this turn: no `tools`, and any call the answer makes is refused
-                body["tools"] = call.tools  # the answer may call them instead of answering
-            elif schema is not None:
-                body["response_format"] = {"type": "json_object"}
-            exchange = _Exchange(number, body)
+            exchange = _Exchange(number, _request(call, model, messages, schema is not None, progress is not None))
             exchanges.append(exchange)
             if recorded_folder is not None:
                 await self._recorded(exchange, recorded_folder, io)
             else:
-                await self._send(exchange, task.idempotency_key)
+                await self._send(exchange, task.idempotency_key, progress)
             # One write-once artifact per call: the request as sent, the response as received. The
             # call whose answer is taken is written with the output (`LlmAttempt.unwritten`).
             record = (f"{folder}llm/{number}.json", exchange.record())
@@ -195,6 +195,8 @@ class LlmStage:
                     "that matches the schema.",
                 },
             ]
+        if progress is not None:
+            await progress.close()
         # Priced by the model that answered, else the one asked for (an alias's model).
         prices = self.endpoint.prices
         cost = cost_usd(prices, str(reply.get("model", model)), usage)
@@ -250,7 +252,7 @@ class LlmStage:
 
         return conversation_messages(await io(read))
 
-    async def _send(self, exchange: _Exchange, idempotency_key: str) -> None:
+    async def _send(self, exchange: _Exchange, idempotency_key: str, progress: ProgressLog | None = None) -> None:
         headers = {"Idempotency-Key": f"{idempotency_key}:{exchange.number}"}
         if self.endpoint.api_key:
             headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
@@ -258,10 +260,17 @@ class LlmStage:
         started = time.perf_counter()
         try:
             client = self.clients[next(self._turn) % len(self.clients)]
-            async with client.stream("POST", url, json=exchange.request, headers=headers) as response:
-                exchange.status = response.status_code
-                body, exchange.refused = await read_capped(response, self.endpoint.max_response_bytes)
-                exchange.body = body.decode(response.encoding or "utf-8", errors="replace")
+            on_text = None
+            if progress is not None:
+                number = exchange.number
+
+                async def on_text(text: str) -> None:
+                    await progress.add({"kind": "token", "text": text, "call": number})
+
+            answer = await post_answer(
+                client, url, exchange.request, headers, self.endpoint.max_response_bytes, on_text
+            )
+            exchange.status, exchange.body, exchange.refused = answer
         except httpx.HTTPError as err:
             exchange.error = f"{type(err).__name__}: {err}"[:500]
         exchange.latency_ms = (time.perf_counter() - started) * 1000
@@ -293,6 +302,26 @@ class LlmStage:
         exchange.status, exchange.body = record.get("status"), record.get("body", "")
         exchange.error, exchange.latency_ms, exchange.recorded = record.get("error"), 0.0, uri
         exchange.refused = record.get("refused")
+
+
+def _request(
+    call: LlmCall, model: str, messages: list[dict[str, Any]], json_answer: bool, streams: bool
+) -> dict[str, Any]:
+    """The chat-completions request of one call."""
+    body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": call.temperature}
+    if call.max_tokens is not None:
+        body["max_tokens"] = call.max_tokens
+    if call.tools:  # none offered this turn: no `tools`, and any call the answer makes is refused
+        body["tools"] = call.tools  # the answer may call them instead of answering
+    elif json_answer:
+        body["response_format"] = {"type": "json_object"}
+    if streams:  # the answer's tokens as they come, and its usage at the end
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return body
+
+
+def _progress_folder(task: StageTask) -> str:
+    return progress_folder(task.workflow_version, task.run_id, task.idempotency_key, task.attempt)
 
 
 def _attempt_folder(task: StageTask, run_id: str) -> str:

@@ -35,6 +35,7 @@ from dsmo.client import (
     run_export,
     run_requests,
     run_status,
+    run_stream,
     run_trails,
     starts,
     trail_pages,
@@ -50,6 +51,7 @@ from dsmo.client.redrive import DeadLetterRow
 from dsmo.client.replay import ReplayReport
 from dsmo.client.run_handle import RunHandle, StartedRun
 from dsmo.client.run_selection import Scope, current_rows
+from dsmo.client.run_stream import StreamItem
 from dsmo.client.trail_store import TrailVerification, verify_export
 from dsmo.config.settings import Settings
 from dsmo.workflows.common.status import RunStatus
@@ -235,6 +237,10 @@ class DsmoClient:
     async def events(self, run_id: str, *, live: bool = False) -> list[AuditEvent]:
         """The run's audit trail: `RunHandle.events`."""
         return await run_trails.events(self._core, run_id, live=live)
+
+    def stream(self, run_id: str, *, after: str | None = None) -> AsyncIterator[StreamItem]:
+        """The run's live stream, resumable after an item's id: `RunHandle.stream`."""
+        return run_stream.follow(self._core, run_id, after=after)
 
     async def trail(self, run_id: str) -> TrailView:
         """The run's trail head and the events after it: `RunHandle.trail`."""

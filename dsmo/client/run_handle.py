@@ -26,6 +26,7 @@ from dsmo.client import (
     run_export,
     run_requests,
     run_status,
+    run_stream,
     run_trails,
     status_views,
     trail_pages,
@@ -35,6 +36,7 @@ from dsmo.client.flow_starts import StartReport
 from dsmo.client.replay import ReplayReport
 from dsmo.client.rpc_errors import rpc_error
 from dsmo.client.run_export import RunExport
+from dsmo.client.run_stream import StreamItem
 from dsmo.client.trail_pages import TrailPage
 from dsmo.client.trail_store import TrailVerification
 from dsmo.workflows.common.status import RunStatus
@@ -147,6 +149,22 @@ class RunHandle:
             NoWorker: No worker answers a run that has not ended (or exported no trail).
         """
         return await run_trails.events(self._core, self.run_id, live=live)
+
+    def stream(self, *, after: str | None = None) -> AsyncIterator[StreamItem]:
+        """The run's live stream: its trail as it grows, its model's tokens as they arrive, until
+        it has ended (see `run_stream`; the ingress serves the same as server-sent events).
+
+        Args:
+            after: An item's ``id``: resume after that item (None: from the run's start).
+
+        Returns:
+            An async iterator of `StreamItem`.
+
+        Raises:
+            BadCursor: ``after`` is not an id the stream gave (on the first step).
+            RunNotFound: No run has this id.
+        """
+        return run_stream.follow(self._core, self.run_id, after=after)
 
     async def events_page(
         self,

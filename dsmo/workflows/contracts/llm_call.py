@@ -37,6 +37,8 @@ class LlmCall(WireModel):
         max_tool_calls: The most tool calls one answer may make (more is a contract violation).
         conversation: The turns before this one that called tools: their answers and results,
             by reference (`ToolTurn`); the request is built from them.
+        stream: Ask the endpoint to stream the answer, and write its tokens for the run's live
+            stream as they arrive (progress_log.py).
         shown_calls: Tools whose calls may wait for a person's approval, or that a node of the
             graph runs: the summary of an answer calling them carries their arguments and the
             model's words (the run decides, a person sees them, a node reads them as
@@ -59,3 +61,4 @@ class LlmCall(WireModel):
     max_tool_calls: int = 8
     conversation: list[ToolTurn] = Field(default_factory=list)
     shown_calls: list[str] = Field(default_factory=list)
+    stream: bool = False

@@ -206,7 +206,10 @@ class AgentDefinition(CamelModel):
 # fields always left out at their default, and those left out only on a node without tools.
 _LATER_DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llm": (
-        {"approval": {"maxRetries": 1, "onTimeout": "continue", "timeout": "3d", "timeoutActions": []}},
+        {
+            "approval": {"maxRetries": 1, "onTimeout": "continue", "timeout": "3d", "timeoutActions": []},
+            "stream": False,
+        },
         {"maxTurns": 8, "maxToolCalls": 8, "toolTimeout": "30s"},
     ),
 }

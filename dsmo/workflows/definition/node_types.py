@@ -408,6 +408,9 @@ class LlmNode(_Node):
     allowed_tools: dict[str, str] | None = Field(default=None, max_length=32)
     # How long one visit's turns may take, time waiting for approvals left out.
     loop_timeout: Duration | None = None
+    # Ask the model to stream its answer: the tokens go to the run's live stream as they arrive
+    # (the recorded answer is the same either way).
+    stream: bool = False
 
     @property
     def agent(self) -> str:

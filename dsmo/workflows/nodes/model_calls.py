@@ -75,4 +75,5 @@ def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: in
         max_tool_calls=node.max_tool_calls,
         shown_calls=[tool.name for tool in node.tools or [] if tool.approval is not None or tool.node is not None],
         conversation=turn.conversation if turn is not None else [],
+        stream=node.stream,
     )

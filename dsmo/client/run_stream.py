@@ -1,0 +1,211 @@
+"""A run's live stream: its audit trail as it grows, with its model's tokens as they arrive.
+
+The stream is a view, read from what the run already keeps: the trail (in order, by sequence
+number) and the progress chunks its `llm` attempts write beside their output
+(`activities/progress_log.py`). Nothing goes through the run's workflow, so following a run
+costs it no history and no server write. Each item carries an ``id``, a cursor that says where
+the stream is after it: the trail's sequence number, and how far into each stage attempt still
+open the reader has read. Passing it back (``after``, or SSE's ``Last-Event-ID``) resumes after
+that item: what was missed comes first, then what happens next, nothing twice.
+
+An attempt that ends without committing (a worker lost mid-call, a failed call) is followed to
+its end, then marked ``abandoned``: its tokens are not the answer. The retried attempt begins
+with an ``attempt`` item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
+from dsmo.activities.progress_log import progress_folder, progress_key
+from dsmo.client import trail_pages
+from dsmo.client.core import ClientCore
+from dsmo.workflows.contracts.run_records import AuditEvent
+
+POLL_SECONDS = 0.2  # how often a quiet stream looks again
+TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
+# The trail events that end a stage attempt (`STAGE_ENQUEUED` of another attempt ends it too).
+ATTEMPT_ENDS = frozenset({"STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"})
+_OPEN = re.compile(r"^([A-Za-z0-9_.-]{1,200})@([0-9a-f]{1,64})@([0-9]{1,6})=([0-9]{1,9})\.([0-9]{1,6})$")
+MAX_OPEN = 64  # attempts one cursor may name (parallel stages of one run)
+
+
+class BadCursor(ValueError):
+    """A stream cursor (``after``, ``Last-Event-ID``) that is not one this stream gave."""
+
+
+@dataclass
+class _Attempt:
+    """A stage attempt the reader follows: where its chunks are, and how far it has read."""
+
+    stage: str
+    version: str
+    key: str
+    attempt: int
+    chunk: int = 0
+    item: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}@{self.key}@{self.attempt}"
+
+
+@dataclass
+class StreamCursor:
+    """Where a reader is: the last trail event it got, and how far into each open attempt.
+
+    Attributes:
+        seq: The sequence number of the last trail event read (0: none yet).
+        attempts: The attempts still open, by ``stage@idempotency key@attempt``.
+    """
+
+    seq: int = 0
+    attempts: dict[str, _Attempt] = field(default_factory=dict)
+
+    def id(self) -> str:
+        """The cursor as text: an item's ``id``."""
+        parts = [str(self.seq)]
+        parts += [f"{a.stage}@{a.key}@{a.attempt}={a.chunk}.{a.item}@{a.version}" for a in self.attempts.values()]
+        return ";".join(parts)
+
+    @classmethod
+    def parse(cls, text: str | None) -> StreamCursor:
+        """The cursor an item's ``id`` names (None or empty: the stream's start).
+
+        Raises:
+            BadCursor: It is not an id this stream gave.
+        """
+        if not text:
+            return cls()
+        seq, *opened = text.split(";")
+        if not seq.isdigit() or len(opened) > MAX_OPEN:
+            raise BadCursor(f"after: {text[:80]!r} is not a stream position (an item's id)")
+        cursor = cls(seq=int(seq))
+        for part in opened:
+            where, _, version = part.rpartition("@")
+            found = _OPEN.match(where)
+            if found is None or not re.fullmatch(r"[0-9a-f]{1,64}", version):
+                raise BadCursor(f"after: {part[:80]!r} is not an attempt's position")
+            stage, key, attempt, chunk, item = found.groups()
+            followed = _Attempt(stage, version, key, int(attempt), int(chunk), int(item))
+            cursor.attempts[followed.name] = followed
+        return cursor
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One item of a run's live stream.
+
+    Attributes:
+        id: Where the stream is after this item: pass it as ``after`` to resume after it.
+        kind: ``event`` (an audit event: ``data`` is the event), ``attempt`` (an `llm` stage
+            attempt began: ``stage``, ``attempt``, ``retry``), ``token`` (a piece of a model's
+            answer as it arrived: ``stage``, ``attempt``, ``text``, ``call``), ``abandoned`` (an
+            attempt ended without committing: its tokens are not the answer) or ``end`` (the run
+            has ended; nothing follows).
+        data: What the item says.
+    """
+
+    id: str
+    kind: str
+    data: dict[str, Any]
+
+
+async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> AsyncIterator[StreamItem]:
+    """A run's stream from ``after`` (None: its start), until the run has ended.
+
+    Raises:
+        BadCursor: ``after`` is not an id this stream gave.
+        RunNotFound: No run has this id.
+    """
+    cursor = StreamCursor.parse(after)
+    store = core.artifacts
+    while True:
+        page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True)
+        ended = False
+        for event in page.events:
+            for followed in [a for a in cursor.attempts.values() if _ends(event, a)]:
+                async for item in _drain(store, run_id, cursor, followed, ending=event):
+                    yield item
+            cursor.seq = event.seq
+            began = _began(event)
+            if began is not None:
+                cursor.attempts[began.name] = began
+            yield StreamItem(cursor.id(), "event", event.model_dump(mode="json", by_alias=True))
+            if began is not None:
+                retry = began.attempt > 1
+                yield StreamItem(
+                    cursor.id(), "attempt", {"stage": began.stage, "attempt": began.attempt, "retry": retry}
+                )
+            ended = ended or event.type in TERMINAL
+        read = 0
+        for followed in list(cursor.attempts.values()):
+            async for item in _tokens(store, run_id, cursor, followed):
+                read += 1
+                yield item
+        if ended:
+            for followed in list(cursor.attempts.values()):
+                async for item in _drain(store, run_id, cursor, followed, ending=None):
+                    yield item
+            yield StreamItem(cursor.id(), "end", {"seq": cursor.seq})
+            return
+        if not page.events and not read:
+            await asyncio.sleep(POLL_SECONDS)
+
+
+def _began(event: AuditEvent) -> _Attempt | None:
+    """The `llm` attempt a `STAGE_ENQUEUED` event begins, if it is one."""
+    if event.type != "STAGE_ENQUEUED" or event.stage is None or event.data.get("agent") != "llm":
+        return None
+    key = event.data.get("idempotencyKey")
+    if not isinstance(key, str):
+        return None
+    return _Attempt(event.stage, event.workflow_version, key, event.attempt or 1)
+
+
+def _ends(event: AuditEvent, followed: _Attempt) -> bool:
+    if event.stage != followed.stage:
+        return False
+    if event.type == "STAGE_ENQUEUED":
+        return True  # the next attempt, or the stage's next visit
+    return event.type in ATTEMPT_ENDS
+
+
+async def _tokens(
+    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: _Attempt
+) -> AsyncIterator[StreamItem]:
+    """The attempt's items written since the reader last looked (the chunks there are now)."""
+    folder = progress_folder(followed.version, run_id, followed.key, followed.attempt)
+    while True:
+        try:
+            chunk = await asyncio.to_thread(store.read_json, store.uri(progress_key(folder, followed.chunk)))
+        except ArtifactMissing:
+            return
+        items = chunk.get("items", []) if isinstance(chunk, dict) else []
+        for item in items[followed.item :]:
+            followed.item += 1
+            yield StreamItem(
+                cursor.id(),
+                str(item.get("kind", "token")),
+                {"stage": followed.stage, "attempt": followed.attempt, **item},
+            )
+        # After the last chunk the next is never written: the trail says when the attempt ended.
+        followed.chunk, followed.item = followed.chunk + 1, 0
+        if chunk.get("last"):
+            return
+
+
+async def _drain(
+    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: _Attempt, *, ending: AuditEvent | None
+) -> AsyncIterator[StreamItem]:
+    """An attempt the trail says has ended: the rest of its items, then whether it was abandoned."""
+    async for item in _tokens(store, run_id, cursor, followed):
+        yield item
+    committed = ending is not None and ending.type == "STAGE_SUCCEEDED" and ending.attempt == followed.attempt
+    if cursor.attempts.pop(followed.name, None) is not None and not committed:
+        yield StreamItem(cursor.id(), "abandoned", {"stage": followed.stage, "attempt": followed.attempt})

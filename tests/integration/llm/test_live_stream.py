@@ -1,0 +1,135 @@
+"""A run's live stream: an `llm` stage with `stream: true` shows its tokens as the model writes
+them, over the ingress's server-sent events and `DsmoClient.stream`; a reader that drops and
+comes back with its last id gets the rest, nothing twice; the recorded answer is the tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.llm_server import ChatServer, Reply
+from dsmo.client.run_stream import BadCursor
+from dsmo.server.api_keys import KeyStore
+from dsmo.workflows.definition.model import parse_definition
+from tests.conftest import Harness
+from tests.ingress_server import serving
+
+pytestmark = pytest.mark.integration
+
+WORDS = [f"w{n}" for n in range(200)]
+
+
+def writer(agent: str) -> dict[str, Any]:
+    """A one-stage agent whose model writes a plain-text answer, streamed."""
+    return {
+        "agent": agent,
+        "start": "write",
+        "nodes": {
+            "write": {
+                "actionType": "llm",
+                "prompt": "Write 200 words",
+                "stream": True,
+                "transitions": [{"to": "done"}],
+            },
+            "done": {"actionType": "send_message", "parameters": {"message": "written"}},
+        },
+    }
+
+
+@pytest.fixture
+def ingress(tool_harness: Harness, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """The ingress on its own port: its URL, a key that reads, and one that does not."""
+    settings = tool_harness.settings.with_changes(
+        temporal={"task_queue": tool_harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    keys = KeyStore(settings.api_keys_path)
+    reader, starter = keys.add("watcher", ["read"]), keys.add("starter", ["start"])
+    with serving(settings) as url:
+        yield url, reader, starter
+
+
+async def sse(
+    url: str, key: str, *, last_id: str | None = None, stop_after_tokens: int | None = None
+) -> list[dict[str, Any]]:
+    """Read server-sent events until `end` (or ``stop_after_tokens`` tokens, then hang up)."""
+    headers = {"Authorization": f"Bearer {key}"} | ({"Last-Event-ID": last_id} if last_id else {})
+    got: list[dict[str, Any]] = []
+    tokens = 0
+    async with httpx.AsyncClient(timeout=60) as client, client.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        async for line in response.aiter_lines():
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            if "event" not in fields:
+                fields = {}
+                continue
+            got.append({"id": fields.get("id"), "event": fields["event"], "data": json.loads(fields["data"])})
+            fields = {}
+            tokens += got[-1]["event"] == "token"
+            if got[-1]["event"] == "end" or (stop_after_tokens is not None and tokens >= stop_after_tokens):
+                break
+    return got
+
+
+async def test_tokens_arrive_before_the_stage_ends_and_a_reader_resumes_after_its_last_id(
+    tool_harness: Harness, chat: ChatServer, ingress: tuple[str, str, str]
+) -> None:
+    url, reader, starter = ingress
+    chat.reply(Reply(content=" ".join(WORDS), token_delay=0.01))  # 200 tokens over ~2 s
+    run_id = await tool_harness.start(parse_definition(writer(f"writer-{uuid.uuid4().hex[:6]}")))
+    stream_url = f"{url}/executions/{run_id}/stream"
+
+    first = await sse(stream_url, reader, stop_after_tokens=50)
+    # The first token came while the stage was still running: before the stage's success.
+    kinds = [item["event"] for item in first]
+    assert "token" in kinds and not any(
+        item["event"] == "event" and item["data"]["type"] == "STAGE_SUCCEEDED" for item in first
+    ), kinds
+    assert next(item for item in first if item["event"] == "attempt")["data"] == {
+        "stage": "write",
+        "attempt": 1,
+        "retry": False,
+    }
+    rest = await sse(stream_url, reader, last_id=first[-1]["id"])
+
+    both = first + rest
+    tokens = [item["data"]["text"] for item in both if item["event"] == "token"]
+    assert "".join(tokens) == " ".join(WORDS)  # all 200, in order, nothing twice
+    seqs = [item["data"]["seq"] for item in both if item["event"] == "event"]
+    assert seqs == list(range(1, len(seqs) + 1))  # every trail event once, in order
+    assert both[-1]["event"] == "end" and "RUN_COMPLETED" in [i["data"]["type"] for i in both if i["event"] == "event"]
+    assert not [item for item in both if item["event"] == "abandoned"]
+
+    # The record is the truth: the recorded answer is the tokens, put back together.
+    await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+    succeeded = next(i["data"] for i in both if i["event"] == "event" and i["data"]["type"] == "STAGE_SUCCEEDED")
+    output = tool_harness.store.read_json(succeeded["artifactUris"][0])["output"]
+    assert output == {"text": " ".join(WORDS)}, output
+    assert chat.requests[0]["stream"] is True
+
+    # The same stream from Python, resumed from the same place.
+    items = [item async for item in tool_harness.dsmo.stream(run_id, after=first[-1]["id"])]
+    assert "".join(i.data["text"] for i in items if i.kind == "token") == " ".join(WORDS[50:])
+    with pytest.raises(BadCursor):
+        await anext(aiter(tool_harness.dsmo.stream(run_id, after="7;nonsense")))
+
+    # Reading is the scope `read`; a position the stream never gave is named.
+    async with httpx.AsyncClient(timeout=30) as client:
+        refused = await client.get(stream_url, headers={"Authorization": f"Bearer {starter}"})
+        bad = await client.get(stream_url, params={"after": "x"}, headers={"Authorization": f"Bearer {reader}"})
+        missing = await client.get(
+            f"{url}/executions/no-such-run/stream", headers={"Authorization": f"Bearer {reader}"}
+        )
+    assert refused.status_code == 403 and bad.status_code == 422 and missing.status_code == 404
+    assert "is not a stream position" in bad.text
