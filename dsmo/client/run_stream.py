@@ -24,10 +24,12 @@ from typing import Any
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.activities.progress_log import progress_folder, progress_key
 from dsmo.client import trail_pages
+from dsmo.client.client_errors import NoWorker, RunNotStarted
 from dsmo.client.core import ClientCore
 from dsmo.workflows.contracts.run_records import AuditEvent
 
 POLL_SECONDS = 0.2  # how often a quiet stream looks again
+WORKER_WAIT_SECONDS = 1.0  # how long a stream waits when no worker answers for the run
 TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
 # The trail events that end a stage attempt (`STAGE_ENQUEUED` of another attempt ends it too).
 ATTEMPT_ENDS = frozenset({"STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"})
@@ -119,6 +121,9 @@ class StreamItem:
 async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> AsyncIterator[StreamItem]:
     """A run's stream from ``after`` (None: its start), until the run has ended.
 
+    While no worker answers for a run that has not ended (none is up, or one died and the next
+    has not taken over), the stream waits for one.
+
     Raises:
         BadCursor: ``after`` is not an id this stream gave.
         RunNotFound: No run has this id.
@@ -126,7 +131,13 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
     cursor = StreamCursor.parse(after)
     store = core.artifacts
     while True:
-        page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True)
+        try:
+            page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True)
+        except (RunNotStarted, NoWorker):
+            # Not started yet, or between workers (one died; the next takes the run over): a
+            # stream outlives both, and goes on where it was.
+            await asyncio.sleep(WORKER_WAIT_SECONDS)
+            continue
         ended = False
         for event in page.events:
             for followed in [a for a in cursor.attempts.values() if _ends(event, a)]:

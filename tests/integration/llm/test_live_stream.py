@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,19 @@ import httpx
 import pytest
 
 from bench.llm_server import ChatServer, Reply
-from dsmo.client.run_stream import BadCursor
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.llm_stage import LlmEndpoint
+from dsmo.activities.messaging import FileChannel
+from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.run_stream import BadCursor, StreamItem
+from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
+from dsmo.worker import build_worker
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.ingress_server import serving
+from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -133,3 +141,59 @@ async def test_tokens_arrive_before_the_stage_ends_and_a_reader_resumes_after_it
         )
     assert refused.status_code == 403 and bad.status_code == 422 and missing.status_code == 404
     assert "is not a stream position" in bad.text
+
+
+async def test_a_worker_killed_mid_stream_leaves_an_abandoned_attempt_and_the_retry_streams_the_answer(
+    dsmo: DsmoClient, store: ArtifactStore, stack_settings: Settings, chat: ChatServer, tmp_path: Path
+) -> None:
+    queue = f"stream-kill-{uuid.uuid4().hex[:8]}"
+    settings = stack_settings.with_changes(temporal={"task_queue": queue}, worker={"metrics_bind": ""})
+    log = tmp_path / "worker.log"
+    chat.reply(
+        Reply(content=" ".join(f"lost{n}" for n in range(200)), token_delay=0.05),  # 10 s: the worker dies in it
+        Reply(content=" ".join(WORDS)),
+    )
+    first = await start_worker_process(settings, log, {"DSMO_LLM_BASE_URL": chat.url})
+    items: list[StreamItem] = []
+    try:
+        run_id = (await dsmo.start(parse_definition(writer(f"writer-{uuid.uuid4().hex[:6]}")), task_queue=queue)).run_id
+        stream = dsmo.stream(run_id)
+        async for item in stream:
+            items.append(item)
+            if sum(i.kind == "token" for i in items) == 20:
+                break
+    finally:
+        kill_worker(first)
+    worker = build_worker(
+        dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(tmp_path / "out"), llm=LlmEndpoint(chat.url)
+    )
+    async with worker:
+        items += [item async for item in asyncio_timeout(dsmo.stream(run_id, after=items[-1].id), 90)]
+        result = await asyncio.wait_for(dsmo.result(run_id), 60)
+        await Harness(dsmo, store, queue, tmp_path / "out", stack_settings, started=[run_id]).replay_all()
+    assert result.status is RunStatus.COMPLETED
+
+    # The lost attempt's tokens, then its end marked `abandoned`, then the retry from its start.
+    kinds = [(i.kind, i.data.get("attempt")) for i in items if i.kind in ("attempt", "abandoned")]
+    assert kinds == [("attempt", 1), ("abandoned", 1), ("attempt", 2)], kinds
+    retried = next(i for i in items if i.kind == "attempt" and i.data["attempt"] == 2)
+    assert retried.data["retry"] is True
+    lost = [i.data["text"] for i in items if i.kind == "token" and i.data["attempt"] == 1]
+    kept = [i.data["text"] for i in items if i.kind == "token" and i.data["attempt"] == 2]
+    assert len(lost) >= 20 and all(text.startswith("lost") for text in lost)
+    assert "".join(kept) == " ".join(WORDS)
+    # Nothing of the abandoned attempt is the answer: the committed output is the retry's.
+    succeeded = next(e for e in await dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED")
+    assert succeeded.attempt == 2
+    assert store.read_json(succeeded.artifact_uris[0])["output"] == {"text": " ".join(WORDS)}
+
+
+async def asyncio_timeout(items: AsyncIterator[StreamItem], seconds: float) -> AsyncIterator[StreamItem]:
+    """The items, failing the test if they have not ended within ``seconds`` (a hang guard)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        try:
+            item = await asyncio.wait_for(anext(items), max(deadline - asyncio.get_running_loop().time(), 0.1))
+        except StopAsyncIteration:
+            return
+        yield item
