@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from temporalio.service import RPCError
 
 from dsmo.cli.click_context import Context
 from dsmo.cli.render import event_lines, status_lines
 from dsmo.client.batches import RunOutcome
-from dsmo.client.client_errors import WorkflowTaskFailing
+from dsmo.client.client_errors import RunNotFound, WorkflowTaskFailing
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.run_stream import StreamItem
 from dsmo.config.settings import Settings
+from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.contracts.run_records import AuditEvent
 
 LIVE = "ExecutionStatus='Running'"
 
@@ -70,26 +75,54 @@ async def redrive_all(settings: Settings) -> list[tuple[str, str]]:
 
 
 async def watch(settings: Settings, run_id: str, *, interval: float = 0.5) -> Any:
-    """Print status changes and new audit events as they happen, until the run ends."""
+    """Print the run's live stream (`DsmoClient.stream`) until it ends: its audit events as they
+    happen and a model's tokens as they arrive; a dropped connection resumes where it was."""
     dsmo = await DsmoClient.connect(settings)
     console = Console()
-    seen, last_status, last_problem = 0, None, None
-    while True:
-        view = await dsmo.status(run_id)
-        if view.status != last_status or view.problem != last_problem:
-            console.rule(f"{run_id}: {view.status.value}")
-            for line in status_lines(view, run_url=settings.temporal.run_url(run_id)):
-                console.print(line, highlight=False)
-            last_status, last_problem = view.status, view.problem
-        if view.workflow_task_failure is not None:
-            raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
-        if view.problem is not None:  # no worker to answer: wait for one
-            await asyncio.sleep(max(interval, 2.0))
+    await _status_block(dsmo, console, settings, run_id)
+    after, mid_line = None, False
+    while True:  # from the run's start, also for a run that has ended: its whole stream
+        try:
+            async for item in dsmo.stream(run_id, after=after):
+                after = item.id
+                if item.kind == "token":
+                    sys.stdout.write(str(item.data.get("text", "")))
+                    sys.stdout.flush()
+                    mid_line = True
+                    continue
+                if mid_line:
+                    sys.stdout.write("\n")
+                    mid_line = False
+                for line in _item_lines(item):
+                    console.print(line, highlight=False)
+        except (WorkflowTaskFailing, RunNotFound):
+            raise
+        except (DsmoError, RPCError, OSError) as dropped:  # the connection, not the run: go on from `after`
+            console.print(f"stream interrupted ({dropped}); resuming", highlight=False, markup=False)
+            await asyncio.sleep(max(interval, 1.0))
             continue
-        events = await dsmo.events(run_id) if view.started_at is not None else []
-        for line in event_lines(events[seen:]):
-            console.print(line, highlight=False)
-        seen = max(seen, len(events))
+        view = await _status_block(dsmo, console, settings, run_id)
         if view.status.terminal:
             return view
-        await asyncio.sleep(interval)
+
+
+async def _status_block(dsmo: DsmoClient, console: Console, settings: Settings, run_id: str) -> Any:
+    view = await dsmo.status(run_id)
+    if view.workflow_task_failure is not None:
+        raise WorkflowTaskFailing(f"run {run_id!r}: {view.problem}")
+    console.rule(f"{run_id}: {view.status.value}")
+    for line in status_lines(view, run_url=settings.temporal.run_url(run_id)):
+        console.print(line, highlight=False)
+    return view
+
+
+def _item_lines(item: StreamItem) -> list[str]:
+    """What `dsmo runs watch` prints of a stream item that is not a token."""
+    if item.kind == "event":
+        return event_lines([AuditEvent.model_validate(item.data)])
+    stage, attempt = item.data.get("stage"), item.data.get("attempt")
+    if item.kind == "attempt" and item.data.get("retry"):
+        return [f"{stage}: attempt {attempt} (a retry) streams from its start"]
+    if item.kind == "abandoned":
+        return [f"{stage}: attempt {attempt} ended without committing: its text is not the answer"]
+    return []

@@ -130,6 +130,12 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
     """
     cursor = StreamCursor.parse(after)
     store = core.artifacts
+    if cursor.seq > 0 and await _ended_at(core, run_id, cursor.seq):  # resumed after the end
+        for followed in list(cursor.attempts.values()):
+            async for item in _drain(store, run_id, cursor, followed, ending=None):
+                yield item
+        yield StreamItem(cursor.id(), "end", {"seq": cursor.seq})
+        return
     while True:
         try:
             page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True)
@@ -167,6 +173,12 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
             return
         if not page.events and not read:
             await asyncio.sleep(POLL_SECONDS)
+
+
+async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
+    """Whether the trail's event ``seq`` ended the run."""
+    page = await trail_pages.trail_page(core, run_id, after=seq - 1, limit=1)
+    return bool(page.events) and page.events[0].type in TERMINAL
 
 
 def _began(event: AuditEvent) -> _Attempt | None:

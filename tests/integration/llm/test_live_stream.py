@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -31,6 +33,7 @@ from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
 
+BIN = Path(sys.executable).parent
 WORDS = [f"w{n}" for n in range(200)]
 
 
@@ -197,3 +200,20 @@ async def asyncio_timeout(items: AsyncIterator[StreamItem], seconds: float) -> A
         except StopAsyncIteration:
             return
         yield item
+
+
+async def test_dsmo_runs_watch_prints_the_tokens_as_they_come_and_each_event(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    chat.reply(Reply(content=" ".join(WORDS), token_delay=0.005))
+    run_id = await tool_harness.start(parse_definition(writer(f"writer-{uuid.uuid4().hex[:6]}")))
+    command = [str(BIN / "dsmo"), "runs", "watch", run_id]
+    env = tool_harness.cli_env()
+    watched = await asyncio.to_thread(
+        subprocess.run, command, check=False, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert watched.returncode == 0, watched.stderr
+    assert " ".join(WORDS) in watched.stdout  # the answer as it was written, token after token
+    lines = watched.stdout.splitlines()
+    assert any("STAGE_SUCCEEDED" in line for line in lines) and any("RUN_COMPLETED" in line for line in lines)
+    assert lines.index(next(line for line in lines if "STAGE_ENQUEUED" in line)) < lines.index(" ".join(WORDS))
