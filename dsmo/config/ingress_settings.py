@@ -25,6 +25,8 @@ class IngressSettings:
         head_timeout: Seconds a request's head (its line and headers) may take to arrive, from its
             first byte or the connection's opening [``DSMO_INGRESS_HEAD_TIMEOUT``].
         body_timeout: Seconds a request's whole body may take to arrive [``DSMO_INGRESS_BODY_TIMEOUT``].
+        stream_lifetime: Seconds a live stream's response lasts before the server ends it and the
+            client reconnects with its last id [``DSMO_INGRESS_STREAM_LIFETIME``].
     """
 
     # The variables this group reads, with their defaults.
@@ -39,6 +41,8 @@ class IngressSettings:
         # A slow sender holds a connection only this long: its head, then its whole body (408 after).
         "DSMO_INGRESS_HEAD_TIMEOUT": "10",
         "DSMO_INGRESS_BODY_TIMEOUT": "60",
+        # A live stream's response ends after this long; the client reconnects where it was.
+        "DSMO_INGRESS_STREAM_LIFETIME": "300",
     }
 
     bind: str = "127.0.0.1:8080"
@@ -48,6 +52,7 @@ class IngressSettings:
     event_burst: int = 20
     head_timeout: float = 10.0
     body_timeout: float = 60.0
+    stream_lifetime: float = 300.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> IngressSettings:
@@ -71,6 +76,7 @@ class IngressSettings:
             event_burst=read.whole_number("DSMO_INGRESS_EVENT_BURST", at_least=1),
             head_timeout=read.positive_number("DSMO_INGRESS_HEAD_TIMEOUT"),
             body_timeout=read.positive_number("DSMO_INGRESS_BODY_TIMEOUT"),
+            stream_lifetime=read.positive_number("DSMO_INGRESS_STREAM_LIFETIME"),
         )
         if settings.docs not in DOCS_MODES:
             raise SettingsError(f"DSMO_INGRESS_DOCS: {settings.docs!r} is not read, public or off")
@@ -90,4 +96,5 @@ class IngressSettings:
             "DSMO_INGRESS_EVENT_BURST": str(self.event_burst),
             "DSMO_INGRESS_HEAD_TIMEOUT": f"{self.head_timeout:g}",
             "DSMO_INGRESS_BODY_TIMEOUT": f"{self.body_timeout:g}",
+            "DSMO_INGRESS_STREAM_LIFETIME": f"{self.stream_lifetime:g}",
         }

@@ -166,6 +166,7 @@ EVERY_VARIABLE = {
     "DSMO_INGRESS_EVENT_BURST": "5",
     "DSMO_INGRESS_HEAD_TIMEOUT": "3",
     "DSMO_INGRESS_BODY_TIMEOUT": "30",
+    "DSMO_INGRESS_STREAM_LIFETIME": "45",
     "DSMO_CHANNEL": "webhook",
     "DSMO_OUTBOX_DIR": "/outbox",
     "DSMO_LOG_CONTENT": "on",
@@ -234,6 +235,7 @@ def test_each_group_reads_its_own_variables() -> None:
         event_burst=5,
         head_timeout=3.0,
         body_timeout=30.0,
+        stream_lifetime=45.0,
     )
     assert settings.messaging == MessagingSettings(
         channel="webhook",

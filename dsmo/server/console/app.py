@@ -15,7 +15,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.task_counts import TaskCounts
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import ArtifactStore, s3_client
-from dsmo.server.console import form_actions, pages, sealed_uploads
+from dsmo.server.console import form_actions, live, pages, sealed_uploads
 from dsmo.server.console.auth import CONSOLE, ConsoleProblem, SignInRequired, sign_in_url
 from dsmo.server.console.definition_graphs import DefinitionGraphs
 from dsmo.server.console.form_actions import SIGN_IN_FAILURE_BURST, SIGN_IN_FAILURES_PER_SECOND
@@ -35,6 +35,7 @@ def install_console(app: FastAPI, settings: Settings) -> None:
     app.include_router(pages.router)
     app.include_router(form_actions.router)
     app.include_router(sealed_uploads.router)
+    app.include_router(live.router)
     app.add_api_route("/", pages.root_redirect, include_in_schema=False)
     app.add_api_route(CONSOLE, lambda: RedirectResponse(f"{CONSOLE}/", status_code=308), include_in_schema=False)
 

@@ -28,6 +28,7 @@ from dsmo.server.console.auth import (
 )
 from dsmo.server.console.forms import FORMS
 from dsmo.server.console.graph_layout import edges
+from dsmo.server.console.live import tasks_digest
 from dsmo.server.console.open_runs import open_runs
 from dsmo.server.console.run_page import load_run_page, run_of_key
 from dsmo.server.console.session import PRESESSION_COOKIE
@@ -73,6 +74,7 @@ async def tasks(
     context: dict[str, Any] = {"viewer": viewer, "filters": filters, "kinds": PERSON_WAITS, "now": now}
     try:
         context["page"] = await task_page(app.dsmo.core, filters, now, page=page or None, counts=app.task_counts)
+        context["digest"] = tasks_digest(context["page"])
     except FilterError as err:
         field = str(err).split(":", 1)[0]
         return render(request, "tasks.html", {**context, "page": None, "errors": {field: str(err)}}, 422)
