@@ -3,6 +3,9 @@
 Run it as `dsmo worker [--load MODULE ...]` or `python -m dsmo.worker`. At start it imports its
 plugins (the `dsmo.plugins` entry points, `DSMO_LOAD` and `--load`), serves the agents, actions
 and channels they registered, and writes that catalog (with its MCP servers' tools) to the store.
+
+Longer than most modules: `build_worker` wires every workflow and activity to its clients, and
+that wiring reads best in one place.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import AuditActivities
 from dsmo.activities.definition_store import DefinitionActivities, DefinitionStore
 from dsmo.activities.hand_on import HandOnActivities
+from dsmo.activities.hook_activities import HookActivities
 from dsmo.activities.limiter_signals import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
@@ -53,10 +57,12 @@ from dsmo.runtime.telemetry import metrics_runtime, setup_tracing
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.flow.flow_workflows import FLOW_WORKFLOWS
+from dsmo.workflows.lifecycle.hook_workflows import HOOK_WORKFLOWS
 from dsmo.workflows.lifecycle.retention_sweep import RetentionSweep
 from dsmo.workflows.saga.compensation_retry import CompensationRetry
 
 log = logging.getLogger("dsmo.worker")
+SERVED_WORKFLOWS = (AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, RetentionSweep, *HOOK_WORKFLOWS)
 
 # Workflow tasks a worker holds at once: Temporal's default. Python runs one activation at a time,
 # so fewer would shorten a task's wait inside a busy worker (W5's stage: ~0.10 s at 8, ~0.12 s at
@@ -111,6 +117,7 @@ def build_worker(
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
     retention = RetentionActivities(store, client)
+    hooks = HookActivities(store, client, task_queue)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     servers = mcp_servers if mcp_servers is not None else (settings.llm.mcp if settings is not None else {})
     tools = ToolActivities(side_effects.registry, store, threads, settings, servers)
@@ -126,7 +133,7 @@ def build_worker(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentExecution, *FLOW_WORKFLOWS, CompensationRetry, RetentionSweep, *extra_workflows],
+            workflows=[*SERVED_WORKFLOWS, *extra_workflows],
             activities=_with_overrides(
                 [
                     stages.prepare_run,
@@ -149,6 +156,7 @@ def build_worker(
                     side_effects.invoke_action,
                     side_effects.compensate_action,
                     tools.run_tool,
+                    *hooks.activities(),
                 ],
                 overrides,
             ),

@@ -37,6 +37,10 @@ EXAMPLES: dict[str, str] = {
     "compensations retry": "dsmo compensations retry comp-retry:order-saga-1a2b:process_payment",
     "keys add": "dsmo keys add crm --scope start --scope read --scope events:MESSAGE_RECEIVED",
     "keys list": "dsmo keys list",
+    "hooks list": "dsmo hooks list --json",
+    "hooks remove": "dsmo hooks remove hook-3f9a1c2b7d4e",
+    "hooks failed": "dsmo hooks failed",
+    "hooks redeliver": "dsmo hooks redeliver hook-3f9a1c2b7d4e.9c1f0a7b3e5d2c4a6b8e",
     "keys revoke": "dsmo keys revoke crm",
     "codec-server": "DSMO_CODEC_KEYS=k1:$(cat key.b64) dsmo codec-server --bind 127.0.0.1:8081",
 }

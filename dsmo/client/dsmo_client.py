@@ -46,6 +46,7 @@ from dsmo.client.connection import connect_temporal
 from dsmo.client.core import ClientCore
 from dsmo.client.definitions_client import Definitions
 from dsmo.client.flow_starts import StartReport
+from dsmo.client.hooks_client import Hooks
 from dsmo.client.monitoring import RunSummary
 from dsmo.client.redrive import DeadLetterRow
 from dsmo.client.replay import ReplayReport
@@ -321,6 +322,11 @@ class DsmoClient:
         """The published definitions: ``await client.definitions()`` lists them, and
         ``client.definitions.publish(...)`` publishes one, checking the workers offer what it names."""
         return Definitions(self._core)
+
+    @property
+    def hooks(self) -> Hooks:
+        """Webhook subscriptions: ``await client.hooks()`` lists them, ``client.hooks.add(...)`` makes one."""
+        return Hooks(self._core)
 
     async def publish(self, definition: AgentDefinition) -> str:
         """Publish with no check that workers offer what it names; the snapshot's URI: `Definitions.publish`."""

@@ -38,7 +38,8 @@ async def run_replay(
     """
     queue = task_queue or core.settings.temporal.task_queue
     await check_worker(core, queue)
-    await starts.start_request(core, request, run_id=replay_id, task_queue=queue)
+    # The memo marks it a replay: webhooks and other watchers of real runs leave it alone.
+    await starts.start_request(core, request, run_id=replay_id, task_queue=queue, memo={"replay": "true"})
     await _taken(core, replay_id, queue)
     return await run_status.result(core, replay_id)
 

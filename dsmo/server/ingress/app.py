@@ -6,7 +6,8 @@ or `X-API-Key`) with the route's scope. Bodies are capped in size. Errors are JS
 `{"error": {"code": ..., "message": ...}}`.
 The API description (`/docs`, Swagger UI from the package, and `/openapi.json`) follows
 `DSMO_INGRESS_DOCS`: behind the `read` scope (default), public, or off. The routes live in one
-router per resource (`executions.py`, `event_routes.py`, `stream_routes.py`); this module assembles them.
+router per resource (`executions.py`, `event_routes.py`, `stream_routes.py`, `hook_routes.py`); this module
+assembles them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.console.app import install_console, open_console
 from dsmo.server.console.uploads import MAX_UPLOAD_BYTES
-from dsmo.server.ingress import event_routes, executions, stream_routes
+from dsmo.server.ingress import event_routes, executions, hook_routes, stream_routes
 from dsmo.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.server.ingress.problems import install_error_handlers
 from dsmo.server.token_buckets import TokenBuckets
@@ -81,6 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(executions.router)
     app.include_router(event_routes.router)
     app.include_router(stream_routes.router)
+    app.include_router(hook_routes.router)
     install_console(app, settings)
     return app
 

@@ -186,3 +186,13 @@ class StrictJsonRoute(APIRoute):
             return await parse(request)
 
         return handler
+
+
+class HookRequest(_Body):
+    """Subscribe a URL to events of runs (`POST /hooks`)."""
+
+    url: str = Field(min_length=1, max_length=2000)
+    events: list[str] = Field(min_length=1, max_length=10)
+    agent: str | None = Field(default=None, max_length=200)
+    max_attempts: int = Field(default=12, ge=1, le=100)
+    first_retry_seconds: float = Field(default=1.0, gt=0, le=3600)

@@ -1,0 +1,176 @@
+"""The webhook activities: find what changed (`scan_hooks`), POST one event (`post_hook`), and set
+aside a delivery past its budget (`record_failed_hook`).
+
+`scan_hooks` looks, every `SCAN_EVERY` seconds for about a minute, at what visibility shows:
+runs started, waiting or ended since its last look (a little before it, so a row visibility wrote
+late is not missed). For each subscription that wants the event it starts a delivery workflow
+whose id names the subscription, the run and the event: an event seen again starts nothing.
+Replays and what-ifs (their memo says ``replay``) are never delivered: a replay acts on nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecution
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.hook_store import HookStore, Subscription, body_of, signature
+from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.contracts.hook_io import (
+    DELIVERY_WORKFLOW,
+    POST_HOOK,
+    RECORD_FAILED_HOOK,
+    SCAN_HOOKS,
+    HookDelivery,
+    HookScan,
+)
+
+SCAN_EVERY = 1.0  # seconds between two looks at visibility
+ROUND_SECONDS = 55.0  # one activity's looks, then the workflow starts the next round
+OVERLAP = timedelta(seconds=10)  # how far back each look reaches again (visibility's late rows)
+TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+
+
+def delivery_workflow_id(delivery_id: str) -> str:
+    return f"dsmo-hook-{delivery_id}"
+
+
+class HookActivities:
+    """What the webhook workflows do outside Temporal: visibility, the store and the HTTP POSTs."""
+
+    def __init__(self, store: ArtifactStore, client: Client, task_queue: str) -> None:
+        self.hooks = HookStore(store)
+        self.client = client
+        self.task_queue = task_queue
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """The activities a worker serves for webhooks."""
+        return [self.scan_hooks, self.post_hook, self.record_failed_hook]
+
+    @activity.defn(name=SCAN_HOOKS)
+    async def scan_hooks(self, scan: HookScan) -> HookScan:
+        """One dispatcher round: deliveries started for what changed; ``idle`` if no one subscribes."""
+        details = activity.info().heartbeat_details
+        since = datetime.fromisoformat(details[0]) if details else (scan.since or datetime.now(UTC))
+        ends, started = time.monotonic() + ROUND_SECONDS, 0
+        while time.monotonic() < ends:
+            subscriptions = await asyncio.to_thread(self.hooks.subscriptions)
+            if not subscriptions:
+                return HookScan(since=since, idle=True, started=started)
+            looked_at = datetime.now(UTC)
+            started += await self._dispatch(subscriptions, since - OVERLAP)
+            since = max(since, looked_at)
+            activity.heartbeat(since.isoformat())
+            await asyncio.sleep(SCAN_EVERY)
+        return HookScan(since=since, started=started)
+
+    async def _dispatch(self, subscriptions: list[Subscription], since: datetime) -> int:
+        at = since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        changed = f"StartTime >= '{at}' OR CloseTime >= '{at}' OR WaitingSince >= '{at}'"
+        query = f"WorkflowType = 'AgentExecution' AND ({changed})"
+        started = 0
+        async for execution in self.client.list_workflows(query):
+            if (await execution.memo()).get("replay"):
+                continue  # a replay or a what-if: nothing it does reaches anyone
+            for event, when, key, status in _events(execution, since):
+                agent = execution.typed_search_attributes.get(sa.AGENT_NAME) or ""
+                for subscription in subscriptions:
+                    if subscription.matches(event, agent):
+                        started += await self._start(subscription, execution, event, when, key, status, agent)
+        return started
+
+    async def _start(
+        self,
+        subscription: Subscription,
+        execution: WorkflowExecution,
+        event: str,
+        when: datetime,
+        key: str,
+        status: str,
+        agent: str,
+    ) -> int:
+        digest = hashlib.sha256(f"{execution.id}\x1f{key}".encode()).hexdigest()[:20]
+        delivery = HookDelivery(
+            delivery_id=f"{subscription.id}.{digest}",
+            subscription=subscription.id,
+            event=event,
+            run_id=execution.id,
+            agent=agent,
+            status=status,
+            waiting_for=execution.typed_search_attributes.get(sa.WAITING_FOR) if event == "RUN_WAITING" else None,
+            at=when,
+            max_attempts=subscription.max_attempts,
+            first_retry_seconds=subscription.first_retry_seconds,
+        )
+        try:
+            await self.client.start_workflow(
+                DELIVERY_WORKFLOW,
+                delivery,
+                id=delivery_workflow_id(delivery.delivery_id),
+                task_queue=self.task_queue,
+                # The id names the event for good: seen again (the next look, a retried round), it starts nothing.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            return 0
+        return 1
+
+    @activity.defn(name=POST_HOOK)
+    async def post_hook(self, delivery: HookDelivery) -> None:
+        """POST the event, signed; an answer other than 2xx (or none) is retried by the workflow."""
+        subscription = await asyncio.to_thread(self.hooks.get, delivery.subscription)
+        if subscription is None:
+            raise ApplicationError(f"subscription {delivery.subscription} was removed", type="SubscriptionGone")
+        body = body_of(delivery.model_dump(mode="json", by_alias=True, exclude={"max_attempts", "first_retry_seconds"}))
+        headers = {
+            "Content-Type": "application/json",
+            "DSMO-Delivery": delivery.delivery_id,
+            "DSMO-Event": delivery.event,
+            "DSMO-Attempt": str(activity.info().attempt),
+            "DSMO-Signature": signature(subscription.secret, body),
+            "User-Agent": "dsmo-webhooks/1",
+        }
+        try:
+            async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as http:
+                answer = await http.post(subscription.url, content=body, headers=headers)
+        except httpx.HTTPError as err:
+            raise ApplicationError(f"{subscription.url}: {type(err).__name__}: {err}"[:500]) from None
+        if not answer.is_success:
+            raise ApplicationError(f"{subscription.url} answered {answer.status_code}")
+
+    @activity.defn(name=RECORD_FAILED_HOOK)
+    async def record_failed_hook(self, delivery: HookDelivery, reason: str) -> None:
+        """Set a delivery past its budget aside, listed by `dsmo hooks failed`."""
+        record = delivery.model_dump(mode="json", by_alias=True)
+        await asyncio.to_thread(self.hooks.record_failed, record, reason)
+
+
+def _events(execution: WorkflowExecution, since: datetime) -> list[tuple[str, datetime, str, str]]:
+    """What happened to the run since ``since``: (event, when, its key in the run, the status)."""
+    attrs: Any = execution.typed_search_attributes
+    status = attrs.get(sa.AGENT_EXECUTION_STATUS) or "pending"
+    found = []
+    if execution.start_time >= since:
+        found.append(("RUN_CREATED", execution.start_time, "created", status))
+    waiting_since = attrs.get(sa.WAITING_SINCE)
+    if status == "waiting" and waiting_since is not None and waiting_since >= since:
+        found.append(("RUN_WAITING", waiting_since, f"waiting:{waiting_since.isoformat()}", status))
+    ended = (
+        execution.close_time is not None
+        and execution.status is not None
+        and execution.status.name != "CONTINUED_AS_NEW"
+    )
+    if ended and execution.close_time is not None and execution.close_time >= since:
+        shown = status if status in ("completed", "failed", "timeout", "cancelled") else "terminated"
+        found.append(("RUN_COMPLETED" if shown == "completed" else "RUN_ABORTED", execution.close_time, "ended", shown))
+    return found
