@@ -15,6 +15,7 @@ from dsmo.cli.click_context import Context, json_object, pass_context, run
 from dsmo.cli.decide_command import decide
 from dsmo.cli.help_examples import add_examples
 from dsmo.cli.hooks_command import hooks
+from dsmo.cli.mcp_command import mcp
 from dsmo.cli.render import ack_line
 from dsmo.cli.status_command import status
 from dsmo.cli.trail_command import print_trail, trail_options
@@ -243,6 +244,7 @@ def _duration(text: str, option: str) -> timedelta:
 cli.add_command(status)
 cli.add_command(decide)
 cli.add_command(hooks)
+cli.add_command(mcp)
 operations.register(cli)
 catalog.register(cli)
 project.register(cli)

@@ -5,6 +5,8 @@ comes back with its last id gets the rest, nothing twice; the recorded answer is
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -93,6 +95,20 @@ async def sse(
     return got
 
 
+async def docs_example(client: DsmoClient, run_id: str, last_id: str) -> str:
+    """Run docs/live.md's Python example on ``run_id`` from ``last_id``; what it printed."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "live.md").read_text()
+    code = page.split("## From Python\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace('"support-7"', "run_id")
+    body = "".join(f"    {line}\n" for line in code.splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def example(client, run_id, last_id):\n{body}", namespace)  # the docs' example, run as written
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        await namespace["example"](client, run_id, last_id)
+    return out.getvalue()
+
+
 async def test_tokens_arrive_before_the_stage_ends_and_a_reader_resumes_after_its_last_id(
     tool_harness: Harness, chat: ChatServer, ingress: tuple[str, str, str]
 ) -> None:
@@ -129,9 +145,10 @@ async def test_tokens_arrive_before_the_stage_ends_and_a_reader_resumes_after_it
     assert output == {"text": " ".join(WORDS)}, output
     assert chat.requests[0]["stream"] is True
 
-    # The same stream from Python, resumed from the same place.
-    items = [item async for item in tool_harness.dsmo.stream(run_id, after=first[-1]["id"])]
-    assert "".join(i.data["text"] for i in items if i.kind == "token") == " ".join(WORDS[50:])
+    # The same stream from Python, resumed from the same place: the docs' example, run as written.
+    printed = await docs_example(tool_harness.dsmo, run_id, first[-1]["id"])
+    assert " ".join(WORDS[50:]) in printed and " ".join(WORDS[49:]) not in printed, printed
+    assert printed.rstrip().endswith("RUN_COMPLETED")
     with pytest.raises(BadCursor):
         await anext(aiter(tool_harness.dsmo.stream(run_id, after="7;nonsense")))
 
