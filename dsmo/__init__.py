@@ -44,6 +44,7 @@ from dsmo.activities.local_call import call_agent
 from dsmo.activities.messaging import Channel
 from dsmo.activities.plugins import action, agent, channel
 from dsmo.activities.processors import ProcessorOutput
+from dsmo.activities.progress_log import report_progress as progress
 from dsmo.client.batches import BatchReport, RunOutcome
 from dsmo.client.compensations import FailedCompensation
 from dsmo.client.definition_files import load_definition, parse_definition_text
@@ -127,6 +128,7 @@ __all__ = [
     "hard_exit",
     "load_definition",
     "parse_definition_text",
+    "progress",
     "settings",
     "verify_archive",
 ]

@@ -39,7 +39,7 @@ from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, n
 from dsmo.activities.llm_tools import conversation_messages, judged
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.activities.progress_log import ProgressLog, progress_folder
+from dsmo.activities.progress_log import ProgressLog, task_progress_folder
 from dsmo.workflows.common.errors import TemplateError
 from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts.activity_io import StageTask
@@ -155,7 +155,7 @@ class LlmStage:
         exchanges: list[_Exchange] = []
         # Tokens as they arrive, for the run's live stream (progress_log.py): never a sealed run's.
         live = call.stream and recorded_folder is None and task.seal is None
-        progress = ProgressLog(self.store, _progress_folder(task), io) if live else None
+        progress = ProgressLog(self.store, task_progress_folder(task), io) if live else None
         usage: dict[str, int] = {}
         prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
         for number in range(1, call.retries + 2):
@@ -318,10 +318,6 @@ def _request(
     if streams:  # the answer's tokens as they come, and its usage at the end
         body |= {"stream": True, "stream_options": {"include_usage": True}}
     return body
-
-
-def _progress_folder(task: StageTask) -> str:
-    return progress_folder(task.workflow_version, task.run_id, task.idempotency_key, task.attempt)
 
 
 def _attempt_folder(task: StageTask, run_id: str) -> str:

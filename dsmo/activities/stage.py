@@ -33,6 +33,8 @@ from dsmo.activities.maybe_async import call_maybe_async, is_async_callable
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput, permanent_errors
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import Processor, ProcessorOutput, ProcessorRegistry, as_output
+from dsmo.activities.progress_log import CURRENT as CURRENT_PROGRESS
+from dsmo.activities.progress_log import ProgressLog, task_progress_folder
 from dsmo.activities.schemas import check_output
 from dsmo.workflows.contracts.activity_io import (
     PREPARE_RUN,
@@ -147,21 +149,34 @@ class StageActivities:
             created_at=task.created_at,
             config_ref=task.config_ref,
         )
-        if processor is not None and not is_async_callable(processor.fn):
-            # A plain processor's whole stage (its input read, its checks, the call, the commit)
-            # takes one trip to the threads: each trip hands the GIL between the event loop and a
-            # thread, and four of them per stage cost more on a busy worker than the work between.
-            context = contextvars.copy_context()
-            done = await self._io(context.run, self._plain_stage, task, processor, message, key)
-            if isinstance(done, tuple):
-                stored, output = done
-            else:  # the plain function handed back an awaitable: the loop finishes it
-                output = as_output(await done, agent=task.agent)
-                await self._io(processor.check_result, output)
-                stored = await self._io(self._commit, task, key, output, [])
-            calls: dict[str, Any] = {}
-        else:
-            stored, output, calls = await self._loop_stage(task, processor, message, key)
+        # What a plugin agent reports with `dsmo.progress` goes to the run's live stream (not a
+        # sealed run's); an agent that reports nothing writes nothing.
+        live = (
+            ProgressLog(self.store, task_progress_folder(task), self._io, asyncio.get_running_loop())
+            if (processor is not None and task.seal is None)
+            else None
+        )
+        reset = CURRENT_PROGRESS.set(live)
+        try:
+            if processor is not None and not is_async_callable(processor.fn):
+                # A plain processor's whole stage (its input read, its checks, the call, the commit)
+                # takes one trip to the threads: each trip hands the GIL between the event loop and a
+                # thread, and four of them per stage cost more on a busy worker than the work between.
+                context = contextvars.copy_context()
+                done = await self._io(context.run, self._plain_stage, task, processor, message, key)
+                if isinstance(done, tuple):
+                    stored, output = done
+                else:  # the plain function handed back an awaitable: the loop finishes it
+                    output = as_output(await done, agent=task.agent)
+                    await self._io(processor.check_result, output)
+                    stored = await self._io(self._commit, task, key, output, [])
+                calls: dict[str, Any] = {}
+            else:
+                stored, output, calls = await self._loop_stage(task, processor, message, key)
+        finally:
+            CURRENT_PROGRESS.reset(reset)
+            if live is not None:
+                await live.close()
         if not stored.created:
             # Another execution of this attempt committed first (a reset, a duplicate task): its
             # output is the stage's output, and this one's is dropped.

@@ -28,7 +28,8 @@ from dsmo.client.client_errors import NoWorker, RunNotStarted
 from dsmo.client.core import ClientCore
 from dsmo.workflows.contracts.run_records import AuditEvent
 
-POLL_SECONDS = 0.2  # how often a quiet stream looks again
+POLL_SECONDS = 0.2  # how often a stream looks for new items while its run is active
+QUIET_POLL_SECONDS = 2.0  # how often it asks a run that has been quiet for a while
 WORKER_WAIT_SECONDS = 1.0  # how long a stream waits when no worker answers for the run
 TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
 # The trail events that end a stage attempt (`STAGE_ENQUEUED` of another attempt ends it too).
@@ -105,11 +106,11 @@ class StreamItem:
 
     Attributes:
         id: Where the stream is after this item: pass it as ``after`` to resume after it.
-        kind: ``event`` (an audit event: ``data`` is the event), ``attempt`` (an `llm` stage
-            attempt began: ``stage``, ``attempt``, ``retry``), ``token`` (a piece of a model's
-            answer as it arrived: ``stage``, ``attempt``, ``text``, ``call``), ``abandoned`` (an
-            attempt ended without committing: its tokens are not the answer) or ``end`` (the run
-            has ended; nothing follows).
+        kind: ``event`` (an audit event: ``data`` is the event), ``attempt`` (a stage attempt
+            began: ``stage``, ``attempt``, ``retry``), ``token`` (a piece of a model's answer as it
+            arrived: ``stage``, ``attempt``, ``text``, ``call``), ``progress`` (what a plugin agent
+            reported with `dsmo.progress`), ``abandoned`` (an attempt ended without committing:
+            its tokens are not the answer) or ``end`` (the run has ended; nothing follows).
         data: What the item says.
     """
 
@@ -136,16 +137,27 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
                 yield item
         yield StreamItem(cursor.id(), "end", {"seq": cursor.seq})
         return
+    clock = asyncio.get_running_loop()
+    trail_due, quiet = 0.0, 0
     while True:
-        try:
-            page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True)
-        except (RunNotStarted, NoWorker):
-            # Not started yet, or between workers (one died; the next takes the run over): a
-            # stream outlives both, and goes on where it was.
-            await asyncio.sleep(WORKER_WAIT_SECONDS)
-            continue
+        events: list[AuditEvent] = []
+        if clock.time() >= trail_due:
+            try:
+                page = await trail_pages.trail_page(
+                    core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True
+                )
+            except (RunNotStarted, NoWorker):
+                # Not started yet, or between workers (one died; the next takes the run over): a
+                # stream outlives both, and goes on where it was.
+                await asyncio.sleep(WORKER_WAIT_SECONDS)
+                continue
+            events = page.events
+            # A quiet run is asked less and less often (up to every `QUIET_POLL_SECONDS`): many
+            # readers of runs that wait cost their workers little.
+            quiet = 0 if events else quiet + 1
+            trail_due = clock.time() + min(POLL_SECONDS * 2 ** min(quiet, 4), QUIET_POLL_SECONDS)
         ended = False
-        for event in page.events:
+        for event in events:
             for followed in [a for a in cursor.attempts.values() if _ends(event, a)]:
                 async for item in _drain(store, run_id, cursor, followed, ending=event):
                     yield item
@@ -171,19 +183,27 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
                     yield item
             yield StreamItem(cursor.id(), "end", {"seq": cursor.seq})
             return
-        if not page.events and not read:
-            await asyncio.sleep(POLL_SECONDS)
+        if read:  # a stage is writing: its end is near, look at the trail soon again
+            quiet, trail_due = 0, min(trail_due, clock.time() + POLL_SECONDS)
+        if not events and not read:
+            wait = POLL_SECONDS if cursor.attempts else max(trail_due - clock.time(), 0.0)
+            await asyncio.sleep(max(wait, 0.01))
 
 
 async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
-    """Whether the trail's event ``seq`` ended the run."""
-    page = await trail_pages.trail_page(core, run_id, after=seq - 1, limit=1)
+    """Whether the trail's event ``seq`` ended the run (a run no worker answers for has not ended:
+    an ended run's trail is read from the store)."""
+    try:
+        page = await trail_pages.trail_page(core, run_id, after=seq - 1, limit=1)
+    except (RunNotStarted, NoWorker):
+        return False
     return bool(page.events) and page.events[0].type in TERMINAL
 
 
 def _began(event: AuditEvent) -> _Attempt | None:
-    """The `llm` attempt a `STAGE_ENQUEUED` event begins, if it is one."""
-    if event.type != "STAGE_ENQUEUED" or event.stage is None or event.data.get("agent") != "llm":
+    """The stage attempt a `STAGE_ENQUEUED` event begins, if it is one (its progress: a model's
+    tokens, a plugin's reports)."""
+    if event.type != "STAGE_ENQUEUED" or event.stage is None:
         return None
     key = event.data.get("idempotencyKey")
     if not isinstance(key, str):

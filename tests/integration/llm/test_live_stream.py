@@ -10,6 +10,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,15 +20,18 @@ import httpx
 import pytest
 
 from bench.llm_server import ChatServer, Reply
+from dsmo import progress
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.llm_stage import LlmEndpoint
 from dsmo.activities.messaging import FileChannel
+from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.run_stream import BadCursor, StreamItem
 from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.ingress_server import serving
@@ -234,3 +238,61 @@ async def test_dsmo_runs_watch_prints_the_tokens_as_they_come_and_each_event(
     lines = watched.stdout.splitlines()
     assert any("STAGE_SUCCEEDED" in line for line in lines) and any("RUN_COMPLETED" in line for line in lines)
     assert lines.index(next(line for line in lines if "STAGE_ENQUEUED" in line)) < lines.index(" ".join(WORDS))
+
+
+REPORTING = ProcessorRegistry()
+
+
+@REPORTING.register("pages-plain", "1.0.0")
+def _pages_plain(document: Any, message: StageMessage) -> ProcessorOutput:
+    for page in (1, 2, 3):
+        progress(step="reading", page=page)
+        time.sleep(0.12)  # the reports go out while the agent works: more than one chunk
+    return ProcessorOutput(document={"pages": 3}, summary={"pages": 3})
+
+
+@REPORTING.register("pages-async", "1.0.0")
+async def _pages_async(document: Any, message: StageMessage) -> ProcessorOutput:
+    for page in (1, 2):
+        progress(step="checking", page=page)
+        await asyncio.sleep(0.12)
+    return ProcessorOutput(document={"checked": 2}, summary={"checked": 2})
+
+
+async def test_a_plugin_agents_progress_reaches_the_stream_before_its_stage_commits(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path
+) -> None:
+    queue = f"progress-{uuid.uuid4().hex[:8]}"
+    worker = build_worker(
+        dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(tmp_path / "out"), registry=REPORTING
+    )
+    definition = parse_definition(
+        {
+            "agent": f"pages-{uuid.uuid4().hex[:6]}",
+            "start": "read",
+            "nodes": {
+                "read": {"actionType": "run_agent", "agent": "pages-plain", "next": "check"},
+                "check": {"actionType": "run_agent", "agent": "pages-async"},
+            },
+        }
+    )
+    async with worker:
+        run_id = (await dsmo.start(definition, {}, task_queue=queue)).run_id
+        items = [item async for item in asyncio_timeout(dsmo.stream(run_id), 60)]
+        await Harness(dsmo, store, queue, tmp_path / "out", dsmo.core.settings, started=[run_id]).replay_all()
+    shown = [
+        (i.kind, i.data.get("type") or i.data.get("step"), i.data.get("page"))
+        for i in items
+        if i.kind == "progress" or (i.kind == "event" and i.data["type"] == "STAGE_SUCCEEDED")
+    ]
+    assert shown == [
+        ("progress", "reading", 1),
+        ("progress", "reading", 2),
+        ("progress", "reading", 3),
+        ("event", "STAGE_SUCCEEDED", None),
+        ("progress", "checking", 1),
+        ("progress", "checking", 2),
+        ("event", "STAGE_SUCCEEDED", None),
+    ], shown
+    # Not audited, not part of the output: the record is what the agent returned.
+    assert not [e for e in await dsmo.events(run_id) if "reading" in json.dumps(e.data)]
