@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
@@ -101,7 +102,10 @@ async def race(harness: Harness, v1: AgentDefinition, v2: AgentDefinition, delay
 
 async def ended_cancelled(harness: Harness, run_id: str) -> None:
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
-    result = await asyncio.wait_for(harness.dsmo.result(run_id), ANSWER_WITHIN)
+    try:
+        result = await asyncio.wait_for(harness.dsmo.result(run_id), ANSWER_WITHIN)
+    except TimeoutError:  # a run left running by a cancel: what its executions did, for the fix
+        raise AssertionError(f"{run_id} did not end:\n{await executions_of(harness, run_id)}") from None
     assert result.status is RunStatus.CANCELLED, (run_id, result)
     assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED, run_id
     assert {step: UNDONE[(run_id, step)] for step in STEPS} == dict.fromkeys(STEPS, 1), run_id
@@ -111,6 +115,16 @@ async def ended_cancelled(harness: Harness, run_id: str) -> None:
     assert ends == ["cancelled"], (run_id, ends)
     undone = sorted(event.stage or "" for event in trail if event.type == "COMPENSATION_SUCCEEDED")
     assert undone == STEPS, (run_id, undone)
+
+
+async def executions_of(harness: Harness, run_id: str) -> str:
+    """Each Temporal execution of the run, with its history's event types (a failure's evidence)."""
+    lines = []
+    async for execution in harness.dsmo.temporal.list_workflows(f"WorkflowId = '{run_id}'"):
+        history = await harness.dsmo.temporal.get_workflow_handle(run_id, run_id=execution.run_id).fetch_history()
+        types = [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
+        lines.append(f"{execution.run_id} {execution.status}: {' '.join(types)}")
+    return "\n".join(lines)
 
 
 async def test_cancels_racing_a_moves_hand_over_each_end_the_run_cancelled_undone_once_and_exported(
