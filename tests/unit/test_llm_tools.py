@@ -28,7 +28,9 @@ from dsmo.config.llm_settings import LlmSettings
 from dsmo.server.api_keys import ApiKey
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.definition.model import parse_definition
+from dsmo.workflows.definition.node_types import WAIT_TIMEOUTS
 from dsmo.workflows.definition.tools import UNSPENT, add_spend, decision_problem
+from dsmo.workflows.nodes.waits import TIMEOUT_SUMMARIES
 from dsmo.workflows.run.spend import raise_problem
 
 LOOKUP = {"type": "object", "required": ["order"], "properties": {"order": {"type": "string", "maxLength": 10}}}
@@ -266,3 +268,8 @@ def test_text_that_is_not_unicode_is_an_invalid_answer_or_a_refused_call_never_a
     assert checked[0]["problem"] == "arguments.order: not valid Unicode (a lone surrogate)"
     keyed = json_problem({"k\ud800": {"deeper": "x"}}, what="output")
     assert keyed == "output (a key): not valid Unicode (a lone surrogate)"
+
+
+def test_every_wait_kind_says_why_it_timed_out() -> None:
+    # A timeout that ends the run names what it waited for; a kind without words would fail its task.
+    assert set(WAIT_TIMEOUTS) <= set(TIMEOUT_SUMMARIES)

@@ -7,7 +7,8 @@ and sends the run to ``onBudget`` (else the fail-safe route). With ``ask``, the 
 refuses limits it has already spent) and the run asks its model again; ``stop``, or no decision
 in time with ``onTimeout: continue``, routes it as without a wait. Who decided what and why goes
 into the trail. The raised limits are a few numbers, carried across continue-as-new (the run's
-in its checkpoint, a visit's in its `ToolLoop`).
+in its checkpoint, a visit's in its `ToolLoop`). Before each turn of a tool-using visit,
+`within_limits` checks the run's budget, the visit's and its ``loopTimeout``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ from temporalio import workflow
 
 from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
-from dsmo.workflows.definition.node_types import LIMITS, Budget
+from dsmo.workflows.contracts.tool_io import ToolLoop
+from dsmo.workflows.definition.node_types import LIMITS, Budget, LlmNode
 from dsmo.workflows.nodes.waits import await_event
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.control import RouteTo
+from dsmo.workflows.run.control import ContinueAsNewDue, RouteTo
 from dsmo.workflows.run.routing import contract_violation
 
 DECIDED = "BUDGET_DECIDED"  # the event a person sends (its data: the `budgetDecision` variable)
+
+# workflow.patched id: before each turn the run's budget is checked first, then the visit's limits
+# (a budget may now wait for a person). Asked only where a run and its node both set limits.
+BUDGET_ORDER_PATCH = "run-budget-before-visit-limits"
 
 
 async def before_model_call(run: Run, node_id: str, resume: WaitCheckpoint | None = None) -> None:
@@ -120,3 +126,54 @@ def _record(run: Run, node_id: str, whose: str, decided: Mapping[str, Any], limi
             **({"reason": decided["reason"]} if decided.get("reason") and not sealed else {}),
         },
     )
+
+
+async def within_limits(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, resume: WaitCheckpoint | None) -> None:
+    """Before a turn: the run's budget, and after the visit's first turn its own and its
+    ``loopTimeout`` (time waiting for a person to raise a budget left out).
+
+    ``resume``: the budget wait the visit was in when its run continued as new.
+
+    Raises:
+        RouteTo, RunEnded: A budget is spent and no one raised it, or the time is up.
+        ContinueAsNewDue: The run continues as new while it waits; its checkpoint carries ``loop``.
+    """
+    began = workflow.now()
+    mine = resume if resume is not None and resume.data.get("budget") == "node" else None
+    try:
+        if loop.turn >= 1 and _visit_limits_first(run, node):
+            # As runs from before budgets could wait did: the visit's limits, then the run's.
+            await check_budget(run, node_id, node.budget, node.on_budget, loop.usage, loop.budget_raised, "node")
+            _within_time(run, node_id, node, loop)
+            await before_model_call(run, node_id)
+            return
+        await before_model_call(run, node_id, resume)
+        if loop.turn >= 1:
+            await check_budget(run, node_id, node.budget, node.on_budget, loop.usage, loop.budget_raised, "node", mine)
+    except ContinueAsNewDue as due:
+        loop.waited_seconds += (workflow.now() - began).total_seconds()  # this generation's part
+        if due.wait is not None:
+            due.wait = due.wait.model_copy(update={"tool_loop": loop.model_copy(deep=True)})
+        raise
+    loop.waited_seconds += (workflow.now() - began).total_seconds()
+    if loop.turn >= 1:
+        _within_time(run, node_id, node, loop)
+
+
+def _visit_limits_first(run: Run, node: LlmNode) -> bool:
+    """Whether this run checks its visit's limits before its own budget (runs from before the
+    order changed, whose route differs only when both are spent at the same turn)."""
+    both = run.definition.budget is not None and (node.budget is not None or node.loop_timeout is not None)
+    return both and not workflow.patched(BUDGET_ORDER_PATCH)
+
+
+def _within_time(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:
+    """Before a model call: a visit past its ``loopTimeout`` (time waiting for approvals left out)
+    asks nothing more and goes to the fail-safe route."""
+    if node.loop_timeout is None or loop.started_at is None:
+        return
+    took = (workflow.now() - loop.started_at).total_seconds() - loop.waited_seconds
+    if took >= node.loop_timeout.total_seconds():
+        limit = format_duration(node.loop_timeout)
+        why = f"stage {node_id} (llm): its turns took {took:.0f}s, past its loopTimeout {limit}"
+        contract_violation(run, node_id, why)

@@ -21,7 +21,6 @@ from typing import Any
 
 from temporalio import workflow
 
-from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
@@ -38,14 +37,14 @@ from dsmo.workflows.contracts.tool_io import (
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.definition.tools import UNSPENT, add_spend
-from dsmo.workflows.nodes.budgets import before_model_call, check_budget
+from dsmo.workflows.nodes.budgets import within_limits
 from dsmo.workflows.nodes.model_calls import TurnInput
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
 from dsmo.workflows.nodes.tool_approvals import decide_calls
 from dsmo.workflows.nodes.tool_nodes import run_tool_node
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, ActivityFailed, action_retry, call
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded
+from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.routing import activation, contract_violation
 
 
@@ -65,7 +64,7 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
     approval_wait = waiting if waiting is not None and waiting.kind == "approval" else None
     while True:
         if loop.pending is None:
-            await _within_budgets(run, node_id, node, loop, budget_wait)
+            await within_limits(run, node_id, node, loop, budget_wait)
             budget_wait = None
             loop.turn += 1
             turn = TurnInput(conversation=list(loop.conversation), offered=_offered(run, node))
@@ -129,44 +128,6 @@ def _offered(run: Run, node: LlmNode) -> frozenset[str]:
         except ConditionError:
             continue
     return frozenset(offered)
-
-
-async def _within_budgets(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, resume: WaitCheckpoint | None) -> None:
-    """Before a turn: the run's budget, and after the visit's first turn its own and its
-    ``loopTimeout`` (time waiting for a person to raise a budget left out).
-
-    ``resume``: the budget wait the visit was in when its run continued as new.
-
-    Raises:
-        RouteTo, RunEnded: A budget is spent and no one raised it, or the time is up.
-        ContinueAsNewDue: The run continues as new while it waits; its checkpoint carries ``loop``.
-    """
-    began = workflow.now()
-    try:
-        await before_model_call(run, node_id, resume)
-        if loop.turn >= 1:
-            mine = resume if resume is not None and resume.data.get("budget") == "node" else None
-            await check_budget(run, node_id, node.budget, node.on_budget, loop.usage, loop.budget_raised, "node", mine)
-    except ContinueAsNewDue as due:
-        loop.waited_seconds += (workflow.now() - began).total_seconds()  # this generation's part
-        if due.wait is not None:
-            due.wait = due.wait.model_copy(update={"tool_loop": loop.model_copy(deep=True)})
-        raise
-    loop.waited_seconds += (workflow.now() - began).total_seconds()
-    if loop.turn >= 1:
-        _within_time(run, node_id, node, loop)
-
-
-def _within_time(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:
-    """Before a model call: a visit past its ``loopTimeout`` (time waiting for approvals left out)
-    asks nothing more and goes to the fail-safe route."""
-    if node.loop_timeout is None or loop.started_at is None:
-        return
-    took = (workflow.now() - loop.started_at).total_seconds() - loop.waited_seconds
-    if took >= node.loop_timeout.total_seconds():
-        limit = format_duration(node.loop_timeout)
-        why = f"stage {node_id} (llm): its turns took {took:.0f}s, past its loopTimeout {limit}"
-        contract_violation(run, node_id, why)
 
 
 async def _make_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:

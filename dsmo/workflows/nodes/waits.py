@@ -42,6 +42,7 @@ TIMEOUT_SUMMARIES = {
     "test": "Timeout waiting for the test to be completed",
     "event": "Timeout waiting for the calendar event",
     "approval": "Timeout waiting for a decision on a tool call",
+    "budget": "Timeout waiting for a person to raise the budget",
 }
 # A delay's `until` may be at most this far away.
 MAX_UNTIL = timedelta(days=30)
