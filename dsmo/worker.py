@@ -117,7 +117,7 @@ def build_worker(
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
     retention = RetentionActivities(store, client)
-    hooks = HookActivities(store, client, task_queue)
+    hooks = HookActivities(store, client, task_queue, (settings or Settings.from_env()).worker.hooks_allow_private)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     servers = mcp_servers if mcp_servers is not None else (settings.llm.mcp if settings is not None else {})
     tools = ToolActivities(side_effects.registry, store, threads, settings, servers)

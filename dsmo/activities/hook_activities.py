@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
+import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 from temporalio import activity
@@ -37,7 +40,8 @@ from dsmo.workflows.contracts.hook_io import (
 
 SCAN_EVERY = 1.0  # seconds between two looks at visibility
 ROUND_SECONDS = 55.0  # one activity's looks, then the workflow starts the next round
-OVERLAP = timedelta(seconds=10)  # how far back each look reaches again (visibility's late rows)
+OVERLAP_SECONDS = 10.0
+OVERLAP = timedelta(seconds=OVERLAP_SECONDS)  # how far back each look reaches again (visibility's late rows)
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 
 
@@ -48,10 +52,12 @@ def delivery_workflow_id(delivery_id: str) -> str:
 class HookActivities:
     """What the webhook workflows do outside Temporal: visibility, the store and the HTTP POSTs."""
 
-    def __init__(self, store: ArtifactStore, client: Client, task_queue: str) -> None:
+    def __init__(self, store: ArtifactStore, client: Client, task_queue: str, allow_private: bool = False) -> None:
         self.hooks = HookStore(store)
+        self.allow_private = allow_private
         self.client = client
         self.task_queue = task_queue
+        self.recent: dict[str, float] = {}  # delivery ids this worker started lately, and when
 
     def activities(self) -> list[Callable[..., Any]]:
         """The activities a worker serves for webhooks."""
@@ -59,16 +65,15 @@ class HookActivities:
 
     @activity.defn(name=SCAN_HOOKS)
     async def scan_hooks(self, scan: HookScan) -> HookScan:
-        """One dispatcher round: deliveries started for what changed; ``idle`` if no one subscribes."""
+        """One dispatcher round (about a minute of looks): the deliveries it started, and where it got to."""
         details = activity.info().heartbeat_details
         since = datetime.fromisoformat(details[0]) if details else (scan.since or datetime.now(UTC))
         ends, started = time.monotonic() + ROUND_SECONDS, 0
         while time.monotonic() < ends:
             subscriptions = await asyncio.to_thread(self.hooks.subscriptions)
-            if not subscriptions:
-                return HookScan(since=since, idle=True, started=started)
             looked_at = datetime.now(UTC)
-            started += await self._dispatch(subscriptions, since - OVERLAP)
+            if subscriptions:
+                started += await self._dispatch(subscriptions, since - OVERLAP)
             since = max(since, looked_at)
             activity.heartbeat(since.isoformat())
             await asyncio.sleep(SCAN_EVERY)
@@ -80,13 +85,17 @@ class HookActivities:
         query = f"WorkflowType = 'AgentExecution' AND ({changed})"
         started = 0
         async for execution in self.client.list_workflows(query):
-            if (await execution.memo()).get("replay"):
-                continue  # a replay or a what-if: nothing it does reaches anyone
-            for event, when, key, status in _events(execution, since):
-                agent = execution.typed_search_attributes.get(sa.AGENT_NAME) or ""
-                for subscription in subscriptions:
-                    if subscription.matches(event, agent):
-                        started += await self._start(subscription, execution, event, when, key, status, agent)
+            agent = execution.typed_search_attributes.get(sa.AGENT_NAME) or ""
+            wanted = [
+                (subscription, found)
+                for found in _events(execution, since)
+                for subscription in subscriptions
+                if subscription.matches(found[0], agent)
+            ]
+            if not wanted or (await execution.memo()).get("replay"):
+                continue  # nobody wants it, or a replay or a what-if: nothing it does reaches anyone
+            for subscription, (event, when, key, status) in wanted:
+                started += await self._start(subscription, execution, event, when, key, status, agent)
         return started
 
     async def _start(
@@ -100,8 +109,13 @@ class HookActivities:
         agent: str,
     ) -> int:
         digest = hashlib.sha256(f"{execution.id}\x1f{key}".encode()).hexdigest()[:20]
+        delivery_id = f"{subscription.id}.{digest}"
+        now = time.monotonic()
+        if self.recent.get(delivery_id, -OVERLAP_SECONDS * 3) > now - OVERLAP_SECONDS * 3:
+            return 0  # started by a look a moment ago: each look reaches back over the last ones
+        self.recent = {seen: at for seen, at in self.recent.items() if at > now - OVERLAP_SECONDS * 3}
         delivery = HookDelivery(
-            delivery_id=f"{subscription.id}.{digest}",
+            delivery_id=delivery_id,
             subscription=subscription.id,
             event=event,
             run_id=execution.id,
@@ -122,7 +136,9 @@ class HookActivities:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
         except WorkflowAlreadyStartedError:
+            self.recent[delivery_id] = now
             return 0
+        self.recent[delivery_id] = now  # only once started: a failed start is tried again
         return 1
 
     @activity.defn(name=POST_HOOK)
@@ -140,6 +156,8 @@ class HookActivities:
             "DSMO-Signature": signature(subscription.secret, body),
             "User-Agent": "dsmo-webhooks/1",
         }
+        if not self.allow_private:
+            await check_public_address(subscription.url)
         try:
             async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as http:
                 answer = await http.post(subscription.url, content=body, headers=headers)
@@ -160,11 +178,17 @@ def _events(execution: WorkflowExecution, since: datetime) -> list[tuple[str, da
     attrs: Any = execution.typed_search_attributes
     status = attrs.get(sa.AGENT_EXECUTION_STATUS) or "pending"
     found = []
-    if execution.start_time >= since:
+    first = getattr(execution.raw_info, "first_run_id", "") in ("", execution.run_id)
+    if first and execution.start_time >= since:  # the run's start, not a later generation's
         found.append(("RUN_CREATED", execution.start_time, "created", status))
     waiting_since = attrs.get(sa.WAITING_SINCE)
     if status == "waiting" and waiting_since is not None and waiting_since >= since:
-        found.append(("RUN_WAITING", waiting_since, f"waiting:{waiting_since.isoformat()}", status))
+        # Named by what and until when: the same wait carried into the run's next generation
+        # (which begins it again, later) is the same event.
+        until = attrs.get(sa.WAITING_UNTIL)
+        kind = attrs.get(sa.WAITING_FOR)
+        key = f"waiting:{kind}:{until.isoformat() if until else waiting_since.isoformat()}"
+        found.append(("RUN_WAITING", waiting_since, key, status))
     ended = (
         execution.close_time is not None
         and execution.status is not None
@@ -174,3 +198,29 @@ def _events(execution: WorkflowExecution, since: datetime) -> list[tuple[str, da
         shown = status if status in ("completed", "failed", "timeout", "cancelled") else "terminated"
         found.append(("RUN_COMPLETED" if shown == "completed" else "RUN_ABORTED", execution.close_time, "ended", shown))
     return found
+
+
+async def check_public_address(url: str) -> None:
+    """Refuse a URL whose host is on this network (loopback, private, link-local such as a cloud's
+    metadata address): a subscription must not make workers reach what only they can reach.
+
+    Raises:
+        ApplicationError: It is (retried: a name may resolve elsewhere later), or does not resolve.
+    """
+    parsed = urlparse(url)
+    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        raise ApplicationError(f"{url}: {host} does not resolve ({err})") from None
+    for *_, address in found:
+        ip = ipaddress.ip_address(address[0])
+        if (
+            ip.is_private
+            or ip.is_loopback
+            or ip.is_link_local
+            or ip.is_multicast
+            or ip.is_reserved
+            or ip.is_unspecified
+        ):
+            raise ApplicationError(f"{url}: {host} is {ip}, an address of this network (DSMO_HOOKS_ALLOW_PRIVATE)")

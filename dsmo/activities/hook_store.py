@@ -170,19 +170,21 @@ class HookStore:
         found = [self.store.read_json(uri) for uri in self.store.list_uris(FAILED)]
         return sorted(found, key=lambda record: (str(record.get("failedAt")), str(record.get("deliveryId"))))
 
-    def take_failed(self, delivery_id: str) -> dict[str, Any]:
-        """A failed delivery, removed from the failed ones (to be delivered again).
+    def failed_one(self, delivery_id: str) -> dict[str, Any]:
+        """A failed delivery's record.
 
         Raises:
             HookError: No failed delivery has this id.
         """
-        key = f"{FAILED}{delivery_id}.json"
         try:
-            record: dict[str, Any] = self.store.read_json(self.store.uri(key))
+            record: dict[str, Any] = self.store.read_json(self.store.uri(f"{FAILED}{delivery_id}.json"))
         except ArtifactMissing:
             raise HookError(f"delivery: no failed delivery {delivery_id!r} (dsmo hooks failed lists them)") from None
-        self.store.delete_keys([key])
         return record
+
+    def forget_failed(self, delivery_id: str) -> None:
+        """Take a failed delivery off the list (it is being delivered again)."""
+        self.store.delete_keys([f"{FAILED}{delivery_id}.json"])
 
     @staticmethod
     def _subscription(data: dict[str, Any]) -> Subscription:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,7 @@ from typing import Any
 from dsmo.activities.artifacts import ARTIFACT_PREFIX, ArtifactStore, encode_json
 from dsmo.workflows.contracts.activity_io import StageTask
 
+log = logging.getLogger("dsmo.progress")
 FLUSH_SECONDS = 0.1  # how long tokens wait before they are written for readers
 MAX_ITEMS = 256  # the most items one chunk holds
 MAX_ITEM_BYTES = 4096  # the most of one progress report a reader is shown
@@ -46,7 +48,7 @@ def report_progress(**fields: Any) -> None:
     """
     log = CURRENT.get()
     if log is not None:
-        item = {"kind": "progress", **fields}
+        item = {**fields, "kind": "progress"}  # an agent's field never names the item's kind
         if len(encode_json(item)) > MAX_ITEM_BYTES:
             item = {"kind": "progress", "truncated": True}
         log.post(item)
@@ -98,7 +100,10 @@ class ProgressLog:
     def post(self, item: dict[str, Any]) -> None:
         """Keep ``item`` from any thread; a task on ``loop`` writes the chunks (started by the first)."""
         with self._lock:
-            self.items.append(item)
+            if len(self.items) >= MAX_ITEMS:  # a chunk's worth waiting: the newest replaces the last
+                self.items[-1] = item
+            else:
+                self.items.append(item)
         if self._flusher is None and self.loop is not None and not self.closed:
             self.loop.call_soon_threadsafe(self._start_flusher)
 
@@ -127,8 +132,12 @@ class ProgressLog:
         key = progress_key(self.folder, self.chunk)
         self.chunk, self.flushed_at = self.chunk + 1, time.monotonic()
         self.closed = last
-        # Not through the store's cache of what it wrote: no one on this worker reads these back.
-        await self.io(self.store.put_if_absent, key, encode_json(document), "application/json", {})
+        try:
+            # Not through the store's cache of what it wrote: no one on this worker reads these back.
+            await self.io(self.store.put_if_absent, key, encode_json(document), "application/json", {})
+        except Exception:  # the stream is a view: losing it never fails the stage
+            log.warning("progress of %s not written; the live stream stops here", self.folder, exc_info=True)
+            self.closed = True
 
     async def close(self) -> None:
         """The attempt is done: write what is left, as the last chunk (nothing if it reported nothing)."""

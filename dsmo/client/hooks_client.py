@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from dsmo.activities.hook_activities import delivery_workflow_id
-from dsmo.activities.hook_store import HookError, HookStore, Subscription
+from dsmo.activities.hook_store import HookError, HookStore, Subscription, checked
 from dsmo.client.core import ClientCore
 from dsmo.workflows.contracts.hook_io import DELIVERY_WORKFLOW, DISPATCH_ID, DISPATCH_WORKFLOW, HookDelivery, HookScan
 
@@ -60,16 +60,9 @@ class Hooks:
         Raises:
             HookError: A field is not valid (named).
         """
-        made = await asyncio.to_thread(
-            self._store.add,
-            url,
-            events,
-            agent=agent,
-            max_attempts=max_attempts,
-            first_retry_seconds=first_retry_seconds,
-        )
-        # The dispatcher: one per task queue, started with the first subscription (again after it
-        # ended with the last); a start while it runs is the same dispatcher.
+        checked(url, events, max_attempts, first_retry_seconds)  # a bad field starts nothing
+        # The dispatcher first (one per task queue; a start while it runs is the same one): a
+        # subscription is never written with no one to deliver it.
         queue = self._core.settings.temporal.task_queue
         await self._core.temporal.start_workflow(
             DISPATCH_WORKFLOW,
@@ -78,6 +71,14 @@ class Hooks:
             task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        )
+        made = await asyncio.to_thread(
+            self._store.add,
+            url,
+            events,
+            agent=agent,
+            max_attempts=max_attempts,
+            first_retry_seconds=first_retry_seconds,
         )
         return made
 
@@ -102,10 +103,12 @@ class Hooks:
         Raises:
             HookError: No failed delivery has this id.
         """
-        record = await asyncio.to_thread(self._store.take_failed, delivery_id)
+        record = await asyncio.to_thread(self._store.failed_one, delivery_id)
         delivery = HookDelivery.model_validate({k: v for k, v in record.items() if k not in ("reason", "failedAt")})
         workflow_id = f"{delivery_workflow_id(delivery_id)}.r{time.time_ns()}"
         await self._core.temporal.start_workflow(
             DELIVERY_WORKFLOW, delivery, id=workflow_id, task_queue=self._core.settings.temporal.task_queue
         )
+        # Forgotten only once it is on its way: a start that failed leaves it listed.
+        await asyncio.to_thread(self._store.forget_failed, delivery_id)
         return workflow_id

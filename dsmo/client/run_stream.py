@@ -30,10 +30,12 @@ from dsmo.workflows.contracts.run_records import AuditEvent
 
 POLL_SECONDS = 0.2  # how often a stream looks for new items while its run is active
 QUIET_POLL_SECONDS = 2.0  # how often it asks a run that has been quiet for a while
+QUIET_CHECKS = 3  # quiet looks before a stream also asks Temporal whether the run has ended
 WORKER_WAIT_SECONDS = 1.0  # how long a stream waits when no worker answers for the run
 TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
 # The trail events that end a stage attempt (`STAGE_ENQUEUED` of another attempt ends it too).
 ATTEMPT_ENDS = frozenset({"STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"})
+PROGRESS_KINDS = frozenset({"token", "progress"})  # what a stage's chunks may hold
 _OPEN = re.compile(r"^([A-Za-z0-9_.-]{1,200})@([0-9a-f]{1,64})@([0-9]{1,6})=([0-9]{1,9})\.([0-9]{1,6})$")
 MAX_OPEN = 64  # attempts one cursor may name (parallel stages of one run)
 
@@ -138,46 +140,57 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
         yield StreamItem(cursor.id(), "end", {"seq": cursor.seq})
         return
     clock = asyncio.get_running_loop()
-    trail_due, quiet = 0.0, 0
+    trail_due, quiet, ended_outside = 0.0, 0, False
     while True:
         events: list[AuditEvent] = []
         if clock.time() >= trail_due:
             try:
-                page = await trail_pages.trail_page(
-                    core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=True
-                )
+                # An ended run's trail is read from its export (no worker replays it); a running
+                # run's from the run itself.
+                page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT)
             except (RunNotStarted, NoWorker):
                 # Not started yet, or between workers (one died; the next takes the run over): a
                 # stream outlives both, and goes on where it was.
                 await asyncio.sleep(WORKER_WAIT_SECONDS)
                 continue
             events = page.events
+            # A run that ended without a trail event saying so (terminated from outside, timed out
+            # by Temporal) still ends its stream: a quiet run is asked whether it has ended.
+            if not events and quiet >= QUIET_CHECKS and await core.has_ended(run_id):
+                ended_outside = True
             # A quiet run is asked less and less often (up to every `QUIET_POLL_SECONDS`): many
             # readers of runs that wait cost their workers little.
             quiet = 0 if events else quiet + 1
             trail_due = clock.time() + min(POLL_SECONDS * 2 ** min(quiet, 4), QUIET_POLL_SECONDS)
         ended = False
         for event in events:
-            for followed in [a for a in cursor.attempts.values() if _ends(event, a)]:
-                async for item in _drain(store, run_id, cursor, followed, ending=event):
-                    yield item
-            cursor.seq = event.seq
+            for followed in [a for a in cursor.attempts.values() if a.stage == event.stage]:
+                # What the attempt wrote comes before what the trail says of its stage since (a
+                # commit's STAGE_STARTED is recorded after the answer streamed).
+                if _ends(event, followed):
+                    async for item in _drain(store, run_id, cursor, followed, ending=event):
+                        yield item
+                else:
+                    async for item in _tokens(store, run_id, cursor, followed):
+                        yield item
             began = _began(event)
-            if began is not None:
+            if began is not None and began.name not in cursor.attempts:
+                # Announced before the event that begins it, with a position of its own: a reader
+                # resuming after it reads the event next (the attempt, known, is not announced again).
                 cursor.attempts[began.name] = began
-            yield StreamItem(cursor.id(), "event", event.model_dump(mode="json", by_alias=True))
-            if began is not None:
                 retry = began.attempt > 1
                 yield StreamItem(
                     cursor.id(), "attempt", {"stage": began.stage, "attempt": began.attempt, "retry": retry}
                 )
+            cursor.seq = event.seq
+            yield StreamItem(cursor.id(), "event", event.model_dump(mode="json", by_alias=True))
             ended = ended or event.type in TERMINAL
         read = 0
         for followed in list(cursor.attempts.values()):
             async for item in _tokens(store, run_id, cursor, followed):
                 read += 1
                 yield item
-        if ended:
+        if ended or ended_outside:
             for followed in list(cursor.attempts.values()):
                 async for item in _drain(store, run_id, cursor, followed, ending=None):
                     yield item
@@ -232,10 +245,11 @@ async def _tokens(
         items = chunk.get("items", []) if isinstance(chunk, dict) else []
         for item in items[followed.item :]:
             followed.item += 1
+            kind = item.get("kind")
             yield StreamItem(
                 cursor.id(),
-                str(item.get("kind", "token")),
-                {"stage": followed.stage, "attempt": followed.attempt, **item},
+                kind if kind in PROGRESS_KINDS else "progress",
+                {**item, "stage": followed.stage, "attempt": followed.attempt},
             )
         # After the last chunk the next is never written: the trail says when the attempt ended.
         followed.chunk, followed.item = followed.chunk + 1, 0

@@ -27,6 +27,9 @@ class WorkerSettings:
         slot_holder_check_seconds: How often a concurrency key's lock asks Temporal whether its
             holders still run, while a run waits in line: the longest a slot left by a terminated
             run blocks the line [``DSMO_SLOT_HOLDER_CHECK_SECONDS``].
+        hooks_allow_private: Let webhooks POST to loopback, private and link-local addresses (off:
+            a subscription cannot make workers reach the inside of their network)
+            [``DSMO_HOOKS_ALLOW_PRIVATE``].
     """
 
     # The variables this group reads, with their defaults.
@@ -46,6 +49,8 @@ class WorkerSettings:
         # While a run waits for a concurrency key's slot, its lock checks this often that the
         # holders still run (a terminated one never gives its slot back).
         "DSMO_SLOT_HOLDER_CHECK_SECONDS": "60",
+        # Webhooks to loopback, private and link-local addresses (a receiver on the same host or network).
+        "DSMO_HOOKS_ALLOW_PRIVATE": "off",
     }
 
     load: str = ""
@@ -55,6 +60,7 @@ class WorkerSettings:
     sandbox: bool = False
     metrics_bind: str = "127.0.0.1:9464"
     slot_holder_check_seconds: int = 60
+    hooks_allow_private: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -79,6 +85,7 @@ class WorkerSettings:
             sandbox=workflow_sandbox_from(env),
             metrics_bind="" if env.get("DSMO_METRICS_BIND") == "off" else read.text("DSMO_METRICS_BIND"),
             slot_holder_check_seconds=read.whole_number("DSMO_SLOT_HOLDER_CHECK_SECONDS", at_least=1),
+            hooks_allow_private=read.switch("DSMO_HOOKS_ALLOW_PRIVATE"),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -95,6 +102,7 @@ class WorkerSettings:
             "DSMO_WORKFLOW_SANDBOX": on_off(self.sandbox),
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_SLOT_HOLDER_CHECK_SECONDS": str(self.slot_holder_check_seconds),
+            "DSMO_HOOKS_ALLOW_PRIVATE": on_off(self.hooks_allow_private),
         }
 
 

@@ -41,7 +41,6 @@ def sse_response(request: Request, items: AsyncIterator[StreamItem], holder: str
     following: dict[str, int] = request.app.state.streams_by_key
     if following.get(holder, 0) >= STREAMS_PER_KEY:
         raise TooManyStreams(f"{holder!r} already follows {STREAMS_PER_KEY} streams; close one first")
-    following[holder] = following.get(holder, 0) + 1
     lifetime: float = request.app.state.settings.ingress.stream_lifetime
     return StreamingResponse(
         _events(items, following, holder, lifetime),
@@ -55,6 +54,9 @@ async def _events(
 ) -> AsyncIterator[bytes]:
     """The items as SSE events, with a keep-alive comment whenever the run is quiet. After
     ``lifetime`` seconds the server ends the response; the client reconnects with its last id."""
+    # Counted once the response streams, and given back in the same `finally`: a client gone
+    # before the body began holds nothing.
+    following[holder] = following.get(holder, 0) + 1
     queue: asyncio.Queue[StreamItem | BaseException | None] = asyncio.Queue(maxsize=256)
     reader = asyncio.create_task(_read(items, queue))
     loop = asyncio.get_running_loop()
@@ -70,7 +72,10 @@ async def _events(
             if item is None:
                 return
             if isinstance(item, BaseException):
-                yield _event("", "error", {"message": str(item)[:500]})
+                # DSMO's own errors say what is wrong in words meant for the reader; others may
+                # name internal addresses.
+                said = str(item)[:500] if isinstance(item, DsmoError) else "the stream failed; reconnect"
+                yield _event("", "error", {"message": said})
                 return
             yield _event(item.id, item.kind, item.data)
     finally:
@@ -91,5 +96,7 @@ async def _read(items: AsyncIterator[StreamItem], queue: asyncio.Queue[StreamIte
 
 
 def _event(item_id: str, kind: str, data: dict[str, Any]) -> bytes:
+    if not kind.isalpha():  # a field line of its own: never a way to write another
+        kind = "progress"
     head = f"id: {item_id}\n" if item_id else ""
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()

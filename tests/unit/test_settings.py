@@ -167,6 +167,7 @@ EVERY_VARIABLE = {
     "DSMO_INGRESS_HEAD_TIMEOUT": "3",
     "DSMO_INGRESS_BODY_TIMEOUT": "30",
     "DSMO_INGRESS_STREAM_LIFETIME": "45",
+    "DSMO_HOOKS_ALLOW_PRIVATE": "on",
     "DSMO_CHANNEL": "webhook",
     "DSMO_OUTBOX_DIR": "/outbox",
     "DSMO_LOG_CONTENT": "on",
@@ -226,6 +227,7 @@ def test_each_group_reads_its_own_variables() -> None:
         sandbox=True,
         metrics_bind="",
         slot_holder_check_seconds=5,
+        hooks_allow_private=True,
     )
     assert settings.ingress == IngressSettings(
         bind="0.0.0.0:8081",

@@ -13,7 +13,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from dsmo.client.client_errors import RunNotFound
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.run_stream import BadCursor, StreamCursor
 from dsmo.server.api_keys import ApiKey
@@ -41,8 +40,8 @@ async def stream(
     request: Request,
     key: ApiKey = Depends(can_read),
     dsmo: DsmoClient = Depends(dsmo_client),
-    after: str | None = Query(default=None, max_length=8000, description="an item's id: resume after it"),
-    last_event_id: str | None = Header(default=None, max_length=8000),
+    after: str | None = Query(default=None, max_length=16000, description="an item's id: resume after it"),
+    last_event_id: str | None = Header(default=None, max_length=16000),
 ) -> StreamingResponse:
     """200 with the stream until the run has ended (its last event is `end`); 404 for no such run,
     422 for a position the stream never gave, 429 when the key already follows too many runs."""
@@ -51,10 +50,10 @@ async def stream(
         StreamCursor.parse(position)
     except BadCursor as err:
         raise Problem(422, "invalid_position", str(err)) from None
-    try:
-        await dsmo.events_page(run_id, after=0, limit=1)  # a run that does not exist is a 404 now
-    except RunNotFound as err:
-        raise Problem(404, "run_not_found", str(err)) from None
+    # A run that does not exist is a 404 now. Asked of Temporal, not of the run: a stream opened
+    # while no worker answers (one restarting) waits for one instead of being refused.
+    if not await dsmo.core.exists(run_id):
+        raise Problem(404, "run_not_found", f"no run {run_id!r}")
     try:
         return sse_response(request, dsmo.stream(run_id, after=position), key.name)
     except TooManyStreams as err:

@@ -23,16 +23,14 @@ HOOK_EVENTS = ("RUN_CREATED", "RUN_WAITING", "RUN_COMPLETED", "RUN_ABORTED")
 
 
 class HookScan(WireModel):
-    """One round of the dispatcher: from when it looks for changes, and whether anyone subscribes.
+    """One round of the dispatcher: from when it looks for changes.
 
     Attributes:
         since: Changes from this time on are dispatched (None: from now).
-        idle: No subscription is left: the dispatcher ends (adding one starts it again).
         started: Deliveries this round started.
     """
 
     since: datetime | None = None
-    idle: bool = False
     started: int = 0
 
 

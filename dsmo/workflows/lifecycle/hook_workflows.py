@@ -4,10 +4,10 @@ The dispatcher is one workflow per task queue that has subscribers; it delivers 
 subscription. Each round is one activity that looks, every second for a minute, at the runs
 visibility shows started, waiting or ended since the last look, and starts a `HookDelivery` per
 subscription and event (its workflow id is the delivery's id, so an event seen twice is
-delivered once). It continues as new every `ROUNDS_PER_GENERATION` rounds and ends when no
-subscription is left. A delivery is a Temporal activity retried with back-off: it survives any
-restart of workers or servers; past its budget it is recorded as failed (`dsmo hooks failed`)
-and can be redelivered (`dsmo hooks redeliver`).
+delivered once). It continues as new every `ROUNDS_PER_GENERATION` rounds; while no one
+subscribes, a round costs one look a second at the store. A delivery is a Temporal activity
+retried with back-off: it survives any restart of workers or servers; past its budget it is
+recorded as failed (`dsmo hooks failed`) and can be redelivered (`dsmo hooks redeliver`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _SCAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interva
 class HookDispatch:
     @workflow.run
     async def run(self, scan: HookScan) -> HookScan:
-        """Dispatch rounds until no subscription is left; returns the last round."""
+        """Dispatch rounds, continuing as new every `ROUNDS_PER_GENERATION` (it never returns)."""
         for _ in range(ROUNDS_PER_GENERATION):
             scan = await workflow.execute_activity(
                 SCAN_HOOKS,
@@ -47,8 +47,8 @@ class HookDispatch:
                 heartbeat_timeout=timedelta(seconds=20),  # a dead worker's round is taken over in seconds
                 retry_policy=_SCAN_RETRY,
             )
-            if scan.idle:
-                return scan
+        # It never ends by itself: a subscription added while it found none is dispatched the
+        # next second (ending when idle would race with the next `dsmo hooks add`).
         workflow.continue_as_new(HookScan(since=scan.since))
 
 

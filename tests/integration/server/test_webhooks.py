@@ -72,9 +72,12 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest_asyncio.fixture
 async def hooked(
-    dsmo: DsmoClient, store: ArtifactStore, stack_settings: Settings
+    dsmo: DsmoClient, store: ArtifactStore, stack_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[DsmoClient, str]]:
-    """A client whose subscriptions are dispatched on a task queue of their own; cleaned up after."""
+    """A client whose subscriptions are dispatched on a task queue of their own; cleaned up after.
+
+    The receiver is on this host: the test's workers may POST to loopback (refused by default)."""
+    monkeypatch.setenv("DSMO_HOOKS_ALLOW_PRIVATE", "on")
     queue = f"hooks-{uuid.uuid4().hex[:8]}"
     client = DsmoClient(dsmo.temporal, stack_settings.with_changes(temporal={"task_queue": queue}))
     yield client, queue
