@@ -70,6 +70,7 @@ STUDIES = {
     "subjects": ("bench.studies.subjects.study", "Subjects"),
     "peers": ("bench.studies.peers.study", "Peers"),
     "tools": ("bench.studies.tools.study", "Tools"),
+    "live": ("bench.studies.live.study", "Live"),
 }
 
 
@@ -112,6 +113,10 @@ for _name, _summary in (
     ("subjects", "Data subjects: W1 and W4 with and without a subject, erasing a subject's runs (SUBJECTS=1)."),
     ("peers", "W6: DSMO beside raw Temporal, LangGraph and DBOS on one graph, then the crash ledger (PEERS=1)."),
     ("tools", "A tool-using agent's cost per turn, DSMO beside LangGraph + Postgres; 5 turns with --quick (TOOLS=1)."),
+    (
+        "live",
+        "Live streams: 1,000 runs followed by 100 SSE readers beside the same runs unread; 100 with --quick (LIVE=1).",
+    ),
 ):
     _study_command(_name, _summary)
 

@@ -23,6 +23,7 @@ from bench.studies.flow import flow_cli
 from bench.studies.hostile import llm as hostile_llm
 from bench.studies.hostile import loop as hostile_loop
 from bench.studies.hostile import memory as hostile_memory
+from bench.studies.live import live_report
 from bench.studies.migrate import migration_cli
 from bench.studies.peers.peers_report import END as PEERS_END
 from bench.studies.peers.peers_report import START as PEERS_START
@@ -140,6 +141,7 @@ def finish(results: dict[str, Any], out_dir: Path, update_benchmarks: bool) -> N
             flow_cli.MARKERS,
             PEERS_MARKERS,
             (tools_report.START, tools_report.END),
+            (live_report.START, live_report.END),
         ):
             kept = existing(old, start, end)
             if kept:

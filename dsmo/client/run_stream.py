@@ -141,23 +141,29 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
         return
     clock = asyncio.get_running_loop()
     trail_due, quiet, ended_outside = 0.0, 0, False
+    # A running run's trail is asked of the run; an ended run's is read from its export (no worker
+    # replays it). Temporal is asked which, when the stream opens and when the run goes quiet.
+    ended_run = await core.has_ended(run_id)
     while True:
         events: list[AuditEvent] = []
         if clock.time() >= trail_due:
             try:
-                # An ended run's trail is read from its export (no worker replays it); a running
-                # run's from the run itself.
-                page = await trail_pages.trail_page(core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT)
+                page = await trail_pages.trail_page(
+                    core, run_id, after=cursor.seq, limit=trail_pages.MAX_LIMIT, live=not ended_run
+                )
             except (RunNotStarted, NoWorker):
                 # Not started yet, or between workers (one died; the next takes the run over): a
-                # stream outlives both, and goes on where it was.
-                await asyncio.sleep(WORKER_WAIT_SECONDS)
+                # stream outlives both, and goes on where it was. An ended run is read from the store.
+                ended_run = await core.has_ended(run_id)
+                if not ended_run:
+                    await asyncio.sleep(WORKER_WAIT_SECONDS)
                 continue
             events = page.events
             # A run that ended without a trail event saying so (terminated from outside, timed out
-            # by Temporal) still ends its stream: a quiet run is asked whether it has ended.
+            # by Temporal) still ends its stream: a quiet run is asked whether it has ended, and
+            # its trail read once more from the store before the end.
             if not events and quiet >= QUIET_CHECKS and await core.has_ended(run_id):
-                ended_outside = True
+                ended_outside, ended_run = ended_run, True
             # A quiet run is asked less and less often (up to every `QUIET_POLL_SECONDS`): many
             # readers of runs that wait cost their workers little.
             quiet = 0 if events else quiet + 1

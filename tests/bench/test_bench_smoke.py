@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from bench.studies.full import benchmarks_page
 from bench.studies.table1 import table1_cli
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack
 from dsmo.runtime.storage import artifact_store
 
 pytestmark = pytest.mark.integration
@@ -151,3 +155,37 @@ async def test_w5_runs_every_contender_in_tiny_batches_with_held_batches(
         assert held["last_commit_seconds"] >= held["mean_commit_seconds"] >= 0.2
         assert 0 < held["ratio_by_last"] <= held["ratio_to_ideal"] <= 1
     assert "| Peak model calls in flight | 6 | 6 | 6 |" in section
+
+
+async def test_the_live_study_follows_every_run_to_its_end_and_prices_a_stream(
+    stack_settings: Settings, tmp_path: Path
+) -> None:
+    from bench.studies.live.live_report import END, START
+    from bench.studies.live.study import Live
+
+    @contextlib.asynccontextmanager
+    async def stack() -> AsyncIterator[tuple[Settings, DevStack | None]]:
+        yield stack_settings.with_changes(worker={"metrics_bind": ""}), None
+
+    study = Live(out_dir=tmp_path, runs=2, readers=2, delay="1s")
+    results = await study.run(True, stack)
+
+    live = results["live"]
+    assert not results["failed"] and live["runs"] == 2 and live["readers"] == 2
+    streams = live["streams"]
+    # Every stream reached its end, each id once and the trail's events in order; two at once.
+    assert streams["streams"] == streams["reached_end"] == 2 and streams["with_problems"] == 0
+    assert streams["peak_open"] == 2 and streams["per_stream_by_kind"]["end"] == 1
+    # Six progress reports a run (four, then two), and the trail's events between them.
+    assert streams["per_stream_by_kind"]["progress"] == 6 and streams["per_stream_by_kind"]["event"] >= 6
+    assert streams["event_lag_ms"]["p50"] is not None and streams["progress_lag_ms"]["p50"] is not None
+    costs = live["costs"]
+    assert {"worker", "temporal", "python", "total"} <= set(costs["cpu_ms_per_run"])
+    assert costs["cpu_ms_per_run"]["total"]["followed_ms"] > costs["cpu_ms_per_run"]["worker"]["followed_ms"]
+    assert set(costs["cpu_ms_per_run"]["worker"]) == {"quiet_ms", "followed_ms", "added_ms", "ratio"}
+    assert costs["ingress"]["cpu_ms_per_stream"] > 0 and costs["ingress"]["rss_peak_kib"] > 0
+    assert costs["worker_rss_peak_kib"]["quiet"] > 0 and costs["worker_rss_peak_kib"]["followed"] > 0
+    section = study.section(results)
+    assert section is not None and section.startswith(START) and section.endswith(END)
+    assert "| worker |" in section and "| ingress (`dsmo serve`) |" in section and "| **all of them** |" in section
+    assert [path.name for path in tmp_path.glob("live-*.json")]
