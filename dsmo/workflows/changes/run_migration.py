@@ -50,6 +50,9 @@ from dsmo.workflows.run.context import PendingMigration, Run
 
 # workflow.patched id: a `migrate` waiting for a boundary is also decided when the run enters a wait.
 MOVE_INTO_WAIT_PATCH = "move-into-wait"
+# workflow.patched id: a `migrate` whose handler begins after the run's last boundary is refused
+# at once. Before, it waited for a boundary that never came. Asked only by such a late handler.
+LATE_MOVE_PATCH = "move-asked-after-the-last-boundary"
 
 
 def validate(run: Run, request: MigrationRequest) -> None:
@@ -74,6 +77,10 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
     Raises:
         ApplicationError: The run reached a node boundary that cannot move, or ended first.
     """
+    if run.boundaries_over is not None and workflow.patched(LATE_MOVE_PATCH):
+        # Accepted, but its handler began once the run was ending (a cancel in the same task):
+        # no boundary comes, and a handler left waiting would keep the run from ending.
+        raise _refusal(MigrationRefused(f"status: {run.boundaries_over}"))
     position = position_now(run)
     if position is None:
         if run.migration_asked or run.migration is not None:
@@ -118,7 +125,9 @@ async def at_boundary(run: Run, node_id: str | None, wait: WaitCheckpoint | None
 
 
 async def no_more_boundaries(run: Run, reason: str) -> None:
-    """The run is ending: a `migrate` update still waiting for a boundary is answered ``reason``."""
+    """The run is ending: a `migrate` update still waiting for a boundary is answered ``reason``,
+    and one whose handler begins later is refused with it at once (`take`)."""
+    run.boundaries_over = reason
     if run.migration_asked:
         run.no_boundary = reason
         await workflow.wait_condition(lambda: not run.migration_asked)

@@ -100,6 +100,7 @@ class Run:
     # ... where the loop says where the run is (or, if it ends first, why no boundary came).
     boundary: RunPosition | None = None
     no_boundary: str | None = None
+    boundaries_over: str | None = None  # the run is ending: why no boundary comes any more
     # Where the run first entered each node of its current line (what a rewind goes back to).
     first_entries: dict[str, NodeEntry] = field(default_factory=dict)
     # A rewind to an earlier node (engine/rewind_point.py): accepted, carried out at the hand-over ...
