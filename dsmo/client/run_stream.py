@@ -1,8 +1,8 @@
 """A run's live stream: its audit trail as it grows, with its model's tokens as they arrive.
 
 The stream is a view, read from what the run already keeps: the trail (in order, by sequence
-number) and the progress chunks its `llm` attempts write beside their output
-(`activities/progress_log.py`). Nothing goes through the run's workflow, so following a run
+number) and the progress chunks its stage attempts write under its artifacts (a model's tokens,
+a plugin agent's reports: `activities/progress_log.py`). Nothing goes through the run's workflow, so following a run
 costs it no history and no server write. Each item carries an ``id``, a cursor that says where
 the stream is after it: the trail's sequence number, and how far into each stage attempt still
 open the reader has read. Passing it back (``after``, or SSE's ``Last-Event-ID``) resumes after
