@@ -133,7 +133,10 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
     """
     cursor = StreamCursor.parse(after)
     store = core.artifacts
-    if cursor.seq > 0 and await _ended_at(core, run_id, cursor.seq):  # resumed after the end
+    # A running run's trail is asked of the run; an ended run's is read from its export (no worker
+    # replays it). Temporal is asked which, when the stream opens and when the run goes quiet.
+    ended_run = await core.has_ended(run_id)
+    if cursor.seq > 0 and ended_run and await _ended_at(core, run_id, cursor.seq):  # resumed after the end
         for followed in list(cursor.attempts.values()):
             async for item in _drain(store, run_id, cursor, followed, ending=None):
                 yield item
@@ -141,9 +144,6 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
         return
     clock = asyncio.get_running_loop()
     trail_due, quiet, ended_outside = 0.0, 0, False
-    # A running run's trail is asked of the run; an ended run's is read from its export (no worker
-    # replays it). Temporal is asked which, when the stream opens and when the run goes quiet.
-    ended_run = await core.has_ended(run_id)
     while True:
         events: list[AuditEvent] = []
         if clock.time() >= trail_due:
@@ -210,8 +210,7 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
 
 
 async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
-    """Whether the trail's event ``seq`` ended the run (a run no worker answers for has not ended:
-    an ended run's trail is read from the store)."""
+    """Whether the ended run's trail event ``seq`` is its last (read from its export)."""
     try:
         page = await trail_pages.trail_page(core, run_id, after=seq - 1, limit=1)
     except (RunNotStarted, NoWorker):
