@@ -254,6 +254,7 @@ async def run_worker(settings: Settings, *, extra_workflows: Sequence[type] = ()
         activity_threads=settings.worker.processor_threads,
         max_concurrent_activities=settings.worker.max_concurrent_activities,
         max_concurrent_workflow_tasks=settings.worker.max_concurrent_workflow_tasks,
+        max_cached_workflows=settings.worker.max_cached_workflows,
         sandboxed=settings.worker.sandbox,
         extra_workflows=extra_workflows,
         settings=settings,

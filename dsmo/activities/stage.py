@@ -129,8 +129,11 @@ class StageActivities:
 
     async def _run(self, task: StageTask, processor: Processor | None, version: str, started: datetime) -> StageSummary:
         reuse = task.reuse_uri
-        if reuse is None and (task.attempt > 1 or activity.info().attempt > 1):
-            # Only a retry can find output an earlier execution committed without reporting it.
+        info = activity.info()
+        if reuse is None and (task.attempt > 1 or info.attempt > 1 or info.is_local):
+            # Only a retry can find output an earlier execution committed without reporting it,
+            # or a local attempt: a worker that died before its workflow task completed lost the
+            # attempt's record, and the next worker runs it again (docs/reliability.md).
             reuse = await self._io(self._committed_output, task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.

@@ -27,8 +27,11 @@ T = TypeVar("T")
 # A query waits for a worker to answer; one that has not in this long is not coming.
 QUERY_TIMEOUT = timedelta(seconds=10)
 # How often a wait for a run's result looks for a failing workflow task: first after this
-# long (seconds), then twice as long each time up to the maximum.
-WATCH_FIRST, WATCH_MAX = 1.0, 10.0
+# long (seconds), then twice as long each time up to the maximum. Every look is a `describe`
+# and a history read; at 1 s, 50 runs awaited at once under load added a call per slow answer,
+# so the first look waits past a healthy run's usual answer and a failing task is named a few
+# seconds later instead.
+WATCH_FIRST, WATCH_MAX = 4.0, 16.0
 # Temporal's answer to an update dropped with the workflow task that carried it, and how many
 # times such an update is sent (each drop needs another request racing it).
 DROPPED_WITH_TASK = "due to unexpected workflow task failure"

@@ -21,6 +21,9 @@ class WorkerSettings:
             [``DSMO_PROCESSOR_THREADS``].
         max_concurrent_workflow_tasks: Workflow tasks one worker holds at once, at least 2
             [``DSMO_MAX_CONCURRENT_WORKFLOW_TASKS``].
+        max_cached_workflows: Runs one worker keeps in memory between their workflow tasks; a
+            run not kept is replayed from its history at its next task; 0 keeps none
+            [``DSMO_MAX_CACHED_WORKFLOWS``].
         sandbox: Run workflows in Temporal's sandbox [``DSMO_WORKFLOW_SANDBOX``].
         metrics_bind: Where the worker serves Prometheus metrics; empty (``off``) for nowhere
             [``DSMO_METRICS_BIND``].
@@ -42,6 +45,9 @@ class WorkerSettings:
         "DSMO_PROCESSOR_THREADS": "16",
         # Workflow tasks one worker holds at once (Temporal's default; see dsmo.worker.WORKFLOW_TASK_SLOTS).
         "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "100",
+        # Runs a worker keeps in memory between their tasks (Temporal's default). A run evicted
+        # is replayed in full at its next task: raise it when many runs resume at once.
+        "DSMO_MAX_CACHED_WORKFLOWS": "1000",
         # Temporal's workflow sandbox: off by default (DSMO's workflow code is fixed and checked for
         # determinism by its tests; the sandbox costs ~10 ms of worker CPU per run); the suite runs with it on.
         "DSMO_WORKFLOW_SANDBOX": "off",
@@ -57,6 +63,7 @@ class WorkerSettings:
     max_concurrent_activities: int = 16
     processor_threads: int = 16
     max_concurrent_workflow_tasks: int = 100
+    max_cached_workflows: int = 1000
     sandbox: bool = False
     metrics_bind: str = "127.0.0.1:9464"
     slot_holder_check_seconds: int = 60
@@ -82,6 +89,7 @@ class WorkerSettings:
             processor_threads=read.whole_number("DSMO_PROCESSOR_THREADS", at_least=1),
             # Temporal needs two workflow-task slots while workflows are cached.
             max_concurrent_workflow_tasks=read.whole_number("DSMO_MAX_CONCURRENT_WORKFLOW_TASKS", at_least=2),
+            max_cached_workflows=read.whole_number("DSMO_MAX_CACHED_WORKFLOWS", at_least=0),
             sandbox=workflow_sandbox_from(env),
             metrics_bind="" if env.get("DSMO_METRICS_BIND") == "off" else read.text("DSMO_METRICS_BIND"),
             slot_holder_check_seconds=read.whole_number("DSMO_SLOT_HOLDER_CHECK_SECONDS", at_least=1),
@@ -99,6 +107,7 @@ class WorkerSettings:
             "DSMO_MAX_CONCURRENT_ACTIVITIES": str(self.max_concurrent_activities),
             "DSMO_PROCESSOR_THREADS": str(self.processor_threads),
             "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": str(self.max_concurrent_workflow_tasks),
+            "DSMO_MAX_CACHED_WORKFLOWS": str(self.max_cached_workflows),
             "DSMO_WORKFLOW_SANDBOX": on_off(self.sandbox),
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_SLOT_HOLDER_CHECK_SECONDS": str(self.slot_holder_check_seconds),

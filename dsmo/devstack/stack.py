@@ -38,10 +38,9 @@ from dsmo.runtime.provisioning import (
     temporal_reachable,
     worker_polling,
 )
-from dsmo.workflows.common import (
-    search_attributes,  # Measured on this machine kind: the default dev server adds ~50 ms to every workflow task;
-)
+from dsmo.workflows.common import search_attributes
 
+# Measured on this machine kind: the default dev server adds ~50 ms to every workflow task;
 # raising this poll rate cuts raw Temporal latency about 4x (see DESIGN.md).
 # Eager activities: a stage the workflow schedules comes back in the reply to the workflow task
 # that scheduled it, to the same worker, instead of going through matching to a poller. Off by
@@ -50,10 +49,14 @@ from dsmo.workflows.common import (
 # Task issues: after two workflow task failures or timeouts in a row the server tags the run's
 # TemporalReportedProblems search attribute (cleared when a task succeeds); `dsmo runs stuck`
 # lists such runs. Off unless configured.
+# Timers on time: the server's timer queue may fire a timer up to this late (1 s by default), so a
+# 0.2 s stage back-off waited 1.00 s; at 50 ms it waits ~0.22 s. The cost is the timer queue
+# reading more often, which a production cluster should weigh (docs/stack.md).
 TEMPORAL_TUNING = (
     "history.transferProcessorMaxPollRPS=1000",
     "system.enableActivityEagerExecution=true",
     "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2",
+    'history.timerProcessorMaxTimeShift="50ms"',
 )
 # secure_delete: SQLite overwrites what a deleted row held with zeros, so an erased subject's
 # history does not stay readable in the file's free pages (26 of 32 marker lines were left after an

@@ -552,6 +552,55 @@ def tool_actions() -> list[FunctionAction]:
     ]
 
 
+SHORT_STAGES = {
+    "agent": "golden-short-stages",
+    "start": "check",
+    "nodes": {
+        "check": {
+            "actionType": "run_agent",
+            "agent": "golden-shaky",
+            "timeout": "5s",
+            "retry": {"maxAttempts": 3, "initialInterval": "200ms", "jitter": 0},
+            "next": "reply",
+        },
+        "reply": {"actionType": "wait_for_response", "parameters": {"timeout": "7d"}, "next": "tidy"},
+        "tidy": {"actionType": "run_agent", "agent": "golden-shaky", "timeout": "5s"},
+    },
+}
+SHAKY_FAILED: set[str] = set()
+
+
+def golden_shaky(document: Any, message: Any) -> Any:
+    """Fails its first attempt at each node of a run (a transient error), then answers."""
+    from dsmo.activities.processors import ProcessorOutput
+
+    key = f"{message.run_id}/{message.stage}"
+    if message.attempt == 1 and key not in SHAKY_FAILED:
+        SHAKY_FAILED.add(key)
+        raise ConnectionError("upstream unavailable")
+    return ProcessorOutput(document={"checked": True}, summary={"ok": True})
+
+
+async def short_stages(dsmo: DsmoClient, queue: str) -> str:
+    """Stages with short timeouts (each retried once after a 0.2 s back-off) and a reply taken
+    while the run waits: the stages are regular activities in the history recorded before local
+    stages, local ones after."""
+    run_id = (await dsmo.start(parse_definition(SHORT_STAGES), {"x": 1}, task_queue=queue)).run_id
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.respond(run_id, "ok", event_id="short-1")
+    await dsmo.result(run_id)
+    return run_id
+
+
+async def short_stages_early(dsmo: DsmoClient, queue: str) -> str:
+    """The same run with its reply sent at once: kept in the inbox during the first stage's
+    back-off, taken when the run reaches its wait (no status write for that wait)."""
+    run_id = (await dsmo.start(parse_definition(SHORT_STAGES), {"x": 2}, task_queue=queue)).run_id
+    await dsmo.respond(run_id, "ok", event_id="early-1")
+    await dsmo.result(run_id)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -593,6 +642,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "tool_approval_edited": tool_approval_edited,
     "tool_node_asked": tool_node_asked,
     "llm_plain": llm_plain,
+    "short_stages_regular": short_stages,
+    "short_stages_local": short_stages,
+    "short_stages_early": short_stages_early,
 }
 
 
@@ -612,6 +664,10 @@ async def main(names: list[str]) -> None:
     actions.add(GoldenHold())
     for tool in tool_actions():
         actions.add(tool)
+    from dsmo.activities.processors import default_registry
+
+    if "golden-shaky" not in default_registry.names():
+        default_registry.register("golden-shaky", "1.0.0")(golden_shaky)
     queue = f"golden-{uuid.uuid4().hex[:6]}"
     CHAT.start()
     async with build_worker(

@@ -131,6 +131,8 @@ def test_worker_bounds_come_from_the_environment_with_their_floors() -> None:
     assert Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "12"}).worker.max_concurrent_workflow_tasks == 12
     with pytest.raises(SettingsError, match="DSMO_MAX_CONCURRENT_WORKFLOW_TASKS"):
         Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "many"})
+    assert defaults.worker.max_cached_workflows == 1000  # Temporal's own default
+    assert Settings.from_env({"DSMO_MAX_CACHED_WORKFLOWS": "0"}).worker.max_cached_workflows == 0
 
 
 # A value other than the default for every variable DSMO reads, and where each one lands.
@@ -156,6 +158,7 @@ EVERY_VARIABLE = {
     "DSMO_MAX_CONCURRENT_ACTIVITIES": "64",
     "DSMO_PROCESSOR_THREADS": "4",
     "DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "50",
+    "DSMO_MAX_CACHED_WORKFLOWS": "300",
     "DSMO_WORKFLOW_SANDBOX": "on",
     "DSMO_METRICS_BIND": "off",
     "DSMO_SLOT_HOLDER_CHECK_SECONDS": "5",
@@ -224,6 +227,7 @@ def test_each_group_reads_its_own_variables() -> None:
         max_concurrent_activities=64,
         processor_threads=4,
         max_concurrent_workflow_tasks=50,
+        max_cached_workflows=300,
         sandbox=True,
         metrics_bind="",
         slot_holder_check_seconds=5,

@@ -1,5 +1,5 @@
 """The driver's side of each contender: its runner command, how a run starts, how a reply arrives,
-and how many bytes of engine state a run leaves.
+how the driver sees that a run waits, and how many bytes of engine state a run leaves.
 
 Every contender's runs begin the same way, timed from the same moment: the driver writes the
 input document to the store (DSMO's client does it inside `start`), then asks the contender.
@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from bench.studies.peers import dsmo_peer, langgraph_peer
+from bench.studies.peers.peer_state import StateReader, ids, row_bytes
 from bench.studies.peers.runner_config import RunnerConfig
+from dsmo.workflows.common.status import RunStatus
 
 if TYPE_CHECKING:
     from dsmo.activities.artifacts import ArtifactStore
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
 RETRY_S = 0.2  # a start or reply the runner could not take (it was down) is sent again this often
 HAND_OVER_S = 60.0  # ... for at most this long
+WAIT_POLL_S = 0.05  # how often the driver asks an engine whether a run waits (the reply-while-waiting shape)
 
 
 def input_document(run_id: str) -> dict[str, Any]:
@@ -53,6 +57,18 @@ class Contender:
     async def reply(self, run_id: str) -> None:
         raise NotImplementedError
 
+    async def waiting(self, run_id: str) -> bool:
+        """Whether the engine's own state says the run waits for its reply (its timeout is set)."""
+        raise NotImplementedError
+
+    async def until_waiting(self, run_id: str, timeout: float) -> None:
+        """Return once the run waits, polling `waiting` every `WAIT_POLL_S`."""
+        deadline = time.monotonic() + timeout
+        while not await self.waiting(run_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{run_id}: not waiting within {timeout:.0f} s")
+            await asyncio.sleep(WAIT_POLL_S)
+
     async def engine_bytes(self, run_id: str) -> int:
         """Bytes the engine keeps for one ended run (history, checkpoints or system rows)."""
         raise NotImplementedError
@@ -74,16 +90,22 @@ class Contender:
 class DsmoContender(Contender):
     dsmo: DsmoClient | None = None
     workflow_version: str = ""
+    regular: bool = False  # "dsmo-regular": every stage a regular activity (`localStages: never`)
 
     async def start(self, run_id: str) -> None:
         assert self.dsmo is not None
-        definition = dsmo_peer.definition(self.config.wait_seconds)
+        definition = dsmo_peer.definition(self.config.wait_seconds, regular=self.regular)
         self.workflow_version = definition.workflow_version
         await self.dsmo.start(definition, input_document(run_id), run_id=run_id, task_queue=self.config.task_queue)
 
     async def reply(self, run_id: str) -> None:
         assert self.dsmo is not None
         await self.dsmo.respond(run_id, "ok", event_id=f"{run_id}-reply")
+
+    async def until_waiting(self, run_id: str, timeout: float) -> None:
+        """The run's status is ``waiting`` (DSMO's status query, polled by its client)."""
+        assert self.dsmo is not None
+        await self.dsmo.wait_for_status(run_id, {RunStatus.WAITING}, timeout=timeout, interval=WAIT_POLL_S)
 
     async def engine_bytes(self, run_id: str) -> int:
         assert self.dsmo is not None
@@ -113,6 +135,14 @@ class TemporalContender(Contender):
         assert self.client is not None
         await self.client.get_workflow_handle(run_id).signal("answer", "ok")
 
+    async def waiting(self, run_id: str) -> bool:
+        """The workflow's ``waiting`` query (true once it is in ``wait_condition``)."""
+        assert self.client is not None
+        try:
+            return bool(await self.client.get_workflow_handle(run_id).query("waiting"))
+        except (RPCError, WorkflowQueryFailedError):  # its first workflow task not done yet: ask again
+            return False
+
     async def engine_bytes(self, run_id: str) -> int:
         assert self.client is not None
         return await history_bytes(self.client, run_id)
@@ -139,6 +169,10 @@ class LangGraphContender(Contender):
 
     _conn: psycopg.Connection[Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _state: StateReader = field(default_factory=lambda: StateReader(""))
+
+    def __post_init__(self) -> None:
+        self._state = StateReader(self.config.state_dsn)
 
     async def prepare(self) -> None:
         await asyncio.to_thread(self._create_jobs)
@@ -154,6 +188,11 @@ class LangGraphContender(Contender):
     async def reply(self, run_id: str) -> None:
         await asyncio.to_thread(self._enqueue, run_id, "reply", {})
 
+    async def waiting(self, run_id: str) -> bool:
+        """The thread's checkpoint holds its ``interrupt`` (the write LangGraph saves when a node interrupts)."""
+        query = "SELECT 1 FROM checkpoint_writes WHERE thread_id = %s AND channel = '__interrupt__' LIMIT 1"
+        return await self._state.exists(query, run_id)
+
     def _enqueue(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
         with self._lock:
             if self._conn is None or self._conn.closed:
@@ -166,17 +205,21 @@ class LangGraphContender(Contender):
 
     async def failed(self, run_ids: list[str]) -> set[str]:
         return await asyncio.to_thread(
-            _ids, self.config.state_dsn, "SELECT DISTINCT thread_id FROM lg_jobs WHERE failed", run_ids
+            ids, self.config.state_dsn, "SELECT DISTINCT thread_id FROM lg_jobs WHERE failed", run_ids
         )
 
     async def engine_bytes(self, run_id: str) -> int:
         tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "lg_jobs")
-        return await asyncio.to_thread(_row_bytes, self.config.state_dsn, tables, "thread_id", run_id)
+        return await asyncio.to_thread(row_bytes, self.config.state_dsn, tables, "thread_id", run_id)
 
 
 @dataclass
 class DbosContender(Contender):
     http: httpx.AsyncClient | None = None
+    _state: StateReader = field(default_factory=lambda: StateReader(""))
+
+    def __post_init__(self) -> None:
+        self._state = StateReader(self.config.state_dsn)
 
     async def start(self, run_id: str) -> None:
         uri = await self._put_input(run_id)
@@ -184,6 +227,11 @@ class DbosContender(Contender):
 
     async def reply(self, run_id: str) -> None:
         await self._post(f"/runs/{run_id}/reply", {})
+
+    async def waiting(self, run_id: str) -> bool:
+        """``recv`` has recorded its durable timeout (the ``DBOS.sleep`` operation DBOS writes as it waits)."""
+        query = "SELECT 1 FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_name = 'DBOS.sleep' LIMIT 1"
+        return await self._state.exists(query, run_id)
 
     async def _post(self, path: str, params: dict[str, str]) -> None:
         assert self.http is not None
@@ -203,28 +251,12 @@ class DbosContender(Contender):
 
     async def failed(self, run_ids: list[str]) -> set[str]:
         query = "SELECT workflow_uuid FROM dbos.workflow_status WHERE status NOT IN ('SUCCESS', 'PENDING', 'ENQUEUED')"
-        return await asyncio.to_thread(_ids, self.config.state_dsn, query, run_ids)
+        return await asyncio.to_thread(ids, self.config.state_dsn, query, run_ids)
 
     async def engine_bytes(self, run_id: str) -> int:
         tables = ("dbos.workflow_status", "dbos.operation_outputs", "dbos.workflow_input", "dbos.workflow_output")
-        rows = await asyncio.to_thread(_row_bytes, self.config.state_dsn, tables, "workflow_uuid", run_id)
+        rows = await asyncio.to_thread(row_bytes, self.config.state_dsn, tables, "workflow_uuid", run_id)
         notes = await asyncio.to_thread(
-            _row_bytes, self.config.state_dsn, ("dbos.notifications",), "destination_uuid", run_id
+            row_bytes, self.config.state_dsn, ("dbos.notifications",), "destination_uuid", run_id
         )
         return rows + notes
-
-
-def _ids(dsn: str, query: str, run_ids: list[str]) -> set[str]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return {str(row[0]) for row in conn.execute(query).fetchall()} & set(run_ids)
-
-
-def _row_bytes(dsn: str, tables: tuple[str, ...], column: str, key: str) -> int:
-    total = 0
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in tables:
-            row = conn.execute(
-                f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t WHERE {column} = %s", (key,)
-            ).fetchone()
-            total += int(row[0]) if row else 0
-    return total

@@ -48,13 +48,28 @@ def stage(document: Any, message: StageMessage) -> dsmo.ProcessorOutput:
 
 @dsmo.agent("peer-send")
 def send(document: Any, message: StageMessage) -> dsmo.ProcessorOutput:
-    _work().effect(message.run_id, "timeout" if message.stage == "send_timeout" else "reply")
+    ended_by = "timeout" if message.stage == "send_timeout" else "reply"
+    _work().effect(message.run_id, ended_by, key=message.idempotency_key)  # the same for every attempt
     return dsmo.ProcessorOutput(document={"sent": True})
 
 
 # -- user code ends --
 
 
-def definition(wait_seconds: float) -> AgentDefinition:
-    """The graph, its wait's timeout filled in (the driver starts runs with it)."""
-    return parse_definition(yaml.safe_load(DEFINITION.replace("WAIT", f"{int(wait_seconds)}s")))
+def definition(wait_seconds: float, *, regular: bool = False) -> AgentDefinition:
+    """The graph, its wait's timeout filled in (the driver starts runs with it).
+
+    Args:
+        wait_seconds: The reply wait's timeout.
+        regular: Run every stage as a regular Temporal activity (``localStages: never``, the
+            "dsmo-regular" contender); by default its 5 s stages run as local activities.
+    """
+    document = yaml.safe_load(DEFINITION.replace("WAIT", f"{int(wait_seconds)}s"))
+    if regular:
+        document = with_regular_stages(document)
+    return parse_definition(document)
+
+
+def with_regular_stages(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with ``localStages: never`` (a copy): every stage a regular activity."""
+    return {**document, "localStages": "never"}

@@ -39,7 +39,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from bench.studies.peers.peer_work import PeerWork
-from bench.studies.peers.runner_config import RunnerConfig
+from bench.studies.peers.runner_config import STAGE_SLOTS, RunnerConfig
 
 log = logging.getLogger("langgraph-runner")
 
@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS lg_jobs_ready ON lg_jobs (done, due_at);
 CREATE INDEX IF NOT EXISTS lg_jobs_thread ON lg_jobs (thread_id, id);
 """
 CHANNEL = "lg_jobs"
-SLOTS = 50  # jobs run at once, as the other contenders' 50 concurrent runs
+SLOTS = 50  # jobs run at once, as the other contenders' 50 concurrent runs (the crash test: STAGE_SLOTS)
 POLL_S = 0.2  # how often due timeouts are looked for between notifications
 
 
@@ -97,7 +97,8 @@ def build_graph(work: PeerWork, jobs_dsn: str, wait_seconds: float) -> StateGrap
         return {"ended_by": interrupt("reply?")}
 
     def send(state: State, config: RunnableConfig) -> State:
-        work.send(config["configurable"]["thread_id"], state["uri"], state["ended_by"])
+        thread_id = config["configurable"]["thread_id"]
+        work.send(thread_id, state["uri"], state["ended_by"], key=f"{thread_id}/send")  # thread id + node
         return {}
 
     graph = StateGraph(State)
@@ -138,10 +139,15 @@ async def run_job(graph: Any, thread_id: str, kind: str, payload: dict[str, Any]
 
 
 class Runner:
-    """Takes jobs from the table and runs them, up to `SLOTS` at once."""
+    """Takes jobs from the table and runs them, up to `SLOTS` at once (`STAGE_SLOTS` when capped).
+
+    A job runs one node at a time, so its slots bound the stage executions in flight as the
+    other contenders' activity slots or queue do.
+    """
 
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
+        self.slots = STAGE_SLOTS if config.capped else SLOTS
         self.identity = uuid.uuid4().hex[:8]
         self.wake = asyncio.Event()
         self.running: set[asyncio.Task[None]] = set()
@@ -158,7 +164,7 @@ class Runner:
         async with AsyncConnectionPool(
             dsn,
             min_size=2,
-            max_size=SLOTS + 5,
+            max_size=self.slots + 5,
             kwargs=pool_kwargs,
             check=AsyncConnectionPool.check_connection,
             open=False,
@@ -185,7 +191,7 @@ class Runner:
 
     async def _take_jobs(self, pool: AsyncConnectionPool[Any], graph: Any) -> None:
         while True:
-            free = SLOTS - len(self.running)
+            free = self.slots - len(self.running)
             self.wake.clear()  # before claiming: a job added meanwhile wakes the next round
             jobs = await self._claim(pool, free) if free else []
             for job in jobs:
@@ -243,7 +249,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     loop = asyncio.new_event_loop()
     # Sync nodes run on the loop's default executor: as many threads as the other runners have.
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=16))
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=STAGE_SLOTS))
     loop.add_signal_handler(signal.SIGTERM, os._exit, 0)  # jobs are durable: nothing to flush
     loop.run_until_complete(Runner(RunnerConfig.from_env()).serve())
 

@@ -1,10 +1,12 @@
 """W6: run the same agent graph on four contenders, measure each, then crash them all alike.
 
 Per contender, with only its own runner up: latency (runs 10 at a time), sustained throughput at
-50 concurrent runs with each process's CPU, resume latency, bytes of state per run. Then the crash
-test: 200 runs under one seeded fault plan, runners SIGKILLed where it says and while the runs
-wait, the contender's server (Temporal, or its PostgreSQL) restarted while they wait; the ledger
-says what came of them.
+50 concurrent runs with each process's CPU, both with the reply sent before the run waits and
+again with it sent once the run is seen waiting; resume latency, bytes of state per run. Then the
+crash test, every runner capped at `STAGE_SLOTS` stage executions at once: 200 runs under one
+seeded fault plan, runners SIGKILLed where it says and while the runs wait, the contender's
+server (Temporal, or its PostgreSQL) restarted while they wait; the ledger (planned and collateral
+repeats) and the keyed receiver say what came of them.
 
 Longer than most modules because it is the one place each phase's procedure is written down,
 the same for every contender.
@@ -20,7 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ from bench.studies.peers.contenders import (
 from bench.studies.peers.fault_plan import FaultPlan
 from bench.studies.peers.ledger_watch import LedgerWatch
 from bench.studies.peers.peer_servers import Postgres
-from bench.studies.peers.runner_config import USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
+from bench.studies.peers.runner_config import STAGE_SLOTS, USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
 from bench.studies.peers.runner_process import RunnerProcess
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
@@ -51,8 +53,13 @@ from dsmo.devstack.stack import DevStack, free_port_block, private_settings
 from dsmo.runtime.storage import artifact_store
 
 NAMES = ("dsmo", "temporal", "langgraph", "dbos")
+# DSMO with its stages as regular Temporal activities (`localStages: never`), beside "dsmo" whose
+# 5 s stages run as local activities (the default for short stages); the same worker and graph.
+# `PEERS_DSMO_REGULAR=0` (or `PeerConfig(dsmo_regular=False)`) leaves it out.
+DSMO_REGULAR = "dsmo-regular"
 HERE = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 120.0
+BEFORE, WHILE_WAITING = "before", "while_waiting"  # the two reply shapes (see `one_run`)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,11 @@ class PeerConfig:
     # through kills and a server restart first), so a reply ignored is the contender's doing.
     crash_wait_seconds: float = 120.0
     seed: int = 41
+    dsmo_regular: bool = field(default_factory=lambda: os.environ.get("PEERS_DSMO_REGULAR", "1") != "0")
+
+    def names(self) -> tuple[str, ...]:
+        """The contenders, "dsmo-regular" right after "dsmo" unless left out."""
+        return ("dsmo", DSMO_REGULAR, *NAMES[1:]) if self.dsmo_regular else NAMES
 
     @classmethod
     def quick(cls) -> PeerConfig:
@@ -111,7 +123,9 @@ async def world() -> AsyncIterator[World]:
         stack.down()
 
 
-async def make_contender(name: str, w: World, wait_seconds: float, *, plan_file: Path | None = None) -> Contender:
+async def make_contender(
+    name: str, w: World, wait_seconds: float, *, plan_file: Path | None = None, capped: bool = False
+) -> Contender:
     queue = f"peers-{name}-{uuid.uuid4().hex[:6]}"
     state_dsn = {"langgraph": "langgraph", "dbos": "dbos"}.get(name)
     config = RunnerConfig(
@@ -122,12 +136,13 @@ async def make_contender(name: str, w: World, wait_seconds: float, *, plan_file:
         task_queue=queue,
         wait_seconds=wait_seconds,
         port=free_port_block(1) if name == "dbos" else 0,
+        capped=capped,
     )
     store = artifact_store(w.settings)
     temporal_pid = w.stack.temporal.pid() or listening_pid(w.settings.temporal.port)
-    if name == "dsmo":
+    if name in ("dsmo", DSMO_REGULAR):
         dsmo = await DsmoClient.connect(w.settings.with_changes(temporal={"task_queue": queue}))
-        contender: Contender = DsmoContender(name, config, store, dsmo=dsmo)
+        contender: Contender = DsmoContender(name, config, store, dsmo=dsmo, regular=name == DSMO_REGULAR)
         contender.runner_argv = ["-m", "dsmo.worker", "--load", "bench.studies.peers.dsmo_peer"]
     elif name == "temporal":
         client = await Client.connect(w.settings.temporal.address, namespace=w.settings.temporal.namespace)
@@ -140,7 +155,7 @@ async def make_contender(name: str, w: World, wait_seconds: float, *, plan_file:
         http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{config.port}", timeout=30)
         contender = DbosContender(name, config, store, http=http)
         contender.runner_argv = ["-m", "bench.studies.peers.dbos_peer"]
-    if name in ("dsmo", "temporal") and temporal_pid:
+    if name in ("dsmo", DSMO_REGULAR, "temporal") and temporal_pid:
         contender.server_pids["server"] = temporal_pid
     return contender
 
@@ -149,6 +164,8 @@ def runner_env(contender: Contender, w: World) -> dict[str, str]:
     env = {**w.settings.to_env(), **contender.config.to_env()}
     env["DSMO_TASK_QUEUE"] = contender.config.task_queue
     env["DSMO_METRICS_BIND"] = "off"
+    # DSMO's worker takes as many activities, on as many threads, as every runner has slots.
+    env["DSMO_MAX_CONCURRENT_ACTIVITIES"] = env["DSMO_PROCESSOR_THREADS"] = str(STAGE_SLOTS)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -180,10 +197,17 @@ def cpu_sample(contender: Contender, runner: RunnerProcess, w: World) -> dict[st
     return sample
 
 
-async def one_run(contender: Contender, watch: LedgerWatch, run_id: str) -> float:
-    """Start a run with its reply sent at once (kept until its wait); seconds until its effect."""
+async def one_run(contender: Contender, watch: LedgerWatch, run_id: str, shape: str = BEFORE) -> float:
+    """Start a run and reply; seconds from the start until its effect.
+
+    ``BEFORE``: the reply is sent at once, before the run waits (the engine keeps it until its
+    wait: DSMO's early-event inbox, a signal buffered by Temporal, a queued message or job).
+    ``WHILE_WAITING``: the driver first sees the run wait, in the engine's own state, then replies.
+    """
     began = time.time()
     await contender.start(run_id)
+    if shape == WHILE_WAITING:
+        await contender.until_waiting(run_id, RUN_TIMEOUT_S)
     await contender.reply(run_id)
     return await watch.effect(run_id, RUN_TIMEOUT_S) - began
 
@@ -202,8 +226,8 @@ async def measure(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
         async with LedgerWatch(w.ledger_dsn, name) as watch:
             await wait_ready(contender, watch)
 
-            def job(run_id: str) -> Callable[[], Awaitable[float]]:
-                return lambda: one_run(contender, watch, run_id)
+            def job(run_id: str, shape: str = BEFORE) -> Callable[[], Awaitable[float]]:
+                return lambda: one_run(contender, watch, run_id, shape)
 
             latency_ids = [f"{name}-lat-{token}-{i}" for i in range(config.latency_runs)]
             latencies = await bounded(config.latency_concurrency, [job(r) for r in latency_ids])
@@ -213,6 +237,17 @@ async def measure(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
             seconds = time.perf_counter() - began
             after = cpu_sample(contender, runner, w)
             cpu = {role: (after[role] - before[role]) * 1000 / len(throughput_ids) for role in before if role in after}
+            # The same latency and throughput phases, each reply sent once the run is seen waiting.
+            waited_ids = [f"{name}-latw-{token}-{i}" for i in range(config.latency_runs)]
+            waited_latencies = await bounded(config.latency_concurrency, [job(r, WHILE_WAITING) for r in waited_ids])
+            waited_tp_ids = [f"{name}-tpw-{token}-{i}" for i in range(config.throughput_runs)]
+            began = time.perf_counter()
+            await bounded(config.throughput_concurrency, [job(r, WHILE_WAITING) for r in waited_tp_ids])
+            waited = {
+                "p50": percentile(waited_latencies, 50),
+                "p95": percentile(waited_latencies, 95),
+                "throughput_per_min": len(waited_tp_ids) / (time.perf_counter() - began) * 60,
+            }
             resumes = [
                 await resume_once(contender, watch, f"{name}-res-{token}-{i}") for i in range(config.resume_samples)
             ]
@@ -230,6 +265,7 @@ async def measure(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
             "store_bytes_per_run": statistics.median(stored),
             "user_code_lines": user_code_lines(name),
             "runner_restarts": runner.restarts,
+            WHILE_WAITING: waited,
         }
     finally:
         await runner.stop()
@@ -258,7 +294,7 @@ def store_bytes(contender: Contender, run_id: str) -> int:
 
 def user_code_lines(name: str) -> int:
     """Non-blank, non-comment lines between the user-code markers of the contender's module."""
-    text = (HERE / f"{name}_peer.py").read_text()
+    text = (HERE / f"{'dsmo' if name == DSMO_REGULAR else name}_peer.py").read_text()
     body = text.split(USER_CODE_BEGIN, 1)[1].split(USER_CODE_END, 1)[0]
     return sum(1 for line in body.splitlines() if line.strip() and not line.strip().startswith("#"))
 
@@ -272,7 +308,7 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
     run_ids = [prefix + r for r in base]
     plan_file = w.work_dir / f"{name}-plan.json"
     plan.save(plan_file)
-    contender = await make_contender(name, w, config.crash_wait_seconds, plan_file=plan_file)
+    contender = await make_contender(name, w, config.crash_wait_seconds, plan_file=plan_file, capped=True)
     runner = await started_runner(contender, w)
     began = time.time()
     replies_sent: dict[str, float] = {}
@@ -305,8 +341,10 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
             wait_seconds=config.crash_wait_seconds,
             failed=await contender.failed(run_ids),
         )
+        receipts = await asyncio.to_thread(peer_ledger.received, w.ledger_dsn, name)
         return {
             **asdict(counts),
+            "keyed": asdict(peer_ledger.keyed_counts(receipts, run_ids)),
             "planned_kills": len(plan.kills),
             "runner_restarts": runner.restarts,
             "hand_overs_failed": len(failed),
@@ -360,9 +398,10 @@ def _count_runs(dsn: str, run_ids: list[str], kind: str, stage: str | None = Non
     return int(row[0]) if row else 0
 
 
-async def peers(config: PeerConfig, names: tuple[str, ...] = NAMES) -> dict[str, Any]:
-    """Every phase for every contender; the results by contender."""
-    results: dict[str, Any] = {"config": asdict(config), "contenders": {}, "crash": {}}
+async def peers(config: PeerConfig, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Every phase for every contender (``names``, or the configuration's); the results by contender."""
+    names = names or config.names()
+    results: dict[str, Any] = {"config": asdict(config), "contenders": {}, "crash": {}, "stage_slots": STAGE_SLOTS}
     async with world() as w:
         for name in names:
             print(f"W6: measuring {name}", flush=True)

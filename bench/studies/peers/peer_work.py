@@ -44,12 +44,16 @@ class PeerWork:
         self.finish(run_id, stage)
         return uri
 
-    def send(self, run_id: str, input_uri: str, ended_by: str) -> None:
-        """Apply the run's effect (the message the graph ends with), said to follow ``ended_by``."""
+    def send(self, run_id: str, input_uri: str, ended_by: str, *, key: str) -> None:
+        """Apply the run's effect (the message the graph ends with), said to follow ``ended_by``.
+
+        ``key`` is the engine's documented idempotency key for this send: the effect goes to the
+        plain ledger (no key) and to the receiver that dedupes by it.
+        """
         assert self.store is not None, "a contender that moves its own artifacts has a store"
         self.begin(run_id, "send")
         self.store.read_json(input_uri)
-        self._apply(run_id, ended_by)
+        self._apply(run_id, ended_by, key)
 
     def derive(self, run_id: str, stage: str, document: dict[str, Any]) -> dict[str, Any]:
         """A stage for a contender that reads and writes the artifacts itself (DSMO)."""
@@ -58,13 +62,14 @@ class PeerWork:
         self.finish(run_id, stage)
         return output
 
-    def effect(self, run_id: str, ended_by: str) -> None:
+    def effect(self, run_id: str, ended_by: str, *, key: str) -> None:
         """The send for a contender that reads its input itself (DSMO)."""
         self.begin(run_id, "send")
-        self._apply(run_id, ended_by)
+        self._apply(run_id, ended_by, key)
 
-    def _apply(self, run_id: str, ended_by: str) -> None:
+    def _apply(self, run_id: str, ended_by: str, key: str) -> None:
         self.ledger.write(run_id, "send", EFFECT, ended_by)
+        self.ledger.receive(f"{self.ledger.contender}/{key}", run_id, ended_by)
         self.finish(run_id, "send")
 
     def begin(self, run_id: str, stage: str) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 START, END = "<!-- peers:start -->", "<!-- peers:end -->"
-LABELS = {"dsmo": "DSMO", "temporal": "raw Temporal", "langgraph": "LangGraph + PostgresSaver", "dbos": "DBOS Transact"}
+LABELS = {
+    "dsmo": "DSMO (short stages local, the default)",
+    "dsmo-regular": "DSMO, stages as regular activities",
+    "temporal": "raw Temporal",
+    "langgraph": "LangGraph + PostgresSaver",
+    "dbos": "DBOS Transact",
+}
 ROLES = ("runner", "server", "s3", "driver")
 ROLE_NAMES = {
     "runner": "runner / worker",
@@ -41,6 +47,48 @@ def performance_table(contenders: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def waiting_table(contenders: dict[str, Any]) -> str:
+    """The second reply shape: each reply sent once the driver saw the run wait."""
+    floor = contenders.get("temporal", {}).get("while_waiting")
+    lines = [
+        "| contender | W1 p50 | W1 p95 | throughput at 50 (runs/min) |",
+        "|---|---|---|---|",
+    ]
+    for name, m in contenders.items():
+        waited = m.get("while_waiting")
+        if not waited:
+            continue
+        ratio = (
+            f" ({waited['throughput_per_min'] / floor['throughput_per_min']:.2f}x)"
+            if floor and name != "temporal"
+            else ""
+        )
+        lines.append(
+            f"| {LABELS.get(name, name)} | {_ms(waited['p50'])} | {_ms(waited['p95'])} "
+            f"| {waited['throughput_per_min']:.0f}{ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def repeats_table(crash: dict[str, Any]) -> str:
+    """The crash test's repeats split into planned and collateral, and the effect under documented keys."""
+    lines = [
+        "| contender | stage repeats, planned | stage repeats, collateral | effects applied twice, planned "
+        "| effects applied twice, collateral | with documented keys: effects applied | ... applied twice "
+        "| ... deliveries deduped |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, c in crash.items():
+        keyed = c.get("keyed") or {}
+        lines.append(
+            f"| {LABELS.get(name, name)} | {c.get('stage_repeats_planned', '?')} "
+            f"| {c.get('stage_repeats_collateral', '?')} | {c.get('effects_twice_planned', '?')} "
+            f"| {c.get('effects_twice_collateral', '?')} | {keyed.get('applied', '?')} "
+            f"| {keyed.get('effects_twice', '?')} | {keyed.get('deduped', '?')} |"
+        )
+    return "\n".join(lines)
+
+
 def crash_table(crash: dict[str, Any]) -> str:
     lines = [
         "| contender | runs | completed | failed (said so) | lost | stages done twice | effects applied twice "
@@ -63,6 +111,7 @@ def section(results: dict[str, Any]) -> str | None:
     if not peers:
         return None
     config = peers["config"]
+    slots = peers.get("stage_slots", 16)
     return f"""{START}
 ## W6: DSMO beside LangGraph and DBOS (`make bench PEERS=1`)
 
@@ -73,20 +122,33 @@ stage's artifact from the store and writes its own), a wait for a reply with a
 the same SeaweedFS store; LangGraph and DBOS keep their state in PostgreSQL (pgserver), DSMO and
 raw Temporal in the Temporal dev server. Each contender runs one runner process (DSMO's worker,
 a Temporal worker, a LangGraph job runner, a DBOS FastAPI app), measured alone. W1 latency: a
-run started with its reply sent at once (kept until the wait), {config["latency_concurrency"]} at a
-time, until its effect; throughput: {config["throughput_runs"]} runs at {config["throughput_concurrency"]}
-concurrent; CPU per run from the throughput batch; resume: reply sent to a waiting run until its
-next stage starts. Engine state: the Temporal history, LangGraph's checkpoint rows and jobs, or
-DBOS's system rows of one ended run; store: its objects in S3 (DSMO's include the audit trail).
+run started with its reply sent at once, **before the run waits** (the engine keeps it until the
+wait: DSMO's early-event inbox, a buffered Temporal signal, a queued DBOS message or LangGraph
+job), {config["latency_concurrency"]} at a time, until its effect; throughput: {config["throughput_runs"]}
+runs at {config["throughput_concurrency"]} concurrent; CPU per run from the throughput batch; resume:
+reply sent to a waiting run until its next stage starts. Engine state: the Temporal history,
+LangGraph's checkpoint rows and jobs, or DBOS's system rows of one ended run; store: its objects in
+S3 (DSMO's include the audit trail).
 
 {performance_table(peers["contenders"])}
+
+**Reply sent while the run waits.** The same W1 and throughput phases, but the driver sends each
+reply only once the engine's own state says the run waits (DSMO: its status `waiting`; raw
+Temporal: a `waiting` query; LangGraph: the thread's `interrupt` write in its checkpoint; DBOS:
+the durable timeout `recv` records), polled every 50 ms, so the wait's timer is set and the
+reply resumes it. The poll is part of each run's time.
+
+{waiting_table(peers["contenders"])}
 
 **Crash correctness.** {config["crash_runs"]} runs per contender under one fault plan drawn from
 seed {config["seed"]}: {config["kill_share"]:.0%} of runs have the runner SIGKILL itself in one
 stage, during the work or after it and before the engine records it; {config["no_reply_share"]:.0%} get
 no reply and must time out (the wait's timeout is {config["crash_wait_seconds"]:.0f} s). Once the runs
 wait, the runner is killed once more, then the contender's server (Temporal, or its PostgreSQL)
-is restarted; every runner is restarted 1 s after it dies.
+is restarted; every runner is restarted 1 s after it dies. Every runner runs at most {slots}
+stage executions at once here, so a kill finds as much work in flight in each (DSMO's worker and
+the raw Temporal worker: {slots} activity slots; LangGraph's runner: {slots} job slots; DBOS: each
+stage a child workflow on a `Queue` with `worker_concurrency={slots}`).
 Counted from an external ledger every agent writes (PostgreSQL, no unique key), and from each
 engine's own record of runs it ended as failed (a failed run is not lost: the engine says why,
 and DSMO keeps its stage in the dead-letter queue for a redrive): a stage done
@@ -97,4 +159,14 @@ writes the stage's output artifact (that write is part of its commit); the other
 agent wrote it.
 
 {crash_table(peers["crash"])}
+
+**Repeats, planned and collateral; the effect under documented keys.** A kill the plan puts after
+a stage's work (done, and the engine not told) makes every engine repeat that stage once: those
+repeats are *planned*. Every other repeat is *collateral* (work in flight beside a kill, the kill
+while waiting, the server restart). The send also delivers its effect to a receiver with a unique
+key, passing the engine's documented idempotency key (DSMO: the stage message's `idempotency_key`;
+raw Temporal: workflow run id + activity id; DBOS: workflow id + step id; LangGraph: thread id +
+node): there an effect is applied twice only if one run's deliveries carried different keys.
+
+{repeats_table(peers["crash"])}
 {END}"""

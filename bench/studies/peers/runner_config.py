@@ -15,6 +15,12 @@ from dsmo.runtime.storage import artifact_store
 # The lines of user code a contender's graph took are counted between these markers.
 USER_CODE_BEGIN, USER_CODE_END = "# -- user code begins --", "# -- user code ends --"
 
+# Stage executions one runner runs at once in the crash test, the same for every contender, so a
+# SIGKILL finds as much work in flight in each: DSMO's worker and the raw Temporal worker have as
+# many activity slots (in every phase), LangGraph's runner as many job slots, DBOS's stages go
+# through a queue with this `worker_concurrency`.
+STAGE_SLOTS = 16
+
 
 @dataclass(frozen=True)
 class RunnerConfig:
@@ -25,6 +31,8 @@ class RunnerConfig:
     task_queue: str
     wait_seconds: float
     port: int
+    # True in the crash test: the runner runs at most `STAGE_SLOTS` stage executions at once.
+    capped: bool = False
 
     @classmethod
     def from_env(cls) -> RunnerConfig:
@@ -37,6 +45,7 @@ class RunnerConfig:
             task_queue=os.environ.get("PEERS_TASK_QUEUE", "peers"),
             wait_seconds=float(os.environ.get("PEERS_WAIT_S", "60")),
             port=int(os.environ.get("PEERS_PORT", "0")),
+            capped=os.environ.get("PEERS_CAPPED", "") == "1",
         )
 
     def to_env(self) -> dict[str, str]:
@@ -48,6 +57,7 @@ class RunnerConfig:
             "PEERS_TASK_QUEUE": self.task_queue,
             "PEERS_WAIT_S": str(self.wait_seconds),
             "PEERS_PORT": str(self.port),
+            "PEERS_CAPPED": "1" if self.capped else "",
         }
 
     def work(self, *, with_store: bool = True) -> PeerWork:

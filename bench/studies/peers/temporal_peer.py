@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.studies.peers.peer_work import PeerWork
-from bench.studies.peers.runner_config import RunnerConfig
+from bench.studies.peers.runner_config import STAGE_SLOTS, RunnerConfig
 from dsmo.config.settings import Settings
 
 STAGE_TIMEOUT = timedelta(seconds=5)  # as the DSMO definition's stages
@@ -30,10 +30,15 @@ STAGE_TIMEOUT = timedelta(seconds=5)  # as the DSMO definition's stages
 class PeerRun:
     def __init__(self) -> None:
         self.reply: str | None = None
+        self.waits = False
 
     @workflow.signal
     def answer(self, text: str) -> None:
         self.reply = text
+
+    @workflow.query
+    def waiting(self) -> bool:
+        return self.waits
 
     @workflow.run
     async def run(self, run_id: str, input_uri: str, wait_seconds: float) -> None:
@@ -42,6 +47,7 @@ class PeerRun:
             uri = await workflow.execute_activity(
                 "peer_stage", args=[run_id, stage, uri], result_type=str, start_to_close_timeout=STAGE_TIMEOUT
             )
+        self.waits = True
         try:
             await workflow.wait_condition(lambda: self.reply is not None, timeout=timedelta(seconds=wait_seconds))
             ended_by = "reply"
@@ -57,7 +63,8 @@ def activities(work: PeerWork) -> list[Callable[..., Any]]:
 
     @activity.defn(name="peer_send")
     def send(run_id: str, input_uri: str, ended_by: str) -> None:
-        work.send(run_id, input_uri, ended_by)
+        info = activity.info()  # run id + activity id: the same for every attempt of this activity
+        work.send(run_id, input_uri, ended_by, key=f"{info.workflow_run_id}/{info.activity_id}")
 
     return [stage, send]
 
@@ -68,14 +75,14 @@ def activities(work: PeerWork) -> list[Callable[..., Any]]:
 async def serve(config: RunnerConfig) -> None:
     settings = Settings.from_env()
     client = await Client.connect(settings.temporal.address, namespace=settings.temporal.namespace)
-    with ThreadPoolExecutor(max_workers=16) as threads:
+    with ThreadPoolExecutor(max_workers=STAGE_SLOTS) as threads:
         worker = Worker(
             client,
             task_queue=config.task_queue,
             workflows=[PeerRun],
             activities=activities(config.work()),
             activity_executor=threads,
-            max_concurrent_activities=16,  # as DSMO's worker: one per processor thread
+            max_concurrent_activities=STAGE_SLOTS,  # as DSMO's worker: one per processor thread
         )
         await worker.run()
 

@@ -2,7 +2,8 @@
 
 DSMO runs that wait for a reply are started on one worker process (`dsmo.worker`), then bare
 Temporal workflows that wait for one update on their own worker (`bench.studies.scale.scale_floor`), the same
-number; both are then resumed at the same fixed rate. Measured: start and resume rates of both,
+number; both are then resumed at the same fixed rate, in alternating chunks of `CHUNK` replies
+(so a drift of the machine over the test falls on both). Measured: start and resume rates of both,
 reply latency (the update accepted) with 100 and with all waiting, worker and server memory,
 history bytes of a waiting run started first and last (flat: a run's size does not grow with
 how many wait), and the console's task list with all waiting.
@@ -16,9 +17,9 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil  # type: ignore[import-untyped]
 from temporalio.client import Client
@@ -37,7 +38,9 @@ FIRST = 100  # runs resumed one by one before the rest start: reply latency with
 SAMPLE = 100  # replies timed one by one with all waiting
 START_CONCURRENCY = 40
 RESUME_RATE = 200.0  # replies per second offered to each side when all are resumed
-CHUNK = 2_000  # replies scheduled at a time (no 100,000 sleeping tasks at once)
+CHUNK = 2_000  # replies scheduled at a time (no 100,000 sleeping tasks at once), and each side's turn
+
+T = TypeVar("T")
 
 
 def _rss_mb(pid: int | None) -> float:
@@ -68,6 +71,49 @@ async def _timed_each(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[flo
 
 async def paced(rate: float, calls: Sequence[Callable[[], Awaitable[Any]]], limit: int = 64) -> dict[str, float]:
     """Make ``calls`` at ``rate`` per second (at most ``limit`` at once); the rate achieved and latency."""
+    seconds, latencies = await _paced(rate, calls, limit)
+    return _rates(rate, len(calls), seconds, latencies)
+
+
+def alternated(sides: Mapping[str, Sequence[T]], chunk: int) -> list[tuple[str, Sequence[T]]]:
+    """``sides``' items in chunks of ``chunk``, taking turns, the side that goes first swapping each
+    round (A B, B A, A B, ...), so a drift of the machine over the test falls on every side alike."""
+    order = list(sides)
+    rounds = max((len(items) + chunk - 1) // chunk for items in sides.values()) if sides else 0
+    turns: list[tuple[str, Sequence[T]]] = []
+    for index in range(rounds):
+        for name in order if index % 2 == 0 else order[::-1]:
+            part = sides[name][index * chunk : (index + 1) * chunk]
+            if part:
+                turns.append((name, part))
+    return turns
+
+
+async def paced_sides(
+    rate: float, sides: Mapping[str, Sequence[Callable[[], Awaitable[Any]]]], chunk: int = CHUNK, limit: int = 64
+) -> dict[str, dict[str, float]]:
+    """`paced` for several sides, alternating in chunks (`alternated`); each side's rate is its
+    calls over the seconds of its own chunks, its latency from its own calls."""
+    seconds = dict.fromkeys(sides, 0.0)
+    latencies: dict[str, list[float]] = {name: [] for name in sides}
+    for name, calls in alternated(sides, chunk):
+        took, measured = await _paced(rate, calls, limit)
+        seconds[name] += took
+        latencies[name] += measured
+    return {name: _rates(rate, len(sides[name]), seconds[name], latencies[name]) for name in sides}
+
+
+def _rates(rate: float, count: int, seconds: float, latencies: list[float]) -> dict[str, float]:
+    return {
+        "offered_per_s": rate,
+        "achieved_per_s": count / seconds if seconds else float("nan"),
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+    }
+
+
+async def _paced(rate: float, calls: Sequence[Callable[[], Awaitable[Any]]], limit: int) -> tuple[float, list[float]]:
+    """Make ``calls`` at ``rate`` per second, at most ``limit`` at once: the seconds taken and each call's latency."""
     gate = asyncio.Semaphore(limit)
     latencies: list[float] = []
     began = time.perf_counter()
@@ -83,13 +129,7 @@ async def paced(rate: float, calls: Sequence[Callable[[], Awaitable[Any]]], limi
 
     for offset in range(0, len(calls), CHUNK):
         await asyncio.gather(*(one(offset + i, call) for i, call in enumerate(calls[offset : offset + CHUNK])))
-    seconds = time.perf_counter() - began
-    return {
-        "offered_per_s": rate,
-        "achieved_per_s": len(calls) / seconds,
-        "p50": percentile(latencies, 50),
-        "p95": percentile(latencies, 95),
-    }
+    return time.perf_counter() - began, latencies
 
 
 async def _history_bytes(client: Client, run_id: str) -> int:
@@ -147,11 +187,17 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
         console = await console_latency(settings, client, definition.agent, rest)
 
         left = [run_id for run_id in rest if run_id not in set(sample)]
-        resume = await paced(RESUME_RATE, [partial(dsmo.respond, run_id, "go") for run_id in left])
-        floor_resume = await paced(
+        # Both sides resumed in alternating chunks (DSMO, bare, bare, DSMO, ...), not one after the other.
+        resumed = await paced_sides(
             RESUME_RATE,
-            [partial(client.get_workflow_handle(run_id).execute_update, "reply", "go") for run_id in floor_ids],
+            {
+                "dsmo": [partial(dsmo.respond, run_id, "go") for run_id in left],
+                "floor": [
+                    partial(client.get_workflow_handle(run_id).execute_update, "reply", "go") for run_id in floor_ids
+                ],
+            },
         )
+        resume, floor_resume = resumed["dsmo"], resumed["floor"]
         finished = True
         return {
             "console": console,

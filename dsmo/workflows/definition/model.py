@@ -127,6 +127,9 @@ class AgentDefinition(CamelModel):
         budget: What a run may spend on model calls (tokens, costUsd, modelCalls), checked before
             each one.
         on_budget: Where a run that spent its budget goes (default: the fail-safe route).
+        local_stages: Which `run_agent` stages run as Temporal local activities (inside the
+            workflow's task, no server round trip per attempt): ``auto`` (default) those with a
+            timeout of at most 10 s, ``always``, or ``never``; a node's ``local`` overrides it.
     """
 
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$")
@@ -161,6 +164,9 @@ class AgentDefinition(CamelModel):
     # has (else the fail-safe route). None when absent: definitions without it keep their version.
     budget: Budget | None = None
     on_budget: str | None = None
+    # How `run_agent` stages run: `auto` (when absent) makes those with a timeout of 10 s or less
+    # local activities, `always` and `never` decide for all; a node's `local` decides for itself.
+    local_stages: Literal["auto", "always", "never"] | None = None
 
     @model_validator(mode="after")
     def _check_graph(self, info: ValidationInfo) -> AgentDefinition:

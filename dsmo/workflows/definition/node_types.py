@@ -372,6 +372,9 @@ class RunAgentNode(_Node):
     retry: RetrySpec = Field(default_factory=RetrySpec)
     # At most so many of this stage's runs start per period, per key value (flow_control.Throttle).
     throttle: Throttle | None = None
+    # Each attempt as a Temporal local activity (true) or a regular one (false); absent, the
+    # definition's `localStages` decides (local_stages.py).
+    local: bool | None = None
 
 
 class LlmNode(_Node):

@@ -26,6 +26,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
+from dsmo.workflows.definition.local_stages import chosen_by_default, runs_locally
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
 from dsmo.workflows.nodes.budgets import before_model_call
@@ -36,6 +37,7 @@ from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
 from dsmo.workflows.run.spend import count_model_calls
+from dsmo.workflows.run.status_writes import FEWER_WRITES_PATCH
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
@@ -98,6 +100,11 @@ async def stage_visit(
     replay = run.replay
     llm = model_call(run, node_id, node, stage_path, visit, turn) if isinstance(node, LlmNode) else None
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
+    # Runs started before local stages ran their short stages as regular activities under the
+    # same default; they keep doing so.
+    local = runs_locally(run.definition, node) and (
+        not chosen_by_default(run.definition, node) or workflow.patched(FEWER_WRITES_PATCH)
+    )
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
         task = contracts.StageTask(
@@ -139,6 +146,7 @@ async def stage_visit(
                 heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
                 retry_policy=SINGLE_ATTEMPT,
                 summary=f"{node_id}: {node.agent} (attempt {attempt})",
+                local=local,
             )
         except ActivityFailed as failed:
             failure = classify(failed.error)

@@ -87,6 +87,7 @@ async def call(
                 start_to_close_timeout=start_to_close_timeout,
                 schedule_to_close_timeout=schedule_to_close_timeout,
                 retry_policy=retry_policy,
+                summary=summary,
             )
         else:
             result = await workflow.execute_activity(
@@ -103,6 +104,13 @@ async def call(
         if not cancellation_is_failure:
             raise_if_cancelled(err)
         raise ActivityFailed(activity, err) from None
+    except ApplicationError as err:
+        if not local:
+            raise
+        # A local activity that raised comes back as its own error, not wrapped in an
+        # ActivityError as a regular one (or a local one that timed out) does: wrap it, so
+        # every caller sees one kind of failure.
+        raise ActivityFailed(activity, _wrapped(activity, err)) from None
     return result
 
 
@@ -129,6 +137,20 @@ async def call_or_end(
         )
     except ActivityFailed as failure:
         raise RunEnded(RunStatus.FAILED, node_id, f"{failed}: {failure.message}") from None
+
+
+def _wrapped(activity: str, err: ApplicationError) -> ActivityError:
+    wrapper = ActivityError(
+        "Local activity error",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=activity,
+        activity_id="",
+        retry_state=None,
+    )
+    wrapper.__cause__ = err
+    return wrapper
 
 
 def raise_if_cancelled(err: ActivityError) -> None:

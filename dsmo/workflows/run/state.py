@@ -22,6 +22,7 @@ from dsmo.workflows.events.inbox import InboxEntry, inbox_view
 from dsmo.workflows.events.resume_events import EventAck, ResumeEvent
 from dsmo.workflows.events.seen_ids import SeenIds
 from dsmo.workflows.run.audit import AuditTrail
+from dsmo.workflows.run.status_writes import StatusWrites
 
 # Keyword search attributes are indexed up to a bounded length; an address longer than this is cut.
 ASSIGNEE_CHARS = 200
@@ -69,8 +70,7 @@ class RunState:
     throttled: str | None = None  # a stage waiting for its throttle's token (throttle_pass.py)
     path: list[str] = field(default_factory=list)  # nodes in the order they ran: the state path
     config_ref: str | None = None
-    # A run started without DSMO's client (`temporal workflow start`) has no AgentName or
-    # WorkflowVersion: the first upsert sets them too.
+    # Started without DSMO's client: no AgentName or WorkflowVersion, set by the first upsert.
     identity_unpublished: bool = False
     # WaitingOn and WaitingSince hold a value: the next upsert outside a wait clears them.
     wait_attributes_set: bool = False
@@ -84,6 +84,8 @@ class RunState:
     usage_published: tuple[float, int] | None = None
     # The run budget's limits a person raised (`BUDGET_DECIDED`), over the definition's.
     budget_raised: dict[str, int | float] = field(default_factory=dict)
+    # This execution's writes of the search attributes: merged, one per activation at most.
+    writes: StatusWrites = field(default_factory=StatusWrites)
 
     # -- status -----------------------------------------------------------------------------
 
@@ -120,7 +122,10 @@ class RunState:
         return f"status: the run is ending ({self.ending.value}); it takes no more requests"
 
     def publish(self, *, shown: RunStatus | None = None) -> None:
-        """Mirror status (or ``shown``) and wait to the search attributes."""
+        """Mirror status (or ``shown``) and wait to the search attributes (status_writes.py)."""
+        self.writes.write(lambda: self._status_updates(shown))
+
+    def _status_updates(self, shown: RunStatus | None) -> list[SearchAttributeUpdate[Any]]:
         status = shown or self.status
         updates: list[SearchAttributeUpdate[Any]] = [sa.AGENT_EXECUTION_STATUS.value_set(status.value)]
         if self.identity_unpublished:
@@ -142,7 +147,7 @@ class RunState:
             else:
                 updates.append(sa.WAITING_UNTIL.value_unset())
         updates += self._spend_updates()
-        workflow.upsert_search_attributes(updates)
+        return updates
 
     def _spend_updates(self) -> list[SearchAttributeUpdate[Any]]:
         """The run's spend, when it changed since the search attributes last showed it."""

@@ -161,3 +161,81 @@ async def test_a_second_first_execution_keeps_the_committed_output(harness: Harn
     assert harness.store.read_json(harness.store.uri(key))["output"] == {"from": "first"}
     succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"]
     assert succeeded[0].data["reused"] is True
+
+
+def short_stage(agent: str, **node: Any) -> AgentDefinition:
+    """A stage with a 5 s timeout (local by default) and 0.2 s back-offs without jitter."""
+    retry = {"maxAttempts": 4, "initialInterval": "200ms", "backoffCoefficient": 1.0, "jitter": 0}
+    work = {"actionType": "run_agent", "agent": agent, "timeout": "5s", "retry": retry, **node}
+    return parse_definition({"agent": f"short-{agent}", "start": "work", "nodes": {"work": work}})
+
+
+async def history_of(harness: Harness, run_id: str) -> list[Any]:
+    return list((await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events)
+
+
+def backoffs_waited(events: list[Any]) -> list[float]:
+    """Seconds between each 0.2 s timer's start and its firing, as the server recorded them."""
+    started = {
+        e.event_id: e.event_time.ToDatetime()
+        for e in events
+        if e.HasField("timer_started_event_attributes")
+        and e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta().total_seconds() == 0.2
+    }
+    return [
+        (e.event_time.ToDatetime() - started[e.timer_fired_event_attributes.started_event_id]).total_seconds()
+        for e in events
+        if e.HasField("timer_fired_event_attributes") and e.timer_fired_event_attributes.started_event_id in started
+    ]
+
+
+@pytest.mark.parametrize("local", [True, False])
+async def test_a_short_stage_runs_locally_with_the_same_trail_and_its_backoffs_on_time(
+    harness: Harness, local: bool
+) -> None:
+    definition = short_stage("flaky", **({} if local else {"local": False}))
+    run_id = await harness.start(definition, {"x": 1})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and CALLS[run_id] == 3
+    assert result.variables["stages"]["work"]["attempt"] == 3
+    types = [e.type for e in await harness.dsmo.events(run_id) if e.type.startswith("STAGE_")]
+    assert types == ["STAGE_ENQUEUED", "STAGE_FAILED"] * 2 + ["STAGE_ENQUEUED", "STAGE_STARTED", "STAGE_SUCCEEDED"]
+    events = await history_of(harness, run_id)
+    scheduled = [e for e in events if e.HasField("activity_task_scheduled_event_attributes")]
+    markers = [e for e in events if e.HasField("marker_recorded_event_attributes")]
+    if local:  # three attempts, each a marker; no activity through the server
+        assert scheduled == [] and len(markers) >= 3
+    else:
+        assert [e.activity_task_scheduled_event_attributes.activity_type.name for e in scheduled] == ["run_stage"] * 3
+    # The embedded stack fires timers within 50 ms of their time (history.timerProcessorMaxTimeShift):
+    # Temporal's default let a 0.2 s back-off wait a full second.
+    waited = backoffs_waited(events)
+    assert len(waited) == 2 and all(0.2 <= seconds < 0.4 for seconds in waited), waited
+
+
+async def test_a_local_attempt_run_again_after_a_crash_reuses_what_it_wrote(harness: Harness) -> None:
+    # A worker that dies after a local attempt wrote its output, before its workflow task
+    # completed, leaves no record of the attempt: the next worker runs attempt 1 again. That
+    # attempt finds the output and reports it; the processor does not run a second time.
+    definition = short_stage("steady")
+    run_id = f"local-again-{harness.task_queue}"
+    key = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/output.json"
+    harness.store.put_json_once(key, {"output": {"from": "lost task"}, "summary": {"ok": "lost task"}})
+    await harness.start(definition, {}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert CALLS.get(run_id, 0) == 0
+    assert result.variables["stages"]["work"]["summary"] == {"ok": "lost task"}
+    succeeded = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"]
+    assert succeeded[0].attempt == 1 and succeeded[0].data["reused"] is True
+
+
+async def test_a_local_stage_that_cannot_succeed_is_dead_lettered(harness: Harness) -> None:
+    run_id = await harness.start(short_stage("picky"), {"amount": -1})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.FAILED and result.failed_action_id == "work"
+    assert result.error_message is not None and "input.amount: must be positive" in result.error_message
+    types = [e.type for e in await harness.dsmo.events(run_id)]
+    assert types[-3:] == ["STAGE_FAILED", "DEAD_LETTERED", "RUN_ABORTED"]
+    letter = harness.store.read_json(harness.store.uri(f"dlq/{run_id}/work.json"))
+    assert letter["errorType"] == "InvalidInput" and letter["attempts"] == 1
