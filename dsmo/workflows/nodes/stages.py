@@ -37,7 +37,6 @@ from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
 from dsmo.workflows.run.spend import count_model_calls
-from dsmo.workflows.run.status_writes import FEWER_WRITES_PATCH
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
@@ -101,9 +100,9 @@ async def stage_visit(
     llm = model_call(run, node_id, node, stage_path, visit, turn) if isinstance(node, LlmNode) else None
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
     # Runs started before local stages ran their short stages as regular activities under the
-    # same default; they keep doing so.
+    # same default; they keep doing so (the patch is status_writes.py's).
     local = runs_locally(run.definition, node) and (
-        not chosen_by_default(run.definition, node) or workflow.patched(FEWER_WRITES_PATCH)
+        not chosen_by_default(run.definition, node) or state.writes.merge_from_now()
     )
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
@@ -135,19 +134,7 @@ async def stage_visit(
             data={"agent": node.agent, "idempotencyKey": key},
         )
         try:
-            summary = await call(
-                contracts.RUN_STAGE,
-                task,
-                result_type=contracts.StageSummary,
-                start_to_close_timeout=node.timeout,
-                # A model call heartbeats while it waits for the answer: a dead worker is seen in
-                # seconds, not after the node's timeout (docs/reliability.md: upgrade activity
-                # workers first, as one from before heartbeats would see its long calls retried).
-                heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
-                retry_policy=SINGLE_ATTEMPT,
-                summary=f"{node_id}: {node.agent} (attempt {attempt})",
-                local=local,
-            )
+            summary = await _attempt(run, node_id, node, task, local=local)
         except ActivityFailed as failed:
             failure = classify(failed.error)
             errors.append(f"attempt {attempt}: {failure.error_type}: {failure.message}")
@@ -165,6 +152,35 @@ async def stage_visit(
         _commit(run, node_id, node, task, summary)
         return task, summary
     raise AssertionError("unreachable: the last attempt commits or dead-ends")  # pragma: no cover
+
+
+async def _attempt(
+    run: Run, node_id: str, node: StageNode, task: contracts.StageTask, *, local: bool
+) -> contracts.StageSummary:
+    """One attempt of the stage, as a regular or a local activity.
+
+    Raises:
+        ActivityFailed: The attempt failed.
+    """
+    if local:
+        run.state.writes.hold()  # a status write due now is merged with what follows the attempt
+    try:
+        return await call(
+            contracts.RUN_STAGE,
+            task,
+            result_type=contracts.StageSummary,
+            start_to_close_timeout=node.timeout,
+            # A model call heartbeats while it waits for the answer: a dead worker is seen in
+            # seconds, not after the node's timeout (docs/reliability.md: upgrade activity
+            # workers first, as one from before heartbeats would see its long calls retried).
+            heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
+            retry_policy=SINGLE_ATTEMPT,
+            summary=f"{node_id}: {node.agent} (attempt {task.attempt})",
+            local=local,
+        )
+    finally:
+        if local:
+            run.state.writes.release()
 
 
 def _commit(

@@ -106,6 +106,10 @@ async def await_event(
     if run.replay is not None:
         return await _replay_wait(run, node_id, kind, options, data)
     while True:
+        if state.inbox:
+            # An event kept for this wait may take it at once: then the run writes no status for
+            # the wait (status_writes.py), where it wrote WAITING and RUNNING.
+            state.writes.merge_from_now()
         if resume is not None:
             until = resume.until or workflow.now()
             waiting = Waiting(kind, node_id, until, dict(resume.data), list(resume.requested), dict(resume.received))
