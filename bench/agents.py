@@ -2,8 +2,9 @@
 
 Each stage reads its input document, and its output carries the input's id, route and workload
 forward, so every later stage knows which input (and so which faults) it serves. Faults come
-from `bench.paired`, keyed by input, replay, stage and attempt. B3's agent runs inside DSMO's
-worker; B1's and B2's run in the consumer processes (`bench.consumer`). Each logs its executions
+from `bench.paired`, keyed by input, stage and attempt (a replay meets its original's draws).
+B3's agent runs inside DSMO's worker; B1's and B2's run in the consumer processes
+(`bench.consumer`). Each logs its executions
 to the shared log, with the fault it drew; B3's also keeps an in-memory log, which the floor
 comparison times stages by.
 
@@ -111,13 +112,12 @@ class B3Agent:
     def _work(self, document: Any, message: StageMessage) -> ProcessorOutput:
         document = document if isinstance(document, dict) else {}
         workload, input_id = str(document.get("workload", "")), str(document.get("input", ""))
-        replay = replay_index(message.run_id)
         # Runs that are not Table 1's carry no workload: they meet no faults.
         rates = RATES.get(workload, NO_FAULTS)
-        fault = draw(rates, self.seed, input_id, replay, message.stage, message.attempt)
+        fault = draw(rates, self.seed, input_id, message.stage, message.attempt)
         started = time.time()
 
-        def record(outcome: str) -> None:
+        def record(outcome: str, wrote: str = "") -> None:
             self.log.add(message.run_id, message.stage, message.attempt, outcome)
             if self.shared is not None:
                 execution = StageExecution(
@@ -130,7 +130,9 @@ class B3Agent:
                     time.time(),
                     exec_id=execution_id(message.stage, message.attempt),
                     fault=fault or "",
-                    fault_key=fault_key(input_id, replay, message.stage, message.attempt),
+                    fault_key=fault_key(input_id, message.stage, message.attempt),
+                    read_uri=message.artifact_in_uri,
+                    wrote_uri=wrote,
                 )
                 self.shared.log("b3", execution)
 
@@ -143,7 +145,9 @@ class B3Agent:
         if fault == "slow":
             time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another meanwhile
         output = output_of(document, message.stage)
-        record(OK)
+        # The stage commits the output to this attempt's key after the agent returns; a crash
+        # before the commit writes nothing.
+        record(OK, "" if fault == "crash" else message.artifact_out_uri)
         if fault == "crash":
             activity.raise_complete_async()  # the worker "dies": no completion, no commit
         if fault == "lost_ack":

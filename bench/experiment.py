@@ -1,12 +1,13 @@
-"""Table 1's experiment, paired: B3 on DSMO, B1 and B2 on a real at-least-once queue.
+"""Table 1's experiment, paired: B3 on DSMO; B1, B1' and B2 on a real at-least-once queue.
 
 Every mode runs the same inputs (`bench.paired.inputs_for`) and meets the same fault schedule,
 which the agents' logged draws prove (`bench.pairing`).
 Each input runs once, then is replayed ``replays`` times after its original ended: B3 through
 DSMO's own replay (`dsmo replay`'s API: the run's recorded input and configuration snapshot,
-re-executed as a new linked run), B1 and B2 by re-injecting the original's recorded input into
-their queue. Paths, duplicates and orphans of all three come from the shared execution log by one
-rule (`bench.shared_rule`).
+re-executed as a new linked run), the queue's modes by re-injecting the original's recorded input
+into their queue (B2's replays take the original's logged decisions). A replay meets its
+original's faults. B2 also runs at the other shares of ``b2_sweep``. Paths, duplicates and
+orphans of every mode come from the shared execution log by one rule (`bench.shared_rule`).
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import pairing
 from bench.agents import SLOW_S
+from bench.b2_sweep import sweep_mode
 from bench.jobs import bounded
 from bench.metrics import RunRecord, summarize
 from bench.paired import Input, inputs_checksum, inputs_for, trajectory
 from bench.queue_db import QueueDb, postgres
 from bench.queue_modes import QueueModes
-from bench.scheduled import UNSCHEDULED, scheduled_lineage
+from bench.scheduled import trail_end, trail_result
 from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from dsmo.config.settings import Settings
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
-MODES = ("B3", "B1", "B2")
+MODES = ("B3", "B1", "B1p", "B2")  # B1p: B1', the deduplicated choreography
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,11 @@ class PaperExperiment:
                     count, concurrency = self._shape(workload)
                     inputs = inputs_for(workload, count, seed)
                     results[workload] = {}
-                    for mode in MODES:
+                    modes = (*MODES, *(sweep_mode(share) for share in self.config.b2_sweep))
+                    for mode in modes:
                         progress(f"{workload} {mode}" + ("" if seed == self.config.seed else f" (seed {seed})"))
                         results[workload][mode] = await self._mode(db, queue, mode, workload, inputs, concurrency, tag)
-                    draws = {mode: await asyncio.to_thread(db.draws, mode.lower(), workload) for mode in MODES}
+                    draws = {mode: await asyncio.to_thread(db.draws, mode.lower(), workload) for mode in modes}
                     results[workload]["pairing"] = pairing.compare(draws)
             finally:
                 self.agent.shared, self.agent.seed = None, self.config.seed
@@ -170,16 +173,15 @@ class PaperExperiment:
             trail = await asyncio.to_thread(self._audit_trail, run.run_id)
             dlq, events = sum(e["type"] == "DEAD_LETTERED" for e in trail), len(trail)
             stored = await self._b3_bytes(run.run_id, definition(workload).workflow_version)
-            lineage = scheduled_lineage(trail)
-            executions = [replace(e, parent=lineage.parents.get(e.exec_id, UNSCHEDULED)) for e in executions]
-            verdict = judge(executions, valid, ended_at=lineage.ended_at, accepted=lineage.accepted)
+            verdict = judge(executions, valid, ended_at=trail_end(trail), result_uri=trail_result(trail))
         else:
             sent, message_bytes, dlq = await asyncio.to_thread(db.counts, run.run_id)
             events = sent
             artifacts = await asyncio.to_thread(self._prefix_bytes, f"artifacts/bench-{mode.lower()}/{run.run_id}/")
             stored = artifacts + message_bytes
             ended = await asyncio.to_thread(db.endings, [run.run_id])
-            verdict = judge(executions, valid, ended_at=ended.get(run.run_id))
+            result = await asyncio.to_thread(db.result_uri, run.run_id)
+            verdict = judge(executions, valid, ended_at=ended.get(run.run_id), result_uri=result)
         return RunRecord(
             run.run_id,
             run.item.input_id,
@@ -194,6 +196,8 @@ class PaperExperiment:
             events=events,
             bytes_stored=stored,
             orphans_lineage=verdict.orphans_lineage,
+            unlinked=verdict.unlinked,
+            late=verdict.late,
             attempts=verdict.attempts,
             valid_path=verdict.valid_path,
             retries=verdict.retries,

@@ -28,6 +28,8 @@ class RunRecord:
     events: int = 0  # audit/log events recorded for the run
     bytes_stored: int = 0  # history + artifacts + audit
     orphans_lineage: int = 0  # stage executions whose lineage is not a valid trajectory's, or late
+    unlinked: int = 0  # stage executions whose lineage is not a prefix of the accepted trajectory
+    late: int = 0  # stage executions that started after the run ended
     attempts: list[str] = field(default_factory=list)  # the sequence of states: stage:outcome, in order
     valid_path: bool = False  # the collapsed path is the input's valid trajectory
     retries: list[tuple[str, float]] = field(default_factory=list)  # (what failed, seconds to the next attempt)
@@ -136,6 +138,8 @@ def summarize(records: Sequence[RunRecord], wall_seconds: float) -> dict[str, fl
         "duplicates_per_run": per_run(records, "duplicates"),
         "orphans_per_run": per_run(records, "orphans"),
         "orphans_lineage_per_run": per_run(records, "orphans_lineage"),
+        "unlinked_per_run": per_run(records, "unlinked"),
+        "late_per_run": per_run(records, "late"),
         "dlq_per_run": per_run(records, "dlq"),
         "latency_p50_s": lat["p50"],
         "latency_p95_s": lat["p95"],

@@ -1,8 +1,9 @@
 """Paired experiments: every mode gets the same inputs and meets the same faults.
 
 An input is an id and a route (W2-W4 branch on it). A fault is drawn from a generator seeded by
-(seed, input id, replay index, stage, attempt), never by a run id, so B1, B2 and B3 meet the same
-fault on the same attempt of the same stage of the same input. The kinds mean the same in every
+(seed, input id, stage, attempt), never by a run id nor a replay index, so every mode meets the
+same fault on the same attempt of the same stage of the same input, and a replay meets its
+original's. The kinds mean the same in every
 mode:
 
 - ``transient``: the agent fails before working; retried (a redelivery, or Temporal's retry);
@@ -93,14 +94,15 @@ RATES = {
 NO_FAULTS = FaultRates()  # runs that are not Table 1's (the floor, flow control, subjects)
 
 
-def fault_key(input_id: str, replay: int, stage: str, attempt: int) -> str:
-    """What a fault draw is keyed on, as every agent logs it beside the fault it drew."""
-    return f"{input_id}|{replay}|{stage}|{attempt}"
+def fault_key(input_id: str, stage: str, attempt: int) -> str:
+    """What a fault draw is keyed on, as every agent logs it beside the fault it drew. No replay
+    index: a replay meets its original's faults, so SPS measures the system, not two draws."""
+    return f"{input_id}|{stage}|{attempt}"
 
 
-def draw(rates: FaultRates, seed: int, input_id: str, replay: int, stage: str, attempt: int) -> str | None:
-    """The fault of one attempt of one stage of one input's run (original: replay 0), if any."""
-    roll = random.Random(f"{seed}|{fault_key(input_id, replay, stage, attempt)}").random()
+def draw(rates: FaultRates, seed: int, input_id: str, stage: str, attempt: int) -> str | None:
+    """The fault of one attempt of one stage of one input's runs (its original and replays), if any."""
+    roll = random.Random(f"{seed}|{fault_key(input_id, stage, attempt)}").random()
     bound = 0.0
     for kind in FAULT_KINDS:
         if not rates.strikes(kind, stage):

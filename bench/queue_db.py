@@ -46,13 +46,17 @@ CREATE TABLE IF NOT EXISTS sent (mode text, run_id text, stage text, bytes int, 
 CREATE INDEX IF NOT EXISTS sent_run ON sent (run_id);
 CREATE TABLE IF NOT EXISTS dead_letters (mode text, run_id text, stage text, reason text, at double precision);
 CREATE INDEX IF NOT EXISTS dead_run ON dead_letters (run_id);
-CREATE TABLE IF NOT EXISTS ends (mode text, run_id text, stage text, at double precision);
+CREATE TABLE IF NOT EXISTS ends (mode text, run_id text, stage text, at double precision, uri text);
 CREATE INDEX IF NOT EXISTS ends_run ON ends (run_id);
 CREATE TABLE IF NOT EXISTS executions (
     mode text, run_id text, stage text, attempt int, consumer text, outcome text,
     started double precision, finished double precision,
-    exec_id text, parent text, fault text, fault_key text);
+    exec_id text, parent text, fault text, fault_key text, read_uri text, wrote_uri text);
 CREATE INDEX IF NOT EXISTS executions_run ON executions (run_id);
+CREATE TABLE IF NOT EXISTS enqueued (mode text, run_id text, stage text, PRIMARY KEY (mode, run_id, stage));
+CREATE TABLE IF NOT EXISTS decisions (
+    mode text, run_id text, stage text, hop int, choice text, source text, at double precision,
+    PRIMARY KEY (mode, run_id, stage, hop));
 """
 
 
@@ -131,6 +135,49 @@ class QueueDb:
                 "INSERT INTO sent VALUES (%s, %s, %s, %s, %s)", (mode, run_id, stage, len(text), time.time())
             )
 
+    def enqueue_and_ack(self, message: Message, stage: str | None, body: dict[str, Any], end_uri: str = "") -> None:
+        """B1': enqueue ``stage`` once per (run, stage) and delete ``message``, in one transaction
+        (``stage`` None: the chain ends here, with ``end_uri``). A redelivery that gets here
+        again enqueues nothing: the first enqueue of the stage stands."""
+        text = json.dumps(body)
+        with self.conn.transaction():
+            if stage is None:
+                self.conn.execute(
+                    "INSERT INTO ends VALUES (%s, %s, %s, %s, %s)",
+                    (message.mode, message.run_id, message.stage, time.time(), end_uri),
+                )
+            else:
+                fresh = self.conn.execute(
+                    "INSERT INTO enqueued VALUES (%s, %s, %s) ON CONFLICT (mode, run_id, stage) DO NOTHING RETURNING 1",
+                    (message.mode, message.run_id, stage),
+                ).fetchone()
+                if fresh is not None:
+                    self.conn.execute(
+                        "INSERT INTO queue (mode, run_id, input_id, replay, workload, stage, body, visible_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, now() + make_interval(secs => %s))",
+                        (*_route(message), stage, text, random.random() * JITTER_S),
+                    )
+                    self.conn.execute(
+                        "INSERT INTO sent VALUES (%s, %s, %s, %s, %s)",
+                        (message.mode, message.run_id, stage, len(text), time.time()),
+                    )
+            self.conn.execute("DELETE FROM queue WHERE id = %s", (message.id,))
+
+    def decision(self, mode: str, run_id: str, stage: str, hop: int) -> str | None:
+        """B2: the choice logged at (``stage``, ``hop``) of ``run_id`` ("" stops; None: none logged)."""
+        row = self.conn.execute(
+            "SELECT choice FROM decisions WHERE mode = %s AND run_id = %s AND stage = %s AND hop = %s",
+            (mode, run_id, stage, hop),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def record_decision(self, mode: str, run_id: str, stage: str, hop: int, choice: str, source: str) -> None:
+        """B2: log a choice (the first at a (run, stage, hop) stands: a redelivery decides nothing new)."""
+        self.conn.execute(
+            "INSERT INTO decisions VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (mode, run_id, stage, hop, choice, source, time.time()),
+        )
+
     def receive(self, mode: str) -> Message | None:
         """Take the next visible message of ``mode``, hiding it for the visibility timeout."""
         row = self.conn.execute(
@@ -181,9 +228,14 @@ class QueueDb:
         ).fetchall()
         return [(str(run_id), str(key), str(fault)) for run_id, key, fault in rows]
 
-    def finish(self, mode: str, run_id: str, stage: str) -> None:
-        """An agent enqueued nothing after ``stage``: a chain of the run ended there."""
-        self.conn.execute("INSERT INTO ends VALUES (%s, %s, %s, %s)", (mode, run_id, stage, time.time()))
+    def finish(self, mode: str, run_id: str, stage: str, uri: str = "") -> None:
+        """An agent enqueued nothing after ``stage``: a chain of the run ended there, with ``uri``."""
+        self.conn.execute("INSERT INTO ends VALUES (%s, %s, %s, %s, %s)", (mode, run_id, stage, time.time(), uri))
+
+    def result_uri(self, run_id: str) -> str | None:
+        """The output the run's first chain ended with (None: no chain ended)."""
+        row = self.conn.execute("SELECT uri FROM ends WHERE run_id = %s ORDER BY at LIMIT 1", (run_id,)).fetchone()
+        return str(row[0]) if row and row[0] else None
 
     def endings(self, run_ids: list[str]) -> dict[str, float]:
         """When each run's first chain ended or was dead-lettered, for the runs that have."""
@@ -205,3 +257,8 @@ class QueueDb:
     def pending(self, mode: str) -> int:
         row = self.conn.execute("SELECT count(*) FROM queue WHERE mode = %s", (mode,)).fetchone()
         return int(row[0]) if row else 0
+
+
+def _route(message: Message) -> tuple[str, str, str, int, str]:
+    """The columns a stage enqueued after ``message`` shares with it: mode, run, input, replay, workload."""
+    return message.mode, message.run_id, message.input_id, message.replay, message.workload

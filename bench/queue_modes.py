@@ -1,4 +1,4 @@
-"""B1 and B2 on the real queue: the consumer processes, and each run's start and end.
+"""B1, B1' and B2 on the real queue: the consumer processes, and each run's start and end.
 
 A run starts when its first stage is enqueued and ends when its first chain ends (an agent
 enqueued nothing more) or a message of it is dead-lettered. The consumers run as separate
@@ -85,9 +85,15 @@ class QueueModes:
             "--seed",
             str(self.seed),
             "--ambiguity",
-            str(self.ambiguity if mode == "b2" else 0.0),
+            str(self.share(mode)),
             env=env,
         )
+
+    def share(self, mode: str) -> float:
+        """B2's share of deviating runs: the configured one, or a sweep mode's own (``b2s05``: 5%)."""
+        if mode.startswith("b2s"):
+            return int(mode[3:]) / 100
+        return self.ambiguity if mode == "b2" else 0.0
 
     async def _watch(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

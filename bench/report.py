@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.b2_sweep import sweep
 from bench.breakdown import breakdown_table
-from bench.table1 import MODES, NAMES, bar_values, pairing_lines, per_workload, spread, table1
+from bench.table1 import NAMES, bar_values, modes_in, pairing_lines, per_workload, spread, table1
 from bench.table1_notes import differences
 
 
@@ -194,6 +195,9 @@ def table1_markdown(results: dict[str, Any]) -> str:
         "Paired, from what the agents drew:",
         pairing_lines(results),
     ]
+    swept = sweep(results)
+    if swept:
+        sections += ["### B2 at each share of runs that deviate (its decisions logged, replays reuse them)", swept]
     repeated = spread(results)
     if repeated:
         sections += [f"### {len(results['repetitions'])} repetitions, each with its own seed", repeated]
@@ -238,7 +242,7 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     figure, axes = plt.subplots(1, 4, figsize=(16, 3.6), sharey=True)
     for axis, workload in zip(axes, ("W1", "W2", "W3", "W4"), strict=True):
-        for mode in MODES:
+        for mode in modes_in(results["workloads"]):
             values = sorted(results["workloads"][workload][mode]["latencies"])
             if values:
                 axis.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=NAMES[mode])
@@ -252,17 +256,18 @@ def draw(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     plt.close(figure)
 
     table = bar_values(results)
-    keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "orphans_lineage_per_run", "dlq_per_run"]
-    figure, axis = plt.subplots(figsize=(10, 4))
-    width = 0.27
-    for index, mode in enumerate(MODES):
+    modes = list(table)
+    keys = ["success_rate", "sps", "rsr", "duplicates_per_run", "unlinked_per_run", "late_per_run", "dlq_per_run"]
+    figure, axis = plt.subplots(figsize=(11, 4))
+    width = 0.8 / len(modes)
+    for index, mode in enumerate(modes):
         axis.bar(
-            [k + (index - 1) * width for k in range(len(keys))],
+            [k + (index - (len(modes) - 1) / 2) * width for k in range(len(keys))],
             [table[mode][key] for key in keys],
             width,
             label=NAMES[mode],
         )
-    axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "orphans/run (lineage)", "DLQ/run"])
+    axis.set_xticks(range(len(keys)), ["success", "SPS", "RSR", "dup/run", "unlinked/run", "late/run", "DLQ/run"])
     axis.set_title("Table 1 metrics (W1-W4)")
     axis.legend(fontsize=8)
     figure.tight_layout()

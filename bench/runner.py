@@ -43,6 +43,7 @@ class BenchConfig:
     w4_inputs: int = 30
     w4_concurrency: int = 10
     ambiguity: float = 0.15  # B2: the share of runs in which its agent decides differently
+    b2_sweep: tuple[float, ...] = ()  # B2 again at these shares (Table 1's sweep), beside ``ambiguity``
     repetitions: int = 1  # Table 1's whole experiment, each with its own seed
     consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
     scale_runs: int = 200
@@ -72,6 +73,7 @@ class BenchConfig:
             w4_inputs=100,
             w4_concurrency=50,
             repetitions=3,
+            b2_sweep=(0.05, 0.30),
             scale_runs=10_000,
             migration_runs=10_000,
             what_if_runs=1_000,

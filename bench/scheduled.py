@@ -1,46 +1,34 @@
-"""B3's lineage, read from its audit trail: which execution each stage attempt was scheduled after.
+"""B3's end, read from its audit trail: when the run ended and with which output, as DSMO recorded it.
 
-DSMO's orchestrator schedules a stage's attempt (`STAGE_ENQUEUED`) only after it accepted the
-output of the stage before (`STAGE_SUCCEEDED`, naming the attempt it committed), so the parent
-of an attempt is the last accepted execution before its scheduling event; the accepted
-executions are the committed attempts, and the run ended at its last event (`RUN_COMPLETED` or
-`RUN_ABORTED`). The queue's agents log their parents themselves (`bench.consumer`).
+B3's lineage is not read from the trail: like every mode's, it comes from what each execution
+read and wrote (`bench.shared_rule.link_by_artifacts`). The trail only says when the run ended
+(`RUN_COMPLETED` or `RUN_ABORTED`) and the last output it committed, as the queue's ``ends``
+table says them for B1 and B2.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bench.agents import execution_id
-from bench.shared_rule import ROOT
-
-UNSCHEDULED = "unscheduled"  # the parent of an execution no scheduling event names: never linked
 ENDINGS = ("RUN_COMPLETED", "RUN_ABORTED")
 
 
-@dataclass
-class ScheduledLineage:
-    """A B3 run's parents, accepted executions and end, by execution id (`bench.agents.execution_id`)."""
-
-    parents: dict[str, str] = field(default_factory=dict)
-    accepted: set[str] = field(default_factory=set)
-    ended_at: float | None = None
-
-
-def scheduled_lineage(trail: Sequence[dict[str, Any]]) -> ScheduledLineage:
-    """Read a run's lineage from its exported trail (events in order)."""
-    found = ScheduledLineage()
-    last_accepted = ROOT
+def trail_end(trail: Sequence[dict[str, Any]]) -> float | None:
+    """When the run ended (a Unix time), from its exported trail; None if it has not."""
+    ended = None
     for event in sorted(trail, key=lambda e: int(e.get("seq", 0))):
-        kind, stage, attempt = event.get("type"), event.get("stage"), event.get("attempt")
-        if kind == "STAGE_ENQUEUED" and stage is not None and attempt is not None:
-            found.parents[execution_id(stage, int(attempt))] = last_accepted
-        elif kind == "STAGE_SUCCEEDED" and stage is not None and attempt is not None:
-            last_accepted = execution_id(stage, int(attempt))
-            found.accepted.add(last_accepted)
-        elif kind in ENDINGS:
-            found.ended_at = datetime.fromisoformat(str(event["at"]).replace("Z", "+00:00")).timestamp()
+        if event.get("type") in ENDINGS:
+            ended = datetime.fromisoformat(str(event["at"]).replace("Z", "+00:00")).timestamp()
+    return ended
+
+
+def trail_result(trail: Sequence[dict[str, Any]]) -> str | None:
+    """The artifact of the last stage output the run committed (`STAGE_SUCCEEDED`), if any."""
+    found = None
+    for event in sorted(trail, key=lambda e: int(e.get("seq", 0))):
+        uris = event.get("artifactUris") or []
+        if event.get("type") == "STAGE_SUCCEEDED" and uris:
+            found = str(uris[-1])
     return found

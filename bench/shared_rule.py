@@ -1,8 +1,8 @@
 """One rule for every mode: a run's path, duplicates and orphans, computed from the execution log.
 
 Every stage execution is logged by the agent that ran it (run, stage, attempt, consumer, outcome,
-start and finish, its own id, the execution that enqueued or scheduled it, and the fault it
-drew), whichever mode it belongs to. The paper (section 2.5.3) defines:
+start and finish, its own id, the artifacts it read and wrote, and the fault it drew), whichever
+mode it belongs to. The paper (section 2.5.3) defines:
 
 - *orphan rate*: "the fraction of stage executions not linked to a valid trajectory";
 - *duplicate processing*: "the fraction of duplicate stage completions";
@@ -26,11 +26,22 @@ the first chain that finished or was dead-lettered):
   (run, stage), wherever they came from (a retry after a timeout, a redelivery, a second chain);
 - **orphans** (the first rule) = executions of a stage not in T, plus executions that started
   after the run ended;
-- **orphans by lineage** (the paper's "not linked to a valid trajectory") = executions whose
-  lineage (the chain of executions that enqueued or scheduled them, back to the run's start)
-  is not a prefix of T made of accepted executions, plus executions that started after the run
-  ended. Accepted executions are those whose output the run went on with: in B3 the attempts
-  the orchestrator committed; in B1 and B2 the chain of the execution that ended the run.
+- **lineage, from data**: every execution logs the artifact it read (``read_uri``) and the one it
+  wrote (``wrote_uri``, empty when it wrote none, as after a crash before the commit); its
+  **parent** is the execution that wrote the artifact it read (the first to finish, when several
+  wrote the same deterministic key); an artifact no execution of the run wrote is the run's input,
+  so its reader's parent is the run's start. No mode's own bookkeeping (a queue message's sender,
+  an orchestrator's schedule) is trusted: only what each execution read and wrote;
+- the **accepted trajectory** is the lineage of the execution that ended the run: the writer of
+  the artifact the run ended with, as its system recorded it (B3: its trail's last committed
+  output; B1 and B2: the output of the chain that ended first), else the first completion of the
+  terminal stage that wrote its output before the end, else the last completion before it;
+- **unlinked** (the paper's "not linked to a valid trajectory") = executions whose chain of
+  parents, back to the run's start, is not a prefix of T through accepted executions;
+- **late** = executions that started after the run ended: reported beside ``unlinked``, not mixed
+  into it (a queue run ends at its first chain's end, before a redelivery of its terminal stage
+  comes back, which the duplicates already count);
+- **orphans by lineage** = unlinked or late (both rules' union, kept for the earlier tables).
 
 The same function judges B1, B2 and B3, so the three columns of Table 1 differ only in what the
 systems did, not in how it was counted.
@@ -40,7 +51,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 OK = "ok"
@@ -61,7 +72,9 @@ class StageExecution:
     exec_id: str = ""  # unique within its run
     parent: str = ROOT  # the execution that enqueued or scheduled this one
     fault: str = ""  # the fault its agent drew ("": none)
-    fault_key: str = ""  # what that draw was keyed on: input|replay|stage|attempt
+    fault_key: str = ""  # what that draw was keyed on: input|stage|attempt
+    read_uri: str = ""  # the artifact it read
+    wrote_uri: str = ""  # the artifact it wrote ("": none)
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class Judgement:
     orphans: int
     executions: int
     orphans_lineage: int = 0
+    unlinked: int = 0
+    late: int = 0
     attempts: list[str] = field(default_factory=list)
     terminal_completed: bool = False
     # (what the earlier attempt met, seconds from its start to the next attempt's start)
@@ -86,7 +101,7 @@ def judge(
     trajectory: Sequence[str],
     *,
     ended_at: float | None = None,
-    accepted: Collection[str] | None = None,
+    result_uri: str | None = None,
 ) -> Judgement:
     """Apply the rule (see the module's docstring) to one run's logged executions.
 
@@ -95,9 +110,11 @@ def judge(
         trajectory: The input's valid trajectory.
         ended_at: When the run ended, as its system recorded it (default: when the first
             completion of the terminal stage finished).
-        accepted: The ids of the executions whose output the run went on with (default: the
-            lineage of the completion that ended the run, for B1 and B2).
+        result_uri: The artifact the run ended with, as its system recorded it (B3: the last
+            committed output in its trail; the queue: the output of the chain that ended it);
+            its writer ended the run. Default: the first completion of the terminal stage.
     """
+    executions = link_by_artifacts(executions)
     terminal = trajectory[-1]
     completions = sorted((e for e in executions if e.outcome == OK), key=lambda e: (e.finished, e.started))
     path: list[str] = []
@@ -114,8 +131,9 @@ def judge(
     late = [end is not None and e.started > end for e in executions]
     orphans = sum(e.stage not in on_trajectory or after for e, after in zip(executions, late, strict=True))
     by_id = {e.exec_id: e for e in executions if e.exec_id}
-    if accepted is None:
-        accepted = {e.exec_id for e in lineage(_ending(completions, terminal, end), by_id)}
+    ending = writer_of(executions, result_uri) if result_uri else None
+    ending = ending or _ending(completions, terminal, end)
+    accepted = {e.exec_id for e in lineage(ending, by_id)}
     unlinked = [not linked(e, by_id, trajectory, accepted) for e in executions]
     return Judgement(
         path=path,
@@ -125,10 +143,38 @@ def judge(
         orphans=orphans,
         executions=len(executions),
         orphans_lineage=sum(a or b for a, b in zip(unlinked, late, strict=True)),
+        unlinked=sum(unlinked),
+        late=sum(late),
         attempts=[f"{e.stage}:{e.outcome}" for e in sorted(executions, key=lambda e: (e.started, e.finished))],
         terminal_completed=per_stage[terminal] > 0,
         retries=retry_gaps(executions),
     )
+
+
+def link_by_artifacts(executions: Sequence[StageExecution]) -> list[StageExecution]:
+    """The executions with their parents from what they read: the execution that wrote the
+    artifact each read (the first to finish among its writers), or the run's start when none did.
+    Executions that logged no read keep the parent they logged (hand-made logs of earlier tests)."""
+    writers = _writers(executions)
+    linked_rows = []
+    for row in executions:
+        writer = writers.get(row.read_uri) if row.read_uri else None
+        linked_rows.append(replace(row, parent=ROOT if writer is None else writer.exec_id) if row.read_uri else row)
+    return linked_rows
+
+
+def _writers(executions: Sequence[StageExecution]) -> dict[str, StageExecution]:
+    """artifact -> the first execution (by finish) that wrote it."""
+    writers: dict[str, StageExecution] = {}
+    for e in sorted(executions, key=lambda e: (e.finished, e.started)):
+        if e.wrote_uri and e.exec_id:
+            writers.setdefault(e.wrote_uri, e)
+    return writers
+
+
+def writer_of(executions: Sequence[StageExecution], uri: str) -> StageExecution | None:
+    """The execution that wrote ``uri`` (the first to finish), if one of ``executions`` did."""
+    return _writers(executions).get(uri)
 
 
 def retry_gaps(executions: Sequence[StageExecution]) -> list[tuple[str, float]]:
@@ -150,7 +196,8 @@ def _ending(completions: list[StageExecution], terminal: str, end: float | None)
     """The completion that ended the run: the first of the terminal stage, else the last before
     the end (a chain an agent stopped early, or a run dead-lettered after it)."""
     before = [c for c in completions if end is None or c.finished <= end]
-    return next((c for c in before if c.stage == terminal), before[-1] if before else None)
+    wrote = [c for c in before if c.wrote_uri] if any(c.wrote_uri for c in completions) else before
+    return next((c for c in wrote if c.stage == terminal), before[-1] if before else None)
 
 
 def lineage(execution: StageExecution | None, by_id: dict[str, StageExecution]) -> list[StageExecution]:

@@ -26,15 +26,21 @@ from bench.metrics import (
 )
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
-MODES = ("B3", "B1", "B2")
-NAMES = {"B3": "DSMO (B3)", "B1": "Choreography (B1)", "B2": "Agent decides (B2)"}
+MODES = ("B3", "B1", "B1p", "B2")
+NAMES = {
+    "B3": "DSMO (B3)",
+    "B1": "Choreography (B1)",
+    "B1p": "Choreography, deduplicated (B1')",
+    "B2": "Agent decides (B2)",
+}
+PAPER_MODES = ("B3", "B1", "B2")  # the paper has no B1'
 # The paper's Table 1 (DSMO, choreography, agent decides), printed beside ours.
 PAPER = {
     "success_rate": (0.88, 0.89, 0.83),
     "sps": (0.7775, 0.775, 0.56),
     "rsr": (0.8725, 0.8525, 0.855),
     "duplicates_per_run": (0.165, 0.19, 0.22),
-    "orphans_lineage_per_run": (0.0, 3.735, 0.96),
+    "unlinked_per_run": (0.0, 3.735, 0.96),
     "dlq_per_run": (0.12, 0.11, 0.17),
     "latency_p50_s": (0.241, 0.205, 18.626),
     "latency_p95_s": (0.540, 0.537, 19.296),
@@ -51,8 +57,15 @@ ROWS: list[tuple[str, str, str, Metric | None]] = [
     ("divergence", "DS (divergence score)", "{:.3f}", divergence),
     ("duplicates_per_run", "Duplicates / run", "{:.3f}", lambda r: per_run(r, "duplicates")),
     (
+        "unlinked_per_run",
+        "Orphans / run: unlinked (lineage, from what each execution read, not a prefix of the accepted trajectory)",
+        "{:.3f}",
+        lambda r: per_run(r, "unlinked"),
+    ),
+    ("late_per_run", "Executions / run started after the run's end", "{:.3f}", lambda r: per_run(r, "late")),
+    (
         "orphans_lineage_per_run",
-        "Orphan executions / run, by lineage (the paper's)",
+        "Orphan executions / run, unlinked or late",
         "{:.3f}",
         lambda r: per_run(r, "orphans_lineage"),
     ),
@@ -71,8 +84,20 @@ ROWS: list[tuple[str, str, str, Metric | None]] = [
     ("throughput_runs_per_min", "Throughput (runs/min)", "{:,.0f}", None),
 ]
 # Counts whose zero gets a one-sided upper bound by the rule of three (3/n) instead of [0, 0].
-COUNTS = {"duplicates_per_run", "orphans_lineage_per_run", "orphans_per_run", "dlq_per_run"}
+COUNTS = {
+    "duplicates_per_run",
+    "unlinked_per_run",
+    "late_per_run",
+    "orphans_lineage_per_run",
+    "orphans_per_run",
+    "dlq_per_run",
+}
 WITHOUT_INTERVAL = {"events_per_run", "bytes_per_run"}  # shown without one: they hardly vary
+
+
+def modes_in(workloads: dict[str, Any]) -> tuple[str, ...]:
+    """The Table 1 modes ``workloads`` holds (results from before B1' existed have no B1p)."""
+    return tuple(mode for mode in MODES if any(mode in modes for modes in workloads.values()))
 
 
 def records_of(results: dict[str, Any], mode: str, workloads: Sequence[str] = WORKLOADS) -> list[RunRecord]:
@@ -100,7 +125,7 @@ def pooled(results: dict[str, Any], *, intervals: bool = True) -> dict[str, dict
     [0, 3/n] instead, n the runs. Without ``intervals``, every bound is nan.
     """
     table: dict[str, dict[str, tuple[float, float, float]]] = {}
-    for mode in MODES:
+    for mode in modes_in(results["workloads"]):
         records = records_of(results, mode)
         strata = [groups_of(records_of(results, mode, [w])) for w in WORKLOADS if w in results["workloads"]]
         row: dict[str, tuple[float, float, float]] = {}
@@ -139,14 +164,23 @@ def _cell(value: tuple[float, float, float], pattern: str) -> str:
 
 
 # What each repetition keeps: the figures whose run-to-run spread the report shows.
-SPREAD = ("success_rate", "sps", "dlq_per_run", "orphans_lineage_per_run", "latency_p50_s", "latency_p95_s")
+SPREAD = (
+    "success_rate",
+    "sps",
+    "dlq_per_run",
+    "unlinked_per_run",
+    "late_per_run",
+    "orphans_lineage_per_run",
+    "latency_p50_s",
+    "latency_p95_s",
+)
 
 
 def repetition(workloads: dict[str, Any]) -> dict[str, dict[str, float]]:
     """One repetition's pooled figures, mode -> metric -> value (no intervals)."""
     table = pooled({"workloads": workloads}, intervals=False)
     keys = (*SPREAD, "throughput_runs_per_min")
-    return {mode: {key: table[mode][key][0] for key in keys} for mode in MODES}
+    return {mode: {key: table[mode][key][0] for key in keys} for mode in table}
 
 
 def spread(results: dict[str, Any]) -> str:
@@ -158,7 +192,7 @@ def spread(results: dict[str, Any]) -> str:
     lines = [f"| Mode | Metric | {header} | range |", "|---|---|" + "---|" * (len(repeats) + 1)]
     labels = {key: label for key, label, _, _ in ROWS}
     patterns = {key: pattern for key, _, pattern, _ in ROWS}
-    for mode in MODES:
+    for mode in [mode for mode in MODES if all(mode in repeat for repeat in repeats)]:
         for key in (*SPREAD, "throughput_runs_per_min"):
             values = [repeat[mode][key] for repeat in repeats]
             cells = " | ".join(patterns[key].format(value) for value in values)
@@ -170,13 +204,14 @@ def spread(results: dict[str, Any]) -> str:
 def table1(results: dict[str, Any]) -> str:
     """Table 1: ours with 95% intervals, the paper's figures beside."""
     table = pooled(results)
-    runs = {mode: len(records_of(results, mode)) for mode in MODES}
+    modes = tuple(table)
+    runs = {mode: len(records_of(results, mode)) for mode in modes}
     lines = [
-        "| Metric | " + " | ".join(f"{NAMES[m]}, n={runs[m]}" for m in MODES) + " | paper (B3 / B1 / B2) |",
-        "|---|" + "---|" * (len(MODES) + 1),
+        "| Metric | " + " | ".join(f"{NAMES[m]}, n={runs[m]}" for m in modes) + " | paper (B3 / B1 / B2) |",
+        "|---|" + "---|" * (len(modes) + 1),
     ]
     for key, label, pattern, _ in ROWS:
-        ours = " | ".join(_cell(table[m][key], pattern) for m in MODES)
+        ours = " | ".join(_cell(table[m][key], pattern) for m in modes)
         paper = " / ".join(str(v) for v in PAPER[key]) if key in PAPER else ""
         lines.append(f"| {label} | {ours} | {paper} |")
     return "\n".join(lines)
@@ -190,7 +225,8 @@ def per_workload(results: dict[str, Any]) -> str:
         "sps_path",
         "rsr",
         "duplicates_per_run",
-        "orphans_lineage_per_run",
+        "unlinked_per_run",
+        "late_per_run",
         "orphans_per_run",
         "dlq_per_run",
         "latency_p50_s",
@@ -203,7 +239,7 @@ def per_workload(results: dict[str, Any]) -> str:
     lines = [header, "|---|---|---|" + "---|" * (len(keys) + 4)]
     for workload, modes in results["workloads"].items():
         drawn = modes.get("pairing", {})
-        for mode in MODES:
+        for mode in [mode for mode in modes if mode != "pairing"]:
             summary, sums = modes[mode]["summary"], modes[mode].get("checksums", {})
             cells = " | ".join("n/a" if math.isnan(summary.get(k, math.nan)) else f"{summary[k]:.3f}" for k in keys)
             crashes = "" if mode == "B3" else str(modes[mode].get("consumer_restarts", ""))
@@ -216,14 +252,21 @@ def per_workload(results: dict[str, Any]) -> str:
 
 
 def pairing_lines(results: dict[str, Any]) -> str:
-    """Per workload: the draw keys every mode reached and the faults they drew (equal by check)."""
+    """Per workload: the draw keys every mode reached and their faults, and per mode the keys it
+    reached, missed (another mode reached them) and met again in one run (checked: one fault a key)."""
     lines = []
     for workload, modes in results["workloads"].items():
         drawn = modes.get("pairing")
         if drawn:
+            per_mode = "; ".join(
+                f"{mode} reached {drawn['reached'][mode]}, missed {drawn['missed'][mode]}, "
+                f"met {drawn['redrawn'][mode]} again in a run"
+                for mode in drawn.get("reached", {})
+            )
             lines.append(
-                f"- {workload}: {drawn['shared']} draws reached by all three modes, the same fault in each "
-                f"({_faults(drawn['shared_faults'])}); no draw met two faults in any mode."
+                f"- {workload}: {drawn['shared']} draws reached by every mode, the same fault in each "
+                f"({_faults(drawn['shared_faults'])}); no draw met two faults in any mode or across modes"
+                + (f" ({per_mode})." if per_mode else ".")
             )
     return "\n".join(lines)
 

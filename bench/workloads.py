@@ -35,7 +35,9 @@ def definition(workload: str) -> AgentDefinition:
             "A": _stage(transitions=[{"when": 'stages.A.summary.route == "b"', "to": "B"}, {"to": "C"}]),
             "B": _stage(input="{{stages.A.outputUri}}", next="D"),
             "C": _stage(input="{{stages.A.outputUri}}", next="D"),
-            "D": _stage(input="{{stages.A.outputUri}}"),
+            # D reads the output of the branch that ran (only one of B and C did), as B1's D
+            # reads its predecessor's: the lineage the shared rule reads from the artifacts.
+            "D": _stage(input='{{stages.B.outputUri | default("")}}{{stages.C.outputUri | default("")}}'),
         }
     return parse_definition({"agent": f"bench-{workload.lower()}", "start": "A", "nodes": nodes})
 

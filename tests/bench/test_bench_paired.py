@@ -9,6 +9,7 @@ starts the next one; a lost completion's next attempt reports the committed outp
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.paired import RATES, Input, draw, inputs_for, trajectory
-from bench.queue_db import QueueDb, postgres
+from bench.queue_db import Message, QueueDb, postgres
 from bench.queue_modes import QueueModes
 from bench.runner import Bench, BenchConfig
 from bench.shared_rule import OK, judge
@@ -40,8 +41,8 @@ def faulted_input(workload: str, stage: str, kind: str) -> tuple[int, str, str]:
         for item in inputs_for(workload, 20, seed):
             if item.route != "b":
                 continue
-            drawn = [draw(RATES[workload], seed, item.input_id, 0, each, 1) for each in path]
-            later = draw(RATES[workload], seed, item.input_id, 0, stage, 2)
+            drawn = [draw(RATES[workload], seed, item.input_id, each, 1) for each in path]
+            later = draw(RATES[workload], seed, item.input_id, stage, 2)
             if drawn == [kind if each == stage else None for each in path] and later is None:
                 return seed, item.input_id, item.route
     raise AssertionError(f"no seed gives a {kind} on {stage}")
@@ -74,8 +75,8 @@ async def test_a_consumer_crash_is_redelivered_duplicated_and_orphaned(
     assert {e.parent for e in by_stage["D"]} == {e.exec_id for e in by_stage["B"]}
     # ... and the fault it drew, keyed as every mode keys it.
     assert {(e.fault_key, e.fault) for e in by_stage["B"]} == {
-        (f"{input_id}|0|B|1", "crash"),
-        (f"{input_id}|0|B|2", ""),
+        (f"{input_id}|B|1", "crash"),
+        (f"{input_id}|B|2", ""),
     }
     assert db.pending("b1") == 0
 
@@ -105,3 +106,34 @@ async def test_a_post_work_fault_on_b3_s_terminal_stage_leaves_no_orphan(
     assert record.success and record.dlq == 0 and record.orphans_lineage == 0 and record.orphans == 0
     assert record.duplicates == executions_of_d - 1
     assert record.attempts == ["A:ok", "B:ok", *(["D:ok"] * executions_of_d)]
+
+
+def take(db: QueueDb, mode: str) -> Message:
+    """The next message of ``mode``, once visible (messages appear after a small random delay)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = db.receive(mode)
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("nothing to take")
+
+
+def test_b1_prime_enqueues_a_stage_once_in_the_transaction_of_its_ack(dsn: str) -> None:
+    db = QueueDb(dsn)
+    run_id = f"b1p-dedup-{uuid.uuid4().hex[:6]}"
+    db.enqueue("b1p", run_id, "w1-0001", 0, "W1", "A", {"uri": "in", "hops": 0})
+    first = take(db, "b1p")
+    assert first.run_id == run_id
+    db.enqueue_and_ack(first, "B", {"uri": "a", "hops": 1})
+    # A redelivery of the same stage (its ack lost) gets here again: nothing more is enqueued.
+    db.enqueue("b1p", run_id, "w1-0001", 0, "W1", "A", {"uri": "in", "hops": 0})
+    again = take(db, "b1p")
+    while again.stage != "A":  # B may come first: put it back at once
+        db.retry_later(again)
+        again = take(db, "b1p")
+    db.enqueue_and_ack(again, "B", {"uri": "a", "hops": 1})
+    assert db.pending("b1p") == 1 and db.counts(run_id)[0] == 3  # the two As and one B
+    # The chain's end and its ack, in one transaction too: what the bench reads the result from.
+    db.enqueue_and_ack(take(db, "b1p"), None, {}, end_uri="c")
+    assert db.pending("b1p") == 0 and db.result_uri(run_id) == "c" and run_id in db.endings([run_id])

@@ -84,21 +84,21 @@ def test_the_same_inputs_and_faults_for_every_mode() -> None:
     assert {item.route for item in first} == {"b", "c"}
     rates = RATES["W3"]
     # A fault depends on the seed, the input, the replay, the stage and the attempt, nothing else.
-    drawn = [draw(rates, 7, item.input_id, 0, "B", 1) for item in first]
-    assert drawn == [draw(rates, 7, item.input_id, 0, "B", 1) for item in again]
-    assert drawn != [draw(rates, 8, item.input_id, 0, "B", 1) for item in first]
-    assert fault_key("w3-0001", 2, "B", 3) == "w3-0001|2|B|3"
+    drawn = [draw(rates, 7, item.input_id, "B", 1) for item in first]
+    assert drawn == [draw(rates, 7, item.input_id, "B", 1) for item in again]
+    assert drawn != [draw(rates, 8, item.input_id, "B", 1) for item in first]
+    assert fault_key("w3-0001", "B", 3) == "w3-0001|B|3"
 
 
 def test_each_kind_strikes_only_its_stages() -> None:
-    w3 = [draw(RATES["W3"], 1, f"i{n}", 0, "A", 1) for n in range(3000)]
+    w3 = [draw(RATES["W3"], 1, f"i{n}", "A", 1) for n in range(3000)]
     assert set(w3) == {None, "permanent"}  # W3's A meets only the permanent failures every stage can
-    terminal = [draw(RATES["W3"], 1, f"i{n}", 0, "D", 1) for n in range(3000)]
+    terminal = [draw(RATES["W3"], 1, f"i{n}", "D", 1) for n in range(3000)]
     assert {"slow", "crash", "lost_ack", "permanent"} <= set(terminal) and "transient" not in terminal
-    w4_terminal = {draw(RATES["W4"], 1, f"i{n}", 0, "C", 1) for n in range(3000)}
+    w4_terminal = {draw(RATES["W4"], 1, f"i{n}", "C", 1) for n in range(3000)}
     assert {"slow", "crash", "lost_ack", "transient", "permanent"} <= w4_terminal
-    assert {draw(RATES["W4"], 1, f"i{n}", 0, "B", 1) for n in range(3000)} == {None, "permanent", "transient"}
-    assert {draw(NO_FAULTS, 1, f"i{n}", 0, "B", 1) for n in range(300)} == {None}
+    assert {draw(RATES["W4"], 1, f"i{n}", "B", 1) for n in range(3000)} == {None, "permanent", "transient"}
+    assert {draw(NO_FAULTS, 1, f"i{n}", "B", 1) for n in range(300)} == {None}
 
 
 def test_the_rates_imply_the_paper_s_dead_letters_per_run() -> None:
@@ -131,7 +131,7 @@ def test_b2_picks_only_real_alternatives_and_decides_anew_at_each_hop() -> None:
 
 def test_fault_shares_follow_their_rates() -> None:
     rates = FaultRates(permanent=0.1, transient=0.3)
-    drawn = [draw(rates, 1, f"i{n}", 0, "B", 1) for n in range(4000)]
+    drawn = [draw(rates, 1, f"i{n}", "B", 1) for n in range(4000)]
     assert abs(drawn.count("permanent") / 4000 - 0.1) < 0.02
     assert abs(drawn.count("transient") / 4000 - 0.3) < 0.03
     assert drawn.count("slow") == 0

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.integration
 FLOOR_IO_PREFIXES = ("artifacts/bench-floor-io/", "audit/bench-floor-io/")
 
 
+# Table 1 runs four modes (B1' beside B3, B1 and B2), each queue mode draining its redeliveries:
+# about 2-3 minutes on two shared cores, past the suite's default of 180 s under load.
+@pytest.mark.timeout(420)
 async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: DsmoClient) -> None:
     config = BenchConfig(
         inputs=2,
@@ -43,20 +46,20 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     results = await bench.run()
     for workload in ("W1", "W2", "W3", "W4"):
         measured = results["workloads"][workload]
-        for mode in ("B3", "B1", "B2"):
+        for mode in ("B3", "B1", "B1p", "B2"):
             summary = measured[mode]["summary"]
             assert summary["runs"] == 4 and summary["latency_p50_s"] > 0
             assert len(measured[mode]["records"]) == 4
-        # Paired: every mode had the same inputs, and every draw all three reached met one fault.
+        # Paired: every mode had the same inputs, and every draw all of them reached met one fault.
         assert measured["B3"]["checksums"] == measured["B1"]["checksums"] == measured["B2"]["checksums"]
-        assert measured["pairing"]["shared"] >= 4 and set(measured["pairing"]["faults"]) == {"B3", "B1", "B2"}
+        assert measured["B1p"]["checksums"] == measured["B3"]["checksums"]
+        assert measured["pairing"]["shared"] >= 4 and set(measured["pairing"]["faults"]) == {"B3", "B1", "B1p", "B2"}
         assert measured["B3"]["summary"]["orphans_lineage_per_run"] == 0.0
-    for mode in ("B3", "B1"):
+    for mode in ("B3", "B1", "B1p"):
         # W1 meets only permanent failures (no ambiguity in B1): a run succeeds exactly when none
         # struck a first attempt of its path, and then took the graph's path.
         for record in results["workloads"]["W1"][mode]["records"]:
-            replay = int(record["run_id"].rsplit(".replay-", 1)[1]) if ".replay-" in record["run_id"] else 0
-            drawn = [draw(RATES["W1"], config.seed, record["input_id"], replay, stage, 1) for stage in "ABC"]
+            drawn = [draw(RATES["W1"], config.seed, record["input_id"], stage, 1) for stage in "ABC"]
             assert record["success"] == ("permanent" not in drawn) == (record["dlq"] == 0), record
             assert record["valid_path"] == record["success"] and record["orphans_lineage"] == 0
     assert len(results["repetitions"]) == 1 and results["repetitions"][0]["B3"]["latency_p50_s"] > 0
@@ -88,7 +91,7 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     results["started_at"] = "now"
     table = markdown(results)
     assert "SPS (the sequence of states" in table and "0.7775 / 0.775 / 0.56" in table
-    assert "| Orphan executions / run, by lineage (the paper's) | 0.000 [≤ " in table  # B3, the rule of three
+    assert "not a prefix of the accepted trajectory) | 0.000 [≤ " in table  # B3's unlinked, the rule of three
     assert "Paired, from what the agents drew:" in table and "no draw met two faults" in table
     # The page: Table 1 between the markers `make bench TABLE1=1` replaces, then the floor.
     page = benchmarks_page({**results, "seconds": 1.0, "command": "make bench", "machine": "here"})

@@ -33,18 +33,23 @@ def table1_text(results: dict[str, Any], *, own_run: bool = False) -> str:
     )
     return f"""## Table 1: the paper's experiment
 
-{measured}Table 1 compares three ways to run the same agents. **B3** is DSMO (Temporal, the S3 store).
-**B1** choreography and **B2** agent-decides run on a real at-least-once queue, PostgreSQL with
-`FOR UPDATE SKIP LOCKED` and a {VISIBILITY_S} s visibility timeout, started by the bench from
-pgserver's wheel. Each has {config["consumers"]} consumer processes competing for every stage;
-each agent enqueues the next stage itself, naming itself as the new message's parent, and then
-acknowledges; there is no deduplication. B1's agent follows the graph; B2's names the next
-stage, and in {config["ambiguity"]:.0%} of runs it takes a real alternative at one of its
-decisions (another branch, skipping a stage, or stopping early), drawn anew at each hop.
+{measured}Table 1 compares four ways to run the same agents. **B3** is DSMO (Temporal, the S3 store).
+**B1** choreography, **B1'** deduplicated choreography and **B2** agent-decides run on a real
+at-least-once queue, PostgreSQL with `FOR UPDATE SKIP LOCKED` and a {VISIBILITY_S} s visibility
+timeout, started by the bench from pgserver's wheel. Each has {config["consumers"]} consumer
+processes competing for every stage; each agent enqueues the next stage itself and then
+acknowledges. B1 has no deduplication and writes each output under a new key. B1' is what a
+competent team would build on one PostgreSQL: deterministic output keys per (run, stage), a
+delivery whose output exists skips the work, and the next stage enqueued once per (run, stage)
+(`ON CONFLICT DO NOTHING`) in the transaction that deletes the message. B1's and B1''s agents
+follow the graph; B2's names the next stage, and in {config["ambiguity"]:.0%} of runs it takes a
+real alternative at one of its decisions (another branch, skipping a stage, or stopping early);
+it logs every decision, and its replays take the original's.
 
 The experiment is **paired**: every mode runs the same inputs and meets the same faults, drawn
-from (seed, input, replay, stage, attempt); every agent logs what it drew, and the run fails if
-one draw met two different faults. A permanent failure strikes {_share(PERMANENT)} of the
+from (seed, input, stage, attempt), so a replay meets its original's; every agent logs what it
+drew, and the run fails if one draw met two different faults, in one mode or across modes.
+A permanent failure strikes {_share(PERMANENT)} of the
 attempts of every stage in every workload (run-ending failures at about the paper's rate of dead
 letters; it gives no rates). W3 adds, per attempt of B and C, transient failures
 ({_share(w3.transient)}), and on B, C and D (its terminal stage) slow attempts past the timeout
@@ -61,15 +66,17 @@ the message is delivered again after the visibility timeout.
 
 Each input is **replayed** {config["replays"]} times after its original ended: B3 through
 `dsmo replay` (the recorded input and configuration snapshot, re-executed as a new linked run);
-B1 and B2 by re-injecting the recorded input into the queue. Everything comes from one execution
+the queue's modes by re-injecting the recorded input into the queue. Everything comes from one execution
 log that every agent writes, by one rule for all modes (`bench/shared_rule.py`). **Success** is
 the terminal stage completed and nothing dead-lettered. **SPS** compares a replay's sequence of
 states (every attempt as stage and outcome) with its original's; the collapsed path (completions
-only) is a second row. **Duplicates** are extra completions of a (run, stage). **Orphans by
-lineage** are executions whose chain of parents (the execution that enqueued them, or for B3 the
-accepted execution its orchestrator scheduled them after) is not a prefix of the input's valid
-trajectory through accepted executions, or that started after the run ended; the first rule,
-executions off the trajectory or after the end, is kept beside it. W1-W3 run
+only) is a second row. **Duplicates** are extra completions of a (run, stage). Lineage comes
+from data, the same for every mode: each execution logs the artifact it read and the one it
+wrote, and its parent is the execution that wrote what it read. **Unlinked** executions (the
+paper's orphans) are those whose chain of parents is not a prefix of the input's valid trajectory
+through the executions the run's result was built from; executions that **started after the
+run's end** are a separate row; their union, and the first rule (off the trajectory or after the
+end), are kept beside them. W1-W3 run
 {config["concurrency"]} inputs at a time.
 
 {table1_markdown(results)}
