@@ -13,6 +13,10 @@ STAGE = {
     "actionType": "run_agent",
     "agent": "bench-stage",
     "timeout": f"{STAGE_TIMEOUT_S}s",
+    # Regular activities, as the floor's (raw Temporal) and the paper's orchestrator: Table 1's
+    # lost completion is an activity completed asynchronously and never reported, which a local
+    # activity cannot be. W6 measures DSMO's local stages (bench/studies/peers).
+    "local": False,
     "retry": {
         "maxAttempts": 3,
         "initialInterval": f"{STAGE_BACKOFF_S * 1000:.0f}ms",

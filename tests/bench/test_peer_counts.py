@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.studies.peers.fault_plan import FaultPlan, Kill
 from bench.studies.peers.peer_ledger import DONE, EFFECT, KILL, START, Row, crash_counts
 from bench.studies.peers.peers_report import section
+
+pytestmark = pytest.mark.usefixtures("registry_restored")
 
 
 def _row(run_id: str, stage: str, kind: str, detail: str = "") -> Row:

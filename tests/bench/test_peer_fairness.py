@@ -26,6 +26,8 @@ from bench.studies.peers.peers_report import repeats_table, section, waiting_tab
 from bench.studies.peers.runner_config import STAGE_SLOTS, RunnerConfig
 from bench.studies.scale.scale import alternated, paced_sides
 
+pytestmark = pytest.mark.usefixtures("registry_restored")
+
 
 def _row(run_id: str, stage: str, kind: str, detail: str = "") -> Row:
     return Row(run_id, stage, kind, detail, 0.0)

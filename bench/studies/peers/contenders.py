@@ -18,7 +18,7 @@ import psycopg
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from bench.studies.peers import dsmo_peer, langgraph_peer
+from bench.studies.peers import langgraph_peer
 from bench.studies.peers.peer_state import StateReader, ids, row_bytes
 from bench.studies.peers.runner_config import RunnerConfig
 from dsmo.workflows.common.status import RunStatus
@@ -94,6 +94,9 @@ class DsmoContender(Contender):
 
     async def start(self, run_id: str) -> None:
         assert self.dsmo is not None
+        # Imported here: the module registers W6's agents, which only its worker serves.
+        from bench.studies.peers import dsmo_peer
+
         definition = dsmo_peer.definition(self.config.wait_seconds, regular=self.regular)
         self.workflow_version = definition.workflow_version
         await self.dsmo.start(definition, input_document(run_id), run_id=run_id, task_queue=self.config.task_queue)
