@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from dsmo.activities.artifacts import ArtifactStore, StoredArtifact, encode_json, stage_output_key
 from dsmo.activities.heartbeats import heartbeating
@@ -52,6 +53,10 @@ from dsmo.workflows.contracts.subject_io import SUBJECT_KEY, SubjectKey, Subject
 
 T = TypeVar("T")
 _ATTEMPT = re.compile(r"/attempt=(\d+)/output\.json$")
+# A local attempt's mark that it began (beside its output): found by the same attempt run again
+# without its output, it means the worker died in it.
+BEGUN = "begun.json"
+WORKER_LOST = "WorkerLost"
 STAGE_OUTPUT_KIND = "dsmo.stage-output/v1"
 LLM_STAGE_VERSION = "1.0.0"  # the agent version an `llm` stage records
 
@@ -134,7 +139,15 @@ class StageActivities:
             # Only a retry can find output an earlier execution committed without reporting it,
             # or a local attempt: a worker that died before its workflow task completed lost the
             # attempt's record, and the next worker runs it again (docs/reliability.md).
-            reuse = await self._io(self._committed_output, task)
+            reuse, begun = await self._io(self._earlier_work, task)
+            if reuse is None and info.is_local:
+                if begun:
+                    # Begun and never finished: its worker died in it. Counted as a failed
+                    # attempt, so a stage that kills its workers ends in the dead letters.
+                    raise ApplicationError(
+                        f"attempt {task.attempt}: its worker was lost before the run recorded it", type=WORKER_LOST
+                    )
+                await self._io(self._mark_begun, task)
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
             return await self._io(self._report_existing, task, reuse, version, started)
@@ -281,14 +294,17 @@ class StageActivities:
             )
         check_output(task.output_schema, output.document, agent=task.agent)
 
-    def _committed_output(self, task: StageTask) -> str | None:
+    def _earlier_work(self, task: StageTask) -> tuple[str | None, bool]:
+        """The output an earlier execution of the stage committed, and whether this attempt began."""
         prefix = f"artifacts/{task.workflow_version}/{task.run_id}/{task.stage_path}/"
-        found = sorted(
-            (int(match.group(1)), uri)
-            for uri in self.store.list_uris(prefix)
-            if (match := _ATTEMPT.search(uri)) is not None
-        )
-        return found[0][1] if found else None
+        uris = self.store.list_uris(prefix)
+        found = sorted((int(match.group(1)), uri) for uri in uris if (match := _ATTEMPT.search(uri)) is not None)
+        begun = any(uri.endswith(f"/attempt={task.attempt}/{BEGUN}") for uri in uris)
+        return (found[0][1] if found else None), begun
+
+    def _mark_begun(self, task: StageTask) -> None:
+        key = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
+        self.store.put_json_once(key.rsplit("/", 1)[0] + f"/{BEGUN}", {"attempt": task.attempt})
 
     def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
         body = self.store.read_bytes(uri, seal=task.seal)

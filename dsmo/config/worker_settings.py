@@ -15,15 +15,15 @@ class WorkerSettings:
 
     Attributes:
         load: Plugin modules the worker imports, comma-separated [``DSMO_LOAD``].
-        max_concurrent_activities: Activities one worker runs at once, at least 1
-            [``DSMO_MAX_CONCURRENT_ACTIVITIES``].
+        max_concurrent_activities: Activities one worker runs at once, at least 1 (local stages
+            have their own bound: Temporal's default) [``DSMO_MAX_CONCURRENT_ACTIVITIES``].
         processor_threads: Threads for plain processors and activities, at least 1
             [``DSMO_PROCESSOR_THREADS``].
         max_concurrent_workflow_tasks: Workflow tasks one worker holds at once, at least 2
             [``DSMO_MAX_CONCURRENT_WORKFLOW_TASKS``].
         max_cached_workflows: Runs one worker keeps in memory between their workflow tasks; a
-            run not kept is replayed from its history at its next task; 0 keeps none
-            [``DSMO_MAX_CACHED_WORKFLOWS``].
+            run not kept is replayed from its history at its next task; at least 1 (with none kept,
+            a run's local stages are lost at every task) [``DSMO_MAX_CACHED_WORKFLOWS``].
         sandbox: Run workflows in Temporal's sandbox [``DSMO_WORKFLOW_SANDBOX``].
         metrics_bind: Where the worker serves Prometheus metrics; empty (``off``) for nowhere
             [``DSMO_METRICS_BIND``].
@@ -89,7 +89,7 @@ class WorkerSettings:
             processor_threads=read.whole_number("DSMO_PROCESSOR_THREADS", at_least=1),
             # Temporal needs two workflow-task slots while workflows are cached.
             max_concurrent_workflow_tasks=read.whole_number("DSMO_MAX_CONCURRENT_WORKFLOW_TASKS", at_least=2),
-            max_cached_workflows=read.whole_number("DSMO_MAX_CACHED_WORKFLOWS", at_least=0),
+            max_cached_workflows=read.whole_number("DSMO_MAX_CACHED_WORKFLOWS", at_least=1),
             sandbox=workflow_sandbox_from(env),
             metrics_bind="" if env.get("DSMO_METRICS_BIND") == "off" else read.text("DSMO_METRICS_BIND"),
             slot_holder_check_seconds=read.whole_number("DSMO_SLOT_HOLDER_CHECK_SECONDS", at_least=1),

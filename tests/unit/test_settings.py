@@ -132,7 +132,7 @@ def test_worker_bounds_come_from_the_environment_with_their_floors() -> None:
     with pytest.raises(SettingsError, match="DSMO_MAX_CONCURRENT_WORKFLOW_TASKS"):
         Settings.from_env({"DSMO_MAX_CONCURRENT_WORKFLOW_TASKS": "many"})
     assert defaults.worker.max_cached_workflows == 1000  # Temporal's own default
-    assert Settings.from_env({"DSMO_MAX_CACHED_WORKFLOWS": "0"}).worker.max_cached_workflows == 0
+    assert Settings.from_env({"DSMO_MAX_CACHED_WORKFLOWS": "0"}).worker.max_cached_workflows == 1
 
 
 # A value other than the default for every variable DSMO reads, and where each one lands.

@@ -6,11 +6,11 @@ instead of three events, and no task queue in between. What it gives up: a worke
 mid-attempt loses that attempt, and the run's next worker runs it again once the workflow task
 times out (a stage's saved output makes the second run reuse the first's work); it cannot
 heartbeat, so a model call (an `llm` node) always stays a regular activity; and while it runs
-the run takes no signal or update, so long stages stay regular too.
+the run takes signals and updates only when the SDK heartbeats the workflow task (every 8 s of
+its 10 s timeout), so long stages stay regular too.
 
 The default (``auto``) is local for `run_agent` stages whose timeout is at most
-`SHORT_STAGE` (Temporal's workflow task timeout: such an attempt never needs the task kept
-alive), regular for the rest.
+`SHORT_STAGE` (Temporal's workflow task timeout), regular for the rest.
 """
 
 from __future__ import annotations

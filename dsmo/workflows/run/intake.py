@@ -11,9 +11,11 @@ in arrival order, until a wait takes it (`inbox_judging.take_kept`), its time-to
 (`keep_inbox`) or no wait ahead can take it any more (`drop_unreachable`). Anything else is
 refused with a reason.
 
-Runs that started before the inbox existed refused such events; none is in flight any more, and
-`INBOX_PATCH` is deprecated where the two rules differ (`workflow.deprecate_patch`), the step
-before the call and its marker go.
+Runs that started before the inbox existed refused such events. `workflow.patched(INBOX_PATCH)`
+is asked only where the two rules differ, so a history recorded under the old rule replays as it
+ran and runs that never meet the difference write no marker. Every golden history replays under
+the inbox's rule alone; `workflow.deprecate_patch` is the next step once no run generation
+started before the inbox is open (a visibility query can tell).
 
 Longer than most modules: every judgement of an event (now, ahead, a wait's own checks on a
 reply, a decision or a raise) is in this one place, so every way in gets the same answer.
@@ -135,11 +137,11 @@ def take(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
     if verdict.action == "duplicate":
         return state.record_duplicate(event, via=via)
     action = verdict.action
-    if action == "keep" or (action == "refuse" and verdict.legacy_applies):
-        # Where the rule before the inbox would have differed. Every run in flight started under
-        # the inbox's rule (the golden histories replay without the old one): the patch is
-        # deprecated, so a later release can drop this call and the marker with it.
-        workflow.deprecate_patch(INBOX_PATCH)
+    differs = action == "keep" or (action == "refuse" and verdict.legacy_applies)
+    if differs and not workflow.patched(INBOX_PATCH):
+        if not verdict.legacy_applies:
+            raise EventRejected(verdict.legacy_reason or f"{event.type} was not applied")
+        action = "apply"
     if action == "refuse":
         raise EventRejected(verdict.reason or f"{event.type} was not applied")
     # Taken, applied or kept: the only place a run remembers an id, so a repeat is a duplicate.

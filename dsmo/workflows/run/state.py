@@ -123,7 +123,7 @@ class RunState:
 
     def publish(self, *, shown: RunStatus | None = None) -> None:
         """Mirror status (or ``shown``) and wait to the search attributes (status_writes.py)."""
-        self.writes.write(lambda: self._status_updates(shown))
+        self.writes.write(self._status_updates(shown))
 
     def _status_updates(self, shown: RunStatus | None) -> list[SearchAttributeUpdate[Any]]:
         status = shown or self.status

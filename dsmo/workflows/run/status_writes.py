@@ -6,9 +6,12 @@ an event kept in the inbox takes a wait at once (WAITING then RUNNING), a resume
 local stages and ends (RUNNING then COMPLETED). Merged, the writes asked in one activation
 become one, made when the run's code yields and holding only what differs from what the search
 attributes already show (none at all when nothing differs); a write asked before a local
-activity waits for it, since nothing of the workflow task reaches the server before its end.
+activity waits for it, since the server sees a workflow task's commands only when the task
+completes (or heartbeats, every 8 s, when local activities keep it open: then the write shows
+up to an attempt later than it was asked, never more).
 
-Runs that started before this wrote each change as it came; `workflow.patched` keeps them so.
+A run's history keeps how it wrote: `workflow.patched` answers from it on replay, and a run
+started before this merges from the first place that asks after the upgrade.
 The patch is asked only where merging pays for its marker: by a run whose short stages run
 locally (the same patch decides that) and by a wait that may be taken from the inbox at once.
 Other runs write each change as it comes, as before.
@@ -17,7 +20,6 @@ Other runs write each change as it comes, as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +30,6 @@ from temporalio.common import SearchAttributeUpdate
 # (definition/local_stages.py). One marker for both.
 FEWER_WRITES_PATCH = "fewer-server-writes"
 
-Updates = Callable[[], list[SearchAttributeUpdate[Any]]]
-
 
 @dataclass
 class StatusWrites:
@@ -37,16 +37,13 @@ class StatusWrites:
 
     # Whether this execution merges its writes: None until a place that gains from it asks.
     merged: bool | None = None
-    # What the search attributes show (name -> value; None for unset), as of this execution's
-    # start and its own writes since; read at the first merged write.
-    shown: dict[str, Any] | None = None
-    # The write asked for and not made yet, computed when it is made (from the state then).
-    due: Updates | None = field(default=None, repr=False)
+    # The values asked for and not written yet, by attribute name (the last one asked wins).
+    due: dict[str, SearchAttributeUpdate[Any]] = field(default_factory=dict, repr=False)
     scheduled: bool = False
     held: int = 0  # local activities in flight: a due write waits for them
 
     def merge_from_now(self) -> bool:
-        """Merge this execution's writes from here on, unless it started before merging existed.
+        """Merge this execution's writes from here on, unless its history says it did not.
 
         Returns:
             Whether the patch is granted (its marker written, or found in the history replayed).
@@ -55,12 +52,12 @@ class StatusWrites:
             self.merged = workflow.patched(FEWER_WRITES_PATCH)
         return self.merged
 
-    def write(self, updates: Updates) -> None:
-        """Write what ``updates`` returns: now, or merged once the run yields."""
+    def write(self, updates: list[SearchAttributeUpdate[Any]]) -> None:
+        """Write ``updates``: now, or merged with the others asked before the run yields."""
         if not self.merged:
-            workflow.upsert_search_attributes(updates())
+            workflow.upsert_search_attributes(updates)
             return
-        self.due = updates
+        self.due.update({update.key.name: update for update in updates})
         self._schedule()
 
     def hold(self) -> None:
@@ -70,24 +67,22 @@ class StatusWrites:
     def release(self) -> None:
         """The local activity is done: make the due write when the run next yields."""
         self.held -= 1
-        if self.due is not None:
+        if self.due:
             self._schedule()
 
     def _schedule(self) -> None:
         if not self.scheduled and not self.held:
             self.scheduled = True
-            # Runs after the current step of the run's code, within the same activation.
+            # Runs after the current step of the run's code, within the same activation. The
+            # values are computed already: what runs here cannot fail on the run's state.
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self.scheduled = False
-        updates = self.due
-        if updates is None or self.held:
+        if self.held or not self.due:
             return
-        self.due = None
-        if self.shown is None:
-            self.shown = {pair.key.name: pair.value for pair in workflow.info().typed_search_attributes}
-        changed = [update for update in updates() if self.shown.get(update.key.name) != update.value]
+        shown = workflow.info().typed_search_attributes  # the SDK keeps it current after each upsert
+        changed = [update for update in self.due.values() if shown.get(update.key) != update.value]
+        self.due = {}
         if changed:
-            self.shown.update({update.key.name: update.value for update in changed})
             workflow.upsert_search_attributes(changed)

@@ -230,6 +230,23 @@ async def test_a_local_attempt_run_again_after_a_crash_reuses_what_it_wrote(harn
     assert succeeded[0].attempt == 1 and succeeded[0].data["reused"] is True
 
 
+async def test_a_local_attempt_whose_worker_died_in_it_counts_as_a_failed_attempt(harness: Harness) -> None:
+    # The attempt began (its mark is written) and its worker died before it wrote its output:
+    # run again by the next worker, it fails as WorkerLost, so a stage that kills every worker
+    # that runs it uses up its attempts and is dead-lettered instead of looping for ever.
+    definition = short_stage("steady")
+    run_id = f"local-lost-{harness.task_queue}"
+    harness.store.put_json_once(
+        f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/begun.json", {"attempt": 1}
+    )
+    await harness.start(definition, {}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["stages"]["work"]["attempt"] == 2
+    assert CALLS[run_id] == 1  # attempt 2 only
+    failed = [e for e in await harness.dsmo.events(run_id) if e.type == "STAGE_FAILED"]
+    assert [(e.attempt, e.data["errorType"], e.data["kind"]) for e in failed] == [(1, "WorkerLost", "transient")]
+
+
 async def test_a_local_stage_that_cannot_succeed_is_dead_lettered(harness: Harness) -> None:
     run_id = await harness.start(short_stage("picky"), {"amount": -1})
     result = await harness.dsmo.result(run_id)
