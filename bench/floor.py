@@ -7,6 +7,10 @@ artifacts by reference costs on this stack and what the orchestration itself cos
 the floor plus I/O plus the search attributes every DSMO run keeps (the external contract:
 status, agent and version at start, the final status at the end), tells the contract's
 visibility writes apart from the rest of the orchestration.
+
+Two more sides run the stages as Temporal local activities: B3 with its stages local
+(`b3_local`) and the floor plus I/O with local activities (`floor_io_local`), the comparison
+the issue's local-stage target (W1 p50 <= 1.1x) is set on.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ if TYPE_CHECKING:
     from dsmo.config.settings import Settings
 
 # The sides of each round, rotated so that each runs in each place of a round equally often
-# when the rounds are a multiple of the sides (the full bench's eight; the quick one's four).
-SIDES = ("b3", "floor", "floor_io", "floor_io_sa")
+# when the rounds are a multiple of the sides (the full bench's twelve; the quick one's six).
+SIDES = ("b3", "b3_local", "floor", "floor_io", "floor_io_sa", "floor_io_local")
 STAGES = 3  # W1 and W4 are A -> B -> C
 
 
@@ -49,7 +53,7 @@ class FloorComparison:
     queue: str
     log: ExecutionLog
     starter_store: ArtifactStore
-    b3_latency: Callable[[str], Awaitable[float]]
+    b3_latency: Callable[..., Awaitable[float]]  # (workload, *, local=False) -> seconds
 
     async def floor(self) -> dict[str, Any]:
         """B3 against the floors on the W1 and W4 shapes, in interleaved rounds.
@@ -79,9 +83,11 @@ class FloorComparison:
         for shape, (_, concurrency) in shapes.items():
             jobs = {
                 "b3": self._b3_job(shape),
+                "b3_local": self._b3_job(shape, local=True),
                 "floor": self._floor_run,
                 "floor_io": self._floor_io_run,
                 "floor_io_sa": self._floor_io_visible_run,
+                "floor_io_local": self._floor_io_local_run,
             }
             latencies: dict[str, list[float]] = {side: [] for side in SIDES}
             rates: dict[str, list[float]] = {side: [] for side in SIDES}
@@ -97,7 +103,7 @@ class FloorComparison:
             for side in SIDES:
                 measured[side][shape] = _summary(latencies[side], rates[side], cpu[side])
             per_round[shape] = rates
-        b3, floor, floor_io, floor_io_sa = (measured[side] for side in SIDES)
+        b3, b3_local, floor, floor_io, floor_io_sa, floor_io_local = (measured[side] for side in SIDES)
 
         def round_ratio(shape: str, ours: str, base: str) -> float:
             rates = per_round[shape]
@@ -108,6 +114,8 @@ class FloorComparison:
             "b3": b3,
             "floor_io": floor_io,
             "floor_io_sa": floor_io_sa,
+            "b3_local": b3_local,
+            "floor_io_local": floor_io_local,
             "rounds": {shape: rounds for shape in shapes},
             "batch": batches,
             "ratios": {
@@ -115,6 +123,9 @@ class FloorComparison:
                 "w1_p95": b3["W1"]["p95"] / floor["W1"]["p95"],
                 "w1_throughput": round_ratio("W1", "b3", "floor"),
                 "w4_throughput": round_ratio("W4", "b3", "floor"),
+                # Local stages against the same work on local activities (I/O included).
+                "w1_p50_local": b3_local["W1"]["p50"] / floor_io_local["W1"]["p50"],
+                "w4_throughput_local": round_ratio("W4", "b3_local", "floor_io_local"),
             },
             # B3's overhead over raw Temporal, split: artifact I/O, then the orchestration.
             "io_ratios": {
@@ -129,9 +140,9 @@ class FloorComparison:
             },
         }
 
-    def _b3_job(self, workload: str) -> Callable[[], Awaitable[float]]:
+    def _b3_job(self, workload: str, *, local: bool = False) -> Callable[[], Awaitable[float]]:
         async def run() -> float:
-            return await self.b3_latency(workload)
+            return await self.b3_latency(workload, local=local)
 
         return run
 
@@ -142,9 +153,10 @@ class FloorComparison:
         )
         return time.perf_counter() - began
 
-    async def _floor_io_run(self, *, visible: bool = False) -> float:
+    async def _floor_io_run(self, *, visible: bool = False, local: bool = False) -> float:
         """Like a DSMO start: the starter writes the input (its own store, no shared cache), then starts
-        the run with the input in its request; ``visible`` also starts it with DSMO's search attributes."""
+        the run with the input in its request; ``visible`` also starts it with DSMO's search attributes,
+        ``local`` runs its stages as local activities."""
         run_id = f"floorio-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
         document = {"route": "b", "input": "paired"}
@@ -153,7 +165,7 @@ class FloorComparison:
         )
         await self.dsmo.temporal.execute_workflow(
             modes.FloorIoRun.run,
-            args=[run_id, stored.uri, STAGES, document, visible],
+            args=[run_id, stored.uri, STAGES, document, visible, local],
             id=run_id,
             task_queue=self.queue + "-modes",
             search_attributes=TypedSearchAttributes(
@@ -170,6 +182,9 @@ class FloorComparison:
 
     async def _floor_io_visible_run(self) -> float:
         return await self._floor_io_run(visible=True)
+
+    async def _floor_io_local_run(self) -> float:
+        return await self._floor_io_run(local=True)
 
     async def resume_latency(self, samples: int = 10) -> dict[str, float]:
         """Resume latency as the issue defines it: the event sent until the next action starts.

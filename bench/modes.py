@@ -76,16 +76,26 @@ class FloorIoRun:
     With ``visible``, the run also carries the search attributes DSMO's contract has every run
     keep (set at start by the starter, the final status upserted at the end as DSMO does), so
     their cost to the server is told apart from the rest of the orchestration's.
+
+    With ``local``, the stages run as local activities (the same work, in the workflow's own
+    task): the floor DSMO's local stages are measured against.
     """
 
     @workflow.run
     async def run(
-        self, run_id: str, input_uri: str, stages: int, input_document: dict[str, Any], visible: bool = False
+        self,
+        run_id: str,
+        input_uri: str,
+        stages: int,
+        input_document: dict[str, Any],
+        visible: bool = False,
+        local: bool = False,
     ) -> None:
         uris, uri = [], input_uri
         document: dict[str, Any] | None = input_document
+        execute = workflow.execute_local_activity if local else workflow.execute_activity
         for index in range(stages):
-            uri = await workflow.execute_activity(
+            uri = await execute(
                 "floor_io_stage",
                 FloorIoStage(run_id=run_id, stage=chr(ord("A") + index), input_uri=uri, input_document=document),
                 result_type=str,

@@ -21,7 +21,7 @@ from bench.experiment import PaperExperiment
 from bench.floor import FloorComparison
 from bench.table1 import repetition
 from bench.timer_probe import TimerProbe, timer_fires
-from bench.workloads import STAGE_BACKOFF_S, definition
+from bench.workloads import STAGE_BACKOFF_S, definition, local_definition
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.stage import StageActivities
 from dsmo.client.dsmo_client import DsmoClient
@@ -58,8 +58,9 @@ class BenchConfig:
     artifact_sizes: Sequence[int] = (1_000, 1_000_000, 10_000_000)
     resume_samples: int = 10
     # Against the floor: this many interleaved rounds, each batch at least this many waves of
-    # the shape's concurrency.
-    paired_rounds: int = 4
+    # the shape's concurrency. A multiple of the six sides (bench.floor.SIDES), so each runs in
+    # each place of a round equally often.
+    paired_rounds: int = 6
     paired_waves: int = 2
 
     @classmethod
@@ -82,9 +83,10 @@ class BenchConfig:
             flow_seconds=30.0,
             flow_handover_runs=200,
             resume_samples=50,
-            # Eight rounds: with four, consecutive full runs of the same code swung W4 0.63x-0.75x;
-            # a multiple of the four sides, so each runs in each place of a round equally often.
-            paired_rounds=8,
+            # With four rounds, consecutive full runs of the same code swung W4 0.63x-0.75x (eight
+            # was the value before the local sides); six, a multiple of the six sides, keeps the
+            # rotation even at about the floor's earlier cost (36 batches per shape, 32 before).
+            paired_rounds=6,
             paired_waves=4,
         )
 
@@ -172,13 +174,13 @@ class Bench(FloorComparison, PaperExperiment):
         async with base, extra:
             yield
 
-    async def b3_latency(self, workload: str) -> float:
-        """One B3 run of ``workload``'s definition, start to result (the floor comparison's B3 side)."""
+    async def b3_latency(self, workload: str, *, local: bool = False) -> float:
+        """One B3 run of ``workload``'s definition, start to result (the floor comparison's B3 side);
+        with ``local``, its stages run as local activities (the `b3_local` side)."""
         run_id = f"b3-{uuid.uuid4().hex[:10]}"
         began = time.perf_counter()
-        await self.dsmo.start(
-            definition(workload), {"route": "b", "input": "paired"}, run_id=run_id, task_queue=self.queue
-        )
+        chosen = local_definition(workload) if local else definition(workload)
+        await self.dsmo.start(chosen, {"route": "b", "input": "paired"}, run_id=run_id, task_queue=self.queue)
         await self.dsmo.result(run_id)
         return time.perf_counter() - began
 

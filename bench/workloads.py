@@ -32,6 +32,20 @@ def _stage(**extra: Any) -> dict[str, Any]:
 
 @functools.cache  # parsed once, as a client reuses its definitions; never mutated
 def definition(workload: str) -> AgentDefinition:
+    """``workload``'s definition, its stages pinned to regular activities (Table 1's, the floor's B3)."""
+    return _definition(workload)
+
+
+@functools.cache
+def local_definition(workload: str) -> AgentDefinition:
+    """``workload``'s definition with every stage a local activity: the floor comparison's `b3_local`.
+
+    The same graph, agent and retries as `definition`'s; only where the attempts run differs.
+    """
+    return _definition(workload, local=True)
+
+
+def _definition(workload: str, *, local: bool = False) -> AgentDefinition:
     if workload in ("W1", "W4"):
         nodes = _chain()
     else:  # W2, W3: A -> (B or C) -> D; the orchestrator branches on A's summary
@@ -43,6 +57,8 @@ def definition(workload: str) -> AgentDefinition:
             # reads its predecessor's: the lineage the shared rule reads from the artifacts.
             "D": _stage(input='{{stages.B.outputUri | default("")}}{{stages.C.outputUri | default("")}}'),
         }
+    if local:
+        nodes = {name: {**node, "local": True} for name, node in nodes.items()}
     return parse_definition({"agent": f"bench-{workload.lower()}", "start": "A", "nodes": nodes})
 
 

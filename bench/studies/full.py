@@ -99,7 +99,10 @@ plus the search attributes every DSMO run keeps (three set at start, the final s
 at the end), which tells the contract's visibility writes apart (the B3 column there is those
 runs; each batch is at least {waves} waves of the shape's concurrency, so throughput is a
 sustained rate; throughput is the median over rounds, its ratio the median of the rounds'
-ratios). Resume latency is the
+ratios). Two more sides run the stages as Temporal local activities: B3 with every stage local
+(`local: true`; Table 1's and the B3 column's stages are regular) against the floor plus I/O on
+local activities doing the same work, the comparison issue 57 sets W1 p50 ≤ 1.1x on; W4's ≥ 1.0x
+is B3 with regular activities against raw Temporal. Resume latency is the
 issue's definition: from sending the event until the next action's agent starts working (B3 waits
 for a response, then runs one stage), against a bare signal until a plain workflow completes.
 

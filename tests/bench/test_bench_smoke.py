@@ -66,26 +66,32 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     # The retry timer probe ran on the stack: a timer never fires before it is due.
     assert results["timer"]["probes"] == 5 and results["timer"]["fired_s"] >= results["timer"]["asked_s"] == 0.2
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
-    # Paired batches are at least a wave of each shape's concurrency, in four rounds a side.
-    assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 4, "W4": 4}
-    assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 4
+    # Paired batches are at least a wave of each shape's concurrency, in six rounds a side (one
+    # per side: each runs in each place of a round once).
+    assert results["floor"]["batch"] == {"W1": 2, "W4": 4} and results["floor"]["rounds"] == {"W1": 6, "W4": 6}
+    assert len(results["floor"]["b3"]["W4"]["throughput_per_round"]) == 6
+    assert len(results["floor"]["b3_local"]["W4"]["throughput_per_round"]) == 6
     # Where each run's CPU went, for every side: this process and the two servers, found by port.
     for side in (
         results["floor"]["b3"],
         results["floor"],
         results["floor"]["floor_io"],
         results["floor"]["floor_io_sa"],
+        results["floor"]["b3_local"],
+        results["floor"]["floor_io_local"],
     ):
         spent = side["W4"]["cpu_ms_per_run"]
         assert set(spent) == {"python", "temporal", "s3"} and spent["python"] > 0 and spent["temporal"] > 0
-    # Both artifact-I/O floors did the S3 work of a DSMO run: 8 W1 + 16 W4 runs each, each run
-    # an input, three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to
-    # compare here); the second kept DSMO's search attributes, its final status upserted.
-    runs = 2 * 4 + 4 * 4
+    # The three artifact-I/O floors did the S3 work of a DSMO run: 12 W1 + 24 W4 runs each, each
+    # run an input, three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to
+    # compare here); the second kept DSMO's search attributes, its final status upserted; the
+    # third ran its stages as local activities.
+    runs = 2 * 6 + 4 * 6
     written = {prefix: len(bench.store.list_uris(prefix)) - floor_io_objects[prefix] for prefix in FLOOR_IO_PREFIXES}
-    assert written == {"artifacts/bench-floor-io/": 2 * runs * 4, "audit/bench-floor-io/": 2 * runs}
+    assert written == {"artifacts/bench-floor-io/": 3 * runs * 4, "audit/bench-floor-io/": 3 * runs}
     await visible_floor_runs(dsmo, bench.queue + "-modes", runs)
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
+    assert results["floor"]["ratios"]["w1_p50_local"] > 0 and results["floor"]["ratios"]["w4_throughput_local"] > 0
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
     assert results["resume"]["inbox_p50"] > 0  # a measurement: its bounds are `make bench`'s
     results["started_at"] = "now"
@@ -101,6 +107,8 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     assert "## Against the raw-Temporal floor" in page.split(table1_cli.END, 1)[1]
     assert "| Temporal server |" in table and "| S3 store |" in table
     assert "| W4 CPU ms per run (whole stack) |" in table
+    assert "| W1 latency p50 (s), B3, local stages / floor + I/O, local activities |" in table
+    assert "local activities doing the same work" in page
     assert "| Resume, event kept in the inbox: wait begins → next action started p50 (s) |" in table
     assert "| Where B3's overhead goes |" in table and "| W4 CPU ms per run, S3 store |" in table
 
@@ -127,6 +135,7 @@ async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) ->
     table = floor_spread(repeats)
     assert "| W4 throughput, B3 / floor |" in table and "of 2 |" in table
     assert "| W4 throughput, B3 / (floor + artifact I/O) |" in table
+    assert "| W1 latency p50, B3 local stages / (floor + I/O, local activities) |" in table
 
 
 async def test_w5_runs_every_contender_in_tiny_batches_with_held_batches(
