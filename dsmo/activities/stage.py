@@ -135,19 +135,19 @@ class StageActivities:
     async def _run(self, task: StageTask, processor: Processor | None, version: str, started: datetime) -> StageSummary:
         reuse = task.reuse_uri
         info = activity.info()
-        if reuse is None and (task.attempt > 1 or info.attempt > 1 or info.is_local):
-            # Only a retry can find output an earlier execution committed without reporting it,
-            # or a local attempt: a worker that died before its workflow task completed lost the
-            # attempt's record, and the next worker runs it again (docs/reliability.md).
-            reuse, begun = await self._io(self._earlier_work, task)
-            if reuse is None and info.is_local:
-                if begun:
-                    # Begun and never finished: its worker died in it. Counted as a failed
-                    # attempt, so a stage that kills its workers ends in the dead letters.
-                    raise ApplicationError(
-                        f"attempt {task.attempt}: its worker was lost before the run recorded it", type=WORKER_LOST
-                    )
-                await self._io(self._mark_begun, task)
+        if reuse is None and (task.attempt > 1 or info.attempt > 1):
+            # Only a retry can find output an earlier execution committed without reporting it.
+            reuse = await self._io(self._committed_output, task)
+        if reuse is None and info.is_local and not await self._io(self._mark_begun, task):
+            # A local attempt run again: a worker that died before its workflow task completed
+            # took the attempt's record with it (docs/reliability.md). Its output, if written, is
+            # reused; begun and never finished, its worker died in it: a failed attempt, so a stage
+            # that kills its workers ends in the dead letters instead of looping.
+            reuse = await self._io(self._committed_output, task)
+            if reuse is None:
+                raise ApplicationError(
+                    f"attempt {task.attempt}: its worker was lost before the run recorded it", type=WORKER_LOST
+                )
         if reuse is not None:
             # Committed before (an attempt that wrote then failed to report, or a replay): never redo.
             return await self._io(self._report_existing, task, reuse, version, started)
@@ -294,17 +294,19 @@ class StageActivities:
             )
         check_output(task.output_schema, output.document, agent=task.agent)
 
-    def _earlier_work(self, task: StageTask) -> tuple[str | None, bool]:
-        """The output an earlier execution of the stage committed, and whether this attempt began."""
+    def _committed_output(self, task: StageTask) -> str | None:
         prefix = f"artifacts/{task.workflow_version}/{task.run_id}/{task.stage_path}/"
-        uris = self.store.list_uris(prefix)
-        found = sorted((int(match.group(1)), uri) for uri in uris if (match := _ATTEMPT.search(uri)) is not None)
-        begun = any(uri.endswith(f"/attempt={task.attempt}/{BEGUN}") for uri in uris)
-        return (found[0][1] if found else None), begun
+        found = sorted(
+            (int(match.group(1)), uri)
+            for uri in self.store.list_uris(prefix)
+            if (match := _ATTEMPT.search(uri)) is not None
+        )
+        return found[0][1] if found else None
 
-    def _mark_begun(self, task: StageTask) -> None:
-        key = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
-        self.store.put_json_once(key.rsplit("/", 1)[0] + f"/{BEGUN}", {"attempt": task.attempt})
+    def _mark_begun(self, task: StageTask) -> bool:
+        """Mark a local attempt begun (one conditional PUT); False when a run of it did already."""
+        output = stage_output_key(task.workflow_version, task.run_id, task.stage_path, task.attempt)
+        return self.store.put_if_absent(output.rsplit("/", 1)[0] + f"/{BEGUN}", encode_json({"attempt": task.attempt}))
 
     def _report_existing(self, task: StageTask, uri: str, version: str, started: datetime) -> StageSummary:
         body = self.store.read_bytes(uri, seal=task.seal)

@@ -219,8 +219,11 @@ async def test_a_local_attempt_run_again_after_a_crash_reuses_what_it_wrote(harn
     # attempt finds the output and reports it; the processor does not run a second time.
     definition = short_stage("steady")
     run_id = f"local-again-{harness.task_queue}"
-    key = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1/output.json"
-    harness.store.put_json_once(key, {"output": {"from": "lost task"}, "summary": {"ok": "lost task"}})
+    folder = f"artifacts/{definition.workflow_version}/{run_id}/work/attempt=1"
+    harness.store.put_json_once(f"{folder}/begun.json", {"attempt": 1})  # written before its agent ran
+    harness.store.put_json_once(
+        f"{folder}/output.json", {"output": {"from": "lost task"}, "summary": {"ok": "lost task"}}
+    )
     await harness.start(definition, {}, run_id=run_id)
     result = await harness.dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED
