@@ -99,8 +99,8 @@ async def stage_visit(
     replay = run.replay
     llm = model_call(run, node_id, node, stage_path, visit, turn) if isinstance(node, LlmNode) else None
     await pass_stage(run, node_id, node.throttle)  # a throttled stage waits for its turn first
-    # Runs started before local stages ran their short stages as regular activities under the
-    # same default; they keep doing so (the patch is status_writes.py's).
+    # Before local stages the same default meant a regular activity: the patch (status_writes.py)
+    # keeps what a run's history recorded, and lets a run follow the new default from here on.
     local = runs_locally(run.definition, node) and (
         not chosen_by_default(run.definition, node) or state.writes.merge_from_now()
     )
