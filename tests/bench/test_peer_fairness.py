@@ -135,9 +135,9 @@ def test_dsmo_regular_runs_beside_dsmo_unless_left_out(monkeypatch: pytest.Monke
     assert DSMO_REGULAR not in PeerConfig.quick().names()
     default, regular = dsmo_peer.definition(45), dsmo_peer.definition(45, regular=True)
     stages, sends = ("A", "B", "C"), ("send", "send_timeout")
-    assert all(runs_locally(default, default.nodes[name]) for name in stages)
-    # The send has an effect beyond its output: a regular activity in both (docs: local stages).
-    assert not any(runs_locally(default, default.nodes[name]) for name in sends)
+    # The send acts too, keyed by its idempotency key: a short stage like the others, local by
+    # default (docs: local stages), as DBOS's steps and LangGraph's nodes run in their process.
+    assert all(runs_locally(default, default.nodes[name]) for name in stages + sends)
     assert not any(runs_locally(regular, regular.nodes[name]) for name in stages + sends)
     assert regular.nodes["reply"] == default.nodes["reply"]
 

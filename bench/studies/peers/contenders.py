@@ -97,6 +97,7 @@ class DsmoContender(Contender):
         # Imported here: the module registers W6's agents, which only its worker serves.
         from bench.studies.peers import dsmo_peer
 
+        # Parsed once, as a deployment would: W6 measures the engine, not a YAML parser.
         definition = dsmo_peer.definition(self.config.wait_seconds, regular=self.regular)
         self.workflow_version = definition.workflow_version
         await self.dsmo.start(definition, input_document(run_id), run_id=run_id, task_queue=self.config.task_queue)

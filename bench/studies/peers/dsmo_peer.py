@@ -36,8 +36,8 @@ nodes:
     actionType: wait_for_response
     parameters: {timeout: WAIT}
     transitions: [{when: "lastResponse == 'ok'", to: send}, {to: send_timeout}]
-  send: {actionType: run_agent, agent: peer-send, timeout: 5s, local: false, input: "{{stages.C.outputUri}}"}
-  send_timeout: {actionType: run_agent, agent: peer-send, timeout: 5s, local: false, input: "{{stages.C.outputUri}}"}
+  send: {actionType: run_agent, agent: peer-send, timeout: 5s, input: "{{stages.C.outputUri}}"}
+  send_timeout: {actionType: run_agent, agent: peer-send, timeout: 5s, input: "{{stages.C.outputUri}}"}
 """
 
 
@@ -56,6 +56,7 @@ def send(document: Any, message: StageMessage) -> dsmo.ProcessorOutput:
 # -- user code ends --
 
 
+@functools.cache
 def definition(wait_seconds: float, *, regular: bool = False) -> AgentDefinition:
     """The graph, its wait's timeout filled in (the driver starts runs with it).
 

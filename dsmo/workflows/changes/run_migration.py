@@ -27,6 +27,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from dsmo.workflows.changes.handover_size import handover_problem
+from dsmo.workflows.common import patches
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.contracts.migration_io import (
     ALREADY_ON_TARGET,
@@ -77,7 +78,7 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
     Raises:
         ApplicationError: The run reached a node boundary that cannot move, or ended first.
     """
-    if run.boundaries_over is not None and workflow.patched(LATE_MOVE_PATCH):
+    if run.boundaries_over is not None and patches.patched(LATE_MOVE_PATCH):
         # Accepted, but its handler began once the run was ending (a cancel in the same task):
         # no boundary comes, and a handler left waiting would keep the run from ending.
         raise _refusal(MigrationRefused(f"status: {run.boundaries_over}"))
@@ -87,7 +88,7 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
             raise _refusal(MigrationRefused("status: another move of this run is under way"))
         run.migration_asked = True
         # A node that sends, then waits, has no boundary before its wait: the move is made from inside it.
-        into_wait = workflow.patched(MOVE_INTO_WAIT_PATCH)
+        into_wait = patches.patched(MOVE_INTO_WAIT_PATCH)
         try:
             await workflow.wait_condition(lambda: any((run.boundary, run.no_boundary, into_wait and position_now(run))))
         finally:

@@ -179,6 +179,8 @@ class AgentDefinition(CamelModel):
         # Wraps the whole validation, graph check included. Admission always validates in full.
         if info.context and info.context.get(ADMISSION):
             return handler(data)
+        if isinstance(data, cls):  # validated when it was made, and frozen: nothing to check again
+            return data
         return _DECODED.get_or_validate(data, handler)
 
     @functools.cached_property

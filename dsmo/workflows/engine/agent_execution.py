@@ -13,6 +13,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from dsmo.workflows.common import patches
+
 # Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
 # re-importing them (and the CEL library's) for every workflow run.
 with workflow.unsafe.imports_passed_through():
@@ -111,7 +113,7 @@ class AgentExecution:
             try:
                 await self._continue_as_new(due)
             except asyncio.CancelledError:
-                if not workflow.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
+                if not patches.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
                     raise  # runs from before ended Canceled here, with no record
             return await finish_handing_over(run, ENDED_FIRST)
         except asyncio.CancelledError:
@@ -133,7 +135,7 @@ class AgentExecution:
         await workflow.wait_condition(workflow.all_handlers_finished)
         # A cancel that arrived with the last await's wake-up has not reached this task yet
         # (Temporal delivers it on the next turn): it ends the run here, it is not carried over.
-        if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
+        if workflow.cancellation_reason() is not None and patches.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
             return
         if run.rewind is not None:
             request = rewind_point.hand_over(run)

@@ -11,6 +11,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
@@ -67,7 +68,7 @@ async def begin(run: Run) -> None:
         state.enter(RunStatus.RUNNING)
         raise RunEnded(RunStatus.FAILED, "", subject_problem)
     problem = run_id_problem(state.run_id)
-    if problem and workflow.patched(STRICT_RUN_ID_PATCH):
+    if problem and patches.patched(STRICT_RUN_ID_PATCH):
         # Started around DSMO's checks (e.g. `temporal workflow start --workflow-id $'x\n'`): no
         # object key can be built from this id, so nothing is written and the run ends here.
         state.enter(RunStatus.RUNNING)

@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from dsmo.workflows.changes.rewind_point import abandon as rewind_abandon
 from dsmo.workflows.changes.run_migration import no_more_boundaries
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
@@ -145,7 +146,7 @@ async def _settle(run: Run, result: ExecutionResult) -> None:
     if run.slot_held:
         await slot_call(run, contracts.RELEASE_SLOT, 1)
     # A run that ends in line leaves it (runs from before then were dropped when their turn came).
-    if run.slots_held or (run.slot_asked and workflow.patched(SIGNALLED_RELEASE_PATCH)):
+    if run.slots_held or (run.slot_asked and patches.patched(SIGNALLED_RELEASE_PATCH)):
         await give_back_all(run)
     await _export_audit(run)
     # In-flight update handlers would be lost if the run returned under them.
@@ -158,7 +159,7 @@ async def _settle(run: Run, result: ExecutionResult) -> None:
 async def _export_audit(run: Run) -> None:
     """Append-only copy of the trail in the object store, hash-chained (`dsmo audit verify`)."""
     state = run.state
-    if run_id_problem(state.run_id) and workflow.patched(STRICT_RUN_ID_PATCH):
+    if run_id_problem(state.run_id) and patches.patched(STRICT_RUN_ID_PATCH):
         return  # no object key can be built from the id; the trail stays in the history
     trail = state.audit
     events = [event.model_dump(mode="json") for event in trail.events]

@@ -21,6 +21,8 @@ and its slot is freed (Temporal refuses the signal only once the holder's end is
 a time), which forgets lines whose holders ended unasked and frees slots of holders terminated
 or reset around DSMO, however busy its other keys keep it. The shard carries only lines in use
 across continue-as-new, and ends a minute after its last line emptied.
+
+Longer than most modules: the shard is one workflow class, its handlers and its housekeeping.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
+
+from dsmo.workflows.common import patches
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field
@@ -187,7 +191,7 @@ class KeyLocks:
         regrants, self._regrants = self._regrants, []
         signals = [(name, run) for name, run in regrants if run in getattr(self._state.lines.get(name), "holders", ())]
         refusals, self._refusals = self._refusals, []
-        if refusals and workflow.patched(key_lines.REFUSAL_PATCH):
+        if refusals and patches.patched(key_lines.REFUSAL_PATCH):
             await asyncio.gather(*(key_lines.refuse(run, f"{shard}/{name}", why) for name, run, why in refusals))
         due, self._due = self._due, set()
         for name in sorted(due):  # sorted: the same signals in the same order on replay

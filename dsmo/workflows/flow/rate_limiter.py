@@ -20,6 +20,8 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
+
 with workflow.unsafe.imports_passed_through():
     from pydantic import field_validator
 
@@ -134,7 +136,7 @@ class AgentRateLimiter:
         state = self._state
         regrants, self._regrants = self._regrants, []
         # Locks from before re-granting ignored a holder asking again; their histories replay so.
-        if regrants and workflow.patched(REGRANT_PATCH):
+        if regrants and patches.patched(REGRANT_PATCH):
             for run_id in regrants:
                 if run_id in state.holders:
                     await self._signal_grant(run_id)

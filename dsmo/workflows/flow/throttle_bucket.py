@@ -17,6 +17,8 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
+
 with workflow.unsafe.imports_passed_through():
     from pydantic import Field, field_validator
 
@@ -106,7 +108,7 @@ class KeyThrottle:
 
     def _owes(self) -> bool:
         if self._owed is None:
-            self._owed = workflow.patched(OWED_TOKENS_PATCH)
+            self._owed = patches.patched(OWED_TOKENS_PATCH)
         return self._owed
 
     def _refill(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import ToolLoop
@@ -164,7 +165,7 @@ def _visit_limits_first(run: Run, node: LlmNode) -> bool:
     """Whether this run checks its visit's limits before its own budget (runs from before the
     order changed, whose route differs only when both are spent at the same turn)."""
     both = run.definition.budget is not None and (node.budget is not None or node.loop_timeout is not None)
-    return both and not workflow.patched(BUDGET_ORDER_PATCH)
+    return both and not patches.patched(BUDGET_ORDER_PATCH)
 
 
 def _within_time(run: Run, node_id: str, node: LlmNode, loop: ToolLoop) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.durations import format_duration
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render
@@ -80,7 +81,7 @@ def _rendered(run: Run, shown: dict[str, Any]) -> dict[str, Any]:
     """
     if not any(isinstance(value, str) and "{{" in value for value in shown.values()):
         return shown
-    if not workflow.patched(RENDER_PATCH):
+    if not patches.patched(RENDER_PATCH):
         return shown
     rendered = {name: render(str(value), run.state.variables) for name, value in shown.items()}
     return {name: value for name, value in rendered.items() if value}
@@ -186,7 +187,7 @@ async def on_timeout(run: Run, node_id: str, kind: str, options: WaitOptions, at
     retry_left = options.on_timeout == "retry" and attempt <= options.max_retries
     if options.on_timeout == "continue" or retry_left:
         resume_run(run, node_id, {"eventType": "TIMEOUT", "attempt": attempt, "onTimeout": options.on_timeout})
-    elif options.timeout_actions and workflow.patched(TIMEOUT_ENDS_FIRST_PATCH):
+    elif options.timeout_actions and patches.patched(TIMEOUT_ENDS_FIRST_PATCH):
         # The timeout ends the run: a reply, rewind or move that came while the messages go out
         # would be taken and then lost with the run, so the run refuses them from now on.
         say_ending(run.state, RunStatus.TIMEOUT)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.run.activity_calls import ActivityFailed
@@ -33,7 +34,7 @@ async def write_dead_letter(run: Run, letter: contracts.DeadLetter) -> None:
     """
     state = run.state
     plan = run.replay
-    if plan is not None and workflow.patched(REPLAY_NO_DEAD_LETTER_PATCH):
+    if plan is not None and patches.patched(REPLAY_NO_DEAD_LETTER_PATCH):
         state.audit.record(
             "DEAD_LETTER_SKIPPED",
             at=workflow.now(),

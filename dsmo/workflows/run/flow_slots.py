@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.run_records import AuditType
@@ -54,7 +55,7 @@ def key_slots(run: Run) -> list[KeySlot]:
         return []
     if run.sharded_keys is None:
         # Runs from before sharded key locks keep the lock per key value they were started with.
-        run.sharded_keys = workflow.patched(SHARDED_KEYS_PATCH)
+        run.sharded_keys = patches.patched(SHARDED_KEYS_PATCH)
     try:
         return slots_of(
             run.definition.agent,
@@ -109,7 +110,7 @@ async def give_back_all(run: Run) -> None:
     except RunEnded:
         known = {}
     held = list(dict.fromkeys([*run.slots_held, *([run.slot_asked] if run.slot_asked else [])]))
-    if workflow.patched(SIGNALLED_RELEASE_PATCH):
+    if patches.patched(SIGNALLED_RELEASE_PATCH):
         run.left_quietly = [lock for lock in held if _left_quietly(run, known.get(lock), lock)]
         held = [lock for lock in held if lock not in run.left_quietly]
     leaving = [known.get(lock) or _bare(run, lock) for lock in held]
@@ -215,7 +216,7 @@ async def _give_back(run: Run, slots: list[KeySlot]) -> None:
             run.slots_held.remove(slot.lock)
     run.slot_asked = None
     # Runs from before signalled releases gave slots back through an activity; they replay so.
-    if workflow.patched(SIGNALLED_RELEASE_PATCH):
+    if patches.patched(SIGNALLED_RELEASE_PATCH):
         await asyncio.gather(*(_release(run, slot.lock) for slot in slots))
     else:
         await asyncio.gather(*(_call(run, contracts.RELEASE_SLOT, slot) for slot in slots))

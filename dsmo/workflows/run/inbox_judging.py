@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.definition.conditions import ConditionScope
 from dsmo.workflows.events.resume_events import EVENT_KINDS, ResumeEvent
 from dsmo.workflows.run.context import Run
@@ -40,7 +41,7 @@ async def take_kept(run: Run, waiting: Waiting) -> ResumeEvent | None:
         event, spent = _take_kept_within(run, waiting, judged, bounded=True)
         if not spent:
             return event
-        if not workflow.patched(BOUNDED_JUDGING_PATCH):
+        if not patches.patched(BOUNDED_JUDGING_PATCH):
             # A run that judged its whole inbox in one activation before the budget existed.
             return _take_kept_within(run, waiting, judged, bounded=False)[0]
         await workflow.sleep(JUDGING_PAUSE)

@@ -30,6 +30,7 @@ from typing import Literal
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import ExternalWaitNode, ExternalWaitOptions, RequestDocumentNode
 from dsmo.workflows.definition.tools import decision_problem
@@ -138,7 +139,7 @@ def take(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
         return state.record_duplicate(event, via=via)
     action = verdict.action
     differs = action == "keep" or (action == "refuse" and verdict.legacy_applies)
-    if differs and not workflow.patched(INBOX_PATCH):
+    if differs and not patches.patched(INBOX_PATCH):
         if not verdict.legacy_applies:
             raise EventRejected(verdict.legacy_reason or f"{event.type} was not applied")
         action = "apply"

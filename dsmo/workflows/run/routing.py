@@ -6,6 +6,7 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.conditions import ConditionCostExceeded, ConditionError, evaluate_condition
 from dsmo.workflows.definition.tools import UNSPENT
@@ -25,7 +26,7 @@ def bounded_condition(expression: str, activation: dict[str, Any]) -> bool:
     try:
         return evaluate_condition(expression, activation)
     except ConditionCostExceeded:
-        if workflow.patched(CONDITION_COST_PATCH):
+        if patches.patched(CONDITION_COST_PATCH):
             raise
         return evaluate_condition(expression, activation, bounded=False)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio import workflow
-
+from dsmo.workflows.common import patches
 from dsmo.workflows.events.resume_events import EventRejected, ResumeEvent, parse_signal, strict_event_problem
 
 # workflow.patched ids, oldest first.
@@ -31,19 +30,19 @@ def well_formed_signal(event_type: str, payload: Any) -> ResumeEvent:
     Raises:
         EventRejected: The signal breaks a rule the run holds it to.
     """
-    capped = workflow.patched(EVENT_SIZE_CAP_PATCH)
+    capped = patches.patched(EVENT_SIZE_CAP_PATCH)
     problem = strict_event_problem(event_type, payload, json_numbers=False)
     number_problem = None if problem else strict_event_problem(event_type, payload)
     try:
         event = parse_signal(event_type, payload, size_cap=capped, strict=False)
     except EventRejected:
-        if problem and workflow.patched(STRICT_RULES_FIRST_PATCH):
+        if problem and patches.patched(STRICT_RULES_FIRST_PATCH):
             raise EventRejected(problem) from None
-        if number_problem and workflow.patched(JSON_NUMBERS_PATCH):
+        if number_problem and patches.patched(JSON_NUMBERS_PATCH):
             raise EventRejected(number_problem) from None
         raise
-    if problem and workflow.patched(STRICT_SIGNALS_PATCH):
+    if problem and patches.patched(STRICT_SIGNALS_PATCH):
         raise EventRejected(problem)
-    if number_problem and workflow.patched(JSON_NUMBERS_PATCH):
+    if number_problem and patches.patched(JSON_NUMBERS_PATCH):
         raise EventRejected(number_problem)
     return event

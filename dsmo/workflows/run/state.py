@@ -2,7 +2,8 @@
 
 Every status change goes through `next_status` (the seed's table) and is mirrored to the
 run's search attributes, so `temporal workflow list` and the Web UI always agree with the
-`status` query.
+`status` query. Longer than most modules: the state, its status view and the writes that
+mirror it are one class.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus, next_status
 from dsmo.workflows.contracts.run_records import ExecutionResult, StatusView
@@ -154,7 +156,7 @@ class RunState:
         spent = (float(self.usage.get("costUsd", 0.0)), int(self.usage.get("tokens", 0)))
         if not self.usage.get("modelCalls") or spent == self.usage_published:
             return []
-        if not workflow.patched(SPEND_PATCH):
+        if not patches.patched(SPEND_PATCH):
             return []
         self.usage_published = spent
         return [sa.LLM_COST_USD.value_set(spent[0]), sa.LLM_TOKENS.value_set(spent[1])]
@@ -293,7 +295,7 @@ def say_ending(state: RunState, status: RunStatus) -> None:
     the patch is asked only then: a run that ends from running writes no marker).
     """
     if state.ending is None:
-        state.begin_ending(status, publish=state.status is RunStatus.WAITING and workflow.patched(ENDING_PATCH))
+        state.begin_ending(status, publish=state.status is RunStatus.WAITING and patches.patched(ENDING_PATCH))
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -26,6 +26,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
+from dsmo.workflows.common import patches
+
 # workflow.patched id: merged status writes, and short stages as local activities
 # (definition/local_stages.py). One marker for both.
 FEWER_WRITES_PATCH = "fewer-server-writes"
@@ -49,7 +51,7 @@ class StatusWrites:
             Whether the patch is granted (its marker written, or found in the history replayed).
         """
         if self.merged is None:
-            self.merged = workflow.patched(FEWER_WRITES_PATCH)
+            self.merged = patches.patched(FEWER_WRITES_PATCH)
         return self.merged
 
     def write(self, updates: list[SearchAttributeUpdate[Any]]) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.trail_io import AuditSegment, EventValues, TrailHead, canonical_values, values_digest
 from dsmo.workflows.run.activity_calls import ActivityFailed
@@ -38,7 +39,7 @@ INLINE_VALUES_MAX = 4 * 1024
 def segments_on(run: Run) -> bool:
     """Whether this run writes its trail in segments (asked once, when it first matters)."""
     if run.trail_segments is None:
-        run.trail_segments = workflow.patched(TRAIL_SEGMENTS_PATCH)
+        run.trail_segments = patches.patched(TRAIL_SEGMENTS_PATCH)
     return run.trail_segments
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.trail_io import EventValues, canonical_values, values_digest
 from dsmo.workflows.run.activity_calls import ActivityFailed
@@ -39,7 +40,7 @@ async def recorded_output(run: Run, output: dict[str, Any]) -> tuple[dict[str, A
         What to record, and whether the run was asked to cancel while the sealed copy was written
         (the caller records the step, then lets the cancel through).
     """
-    if run.seal is None or not workflow.patched(SEALED_OUTPUT_PATCH):
+    if run.seal is None or not patches.patched(SEALED_OUTPUT_PATCH):
         return {"output": output}, False  # nothing awaited: the step is recorded in this activation
     return await _through_cancel(_sealed_output(run, output))
 

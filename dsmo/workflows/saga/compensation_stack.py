@@ -19,6 +19,7 @@ from temporalio import workflow
 from temporalio.exceptions import RetryState
 from temporalio.workflow import ParentClosePolicy
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render_values
 from dsmo.workflows.contracts import activity_io as contracts
@@ -108,7 +109,7 @@ def _attempts_of(failed: ActivityFailed, max_attempts: int) -> dict[str, Any]:
 def _replaying_actions(run: Run) -> bool:
     """A replay takes actions' outcomes from the record. Replays started before it did ran
     them again, and must replay as they ran."""
-    return run.replay is not None and workflow.patched(REPLAY_RECORDED_ACTIONS_PATCH)
+    return run.replay is not None and patches.patched(REPLAY_RECORDED_ACTIONS_PATCH)
 
 
 async def _replay_invoke(run: Run, node_id: str, step: str, node: InvokeNode) -> None:

@@ -1,0 +1,72 @@
+"""`workflow.patched` for DSMO's changes, one marker per execution instead of one per change.
+
+Each `workflow.patched` id a run asks writes a marker to its history and has the SDK upsert
+Temporal's ``TemporalChangeVersion`` search attribute: two server writes per change, paid again by
+every new run for as long as the check stays in the code. A run started on code that has every
+change below needs none of those answers one by one: the first of them it reaches asks
+`GENERATION_PATCH` instead, and once that is granted every id in `GENERATION_CHANGES` is granted
+with it, without a marker of its own.
+
+Replays keep their commands. A history written before the generation has no generation marker,
+so on replay the generation is refused (memoized for the execution, as the SDK memoizes every
+patch) and each change is asked by its own id, as that history was written. The generation is
+asked where the first change would have been, so runs that reach no change still write none.
+
+A change added later is not in `GENERATION_CHANGES` (runs of this generation did not have it):
+it is asked by its own id, until a next generation folds it in.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+GENERATION_PATCH = "dsmo-generation-1"
+
+# Every change the generation stands for: a run that has its marker was written by code that
+# has all of them. Never add an id here once released; a later change starts a next generation.
+GENERATION_CHANGES = frozenset(
+    {
+        "replay-recorded-actions",
+        "sealed-action-output",
+        "regrant-holders",
+        "throttle-owed-tokens",
+        "key-lock-refusals",
+        "move-into-wait",
+        "move-asked-after-the-last-boundary",
+        "cancel-while-handing-over",
+        "strict-run-id",
+        "run-budget-before-visit-limits",
+        "render-wait-parameters",
+        "timeout-ends-before-its-actions",
+        "replay-no-dead-letter",
+        "fewer-server-writes",
+        "condition-cost-bound",
+        "bounded-inbox-judging",
+        "event-inbox",
+        "trail-segments",
+        "event-size-cap",
+        "strict-signals",
+        "strict-signal-rules-first",
+        "signal-json-numbers",
+        "signalled-slot-release",
+        "sharded-key-locks",
+        "ending-says-so",
+        "spend-search-attributes",
+    }
+)
+
+
+def patched(change: str) -> bool:
+    """Whether this execution takes ``change``'s new path (`workflow.patched`, one marker a run).
+
+    Args:
+        change: The change's `workflow.patched` id.
+
+    Returns:
+        True for a run written by code that has the change (its generation's marker, or the
+        change's own marker, written now or found in the history replayed); False for a history
+        written before it.
+    """
+    if change in GENERATION_CHANGES and workflow.patched(GENERATION_PATCH):
+        return True
+    return workflow.patched(change)

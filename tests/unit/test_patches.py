@@ -1,0 +1,47 @@
+"""DSMO's changes share one generation marker per execution (dsmo/workflows/common/patches.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+from dsmo.workflows.common.patches import GENERATION_CHANGES, GENERATION_PATCH
+
+REPO = Path(__file__).resolve().parents[2]
+HISTORIES = REPO / "tests" / "histories"
+# Asked for its marker alone (a worker without rewinds must not run a rewound run): never folded.
+ON_ITS_OWN = {"rewind"}
+
+
+def _patch_constants() -> dict[str, str]:
+    found = {}
+    for path in (REPO / "dsmo" / "workflows").rglob("*.py"):
+        for name, value in re.findall(r'^([A-Z_]+_PATCH) = "([^"]+)"', path.read_text(), re.M):
+            found[value] = f"{path.name}:{name}"
+    return found
+
+
+def _patch_markers(name: str) -> list[str]:
+    events = json.loads((HISTORIES / f"{name}.json").read_text())["history"]["events"]
+    ids = []
+    for event in events:
+        attributes = event.get("markerRecordedEventAttributes") or {}
+        if attributes.get("markerName") != "core_patch":
+            continue
+        for payload in attributes["details"]["patch-data"]["payloads"]:
+            ids.append(json.loads(base64.b64decode(payload["data"]))["id"])
+    return ids
+
+
+def test_the_generation_stands_for_every_change_there_is() -> None:
+    constants = _patch_constants()
+    assert constants.pop(GENERATION_PATCH) == "patches.py:GENERATION_PATCH"
+    assert set(constants) - ON_ITS_OWN == set(GENERATION_CHANGES), "a change is missing from the generation, or a typo"
+
+
+def test_a_run_of_this_generation_writes_one_marker() -> None:
+    # The same flow (an early reply, local stages): before, a marker per change it reached.
+    assert _patch_markers("short_stages_early") == ["fewer-server-writes", "event-inbox"]
+    assert _patch_markers("short_stages_generation") == [GENERATION_PATCH]
