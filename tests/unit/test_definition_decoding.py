@@ -103,3 +103,12 @@ def test_a_copy_with_changes_has_its_own_version() -> None:
     assert changed.workflow_version != version
     assert changed.workflow_version == changed.model_copy().workflow_version
     assert original.model_copy().workflow_version == version
+
+
+def test_a_request_built_from_a_definition_keeps_it_unchecked_again(graph_checks: list[str]) -> None:
+    # A starter builds a request per run from the definition it loaded once: no second graph check.
+    definition = parse_definition(document())
+    checked = len(graph_checks)
+    requests = [ExecutionRequest(definition=definition, input={"n": n}) for n in range(3)]
+    assert all(request.definition is definition for request in requests)
+    assert len(graph_checks) == checked
