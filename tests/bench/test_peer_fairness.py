@@ -24,7 +24,7 @@ from bench.studies.peers.peer_ledger import (
 from bench.studies.peers.peer_work import PeerWork
 from bench.studies.peers.peers_report import repeats_table, section, waiting_table
 from bench.studies.peers.runner_config import STAGE_SLOTS, RunnerConfig
-from bench.studies.scale.scale import alternated, paced_sides
+from bench.studies.scale.scale import alternated, bounded_sides, paced_sides
 
 pytestmark = pytest.mark.usefixtures("registry_restored")
 
@@ -221,6 +221,22 @@ def test_paced_sides_alternates_the_calls_and_rates_each_side_on_its_own_time() 
     rates = asyncio.run(paced_sides(10_000.0, sides, chunk=2))
     assert order == ["d", "d", "f", "f", "f", "f", "d", "d"]
     assert set(rates) == {"dsmo", "floor"} and all(r["achieved_per_s"] > 0 for r in rates.values())
+
+
+def test_bounded_sides_starts_the_sides_in_turns_and_times_each_on_its_own() -> None:
+    order: list[str] = []
+
+    def call(name: str, pause: float) -> Any:
+        async def made() -> None:
+            order.append(name)
+            await asyncio.sleep(pause)
+
+        return made
+
+    sides = {"dsmo": [call("d", 0.0)] * 3, "floor": [call("f", 0.02)] * 3}
+    seconds = asyncio.run(bounded_sides(sides, limit=1, chunk=2))
+    assert order == ["d", "d", "f", "f", "f", "d"]
+    assert set(seconds) == {"dsmo", "floor"} and seconds["floor"] >= 0.06  # its own pauses, on its side
 
 
 def test_every_runner_module_imports_and_reads_the_one_cap() -> None:

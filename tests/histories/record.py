@@ -601,6 +601,22 @@ async def short_stages_early(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+async def short_stages_early_without_generation(dsmo: DsmoClient, queue: str) -> str:
+    """`short_stages_early` started as an older starter (or a parent run) does: no `generation`."""
+    from temporalio.common import WorkflowIDReusePolicy
+
+    from dsmo.workflows.contracts.run_records import ExecutionRequest
+
+    request = ExecutionRequest(definition=parse_definition(SHORT_STAGES), input={"x": 3})
+    run_id = f"golden-short-stages-{uuid.uuid4().hex[:12]}"
+    await dsmo.temporal.start_workflow(
+        "AgentExecution", request, id=run_id, task_queue=queue, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE
+    )
+    await dsmo.respond(run_id, "ok", event_id="early-2")
+    await dsmo.result(run_id)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -645,8 +661,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "short_stages_regular": short_stages,
     "short_stages_local": short_stages,
     "short_stages_early": short_stages_early,
-    # The same, recorded since DSMO's changes share one marker per execution (common/patches.py).
-    "short_stages_generation": short_stages_early,
+    # The same, recorded since DSMO's changes share one marker per execution (common/patches.py):
+    # started without `generation` in its request (one marker), and with it (none).
+    "short_stages_generation": short_stages_early_without_generation,
+    "short_stages_started_in_generation": short_stages_early,
 }
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from dsmo.client.client_errors import EventMalformed
@@ -28,6 +27,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.ingress.app import create_app
+from dsmo.workflows.common import patches
 from dsmo.workflows.engine.agent_execution import AgentExecution
 from dsmo.workflows.events.resume_events import EventAck, EventRejected, well_formed
 from dsmo.workflows.run.signal_rules import well_formed_signal
@@ -119,7 +119,7 @@ def run_validator_answer(event_type: str, event_id: str, data: Any) -> str:
 
 def run_signal_answer(event_type: str, payload: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """What a new run's raw signal handler records as the reason of its EVENT_REJECTED."""
-    monkeypatch.setattr(workflow, "patched", lambda patch_id: True)  # a run started on this code
+    monkeypatch.setattr(patches, "patched", lambda change: True)  # a run started on this code
     with pytest.raises(EventRejected) as refused:
         well_formed_signal(event_type, payload)
     return str(refused.value)

@@ -37,11 +37,20 @@ def _patch_markers(name: str) -> list[str]:
 
 def test_the_generation_stands_for_every_change_there_is() -> None:
     constants = _patch_constants()
-    assert constants.pop(GENERATION_PATCH) == "patches.py:GENERATION_PATCH"
+    assert GENERATION_PATCH == "dsmo-generation-1" and GENERATION_PATCH not in constants
     assert set(constants) - ON_ITS_OWN == set(GENERATION_CHANGES), "a change is missing from the generation, or a typo"
 
 
 def test_a_run_of_this_generation_writes_one_marker() -> None:
-    # The same flow (an early reply, local stages): before, a marker per change it reached.
+    # The same flow (an early reply, local stages) started without `generation` in its request
+    # (an older starter, a child run): before, a marker per change it reached; now one.
     assert _patch_markers("short_stages_early") == ["fewer-server-writes", "event-inbox"]
     assert _patch_markers("short_stages_generation") == [GENERATION_PATCH]
+
+
+def test_a_run_started_for_this_generation_writes_none() -> None:
+    # Its request says so (a DSMO starter sets `generation`): no marker, no change-version upsert.
+    assert _patch_markers("short_stages_started_in_generation") == []
+    events = json.loads((HISTORIES / "short_stages_started_in_generation.json").read_text())["history"]["events"]
+    upserts = [e["upsertWorkflowSearchAttributesEventAttributes"] for e in events if "upsertWorkflow" in str(e.keys())]
+    assert all("TemporalChangeVersion" not in json.dumps(u) for u in upserts)

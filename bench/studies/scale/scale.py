@@ -1,12 +1,12 @@
 """Many runs waiting at once on one worker process, beside bare Temporal doing the same.
 
-DSMO runs that wait for a reply are started on one worker process (`dsmo.worker`), then bare
+DSMO runs that wait for a reply are started on one worker process (`dsmo.worker`), and bare
 Temporal workflows that wait for one update on their own worker (`bench.studies.scale.scale_floor`), the same
-number; both are then resumed at the same fixed rate, in alternating chunks of `CHUNK` replies
-(so a drift of the machine over the test falls on both). Measured: start and resume rates of both,
-reply latency (the update accepted) with 100 and with all waiting, worker and server memory,
-history bytes of a waiting run started first and last (flat: a run's size does not grow with
-how many wait), and the console's task list with all waiting.
+number, in alternating chunks of `CHUNK` starts; both are then resumed at the same fixed rate, in
+alternating chunks of `CHUNK` replies (so a drift of the machine over the test falls on both).
+Measured: start and resume rates of both, reply latency (the update accepted) with 100 and with
+all waiting, worker and server memory, history bytes of a waiting run started first and last
+(flat: a run's size does not grow with how many wait), and the console's task list with all waiting.
 """
 
 from __future__ import annotations
@@ -103,6 +103,22 @@ async def paced_sides(
     return {name: _rates(rate, len(sides[name]), seconds[name], latencies[name]) for name in sides}
 
 
+async def bounded_sides(
+    sides: Mapping[str, Sequence[Callable[[], Awaitable[Any]]]], limit: int, chunk: int = CHUNK
+) -> dict[str, float]:
+    """Each side's calls, ``limit`` at a time, in alternating chunks (`alternated`).
+
+    Returns:
+        The seconds each side's own chunks took, by side.
+    """
+    seconds = dict.fromkeys(sides, 0.0)
+    for name, calls in alternated(sides, chunk):
+        began = time.perf_counter()
+        await bounded(limit, list(calls))
+        seconds[name] += time.perf_counter() - began
+    return seconds
+
+
 def _rates(rate: float, count: int, seconds: float, latencies: list[float]) -> dict[str, float]:
     return {
         "offered_per_s": rate,
@@ -163,20 +179,21 @@ async def scale_test(settings: Settings, dsmo: DsmoClient, runs: int, stack: Dev
         at_first = await _timed_each([partial(dsmo.respond, run_id, "go") for run_id in first])
 
         began = time.perf_counter()
-        await bounded(
-            START_CONCURRENCY, [partial(dsmo.start, definition, {}, run_id=run_id, task_queue=queue) for run_id in rest]
+        # Both sides started in alternating chunks too, each side's rate over its own chunks.
+        start_calls = await bounded_sides(
+            {
+                "dsmo": [partial(dsmo.start, definition, {}, run_id=run_id, task_queue=queue) for run_id in rest],
+                "floor": [
+                    partial(client.start_workflow, "ScaleWait", id=run_id, task_queue=floor_queue)
+                    for run_id in floor_ids
+                ],
+            },
+            START_CONCURRENCY,
         )
-        start_calls_seconds = time.perf_counter() - began
+        start_calls_seconds, floor_start_seconds = start_calls["dsmo"], start_calls["floor"]
         # All waiting: counted through visibility, not by querying runs whose first task may still be queued.
         await _until_counted(client, f"TaskQueue='{queue}' AND AgentExecutionStatus='waiting'", len(rest))
         start_seconds = time.perf_counter() - began
-
-        began = time.perf_counter()
-        await bounded(
-            START_CONCURRENCY,
-            [partial(client.start_workflow, "ScaleWait", id=run_id, task_queue=floor_queue) for run_id in floor_ids],
-        )
-        floor_start_seconds = time.perf_counter() - began
         await asyncio.sleep(2)
         worker_rss, server_pid = _rss_mb(worker.pid), _server_pid(settings, stack)
         server_rss = _rss_mb(server_pid)

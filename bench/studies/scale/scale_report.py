@@ -85,8 +85,8 @@ def scale_section(results: dict[str, Any]) -> str | None:
 
 Measured by `{results["command"]}` on {results["started_at"]}, on {results["machine"]}. DSMO runs that
 wait for a reply (a one-node definition) are started on one worker process (`dsmo worker`),
-{scale.get("first", 10)} first and resumed one by one, then the rest, {40} starts at a time; then
-as many bare Temporal workflows that wait for one update on their own worker
+{scale.get("first", 10)} first and resumed one by one, then the rest, {40} starts at a time, in turns
+of 2,000 with as many bare Temporal workflows that wait for one update on their own worker
 (`bench/studies/scale/scale_floor.py`), on the same server. With all waiting, replies are timed one by one
 and the console is loaded; then every run of both sides is resumed at the same offered rate
 (DSMO's reply is `DsmoClient.respond`, an update the run accepts; the reference's is an update too).

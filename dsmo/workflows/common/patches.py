@@ -1,11 +1,14 @@
-"""`workflow.patched` for DSMO's changes, one marker per execution instead of one per change.
+"""`workflow.patched` for DSMO's changes: none for runs started for this code, one marker for others.
 
 Each `workflow.patched` id a run asks writes a marker to its history and has the SDK upsert
 Temporal's ``TemporalChangeVersion`` search attribute: two server writes per change, paid again by
-every new run for as long as the check stays in the code. A run started on code that has every
-change below needs none of those answers one by one: the first of them it reaches asks
-`GENERATION_PATCH` instead, and once that is granted every id in `GENERATION_CHANGES` is granted
-with it, without a marker of its own.
+every new run for as long as the check stays in the code. A run whose request carries
+``generation`` (`GENERATION`: a DSMO starter sets it, and the run sets it for its next execution)
+takes every change in `GENERATION_CHANGES` without asking: the request is in its history, so a
+replay decides the same, and a worker older than the field refuses the request instead of running
+it another way. Any other run (started by an older starter, or a child or batch run the workflow
+starts) reaches the first of those changes and asks `GENERATION_PATCH` instead; once that is
+granted every id in `GENERATION_CHANGES` is granted with it, without a marker of its own.
 
 Replays keep their commands. A history written before the generation has no generation marker,
 so on replay the generation is refused (memoized for the execution, as the SDK memoizes every
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-GENERATION_PATCH = "dsmo-generation-1"
+GENERATION = 1
+GENERATION_PATCH = f"dsmo-generation-{GENERATION}"
 
 # Every change the generation stands for: a run that has its marker was written by code that
 # has all of them. Never add an id here once released; a later change starts a next generation.
@@ -67,6 +71,12 @@ def patched(change: str) -> bool:
         change's own marker, written now or found in the history replayed); False for a history
         written before it.
     """
-    if change in GENERATION_CHANGES and workflow.patched(GENERATION_PATCH):
+    if change in GENERATION_CHANGES and (started_in_generation() or workflow.patched(GENERATION_PATCH)):
         return True
     return workflow.patched(change)
+
+
+def started_in_generation() -> bool:
+    """Whether this execution's request says it was started for this generation's code."""
+    # The run's workflow object keeps it from its request; DSMO's helper workflows have none.
+    return (getattr(workflow.instance(), "generation", None) or 0) >= GENERATION

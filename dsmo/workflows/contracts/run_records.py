@@ -193,6 +193,7 @@ class ExecutionRequest(WireModel):
         key_locks_queue: The task queue where the run's key locks live.
         priority: 1 (highest) to 5, on Temporal's task queues and in a key's line.
         subject: The run's data subject and its keys.
+        generation: The workflow code generation a DSMO starter started the run for.
     """
 
     definition: AgentDefinition
@@ -221,6 +222,12 @@ class ExecutionRequest(WireModel):
     # rendered the definition's `subject`, by a parent for its children (who inherit it unless
     # their definition names another), and by the run itself when it had to learn them.
     subject: SubjectKey | None = None
+    # Set by a DSMO starter (and by the run for its next execution, and for a rewind or a move):
+    # the run takes every change of this generation of DSMO's workflow code without asking
+    # `workflow.patched`, so it writes no marker for them (workflows/common/patches.py). Runs
+    # started without it ask as before; a worker older than it refuses such a request (extra
+    # fields are forbidden), so Temporal retries the task until a newer worker takes it.
+    generation: int | None = Field(default=None, ge=1)
 
     def started_on(self, task_queue: str) -> ExecutionRequest:
         """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there.

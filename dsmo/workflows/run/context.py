@@ -129,6 +129,8 @@ class Run:
                 on_record=lambda event: count_event(event, replay_of=request.replay.of if request.replay else None),
             ),
         )
+        if request.generation:  # started for this code: its status writes merge from the start
+            state.writes.merged = True
         started_with = info.typed_search_attributes
         state.identity_unpublished = (
             started_with.get(sa.AGENT_NAME) is None or started_with.get(sa.WORKFLOW_VERSION) is None

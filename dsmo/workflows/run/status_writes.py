@@ -10,11 +10,12 @@ activity waits for it, since the server sees a workflow task's commands only whe
 completes (or heartbeats, every 8 s, when local activities keep it open: then the write shows
 up to an attempt later than it was asked, never more).
 
-A run's history keeps how it wrote: `workflow.patched` answers from it on replay, and a run
-started before this merges from the first place that asks after the upgrade.
-The patch is asked only where merging pays for its marker: by a run whose short stages run
-locally (the same patch decides that) and by a wait that may be taken from the inbox at once.
-Other runs write each change as it comes, as before.
+A run started for this code (its request carries ``generation``: common/patches.py) merges
+from its start, at no cost. Any other run's history keeps how it wrote: `workflow.patched`
+answers from it on replay, and such a run merges from the first place that asks after the
+upgrade. The patch is asked only where merging pays for its marker: by a run whose short stages
+run locally (the same patch decides that) and by a wait that may be taken from the inbox at once.
+Other runs of that kind write each change as it comes, as before.
 """
 
 from __future__ import annotations
