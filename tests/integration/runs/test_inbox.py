@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 
 from dsmo.activities.messaging import FileChannel
@@ -32,7 +31,7 @@ from dsmo.workflows.contracts.run_records import AuditEvent
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.run.intake import INBOX_PATCH
 from tests.conftest import Harness
-from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, replays
+from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, older_code, replays, takes_change
 
 pytestmark = pytest.mark.asyncio
 
@@ -310,15 +309,14 @@ async def test_a_kept_event_expires_after_its_time_to_live(harness: Harness) -> 
     assert [e.data["eventType"] for e in of(events, "RUN_RESUMED")] == ["TIMEOUT", "TIMEOUT"]
 
 
-async def test_runs_under_the_old_rule_replay_and_new_runs_record_the_patch(
+async def test_runs_under_the_old_rule_replay_and_new_runs_take_the_inbox(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dsmo = harness.dsmo
     definition = chat(**{"nodes.reply.next": None})
-    old = await harness.start(definition)
-    await dsmo.wait_for_status(old, {RunStatus.WAITING})
-    with monkeypatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda patch_id: False)
+    with older_code(monkeypatch):
+        old = await harness.start(definition)
+        await dsmo.wait_for_status(old, {RunStatus.WAITING})
         # Before the inbox, a reply from another sender was taken and a signal nothing takes now
         # was refused: the old rule stays in force for this run.
         await dsmo.signal_event(old, "EVENT_COMPLETED", {"event_id": "cal-1", "result": "done"})
@@ -331,7 +329,7 @@ async def test_runs_under_the_old_rule_replay_and_new_runs_record_the_patch(
     new = await harness.start(chat())
     await dsmo.wait_for_status(new, {RunStatus.WAITING})
     assert (await deliver(dsmo, new, "EVENT_COMPLETED", {"result": "done"}, "cal-1")).buffered
-    assert await has_patch_marker(harness, new, INBOX_PATCH)
+    assert await takes_change(harness, new, INBOX_PATCH)
 
 
 async def test_a_run_started_with_its_first_events_takes_them_without_a_race(harness: Harness) -> None:

@@ -9,13 +9,17 @@ new rules.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 
+from dsmo.client import starts
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.errors import DefinitionError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
@@ -48,6 +52,30 @@ WAIT_THEN_DONE: dict[str, Any] = {
     "start": "wait",
     "nodes": {"wait": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
 }
+
+
+@contextlib.contextmanager
+def older_code(monkeypatch: pytest.MonkeyPatch, refused: Callable[[str], bool] = lambda change: True) -> Iterator[None]:
+    """Runs started and driven in here run as on code before the ``refused`` changes.
+
+    Started as an older starter does (no ``generation`` in the request), they take a refused
+    change the old way and write no marker for it, and ask any other by its own id, as code
+    before DSMO's generations did; so the current code replays them as they ran.
+    """
+    with monkeypatch.context() as patch:
+        patch.setattr(starts, "GENERATION", None)
+        patch.setattr(patches, "patched", lambda change: not refused(change) and workflow.patched(change))
+        yield
+
+
+async def takes_change(harness: Harness, run_id: str, patch_id: str) -> bool:
+    """Whether the run's history says it takes the change: its request carries the generation
+    (a DSMO starter's run), or its history has the generation's marker or the change's own."""
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0].data
+    return json.loads(started).get("generation", 0) >= patches.GENERATION or any(
+        [await has_patch_marker(harness, run_id, marker) for marker in (patch_id, patches.GENERATION_PATCH)]
+    )
 
 
 async def has_patch_marker(harness: Harness, run_id: str, patch_id: str = EVENT_SIZE_CAP_PATCH) -> bool:
@@ -95,10 +123,9 @@ async def test_a_big_signal_taken_before_the_cap_replays_and_new_runs_refuse_one
     big = {"text": "hi", "attachment": "x" * (MAX_EVENT_BYTES + 10)}
 
     # A run on the code before the cap: no patch marker, the big reply is applied.
-    old = await harness.start(definition)
-    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
-    with monkeypatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda patch_id: False)
+    with older_code(monkeypatch):
+        old = await harness.start(definition)
+        await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
         await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", {"event_id": "big-1", **big})
         result = await harness.dsmo.result(old)
     assert result.status is RunStatus.COMPLETED
@@ -106,7 +133,7 @@ async def test_a_big_signal_taken_before_the_cap_replays_and_new_runs_refuse_one
     assert not await has_patch_marker(harness, old)
     await replays(harness, old)  # the current code, with the cap, replays it as it ran
 
-    # A new run: the patch is recorded and the same reply is refused; the run keeps waiting.
+    # A new run: it takes the change and the same reply is refused; the run keeps waiting.
     new = await harness.start(definition)
     await harness.dsmo.wait_for_status(new, {RunStatus.WAITING})
     await harness.dsmo.temporal.get_workflow_handle(new).signal("MESSAGE_RECEIVED", {"event_id": "big-2", **big})
@@ -115,7 +142,7 @@ async def test_a_big_signal_taken_before_the_cap_replays_and_new_runs_refuse_one
     assert result.variables["lastResponse"] == "short"
     rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
     assert len(rejected) == 1 and f"above the {MAX_EVENT_BYTES}-byte limit" in str(rejected[0].data)
-    assert await has_patch_marker(harness, new)
+    assert await takes_change(harness, new, EVENT_SIZE_CAP_PATCH)
     await replays(harness, new)
 
 
@@ -126,10 +153,9 @@ async def test_a_signal_taken_before_the_strict_rules_replays_and_new_runs_refus
     # A trailing newline in the id and data nested 40 deep: both accepted before the rules.
     loose = {"event_id": "loose-1\n", "text": "hi", "nested": json.loads("[" * 40 + "]" * 40)}
 
-    old = await harness.start(definition)
-    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
-    with monkeypatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda patch_id: False)
+    with older_code(monkeypatch):
+        old = await harness.start(definition)
+        await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
         await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", loose)
         result = await harness.dsmo.result(old)
     assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "hi"
@@ -144,7 +170,7 @@ async def test_a_signal_taken_before_the_strict_rules_replays_and_new_runs_refus
     assert result.variables["lastResponse"] == "clean"
     rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
     assert len(rejected) == 1 and "use 1-200 printable characters" in str(rejected[0].data)
-    assert await has_patch_marker(harness, new, STRICT_SIGNALS_PATCH)
+    assert await takes_change(harness, new, STRICT_SIGNALS_PATCH)
     await replays(harness, new)
 
 
@@ -155,10 +181,9 @@ async def test_a_signal_breaking_two_rules_was_refused_for_its_kinds_before_and_
     # A trailing newline in the id (a strict rule) and no text (the reply's own rule).
     twice = {"event_id": "twice-1\n", "txt": "typo"}
 
-    old = await harness.start(definition)
-    await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
-    with monkeypatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda patch_id: False)
+    with older_code(monkeypatch):
+        old = await harness.start(definition)
+        await harness.dsmo.wait_for_status(old, {RunStatus.WAITING})
         await harness.dsmo.temporal.get_workflow_handle(old).signal("MESSAGE_RECEIVED", twice)
         await harness.dsmo.respond(old, "clean", event_id="clean-old")
         await harness.dsmo.result(old)
@@ -176,5 +201,5 @@ async def test_a_signal_breaking_two_rules_was_refused_for_its_kinds_before_and_
     rejected = [e for e in await harness.dsmo.events(new) if e.type == "EVENT_REJECTED"]
     strict = "MESSAGE_RECEIVED.event_id 'twice-1\\n': use 1-200 printable characters"
     assert len(rejected) == 1 and str(rejected[0].data["reason"]).startswith(strict)
-    assert await has_patch_marker(harness, new, STRICT_RULES_FIRST_PATCH)
+    assert await takes_change(harness, new, STRICT_RULES_FIRST_PATCH)
     await replays(harness, new)

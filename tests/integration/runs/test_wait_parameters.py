@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from temporalio import workflow
 
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.client.client_errors import EventNotAccepted
@@ -25,7 +24,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.nodes.waits import RENDER_PATCH
 from tests.conftest import Harness
 from tests.ingress_server import serving
-from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, replays
+from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, older_code, replays, takes_change
 
 pytestmark = pytest.mark.asyncio
 INPUT = re.compile(r"<input\b[^>]*>")
@@ -76,7 +75,7 @@ async def test_the_docs_inbox_example_takes_the_reply_on_its_thread(harness: Har
     view = await dsmo.status(run_id)
     assert view.waiting_for == "event" and view.waiting_data is not None
     assert view.waiting_data["title"] == "Entrevista con Ana"
-    assert await has_patch_marker(harness, run_id, RENDER_PATCH)
+    assert await takes_change(harness, run_id, RENDER_PATCH)
     await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "done"}, event_id="cal-1")
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED and result.variables["lastResponse"] == "sí"
@@ -103,8 +102,7 @@ async def test_a_run_that_began_the_wait_before_rendering_keeps_it_as_written(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dsmo = harness.dsmo
-    with monkeypatch.context() as patch:
-        patch.setattr(workflow, "patched", lambda patch_id: patch_id != RENDER_PATCH)
+    with older_code(monkeypatch, refused=lambda change: change == RENDER_PATCH):
         old = await harness.start(inbox_chat(), CONVERSATION)
         await dsmo.wait_for_status(old, {RunStatus.WAITING})
         view = await dsmo.status(old)
