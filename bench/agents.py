@@ -4,23 +4,28 @@ Each stage reads its input document, and its output carries the input's id, rout
 forward, so every later stage knows which input (and so which faults) it serves. Faults come
 from `bench.paired`, keyed by input, stage and attempt (a replay meets its original's draws).
 B3's agent runs inside DSMO's worker; B1's and B2's run in the consumer processes
-(`bench.consumer`). Each logs its executions
-to the shared log, with the fault it drew; B3's also keeps an in-memory log, which the floor
-comparison times stages by.
+(`bench.consumer`). Each logs its executions to the shared log, with the fault it drew. Table 1's
+B3 agent runs in a worker process of its own (`bench.b3_worker`), so it logs to the shared log
+only; the floor comparison's runs in the bench's process and keeps an in-memory log it times
+stages by (they meet no faults).
 
-B3's post-work faults behave as they would in production. A crash (after the work, before the
-commit) leaves the activity without a completion: the agent tells the SDK the activity will be
-completed elsewhere, nobody does, and Temporal's start-to-close timeout starts the next attempt.
-A lost completion (after the commit) does the same from `LostCompletions`, which wraps DSMO's
-stage activity; the next attempt then finds the committed output and reports it.
+B3's post-work faults behave as they would in production (`after_work` decides which). A crash
+(after the work, before the commit) SIGKILLs the worker process, with every attempt in flight in
+it; its supervisor starts a new one a second later, and Temporal's start-to-close timeout starts
+the next attempt. A lost completion (after the commit) is a network loss, not a death:
+`LostCompletions`, which wraps DSMO's stage activity, tells the SDK the activity will be
+completed elsewhere and nobody does; the next attempt finds the committed output and reports it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +44,22 @@ from dsmo.workflows.contracts.activity_io import RUN_STAGE, StageMessage, StageS
 # server: with 2.5 s, a slow attempt sometimes committed before its retry began).
 SLOW_S = 4.0
 REPLAY_MARK = ".replay-"
+# What an attempt does once its agent has worked (`after_work`).
+REPORT, DIE, LOSE_COMPLETION = "report", "die", "lose_completion"
+
+
+def after_work(fault: str | None) -> str:
+    """What a B3 attempt does after its agent worked: a crash dies before the commit (`DIE`), a
+    lost ack commits and then loses its completion (`LOSE_COMPLETION`), anything else reports."""
+    if fault == "crash":
+        return DIE
+    return LOSE_COMPLETION if fault == "lost_ack" else REPORT
+
+
+def kill_self() -> None:
+    """A planned crash point: this process dies at once, as under ``kill -9`` (nothing flushed,
+    nothing reported, every attempt in flight beside this one lost with it)."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def output_of(document: dict[str, Any], stage: str) -> dict[str, Any]:
@@ -83,12 +104,14 @@ class ExecutionLog:
 
 @dataclass
 class B3Agent:
-    """The `bench-stage` processor, with the paired faults; the shared log when ``shared`` is set."""
+    """The `bench-stage` processor, with the paired faults; the shared log when ``shared`` is set,
+    the in-memory ``log`` when it is given; ``crash`` is how it dies at a crash point."""
 
     seed: int
-    log: ExecutionLog
+    log: ExecutionLog | None = None
     shared: QueueDb | None = None
     consumer: str = "dsmo-worker"
+    crash: Callable[[], None] = kill_self
     # (run, stage, attempt) whose completion is to be lost after the commit (LostCompletions)
     losing: set[tuple[str, str, int]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -118,7 +141,8 @@ class B3Agent:
         started = time.time()
 
         def record(outcome: str, wrote: str = "") -> None:
-            self.log.add(message.run_id, message.stage, message.attempt, outcome)
+            if self.log is not None:
+                self.log.add(message.run_id, message.stage, message.attempt, outcome)
             if self.shared is not None:
                 execution = StageExecution(
                     message.run_id,
@@ -145,12 +169,13 @@ class B3Agent:
         if fault == "slow":
             time.sleep(SLOW_S)  # Temporal has timed this attempt out and started another meanwhile
         output = output_of(document, message.stage)
+        then = after_work(fault)
         # The stage commits the output to this attempt's key after the agent returns; a crash
-        # before the commit writes nothing.
-        record(OK, "" if fault == "crash" else message.artifact_out_uri)
-        if fault == "crash":
-            activity.raise_complete_async()  # the worker "dies": no completion, no commit
-        if fault == "lost_ack":
+        # before the commit writes nothing. The row is in PostgreSQL before the process dies.
+        record(OK, "" if then == DIE else message.artifact_out_uri)
+        if then == DIE:
+            self.crash()  # the worker process dies: no completion, no commit
+        if then == LOSE_COMPLETION:
             with self.lock:
                 self.losing.add((message.run_id, message.stage, message.attempt))
         return ProcessorOutput(document=output, summary={"route": output["route"]})

@@ -9,24 +9,27 @@ draw anew only where the original made none. B1' is a competent choreography: it
 are deterministic ((run, stage)), a delivery whose output exists skips the work, and it enqueues
 the next stage once per (run, stage) in the transaction that deletes its message.
 
-Faults come from `bench.paired`: a crash kills this process after the work (B1, B2: between the
-enqueue and the ack; B1': before its one transaction), a lost ack leaves the message to be
+Faults come from `bench.paired`: a crash SIGKILLs this process after the work (B1, B2: between
+the enqueue and the ack; B1': before its one transaction), and the bench's supervisor starts
+another a second later, as it does B3's worker (`bench.supervisor`); a lost ack leaves the message to be
 redelivered, a slow attempt outlives the visibility timeout, a transient failure is retried
 after a back-off, a permanent one goes to the dead letters. A message delivered more than
-`MAX_ATTEMPTS` times goes to the dead letters too.
+`MAX_ATTEMPTS` times goes to the dead letters too. When the queue's server restarts (W3 and W4,
+mid-workload), the consumer drops the message in hand (it is redelivered), waits and goes on.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import time
 import uuid
 from typing import Any
 
-from bench.agents import REPLAY_MARK, SLOW_S, output_of
+import psycopg
+
+from bench.agents import DIE, REPLAY_MARK, SLOW_S, after_work, kill_self, output_of
 from bench.paired import MAX_ATTEMPTS, RATES, alternatives, deviation, draw, fault_key, trajectory, valid_next
 from bench.queue_db import Message, QueueDb
 from bench.shared_rule import OK, ROOT, StageExecution
@@ -34,9 +37,9 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.config.settings import Settings
 from dsmo.runtime.storage import artifact_store
 
-CRASH_EXIT = 17
 MAX_HOPS = 8  # a guard: no chain runs more than 8 stages
 IDLE_S = 0.01
+SERVER_AWAY_S = 0.2  # between tries while the queue's server restarts
 
 
 DEDUPLICATED = "b1p"  # B1'
@@ -74,11 +77,16 @@ class Consumer:
     def serve(self) -> None:
         """Take and handle messages until told to stop."""
         while not self.stopping:
-            message = self.db.receive(self.mode)
-            if message is None:
-                time.sleep(IDLE_S)
-                continue
-            self.handle(message)
+            try:
+                message = self.db.receive(self.mode)
+                if message is None:
+                    time.sleep(IDLE_S)
+                    continue
+                self.handle(message)
+            except psycopg.OperationalError:
+                # The server went away (a restart): what was not committed is redelivered.
+                self.db.reset()
+                time.sleep(SERVER_AWAY_S)
 
     def handle(self, message: Message) -> None:
         """One delivery: draw its fault, run the agent, enqueue what follows, acknowledge."""
@@ -138,8 +146,8 @@ class Consumer:
             self.db.enqueue(
                 self.mode, message.run_id, message.input_id, message.replay, message.workload, following, body
             )
-        if fault == "crash":
-            os._exit(CRASH_EXIT)  # between the enqueue and the ack: the message will be redelivered
+        if after_work(fault) == DIE:
+            kill_self()  # between the enqueue and the ack: the message will be redelivered
         if fault == "lost_ack":
             return
         self.db.ack(message)
@@ -155,8 +163,8 @@ class Consumer:
     ) -> None:
         """B1''s end of a delivery: one transaction enqueues the next stage once and deletes the
         message; a crash or a lost ack before it leaves the message to be redelivered."""
-        if fault == "crash":
-            os._exit(CRASH_EXIT)  # after the work, before the transaction: nothing enqueued, no ack
+        if after_work(fault) == DIE:
+            kill_self()  # after the work, before the transaction: nothing enqueued, no ack
         if fault == "lost_ack":
             return  # the transaction never committed
         body = {"uri": output["uri"], "hops": hops, "parent": exec_id}

@@ -8,16 +8,22 @@ re-executed as a new linked run), the queue's modes by re-injecting the original
 into their queue (B2's replays take the original's logged decisions). A replay meets its
 original's faults. B2 also runs at the other shares of ``b2_sweep``. Paths, duplicates and
 orphans of every mode come from the shared execution log by one rule (`bench.shared_rule`).
+
+Faults are real in every mode: B3's stages run in a worker process of its own (`bench.b3_process`)
+that a crash point SIGKILLs, as the queue modes' consumers are; every mode has ``executors``
+stage executors; in W3 and W4 each mode's server (Temporal, or the queue's PostgreSQL) is
+restarted mid-workload (`bench.restarts`). Each mode's result counts the kills and restarts it met.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -26,22 +32,26 @@ from typing import TYPE_CHECKING, Any
 from bench import pairing
 from bench.agents import SLOW_S
 from bench.b2_sweep import sweep_mode
+from bench.b3_process import b3_worker, riding_out
 from bench.jobs import bounded
 from bench.metrics import RunRecord, summarize
-from bench.paired import Input, inputs_checksum, inputs_for, trajectory
+from bench.paired import RATES, Input, inputs_checksum, inputs_for, trajectory
 from bench.queue_db import QueueDb, postgres
 from bench.queue_modes import QueueModes
+from bench.restarts import RESTARTED, Restart, ServerRestarts, due
 from bench.scheduled import trail_end, trail_result
 from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
-from dsmo.client.replay import plan_replay, replay
+from dsmo.client.client_errors import RunAlreadyExists
+from dsmo.client.replay import ReplayPlanned, plan_replay, replay
 
 if TYPE_CHECKING:
-    from bench.agents import B3Agent
+    from bench.supervisor import Supervised
     from dsmo.activities.artifacts import ArtifactStore
     from dsmo.client.dsmo_client import DsmoClient
     from dsmo.config.settings import Settings
+    from dsmo.devstack.stack import DevStack
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
 MODES = ("B3", "B1", "B1p", "B2")  # B1p: B1', the deduplicated choreography
@@ -66,7 +76,7 @@ class PaperExperiment:
     config: Any
     queue: str
     store: ArtifactStore
-    agent: B3Agent
+    devstack: DevStack | None  # the bench's own stack, whose Temporal it may restart (None: not ours)
     _history_bytes: Callable[[str], Awaitable[int]]  # Bench's: the run's history size
 
     def _shape(self, workload: str) -> tuple[int, int]:
@@ -74,6 +84,11 @@ class PaperExperiment:
         if workload == "W4":
             return self.config.w4_inputs, self.config.w4_concurrency
         return self.config.inputs, self.config.concurrency
+
+    @property
+    def table1_queue(self) -> str:
+        """The task queue of Table 1's B3 worker process (the floor's workers serve others)."""
+        return self.queue + "-table1"
 
     async def table1(self, progress: Any = print, *, seed: int | None = None) -> dict[str, Any]:
         """Every workload in every mode; each mode's records and summary, and the pairing of
@@ -84,11 +99,13 @@ class PaperExperiment:
         seed = self.config.seed if seed is None else seed
         results: dict[str, Any] = {}
         tag = uuid.uuid4().hex[:6]
+        executors = self.config.executors
         with tempfile.TemporaryDirectory(prefix="dsmo-bench-queue-") as folder, postgres(Path(folder)) as dsn:
             db = QueueDb(dsn)
-            self.agent.shared, self.agent.seed = db, seed
-            queue = QueueModes(db, dsn, self.settings, self.store, seed, self.config.ambiguity, self.config.consumers)
-            try:
+            queue = QueueModes(db, dsn, self.settings, self.store, seed, self.config.ambiguity, executors)
+            servers = ServerRestarts(self.devstack, Path(folder))
+            worker = b3_worker(self.settings, dsn=dsn, seed=seed, task_queue=self.table1_queue, slots=executors)
+            async with worker as b3:
                 for workload in WORKLOADS:
                     count, concurrency = self._shape(workload)
                     inputs = inputs_for(workload, count, seed)
@@ -96,41 +113,63 @@ class PaperExperiment:
                     modes = (*MODES, *(sweep_mode(share) for share in self.config.b2_sweep))
                     for mode in modes:
                         progress(f"{workload} {mode}" + ("" if seed == self.config.seed else f" (seed {seed})"))
-                        results[workload][mode] = await self._mode(db, queue, mode, workload, inputs, concurrency, tag)
+                        shape = (workload, inputs, concurrency, tag)
+                        results[workload][mode] = await self._mode(db, queue, b3, servers, mode, *shape)
                     draws = {mode: await asyncio.to_thread(db.draws, mode.lower(), workload) for mode in modes}
                     results[workload]["pairing"] = pairing.compare(draws)
-            finally:
-                self.agent.shared, self.agent.seed = None, self.config.seed
         return results
 
     async def _mode(
-        self, db: QueueDb, queue: QueueModes, mode: str, workload: str, inputs: list[Input], concurrency: int, tag: str
+        self,
+        db: QueueDb,
+        queue: QueueModes,
+        b3: Supervised,
+        servers: ServerRestarts,
+        mode: str,
+        workload: str,
+        inputs: list[Input],
+        concurrency: int,
+        tag: str,
     ) -> dict[str, Any]:
         replays = self.config.replays
-        restarts = queue.restarts
+        before = _deaths(mode, queue, b3)
+        half = asyncio.Event()  # set once half the inputs have started: the restart strikes then
+        restart = asyncio.create_task(self._restart_at(half, servers, mode)) if workload in RESTARTED else None
         started = time.perf_counter()
         if mode == "B3":
             jobs = [partial(self._b3_input, workload, item, replays, tag) for item in inputs]
-            executed = await bounded(concurrency, jobs)
-            # A slow attempt Temporal gave up on may still be working: let it log before the
-            # records are read (as the queue modes drain their consumers).
-            await self.agent.settled(timeout=SLOW_S + 5)
+            executed = await bounded(concurrency, _counted(jobs, workload, half))
+            if RATES[workload].slow:  # a slow attempt Temporal gave up on may still be working: let it log
+                await asyncio.sleep(SLOW_S + 1)
         else:
             async with queue.serving(mode.lower()):
                 jobs = [
                     partial(self._queue_input, queue, mode.lower(), workload, item, replays, tag) for item in inputs
                 ]
-                executed = await bounded(concurrency, jobs)
+                executed = await bounded(concurrency, _counted(jobs, workload, half))
         wall = time.perf_counter() - started
+        restarted = await restart if restart is not None else None
         runs = [run for group in executed for run in group]
         records = await bounded(8, [partial(self._record, db, mode, workload, run) for run in runs])
+        kills, deaths = (now - then for now, then in zip(_deaths(mode, queue, b3), before, strict=True))
         return {
             "summary": summarize(records, wall),
             "latencies": [record.latency_s for record in records],
             "records": [asdict(record) for record in records],
             "checksums": {"inputs": inputs_checksum(inputs)},
-            "consumer_restarts": queue.restarts - restarts,
+            # Real faults met: executor processes SIGKILLed at crash points (and started again), and
+            # the mode's server restarted mid-workload (W3 and W4).
+            "faults": {
+                "kills": kills,
+                "deaths": deaths,  # every death of an executor process (each started again), kills included
+                "server_restarts": restarted.count if restarted else 0,
+                "restart": restarted.as_dict() if restarted else None,
+            },
         }
+
+    async def _restart_at(self, half: asyncio.Event, servers: ServerRestarts, mode: str) -> Restart:
+        await half.wait()
+        return await servers.restart(mode)
 
     # -- B3: DSMO, and its own replay ------------------------------------------------------------
 
@@ -138,15 +177,27 @@ class PaperExperiment:
         run_id = f"b3-{tag}-{item.input_id}"
         data = {"route": item.route, "input": item.input_id, "workload": workload}
         began = time.time()
-        await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.queue)
-        await self.dsmo.result(run_id)
+
+        async def start() -> None:
+            with contextlib.suppress(RunAlreadyExists):  # an earlier try started it before Temporal went away
+                await self.dsmo.start(definition(workload), data, run_id=run_id, task_queue=self.table1_queue)
+
+        await riding_out(start)
+        await riding_out(lambda: self.dsmo.result(run_id))
         runs = [Executed(run_id, item, 0, began, time.time())]
-        planned = await plan_replay(self.dsmo.core, self.store, run_id) if replays else None
+        planned = await riding_out(lambda: plan_replay(self.dsmo.core, self.store, run_id)) if replays else None
         for index in range(1, replays + 1):
             replay_id, began = f"{run_id}.replay-{index}", time.time()
-            await replay(self.dsmo.core, self.store, run_id, new_id=replay_id, task_queue=self.queue, planned=planned)
+            await riding_out(partial(self._b3_replay, run_id, replay_id, planned))
             runs.append(Executed(replay_id, item, index, began, time.time()))
         return runs
+
+    async def _b3_replay(self, run_id: str, replay_id: str, planned: ReplayPlanned | None) -> None:
+        try:
+            queue = self.table1_queue
+            await replay(self.dsmo.core, self.store, run_id, new_id=replay_id, task_queue=queue, planned=planned)
+        except RunAlreadyExists:  # an earlier try started it before Temporal went away
+            await self.dsmo.result(replay_id)
 
     # -- B1 and B2: the queue, and the recorded input re-injected ------------------------------------
 
@@ -218,3 +269,27 @@ class PaperExperiment:
             lambda: self._prefix_bytes(f"artifacts/{version}/{run_id}/") + self._prefix_bytes(audit_key(run_id))
         )
         return history + stored
+
+
+def _counted(
+    jobs: Sequence[Callable[[], Awaitable[list[Executed]]]], workload: str, half: asyncio.Event
+) -> list[Callable[[], Awaitable[list[Executed]]]]:
+    """``jobs``, each counting itself started; ``half`` is set when the workload's restart is `due`."""
+    started = 0
+
+    def counting(job: Callable[[], Awaitable[list[Executed]]]) -> Callable[[], Awaitable[list[Executed]]]:
+        async def run() -> list[Executed]:
+            nonlocal started
+            started += 1
+            if due(workload, started, len(jobs)):
+                half.set()
+            return await job()
+
+        return run
+
+    return [counting(job) for job in jobs]
+
+
+def _deaths(mode: str, queue: QueueModes, b3: Supervised) -> tuple[int, int]:
+    """(kills, deaths) so far of the processes that execute ``mode``'s stages."""
+    return (b3.deaths.kills, b3.deaths.total) if mode == "B3" else (queue.kills, queue.restarts)

@@ -7,7 +7,9 @@ reach the same key. For one workload, the check fails (`PairingBroken`) when:
 - a key met two different faults, in one mode (a duplicate chain or a redelivery meeting its key
   again) or across modes (a key another mode reached too): the modes did not share one fault
   schedule, as happens when they were given different seeds or keyed their draws differently;
-- the modes did not all draw the first attempt of the first stage for the same (input, replay)s.
+- the modes did not all draw the first stage for the same (input, replay)s (at any attempt: an
+  attempt killed with B3's worker process before it logged leaves no row, and its retry draws
+  the next attempt's key).
 
 The modes do not reach the same keys (B2 visits other stages, a redelivered B1 message draws its
 next attempt, a B3 attempt that finds committed output runs no agent), so the report also says,
@@ -49,7 +51,7 @@ def compare(draws: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str, An
         keys = reached.setdefault(mode, {})
         redrawn[mode] = 0
         for run_id, key, fault in rows:
-            input_id, stage, attempt = key.split("|")
+            input_id, stage, _attempt = key.split("|")
             earlier = seen.setdefault(key, (mode, fault))
             if earlier[1] != fault:
                 raise PairingBroken(
@@ -58,7 +60,7 @@ def compare(draws: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str, An
             redrawn[mode] += (mode, run_id, key) in runs_seen  # met again in the same run
             runs_seen.add((mode, run_id, key))
             keys[key] = fault
-            if (stage, attempt) == ("A", "1"):
+            if stage == "A":
                 starts.setdefault(mode, set()).add((input_id, replay_index(run_id)))
     started = list(starts.values())
     if len(starts) != len(reached) or any(found != started[0] for found in started):

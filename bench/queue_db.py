@@ -8,7 +8,9 @@ and is delivered to whichever consumer asks next. Messages become visible after 
 delay, so competing consumers also see them out of order. There is no deduplication.
 
 The execution log (``executions``) is written by every agent of every mode, B3's included: the
-shared rule (`bench.shared_rule`) reads it.
+shared rule (`bench.shared_rule`) reads it. The server is restarted mid-workload in W3 and W4
+(`bench.restarts`): every connection then breaks, the log and the bench's own calls wait for it
+to come back (`reconnecting`), and a consumer drops the message in hand (it is redelivered).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import psycopg
 
+from bench.reconnecting import reconnecting
 from bench.shared_rule import StageExecution
 
 VISIBILITY_S = 1.5  # as B3's stage timeout
@@ -115,11 +118,20 @@ class QueueDb:
     @property
     def conn(self) -> psycopg.Connection[Any]:
         found: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if found is None or found.closed:
+        if found is None or found.closed or found.broken:
             found = connect(self.dsn)
             self._local.conn = found
         return found
 
+    def reset(self) -> None:
+        """Drop this thread's connection (the server went away): the next call opens another."""
+        found: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if found is not None:
+            with contextlib.suppress(psycopg.Error):
+                found.close()
+
+    @reconnecting
     def enqueue(
         self, mode: str, run_id: str, input_id: str, replay: int, workload: str, stage: str, body: dict[str, Any]
     ) -> None:
@@ -207,6 +219,7 @@ class QueueDb:
             )
             self.conn.execute("DELETE FROM queue WHERE id = %s", (message.id,))
 
+    @reconnecting
     def log(self, mode: str, execution: StageExecution) -> None:
         """One stage execution, by the agent that ran it."""
         self.conn.execute(
@@ -216,10 +229,12 @@ class QueueDb:
 
     # -- what the bench reads ----------------------------------------------------------------
 
+    @reconnecting
     def executions(self, run_id: str) -> list[StageExecution]:
         rows = self.conn.execute(f"SELECT {EXECUTION_COLUMNS} FROM executions WHERE run_id = %s", (run_id,)).fetchall()
         return [StageExecution(*row) for row in rows]
 
+    @reconnecting
     def draws(self, mode: str, workload: str) -> list[tuple[str, str, str]]:
         """Every (run id, fault key, fault drawn) the agents of ``mode`` logged for ``workload``'s inputs."""
         rows = self.conn.execute(
@@ -232,11 +247,13 @@ class QueueDb:
         """An agent enqueued nothing after ``stage``: a chain of the run ended there, with ``uri``."""
         self.conn.execute("INSERT INTO ends VALUES (%s, %s, %s, %s, %s)", (mode, run_id, stage, time.time(), uri))
 
+    @reconnecting
     def result_uri(self, run_id: str) -> str | None:
         """The output the run's first chain ended with (None: no chain ended)."""
         row = self.conn.execute("SELECT uri FROM ends WHERE run_id = %s ORDER BY at LIMIT 1", (run_id,)).fetchone()
         return str(row[0]) if row and row[0] else None
 
+    @reconnecting
     def endings(self, run_ids: list[str]) -> dict[str, float]:
         """When each run's first chain ended or was dead-lettered, for the runs that have."""
         rows = self.conn.execute(
@@ -246,6 +263,7 @@ class QueueDb:
         ).fetchall()
         return {str(run_id): float(at) for run_id, at in rows}
 
+    @reconnecting
     def counts(self, run_id: str) -> tuple[int, int, int]:
         """(messages sent, their bytes, dead letters) of one run."""
         sent = self.conn.execute(
@@ -254,6 +272,7 @@ class QueueDb:
         dead = self.conn.execute("SELECT count(*) FROM dead_letters WHERE run_id = %s", (run_id,)).fetchone()
         return int(sent[0]) if sent else 0, int(sent[1]) if sent else 0, int(dead[0]) if dead else 0
 
+    @reconnecting
     def pending(self, mode: str) -> int:
         row = self.conn.execute("SELECT count(*) FROM queue WHERE mode = %s", (mode,)).fetchone()
         return int(row[0]) if row else 0

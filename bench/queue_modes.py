@@ -2,9 +2,11 @@
 
 A run starts when its first stage is enqueued and ends when its first chain ends (an agent
 enqueued nothing more) or a message of it is dead-lettered. The consumers run as separate
-processes (several per mode, every one competing for every stage); a consumer that crashed is
-replaced, as a process manager would. After a mode's runs, the bench waits for the queue to
-drain, so redelivered messages and duplicate chains are executed (and logged) as they would be.
+processes (several per mode, every one competing for every stage, one stage at a time: as many
+stage executors as B3's worker has activity slots); one that died is started again a second
+later, as a process manager would (`bench.supervisor`), and its deaths are counted. After a
+mode's runs, the bench waits for the queue to drain, so redelivered messages and duplicate chains
+are executed (and logged) as they would be.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from bench.queue_db import QueueDb
+from bench.supervisor import Supervised
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.config.settings import Settings
 
@@ -39,7 +42,8 @@ class QueueModes:
     seed: int
     ambiguity: float
     consumers: int = CONSUMERS
-    restarts: int = 0
+    restarts: int = 0  # deaths of consumer processes, each started again a second later
+    kills: int = 0  # of those deaths, SIGKILLs (a crash point)
     _waiting: dict[str, asyncio.Future[float | None]] = field(default_factory=dict)
 
     @contextlib.asynccontextmanager
@@ -47,32 +51,23 @@ class QueueModes:
         """The mode's consumer processes, kept at full strength, and the watcher of run endings."""
         env = {**os.environ, **self.settings.to_env()}
         names = [f"{mode}-consumer-{index}" for index in range(self.consumers)]
-        processes = {name: await self._spawn(mode, name, env) for name in names}
+        processes = [Supervised(self._argv(mode, name), env) for name in names]
+        for process in processes:
+            await process.start()
         stop = asyncio.Event()
-
-        async def supervise() -> None:
-            while not stop.is_set():
-                for name, process in list(processes.items()):
-                    if process.returncode is not None:
-                        self.restarts += 1
-                        processes[name] = await self._spawn(mode, name, env)
-                await asyncio.sleep(0.1)
-
-        tasks = [asyncio.create_task(supervise()), asyncio.create_task(self._watch(stop))]
+        watching = asyncio.create_task(self._watch(stop))
         try:
             yield
             await self._drain(mode)
         finally:
             stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for process in processes.values():
-                if process.returncode is None:
-                    process.terminate()
-            for process in processes.values():
-                await process.wait()
+            await asyncio.gather(watching, return_exceptions=True)
+            await asyncio.gather(*(process.stop() for process in processes))
+            self.restarts += sum(process.deaths.total for process in processes)
+            self.kills += sum(process.deaths.kills for process in processes)
 
-    async def _spawn(self, mode: str, name: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
+    def _argv(self, mode: str, name: str) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "bench.consumer",
@@ -86,8 +81,7 @@ class QueueModes:
             str(self.seed),
             "--ambiguity",
             str(self.share(mode)),
-            env=env,
-        )
+        ]
 
     def share(self, mode: str) -> float:
         """B2's share of deviating runs: the configured one, or a sweep mode's own (``b2s05``: 5%)."""

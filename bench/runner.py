@@ -1,6 +1,8 @@
 """Run the benchmark: Table 1 (B1-B3 on W1-W4, `experiment.py`), the raw-Temporal floor and resume
 latency (`floor.py`), and history size per artifact size. Everything runs against the embedded
-stack; B1 and B2 also on the queue server the bench starts (`queue_db.py`).
+stack; B1 and B2 also on the queue server the bench starts (`queue_db.py`). The workers here, in
+the bench's process, serve the floor and the timer probe; Table 1's B3 runs on a worker process
+of its own that its crash points kill (`b3_process.py`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from bench.agents import B3Agent, ExecutionLog, LostCompletions, bench_registry
 from bench.experiment import PaperExperiment
 from bench.floor import FloorComparison
 from bench.table1 import repetition
+from bench.table1_faults import totals
 from bench.timer_probe import TimerProbe, timer_fires
 from bench.workloads import STAGE_BACKOFF_S, definition, local_definition
 from dsmo.activities.messaging import FileChannel
 from dsmo.activities.stage import StageActivities
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
+from dsmo.devstack.stack import DevStack
 from dsmo.runtime.heap import freeze_startup_heap
 from dsmo.runtime.storage import artifact_store
 from dsmo.worker import build_worker
@@ -45,7 +49,9 @@ class BenchConfig:
     ambiguity: float = 0.15  # B2: the share of runs in which its agent decides differently
     b2_sweep: tuple[float, ...] = ()  # B2 again at these shares (Table 1's sweep), beside ``ambiguity``
     repetitions: int = 1  # Table 1's whole experiment, each with its own seed
-    consumers: int = 4  # B1's and B2's consumer processes, each competing for every stage
+    # Table 1's stage executors, the same in every mode: B1's and B2's consumer processes (one
+    # stage at a time each, every one competing for every stage) and B3's worker activity slots.
+    executors: int = 4
     scale_runs: int = 200
     migration_runs: int = 300  # waiting runs migrated in one batch (bench/studies/migrate/migration_bench.py)
     what_if_runs: int = 100  # ended runs replayed against a candidate (bench/studies/what_if/what_if_bench.py)
@@ -91,9 +97,24 @@ class BenchConfig:
         )
 
 
+def no_crash_here() -> None:
+    """The in-process agent's crash point: never reached (the floor's runs meet no faults)."""
+    raise RuntimeError("a crash drawn in the bench's own process: Table 1's B3 runs on bench.b3_worker")
+
+
 class Bench(FloorComparison, PaperExperiment):
-    def __init__(self, settings: Settings, config: BenchConfig, progress: Callable[[str], None] = print) -> None:
+    """The benchmark on one stack; ``devstack`` is that stack when the bench started it (Table 1
+    restarts its Temporal server; None: a running stack, never killed)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: BenchConfig,
+        progress: Callable[[str], None] = print,
+        devstack: DevStack | None = None,
+    ) -> None:
         self.settings = settings
+        self.devstack = devstack
         self.config = config
         self.progress = progress
         # As a worker's store: artifacts it writes are served from memory to the next stage.
@@ -101,7 +122,7 @@ class Bench(FloorComparison, PaperExperiment):
         # As a starter's: DsmoClient writes run inputs through a store of its own, uncached.
         self.starter_store = artifact_store(settings)
         self.log = ExecutionLog()
-        self.agent = B3Agent(config.seed, self.log)
+        self.agent = B3Agent(config.seed, self.log, crash=no_crash_here)
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"
 
     async def run(self) -> dict[str, Any]:
@@ -117,11 +138,14 @@ class Bench(FloorComparison, PaperExperiment):
         """Table 1's experiment, then again with other seeds (its run-to-run spread), and how soon
         this server fires the stages' retry timer (B3's retry delays follow it). Inside `workers`."""
         workloads = await self.table1(self.progress)
-        repetitions = [repetition(workloads)]
+        repetitions, faults = [repetition(workloads)], [totals(workloads)]
         for extra in range(1, self.config.repetitions):
-            repetitions.append(repetition(await self.table1(self.progress, seed=self.config.seed + extra)))
+            more = await self.table1(self.progress, seed=self.config.seed + extra)
+            repetitions.append(repetition(more))
+            faults.append(totals(more))
         timer = await timer_fires(self.dsmo.temporal, self.queue + "-modes", STAGE_BACKOFF_S)
-        return {"workloads": workloads, "repetitions": repetitions, "timer": timer}
+        # faults: per repetition, mode -> processes killed, their deaths, server restarts
+        return {"workloads": workloads, "repetitions": repetitions, "timer": timer, "faults": faults}
 
     async def run_against_floor(self, repeats: int) -> list[dict[str, Any]]:
         """Only the floor comparison and resume latency, ``repeats`` times on the same workers:

@@ -24,6 +24,7 @@ from bench.metrics import (
     success_rate,
     valid_path_rate,
 )
+from bench.table1_faults import fault_rows
 
 WORKLOADS = ("W1", "W2", "W3", "W4")
 MODES = ("B3", "B1", "B1p", "B2")
@@ -214,7 +215,7 @@ def table1(results: dict[str, Any]) -> str:
         ours = " | ".join(_cell(table[m][key], pattern) for m in modes)
         paper = " / ".join(str(v) for v in PAPER[key]) if key in PAPER else ""
         lines.append(f"| {label} | {ours} | {paper} |")
-    return "\n".join(lines)
+    return "\n".join(lines + fault_rows(results, modes))
 
 
 def per_workload(results: dict[str, Any]) -> str:
@@ -234,7 +235,7 @@ def per_workload(results: dict[str, Any]) -> str:
     header = (
         "| Workload | Mode | runs | "
         + " | ".join(keys)
-        + " | throughput | consumer crashes | inputs checksum | faults drawn (keys reached) |"
+        + " | throughput | kills / deaths / server restarts | inputs checksum | faults drawn (keys reached) |"
     )
     lines = [header, "|---|---|---|" + "---|" * (len(keys) + 4)]
     for workload, modes in results["workloads"].items():
@@ -242,7 +243,8 @@ def per_workload(results: dict[str, Any]) -> str:
         for mode in [mode for mode in modes if mode != "pairing"]:
             summary, sums = modes[mode]["summary"], modes[mode].get("checksums", {})
             cells = " | ".join("n/a" if math.isnan(summary.get(k, math.nan)) else f"{summary[k]:.3f}" for k in keys)
-            crashes = "" if mode == "B3" else str(modes[mode].get("consumer_restarts", ""))
+            met = modes[mode].get("faults")
+            crashes = "" if met is None else f"{met['kills']} / {met['deaths']} / {met['server_restarts']}"
             lines.append(
                 f"| {workload} | {mode} | {summary['runs']:.0f} | {cells} | "
                 f"{summary['throughput_runs_per_min']:,.0f} | {crashes} | {sums.get('inputs', '-')} | "

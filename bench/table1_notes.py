@@ -7,7 +7,8 @@ from typing import Any
 from bench.metrics import percentile
 from bench.paired import PERMANENT, RATES, expected_dlq, trajectory
 from bench.queue_db import RETRY_BASE_S, VISIBILITY_S
-from bench.table1 import PAPER, PAPER_MODES, WORKLOADS, pooled, records_of
+from bench.table1 import NAMES, PAPER, PAPER_MODES, WORKLOADS, pooled, records_of
+from bench.table1_faults import real_faults
 from bench.workloads import STAGE_TIMEOUT_S
 
 
@@ -148,7 +149,8 @@ def differences(results: dict[str, Any]) -> str:
         "fault key has no replay index), so a replay's sequence of states (every attempt and its outcome, "
         "executions after the run's end included) differs from its original's only where the system did "
         "something else with the same faults: which attempt of a slow stage finished first, in what order "
-        "redeliveries and duplicate chains ran. Over the collapsed path (completions only) SPS is "
+        "redeliveries and duplicate chains ran, which runs had a stage in flight when a crash killed "
+        "B3's worker. Over the collapsed path (completions only) SPS is "
         f"{ours('B3', 'sps_path'):.3f} / {ours('B1', 'sps_path'):.3f} / {ours('B2', 'sps_path'):.3f}.",
         f"- **B1's orphans (unlinked) are {ours('B1', 'unlinked_per_run'):.3f} per run, against the "
         f"paper's {paper('B1', 'unlinked_per_run')}; {ours('B1', 'late_per_run'):.3f} of its executions per "
@@ -165,8 +167,10 @@ def differences(results: dict[str, Any]) -> str:
         "read any other output would be counted. **Late: "
         f"{ours('B3', 'late_per_run'):.3f}, by construction**: a B3 run ends after its retries and DSMO "
         "schedules nothing after the end, so this column cannot tell B3's robustness. Its duplicates "
-        f"({ours('B3', 'duplicates_per_run'):.3f} per run) are attempts whose completion never arrived, "
-        "retried after Temporal's start-to-close timeout.",
+        f"({ours('B3', 'duplicates_per_run'):.3f} per run) are attempts whose completion never arrived "
+        "(a crash killed the worker process with every attempt in flight on it, or a completion was "
+        "lost), retried after Temporal's start-to-close timeout.",
+        real_faults(results, NAMES),
         deduplicated(table),
         retry_text(results, delays("B3"), delays("B1")),
         f"- **B2's median latency is {ours('B2', 'latency_p50_s'):.3f} s, against the paper's "

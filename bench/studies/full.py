@@ -41,7 +41,7 @@ async def run(quick: bool, *, out_dir: Path, update_benchmarks: bool = False, sc
     config = BenchConfig() if quick else BenchConfig.full()
     async with bench_stack() as (settings, stack):
         started = time.perf_counter()
-        bench = Bench(settings, config)
+        bench = Bench(settings, config, devstack=stack)
         results = await bench.run()
         results.update(
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),

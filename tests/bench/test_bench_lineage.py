@@ -249,3 +249,14 @@ def test_a_missing_start_breaks_the_pairing() -> None:
                 "B1": [("b1-1", "w3-1|A|1", "")],
             }
         )
+
+
+def test_a_start_whose_first_attempt_died_before_it_logged_still_counts() -> None:
+    # B3's worker was killed with A's first attempt of the replay in flight: its retry logged A|2.
+    report = compare(
+        {
+            "B3": [("b3-1", "w3-1|A|1", ""), ("b3-1.replay-1", "w3-1|A|2", "")],
+            "B1": [("b1-1", "w3-1|A|1", ""), ("b1-1.replay-1", "w3-1|A|1", "")],
+        }
+    )
+    assert report["reached"] == {"B3": 2, "B1": 1} and report["missed"] == {"B3": 0, "B1": 1}

@@ -3,8 +3,9 @@
 A consumer that dies between processing and acknowledging makes the broker redeliver: the shared
 execution log then shows the stage executed twice, the chain after it duplicated, and the
 executions after the run's end counted as orphans by both rules. The same post-work faults on
-B3's terminal stage leave no orphan: a crash's attempt never completes and Temporal's timeout
-starts the next one; a lost completion's next attempt reports the committed output.
+B3's terminal stage leave no orphan: a crash SIGKILLs B3's worker process (its supervisor starts
+another), the attempt never completes and Temporal's timeout starts the next one; a lost
+completion's next attempt reports the committed output.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.b3_process import b3_worker
 from bench.paired import RATES, Input, draw, inputs_for, trajectory
 from bench.queue_db import Message, QueueDb, postgres
 from bench.queue_modes import QueueModes
@@ -89,10 +91,12 @@ async def test_a_post_work_fault_on_b3_s_terminal_stage_leaves_no_orphan(
     settings = stack_settings.with_changes(worker={"metrics_bind": "", "sandbox": False})
     bench = Bench(settings, BenchConfig(seed=seed, replays=0), progress=lambda _: None)
     db = QueueDb(dsn)
-    bench.agent.shared = db
-    async with bench.workers():
+    worker = b3_worker(settings, dsn=dsn, seed=seed, task_queue=bench.table1_queue, slots=4)
+    async with bench.workers(), worker as b3:
         [run] = await bench._b3_input("W3", Input(input_id, route), 0, uuid.uuid4().hex[:6])
         record = await bench._record(db, "B3", "W3", run)
+    # A crash is a real death of the worker process, which its supervisor started again.
+    assert (b3.deaths.kills, b3.deaths.exits) == ((1, 0) if kind == "crash" else (0, 0))
     trail = bench._audit_trail(run.run_id)
     failed = [e for e in trail if e["type"] == "STAGE_FAILED"]
     # No completion reached Temporal: the attempt timed out (not an error the agent raised).

@@ -39,8 +39,8 @@ class Table1:
         results: dict[str, Any] = {"started_at": stamp, "machine": machine(), "command": command}
         results["config"] = dict(vars(config))
         started = time.perf_counter()
-        async with stack() as (settings, _):
-            bench = Bench(settings, config)
+        async with stack() as (settings, devstack):
+            bench = Bench(settings, config, devstack=devstack)
             async with bench.workers():
                 results.update(await bench.table1_repeated())
         results["seconds"] = round(time.perf_counter() - started, 1)
