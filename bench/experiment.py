@@ -1,11 +1,16 @@
 """Table 1's experiment, paired: B3 on DSMO; B1, B1' and B2 on a real at-least-once queue.
 
+Longer than most modules: the experiment's one loop over workloads and modes, with each mode's
+runs, replays, real faults and records, reads best in one place.
+
 Every mode runs the same inputs (`bench.paired.inputs_for`) and meets the same fault schedule,
 which the agents' logged draws prove (`bench.pairing`).
 Each input runs once, then is replayed ``replays`` times after its original ended: B3 through
 DSMO's own replay (`dsmo replay`'s API: the run's recorded input and configuration snapshot,
-re-executed as a new linked run), the queue's modes by re-injecting the original's recorded input
-into their queue (B2's replays take the original's logged decisions). A replay meets its
+re-executed as a new linked run), and once more from its record (every committed stage output
+reused: the path DSMO's orchestration takes from the same outputs); the queue's modes by
+re-injecting the original's recorded input into their queue (B2's replays take the original's
+logged decisions). A replay meets its
 original's faults. B2 also runs at the other shares of ``b2_sweep``. Paths, duplicates and
 orphans of every mode come from the shared execution log by one rule (`bench.shared_rule`).
 
@@ -24,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +49,7 @@ from bench.shared_rule import judge
 from bench.workloads import definition
 from dsmo.activities.audit_log import audit_key
 from dsmo.client.client_errors import RunAlreadyExists
+from dsmo.client.record_lines import reused_outputs
 from dsmo.client.replay import ReplayPlanned, plan_replay, replay
 
 if TYPE_CHECKING:
@@ -78,6 +84,8 @@ class PaperExperiment:
     store: ArtifactStore
     devstack: DevStack | None  # the bench's own stack, whose Temporal it may restart (None: not ours)
     _history_bytes: Callable[[str], Awaitable[int]]  # Bench's: the run's history size
+    # B3's mode being measured: original run -> whether its replay from the record matched it.
+    _same_from_record: dict[str, bool]
 
     def _shape(self, workload: str) -> tuple[int, int]:
         """(inputs, concurrency): W4 is many runs at once, a new one starting as one ends."""
@@ -137,6 +145,7 @@ class PaperExperiment:
         restart = asyncio.create_task(self._restart_at(half, servers, mode)) if workload in RESTARTED else None
         started = time.perf_counter()
         if mode == "B3":
+            self._same_from_record = {}
             jobs = [partial(self._b3_input, workload, item, replays, tag) for item in inputs]
             executed = await bounded(concurrency, _counted(jobs, workload, half))
             if RATES[workload].slow:  # a slow attempt Temporal gave up on may still be working: let it log
@@ -152,8 +161,14 @@ class PaperExperiment:
         runs = [run for group in executed for run in group]
         records = await bounded(8, [partial(self._record, db, mode, workload, run) for run in runs])
         kills, deaths = (now - then for now, then in zip(_deaths(mode, queue, b3), before, strict=True))
+        summary = summarize(records, wall)
+        if mode == "B3" and self._same_from_record:
+            # DSMO's own replay from the record: the share that took the original's path and ending.
+            matched = self._same_from_record.values()
+            summary["sps_from_record"] = sum(matched) / len(matched)
+            summary["replays_from_record"] = len(matched)
         return {
-            "summary": summarize(records, wall),
+            "summary": summary,
             "latencies": [record.latency_s for record in records],
             "records": [asdict(record) for record in records],
             "checksums": {"inputs": inputs_checksum(inputs)},
@@ -190,7 +205,28 @@ class PaperExperiment:
             replay_id, began = f"{run_id}.replay-{index}", time.time()
             await riding_out(partial(self._b3_replay, run_id, replay_id, planned))
             runs.append(Executed(replay_id, item, index, began, time.time()))
+        if planned is not None:
+            self._same_from_record[run_id] = await riding_out(partial(self._b3_from_record, run_id, planned))
         return runs
+
+    async def _b3_from_record(self, run_id: str, planned: ReplayPlanned) -> bool:
+        """Replay the run from its record (every committed stage output reused, the rest re-run
+        under the same draws): whether DSMO took the original's path to the original's ending."""
+        recorded = planned.record_definition or planned.request.definition
+        assert planned.request.replay is not None
+        every_output = reused_outputs(recorded, planned.events, None)
+        plan = planned.request.replay.model_copy(update={"reuse": every_output})
+        from_record = replace(planned, request=planned.request.model_copy(update={"replay": plan}))
+        replay_id = f"{run_id}.record"
+        try:
+            report = await replay(
+                self.dsmo.core, self.store, run_id, new_id=replay_id, task_queue=self.table1_queue, planned=from_record
+            )
+        except RunAlreadyExists:  # an earlier try started it before Temporal went away
+            await self.dsmo.result(replay_id)
+            view = await self.dsmo.status(replay_id)
+            return view.path == planned.original.path and view.status == planned.original.status
+        return report.first_divergence is None and report.replay_status == report.original_status
 
     async def _b3_replay(self, run_id: str, replay_id: str, planned: ReplayPlanned | None) -> None:
         try:

@@ -160,3 +160,17 @@ def test_the_notes_say_what_every_mode_met_and_why_temporal_was_not_restarted() 
     assert "PostgreSQL away 0.3-0.3 s" in text and "Temporal was not restarted: not the bench's stack." in text
     assert downtimes(WORKLOADS, POSTGRES) == [0.3] and downtimes(WORKLOADS, TEMPORAL) == []
     assert "not counted" in real_faults({"workloads": {}}, {})
+
+
+def test_the_table_shows_b3_replayed_from_its_record_pooled_over_workloads() -> None:
+    from bench.table1 import from_record_row
+
+    results = {
+        "workloads": {
+            "W1": {"B3": {"summary": {"sps_from_record": 1.0, "replays_from_record": 3}}, "B1": {"summary": {}}},
+            "W2": {"B3": {"summary": {"sps_from_record": 0.5, "replays_from_record": 2}}, "B1": {"summary": {}}},
+        }
+    }
+    row = from_record_row(results, ("B3", "B1"))
+    assert row.split(" | ")[1:3] == ["0.800 (4/5)", "—"]
+    assert "—" in from_record_row({"workloads": {"W1": {"B3": {"summary": {}}}}}, ("B3",))

@@ -45,11 +45,13 @@ def test_the_ledger_counts_losses_duplicates_and_timeouts_that_never_fired() -> 
         _row("x9", "A", DONE),
     ]
     rows += [Row("r8", "C", DONE, "", 100.0)]  # r8: never replied to, failed after C (the engine says so)
-    runs = ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"]
+    # r9: to be replied to, but the driver never handed its reply over: not an ignored reply.
+    rows += [Row("r9", "C", DONE, "", 100.0), _row("r9", "send", EFFECT, "timeout")]
+    runs = ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]
     sent = {"r1": 0.0, "r2": 0.0, "r5": 130.0, "r7": 170.0}
     no_reply = {"r3", "r4", "r6", "r8"}
     counts = crash_counts(rows, runs, no_reply, replies_sent=sent, wait_seconds=60, failed={"r8", "r1", "x9"})
-    assert (counts.runs, counts.completed, counts.failed, counts.lost) == (8, 5, 1, 2)
+    assert (counts.runs, counts.completed, counts.failed, counts.lost) == (9, 6, 1, 2)
     assert (counts.stages_twice, counts.effects_twice) == (1, 1)
     assert counts.timeouts_never_fired == 1  # r6; r4 never reached its wait (it is lost)
     assert (counts.replies_ignored, counts.late_replies) == (1, 1)

@@ -327,7 +327,9 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
         await restart_server(name, w)
         await asyncio.sleep(2)
         replied = [run_id for run_id in run_ids if run_id not in plan.no_reply]
-        await bounded(20, [_handed_over(contender.reply, run_id, failed, replies_sent) for run_id in replied])
+        deadline = time.monotonic() + config.crash_wait_seconds  # past it, a reply is late anyway
+        replies = [_handed_over(contender.reply, run_id, failed, replies_sent, deadline) for run_id in replied]
+        await bounded(20, replies)
         await _until(
             lambda: _count_runs(w.ledger_dsn, run_ids, peer_ledger.EFFECT) >= len(run_ids),
             config.crash_wait_seconds + 90,
@@ -354,13 +356,21 @@ async def crash_test(name: str, w: World, config: PeerConfig) -> dict[str, Any]:
 
 
 def _handed_over(
-    call: Callable[[str], Awaitable[None]], run_id: str, failed: list[str], sent: dict[str, float] | None = None
+    call: Callable[[str], Awaitable[None]],
+    run_id: str,
+    failed: list[str],
+    sent: dict[str, float] | None = None,
+    deadline: float | None = None,
 ) -> Callable[[], Awaitable[None]]:
-    """Give ``run_id``'s start or reply to the contender, again while it is restarting; a hand-over
-    that never succeeds is recorded (the driver's failure, not the contender's loss)."""
+    """Give ``run_id``'s start or reply to the contender, again while it is restarting or says it
+    cannot take it yet (DSMO refuses an event while the run's workflow task keeps failing, and
+    asks for it again); until ``deadline`` (monotonic), else 150 tries. A hand-over that never
+    succeeds is recorded (the driver's failure, not the contender's loss)."""
 
     async def attempt() -> None:
-        for _ in range(150):
+        tries = 0
+        while (time.monotonic() < deadline) if deadline is not None else tries < 150:
+            tries += 1
             try:
                 await call(run_id)
                 if sent is not None:

@@ -184,7 +184,8 @@ def crash_counts(
     A timeout never fired when a run given no reply reached its wait (its stage C was done), did
     not fail, and no effect says it timed out. A reply was ignored when a
     replied run ended by its timeout although the reply was sent (``replies_sent``: when) before
-    that timeout was due; a reply sent after is late, the driver's doing, and counted apart.
+    that timeout was due; a reply sent after is late, the driver's doing, and counted apart, and
+    one the driver never managed to hand over is neither (its failed hand-overs count it).
     Repeats (a stage's work done again, an effect applied again) are split into planned ones (the
     plan killed the runner after that stage's work, so every engine must repeat it once) and
     collateral ones (every other).
@@ -231,7 +232,8 @@ def crash_counts(
             for run_id in no_reply - ended_failed
             if run_id in waited_from and TIMED_OUT not in effects.get(run_id, [])
         ),
-        replies_ignored=sum(1 for run_id in timed_out_replied if not late(run_id)),
+        # Only replies the driver handed over: one it never could is the driver's failed hand-over.
+        replies_ignored=sum(1 for run_id in timed_out_replied if run_id in sent and not late(run_id)),
         late_replies=sum(1 for run_id in timed_out_replied if late(run_id)),
         kills=kills,
         stage_repeats_planned=sum(planned.values()),
