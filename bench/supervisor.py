@@ -2,7 +2,8 @@
 it dies, whatever killed it, with its deaths counted.
 
 Table 1's stage executors run under it in every mode: B3's worker process (`bench.b3_process`) and
-each of B1's, B1''s and B2's consumer processes (`bench.queue_modes`). An executor that reaches a
+each of B1's, B1''s and B2's consumer processes (`bench.queue_modes`); so do W6's contender
+runners (`bench.studies.peers.peer_bench`). An executor that reaches a
 planned crash point SIGKILLs itself; `Deaths` tells those kills from other exits (an error), so
 the table can say how many real crashes each mode went through.
 """
@@ -15,7 +16,9 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RESTART_AFTER_S = 1.0  # as W6's runners (bench/studies/peers/runner_process.py)
+import psutil  # type: ignore[import-untyped]
+
+RESTART_AFTER_S = 1.0
 STOP_GRACE_S = 15.0
 
 
@@ -91,6 +94,23 @@ class Supervised:
                 return
             self.restarts += 1
             await self._spawn()
+
+    def kill(self) -> None:
+        """SIGKILL the process now (the watcher counts the death and restarts it)."""
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGKILL)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) the live process has used; 0 while it is down."""
+        pid = self.pid
+        if pid is None:
+            return 0.0
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(times.user + times.system)
 
     async def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and stop restarting it."""

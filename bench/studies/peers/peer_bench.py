@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -46,7 +47,7 @@ from bench.studies.peers.fault_plan import FaultPlan
 from bench.studies.peers.ledger_watch import LedgerWatch
 from bench.studies.peers.peer_servers import Postgres
 from bench.studies.peers.runner_config import STAGE_SLOTS, USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
-from bench.studies.peers.runner_process import RunnerProcess
+from bench.supervisor import Supervised
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import DevStack, free_port_block, private_settings
@@ -170,14 +171,15 @@ def runner_env(contender: Contender, w: World) -> dict[str, str]:
     return env
 
 
-async def started_runner(contender: Contender, w: World) -> RunnerProcess:
+async def started_runner(contender: Contender, w: World) -> Supervised:
     await contender.prepare()
-    runner = RunnerProcess(contender.runner_argv, runner_env(contender, w), w.work_dir / f"{contender.name}.log")
+    argv, env = [sys.executable, *contender.runner_argv], {**os.environ, **runner_env(contender, w)}
+    runner = Supervised(argv, env, log_file=w.work_dir / f"{contender.name}.log")
     await runner.start()
     return runner
 
 
-def cpu_sample(contender: Contender, runner: RunnerProcess, w: World) -> dict[str, float]:
+def cpu_sample(contender: Contender, runner: Supervised, w: World) -> dict[str, float]:
     def seconds(pid: int) -> float:
         try:
             times = psutil.Process(pid).cpu_times()
