@@ -6,17 +6,18 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.paired import RATES, draw
+from bench.paired import RATES, draw, inputs_for, trajectory
 from bench.report import floor_spread, markdown
 from bench.runner import Bench, BenchConfig
 from bench.studies.full import benchmarks_page
 from bench.studies.table1 import table1_cli
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
-from dsmo.devstack.stack import DevStack
+from dsmo.devstack.stack import DevStack, private_settings
 from dsmo.runtime.storage import artifact_store
 
 pytestmark = pytest.mark.integration
@@ -24,37 +25,81 @@ pytestmark = pytest.mark.integration
 FLOOR_IO_PREFIXES = ("artifacts/bench-floor-io/", "audit/bench-floor-io/")
 
 
-# Table 1 runs four modes (B1' beside B3, B1 and B2), each queue mode draining its redeliveries:
-# about 2-3 minutes on two shared cores, past the suite's default of 180 s under load.
-@pytest.mark.timeout(420)
-async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: DsmoClient) -> None:
+def crashes_first(workload: str, seed: int, inputs: int) -> bool:
+    """Whether one of the workload's inputs meets a crash on the first attempt of a stage it reaches."""
+    for item in inputs_for(workload, inputs, seed):
+        for stage in trajectory(workload, item.route):
+            fault = draw(RATES[workload], seed, item.input_id, stage, 1)
+            if fault == "crash":
+                return True
+            if fault is not None:  # a permanent failure ends the run; other faults change later attempts
+                break
+    return False
+
+
+def seed_with_crashes(inputs: int) -> int:
+    return next(seed for seed in range(5000) if crashes_first("W3", seed, inputs) and crashes_first("W4", seed, inputs))
+
+
+# The whole bench at its smallest, on a stack of its own (Table 1 kills its Temporal server): four
+# workloads in four modes meeting real crashes and server restarts, each queue mode draining its
+# redeliveries, then the floor. About 4 minutes on two shared cores.
+@pytest.mark.timeout(900)
+async def test_bench_runs_on_a_tiny_workload(tmp_path: Path) -> None:
+    inputs = 2
     config = BenchConfig(
-        inputs=2,
+        seed=seed_with_crashes(inputs),
+        inputs=inputs,
         replays=1,
         concurrency=2,
         w4_runs=4,
-        w4_inputs=2,
+        w4_inputs=inputs,
         w4_concurrency=4,
         artifact_sizes=(1_000,),
         resume_samples=2,
         paired_waves=1,
     )
+    config.ambiguity = 0.0  # B2 follows the graph: it reaches the crash its inputs draw, as the others do
     # The production worker configuration: no workflow sandbox, the artifact cache on.
-    settings = stack_settings.with_changes(worker={"metrics_bind": "", "sandbox": False}, store={"cache_mb": 16})
-    bench = Bench(settings, config, progress=lambda _: None)
-    floor_io_objects = {prefix: len(bench.store.list_uris(prefix)) for prefix in FLOOR_IO_PREFIXES}
-    results = await bench.run()
+    settings = private_settings(tmp_path / "stack").with_changes(
+        worker={"metrics_bind": "", "sandbox": False}, store={"cache_mb": 16}
+    )
+    stack = DevStack(settings)
+    await stack.up(timeout=120)
+    try:
+        bench = Bench(settings, config, progress=lambda _: None, devstack=stack)
+        results = await bench.run()
+        check_table1(results, config)
+        check_floor(results, bench)  # reads the stack's store
+        await visible_floor_runs(await DsmoClient.connect(settings), bench.queue + "-modes", FLOOR_RUNS)
+    finally:
+        stack.down()
+
+
+def check_table1(results: dict[str, Any], config: BenchConfig) -> None:
+    modes = ("B3", "B1", "B1p", "B2")
     for workload in ("W1", "W2", "W3", "W4"):
         measured = results["workloads"][workload]
-        for mode in ("B3", "B1", "B1p", "B2"):
+        for mode in modes:
             summary = measured[mode]["summary"]
-            assert summary["runs"] == 4 and summary["latency_p50_s"] > 0
-            assert len(measured[mode]["records"]) == 4
+            assert summary["runs"] == 2 * config.inputs and summary["latency_p50_s"] > 0
+            assert len(measured[mode]["records"]) == 2 * config.inputs
+            faults = measured[mode]["faults"]
+            if workload in ("W3", "W4"):
+                # Every run ended despite the kills and a restart of its mode's server.
+                server = "temporal" if mode == "B3" else "postgres"
+                assert faults["server_restarts"] == 1 and faults["restart"]["server"] == server, (workload, mode)
+                assert faults["restart"]["down_s"] > 0
+                # The crash each input drew killed a real process: B3's worker, or a consumer.
+                assert faults["kills"] >= 1 and faults["deaths"] >= faults["kills"], (workload, mode, faults)
+            else:
+                assert faults == {"kills": 0, "deaths": 0, "server_restarts": 0, "restart": None}
         # Paired: every mode had the same inputs, and every draw all of them reached met one fault.
         assert measured["B3"]["checksums"] == measured["B1"]["checksums"] == measured["B2"]["checksums"]
         assert measured["B1p"]["checksums"] == measured["B3"]["checksums"]
-        assert measured["pairing"]["shared"] >= 4 and set(measured["pairing"]["faults"]) == {"B3", "B1", "B1p", "B2"}
+        assert measured["pairing"]["shared"] >= 4 and set(measured["pairing"]["faults"]) == set(modes)
         assert measured["B3"]["summary"]["orphans_lineage_per_run"] == 0.0
+    assert all(results["faults"][0][mode]["server_restarts"] == 2 for mode in modes)
     for mode in ("B3", "B1", "B1p"):
         # W1 meets only permanent failures (no ambiguity in B1): a run succeeds exactly when none
         # struck a first attempt of its path, and then took the graph's path.
@@ -65,6 +110,13 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     assert len(results["repetitions"]) == 1 and results["repetitions"][0]["B3"]["latency_p50_s"] > 0
     # The retry timer probe ran on the stack: a timer never fires before it is due.
     assert results["timer"]["probes"] == 5 and results["timer"]["fired_s"] >= results["timer"]["asked_s"] == 0.2
+
+
+# The search-attribute floor's runs: 12 W1 + 24 W4 (six rounds a side, a batch of 2 and of 4).
+FLOOR_RUNS = 2 * 6 + 4 * 6
+
+
+def check_floor(results: dict[str, Any], bench: Bench) -> None:
     assert results["floor"]["W1"]["p50"] > 0 and results["floor"]["ratios"]["w1_p50"] > 0
     # Paired batches are at least a wave of each shape's concurrency, in six rounds a side (one
     # per side: each runs in each place of a round once).
@@ -85,11 +137,9 @@ async def test_bench_runs_on_a_tiny_workload(stack_settings: Settings, dsmo: Dsm
     # The three artifact-I/O floors did the S3 work of a DSMO run: 12 W1 + 24 W4 runs each, each
     # run an input, three stage outputs and a trail file (CPU times tick at 10 ms: too coarse to
     # compare here); the second kept DSMO's search attributes, its final status upserted; the
-    # third ran its stages as local activities.
-    runs = 2 * 6 + 4 * 6
-    written = {prefix: len(bench.store.list_uris(prefix)) - floor_io_objects[prefix] for prefix in FLOOR_IO_PREFIXES}
-    assert written == {"artifacts/bench-floor-io/": 3 * runs * 4, "audit/bench-floor-io/": 3 * runs}
-    await visible_floor_runs(dsmo, bench.queue + "-modes", runs)
+    # third ran its stages as local activities. The stack is the test's own: nothing else wrote.
+    written = {prefix: len(bench.store.list_uris(prefix)) for prefix in FLOOR_IO_PREFIXES}
+    assert written == {"artifacts/bench-floor-io/": 3 * FLOOR_RUNS * 4, "audit/bench-floor-io/": 3 * FLOOR_RUNS}
     assert all(ratio > 0 for ratio in results["floor"]["io_ratios"].values())
     assert results["floor"]["ratios"]["w1_p50_local"] > 0 and results["floor"]["ratios"]["w4_throughput_local"] > 0
     assert results["resume"]["ratio"] > 0 and "1000" in results["history_bytes"]
