@@ -39,7 +39,9 @@ from dsmo.activities.progress_log import ProgressLog, task_progress_folder
 from dsmo.activities.schemas import check_output
 from dsmo.workflows.contracts.activity_io import (
     PREPARE_RUN,
+    RECHECK,
     RUN_STAGE,
+    SKIP,
     SUMMARY_MAX_BYTES,
     WRITE_DEAD_LETTER,
     DeadLetter,
@@ -138,13 +140,16 @@ class StageActivities:
         if reuse is None and (task.attempt > 1 or info.attempt > 1):
             # Only a retry can find output an earlier execution committed without reporting it.
             reuse = await self._io(self._committed_output, task)
-        if reuse is None and info.is_local and not await self._io(self._mark_begun, task):
-            # A local attempt run again: a worker that died before its workflow task completed
-            # took the attempt's record with it (docs/reliability.md). Its output, if written, is
-            # reused; begun and never finished, its worker died in it: a failed attempt, so a stage
-            # that kills its workers ends in the dead letters instead of looping.
-            reuse = await self._io(self._committed_output, task)
-            if reuse is None:
+        if reuse is None and info.is_local and task.begun_mark != SKIP:
+            # A local attempt may be run again: a worker that died before its workflow task
+            # completed took the attempt's record with it (docs/reliability.md). Its output, if
+            # written, is reused; begun and never finished, its worker died in it: a failed
+            # attempt, so a stage that kills its workers ends in the dead letters instead of
+            # looping. A `recheck` attempt may have run before without a mark: it looks either way.
+            new_mark = await self._io(self._mark_begun, task)
+            if not new_mark or task.begun_mark == RECHECK:
+                reuse = await self._io(self._committed_output, task)
+            if reuse is None and not new_mark:
                 raise ApplicationError(
                     f"attempt {task.attempt}: its worker was lost before the run recorded it", type=WORKER_LOST
                 )

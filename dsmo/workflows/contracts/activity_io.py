@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -43,6 +43,13 @@ class PreparedRun(WireModel):
     config_ref: str
 
 
+# What a local stage attempt does about its `begun.json` mark (workflows/run/begun_marks.py).
+BegunMark = Literal["mark", "skip", "recheck"]
+MARK: BegunMark = "mark"  # write the mark; an existing one means the attempt began before
+SKIP: BegunMark = "skip"  # no mark: the workflow task vouches the attempt never began
+RECHECK: BegunMark = "recheck"  # write the mark, and look for a committed output either way
+
+
 class StageTask(WireModel):
     """The orchestrator's half of the paper's message contract, for one attempt."""
 
@@ -76,6 +83,8 @@ class StageTask(WireModel):
     # subject's data key, and opens the run's sealed artifacts with it. A worker that predates it
     # writes in the clear (upgrade workers before publishing definitions with a subject).
     seal: SubjectSeal | None = None
+    # What a local attempt does about its `begun.json` mark (above); a worker that predates it marks.
+    begun_mark: BegunMark = MARK
 
 
 def inline_input(document: dict[str, Any]) -> dict[str, Any] | None:

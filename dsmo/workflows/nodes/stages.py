@@ -124,6 +124,7 @@ async def stage_visit(
             input_document=input_document,
             llm=llm,
             seal=run.seal,
+            begun_mark=run.begun_marks.mark_for(workflow_task()) if local and replay is None else contracts.MARK,
         )
         state.audit.record(
             "STAGE_ENQUEUED",
@@ -162,25 +163,42 @@ async def _attempt(
     Raises:
         ActivityFailed: The attempt failed.
     """
-    if local:
-        run.state.writes.hold()  # a status write due now is merged with what follows the attempt
+    if not local:
+        return await _call_stage(node_id, node, task, local=False)
+    run.state.writes.hold()  # a status write due now is merged with what follows the attempt
+    began_in = workflow_task()
+    run.begun_marks.started()
+    did_own_work = False
     try:
-        return await call(
-            contracts.RUN_STAGE,
-            task,
-            result_type=contracts.StageSummary,
-            start_to_close_timeout=node.timeout,
-            # A model call heartbeats while it waits for the answer: a dead worker is seen in
-            # seconds, not after the node's timeout (docs/reliability.md: upgrade activity
-            # workers first, as one from before heartbeats would see its long calls retried).
-            heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
-            retry_policy=SINGLE_ATTEMPT,
-            summary=f"{node_id}: {node.agent} (attempt {task.attempt})",
-            local=local,
-        )
+        summary = await _call_stage(node_id, node, task, local=True)
+        did_own_work = not summary.reused
+        return summary
     finally:
-        if local:
-            run.state.writes.release()
+        run.begun_marks.ended(began_in, workflow_task(), did_own_work=did_own_work)
+        run.state.writes.release()
+
+
+def workflow_task() -> int:
+    """The current workflow task, named by its history length (run/begun_marks.py)."""
+    return workflow.info().get_current_history_length()
+
+
+async def _call_stage(
+    node_id: str, node: StageNode, task: contracts.StageTask, *, local: bool
+) -> contracts.StageSummary:
+    return await call(
+        contracts.RUN_STAGE,
+        task,
+        result_type=contracts.StageSummary,
+        start_to_close_timeout=node.timeout,
+        # A model call heartbeats while it waits for the answer: a dead worker is seen in
+        # seconds, not after the node's timeout (docs/reliability.md: upgrade activity
+        # workers first, as one from before heartbeats would see its long calls retried).
+        heartbeat_timeout=LIVENESS_TIMEOUT if isinstance(node, LlmNode) else None,
+        retry_policy=SINGLE_ATTEMPT,
+        summary=f"{node_id}: {node.agent} (attempt {task.attempt})",
+        local=local,
+    )
 
 
 def _commit(

@@ -32,6 +32,7 @@ from dsmo.workflows.definition.migration_checks import MigrationPlan, RunPositio
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.seen_ids import SEEN_IDS_WINDOW, SeenIds
 from dsmo.workflows.run.audit import TAIL_BYTES_MAX, AuditTrail
+from dsmo.workflows.run.begun_marks import BegunMarks
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.metrics import count_event
 from dsmo.workflows.run.state import RunState
@@ -108,6 +109,8 @@ class Run:
     # ... and, in the next generation while it re-executes its record up to that node, the
     # checkpoint it carried in: its counters and saga stack, taken up again once it gets there.
     rewound_from: Checkpoint | None = None
+    # Which local attempts of the current workflow task need a begun mark (never carried over).
+    begun_marks: BegunMarks = field(default_factory=BegunMarks)
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:

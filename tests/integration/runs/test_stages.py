@@ -252,6 +252,61 @@ async def test_a_local_attempt_whose_worker_died_in_it_counts_as_a_failed_attemp
     assert [(e.attempt, e.data["errorType"], e.data["kind"]) for e in failed] == [(1, "WorkerLost", "transient")]
 
 
+def short_chain(agent: str) -> AgentDefinition:
+    """Three short stages one after another (local by default), each on the previous one's output."""
+    nodes = {
+        "one": {"actionType": "run_agent", "agent": agent, "timeout": "5s", "next": "two"},
+        "two": {
+            "actionType": "run_agent",
+            "agent": agent,
+            "timeout": "5s",
+            "input": "{{stages.one.outputUri}}",
+            "next": "three",
+        },
+        "three": {"actionType": "run_agent", "agent": agent, "timeout": "5s", "input": "{{stages.two.outputUri}}"},
+    }
+    return parse_definition({"agent": f"chain-{agent}", "start": "one", "nodes": nodes})
+
+
+def begun_marks(harness: Harness, definition: AgentDefinition, run_id: str) -> list[str]:
+    folder = f"artifacts/{definition.workflow_version}/{run_id}/"
+    return sorted(uri.split(folder, 1)[1] for uri in harness.store.list_uris(folder) if uri.endswith("/begun.json"))
+
+
+async def test_a_chain_of_local_stages_in_one_workflow_task_marks_only_its_first_attempt(harness: Harness) -> None:
+    # The workflow task replays its decisions in order after a crash: if its first local attempt
+    # never began before, neither did the ones after it, so only the first writes a mark.
+    definition = short_chain("steady")
+    run_id = await harness.start(definition, {})
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and CALLS[run_id] == 3
+    assert begun_marks(harness, definition, run_id) == ["one/attempt=1/begun.json"]
+    tasks = [e for e in await history_of(harness, run_id) if e.HasField("workflow_task_completed_event_attributes")]
+    assert len(tasks) == 1  # the three attempts ran in one workflow task
+
+
+async def test_after_a_crash_every_later_attempt_of_the_workflow_task_looks_for_its_output(harness: Harness) -> None:
+    # A worker died in stage three after stages one (marked) and two (no mark) had committed:
+    # the next worker runs the task again. Stage one finds its mark and reuses its output, so the
+    # later stages mark and look for their outputs: stage two reuses the one it wrote without a
+    # mark, and only stage three runs its agent.
+    definition = short_chain("steady")
+    run_id = f"chain-again-{harness.task_queue}"
+    folder = f"artifacts/{definition.workflow_version}/{run_id}"
+    harness.store.put_json_once(f"{folder}/one/attempt=1/begun.json", {"attempt": 1})
+    for stage in ("one", "two"):
+        harness.store.put_json_once(
+            f"{folder}/{stage}/attempt=1/output.json", {"output": {"from": "lost task"}, "summary": {"ok": stage}}
+        )
+    await harness.start(definition, {}, run_id=run_id)
+    result = await harness.dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and CALLS[run_id] == 1  # stage three
+    marked = [f"{stage}/attempt=1/begun.json" for stage in ("one", "three", "two")]
+    assert begun_marks(harness, definition, run_id) == marked
+    reused = {e.stage: e.data["reused"] for e in await harness.dsmo.events(run_id) if e.type == "STAGE_SUCCEEDED"}
+    assert reused == {"one": True, "two": True, "three": False}
+
+
 async def test_a_local_stage_that_cannot_succeed_is_dead_lettered(harness: Harness) -> None:
     run_id = await harness.start(short_stage("picky"), {"amount": -1})
     result = await harness.dsmo.result(run_id)
