@@ -54,6 +54,7 @@ from dsmo.devstack.stack import DevStack, free_port_block, private_settings
 from dsmo.runtime.storage import artifact_store
 
 NAMES = ("dsmo", "temporal", "langgraph", "dbos")
+CHECKOUT = Path(__file__).resolve().parents[3]  # the folder holding `bench/` and `dsmo/`
 # DSMO with its stages as regular Temporal activities (`localStages: never`), beside "dsmo" whose
 # 5 s stages run as local activities (the default for short stages); the same worker and graph.
 # `PEERS_DSMO_REGULAR=0` (or `PeerConfig(dsmo_regular=False)`) leaves it out.
@@ -168,6 +169,9 @@ def runner_env(contender: Contender, w: World) -> dict[str, str]:
     # DSMO's worker takes as many activities, on as many threads, as every runner has slots.
     env["DSMO_MAX_CONCURRENT_ACTIVITIES"] = env["DSMO_PROCESSOR_THREADS"] = str(STAGE_SLOTS)
     env["PYTHONUNBUFFERED"] = "1"
+    # The runners load their user code from this checkout (`bench.studies.peers.*`), wherever
+    # the bench was started from.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))
     return env
 
 
