@@ -26,7 +26,8 @@ class BegunMarks:
 
     Each method takes the workflow task it is called in, named by its history length
     (``workflow.info().get_current_history_length()``: the same for every activation of one task,
-    on replay too, and different for each attempt of a task).
+    on replay too). A task run again after a crash or a failure runs in a new workflow instance,
+    so in a new `BegunMarks`.
     """
 
     def __init__(self) -> None:
