@@ -15,6 +15,17 @@ import psutil  # type: ignore[import-untyped]
 from dsmo.config.settings import Settings
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds process ``pid`` has used; 0 for no process or one that is gone."""
+    if pid is None:
+        return 0.0
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
+
+
 def listening_pid(port: int) -> int | None:
     for connection in psutil.net_connections(kind="tcp"):
         if connection.laddr and connection.laddr.port == port and connection.status == "LISTEN" and connection.pid:

@@ -16,7 +16,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil  # type: ignore[import-untyped]
+from bench.cpu import cpu_seconds
 
 RESTART_AFTER_S = 1.0
 STOP_GRACE_S = 15.0
@@ -103,14 +103,7 @@ class Supervised:
 
     def cpu_seconds(self) -> float:
         """CPU seconds (user + system) the live process has used; 0 while it is down."""
-        pid = self.pid
-        if pid is None:
-            return 0.0
-        try:
-            times = psutil.Process(pid).cpu_times()
-        except psutil.Error:
-            return 0.0
-        return float(times.user + times.system)
+        return cpu_seconds(self.pid)
 
     async def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and stop restarting it."""

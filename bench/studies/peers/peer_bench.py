@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil  # type: ignore[import-untyped]
 import psycopg
 from temporalio.client import Client
 
-from bench.cpu import listening_pid
+from bench.cpu import cpu_seconds, listening_pid
 from bench.jobs import bounded
 from bench.metrics import percentile
 from bench.studies.peers import peer_ledger
@@ -184,21 +183,14 @@ async def started_runner(contender: Contender, w: World) -> Supervised:
 
 
 def cpu_sample(contender: Contender, runner: Supervised, w: World) -> dict[str, float]:
-    def seconds(pid: int) -> float:
-        try:
-            times = psutil.Process(pid).cpu_times()
-            return float(times.user + times.system)
-        except psutil.Error:
-            return 0.0
-
-    sample = {"driver": seconds(os.getpid()), "runner": runner.cpu_seconds()}
+    sample = {"driver": cpu_seconds(os.getpid()), "runner": runner.cpu_seconds()}
     if contender.name in ("langgraph", "dbos"):
         sample["server"] = w.state.cpu_seconds()
     else:
-        sample.update({role: seconds(pid) for role, pid in contender.server_pids.items()})
+        sample.update({role: cpu_seconds(pid) for role, pid in contender.server_pids.items()})
     s3_pid = w.stack.s3.pid() or listening_pid(w.settings.store.port)
     if s3_pid:
-        sample["s3"] = seconds(s3_pid)
+        sample["s3"] = cpu_seconds(s3_pid)
     sample["ledger"] = w.ledger.cpu_seconds()
     return sample
 
