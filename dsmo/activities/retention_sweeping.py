@@ -4,8 +4,9 @@ When a run ends, its trail's export writes a marker ``retention/ended/{due}/{run
 (activities/retention_markers.py). A sweep (`engine/retention_sweep.py`, on a Temporal Schedule)
 takes the markers due, oldest first, and for each:
 
-1. lists the run's objects and its ended Temporal executions, and writes both counts into the
-   marker (once: a retry reads them back, whatever it already deleted);
+1. lists the run's objects and its ended Temporal executions (every generation, from Temporal's
+   histories), and writes both counts into the marker (once: a retry reads them back, whatever it
+   already deleted);
 2. deletes the objects and those executions (never a running one);
 3. writes the trail's marker ``retention/trails/{due}/{run}.json`` (if a trail period applies);
 4. writes ``retention/done/run/{run}.json`` naming the sweep and the counts, create-only: the one
@@ -43,6 +44,7 @@ from dsmo.activities.retention_markers import (
     removed_trail_key,
     run_prefixes,
 )
+from dsmo.activities.run_generations import generations
 from dsmo.workflows.contracts.retention_io import RECORD_SWEEP, SWEEP_RETENTION, SweepBatch, SweepCounts, SweepOutcome
 
 # Times one marker may fail before it is set aside for a person to look at.
@@ -205,26 +207,16 @@ class RetentionActivities:
         return found if isinstance(found, dict) else {}
 
     async def _ended_executions(self, run_id: str) -> list[str]:
-        """The run's Temporal executions that have ended (each continue-as-new generation).
+        """The run's Temporal executions, every continue-as-new generation, once its current one ended.
 
-        A running one is never listed: an id that was reused once the old history went is
-        another run's now.
+        Walked through Temporal's own histories from the current execution (`generations`), so a
+        generation visibility has not indexed yet is deleted too. None while the current execution
+        runs: an id reused once the old history went is another run's now.
         """
-        try:
-            return [
-                execution.run_id
-                async for execution in self.client.list_workflows(
-                    f"WorkflowId='{run_id}' AND ExecutionStatus!='Running'"
-                )
-            ]
-        except RPCError as err:
-            if err.status != RPCStatusCode.UNIMPLEMENTED:
-                raise
-        # A server without visibility (the time-skipping one): the current execution, if it ended.
         request = DescribeWorkflowExecutionRequest(
             namespace=self.client.namespace, execution=WorkflowExecution(workflow_id=run_id)
         )
-        try:  # the raw answer: that server's search attributes do not decode
+        try:  # the raw answer: the time-skipping server's search attributes do not decode
             described = (
                 await self.client.workflow_service.describe_workflow_execution(request)
             ).workflow_execution_info
@@ -232,8 +224,9 @@ class RetentionActivities:
             if gone.status == RPCStatusCode.NOT_FOUND:
                 return []
             raise
-        running = described.status == WorkflowExecutionStatus.RUNNING.value
-        return [] if running else [described.execution.run_id]
+        if described.status == WorkflowExecutionStatus.RUNNING.value:
+            return []
+        return await generations(self.client, run_id, described.execution.run_id)
 
     async def _delete_execution(self, run_id: str, execution: str) -> None:
         request = DeleteWorkflowExecutionRequest(

@@ -33,6 +33,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.erasure_log import ErasureLog
+from dsmo.activities.run_generations import generations
 from dsmo.client import run_requests
 from dsmo.client.client_errors import RunClosed
 from dsmo.client.core import ClientCore
@@ -40,7 +41,6 @@ from dsmo.client.history_deletion import (
     Execution,
     compensation_retries,
     delete_execution,
-    generations,
     retried_by,
     until_gone,
 )

@@ -2,7 +2,8 @@
 
 Temporal deletes in the background and serves the history meanwhile (13-36 s on the dev server,
 once about 4 minutes). Erasure deletes a subject's runs with it, every
-continue-as-new generation and every helper workflow a run left (a compensation's durable retry).
+continue-as-new generation (`activities/run_generations.py` finds them) and every helper workflow a
+run left (a compensation's durable retry).
 """
 
 from __future__ import annotations
@@ -92,30 +93,6 @@ async def history_served(client: Client, execution: Execution) -> bool:
             return True
         raise
     return True
-
-
-async def generations(client: Client, workflow_id: str, current: str) -> list[str]:
-    """Every execution of a run, newest first, walked back from ``current`` through each one's start
-    (``continued_execution_run_id``): Temporal's own record, whatever visibility has indexed yet.
-
-    The walk stops at an execution Temporal no longer has (an earlier erasure deleted it).
-    """
-    found: list[str] = []
-    execution: str | None = current
-    while execution and execution not in found:
-        handle = client.get_workflow_handle(workflow_id, run_id=execution)
-        previous: str | None = None
-        try:
-            async for event in handle.fetch_history_events(page_size=1):
-                previous = event.workflow_execution_started_event_attributes.continued_execution_run_id or None
-                break
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            break
-        found.append(execution)
-        execution = previous
-    return found
 
 
 def retried_by(record: ExecutionResult | None) -> list[str]:

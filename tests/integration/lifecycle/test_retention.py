@@ -17,6 +17,8 @@ from dsmo.activities.artifacts import ArtifactStore, run_input_key
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.retention_markers import ENDED_PREFIX, FAILED_PREFIX, SWEEPS_PREFIX, TRAILS_PREFIX
 from dsmo.activities.retention_sweeping import MARKER_ATTEMPTS, RetentionActivities
+from dsmo.activities.run_generations import generations
+from dsmo.client.history_deletion import until_gone
 from dsmo.runtime.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
@@ -138,6 +140,52 @@ async def test_a_sweep_killed_halfway_resumes_and_counts_each_run_once(harness: 
         await history_gone(harness, run_id)
     assert await ActivityEnvironment().run(activities.sweep_retention, later) == SweepCounts()
     assert store.list_uris("retention/done/") == []  # dropped once the outcome was kept
+
+
+def chatty(retention: dict[str, str]) -> AgentDefinition:
+    """A loop on one wait that ends on "stop": a short history limit makes it continue as new often."""
+    return parse_definition(
+        {
+            "agent": f"chatty-{uuid.uuid4().hex[:8]}",
+            "start": "listen",
+            "retention": retention,
+            "nodes": {
+                "listen": {
+                    "actionType": "wait_for_event",
+                    "parameters": {"event": "message", "timeout": "30d"},
+                    "transitions": [{"when": 'eventResult == "stop"', "to": "bye"}, {"to": "listen"}],
+                },
+                "bye": {"actionType": "send_message", "parameters": {"to": "a@example.com", "message": "bye"}},
+            },
+        }
+    )
+
+
+async def test_a_sweep_deletes_every_generation_of_a_run_whatever_visibility_has_indexed(harness: Harness) -> None:
+    """The sweep finds a run's executions in Temporal's own histories, not in visibility: a run that
+    continued as new five times has six histories, and all six go."""
+    store = harness.store
+    clear_retention(store)
+    definition = chatty({"ended": "1h"})
+    run_id = await harness.start(definition, {}, history_limit=30)
+    await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    current = (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    sent = 0
+    while len(executions := await generations(harness.dsmo.temporal, run_id, current)) < 6:
+        assert sent < 200, "the run never continued as new five times"
+        await harness.dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "more"}, event_id=f"more-{sent}")
+        sent += 1
+        current = (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    await harness.dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "stop"}, event_id="stop")
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    executions = await generations(harness.dsmo.temporal, run_id, current)
+    assert len(executions) == 6
+
+    activities = RetentionActivities(store, harness.dsmo.temporal)
+    later = SweepBatch(as_of=datetime.now(UTC) + timedelta(hours=2), sweep_id=f"gens-{uuid.uuid4().hex[:6]}")
+    counts = await ActivityEnvironment().run(activities.sweep_retention, later)
+    assert (counts.runs, counts.histories) == (1, 6)
+    assert await until_gone(harness.dsmo.temporal, [(run_id, each) for each in executions]) == []
 
 
 async def test_a_marker_that_keeps_failing_is_set_aside_and_stops_no_sweep(harness: Harness) -> None:
