@@ -180,3 +180,14 @@ async def test_reset_deletes_nothing_while_a_service_it_did_not_start_answers(
 
     asked = await dsmo_cli(settings, "dev", "reset")  # no --yes, no answer: aborted, as Ctrl-C
     assert asked.returncode == 130 and "aborted" in asked.stderr and kept.exists()
+
+
+async def test_the_embedded_database_overwrites_what_it_deletes(stack_settings: Settings) -> None:
+    """Erased histories leave no copy in the SQLite file's free pages: the stack's Temporal runs with
+    ``secure_delete=on`` (what its write-ahead log may still hold is a documented limit)."""
+    temporal = next(report for report in await DevStack(stack_settings).status() if report.name == "temporal")
+    if temporal.pid is None:
+        pytest.skip("the suite reuses a Temporal that dsmo did not start")
+    argv = Path(f"/proc/{temporal.pid}/cmdline").read_bytes().split(b"\0")
+    pragmas = [argv[index + 1].decode() for index, each in enumerate(argv[:-1]) if each == b"--sqlite-pragma"]
+    assert "secure_delete=on" in pragmas and "journal_mode=wal" in pragmas
