@@ -16,8 +16,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.run_generations import generations
 from dsmo.client.definition_files import parse_definition_text
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.history_deletion import history_served, until_gone
 from dsmo.client.recorded_outputs import action_output
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
@@ -184,10 +186,20 @@ async def test_an_erased_subject_s_values_are_nowhere_a_user_can_read(harness: H
         harness.dsmo.temporal,
         harness.settings.with_changes(messaging={"outbox_dir_override": str(harness.outbox)}),
     )
+    # Every execution the erasure must delete, from Temporal's own records (not visibility's rows).
+    temporal = harness.dsmo.temporal
+    current = (await temporal.get_workflow_handle(run_id).describe()).run_id
+    executions = [(run_id, each) for each in await generations(temporal, run_id, current)]
+    executions.append((retry, (await temporal.get_workflow_handle(retry).describe()).run_id))
+    assert all([await history_served(temporal, each) for each in executions])
+    # What erasure reports as "deletion requested, still served" when Temporal keeps serving one.
+    assert await until_gone(temporal, executions, limit=0) == executions
     report = await erasing.erase_subject(person["id"], reason="asked to be forgotten", by="dpo")
     assert report.histories_deleted >= 1 and report.histories_pending == [] and report.messages_removed == 1
 
-    # Temporal serves no history of the run the moment the erasure returns.
+    # Temporal serves no history of the run the moment the erasure returns: asked by execution,
+    # so a row visibility dropped first cannot hide a history still served.
+    assert [each for each in executions if await history_served(temporal, each)] == []
     assert await history_json(harness, run_id) is None
     assert await history_json(harness, retry) is None
     for workflow_id in flow_control:

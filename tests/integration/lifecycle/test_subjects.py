@@ -330,6 +330,13 @@ async def test_console_and_replay_say_erased(harness: Harness, tmp_path: Path) -
         assert gone.status_code == 410 and "erased" in gone.text and marker not in gone.text
     with pytest.raises(DsmoError, match="erased"):
         await harness.dsmo.replay(run_id)
+    # `dsmo status` says the same as the console: the run as its trail recorded it, and why.
+    shown = await dsmo_cli(harness, "status", run_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = dict(line.split(None, 1) for line in shown.stdout.splitlines() if line.strip())
+    assert lines["status"].strip() == "completed"
+    assert lines["problem"].strip().startswith("Temporal no longer has this run (its data subject was erased)")
+    assert marker not in shown.stdout and subject not in shown.stdout
 
 
 async def test_a_child_inherits_its_parent_s_subject_unless_it_names_its_own(harness: Harness) -> None:
