@@ -3,7 +3,6 @@ found waiting, answered and read completed through the tools; keys without the s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from dsmo.activities.definition_store import DefinitionStore
 from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until_value
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -89,21 +89,22 @@ def refusal(result: CallToolResult) -> str:
 
 
 async def until(session: ClientSession, run_id: str, status: str) -> dict[str, Any]:
-    for _ in range(600):  # a hang guard (60 s), not a speed target
-        view = answer(await session.call_tool("run_status", {"run_id": run_id}))
-        if view["status"] == status:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never reached {status}")
+    """The run's status once it has reached ``status``."""
+
+    async def view() -> dict[str, Any]:
+        return answer(await session.call_tool("run_status", {"run_id": run_id}))
+
+    return await until_value(view, lambda view: view["status"] == status, f"{run_id} reaches {status}")
 
 
 async def listed_as_task(session: ClientSession, run_id: str) -> dict[str, Any]:
-    for _ in range(300):  # visibility is updated asynchronously; a hang guard, not a speed target
-        page = answer(await session.call_tool("list_tasks", {"run": run_id}))
-        if page["tasks"]:
-            return page["tasks"][0]  # type: ignore[no-any-return]
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{run_id} never listed as a task")
+    """The run's task once the task list (visibility, updated asynchronously) lists it."""
+
+    async def tasks() -> dict[str, Any]:
+        return answer(await session.call_tool("list_tasks", {"run": run_id}))
+
+    page = await until_value(tasks, lambda page: bool(page["tasks"]), f"{run_id} listed as a task")
+    return page["tasks"][0]  # type: ignore[no-any-return]
 
 
 async def start_and_find_waiting(session: ClientSession, agent: str) -> str:
