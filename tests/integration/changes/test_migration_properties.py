@@ -99,7 +99,8 @@ async def answer(dsmo: DsmoClient, run_id: str, count: int | None) -> None:
         if view.status.terminal:
             return
         event_type, data = ANSWERS[str(view.waiting_for)]
-        await dsmo.deliver_event(run_id, event_type, data, event_id=f"{run_id}-{answered}")
+        # An id of its own: a run keeps the ids it took across a move, and one taken before it is a duplicate.
+        await dsmo.deliver_event(run_id, event_type, data, event_id=f"{run_id}-{uuid.uuid4().hex[:8]}")
         answered += 1
         await _taken(dsmo, run_id, view)
 
