@@ -7,7 +7,6 @@ have (a move without `set: {priority: ...}` is refused naming it).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from dsmo.client.definition_files import parse_definition_text
@@ -16,6 +15,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
+from tests.polling import until_value
 
 V1 = """
 agent: {agent}
@@ -69,13 +69,11 @@ async def waiting_run(harness: Harness, definition: AgentDefinition) -> str:
 
 async def waiting_on(dsmo: DsmoClient, run_id: str, workflow_version: str) -> StatusView:
     """The run's status once its generation on ``workflow_version`` waits (a move continues as new)."""
-    view = await dsmo.status(run_id)
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        if view.workflow_version == workflow_version and view.status is RunStatus.WAITING:
-            return view
-        await asyncio.sleep(0.1)
-        view = await dsmo.status(run_id)
-    raise AssertionError(f"{run_id} never waited on {workflow_version}: {view}")
+    return await until_value(
+        lambda: dsmo.status(run_id),
+        lambda view: view.workflow_version == workflow_version and view.status is RunStatus.WAITING,
+        f"{run_id} waits on {workflow_version}",
+    )
 
 
 async def history_length(dsmo: DsmoClient, run_id: str) -> int:

@@ -6,13 +6,13 @@ step, so sending the run back to `docs` undoes it (or leaves it, recorded).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from dsmo.client.definition_files import parse_definition_text
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import StatusView
 from tests.conftest import Harness
+from tests.polling import until_value
 
 FLOW = """
 agent: {agent}
@@ -46,12 +46,11 @@ nodes:
 
 async def waiting_at(harness: Harness, run_id: str, node: str) -> StatusView:
     """The run's status once it waits at ``node`` (a rewind continues as new first)."""
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        view = await harness.dsmo.status(run_id)
-        if view.status is RunStatus.WAITING and view.current_node == node:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited at {node}: {view}")
+    return await until_value(
+        lambda: harness.dsmo.status(run_id),
+        lambda view: view.status is RunStatus.WAITING and view.current_node == node,
+        f"{run_id} waits at {node}",
+    )
 
 
 async def waiting_for_signature(harness: Harness) -> str:

@@ -3,7 +3,6 @@ when a server restart strikes, a call riding out a restart, and the counts the t
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from bench.supervisor import Deaths, Supervised
 from bench.table1 import MODES, table1
 from bench.table1_faults import downtimes, fault_rows, real_faults, skipped, totals
 from tests.bench.test_bench_table1 import results as hand_made
+from tests.polling import until
 
 
 @pytest.mark.parametrize(
@@ -62,11 +62,7 @@ async def test_the_supervisor_restarts_a_killed_process_and_counts_the_kill(tmp_
     process = Supervised([sys.executable, "-c", ONCE, str(marker)], {}, restart_after=0.05)
     await process.start()
     try:
-        for _ in range(200):
-            if process.restarts == 1 and process.pid is not None:
-                break
-            await asyncio.sleep(0.05)
-        assert process.restarts == 1 and process.pid is not None
+        await until(lambda: process.restarts == 1 and process.pid is not None, "one restart", pause=0.05)
         assert (process.deaths.kills, process.deaths.exits) == (1, 0)
     finally:
         await process.stop()

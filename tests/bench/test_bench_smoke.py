@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import DevStack, private_settings
 from dsmo.runtime.storage import artifact_store
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -167,11 +167,11 @@ async def visible_floor_runs(dsmo: DsmoClient, queue: str, runs: int) -> None:
     """The search-attribute floor's runs are in visibility as DSMO runs are: completed, by agent.
     Visibility trails the histories by a moment: wait for it (a hang guard, not a target)."""
     query = f'TaskQueue = "{queue}" AND AgentName = "bench-floor-io" AND AgentExecutionStatus = "completed"'
-    for _ in range(200):
-        if (await dsmo.temporal.count_workflows(query)).count == runs:
-            return
-        await asyncio.sleep(0.05)
-    assert (await dsmo.temporal.count_workflows(query)).count == runs
+
+    async def listed() -> bool:
+        return (await dsmo.temporal.count_workflows(query)).count == runs
+
+    await until(listed, f"visibility lists the {runs} floor runs as DSMO runs, completed")
 
 
 async def test_floor_only_repeats_the_target_ratios(stack_settings: Settings) -> None:

@@ -8,17 +8,16 @@ are checked the way a browser meets them. Screenshots go to ``DSMO_UI_SCREENSHOT
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key, verify_lines
@@ -28,6 +27,7 @@ from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
+from tests.polling import until, until_value
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -109,13 +109,23 @@ async def assert_labelled(page: Page) -> None:
 
 async def until_waiting(page: Page, kind: str) -> None:
     """Reload the run page until it shows the wait for ``kind`` (the run moves on its own)."""
-    heading = page.get_by_role("heading", name=f"Waiting for {kind}")
-    for _ in range(600):  # a hang guard (2 minutes), not a speed target
-        if await heading.count():
-            return
-        await asyncio.sleep(0.2)
+    await until(
+        shown_after_reloads(page, page.get_by_role("heading", name=f"Waiting for {kind}")),
+        f"the run page shows a wait for {kind}",
+        seconds=120,
+    )
+
+
+def shown_after_reloads(page: Page, locator: Locator) -> Callable[[], Awaitable[bool]]:
+    """A check that ``locator`` is on ``page``, reloading the page each time it is not."""
+
+    async def shown() -> bool:
+        if await locator.count():
+            return True
         await page.reload()
-    raise AssertionError(f"the run page never showed a wait for {kind}")
+        return False
+
+    return shown
 
 
 async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR0915 - one story
@@ -129,11 +139,7 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     await page.get_by_label("Run id").fill(run_id)
     await page.get_by_role("button", name="Filter").click()
     row = page.locator(f'tr[data-run="{run_id}"]')
-    for _ in range(600):  # visibility is eventually consistent; a hang guard, not a speed target
-        if await row.count():
-            break
-        await asyncio.sleep(0.2)
-        await page.reload()
+    await until(shown_after_reloads(page, row), f"the task list lists {run_id}", seconds=120)  # visibility lags
     await expect(row).to_contain_text("response")
     await expect(row).to_contain_text("candidate")
     await console.shot(page, "tasks")
@@ -233,14 +239,14 @@ async def test_a_person_completes_the_onboarding_in_the_browser(  # noqa: PLR091
     )
 
     trail = [event.model_dump(mode="json") for event in await harness.dsmo.events(run_id)]
-    body = b""
-    for _ in range(600):  # the export is the run's last activity; a hang guard, not a speed target
+
+    async def exported() -> bytes:  # the export is the run's last activity
         try:
-            body = harness.store.read_bytes(harness.store.uri(audit_key(run_id)))
-            break
+            return harness.store.read_bytes(harness.store.uri(audit_key(run_id)))
         except Exception:  # noqa: BLE001 - not written yet
-            await asyncio.sleep(0.2)
-    assert body, f"the audit trail of {run_id} was never exported"
+            return b""
+
+    body = await until_value(exported, bool, f"the audit trail of {run_id} exported", seconds=120)
     assert verify_lines(body, trail).ok
 
 

@@ -4,7 +4,6 @@ the task list gains a new task without a reload."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.ingress_server import serving
+from tests.polling import until_value
 from tests.ui.test_console import CHROMIUM, Console, browser, new_page  # noqa: F401 - the fixture
 
 pytestmark = [
@@ -64,11 +64,11 @@ async def waiting_run(harness: Harness) -> str:
 
 
 async def streams_opened(page: Page, at_least: int, opened: list[str]) -> None:
-    for _ in range(300):  # a hang guard (60 s), not a speed target
-        if len(opened) >= at_least:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"the page opened {len(opened)} streams, not {at_least}: {opened}")
+
+    async def streams() -> list[str]:
+        return opened
+
+    await until_value(streams, lambda opened: len(opened) >= at_least, f"the page opens {at_least} streams")
 
 
 async def test_a_run_page_shows_its_run_completed_without_a_reload_across_reconnects(

@@ -7,14 +7,13 @@ API do), its page shows the move and links both versions' definition pages.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from playwright.async_api import Browser, Page, expect
 
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
 from tests.migration_versions import V1, new_agent, published, waiting_on, waiting_run
+from tests.polling import until
 from tests.ui.test_console import CHROMIUM, Console, assert_labelled, browser, console, new_page  # noqa: F401
 
 pytestmark = [
@@ -28,12 +27,14 @@ V3 = V1.replace('"1.0.0"', '"3.0.0"').replace("Welcome", "Welcome aboard")
 async def until_counted(page: Page, version: AgentDefinition, count: int) -> None:
     """Reload the definition page until visibility counts ``count`` open runs on ``version``."""
     cell = page.locator(f'tr[data-version="{version.workflow_version}"] td.count')
-    for _ in range(300):  # a hang guard (a minute): visibility follows the runs, not a speed target
+
+    async def counted() -> bool:  # visibility follows the runs
         if await cell.count() and (await cell.inner_text()).strip() == str(count):
-            return
-        await asyncio.sleep(0.2)
+            return True
         await page.reload()
-    raise AssertionError(f"the definition page never counted {count} open runs on {version.version}")
+        return False
+
+    await until(counted, f"the definition page counts {count} open runs on {version.version}")
 
 
 async def test_a_person_sees_open_runs_a_dry_run_and_then_the_move(

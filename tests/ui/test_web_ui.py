@@ -15,6 +15,7 @@ import pytest
 
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
+from tests.polling import until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -51,10 +52,11 @@ async def test_waiting_run_is_listed_in_the_web_ui(harness: Harness, tmp_path: P
     run_id = await harness.start(definition_from(EXAMPLE), {"candidate": {"name": "UI", "phone": "1"}})
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     query = f"WaitingFor='response' AND AgentName='candidate-screening' AND WorkflowId='{run_id}'"
-    deadline = asyncio.get_running_loop().time() + 60  # visibility first; a hang guard only
-    while not [r async for r in harness.dsmo.temporal.list_workflows(query)]:
-        assert asyncio.get_running_loop().time() < deadline, f"{run_id} never listed by visibility"
-        await asyncio.sleep(0.2)
+
+    async def listed() -> bool:  # visibility first
+        return bool([r async for r in harness.dsmo.temporal.list_workflows(query)])
+
+    await until(listed, f"{run_id} listed by visibility")
     settings = harness.settings
     temporal = settings.temporal
     url = f"{temporal.ui_url}/namespaces/{temporal.namespace}/workflows?query={urllib.parse.quote(query)}"

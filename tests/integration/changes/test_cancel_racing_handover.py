@@ -25,6 +25,7 @@ from dsmo.client.client_errors import MigrationNotAccepted, RunClosed
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -74,12 +75,9 @@ def flow(agent: str, version: str, timeout: str) -> AgentDefinition:
 
 
 async def waiting(harness: Harness, run_id: str) -> None:
-    for _ in range(600):  # a hang guard (a minute)
-        view = await harness.dsmo.status(run_id)
-        if view.status is RunStatus.WAITING:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited: {view}")
+    await until_value(
+        lambda: harness.dsmo.status(run_id), lambda view: view.status is RunStatus.WAITING, f"{run_id} waits"
+    )
 
 
 async def race(harness: Harness, v1: AgentDefinition, v2: AgentDefinition, delay: float) -> tuple[str, str]:

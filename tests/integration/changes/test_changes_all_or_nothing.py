@@ -26,8 +26,10 @@ from dsmo.client.definition_files import parse_definition_text
 from dsmo.worker import build_worker
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.polling import until, until_value
 
 pytestmark = pytest.mark.integration
 
@@ -94,24 +96,22 @@ def flow(
 
 
 async def waiting_at(harness: Harness, run_id: str, node: str, workflow_version: str | None = None) -> None:
-    for _ in range(600):  # a hang guard (a minute)
-        view = await harness.dsmo.status(run_id)
-        here = view.status is RunStatus.WAITING and view.current_node == node
-        if here and workflow_version in (None, view.workflow_version):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited at {node}: {view}")
+    def here(view: StatusView) -> bool:
+        at = view.status is RunStatus.WAITING and view.current_node == node
+        return at and workflow_version in (None, view.workflow_version)
+
+    await until_value(lambda: harness.dsmo.status(run_id), here, f"{run_id} waits at {node}")
 
 
 async def cancel_seen(harness: Harness, run_id: str) -> None:
     """Until the run has taken a workflow task after the cancel request (so it saw it)."""
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
-    for _ in range(300):  # a hang guard: a workflow task follows within Temporal's task timeout
+
+    async def seen() -> bool:  # a workflow task follows within Temporal's task timeout
         kinds = [event.event_type async for event in handle.fetch_history_events()]
-        if CANCEL_REQUESTED in kinds and TASK_COMPLETED in kinds[kinds.index(CANCEL_REQUESTED) :]:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the run never took a workflow task after the cancel")
+        return CANCEL_REQUESTED in kinds and TASK_COMPLETED in kinds[kinds.index(CANCEL_REQUESTED) :]
+
+    await until(seen, "the run takes a workflow task after the cancel")
 
 
 async def ended_cancelled_and_unwound(harness: Harness, run_id: str, steps: list[str]) -> list[Any]:

@@ -29,6 +29,7 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo_examples.orders.db import OrderDatabase, shipments
 from tests.conftest import Harness
 from tests.migration_versions import history_length, waiting_on
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -313,11 +314,11 @@ async def test_the_waiting_runs_move_through_dsmo_runs_migrate_and_a_rerun_moves
 
 async def _visible(dsmo: DsmoClient, query: str, count: int) -> None:
     """Until visibility (written asynchronously) selects ``count`` runs."""
-    for _ in range(300):
-        if (await dsmo.temporal.count_workflows(query)).count == count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"visibility never selected {count} runs for {query}")
+
+    async def selected() -> bool:
+        return (await dsmo.temporal.count_workflows(query)).count == count
+
+    await until(selected, f"visibility selects {count} runs for {query}")
 
 
 async def test_an_interrupted_batch_is_finished_by_running_it_again_with_no_run_moved_twice(

@@ -20,6 +20,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -66,14 +67,6 @@ async def _publish(
     return definition
 
 
-async def _until(check: object, what: str) -> None:
-    for _ in range(600):
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never: {what}")
-
-
 async def _inside_stage(harness: Harness, v1: AgentDefinition) -> str:
     run_id = await harness.start(v1)
 
@@ -81,7 +74,7 @@ async def _inside_stage(harness: Harness, v1: AgentDefinition) -> str:
         view = await harness.dsmo.status(run_id)
         return view.status is RunStatus.RUNNING and view.current_node == "work"
 
-    await _until(at_work, "the run inside its stage")
+    await until(at_work, "the run inside its stage", pause=0.05)
     return run_id
 
 
@@ -90,7 +83,7 @@ async def _update_accepted(dsmo: DsmoClient, run_id: str) -> None:
         history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
         return any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED for e in history.events)
 
-    await _until(accepted, "the migrate update accepted")
+    await until(accepted, "the migrate update accepted", pause=0.05)
 
 
 async def test_a_run_inside_a_stage_moves_at_its_next_node_boundary(harness: Harness) -> None:

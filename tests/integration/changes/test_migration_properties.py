@@ -11,7 +11,6 @@ wait by wait, completes at the target version's end.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +22,11 @@ from hypothesis import strategies as st
 from dsmo.client.client_errors import MigrationNotAccepted
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
+from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.migration_versions import history_length
+from tests.polling import until_value
 
 pytestmark = pytest.mark.asyncio
 
@@ -98,16 +99,22 @@ async def answer(dsmo: DsmoClient, run_id: str, count: int | None) -> None:
         if view.status.terminal:
             return
         event_type, data = ANSWERS[str(view.waiting_for)]
-        await dsmo.deliver_event(run_id, event_type, data, event_id=f"{run_id}-{answered}")
+        # An id of its own: a run keeps the ids it took across a move, and one taken before it is a duplicate.
+        await dsmo.deliver_event(run_id, event_type, data, event_id=f"{run_id}-{uuid.uuid4().hex[:8]}")
         answered += 1
-        # The next status must be the next wait, not this one again: until the wait is taken.
-        for _ in range(200):
-            after = await dsmo.status(run_id)
-            if after.status.terminal or after.path != view.path or after.status is not RunStatus.WAITING:
-                break
-            if after.current_node != view.current_node:
-                break
-            await asyncio.sleep(0.05)
+        await _taken(dsmo, run_id, view)
+
+
+async def _taken(dsmo: DsmoClient, run_id: str, view: StatusView) -> None:
+    """Until the run has taken the wait ``view`` shows: the next status must be the next wait, not this one again."""
+
+    def moved_on(after: StatusView) -> bool:
+        left = after.status.terminal or after.status is not RunStatus.WAITING
+        return left or after.path != view.path or after.current_node != view.current_node
+
+    await until_value(
+        lambda: dsmo.status(run_id), moved_on, f"{run_id} takes its wait at {view.current_node}", pause=0.05
+    )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -135,10 +142,12 @@ async def test_a_move_is_refused_before_any_write_or_the_run_ends_on_the_target(
         assert len(await dsmo.events(run_id)) == trail
         await dsmo.cancel(run_id, reason="refused")
         return
-    for _ in range(300):
-        if (await dsmo.status(run_id)).workflow_version == v2.workflow_version:
-            break
-        await asyncio.sleep(0.05)
+    await until_value(
+        lambda: dsmo.status(run_id),
+        lambda view: view.workflow_version == v2.workflow_version,
+        f"{run_id} runs on version 2",
+        pause=0.05,
+    )
     await answer(dsmo, run_id, None)
     result = await dsmo.result(run_id)
     assert result.status is RunStatus.COMPLETED, result

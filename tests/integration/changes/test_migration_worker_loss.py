@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from dsmo import DsmoClient, RunStatus, Settings
 from dsmo.client.batches import RunOutcome
 from dsmo.workflows.definition.model import parse_definition
+from tests.polling import until
 from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
@@ -49,10 +51,7 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
         runs = [(await dsmo.start(v1, {}, task_queue=queue)).run_id for _ in range(6)]
         for run_id in runs:
             await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-        for _ in range(300):
-            if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}'")).count == 6:
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: _visible(dsmo, f"AgentName = '{agent}'", 6), "visibility lists the six runs")
         outcomes: list[RunOutcome] = []
         batch = asyncio.create_task(dsmo.migrate(agent, v2, rate=2, concurrency=2, on_outcome=outcomes.append))
         while len(outcomes) < 2:
@@ -65,10 +64,7 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
         assert again.summary()["done"] + first.summary()["done"] + first.summary()["skipped"] >= 6, (first, again)
         assert again.summary()["skipped"] + again.summary()["done"] == 6
         for run_id in runs:
-            for _ in range(300):
-                if (await dsmo.status(run_id)).workflow_version == v2.workflow_version:
-                    break
-                await asyncio.sleep(0.1)
+            await until(partial(_on_version, dsmo, run_id, v2.workflow_version), f"{run_id} runs on version 2")
             await dsmo.respond(run_id, "ok")
             result = await dsmo.result(run_id)
             assert result.status is RunStatus.COMPLETED
@@ -76,3 +72,11 @@ async def test_a_worker_killed_mid_batch_leaves_no_run_moved_twice(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+
+
+async def _visible(dsmo: DsmoClient, query: str, count: int) -> bool:
+    return (await dsmo.temporal.count_workflows(query)).count == count
+
+
+async def _on_version(dsmo: DsmoClient, run_id: str, version: str) -> bool:
+    return (await dsmo.status(run_id)).workflow_version == version

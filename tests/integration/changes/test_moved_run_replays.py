@@ -20,6 +20,7 @@ from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
 from tests.migration_versions import waiting_on
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -159,10 +160,11 @@ async def test_what_if_replays_a_run_that_moved_to_a_renamed_wait(harness: Harne
     )
     assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
     query = f"AgentName = '{v2.agent}'"
-    deadline = asyncio.get_running_loop().time() + 30
-    while (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count < 1:
-        assert asyncio.get_running_loop().time() < deadline, "the moved run never showed as completed"
-        await asyncio.sleep(0.1)
+
+    async def completed() -> bool:
+        return (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count >= 1
+
+    await until(completed, "the moved run shows as completed")
 
     report = await dsmo.what_if(query, v2, task_queue=harness.task_queue)
     harness.started.extend(run.replay_id for run in report.runs)

@@ -41,6 +41,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.ingress_server import serving
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -389,11 +390,8 @@ async def target(
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
         target = Target(dsmo, store, settings, run_id, closed_run_id, good_file, tmp, url="", keys=keys)
         # Each case counts the queue's runs in visibility before and after: let it list these two
-        # first, or a late record would read as a run the case started (the timeout is a hang guard).
-        deadline = asyncio.get_running_loop().time() + 60
-        while await target.runs_on_queue() < 2:
-            assert asyncio.get_running_loop().time() < deadline, "visibility never listed the battery's runs"
-            await asyncio.sleep(0.1)
+        # first, or a late record would read as a run the case started.
+        await until_value(target.runs_on_queue, lambda count: count >= 2, "visibility lists the battery's runs")
         with serving(settings) as url:
             target.url = url
             yield target

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, defau
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -28,14 +28,6 @@ async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run, [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=harness.cli_env(), timeout=60
     )
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
-    """Poll ``check`` until it holds; the timeout is only a hang guard."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"{what} did not happen within {timeout:.0f} s"
-        await asyncio.sleep(0.2)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
@@ -82,7 +74,7 @@ async def test_start_status_respond_and_temporal_list(harness: Harness) -> None:
         listed_ids = [row["execution"]["workflowId"] for row in json.loads(listed.stdout or "[]")]
         return bool(listed_ids)
 
-    await eventually(listed_by_temporal, "the waiting run listed by `temporal workflow list`")
+    await until(listed_by_temporal, "the waiting run listed by `temporal workflow list`")
     assert listed_ids == [run_id]
 
     replied = await cli(harness, "respond", run_id, "sí, sigo interesado", "--event-id", "cli-reply")
@@ -268,7 +260,7 @@ async def test_bulk_cancel_with_a_query(harness: Harness) -> None:
         waiting = f"{query} AND AgentExecutionStatus='waiting'"
         return len([r.id async for r in harness.dsmo.temporal.list_workflows(waiting)]) == 3
 
-    await eventually(all_listed_waiting, "three runs listed as waiting")
+    await until(all_listed_waiting, "three runs listed as waiting")
     proc = await cli(harness, "cancel", "--query", query, "--reason", "campaign closed", "--by", "ops")
     assert proc.returncode == 0 and "cancelled 3 run(s)" in proc.stdout, proc.stdout + proc.stderr
     for run_id in run_ids:

@@ -23,6 +23,7 @@ import pytest
 
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -143,10 +144,9 @@ async def test_every_step_of_the_flow_control_example_works(harness: Harness, tm
     dsmo = harness.dsmo
     assert (await dsmo.result(f"ana-{tag}-1")).status is RunStatus.COMPLETED
     # The second message's run got the slot the first gave back, and answered.
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        if (await dsmo.status(f"ana-{tag}-2")).status is RunStatus.WAITING:
-            break
-        await asyncio.sleep(0.1)
+    await until_value(
+        lambda: dsmo.status(f"ana-{tag}-2"), lambda view: view.status is RunStatus.WAITING, "the second run waits"
+    )
     assert harness.messages(f"ana-{tag}-2")[0]["message"] == "Recibido: ¿Hay alguien?"
     for run_id in (f"ana-{tag}-2", f"luis-{tag}-1"):
         await dsmo.cancel(run_id, reason="example done")

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo_examples.orders.db import OrderDatabase
 from tests.conftest import Harness
 from tests.integration.saga.test_order_saga import order, with_wait
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -91,14 +91,6 @@ def failing_stage() -> AgentDefinition:
     )
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
-    """Poll ``check`` until it holds; the timeout is only a hang guard."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"{what} did not happen within {timeout:.0f} s"
-        await asyncio.sleep(0.2)
-
-
 async def listed(harness: Harness, query: str, count: int) -> None:
     """Wait until visibility (eventually consistent) lists ``count`` runs for ``query``."""
 
@@ -106,7 +98,7 @@ async def listed(harness: Harness, query: str, count: int) -> None:
         found = await harness.dsmo.temporal.count_workflows(f"TaskQueue='{harness.task_queue}' AND {query}")
         return found.count == count
 
-    await eventually(caught_up, f"{count} runs listed as {query}")
+    await until(caught_up, f"{count} runs listed as {query}")
 
 
 async def snapshot(harness: Harness, run_ids: list[str]) -> dict[str, tuple[RunStatus, int]]:
@@ -190,7 +182,7 @@ async def test_bulk_cancel_asks_once_a_run_that_cannot_unwind_yet(harness: Harne
     async def visible() -> bool:
         return (await harness.dsmo.temporal.count_workflows(f"TaskQueue='{queue}'")).count == 1
 
-    await eventually(visible, "the run listed")
+    await until(visible, "the run listed")
     try:
         query = f"TaskQueue='{queue}'"
         first = await harness.dsmo.bulk_cancel(query, reason="campaign closed")

@@ -18,6 +18,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until, until_value
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
@@ -45,16 +46,6 @@ async def runs_cli(harness: Harness, *args: str) -> tuple[int, Any]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-async def eventually(check: Any, timeout: float = 60.0) -> Any:
-    # Visibility is updated asynchronously after each workflow task.
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.2)
-
-
 async def test_stats_and_waiting_order(harness: Harness) -> None:
     later = await harness.start(waiting("48h"))
     sooner = await harness.start(waiting("2h"))
@@ -66,7 +57,7 @@ async def test_stats_and_waiting_order(harness: Harness) -> None:
         ids = [row.run_id for row in rows if row.run_id in (later, sooner)]
         return ids if len(ids) == 2 else []
 
-    assert await eventually(both_listed) == [sooner, later]  # ordered by waitingUntil
+    assert await until_value(both_listed, bool, "both runs listed as waiting") == [sooner, later]  # by waitingUntil
     code, rows = await runs_cli(harness, "waiting")
     assert code == 0 and {sooner, later} <= {row["run_id"] for row in rows}
     mine = next(row for row in rows if row["run_id"] == sooner)
@@ -91,7 +82,7 @@ async def test_stuck_lists_a_wait_whose_timeout_was_never_processed(harness: Har
     async def listed() -> bool:
         return run_id in [row.run_id for row in await monitoring.stuck(dsmo.temporal)]
 
-    assert await eventually(listed)
+    await until(listed, f"{run_id} listed as stuck")
     code, rows = await runs_cli(harness, "stuck")
     assert code == 1 and run_id in [row["run_id"] for row in rows]
     async with build_worker(dsmo.temporal, task_queue=task_queue, store=harness.store, channel=channel):
@@ -101,4 +92,4 @@ async def test_stuck_lists_a_wait_whose_timeout_was_never_processed(harness: Har
     async def gone() -> bool:
         return run_id not in [row.run_id for row in await monitoring.stuck(dsmo.temporal)]
 
-    assert await eventually(gone)
+    await until(gone, f"{run_id} no longer listed as stuck")

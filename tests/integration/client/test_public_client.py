@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -28,22 +27,15 @@ from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.messaging import FileChannel
 from dsmo.client.definitions_client import PublishedAgent
 from dsmo.worker import build_worker
+from tests import polling
 from tests.conftest import Harness
 from tests.fresh_venv import FreshVenv
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
 PROJECT = Path(__file__).resolve().parents[2] / "coexist_project"
 BIN = Path(sys.executable).parent
-T = TypeVar("T")
-
-
-async def eventually(listing: Callable[[], Awaitable[list[T]]], done: Callable[[list[T]], bool]) -> list[T]:
-    """The listing once ``done`` holds for it (visibility is written asynchronously), or the last one after 60 s."""
-    deadline = asyncio.get_running_loop().time() + 60
-    while not done(rows := await listing()) and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.2)
-    return rows
 
 
 def _agent() -> str:
@@ -70,6 +62,7 @@ import asyncio, json, sys
 from dsmo import DsmoClient, load_definition
 from dsmo.errors import DefinitionNotFound
 from dsmo.settings import Settings
+from polling import until_value  # the tests' helper, copied beside this script (no tests package here)
 
 
 async def publish_and_start(path, agent, task_queue):
@@ -93,11 +86,12 @@ async def publish_and_start(path, agent, task_queue):
 async def read(agent, run_id):
     client = await DsmoClient.connect(Settings.from_env())
     # Visibility is written asynchronously: the list shows the run's end a moment after it ended.
-    for _ in range(150):
-        runs = [row async for row in client.runs(agent=agent)]
-        if [row.status for row in runs] == ["completed"]:
-            break
-        await asyncio.sleep(0.2)
+    async def listed():
+        return [row async for row in client.runs(agent=agent)]
+
+    runs = await until_value(
+        listed, lambda rows: [row.status for row in rows] == ["completed"], "the run listed as completed"
+    )
     run = client.run(run_id)
     status = await run.status()
     trail = await run.events()
@@ -128,6 +122,7 @@ def test_a_user_with_the_wheel_publishes_starts_by_name_follows_the_handle_and_r
     definition.write_text(source.replace("agent: review-triage", f"agent: {agent}"))
     script = tmp_path / "user.py"
     script.write_text(USER_SCRIPT)
+    shutil.copy(polling.__file__, tmp_path / "polling.py")
     settings = stack_settings.with_changes(
         temporal={"task_queue": f"public-{uuid.uuid4().hex[:8]}"}, worker={"metrics_bind": ""}
     )
@@ -249,7 +244,10 @@ async def test_runs_lists_waiting_runs_with_what_they_wait_for(harness: Harness)
     async def waiting() -> list[RunSummary]:
         return [row async for row in harness.dsmo.runs(agent=agent, status="waiting")]
 
-    rows = await eventually(waiting, lambda rows: len(rows) == 1 and rows[0].waiting_until is not None)
+    # Visibility is written asynchronously.
+    rows = await until_value(
+        waiting, lambda rows: len(rows) == 1 and rows[0].waiting_until is not None, "the run listed as waiting"
+    )
     assert [(row.run_id, row.agent, row.status, row.waiting_for) for row in rows] == [
         (run_id, agent, "waiting", "response")
     ]
@@ -279,7 +277,7 @@ async def test_runs_lists_waiting_runs_with_what_they_wait_for(harness: Harness)
     async def statuses() -> list[str]:
         return [row.status async for row in harness.dsmo.runs(agent=agent)]
 
-    assert await eventually(statuses, lambda found: found == ["cancelled"]) == ["cancelled"]
+    await until_value(statuses, lambda found: found == ["cancelled"], "the run listed as cancelled")
 
 
 async def test_status_and_trail_of_an_ended_run_need_no_worker(

@@ -3,7 +3,6 @@ offer what a definition names; a run started by name is followed, answered and r
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -13,6 +12,7 @@ from dsmo.client.definition_files import parse_definition_text
 from dsmo.errors import NotOffered
 from dsmo.workflows.common import search_attributes as sa
 from tests.conftest import Harness
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +49,9 @@ async def test_publish_checks_the_offer_and_a_run_is_followed_by_its_handle(harn
 
     # The worker the harness started polls a moment after it starts: until Temporal lists it as a
     # poller nobody can check an offer (and publishing says so). Wait for that, not for a time.
-    for _ in range(300):
-        if await client.definitions.catalog(queue) is not None:
-            break
-        await asyncio.sleep(0.1)
+    await until_value(
+        lambda: client.definitions.catalog(queue), lambda found: found is not None, f"a poller listed on {queue}"
+    )
     unknown = parse_definition_text(NAMES_AN_ACTION.format(agent=f"{agent}-x", action="never-registered"))
     with pytest.raises(NotOffered, match=f"^no worker on {queue} offers action never-registered"):
         await client.definitions.publish(unknown, task_queue=queue)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness, registry_with
+from tests.polling import until, until_value
 
 pytestmark = pytest.mark.integration
 
@@ -62,15 +63,6 @@ def chat(agent: str, *, farewell: str = "bill") -> AgentDefinition:
     )
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, seconds: float = 60) -> None:
-    """Poll ``check`` until it holds (visibility indexes runs a moment after they change)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not await check():
-        assert loop.time() < deadline, f"not within {seconds} s: {what}"
-        await asyncio.sleep(0.2)
-
-
 async def generations(harness: Harness, run_id: str) -> int:
     """How many executions the run has had, from Temporal's histories (not visibility)."""
     temporal = harness.dsmo.temporal
@@ -103,13 +95,13 @@ async def test_a_run_with_five_generations_is_one_run_to_every_command(harness: 
         await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "more"}, event_id=f"more-{sent}")
         sent += 1
     # Every generation's row is in visibility: the earlier ones closed as ContinuedAsNew.
-    await eventually(
+    await until(
         lambda: _equals(visible(harness, f"WorkflowId = '{run_id}' AND ExecutionStatus = 'ContinuedAsNew'"), 5),
         "five earlier generations indexed",
     )
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     current = f"WorkflowId = '{run_id}' AND ExecutionStatus = 'Running' AND AgentExecutionStatus = 'waiting'"
-    await eventually(lambda: _equals(visible(harness, current), 1), "the current generation indexed")
+    await until(lambda: _equals(visible(harness, current), 1), "the current generation indexed")
 
     listed = [row async for row in dsmo.runs(agent=agent)]
     assert [(row.run_id, row.status) for row in listed] == [(run_id, "waiting")]
@@ -121,7 +113,7 @@ async def test_a_run_with_five_generations_is_one_run_to_every_command(harness: 
 
     await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "stop"}, event_id="stop")
     assert (await dsmo.result(run_id)).status is RunStatus.FAILED
-    await eventually(
+    await until(
         lambda: _equals(visible(harness, f"WorkflowId = '{run_id}' AND ExecutionStatus = 'Failed'"), 1),
         "the run's end indexed",
     )
@@ -142,11 +134,10 @@ async def test_a_run_with_five_generations_is_one_run_to_every_command(harness: 
 
     # Erasure finds the run once, with every generation's history to delete (and its what-if
     # replay, which is about the same subject).
-    for _ in range(300):  # a hang guard: visibility lists a run that just ended a moment later
-        plan = await plan_erasure(dsmo.core, subject)
-        if len(plan.runs) == 2:
-            break
-        await asyncio.sleep(0.1)
+    # Visibility lists a run that just ended a moment later.
+    plan = await until_value(
+        lambda: plan_erasure(dsmo.core, subject), lambda plan: len(plan.runs) == 2, "erasure plans two runs"
+    )
     assert [(run.run_id, len(run.executions), run.open, run.status) for run in plan.runs] == [
         (run_id, GENERATIONS, False, "failed"),
         (report.runs[0].replay_id, 1, False, report.runs[0].candidate_status),
@@ -167,11 +158,11 @@ async def test_moved_runs_are_selected_by_the_version_they_are_on_now(harness: H
 
     run_ids = await asyncio.gather(*(start(index) for index in range(RUNS)))
     waiting = f"AgentName = '{agent}' AND AgentExecutionStatus = 'waiting' AND ExecutionStatus = 'Running'"
-    await eventually(lambda: _equals(visible(harness, waiting), RUNS), f"{RUNS} runs waiting", seconds=180)
+    await until(lambda: _equals(visible(harness, waiting), RUNS), f"{RUNS} runs waiting", seconds=180)
     moves = await dsmo.migrate(agent, v2, limit=MOVED)
     assert moves.summary()["done"] == MOVED, moves.summary()
     on_v2 = f"AgentName = '{agent}' AND WorkflowVersion = '{v2.workflow_version}' AND ExecutionStatus = 'Running'"
-    await eventually(lambda: _equals(visible(harness, on_v2), MOVED), f"{MOVED} moves indexed", seconds=180)
+    await until(lambda: _equals(visible(harness, on_v2), MOVED), f"{MOVED} moves indexed", seconds=180)
 
     on_v1 = f"WorkflowVersion = '{v1.workflow_version}'"
     listed = [row async for row in dsmo.runs(on_v1, agent=agent)]

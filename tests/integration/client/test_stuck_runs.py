@@ -9,7 +9,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
@@ -31,6 +30,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness, definition_from
+from tests.polling import until_value
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -57,15 +57,6 @@ async def cleanup(harness: Harness) -> AsyncIterator[list[str]]:
             await harness.dsmo.temporal.get_workflow_handle(run_id).terminate("test over")
 
 
-async def eventually(check: Any, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await check()
-        if found or time.monotonic() > deadline:
-            return found
-        await asyncio.sleep(0.5)
-
-
 async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(
     harness: Harness, cleanup: list[str]
 ) -> None:
@@ -89,7 +80,7 @@ async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(
             view = await dsmo.status(run_id)
             return view if view.workflow_task_failure else None
 
-        view = await eventually(failing)
+        view = await until_value(failing, bool, "the run's workflow task failing", seconds=90)
         assert view is not None and view.workflow_task_failure.attempts >= 2
         assert "teleport" in view.workflow_task_failure.error and view.workflow_task_failure.since is not None
         assert view.problem.startswith("workflow task failing since")
@@ -103,8 +94,7 @@ async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(
             rows = [row for row in json.loads(listed.stdout or "[]") if row["run_id"] == run_id]
             return (listed.returncode, rows[0]) if rows else None
 
-        found = await eventually(stuck_row)
-        assert found is not None, "dsmo runs stuck never listed the failing run"
+        found = await until_value(stuck_row, bool, "dsmo runs stuck lists the failing run", seconds=90)
         code, row = found
         assert code == 1 and "workflow task failing" in row["problem"] and "teleport" in row["problem"]
 
@@ -142,7 +132,7 @@ async def test_replay_stops_with_the_error_when_its_task_fails(harness: Harness,
         query = f"WorkflowId STARTS_WITH '{run_id}.replay-'"
         return [execution.id async for execution in harness.dsmo.temporal.list_workflows(query)]
 
-    failing = await eventually(replays_listed)
+    failing = await until_value(replays_listed, bool, "the replay's run listed", seconds=90)
     cleanup.extend(failing)
     assert len(failing) == 1
 
@@ -196,7 +186,7 @@ async def test_a_run_whose_workflow_task_fails_can_still_be_cancelled(harness: H
             view = await dsmo.status(run_id)
             return view if view.workflow_task_failure else None
 
-        assert await eventually(failing) is not None
+        await until_value(failing, bool, "the run's workflow task failing", seconds=90)
         with pytest.raises(WorkflowTaskFailing):
             await dsmo.variables(run_id)  # the run cannot answer a query...
         # ...yet the cancel is taken: Temporal holds it until the run's task runs again.

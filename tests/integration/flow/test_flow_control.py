@@ -28,6 +28,7 @@ from dsmo.workflows.definition.model import AgentDefinition
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.integration.server.test_ingress import call
+from tests.polling import until, until_value
 
 pytestmark = pytest.mark.asyncio
 
@@ -93,12 +94,7 @@ def _ingress(
 
 
 async def _status(harness: Harness, run_id: str, want: RunStatus) -> StatusView:
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        view = await harness.dsmo.status(run_id)
-        if view.status is want:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never became {want}: {view}")
+    return await until_value(lambda: harness.dsmo.status(run_id), lambda view: view.status is want, f"{run_id} {want}")
 
 
 async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harness: Harness) -> None:
@@ -117,11 +113,11 @@ async def test_one_run_per_conversation_the_next_ones_wait_in_line_in_order(harn
     await _status(harness, other.run_id, RunStatus.WAITING)
     reason = f"queued: conversation.id={conversation} allows 1 run(s) at once"
     # The status says where in line: each pending run asks the key's lock for its place.
-    for _ in range(600):  # a hang guard: until the third run has reached the lock
-        last = await dsmo.status(third.run_id)
-        if last.pending_reason == f"{reason}; 2 of 2 in line":
-            break
-        await asyncio.sleep(0.1)
+    last = await until_value(
+        lambda: dsmo.status(third.run_id),
+        lambda view: view.pending_reason == f"{reason}; 2 of 2 in line",
+        "the third run 2 of 2 in line",
+    )
     assert last.status is RunStatus.PENDING and last.pending_reason == f"{reason}; 2 of 2 in line", last
     assert (await dsmo.status(second.run_id)).pending_reason == f"{reason}; 1 of 2 in line"
 
@@ -355,10 +351,7 @@ async def test_the_ingress_delivers_a_second_message_to_the_active_run(harness: 
     assert second.json()["flow"]["status"] == "delivered" and second.json()["flow"]["acks"][0]["accepted"]
     run_id = first.json()["runId"]
     harness.started.append(run_id)
-    for _ in range(600):  # a hang guard: until the active run has answered both
-        if len(harness.messages(run_id)) == 2:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: len(harness.messages(run_id)) == 2, "the active run has answered both")
     assert [m["message"] for m in harness.messages(run_id)] == ["got hola", "got ¿sigues ahí?"]
     await harness.dsmo.cancel(run_id, reason="done")
 
@@ -452,12 +445,14 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
 async def _result_once_started(harness: Harness, run_id: str) -> Any:
     from dsmo.client.client_errors import RunNotFound
 
-    for _ in range(600):  # a hang guard: the run starts once its key is quiet for the period
+    async def result() -> Any:
         try:
             return await harness.dsmo.result(run_id)
         except RunNotFound:
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never started")
+            return None
+
+    # The run starts once its key is quiet for the period.
+    return await until_value(result, lambda result: result is not None, f"{run_id} started and ended")
 
 
 GATE = threading.Event()
@@ -484,10 +479,11 @@ async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_it
             await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("hola"))
         ).started
         harness.started.append(first.run_id)
-        for _ in range(600):  # a hang guard: until the run thinks about "hola"
-            if any(e.type == "STAGE_ENQUEUED" for e in await dsmo.events(first.run_id)):
-                break
-            await asyncio.sleep(0.1)
+        await until_value(
+            lambda: dsmo.events(first.run_id),
+            lambda trail: any(e.type == "STAGE_ENQUEUED" for e in trail),
+            'the run thinks about "hola"',
+        )
         # Two more messages while it thinks: both kept; the first of them ends the conversation.
         bye = (
             await dsmo.start(chat, _input(conversation), task_queue=harness.task_queue, events=_said("adiós"))
@@ -505,10 +501,7 @@ async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_it
     ][-6:]
     handed = expired[0].data["handedOnTo"]
     harness.started.append(handed)
-    for _ in range(600):  # a hang guard: until the new run has answered "otra"
-        if harness.messages(handed):
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: bool(harness.messages(handed)), 'the new run has answered "otra"')
     assert [m["message"] for m in harness.messages(handed)] == ["got otra"]
     assert [m["message"] for m in harness.messages(first.run_id)] == ["got hola", "bye"]
     created = next(e for e in await dsmo.events(handed) if e.type == "RUN_CREATED")

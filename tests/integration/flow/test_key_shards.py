@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from dsmo.client.definition_files import parse_definition_text
@@ -20,6 +20,7 @@ from dsmo.workflows.definition.flow_control import lock_id, shard_of
 from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
 from tests.conftest import Harness, start_time_skipping
 from tests.integration.flow.test_flow_control import FLOW, _client, _flow, _input, _status, quick_holder_checks
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 __all__ = ["quick_holder_checks"]  # autouse: the test's worker checks holders every second
@@ -51,10 +52,7 @@ async def test_a_terminated_holder_is_found_while_the_shard_s_other_keys_keep_it
     queued = (await dsmo.start(flow, _input(leaked), task_queue=harness.task_queue)).run_id
     harness.started.append(queued)
     await _status(harness, queued, RunStatus.PENDING)
-    for _ in range(600):  # a hang guard: the churn is under way before the holder goes
-        if churns[0] >= 5:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: churns[0] >= 5, "the churn under way before the holder goes", pause=0.05)
     await harness.dsmo.temporal.get_workflow_handle(holder).terminate(reason="outside DSMO")
     await _status(harness, queued, RunStatus.WAITING)
     assert not churn.done()  # the churn went on until the check freed the slot
@@ -147,11 +145,7 @@ async def test_the_line_of_a_holder_that_ended_unasked_is_forgotten_at_the_next_
     assert (line := await key_line(dsmo.temporal, lock)) is not None and line.holders == [run]
     await dsmo.respond(run, "ok")
     await dsmo.result(run)
-    for _ in range(300):  # a hang guard: the lock checks its holders every second here
-        if await key_line(dsmo.temporal, lock) is None:
-            break
-        await asyncio.sleep(0.1)
-    assert await key_line(dsmo.temporal, lock) is None
+    await until(lambda: _no_line(dsmo.temporal, lock), "the key's line gone")  # the lock checks every second here
 
 
 async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(harness: Harness) -> None:
@@ -169,8 +163,10 @@ async def test_a_run_of_a_key_with_many_slots_gives_its_slot_back_as_it_ends(har
     history = await harness.dsmo.temporal.get_workflow_handle(run).fetch_history()
     signalled = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
     assert len([event for event in history.events if event.event_type == signalled]) == 1
-    for _ in range(100):  # a hang guard: the release reaches the lock a moment after the run ends
-        if await key_line(dsmo.temporal, lock_id(flow.agent, conversation, harness.task_queue)) is None:
-            break
-        await asyncio.sleep(0.05)
-    assert await key_line(dsmo.temporal, lock_id(flow.agent, conversation, harness.task_queue)) is None
+    # The release reaches the lock a moment after the run ends.
+    lock = lock_id(flow.agent, conversation, harness.task_queue)
+    await until(lambda: _no_line(dsmo.temporal, lock), "the key's line gone")
+
+
+async def _no_line(temporal: Client, lock: str) -> bool:
+    return await key_line(temporal, lock) is None

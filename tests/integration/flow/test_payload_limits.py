@@ -36,6 +36,7 @@ from tests.integration.flow.test_flow_control import (
     _status,
     quick_holder_checks,
 )
+from tests.polling import until_value
 
 pytestmark = pytest.mark.asyncio
 __all__ = ["quick_holder_checks"]  # autouse: the test's worker checks holders every second
@@ -117,10 +118,11 @@ async def test_the_worker_s_holder_check_setting_governs_a_key_lock(harness: Har
     await _status(harness, holder, RunStatus.WAITING)
     shard, _ = shard_of(lock_id(flow.agent, conversation, harness.task_queue))
     handle = harness.dsmo.temporal.get_workflow_handle(shard)
-    for _ in range(600):  # a hang guard: the queued run asks for its slot through the worker
-        if (await handle.query("snapshot", result_type=KeyLocksState)).check_every_seconds is not None:
-            break
-        await asyncio.sleep(0.1)
+    await until_value(  # the queued run asks for its slot through the worker
+        lambda: handle.query("snapshot", result_type=KeyLocksState),
+        lambda state: state.check_every_seconds is not None,
+        "the lock checks its holders",
+    )
     third = (await starter.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     harness.started.append(third)
     assert (

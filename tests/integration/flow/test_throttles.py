@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
 from tests.conftest import Harness, start_time_skipping
+from tests.polling import until_value
 
 pytestmark = pytest.mark.asyncio
 
@@ -116,11 +116,7 @@ async def test_a_throttled_stage_waits_running_and_says_why(harness: Harness) ->
     first = await harness.start(definition, {"provider": "acme-llm"})
     assert (await dsmo.result(first)).status is RunStatus.COMPLETED
     held = await harness.start(definition, {"provider": "acme-llm"})
-    for _ in range(600):  # a hang guard: until the run waits for its stage's turn
-        view = await dsmo.status(held)
-        if view.throttled:
-            break
-        await asyncio.sleep(0.1)
+    view = await until_value(lambda: dsmo.status(held), lambda view: bool(view.throttled), "the run waits its turn")
     assert view.status is RunStatus.RUNNING
     assert view.throttled == "stage ask throttled: key acme-llm allows 1 runs per 1h"
     await dsmo.cancel(held, reason="done")

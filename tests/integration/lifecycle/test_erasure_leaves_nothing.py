@@ -3,7 +3,6 @@ a workflow history DSMO owns (the run's, its key lock's, its throttle bucket's),
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
@@ -26,6 +25,7 @@ from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.flow_control import shard_of, slots_of, throttle_id
 from dsmo.workflows.saga.compensation_retry import retry_id
 from tests.conftest import Harness
+from tests.polling import until, until_value
 from tests.rewind_flow import waiting_at
 
 pytestmark = pytest.mark.integration
@@ -132,13 +132,12 @@ async def history_json(harness: Harness, workflow_id: str) -> bytes | None:
 
 
 async def listed(harness: Harness, workflow_id: str) -> bytes:
-    """The histories of a workflow visibility lists a moment after it started (a hang guard)."""
-    for _ in range(300):
-        found = await history_json(harness, workflow_id)
-        if found is not None:
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{workflow_id}: no history found")
+    """The histories of a workflow visibility lists a moment after it started."""
+    found = await until_value(
+        lambda: history_json(harness, workflow_id), lambda found: found is not None, f"{workflow_id}: a history found"
+    )
+    assert found is not None
+    return found
 
 
 async def test_an_erased_subject_s_values_are_nowhere_a_user_can_read(harness: Harness) -> None:
@@ -174,12 +173,11 @@ async def test_an_erased_subject_s_values_are_nowhere_a_user_can_read(harness: H
     # and so does the compensation's retry, once it has given up.
     assert person["id"].encode() in (await history_json(harness, run_id) or b"")
     retry = retry_id(run_id, "hold")
-    for _ in range(600):  # a hang guard: it gives up after one retry, a second later
-        if (await harness.dsmo.temporal.get_workflow_handle(retry).describe()).close_time is not None:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"{retry} never gave up")
+
+    async def given_up() -> bool:  # it gives up after one retry, a second later
+        return (await harness.dsmo.temporal.get_workflow_handle(retry).describe()).close_time is not None
+
+    await until(given_up, f"{retry} gives up")
     assert person["id"].encode() in (await history_json(harness, retry) or b"")
 
     erasing = DsmoClient(

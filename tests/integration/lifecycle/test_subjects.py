@@ -37,6 +37,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in
 from tests.ingress_server import serving
+from tests.polling import until
 from tests.rewind_flow import waiting_at
 
 pytestmark = pytest.mark.integration
@@ -236,15 +237,17 @@ async def history_gone(harness: Harness, run_id: str) -> None:
     """Temporal deletes an execution in the background, several seconds each on the dev server:
     wait for it (a hang guard, not a target)."""
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
-    for _ in range(1800):
+
+    async def gone() -> bool:
         try:
             await handle.describe()
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                return
+                return True
             raise
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id}: history still there")
+        return False
+
+    await until(gone, f"{run_id}: history deleted", seconds=180)
 
 
 async def test_an_export_verifies_offline_and_a_tampered_archive_names_the_object(

@@ -28,6 +28,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -308,10 +309,7 @@ async def test_a_corpus_of_50_llm_runs_replayed_against_a_new_transition_calls_n
     for run_id in billing:
         assert (await asyncio.wait_for(dsmo.result(run_id), 60)).path == ["classify", "answer"]
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously
-        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == 50:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, query, 50), "visibility lists the 50 runs as completed")
     calls = len(chat.requests)
     # Version 2 pages the on-call team for billing tickets too.
     nodes: dict[str, Any] = dict(cast(dict[str, Any], DEFINITION["nodes"]))
@@ -340,10 +338,7 @@ async def test_what_if_with_a_changed_prompt_asks_no_model_and_says_why_without_
     run_id = await llm_harness.start(parse_definition(definition), TICKET)
     await asyncio.wait_for(dsmo.result(run_id), 60)
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously
-        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == 1:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, query, 1), "visibility lists the run as completed")
     calls = len(chat.requests)
     nodes: dict[str, Any] = dict(cast(dict[str, Any], DEFINITION["nodes"]))
     nodes["classify"] = {**nodes["classify"], "prompt": "Classify this ticket from {{customer.name}}: {{input.text}}"}
@@ -355,3 +350,8 @@ async def test_what_if_with_a_changed_prompt_asks_no_model_and_says_why_without_
     assert "new or changed in the version replayed" in (replayed.problem or ""), replayed
     assert "--rerun-llm" in (replayed.problem or "")
     assert len(chat.requests) == calls  # the record does not answer a changed question, and no model is asked
+
+
+async def _completed(dsmo: DsmoClient, query: str, count: int) -> bool:
+    """Whether visibility (written asynchronously) lists ``count`` runs of ``query`` as completed."""
+    return (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == count

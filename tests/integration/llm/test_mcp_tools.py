@@ -37,6 +37,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.integration.llm.support_agent import ORDERS, TICKET, support
+from tests.polling import until_value
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -229,11 +230,11 @@ async def test_a_worker_lists_its_servers_tools_and_publishing_refuses_a_tool_no
         offer = describe(ProcessorRegistry(), ActionRegistry(), [])
         refreshing = await published(store, queue, identity, offer, servers)
         try:
-            for _ in range(300):  # the worker is listed as a poller, and its servers' tools are listed (hang guard)
-                found = await dsmo.definitions.catalog(queue)
-                if found is not None and found["mcpTools"]:
-                    break
-                await asyncio.sleep(0.1)
+            found = await until_value(  # the worker is listed as a poller, and its servers' tools are listed
+                lambda: dsmo.definitions.catalog(queue),
+                lambda found: found is not None and bool(found["mcpTools"]),
+                "the worker's MCP tools in the catalog",
+            )
             assert found is not None and [row["name"] for row in found["mcpTools"]] == ["orders/lookup"]
 
             unknown = looked_up_by_mcp()

@@ -28,6 +28,7 @@ from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.integration.llm.support_agent import OrderService, support, tool_messages
+from tests.polling import until_value
 from tests.ui.test_console import CHROMIUM, Console, assert_labelled, browser, new_page, until_waiting  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -71,11 +72,11 @@ async def test_a_refund_above_the_limit_waits_and_an_approval_through_the_client
     }
     assert orders.ledger == {} and len(chat.requests) == 2  # nothing is done while it waits
     # A person's task: the console's task list (and any program serving people's work) lists it.
-    for _ in range(300):  # visibility is written asynchronously (a hang guard)
-        tasks = await task_page(tool_harness.dsmo.core, TaskFilter(kind="approval", run=run_id), datetime.now(UTC))
-        if tasks.total:
-            break
-        await asyncio.sleep(0.1)
+    tasks = await until_value(  # visibility is written asynchronously
+        lambda: task_page(tool_harness.dsmo.core, TaskFilter(kind="approval", run=run_id), datetime.now(UTC)),
+        lambda tasks: tasks.total > 0,
+        "the approval listed as a person's task",
+    )
     assert [task.run_id for task in tasks.tasks] == [run_id]
 
     # A decision for another call (a page left open on an earlier turn's call-1) is refused.
@@ -166,11 +167,11 @@ async def test_a_run_that_continues_as_new_while_it_waits_keeps_its_conversation
     done = Reply(content=json.dumps({"reply": "Refunded 120.00", "refunded": True}))
     # A history limit this low carries the run into a new Temporal run as soon as it waits.
     run_id = await waiting_refund(tool_harness, chat, done, history_limit=20)
-    for _ in range(300):  # a hang guard: the hand-over is asynchronous
-        trail = await tool_harness.dsmo.events(run_id)
-        if any(e.type == "RUN_CONTINUED" for e in trail):
-            break
-        await asyncio.sleep(0.1)
+    trail = await until_value(  # the hand-over is asynchronous
+        lambda: tool_harness.dsmo.events(run_id),
+        lambda trail: any(e.type == "RUN_CONTINUED" for e in trail),
+        "the run continued as new",
+    )
     assert [e.type for e in trail if e.type in ("RUN_WAITING", "RUN_CONTINUED")] == ["RUN_WAITING", "RUN_CONTINUED"]
     await tool_harness.dsmo.run(run_id).decide("approve", by="ana")
     result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)

@@ -22,6 +22,7 @@ from tests.conftest import Harness
 from tests.console_session import sign_in, text_of
 from tests.ingress_server import serving
 from tests.integration.llm.support_agent import ORDERS, OrderService, run, support, tool_messages
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -178,10 +179,11 @@ async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transitio
         if refunds:
             refunded.add(run_id)
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously (a hang guard)
-        if (await tool_harness.dsmo.count_runs(query)) == RECORDED:
-            break
-        await asyncio.sleep(0.1)
+
+    async def all_listed() -> bool:  # visibility is written asynchronously
+        return await tool_harness.dsmo.count_runs(query) == RECORDED
+
+    await until(all_listed, f"visibility lists the {RECORDED} recorded runs")
     asked, effects = len(chat.requests), (orders.lookups, len(orders.ledger))
 
     # Version 2 sends refunded tickets to a person: one transition changed.

@@ -25,6 +25,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.integration.llm.support_agent import TICKET, OrderService, support, tool_messages
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -147,11 +148,9 @@ async def test_a_run_that_continues_as_new_while_a_tool_node_waits_goes_on_with_
     # lookup turn, its history is past 20 events).
     run_id = await graph_tools.start(parse_definition(with_graph_tools()), TICKET, history_limit=20)
     handle = graph_tools.dsmo.run(run_id)
-    for _ in range(300):  # a hang guard: the hand-over is asynchronous
-        trail = await handle.events()
-        if any(e.type == "RUN_CONTINUED" for e in trail):
-            break
-        await asyncio.sleep(0.1)
+    trail = await until_value(  # the hand-over is asynchronous
+        handle.events, lambda trail: any(e.type == "RUN_CONTINUED" for e in trail), "the run continued as new"
+    )
     assert [e.type for e in trail if e.type in ("RUN_WAITING", "RUN_CONTINUED")] == ["RUN_WAITING", "RUN_CONTINUED"]
     view = await handle.wait_for_status({RunStatus.WAITING}, timeout=60)
     assert (view.waiting_for, view.current_node) == ("response", "ask"), view

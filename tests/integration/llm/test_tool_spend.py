@@ -24,6 +24,7 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.client.client_errors import EventMalformed, EventNotAccepted
 from dsmo.client.connection import connect_temporal
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.monitoring import RunSummary
 from dsmo.client.run_status import spend_line
 from dsmo.runtime.telemetry import metrics_runtime
 from dsmo.worker import build_worker
@@ -31,6 +32,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.integration.llm.support_agent import TICKET, OrderService, support
+from tests.polling import until, until_value
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -104,24 +106,26 @@ async def test_a_run_budget_stops_it_after_the_call_that_crosses_it_and_its_spen
     usage = (await harness.dsmo.run(run_id).status()).usage
     assert usage == {"tokens": 800, "promptTokens": 600, "completionTokens": 200, "modelCalls": 2, "costUsd": 1.0}
     assert spend_line(usage) == "2 model calls, 800 tokens, 1.0000 USD"
+
     # `dsmo runs list` shows the spend from visibility, as of the run's end.
-    for _ in range(100):  # visibility is written after the run ends (a hang guard)
+    async def listed() -> RunSummary:
         (row,) = [row async for row in harness.dsmo.runs(f"WorkflowId = '{run_id}'")]
-        if row.llm_tokens is not None:
-            break
-        await asyncio.sleep(0.1)
+        return row
+
+    # Visibility is written after the run ends.
+    row = await until_value(listed, lambda row: row.llm_tokens is not None, "visibility lists the run's spend")
     assert (row.llm_tokens, row.llm_cost_usd) == (800, 1.0)
 
     # The tokens and the cost, as OpenTelemetry's GenAI conventions name them, on the worker's metrics.
     wanted = ["gen_ai_client_token_usage", 'gen_ai_token_type="input"', "dsmo_llm_cost_usd", MODEL]
-    for _ in range(300):  # the worker reports its metrics with its tasks (a hang guard)
+
+    async def reported() -> bool:  # the worker reports its metrics with its tasks
         body = await asyncio.to_thread(
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
         )
-        if all(name in body for name in wanted):
-            break
-        await asyncio.sleep(0.2)
-    assert [name for name in wanted if name not in body] == []
+        return all(name in body for name in wanted)
+
+    await until(reported, f"the worker's metrics show {wanted}")
 
 
 async def test_run_usage_is_readable_in_a_condition(priced_worker: tuple[Harness, int], chat: ChatServer) -> None:
@@ -146,10 +150,7 @@ async def test_a_spent_budget_waits_for_a_person_who_raises_it_and_the_run_goes_
     run_id = await harness.start(parse_definition(spender), TICKET, history_limit=20)
     handle = harness.dsmo.run(run_id)
     view = await handle.wait_for_status({RunStatus.WAITING}, timeout=60)
-    for _ in range(300):  # a hang guard: the hand-over is asynchronous
-        if any(e.type == "RUN_CONTINUED" for e in await harness.dsmo.events(run_id)):
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _continued(harness, run_id), "the run continued as new")  # the hand-over is asynchronous
 
     # Two calls, 800 tokens: the third waits for a person, who sees why and what was spent.
     assert view.waiting_for == "budget" and len(chat.requests) == 2, view
@@ -216,3 +217,7 @@ async def test_a_person_who_stops_a_spent_budget_from_the_command_line_sends_the
     assert result.path == ["think", "person"] and len(chat.requests) == 2, result.path
     decided = next(e for e in await harness.dsmo.events(run_id) if e.type == "BUDGET_DECIDED")
     assert (decided.data["budget"], decided.data["decision"], decided.data["by"]) == ("node", "stop", "lena")
+
+
+async def _continued(harness: Harness, run_id: str) -> bool:
+    return any(e.type == "RUN_CONTINUED" for e in await harness.dsmo.events(run_id))

@@ -28,6 +28,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import REPO, Harness
 from tests.loop_tools import registry_with_loop_tool
+from tests.polling import until
 from tests.worker_processes import kill_worker, start_worker_process
 
 pytestmark = pytest.mark.integration
@@ -215,12 +216,11 @@ async def test_what_if_over_20_looped_runs_names_exactly_the_runs_a_changed_tran
         result = await asyncio.wait_for(dsmo.result(run_id), 120)
         assert result.status is RunStatus.COMPLETED and len(result.path) == 6, result
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously (a hang guard)
-        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == len(runs):
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("visibility never listed the runs as completed")
+
+    async def listed_completed() -> bool:  # visibility is written asynchronously
+        return (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == len(runs)
+
+    await until(listed_completed, f"visibility lists the {len(runs)} runs as completed")
     calls = len(chat.requests)
 
     # Version 2 sends refunds for approval instead of answering at once: one transition changed.

@@ -19,6 +19,7 @@ from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -73,10 +74,7 @@ async def test_a_replay_no_worker_takes_is_terminated(
     # A worker polled this queue a moment ago and is gone: Temporal still lists it for minutes.
     gone = f"gone-{uuid.uuid4().hex[:8]}"
     async with build_worker(harness.dsmo.temporal, task_queue=gone, store=harness.store, channel=FileChannel(tmp_path)):
-        for _ in range(300):
-            if await polled(harness, gone):
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: polled(harness, gone), f"a poller listed on {gone}")
     assert await polled(harness, gone)
     monkeypatch.setattr(replay_runs, "FIRST_TASK_SECONDS", 2.0)
     new_id = f"{run_id}.replay-gone"

@@ -4,7 +4,6 @@ redrive (with a one-line error) and starts nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness, registry_with
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -95,14 +95,12 @@ async def test_replays_and_what_ifs_of_a_failed_run_leave_no_dead_letter_and_the
 
     # So does a what-if against a candidate that was never published.
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously (a hang guard)
-        if (
-            await dsmo.temporal.count_workflows(f"{query} AND WorkflowId = '{run_id}' AND ExecutionStatus = 'Failed'")
-        ).count:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"visibility never listed {run_id} as failed")
+
+    async def listed_failed() -> bool:  # visibility is written asynchronously
+        failed = f"{query} AND WorkflowId = '{run_id}' AND ExecutionStatus = 'Failed'"
+        return (await dsmo.temporal.count_workflows(failed)).count > 0
+
+    await until(listed_failed, f"visibility lists {run_id} as failed")
     what_if = await dsmo.what_if(f"WorkflowId = '{run_id}'", flow(agent, "2"), task_queue=harness.task_queue)
     (replayed,) = what_if.runs
     harness.started.append(replayed.replay_id)

@@ -16,9 +16,11 @@ import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.client.definition_files import parse_definition_text
+from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.asyncio
 
@@ -99,10 +101,7 @@ async def test_a_candidate_that_changes_one_transition_diverges_exactly_the_runs
         await dsmo.respond(run_id, answer, event_id=f"{run_id}-reply")
         assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
     query = f"AgentName = '{agent}'"
-    for _ in range(300):  # visibility is written asynchronously
-        if (await dsmo.temporal.count_workflows(f"{query} AND ExecutionStatus = 'Completed'")).count == len(runs):
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, agent, len(runs)), f"visibility lists the {len(runs)} runs as completed")
     sent_before = sum(len(harness.messages(run_id)) for run_id in runs)
     calls_before = sum(CALLS.values())
 
@@ -182,10 +181,7 @@ async def test_a_candidate_with_a_renamed_wait_still_takes_the_recorded_replies(
         '  notice:\n    actionType: send_message\n    parameters: {message: "reply when you can"}\n    next: answer\n'
     )
     candidate = parse_definition_text(renamed)
-    for _ in range(300):
-        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count == 2:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, agent, 2), "visibility lists the two runs as completed")
     report = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
     harness.started.extend(run.replay_id for run in report.runs)
     assert report.summary()["errors"] == 0
@@ -194,10 +190,7 @@ async def test_a_candidate_with_a_renamed_wait_still_takes_the_recorded_replies(
     ends = {run.run_id: run.candidate_path[-1] for run in report.runs}
     assert ends == {runs[0]: "accept", runs[1]: "reject"}  # each reply took its run where it took the original
     # Asked again, the filter also finds the first replays: they are skipped, not taken as recorded runs.
-    for _ in range(300):
-        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count == 4:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, agent, 4), "visibility lists the runs and their replays as completed")
     again = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
     harness.started.extend(run.replay_id for run in again.runs)
     assert again.summary()["runs"] == 2 and again.batch.summary()["skipped"] == 2
@@ -213,13 +206,17 @@ async def test_a_wait_the_record_cannot_answer_ends_the_replay_and_is_reported(h
     # Version 2 asks for a signature before welcoming: the record holds none, and none is invented.
     signing = '  sign:\n    actionType: request_signature\n    parameters: {document: "s3://c"}\n    next: accept\n'
     candidate = parse_definition_text(flow(agent, "2", "reject").replace("to: accept}", "to: sign}") + signing)
-    for _ in range(300):
-        if (await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")).count:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: _completed(dsmo, agent, 1), "visibility lists the run as completed")
     report = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
     harness.started.extend(run.replay_id for run in report.runs)
     (replayed,) = report.runs
     assert (replayed.candidate_status, replayed.candidate_path[-1]) == ("failed", "sign")
     assert "never resumed in a signature wait" in (replayed.problem or ""), replayed
     assert replayed.diverged_after == "reply" and replayed.candidate_next == "sign"
+
+
+async def _completed(dsmo: DsmoClient, agent: str, count: int) -> bool:
+    """Whether visibility (written asynchronously) lists ``count`` of the agent's runs as completed."""
+    return (
+        await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")
+    ).count == count

@@ -25,6 +25,7 @@ import pytest_asyncio
 from dsmo import DsmoClient, RunStatus, Settings
 from dsmo.runtime.provisioning import worker_polling
 from dsmo.workflows.definition.model import parse_definition
+from tests.polling import until_value
 from tests.stack import free_port_block
 
 pytestmark = pytest.mark.integration
@@ -95,12 +96,15 @@ async def run_agent(dsmo: DsmoClient, worker: Worker, agent: str) -> str:
 
 
 async def logged(worker: Worker, text: str) -> str:
-    for _ in range(300):  # the monitor reports on its first tick after the stall; a hang guard only
-        lines = [line for line in worker.log.read_text().splitlines() if text in line]
-        if lines:
-            return lines[0]
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the worker never logged {text!r}:\n{worker.log.read_text()}")
+
+    async def lines() -> list[str]:  # the monitor reports on its first tick after the stall
+        return [line for line in worker.log.read_text().splitlines() if text in line]
+
+    try:
+        found = await until_value(lines, bool, f"the worker logs {text!r}")
+    except AssertionError as err:
+        raise AssertionError(f"the worker's log:\n{worker.log.read_text()}") from err
+    return found[0]
 
 
 def stalls(worker: Worker) -> dict[str, float]:

@@ -8,7 +8,6 @@ roots it names, and the run's activation is built once for the whole inbox.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from temporalio.api.enums.v1 import EventType
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -78,12 +78,12 @@ async def test_a_full_inbox_and_a_large_input_do_not_wedge_the_run(harness: Harn
     # The gate opens: the reply wait judges all 100 kept events against its match at once.
     opened = await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "opened"}, event_id="gate")
     assert opened.accepted
-    view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    for _ in range(1200):  # a hang guard (2 minutes), not a speed target
-        if view.current_node == "reply":
-            break
-        await asyncio.sleep(0.1)
-        view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    view = await until_value(
+        lambda: dsmo.wait_for_status(run_id, {RunStatus.WAITING}),
+        lambda view: view.current_node == "reply",
+        "the run waits at reply",
+        seconds=120,
+    )
     assert (
         view.current_node == "reply" and view.inbox is not None and view.inbox.count == 100
     )  # none matched; all still kept
@@ -113,11 +113,7 @@ async def test_a_costly_match_over_a_full_inbox_is_judged_over_several_activatio
 
     # 3.2 million visits in budgets of 500,000: the reply wait's timer, then a pause before each
     # of at least 6 more activations.
-    for _ in range(600):  # a hang guard (2 minutes), not a speed target
-        if await timers() >= 2 + 6:
-            break
-        await asyncio.sleep(0.2)
-    assert await timers() >= 2 + 6
+    await until_value(timers, lambda started: started >= 2 + 6, "the reply wait's timer and six pauses", seconds=120)
     view = await dsmo.status(run_id)
     assert view.current_node == "reply" and view.inbox is not None and view.inbox.count == 100
     assert (await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "go"}, event_id="go")).accepted

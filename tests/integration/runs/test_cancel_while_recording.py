@@ -22,6 +22,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import STORE_EVENT_VALUES
 from dsmo.workflows.contracts.trail_io import EventValues
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -110,9 +111,9 @@ async def test_a_cancel_while_the_output_is_recorded_still_undoes_the_step(
 
 async def _cancel_seen(harness: Harness, run_id: str) -> None:
     handle = harness.dsmo.temporal.get_workflow_handle(run_id)
-    for _ in range(300):  # a hang guard: a workflow task follows within Temporal's task timeout
+
+    async def seen() -> bool:  # a workflow task follows within Temporal's task timeout
         kinds = [event.event_type async for event in handle.fetch_history_events()]
-        if CANCEL_REQUESTED in kinds and TASK_COMPLETED in kinds[kinds.index(CANCEL_REQUESTED) :]:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the run never took a workflow task after the cancel")
+        return CANCEL_REQUESTED in kinds and TASK_COMPLETED in kinds[kinds.index(CANCEL_REQUESTED) :]
+
+    await until(seen, "the run takes a workflow task after the cancel")

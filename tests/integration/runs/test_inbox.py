@@ -32,6 +32,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.run.intake import INBOX_PATCH
 from tests.conftest import Harness
 from tests.integration.runs.test_runs_under_older_checks import has_patch_marker, older_code, replays, takes_change
+from tests.polling import until_value
 
 pytestmark = pytest.mark.asyncio
 
@@ -341,12 +342,13 @@ async def test_a_run_started_with_its_first_events_takes_them_without_a_race(har
     ]
     run_id = (await dsmo.start(chat(), task_queue=harness.task_queue, events=events)).run_id
     harness.started.append(run_id)
-    view = await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    for _ in range(1200):  # a hang guard (2 minutes), not a speed target
-        if view.waiting_for == "event":
-            break
-        await asyncio.sleep(0.1)
-        view = await dsmo.status(run_id)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    view = await until_value(
+        lambda: dsmo.status(run_id),
+        lambda view: view.waiting_for == "event",
+        "the run waits for the event",
+        seconds=120,
+    )
     assert view.current_node == "meeting" and view.inbox is None, view
     trail = await dsmo.events(run_id)
     consumed = [e.data["eventId"] for e in of(trail, "EVENT_CONSUMED")]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -15,6 +13,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +35,6 @@ def waiter(agent: str = "pending-test", **extra: object) -> AgentDefinition:
 async def attribute(harness: Harness, run_id: str) -> str | None:
     described = await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
     return described.typed_search_attributes.get(sa.AGENT_EXECUTION_STATUS)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
-    """Poll ``check`` until it holds; the timeout is only a hang guard."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"{what} did not happen within {timeout:.0f} s"
-        await asyncio.sleep(0.1)
 
 
 async def test_start_delay_shows_pending_and_can_be_cancelled(harness: Harness) -> None:
@@ -109,7 +100,7 @@ async def test_rate_limit_queues_runs_in_pending(harness: Harness) -> None:
             reason = "allows 1 concurrent runs" in (view.pending_reason or "")
             return reason and await attribute(harness, run_id) == "pending"
 
-        await eventually(queued_behind_the_limit, f"{queued} queued behind the rate limit")
+        await until(queued_behind_the_limit, f"{queued} queued behind the rate limit")
 
     # A queued run can be cancelled; it leaves the queue.
     await harness.dsmo.cancel(second, reason="changed my mind")
@@ -154,7 +145,7 @@ async def test_cancel_a_running_run(harness: Harness) -> None:
             assert not view.status.terminal, view
             return view.status is RunStatus.RUNNING and view.current_node == "work"
 
-        await eventually(at_work, "the run reaching its slow stage")
+        await until(at_work, "the run reaching its slow stage")
         await harness.dsmo.cancel(run_id, reason="taking too long", by="ops")
     finally:
         RELEASE.set()

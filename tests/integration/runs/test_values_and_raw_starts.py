@@ -18,6 +18,7 @@ from dsmo.client.wire_schemas import start_request_schema
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -70,12 +71,11 @@ async def test_a_run_started_with_the_official_cli_gets_every_search_attribute(h
     version = parse_definition(raw_definition).workflow_version
     assert (view.agent, view.workflow_version) == ("raw-started", version)
     query = f"AgentName='raw-started' AND WorkflowVersion='{version}' AND WaitingFor='response'"
-    deadline = asyncio.get_running_loop().time() + 60  # visibility is eventually consistent; a hang guard
-    while run_id not in (
-        listed := await temporal_cli("workflow", "list", "--query", query, "--output", "json", *address)
-    ):
-        assert asyncio.get_running_loop().time() < deadline, listed
-        await asyncio.sleep(0.1)
+    await until_value(  # visibility is eventually consistent
+        lambda: temporal_cli("workflow", "list", "--query", query, "--output", "json", *address),
+        lambda listed: run_id in listed,
+        f"{run_id} listed by `temporal workflow list`",
+    )
     waiting = [row for row in await monitoring.waiting(harness.dsmo.temporal) if row.run_id == run_id]
     assert [row.agent for row in waiting] == ["raw-started"]
     await harness.dsmo.respond(run_id, "hola")

@@ -20,6 +20,7 @@ from dsmo.workflows.contracts.activity_io import CompensationTask
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo_examples.orders.db import OrderDatabase, orders, reservations, shipments
 from tests.conftest import Harness, definition_from
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -180,15 +181,12 @@ async def test_failed_compensation_listed_then_retried_by_hand(harness: Harness,
         await harness.dsmo.temporal.get_workflow_handle(retry_id).result()
     assert "failed after 2 attempts" in str(ended.value.cause)
 
-    # Listed from visibility, which catches up with the failure asynchronously (a hang guard only).
-    deadline = asyncio.get_running_loop().time() + 60
-    while True:
+    # Listed from visibility, which catches up with the failure asynchronously.
+    async def failed_compensations() -> dict[str, Any]:
         listed = await cli(harness, "compensations", "failed", "--json")
-        rows = {row["id"]: row for row in json.loads(listed.stdout)}
-        if retry_id in rows or asyncio.get_running_loop().time() > deadline:
-            break
-        await asyncio.sleep(0.2)
-    assert retry_id in rows, listed.stdout + listed.stderr
+        return {row["id"]: row for row in json.loads(listed.stdout)}
+
+    rows = await until_value(failed_compensations, lambda rows: retry_id in rows, f"{retry_id} listed as failed")
     assert rows[retry_id]["node"] == "process_payment" and rows[retry_id]["attempts"] == 2
     assert "gateway unavailable" in rows[retry_id]["last_error"]
 

@@ -17,6 +17,7 @@ from tests.conftest import Harness
 from tests.console_session import sign_in, text_of
 from tests.ingress_server import serving
 from tests.migration_versions import V1, V2, history_length, new_agent, published, waiting_on, waiting_run
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +43,15 @@ def served(harness: Harness, tmp_path: Path) -> Iterator[Served]:
 
 async def open_counts(browser: httpx.Client, agent: str, expected: dict[str, int]) -> str:
     """The definition page once visibility counts ``expected`` open runs per workflow version."""
-    for _ in range(300):  # a hang guard (a minute): visibility follows the runs, not a speed target
-        page = (await asyncio.to_thread(browser.get, f"/console/definitions/{agent}")).text
-        counts = dict(re.findall(r'<tr data-version="([0-9a-f]{12})">.*?<td class="count">(\d+)</td>', page))
-        if {version: int(count) for version, count in counts.items()} == expected:
-            return page
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"the definition page never counted {expected}: {counts}")
+
+    async def definition_page() -> str:
+        return (await asyncio.to_thread(browser.get, f"/console/definitions/{agent}")).text
+
+    def counted(page: str) -> bool:
+        counts = re.findall(r'<tr data-version="([0-9a-f]{12})">.*?<td class="count">(\d+)</td>', page)
+        return {version: int(count) for version, count in counts} == expected
+
+    return await until_value(definition_page, counted, f"the definition page counts {expected}")
 
 
 async def test_the_definition_page_counts_open_runs_and_dry_runs_moving_them(

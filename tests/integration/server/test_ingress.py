@@ -17,6 +17,7 @@ import pytest
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.ingress.app import create_app
+from tests import polling
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 
@@ -56,12 +57,14 @@ async def call(method: str, client: httpx.Client, path: str, **kwargs: Any) -> h
 
 
 async def until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
-    for _ in range(1200):  # a hang guard (2 minutes), not a speed target
-        body = (await call("GET", client, f"/executions/{run_id}")).json()
-        if body.get("status") == status:
-            return body  # type: ignore[no-any-return]
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never reached {status}")
+    """The run's view once it has reached ``status``."""
+
+    async def view() -> dict[str, Any]:
+        return (await call("GET", client, f"/executions/{run_id}")).json()  # type: ignore[no-any-return]
+
+    return await polling.until_value(
+        view, lambda body: body.get("status") == status, f"{run_id} reaches {status}", seconds=120
+    )
 
 
 async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
@@ -87,18 +90,13 @@ async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
 
     waiting = await until(crm, run_id, "waiting")
     assert waiting["waitingFor"] == "response"
-    listed = await call(
-        "GET",
-        crm,
-        "/executions",
-        params={"status": "waiting", "waitingFor": "response", "agent": "candidate-screening"},
-    )
-    for _ in range(300):  # visibility is updated asynchronously; a hang guard, not a speed target
-        if run_id in [run["runId"] for run in listed.json()["runs"]]:
-            break
-        await asyncio.sleep(0.2)
-        listed = await call("GET", crm, "/executions", params={"status": "waiting", "waitingFor": "response"})
-    assert run_id in [run["runId"] for run in listed.json()["runs"]]
+    waiting_runs = {"status": "waiting", "waitingFor": "response", "agent": "candidate-screening"}
+
+    async def listed() -> bool:  # visibility is updated asynchronously
+        page = await call("GET", crm, "/executions", params=waiting_runs)
+        return run_id in [run["runId"] for run in page.json()["runs"]]
+
+    await polling.until(listed, f"{run_id} listed as waiting")
 
     reply = {"type": "MESSAGE_RECEIVED", "data": {"text": "Sí, me interesa"}}
     delivered = await call(
@@ -308,13 +306,15 @@ async def test_a_key_in_the_url_is_refused_and_kept_out_of_the_access_log(
     # Even with a good header, a key in the URL is refused: it has already leaked.
     crm = strict_ingress.client()
     assert (await call("GET", crm, "/executions", params={"token": "x"})).status_code == 400
-    logged: list[str] = []
-    for _ in range(600):  # the access log line is written after the answer: wait for it (hang guard 60 s)
-        logged = [record.getMessage() for record in caplog.records if record.name == "uvicorn.access"]
-        if any("status=waiting&api_key=[redacted]" in line for line in logged):
-            break
-        await asyncio.sleep(0.1)
-    assert any("status=waiting&api_key=[redacted]" in line for line in logged), logged
+
+    async def access_log() -> list[str]:  # the access log line is written after the answer
+        return [record.getMessage() for record in caplog.records if record.name == "uvicorn.access"]
+
+    logged = await polling.until_value(
+        access_log,
+        lambda logged: any("status=waiting&api_key=[redacted]" in line for line in logged),
+        "the access log line with the key redacted",
+    )
     assert not any(secret in line for line in logged)
 
 

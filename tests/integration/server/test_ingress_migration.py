@@ -17,6 +17,7 @@ from dsmo.server.ingress.app import create_app
 from tests.conftest import Harness
 from tests.ingress_server import serving
 from tests.migration_versions import V1, V2, history_length, new_agent, published, waiting_run
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 MAP = {"documents": "papers"}
@@ -94,12 +95,15 @@ async def test_a_run_moves_over_http_only_with_the_operate_scope(harness: Harnes
 
 async def until_version(client: httpx.Client, run_id: str, workflow_version: str) -> dict[str, Any]:
     """The run's status over HTTP once its new generation waits on ``workflow_version``."""
-    for _ in range(600):  # a hang guard (a minute), not a speed target
-        body: dict[str, Any] = (await asyncio.to_thread(client.get, f"/executions/{run_id}")).json()
-        if body.get("workflowVersion") == workflow_version and body.get("status") == "waiting":
-            return body
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never waited on {workflow_version}")
+
+    async def view() -> dict[str, Any]:
+        return (await asyncio.to_thread(client.get, f"/executions/{run_id}")).json()  # type: ignore[no-any-return]
+
+    return await until_value(
+        view,
+        lambda body: body.get("workflowVersion") == workflow_version and body.get("status") == "waiting",
+        f"{run_id} waits on {workflow_version}",
+    )
 
 
 async def test_refusals_name_the_reason_and_move_nothing(harness: Harness, ingress: Ingress) -> None:

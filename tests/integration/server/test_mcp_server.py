@@ -3,13 +3,12 @@ found waiting, answered and read completed through the tools; keys without the s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -25,6 +25,7 @@ from mcp.types import CallToolResult
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.server.api_keys import KeyStore
 from dsmo.workflows.definition.model import parse_definition
+from tests import polling
 from tests.conftest import Harness
 from tests.stack import free_port_block
 
@@ -89,21 +90,22 @@ def refusal(result: CallToolResult) -> str:
 
 
 async def until(session: ClientSession, run_id: str, status: str) -> dict[str, Any]:
-    for _ in range(600):  # a hang guard (60 s), not a speed target
-        view = answer(await session.call_tool("run_status", {"run_id": run_id}))
-        if view["status"] == status:
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{run_id} never reached {status}")
+    """The run's status once it has reached ``status``."""
+
+    async def view() -> dict[str, Any]:
+        return answer(await session.call_tool("run_status", {"run_id": run_id}))
+
+    return await polling.until_value(view, lambda view: view["status"] == status, f"{run_id} reaches {status}")
 
 
 async def listed_as_task(session: ClientSession, run_id: str) -> dict[str, Any]:
-    for _ in range(300):  # visibility is updated asynchronously; a hang guard, not a speed target
-        page = answer(await session.call_tool("list_tasks", {"run": run_id}))
-        if page["tasks"]:
-            return page["tasks"][0]  # type: ignore[no-any-return]
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{run_id} never listed as a task")
+    """The run's task once the task list (visibility, updated asynchronously) lists it."""
+
+    async def tasks() -> dict[str, Any]:
+        return answer(await session.call_tool("list_tasks", {"run": run_id}))
+
+    page = await polling.until_value(tasks, lambda page: bool(page["tasks"]), f"{run_id} listed as a task")
+    return page["tasks"][0]  # type: ignore[no-any-return]
 
 
 async def start_and_find_waiting(session: ClientSession, agent: str) -> str:
@@ -140,18 +142,19 @@ async def test_over_stdio_a_run_is_started_answered_and_read(served: Served) -> 
         assert {"RUN_CREATED", "RUN_WAITING", "RUN_RESUMED", "RUN_COMPLETED"} <= {e["type"] for e in trail["events"]}
 
 
-@pytest.fixture
-def http_server(served: Served) -> Iterator[str]:
+@pytest_asyncio.fixture
+async def http_server(served: Served) -> AsyncIterator[str]:
     port = free_port_block(1)
     command = [sys.executable, "-m", "dsmo.cli.main", "mcp", "--http", "--bind", f"127.0.0.1:{port}"]
     process = subprocess.Popen(command, env=served.env, cwd=REPO, stderr=subprocess.PIPE)
     try:
-        for _ in range(300):  # start-up takes a few seconds; a hang guard of 30 s
+
+        def listening() -> bool:  # start-up takes a few seconds
             assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            subprocess.run(["sleep", "0.1"], check=True)
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        await polling.until(listening, "the MCP server listens", pause=0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -14,17 +14,20 @@ from dsmo.client.task_list import TaskFilter, task_page
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
 from tests.conftest import Harness, definition_from
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 async def settled(harness: Harness, filters: TaskFilter, count: int) -> None:
-    for _ in range(1200):  # visibility is eventually consistent; a hang guard (2 minutes), not a speed target
-        if (await task_page(harness.dsmo.core, filters, datetime.now(UTC))).total == count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"visibility never listed {count} tasks for {filters}")
+    """Until visibility (eventually consistent) lists ``count`` tasks for ``filters``."""
+    await until_value(
+        lambda: task_page(harness.dsmo.core, filters, datetime.now(UTC)),
+        lambda page: page.total == count,
+        f"visibility lists {count} tasks for {filters}",
+        seconds=120,
+    )
 
 
 async def test_tasks_are_filtered_and_paged_from_visibility(harness: Harness) -> None:

@@ -29,6 +29,7 @@ from dsmo.config.settings import Settings
 from dsmo.worker import build_worker
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -114,14 +115,6 @@ def verified(secret: str, post: dict[str, Any]) -> bool:
     return bool(docs_verify()(secret, post["headers"]["DSMO-Signature"], post["body"]))
 
 
-async def until(check: Any, what: str, seconds: float = 60) -> None:
-    for _ in range(int(seconds * 10)):  # a hang guard, not a speed target
-        if check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(what)
-
-
 async def test_a_receiver_down_for_three_posts_gets_the_event_once_up_across_a_worker_restart(
     hooked: tuple[DsmoClient, str], store: ArtifactStore, receiver: Receiver, tmp_path: Path
 ) -> None:
@@ -180,11 +173,11 @@ async def test_a_delivery_past_its_budget_is_listed_and_redelivered_by_command(
             nonlocal failed
             failed = json.loads((await asyncio.to_thread(hooks_cli, "failed", "--json")).stdout)
 
-        for _ in range(300):  # a hang guard
+        async def listed_any() -> bool:
             await listed()
-            if failed:
-                break
-            await asyncio.sleep(0.2)
+            return bool(failed)
+
+        await until(listed_any, "the failed delivery listed")
         assert [(f["event"], f["runId"]) for f in failed] == [("RUN_CREATED", run_id)], failed
         assert "answered 503" in failed[0]["reason"] and len(receiver.posts("/flaky")) == 2
 
