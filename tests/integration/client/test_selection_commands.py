@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,7 +130,7 @@ async def five(
     await harness.replay_all()
 
 
-async def _is(count: Any, expected: int) -> bool:
+async def _is(count: Awaitable[int], expected: int) -> bool:
     return await count == expected
 
 
