@@ -8,13 +8,16 @@ import asyncio
 import os
 import uuid
 from collections.abc import Awaitable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.client import monitoring
 from dsmo.client.erasure import plan_erasure
+from dsmo.client.task_list import TaskFilter, task_page
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
@@ -180,7 +183,23 @@ async def test_moved_runs_are_selected_by_the_version_they_are_on_now(harness: H
         MOVED,
         RUNS,
     )
-    await dsmo.bulk_cancel(f"AgentName = '{agent}'", reason="selection test done")
+    # What only shows runs counts each once too: the console's task list and `dsmo runs waiting`.
+    page = await task_page(dsmo.core, TaskFilter(agent=agent), datetime.now(UTC))
+    assert page.total == RUNS
+    mine = set(run_ids)
+    shown = [row.run_id for row in await monitoring.waiting(dsmo.temporal, limit=100_000) if row.run_id in mine]
+    assert sorted(shown) == sorted(run_ids)
+
+    # Every run is cancelled once; then a what-if by the first version replays only the runs still on
+    # it, not the moved ones, whose earlier executions' rows name it too.
+    ended = await dsmo.bulk_cancel(f"AgentName = '{agent}'", reason="selection test done")
+    assert (ended.summary()["done"], ended.summary()["total"]) == (RUNS, RUNS), ended.summary()
+    closed = f"AgentName = '{agent}' AND ExecutionStatus NOT IN ('Running', 'ContinuedAsNew')"
+    await until(lambda: _equals(visible(harness, closed), RUNS), f"{RUNS} runs ended", seconds=180)
+    report = await dsmo.what_if(f"AgentName = '{agent}' AND {on_v1}", v2, task_queue=harness.task_queue)
+    harness.started.extend(run.replay_id for run in report.runs)
+    moved = {outcome.run_id for outcome in moves.outcomes if outcome.outcome == "done"}
+    assert sorted(run.run_id for run in report.runs) == sorted(mine - moved), report.summary()
 
 
 async def _equals(count: Awaitable[int], expected: int) -> bool:
