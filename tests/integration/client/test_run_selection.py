@@ -15,6 +15,7 @@ import pytest
 
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
+from dsmo.activities.run_generations import generations
 from dsmo.client import monitoring
 from dsmo.client.erasure import plan_erasure
 from dsmo.client.task_list import TaskFilter, task_page
@@ -66,18 +67,11 @@ def chat(agent: str, *, farewell: str = "bill") -> AgentDefinition:
     )
 
 
-async def generations(harness: Harness, run_id: str) -> int:
+async def execution_count(harness: Harness, run_id: str) -> int:
     """How many executions the run has had, from Temporal's histories (not visibility)."""
     temporal = harness.dsmo.temporal
-    execution: str | None = (await temporal.get_workflow_handle(run_id).describe()).run_id
-    count = 0
-    while execution:
-        count += 1
-        handle = temporal.get_workflow_handle(run_id, run_id=execution)
-        async for event in handle.fetch_history_events(page_size=1):
-            execution = event.workflow_execution_started_event_attributes.continued_execution_run_id or None
-            break
-    return count
+    current = (await temporal.get_workflow_handle(run_id).describe()).run_id
+    return len(await generations(temporal, run_id, current))
 
 
 async def visible(harness: Harness, query: str) -> int:
@@ -93,7 +87,7 @@ async def test_a_run_with_five_generations_is_one_run_to_every_command(harness: 
     run_id = await harness.start(definition, {"customer": {"id": subject}}, history_limit=30)
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     sent = 0
-    while await generations(harness, run_id) < GENERATIONS:
+    while await execution_count(harness, run_id) < GENERATIONS:
         assert sent < 200, "the run never continued as new five times"
         await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "more"}, event_id=f"more-{sent}")
         sent += 1
