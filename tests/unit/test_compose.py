@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from dsmo.config.settings import DEFAULT_TASK_QUEUE, ENVIRONMENT, Settings
-from dsmo.devstack.stack import TEMPORAL_TUNING, store_go_procs
+from dsmo.devstack.stack import TEMPORAL_TUNING, go_procs
 from dsmo.workflows.common import search_attributes
 from dsmo_examples.orders.plugin import ORDERS_DB_URL
 
@@ -100,12 +100,12 @@ def test_same_store_credentials_and_tuning(compose: dict[str, Any]) -> None:
         assert dynamic[key][0]["value"] == yaml.safe_load(value)
 
 
-def test_store_gets_half_the_cores_unless_gomaxprocs_is_set() -> None:
-    assert store_go_procs(2, {}) == {"GOMAXPROCS": "1"}
-    assert store_go_procs(8, {}) == {"GOMAXPROCS": "4"}
-    assert store_go_procs(1, {}) == {"GOMAXPROCS": "1"}
-    assert store_go_procs(None, {}) == {"GOMAXPROCS": "1"}
-    assert store_go_procs(8, {"GOMAXPROCS": "3"}) == {}  # the user's own setting is inherited as is
+def test_go_services_get_half_the_cores_unless_gomaxprocs_is_set() -> None:
+    assert go_procs(2, {}) == {"GOMAXPROCS": "1"}
+    assert go_procs(8, {}) == {"GOMAXPROCS": "4"}
+    assert go_procs(1, {}) == {"GOMAXPROCS": "1"}
+    assert go_procs(None, {}) == {"GOMAXPROCS": "1"}
+    assert go_procs(8, {"GOMAXPROCS": "3"}) == {}  # the user's own setting is inherited as is
 
 
 def test_the_worker_image_does_not_install_the_development_servers() -> None:
