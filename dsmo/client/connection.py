@@ -6,13 +6,13 @@ import dataclasses
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from dsmo.client.client_errors import TemporalUnavailable
 from dsmo.client.codec import EncryptionCodec, keys_from_env
+from dsmo.client.payloads import PYDANTIC_DATA_CONVERTER
 from dsmo.config.settings import Settings, SettingsError
 from dsmo.runtime.telemetry import tracing_interceptors
 
@@ -21,8 +21,8 @@ def data_converter(settings: Settings) -> DataConverter:
     """Pydantic JSON, encrypted with AES-GCM when codec keys are configured."""
     keys = keys_from_env(settings.codec.to_env())
     if not keys:
-        return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(keys))
+        return PYDANTIC_DATA_CONVERTER
+    return dataclasses.replace(PYDANTIC_DATA_CONVERTER, payload_codec=EncryptionCodec(keys))
 
 
 def temporal_tls(settings: Settings) -> TLSConfig | bool:

@@ -7,11 +7,11 @@ here before it is deployed (`dsmo verify`).
 
 from __future__ import annotations
 
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from dsmo.client.core import ClientCore
+from dsmo.client.payloads import PYDANTIC_DATA_CONVERTER
 from dsmo.client.rpc_errors import rpc_error
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.engine.agent_execution import AgentExecution
@@ -31,7 +31,7 @@ async def verify_history(core: ClientCore, run_id: str) -> str | None:
         raise rpc_error(core.settings, run_id, err) from None
     replayer = Replayer(
         workflows=[AgentExecution, *FLOW_WORKFLOWS, RetentionSweep],
-        data_converter=pydantic_data_converter,
+        data_converter=PYDANTIC_DATA_CONVERTER,
         workflow_runner=sandbox_runner(),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
