@@ -220,6 +220,18 @@ class ArtifactStore:
             return False
         return True
 
+    async def put_new_async(self, key: str, body: bytes, content_type: str, metadata: dict[str, str]) -> bool | None:
+        """`put_json_bytes_once` of an unsealed body from the loop (same metadata, no thread): True
+        when written; False when ``key`` holds an object, None without obstore (take the thread path)."""
+        if self.objects is None:
+            return None
+        attributes = {"Content-Type": content_type, **metadata, "sha256": hashlib.sha256(body).hexdigest()}
+        try:
+            await obstore.put_async(self.objects, key, body, mode="create", attributes=attributes, use_multipart=False)
+        except AlreadyExistsError:
+            return False
+        return True
+
     def metadata(self, key: str) -> dict[str, str]:
         """The user metadata (``x-amz-meta-*``) of an existing object."""
         found: dict[str, str] = self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {})

@@ -14,6 +14,7 @@ Variables an event set that are too large to record inline are kept at
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Iterable
@@ -151,7 +152,7 @@ class AuditActivities:
         self.retention_defaults = retention_defaults or Retention()
 
     @activity.defn(name=EXPORT_AUDIT)
-    def export_audit(self, export: AuditExport) -> str:
+    async def export_audit(self, export: AuditExport) -> str:
         """Write the whole chained trail once: the run's segments, then the events after them.
 
         A retry or a later export of a longer trail must extend the file. One exception: a file
@@ -159,25 +160,48 @@ class AuditActivities:
         worker died between the export and the task's completion). Its last events were never in
         the history; the re-run task records them again with its own timestamps, and the history
         is the truth, so that file is replaced.
+
+        Every run ends with this call, so its usual case (no segments, no file yet) is one put
+        from the event loop; the rest goes to a thread (a hop costs more than the put itself).
         """
+        if not export.segments:
+            body = self._body(export, b"")
+            execution = activity.info().workflow_run_id or ""
+            key = audit_key(export.run_id)
+            if await self.store.put_new_async(key, body, JSONL, {EXECUTION_META: execution}):
+                if self._removal_due(export):
+                    await asyncio.to_thread(self._schedule_removal, export, body)
+                return self.store.uri(key)
+        return await asyncio.to_thread(self._export, export)
+
+    def _export(self, export: AuditExport) -> str:
         earlier = read_segments(self.store, export.run_id, export.segments) if export.segments else b""
+        body = self._body(export, earlier)
+        uri = self._write_once(audit_key(export.run_id), body)
+        if self._removal_due(export):
+            self._schedule_removal(export, body)
+        return uri
+
+    @staticmethod
+    def _body(export: AuditExport, earlier: bytes) -> bytes:
         if _last_hash(earlier) != export.previous_hash:
             raise ApplicationError(
                 f"the audit segments of {export.run_id} do not end at the run's head ({export.previous_hash[:12]})",
                 type="AuditConflict",
                 non_retryable=True,
             )
-        body = earlier + chained(export.events, export.previous_hash)[0]
-        uri = self._write_once(audit_key(export.run_id), body)
+        return earlier + chained(export.events, export.previous_hash)[0]
+
+    def _removal_due(self, export: AuditExport) -> bool:
         policy = (export.retention or Retention()).merged(self.retention_defaults)
-        if (policy.ended or policy.trail) and export.events:
-            # Due from the run's end as its trail records it: a retried export schedules the same marker.
-            ended_at = datetime.fromisoformat(str(export.events[-1]["at"]))
-            versions = sorted(
-                {str(event["workflowVersion"]) for event in unchained(body) if "workflowVersion" in event}
-            )
-            schedule_removal(self.store, export.run_id, versions, policy, ended_at)
-        return uri
+        return bool((policy.ended or policy.trail) and export.events)
+
+    def _schedule_removal(self, export: AuditExport, body: bytes) -> None:
+        policy = (export.retention or Retention()).merged(self.retention_defaults)
+        # Due from the run's end as its trail records it: a retried export schedules the same marker.
+        ended_at = datetime.fromisoformat(str(export.events[-1]["at"]))
+        versions = sorted({str(event["workflowVersion"]) for event in unchained(body) if "workflowVersion" in event})
+        schedule_removal(self.store, export.run_id, versions, policy, ended_at)
 
     @activity.defn(name=WRITE_AUDIT_SEGMENT)
     def write_audit_segment(self, segment: AuditSegment) -> TrailHead:
