@@ -169,8 +169,8 @@ class AuditActivities:
             execution = activity.info().workflow_run_id or ""
             key = audit_key(export.run_id)
             if await self.store.put_new_async(key, body, JSONL, {EXECUTION_META: execution}):
-                if self._removal_due(export):
-                    await asyncio.to_thread(self._schedule_removal, export, body)
+                if (policy := self._removal_policy(export)) is not None:
+                    await asyncio.to_thread(self._schedule_removal, export, body, policy)
                 return self.store.uri(key)
         return await asyncio.to_thread(self._export, export)
 
@@ -178,8 +178,8 @@ class AuditActivities:
         earlier = read_segments(self.store, export.run_id, export.segments) if export.segments else b""
         body = self._body(export, earlier)
         uri = self._write_once(audit_key(export.run_id), body)
-        if self._removal_due(export):
-            self._schedule_removal(export, body)
+        if (policy := self._removal_policy(export)) is not None:
+            self._schedule_removal(export, body, policy)
         return uri
 
     @staticmethod
@@ -192,12 +192,12 @@ class AuditActivities:
             )
         return earlier + chained(export.events, export.previous_hash)[0]
 
-    def _removal_due(self, export: AuditExport) -> bool:
+    def _removal_policy(self, export: AuditExport) -> Retention | None:
+        """The run's retention (the worker's defaults filling in), if it removes anything."""
         policy = (export.retention or Retention()).merged(self.retention_defaults)
-        return bool((policy.ended or policy.trail) and export.events)
+        return policy if (policy.ended or policy.trail) and export.events else None
 
-    def _schedule_removal(self, export: AuditExport, body: bytes) -> None:
-        policy = (export.retention or Retention()).merged(self.retention_defaults)
+    def _schedule_removal(self, export: AuditExport, body: bytes, policy: Retention) -> None:
         # Due from the run's end as its trail records it: a retried export schedules the same marker.
         ended_at = datetime.fromisoformat(str(export.events[-1]["at"]))
         versions = sorted({str(event["workflowVersion"]) for event in unchained(body) if "workflowVersion" in event})
