@@ -1,8 +1,9 @@
 """W6: run the same agent graph on four contenders, measure each, then crash them all alike.
 
-Per contender, with only its own runner up: latency (runs 10 at a time), sustained throughput at
-50 concurrent runs with each process's CPU, both with the reply sent before the run waits and
-again with it sent once the run is seen waiting; resume latency, bytes of state per run. Then the
+Per contender, with only its own runner up, in rounds (`peer_rounds`: a fresh runner each
+round, the order rotated): latency (runs 10 at a time), sustained throughput at 50 concurrent
+runs with each process's CPU, both with the reply sent before the run waits and again with it
+sent once the run is seen waiting; resume latency, bytes of state per run. Then the
 crash test, every runner capped at `STAGE_SLOTS` stage executions at once: 200 runs under one
 seeded fault plan, runners SIGKILLed where it says and while the runs wait, the contender's
 server (Temporal, or its PostgreSQL) restarted while they wait; the ledger (planned and collateral
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from bench.studies.peers.contenders import (
 )
 from bench.studies.peers.fault_plan import FaultPlan
 from bench.studies.peers.ledger_watch import LedgerWatch
+from bench.studies.peers.peer_rounds import combined, turn_order
 from bench.studies.peers.peer_servers import Postgres
 from bench.studies.peers.runner_config import STAGE_SLOTS, USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
 from bench.supervisor import Supervised
@@ -63,6 +65,14 @@ RUN_TIMEOUT_S = 120.0
 BEFORE, WHILE_WAITING = "before", "while_waiting"  # the two reply shapes (see `one_run`)
 
 
+def rounds_from_env(environ: Mapping[str, str]) -> int:
+    """``PEERS_ROUNDS`` (3 when unset): how many rounds of the performance phases W6 runs."""
+    text = environ.get("PEERS_ROUNDS", "3")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"PEERS_ROUNDS: expected a whole number of rounds, at least 1; got {text!r}")
+    return int(text)
+
+
 @dataclass(frozen=True)
 class PeerConfig:
     latency_runs: int = 100
@@ -79,6 +89,9 @@ class PeerConfig:
     crash_wait_seconds: float = 120.0
     seed: int = 41
     dsmo_regular: bool = field(default_factory=lambda: os.environ.get("PEERS_DSMO_REGULAR", "1") != "0")
+    # Rounds of the performance phases (`peer_rounds`): each a fresh runner per contender, the
+    # order rotated; the tables give the medians, the verdict each round's ratios.
+    rounds: int = field(default_factory=lambda: rounds_from_env(os.environ))
 
     def names(self) -> tuple[str, ...]:
         """The contenders, "dsmo-regular" right after "dsmo" unless left out."""
@@ -86,7 +99,9 @@ class PeerConfig:
 
     @classmethod
     def quick(cls) -> PeerConfig:
-        return cls(latency_runs=30, throughput_runs=100, resume_samples=5, crash_runs=40, crash_wait_seconds=60.0)
+        return cls(
+            latency_runs=30, throughput_runs=100, resume_samples=5, crash_runs=40, crash_wait_seconds=60.0, rounds=1
+        )
 
 
 @dataclass
@@ -407,23 +422,36 @@ def _count_runs(dsn: str, run_ids: list[str], kind: str, stage: str | None = Non
 
 
 async def peers(config: PeerConfig, names: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Every phase for every contender (``names``, or the configuration's); the results by contender."""
+    """Every phase for every contender (``names``, or the configuration's); the results by contender.
+
+    ``contenders`` holds each contender's median over the rounds, ``rounds`` its figures round by
+    round (in round order; a round that failed is left out and named under ``failures``).
+    """
     names = names or config.names()
     results: dict[str, Any] = {"config": asdict(config), "contenders": {}, "crash": {}, "stage_slots": STAGE_SLOTS}
+    measured: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     async with world() as w:
-        for name in names:
-            print(f"W6: measuring {name}", flush=True)
-            await _recorded(results, "contenders", name, measure(name, w, config))
+        for number in range(config.rounds):
+            for name in turn_order(names, number):
+                print(f"W6: round {number + 1} of {config.rounds}, measuring {name}", flush=True)
+                figures = await _recorded(results, f"contenders.{name}.round{number + 1}", measure(name, w, config))
+                if figures is not None:
+                    measured[name].append({**figures, "round": number + 1})
+        results["rounds"] = {name: rounds for name, rounds in measured.items() if rounds}
+        results["contenders"] = {name: combined(rounds) for name, rounds in results["rounds"].items()}
         for name in names:
             print(f"W6: crash test, {name}", flush=True)
-            await _recorded(results, "crash", name, crash_test(name, w, config))
+            crash = await _recorded(results, f"crash.{name}", crash_test(name, w, config))
+            if crash is not None:
+                results["crash"][name] = crash
     return results
 
 
-async def _recorded(results: dict[str, Any], part: str, name: str, phase: Awaitable[dict[str, Any]]) -> None:
-    """Run one contender's phase; a failure is recorded and the other contenders still run."""
+async def _recorded(results: dict[str, Any], label: str, phase: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Run one contender's phase; a failure is recorded under ``label`` and the rest of W6 still runs."""
     try:
-        results[part][name] = await phase
+        return await phase
     except Exception as err:  # noqa: BLE001 - report the rest of W6 anyway
-        print(f"W6: {part} of {name} failed: {type(err).__name__}: {err}", flush=True)
-        results.setdefault("failures", {})[f"{part}.{name}"] = f"{type(err).__name__}: {err}"
+        print(f"W6: {label} failed: {type(err).__name__}: {err}", flush=True)
+        results.setdefault("failures", {})[label] = f"{type(err).__name__}: {err}"
+        return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.studies.peers.peer_rounds import PEERS, TARGETS, Ratio, meets, verdicts
+
 START, END = "<!-- peers:start -->", "<!-- peers:end -->"
 LABELS = {
     "dsmo": "DSMO (short stages local, the default)",
@@ -44,6 +46,31 @@ def performance_table(contenders: dict[str, Any]) -> str:
             f"| {_ms(m['resume_p50'])} / {_ms(m['resume_p95'])} | {m['engine_bytes_per_run'] / 1000:.1f} KB "
             f"| {m['store_bytes_per_run'] / 1000:.1f} KB | {m['user_code_lines']} |"
         )
+    return "\n".join(lines)
+
+
+def _ratio(ratio: Ratio | None) -> str:
+    return f"{ratio.value:.2f}x ({LABELS.get(ratio.peer, ratio.peer)})" if ratio else "?"
+
+
+def verdict_table(rounds: dict[str, Any]) -> str:
+    """DSMO over the best peer, round by round, against the targets; how many rounds met each."""
+    found = verdicts(rounds)
+    if not found:
+        return ""
+    kinds = ("throughput", "latency", "cpu")
+    target = " | ".join(f"{TARGETS[kind][0]} {TARGETS[kind][1]:.2f}x" for kind in kinds)
+    lines = [
+        "| round | throughput at 50 / the fastest peer's | W1 p50 / the fastest peer's "
+        "| CPU per run / the leanest peer's |",
+        "|---|---|---|---|",
+        f"| target | {target} |",
+    ]
+    for verdict in found:
+        cells = " | ".join(_ratio(getattr(verdict, kind)) for kind in kinds)
+        lines.append(f"| {verdict.number} | {cells} |")
+    met = " | ".join(f"{sum(meets(kind, getattr(v, kind)) for v in found)} of {len(found)}" for kind in kinds)
+    lines.append(f"| rounds meeting the target | {met} |")
     return "\n".join(lines)
 
 
@@ -106,12 +133,28 @@ def crash_table(crash: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _verdicts(peers: dict[str, Any]) -> str:
+    table = verdict_table(peers.get("rounds") or {})
+    if not table:
+        return ""
+    names = " and ".join(LABELS[name] for name in PEERS)
+    return f"""
+**DSMO against the fastest peer, round by round.** The peers are {names}. In each round,
+DSMO's figure (short stages local, the default) over the best peer figure of that same round:
+the highest throughput, the lowest W1 p50, the lowest CPU per run; the targets are the ones DSMO
+sets itself.
+
+{table}
+"""
+
+
 def section(results: dict[str, Any]) -> str | None:
     peers = results.get("peers")
     if not peers:
         return None
     config = peers["config"]
     slots = peers.get("stage_slots", 16)
+    rounds = config.get("rounds", 1)
     return f"""{START}
 ## W6: DSMO beside LangGraph and DBOS (`make bench PEERS=1`)
 
@@ -121,7 +164,9 @@ stage's artifact from the store and writes its own), a wait for a reply with a
 {config["wait_seconds"]:.0f} s timeout, then a send (the run's one effect). The same agent functions,
 the same SeaweedFS store; LangGraph and DBOS keep their state in PostgreSQL (pgserver), DSMO and
 raw Temporal in the Temporal dev server. Each contender runs one runner process (DSMO's worker,
-a Temporal worker, a LangGraph job runner, a DBOS FastAPI app), measured alone. W1 latency: a
+a Temporal worker, a LangGraph job runner, a DBOS FastAPI app), measured alone, in
+{rounds} round{"s" if rounds != 1 else ""}: each round starts every runner afresh, the contenders' order rotated by one
+from round to round, and each figure below is the median of the rounds. W1 latency: a
 run started with its reply sent at once, **before the run waits** (the engine keeps it until the
 wait: DSMO's early-event inbox, a buffered Temporal signal, a queued DBOS message or LangGraph
 job), {config["latency_concurrency"]} at a time, until its effect; throughput: {config["throughput_runs"]}
@@ -131,7 +176,7 @@ LangGraph's checkpoint rows and jobs, or DBOS's system rows of one ended run; st
 S3 (DSMO's include the audit trail).
 
 {performance_table(peers["contenders"])}
-
+{_verdicts(peers)}
 **Reply sent while the run waits.** The same W1 and throughput phases, but the driver sends each
 reply only once the engine's own state says the run waits (DSMO: its status `waiting`; raw
 Temporal: a `waiting` query; LangGraph: the thread's `interrupt` write in its checkpoint; DBOS:
