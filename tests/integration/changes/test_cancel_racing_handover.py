@@ -16,7 +16,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowExecutionStatus
 
 from dsmo.activities.actions import ActionContext, ActionRegistry, FunctionAction
@@ -120,9 +121,19 @@ async def executions_of(harness: Harness, run_id: str) -> str:
     lines = []
     async for execution in harness.dsmo.temporal.list_workflows(f"WorkflowId = '{run_id}'"):
         history = await harness.dsmo.temporal.get_workflow_handle(run_id, run_id=execution.run_id).fetch_history()
-        types = [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
+        types = [_described(event) for event in history.events]
         lines.append(f"{execution.run_id} {execution.status}: {' '.join(types)}")
     return "\n".join(lines)
+
+
+def _described(event: HistoryEvent) -> str:
+    """An event's type, and for a failed workflow task why it failed (the race's usual evidence)."""
+    name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+    if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        return name
+    failed = event.workflow_task_failed_event_attributes
+    cause = WorkflowTaskFailedCause.Name(failed.cause).removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+    return f"{name}({cause}: {failed.failure.message[:120]})"
 
 
 async def test_cancels_racing_a_moves_hand_over_each_end_the_run_cancelled_undone_once_and_exported(
