@@ -10,6 +10,8 @@ trail exported; the move is answered (made, or refused with the reason) and neve
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import threading
 import uuid
 from collections import Counter
@@ -127,13 +129,19 @@ async def executions_of(harness: Harness, run_id: str) -> str:
 
 
 def _described(event: HistoryEvent) -> str:
-    """An event's type, and for a failed workflow task why it failed (the race's usual evidence)."""
+    """An event's type; why a failed workflow task failed, and which local activity a marker
+    records (the evidence a lost cancel needs: which task wrote what)."""
     name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
-    if event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-        return name
-    failed = event.workflow_task_failed_event_attributes
-    cause = WorkflowTaskFailedCause.Name(failed.cause).removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
-    return f"{name}({cause}: {failed.failure.message[:120]})"
+    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        failed = event.workflow_task_failed_event_attributes
+        cause = WorkflowTaskFailedCause.Name(failed.cause).removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+        return f"{name}({cause}: {failed.failure.message[:120]})"
+    if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        data = event.marker_recorded_event_attributes.details.get("data")
+        if data is not None and data.payloads:
+            with contextlib.suppress(ValueError):
+                return f"{name}({json.loads(data.payloads[0].data).get('activity_type')})"
+    return name
 
 
 async def test_cancels_racing_a_moves_hand_over_each_end_the_run_cancelled_undone_once_and_exported(
