@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
 
-from bench.studies.peers.peer_bench import rounds_from_env
+from bench.studies.peers.peer_bench import PeerConfig, rounds_from_env
 from bench.studies.peers.peer_rounds import Ratio, combined, meets, turn_order, verdicts
 from bench.studies.peers.peers_report import section, verdict_table
 
@@ -54,6 +55,7 @@ def test_the_combined_figures_are_the_medians_of_the_rounds_nested_ones_too() ->
     assert out["runner_restarts"] == 3  # counted over the rounds, not a typical round
     assert out["user_code_lines"] == 22
     assert out["rounds"] == 3
+    assert "round" not in out  # names one round: not a figure of all of them
     with pytest.raises(ValueError, match="rounds"):
         combined([])
 
@@ -91,18 +93,7 @@ def test_the_section_says_how_many_rounds_and_how_often_each_target_was_met() ->
     assert "| 1 | 1.04x (DBOS Transact) | 0.80x (DBOS Transact) | 1.30x (DBOS Transact) |" in table
     assert "| rounds meeting the target | 1 of 2 | 1 of 2 | 1 of 2 |" in table
     assert verdict_table({}) == ""
-    config = {
-        "wait_seconds": 45,
-        "latency_concurrency": 10,
-        "throughput_runs": 300,
-        "throughput_concurrency": 50,
-        "crash_runs": 200,
-        "crash_wait_seconds": 120,
-        "seed": 41,
-        "kill_share": 0.15,
-        "no_reply_share": 0.2,
-        "rounds": 2,
-    }
+    config = asdict(PeerConfig(rounds=2))
     peers = {
         "config": config,
         "contenders": {name: combined(entries) for name, entries in rounds.items()},

@@ -45,7 +45,7 @@ from bench.studies.peers.contenders import (
 )
 from bench.studies.peers.fault_plan import FaultPlan
 from bench.studies.peers.ledger_watch import LedgerWatch
-from bench.studies.peers.peer_rounds import combined, turn_order
+from bench.studies.peers.peer_rounds import ROUND, combined, turn_order
 from bench.studies.peers.peer_servers import Postgres
 from bench.studies.peers.runner_config import STAGE_SLOTS, USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
 from bench.supervisor import Supervised
@@ -436,7 +436,7 @@ async def peers(config: PeerConfig, names: tuple[str, ...] | None = None) -> dic
                 print(f"W6: round {number + 1} of {config.rounds}, measuring {name}", flush=True)
                 figures = await _recorded(results, f"contenders.{name}.round{number + 1}", measure(name, w, config))
                 if figures is not None:
-                    measured[name].append({**figures, "round": number + 1})
+                    measured[name].append({**figures, ROUND: number + 1})
         results["rounds"] = {name: rounds for name, rounds in measured.items() if rounds}
         results["contenders"] = {name: combined(rounds) for name, rounds in results["rounds"].items()}
         for name in names:

@@ -21,6 +21,8 @@ PEERS = ("langgraph", "dbos")
 CPU_ROLES = ("runner", "server", "s3")
 # Counts over the rounds rather than a typical round.
 SUMMED = frozenset({"runner_restarts"})
+# Which round a figure came from: it names one round, so the combined figures leave it out.
+ROUND = "round"
 
 
 def turn_order(names: Sequence[str], number: int) -> tuple[str, ...]:
@@ -44,7 +46,7 @@ def combined(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _median_of(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in dict.fromkeys(key for one in rounds for key in one):
+    for key in dict.fromkeys(key for one in rounds for key in one if key != ROUND):
         values = [one[key] for one in rounds if key in one]
         if key in SUMMED:
             out[key] = sum(values)
@@ -101,7 +103,7 @@ def verdicts(rounds: Mapping[str, Sequence[Mapping[str, Any]]], contender: str =
     ``round`` number (a round a contender failed is missing, and pairs with nothing).
     """
     by_round = {
-        name: {int(figures.get("round", number + 1)): figures for number, figures in enumerate(entries)}
+        name: {int(figures.get(ROUND, number + 1)): figures for number, figures in enumerate(entries)}
         for name, entries in rounds.items()
     }
     out = []
