@@ -44,6 +44,7 @@ from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
 from dsmo.activities.processors import ProcessorRegistry, default_registry
 from dsmo.activities.retention_sweeping import RetentionActivities
+from dsmo.activities.round_trip import hand_over_round_trip
 from dsmo.activities.stage import StageActivities
 from dsmo.activities.tool_calls import ToolActivities
 from dsmo.client.connection import connect_temporal
@@ -143,6 +144,7 @@ def build_worker(
                     audit.export_audit,
                     audit.write_audit_segment,
                     audit.store_event_values,
+                    hand_over_round_trip,
                     retention.sweep_retention,
                     retention.record_sweep,
                     messaging.send_message,

@@ -665,6 +665,11 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # started without `generation` in its request (one marker), and with it (none).
     "short_stages_generation": short_stages_early_without_generation,
     "short_stages_started_in_generation": short_stages_early,
+    # Since a run makes a round trip to the server before it continues as new, a move's or a
+    # rewind's answer held until then (engine/hand_over.py): a move, a rewind, a long history.
+    "migrated_from_round_trip": migrated_from,
+    "rewound_from_round_trip": rewound_from,
+    "long_chat_round_trip": long_chat_segments,
 }
 
 

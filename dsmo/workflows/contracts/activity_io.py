@@ -20,6 +20,7 @@ WRITE_DEAD_LETTER = "write_dead_letter"
 EXPORT_AUDIT = "export_audit"
 WRITE_AUDIT_SEGMENT = "write_audit_segment"
 STORE_EVENT_VALUES = "store_event_values"
+HAND_OVER_ROUND_TRIP = "hand_over_round_trip"
 
 SUMMARY_MAX_BYTES = 4096
 # A run input up to this size travels with the tasks of the stages that read it (see StageTask).

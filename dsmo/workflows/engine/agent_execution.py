@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         StatusView,
         TrailView,
     )
+    from dsmo.workflows.engine import hand_over
     from dsmo.workflows.engine.beginning import begin
     from dsmo.workflows.engine.endings import finish_cancelled, finish_completed, finish_early
     from dsmo.workflows.engine.endings import finish_cancelled_handing_over as finish_handing_over
@@ -131,10 +132,16 @@ class AgentExecution:
         await run_migration.at_boundary(run, due.node, due.wait)
         if run.migration is None and run.replay_move_due(due.node, waiting=due.wait is not None):
             run_migration.as_recorded(run, due.node, due.wait)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        round_trip_first = hand_over.taken()
+        await workflow.wait_condition(
+            (lambda: hand_over.handlers_idle(run)) if round_trip_first else workflow.all_handlers_finished
+        )
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        if round_trip_first:
+            await hand_over.settle(run)
+        else:
+            await workflow.wait_condition(workflow.all_handlers_finished)
         # A cancel that arrived with the last await's wake-up has not reached this task yet
         # (Temporal delivers it on the next turn): it ends the run here, it is not carried over.
         if workflow.cancellation_reason() is not None and patches.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
@@ -157,7 +164,7 @@ class AgentExecution:
     @workflow.update(name=MIGRATE_UPDATE)
     async def migrate(self, request: MigrationRequest) -> MigrationAck:
         """Move this run to another published version of its agent (see run_migration.py)."""
-        return await run_migration.take(self._run, request)
+        return await hand_over.answered(self._run, run_migration.take(self._run, request))
 
     @migrate.validator
     def _validate_migrate(self, request: MigrationRequest) -> None:
@@ -168,7 +175,7 @@ class AgentExecution:
     @workflow.update(name=REWIND_UPDATE)
     async def rewind(self, request: RewindRequest) -> RewindAck:
         """Send this waiting run back to an earlier node of its path (see rewind_point.py)."""
-        return await rewind_point.take(self._run, request)
+        return await hand_over.answered(self._run, rewind_point.take(self._run, request))
 
     @rewind.validator
     def _validate_rewind(self, request: RewindRequest) -> None:

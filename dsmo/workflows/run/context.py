@@ -102,6 +102,9 @@ class Run:
     boundary: RunPosition | None = None
     no_boundary: str | None = None
     boundaries_over: str | None = None  # the run is ending: why no boundary comes any more
+    # `migrate`/`rewind` handlers still working, and whether their held answers may go out (hand_over.py).
+    handlers_busy: int = 0
+    handed_over: bool = False
     # Where the run first entered each node of its current line (what a rewind goes back to).
     first_entries: dict[str, NodeEntry] = field(default_factory=dict)
     # A rewind to an earlier node (engine/rewind_point.py): accepted, carried out at the hand-over ...

@@ -1,0 +1,81 @@
+"""The last task before continue-as-new starts with every event sent to the run before it.
+
+A run hands over to its next generation from whatever woke it last. When that was a local
+activity (the trail segment written at the hand-over, or a local stage), its result is recorded
+as a marker, and the marker can reach the server in an earlier task than the hand-over (the
+worker answers a query meanwhile, or heartbeats a long task). If Temporal then refuses the task
+that continues as new (a cancel arrived while it ran), the retried task replays the marker and
+resolves the activity on its own, before the cancel is delivered: the run hands over again and
+the cancel is left behind on the old execution, so the run never ends. A round trip to the
+server first (a no-op activity, `dsmo/activities/round_trip.py`) makes the deciding task one the
+server started for its completion: a cancel sent before it is seen in the same activation, and
+one sent while it runs makes the server refuse the hand-over and deliver both on the retry.
+
+A `migrate` or `rewind` answer is held until that task (`answered`): the caller hears it with
+the hand-over done, in the same task, as before this change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+
+from dsmo.workflows.common import patches
+from dsmo.workflows.contracts.activity_io import HAND_OVER_ROUND_TRIP
+from dsmo.workflows.run.context import Run
+
+# workflow.patched id: the hand-over waits for a round trip; runs from before it hand over at once.
+HAND_OVER_ROUND_TRIP_PATCH = "hand-over-after-a-round-trip"
+# The round trip answers at once; a worker lost meanwhile has it tried again by another.
+ROUND_TRIP_TIMEOUT = timedelta(seconds=10)
+
+Answer = TypeVar("Answer")
+
+
+def taken() -> bool:
+    """Whether this execution hands over after a round trip (asked once; a marker in the history)."""
+    return patches.patched(HAND_OVER_ROUND_TRIP_PATCH)
+
+
+def handlers_idle(run: Run) -> bool:
+    """No `migrate` or `rewind` handler is still working (one holding its answer is done)."""
+    return run.handlers_busy == 0
+
+
+async def settle(run: Run) -> None:
+    """Make round trips until one comes back with no handler working, then release the held answers.
+
+    Returns in an activation the server started for a round trip's completion, after every
+    update handler has finished (each held answer goes out with the hand-over's task).
+    """
+    while True:
+        await workflow.execute_activity(HAND_OVER_ROUND_TRIP, start_to_close_timeout=ROUND_TRIP_TIMEOUT)
+        if handlers_idle(run):
+            break
+        # A handler began meanwhile: let it finish, then make the round trip again.
+        await workflow.wait_condition(lambda: handlers_idle(run))
+    run.handed_over = True
+    await workflow.wait_condition(workflow.all_handlers_finished)
+
+
+async def answered(run: Run, take: Coroutine[Any, Any, Answer]) -> Answer:
+    """A `migrate` or `rewind` handler's answer, held until the run hands over or begins to end.
+
+    Args:
+        run: The run the update was sent to.
+        take: The handler's work (not begun): while it runs, the hand-over waits for it.
+
+    Returns:
+        What ``take`` answered (a refusal it raises goes out at once).
+    """
+    run.handlers_busy += 1
+    try:
+        answer = await take
+    finally:
+        run.handlers_busy -= 1
+    if taken():
+        await workflow.wait_condition(lambda: run.handed_over or run.boundaries_over is not None)
+    return answer
