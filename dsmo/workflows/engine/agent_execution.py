@@ -8,6 +8,7 @@ handler); the run's state travels as one `Run` (`run/context.py`).
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from temporalio import workflow
@@ -133,13 +134,15 @@ class AgentExecution:
         if run.migration is None and run.replay_move_due(due.node, waiting=due.wait is not None):
             run_migration.as_recorded(run, due.node, due.wait)
         round_trip_first = hand_over.taken()
-        await workflow.wait_condition(
-            (lambda: hand_over.handlers_idle(run)) if round_trip_first else workflow.all_handlers_finished
-        )
+        decide_move = functools.partial(run_migration.at_boundary, run, due.node, due.wait)
+        if round_trip_first:
+            await hand_over.handlers_done(run, decide_move)
+        else:
+            await workflow.wait_condition(workflow.all_handlers_finished)
         await write_segment(run)
         # Events recorded by handlers while the segment was written stay in the tail.
         if round_trip_first:
-            await hand_over.settle(run)
+            await hand_over.settle(run, decide_move)
         else:
             await workflow.wait_condition(workflow.all_handlers_finished)
         # A cancel that arrived with the last await's wake-up has not reached this task yet

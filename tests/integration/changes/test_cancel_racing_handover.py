@@ -162,37 +162,3 @@ async def test_cancels_racing_a_moves_hand_over_each_end_the_run_cancelled_undon
 
     answers = await asyncio.gather(*(one(index) for index in range(TRIES)))
     assert len(answers) == TRIES
-
-
-async def test_the_task_that_hands_over_starts_after_a_round_trip_and_answers_the_move_with_it(
-    harness: Harness,
-) -> None:
-    """Why a cancel can no longer be left behind: the generation's last task is one the server
-    started for the round trip's completion (so it carries every event sent before), and the
-    move's answer goes out in that task, with the hand-over."""
-    agent = f"hand-over-{uuid.uuid4().hex[:8]}"
-    v1, v2 = flow(agent, "1", "1h"), flow(agent, "2", "2h")
-    await harness.dsmo.publish(v1)
-    await harness.dsmo.publish(v2)
-    run_id = await harness.start(v1)
-    await waiting(harness, run_id)
-    first = (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
-    ack = await harness.dsmo.migrate_run(run_id, v2, reason="longer wait")
-    assert ack.to_version == "2"
-    # Answered with the hand-over: the run is already on its next execution.
-    assert (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id != first
-    history = await harness.dsmo.temporal.get_workflow_handle(run_id, run_id=first).fetch_history()
-    events = [_described(event) for event in history.events]
-    assert events[-1] == "WORKFLOW_EXECUTION_CONTINUED_AS_NEW", events[-6:]
-    round_trip = max(
-        index
-        for index, event in enumerate(history.events)
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and event.activity_task_scheduled_event_attributes.activity_type.name == "hand_over_round_trip"
-    )
-    last_started = max(index for index, name in enumerate(events) if name == "WORKFLOW_TASK_STARTED")
-    last_completed = max(index for index, name in enumerate(events) if name == "WORKFLOW_TASK_COMPLETED")
-    assert "ACTIVITY_TASK_COMPLETED" in events[round_trip:last_started], events[round_trip:]
-    assert "WORKFLOW_EXECUTION_UPDATE_COMPLETED" in events[last_completed:], events[round_trip:]
-    await harness.dsmo.cancel(run_id, reason="done")
-    await ended_cancelled(harness, run_id)
