@@ -50,7 +50,7 @@ from dsmo.runtime.telemetry import trace_carrier, tracer
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentRefused, check_document
 from dsmo.workflows.common.identifiers import check_run_id
-from dsmo.workflows.common.patches import GENERATION
+from dsmo.workflows.common.patches import GENERATION, REVISION
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 from dsmo.workflows.definition.model import AgentDefinition
@@ -211,7 +211,7 @@ async def _start(
     # its input is never written in the clear.
     keyed = request.definition.subject is None or request.subject is not None
     # Started for this code: the run takes its changes without a `workflow.patched` marker each.
-    request = request.model_copy(update={"generation": GENERATION})
+    request = request.model_copy(update={"generation": GENERATION, "revision": REVISION})
     if core.prepare_runs and request.checkpoint is None and request.prepared is None and keyed:
         request = request.model_copy(update={"prepared": await prepare(core, request, run_id, version)})
     carrier = trace_carrier()

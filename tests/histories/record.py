@@ -670,6 +670,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "migrated_from_round_trip": migrated_from,
     "rewound_from_round_trip": rewound_from,
     "long_chat_round_trip": long_chat_segments,
+    # The same move, started with `revision` in its request: the round trip without a marker.
+    "migrated_from_revision": migrated_from,
 }
 
 

@@ -7,14 +7,12 @@ import json
 import re
 from pathlib import Path
 
-from dsmo.workflows.common.patches import GENERATION_CHANGES, GENERATION_PATCH
+from dsmo.workflows.common.patches import GENERATION_CHANGES, GENERATION_PATCH, REVISION, REVISION_CHANGES
 
 REPO = Path(__file__).resolve().parents[2]
 HISTORIES = REPO / "tests" / "histories"
 # Asked for its marker alone (a worker without rewinds must not run a rewound run): never folded.
 ON_ITS_OWN = {"rewind"}
-# Changes made since generation 1 was released: each asked by its own id until a next generation.
-SINCE_THE_GENERATION = {"hand-over-after-a-round-trip"}
 
 
 def _patch_constants() -> dict[str, str]:
@@ -40,7 +38,7 @@ def _patch_markers(name: str) -> list[str]:
 def test_the_generation_stands_for_every_change_there_is() -> None:
     constants = _patch_constants()
     assert GENERATION_PATCH == "dsmo-generation-1" and GENERATION_PATCH not in constants
-    assert set(constants) - ON_ITS_OWN - SINCE_THE_GENERATION == set(GENERATION_CHANGES), (
+    assert set(constants) - ON_ITS_OWN == set(GENERATION_CHANGES) | set(REVISION_CHANGES), (
         "a change is missing from the generation, or a typo"
     )
 
@@ -55,8 +53,29 @@ def test_a_run_of_this_generation_writes_one_marker() -> None:
 def test_a_run_started_for_this_generation_writes_none() -> None:
     # Its request says so (a DSMO starter sets `generation`): no marker, no change-version upsert.
     assert _patch_markers("short_stages_started_in_generation") == []
-    # A change made since asks its own marker, once an execution reaches it (a hand-over).
+    # A change made since: asked by its own id by a run whose request has no revision (recorded
+    # before revisions), taken without a marker by one whose request has it.
     assert _patch_markers("long_chat_round_trip") == ["hand-over-after-a-round-trip"]
+    assert _patch_markers("migrated_from_revision") == []
+
+
+def test_revisions_count_up_and_a_request_cannot_claim_one_this_code_lacks() -> None:
+    from pydantic import ValidationError
+
+    from dsmo.workflows.contracts.run_records import ExecutionRequest
+    from dsmo.workflows.definition.model import parse_definition
+
+    assert sorted(set(REVISION_CHANGES.values())) == list(range(1, REVISION + 1))
+    definition = parse_definition(
+        {"agent": "a", "start": "s", "nodes": {"s": {"actionType": "send_message", "parameters": {"message": "m"}}}}
+    )
+    assert ExecutionRequest(definition=definition, revision=REVISION).revision == REVISION
+    try:
+        ExecutionRequest(definition=definition, revision=REVISION + 1)
+    except ValidationError as err:
+        assert "revision" in str(err)
+    else:
+        raise AssertionError("a request claiming a later revision was taken")
     events = json.loads((HISTORIES / "short_stages_started_in_generation.json").read_text())["history"]["events"]
     upserts = [e["upsertWorkflowSearchAttributesEventAttributes"] for e in events if "upsertWorkflow" in str(e.keys())]
     assert all("TemporalChangeVersion" not in json.dumps(u) for u in upserts)

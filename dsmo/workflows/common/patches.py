@@ -16,7 +16,12 @@ patch) and each change is asked by its own id, as that history was written. The 
 asked where the first change would have been, so runs that reach no change still write none.
 
 A change added later is not in `GENERATION_CHANGES` (runs of this generation did not have it):
-it is asked by its own id, until a next generation folds it in.
+it goes in `REVISION_CHANGES` with the next `REVISION`. A run whose request carries ``revision``
+(a DSMO starter sets it, and the run for its next execution) at least that high takes it without
+a marker; any other run asks it by its own id. Unlike ``generation``, ``revision`` has an upper
+bound: a worker whose code lacks a revision refuses a request that claims it (as one older than
+the field does), instead of running it without the change and leaving a history a newer worker
+cannot replay.
 """
 
 from __future__ import annotations
@@ -60,6 +65,13 @@ GENERATION_CHANGES = frozenset(
 )
 
 
+# Changes made since the generation, each with the revision that brought it; never renumbered.
+REVISION = 1
+REVISION_CHANGES = {"hand-over-after-a-round-trip": 1}
+# What a run's next execution is started for (its request's fields): every change of this code.
+NEXT_EXECUTION = {"generation": GENERATION, "revision": REVISION}
+
+
 def patched(change: str) -> bool:
     """Whether this execution takes ``change``'s new path (`workflow.patched`, one marker a run).
 
@@ -67,11 +79,14 @@ def patched(change: str) -> bool:
         change: The change's `workflow.patched` id.
 
     Returns:
-        True for a run written by code that has the change (its generation's marker, or the
-        change's own marker, written now or found in the history replayed); False for a history
-        written before it.
+        True for a run written by code that has the change (its request's generation or
+        revision, its generation's marker, or the change's own marker, written now or found in
+        the history replayed); False for a history written before it.
     """
     if change in GENERATION_CHANGES and (started_in_generation() or workflow.patched(GENERATION_PATCH)):
+        return True
+    revision = REVISION_CHANGES.get(change)
+    if revision is not None and (getattr(workflow.instance(), "revision", None) or 0) >= revision:
         return True
     return workflow.patched(change)
 

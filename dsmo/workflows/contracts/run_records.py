@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from dsmo.workflows.common.patches import REVISION
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.activity_io import PreparedRun
@@ -194,6 +195,7 @@ class ExecutionRequest(WireModel):
         priority: 1 (highest) to 5, on Temporal's task queues and in a key's line.
         subject: The run's data subject and its keys.
         generation: The workflow code generation a DSMO starter started the run for.
+        revision: The revision of that code's later changes it was started for.
     """
 
     definition: AgentDefinition
@@ -228,6 +230,9 @@ class ExecutionRequest(WireModel):
     # started without it ask as before; a worker older than it refuses such a request (extra
     # fields are forbidden), so Temporal retries the task until a newer worker takes it.
     generation: int | None = Field(default=None, ge=1)
+    # The same for the changes made since (`REVISION_CHANGES`), bounded by this code's `REVISION`:
+    # a worker without a revision refuses a request that claims it.
+    revision: int | None = Field(default=None, ge=1, le=REVISION)
 
     def started_on(self, task_queue: str) -> ExecutionRequest:
         """This request to start a new run on ``task_queue``: a run with concurrency keys has its locks there.

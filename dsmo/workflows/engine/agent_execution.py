@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from dsmo.workflows.common import patches
-from dsmo.workflows.common.patches import GENERATION
+from dsmo.workflows.common.patches import NEXT_EXECUTION
 
 # Passed through: any sandbox (a worker's, a Replayer's) shares DSMO's modules instead of
 # re-importing them (and the CEL library's) for every workflow run.
@@ -66,6 +66,7 @@ class AgentExecution:
     def __init__(self, request: ExecutionRequest) -> None:
         self._run = Run.from_request(request)
         self.generation = request.generation  # read by common/patches.py
+        self.revision = request.revision  # ... as is this
 
     @workflow.run
     async def run(self, request: ExecutionRequest) -> ExecutionResult:
@@ -150,17 +151,17 @@ class AgentExecution:
         if workflow.cancellation_reason() is not None and patches.patched(CANCEL_WHILE_HANDING_OVER_PATCH):
             return
         if run.rewind is not None:
-            request = rewind_point.hand_over(run).model_copy(update={"generation": GENERATION})
+            request = rewind_point.hand_over(run).model_copy(update=NEXT_EXECUTION)
             workflow.logger.info("Execution %s goes back to %s", run.state.run_id, run.rewind.request.to_node)
             workflow.continue_as_new(request)
         if run.migration is not None:
-            request = run_migration.hand_over(run, due.node, due.wait).model_copy(update={"generation": GENERATION})
+            request = run_migration.hand_over(run, due.node, due.wait).model_copy(update=NEXT_EXECUTION)
             target = request.definition
             workflow.logger.info("Execution %s moves to %s@%s", run.state.run_id, target.agent, target.version)
             workflow.continue_as_new(request)
         checkpoint = run.to_checkpoint(due.node, due.wait)
         workflow.logger.info("Execution %s continues as new (generation %d)", run.state.run_id, checkpoint.generation)
-        workflow.continue_as_new(run.request.model_copy(update={"checkpoint": checkpoint, "generation": GENERATION}))
+        workflow.continue_as_new(run.request.model_copy(update={"checkpoint": checkpoint, **NEXT_EXECUTION}))
 
     # -- moving to another version ---------------------------------------------------------
 

@@ -64,6 +64,7 @@ def older_code(monkeypatch: pytest.MonkeyPatch, refused: Callable[[str], bool] =
     """
     with monkeypatch.context() as patch:
         patch.setattr(starts, "GENERATION", None)
+        patch.setattr(starts, "REVISION", None)
         patch.setattr(patches, "patched", lambda change: not refused(change) and workflow.patched(change))
         yield
 
