@@ -86,12 +86,16 @@ def patched(change: str) -> bool:
     if change in GENERATION_CHANGES and (started_in_generation() or workflow.patched(GENERATION_PATCH)):
         return True
     revision = REVISION_CHANGES.get(change)
-    if revision is not None and (getattr(workflow.instance(), "revision", None) or 0) >= revision:
+    if revision is not None and _request_says("revision", revision):
         return True
     return workflow.patched(change)
 
 
 def started_in_generation() -> bool:
     """Whether this execution's request says it was started for this generation's code."""
-    # The run's workflow object keeps it from its request; DSMO's helper workflows have none.
-    return (getattr(workflow.instance(), "generation", None) or 0) >= GENERATION
+    return _request_says("generation", GENERATION)
+
+
+def _request_says(field: str, at_least: int) -> bool:
+    # The run's workflow object keeps the field from its request; DSMO's helper workflows have none.
+    return (getattr(workflow.instance(), field, None) or 0) >= at_least
