@@ -253,24 +253,15 @@ MOVED = {
 }
 
 
-async def _moved_run(dsmo: DsmoClient, queue: str, *, raw: bool = False) -> tuple[str, str]:
-    """Waiting for documents (one in, a signature kept early), refused a move with no map, moved
-    with one; ``raw``: started as an older starter (or a parent run) does, with no `generation`."""
+async def _moved_run(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """Waiting for documents (one in, a signature kept early), refused a move with no map, moved with one."""
     from dsmo.client.client_errors import MigrationNotAccepted
     from dsmo.workflows.definition.model import parse_definition
 
     v1, v2 = parse_definition(MOVING), parse_definition(MOVED)
     await dsmo.publish(v1)
     await dsmo.publish(v2)
-    if raw:
-        from dsmo.workflows.contracts.run_records import ExecutionRequest
-
-        run_id = f"golden-moved-{uuid.uuid4().hex[:12]}"
-        await dsmo.temporal.start_workflow(
-            "AgentExecution", ExecutionRequest(definition=v1), id=run_id, task_queue=queue
-        )
-    else:
-        run_id = (await dsmo.start(v1, task_queue=queue)).run_id
+    run_id = (await dsmo.start(v1, task_queue=queue)).run_id
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
     await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/i"}, event_id="g-1")
@@ -287,11 +278,6 @@ async def _moved_run(dsmo: DsmoClient, queue: str, *, raw: bool = False) -> tupl
 async def migrated_from(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
     """The generation that took the move: a refused `migrate` (no trace), an accepted one, continue-as-new."""
     return await _moved_run(dsmo, queue)
-
-
-async def migrated_raw(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
-    """`migrated_from`, started with no `generation` or `revision` in its request."""
-    return await _moved_run(dsmo, queue, raw=True)
 
 
 async def migrated_to(dsmo: DsmoClient, queue: str) -> str:
@@ -686,10 +672,6 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "long_chat_round_trip": long_chat_segments,
     # The same move, started with `revision` in its request: the round trip without a marker.
     "migrated_from_revision": migrated_from,
-    # Since a move decided as its update arrives hands over in that task (engine/hand_over.py):
-    # no segment written, no round trip; and the same move started with no revision (markers).
-    "migrated_at_once": migrated_from,
-    "migrated_at_once_raw": migrated_raw,
 }
 
 

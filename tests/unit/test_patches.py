@@ -57,12 +57,6 @@ def test_a_run_started_for_this_generation_writes_none() -> None:
     # before revisions), taken without a marker by one whose request has it.
     assert _patch_markers("long_chat_round_trip") == ["hand-over-after-a-round-trip"]
     assert _patch_markers("migrated_from_revision") == []
-    assert _patch_markers("migrated_at_once") == []
-    assert _patch_markers("migrated_at_once_raw") == [
-        GENERATION_PATCH,
-        "hand-over-after-a-round-trip",
-        "move-hands-over-at-once",
-    ]
 
 
 def test_revisions_count_up_and_a_request_cannot_claim_one_this_code_lacks() -> None:

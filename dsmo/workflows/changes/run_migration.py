@@ -83,7 +83,6 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
         # no boundary comes, and a handler left waiting would keep the run from ending.
         raise _refusal(MigrationRefused(f"status: {run.boundaries_over}"))
     position = position_now(run)
-    on_arrival = position is not None
     if position is None:
         if run.migration_asked or run.migration is not None:
             raise _refusal(MigrationRefused("status: another move of this run is under way"))
@@ -101,7 +100,7 @@ async def take(run: Run, request: MigrationRequest) -> MigrationAck:
         plan = _check(run, request, position)
     except MigrationRefused as err:
         raise _refusal(err) from None
-    run.migration = PendingMigration(request, position, plan, on_arrival)
+    run.migration = PendingMigration(request, position, plan)
     run.continuing = True  # events from now on are kept for the target version's waits
     source, target = run.definition, request.definition
     return MigrationAck(

@@ -8,6 +8,7 @@ handler); the run's state travels as one `Run` (`run/context.py`).
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from temporalio import workflow
@@ -47,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.run.control import ContinueAsNewDue, RunEnded, ServiceFailed
     from dsmo.workflows.run.dead_letters import service_failed
     from dsmo.workflows.run.signal_rules import well_formed_signal
-    from dsmo.workflows.run.trail_segments import note_tail
+    from dsmo.workflows.run.trail_segments import note_tail, write_segment
 
 # workflow.patched ids: each names a change to what running executions do.
 # A cancel while the run hands over ends it cancelled, unwound and exported (it ended with no
@@ -130,8 +131,21 @@ class AgentExecution:
     async def _continue_as_new(self, due: ContinueAsNewDue) -> None:
         """Hand the run over to its next generation; returns only if the run was cancelled meanwhile."""
         run = self._run
-        if not await hand_over.at_once(run, woken=due.woken):
-            await hand_over.after_a_round_trip(run, due.node, due.wait)
+        await run_migration.at_boundary(run, due.node, due.wait)
+        if run.migration is None and run.replay_move_due(due.node, waiting=due.wait is not None):
+            run_migration.as_recorded(run, due.node, due.wait)
+        round_trip_first = hand_over.taken()
+        decide_move = functools.partial(run_migration.at_boundary, run, due.node, due.wait)
+        if round_trip_first:
+            await hand_over.handlers_done(run, decide_move)
+        else:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        await write_segment(run)
+        # Events recorded by handlers while the segment was written stay in the tail.
+        if round_trip_first:
+            await hand_over.settle(run, decide_move)
+        else:
+            await workflow.wait_condition(workflow.all_handlers_finished)
         # A cancel that arrived with the last await's wake-up has not reached this task yet
         # (Temporal delivers it on the next turn): it ends the run here, it is not carried over.
         if workflow.cancellation_reason() is not None and patches.patched(CANCEL_WHILE_HANDING_OVER_PATCH):

@@ -16,18 +16,17 @@ A `migrate` or `rewind` answer is held until that task (`answered`): the caller 
 the hand-over done, in the same task, as before this change. A `migrate` that arrives while the
 run hands over from between two nodes is decided at the node it hands over at.
 
-A run moved or rewound while it waits needs no round trip (`at_once`): the task its update
-arrived in decides the move and hands over, with nothing awaited in between, as it carries its
-trail's tail in the checkpoint (`trail_segments.tail_carried`) instead of writing a segment. If
-Temporal refuses that task, the retry delivers the update again, with every event sent since
-(a cancel among them), so the move cannot be made without it. Only a wait that was asleep counts:
-one that began with the move already due, or whose move waited for the run to reach the wait,
-may have been reached from a local result, and makes the round trip.
+A run moved while it waits makes the round trip too, though no result of its own came before
+the move. Temporal's Python SDK (legacy job order, its default) runs a task's signals and
+updates to a standstill before it applies the task's other jobs, a cancel among them: a move and
+a cancel that reach the run in one task (both sent while no worker ran it) would otherwise see
+the hand-over made before the cancel is known, and the cancel would stay on the old execution.
+The round trip's await lets the cancel through (`test_hand_over_round_trip.py` holds both in
+one task). The SDK's single-batch order, which applies every job first, would make it needless.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -36,18 +35,13 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from dsmo.workflows.changes import run_migration
 from dsmo.workflows.common import patches
 from dsmo.workflows.contracts.activity_io import HAND_OVER_ROUND_TRIP
-from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.run.activity_calls import raise_if_cancelled
 from dsmo.workflows.run.context import Run
-from dsmo.workflows.run.trail_segments import tail_carried, write_segment
 
 # workflow.patched id: the hand-over waits for a round trip; runs from before it hand over at once.
 HAND_OVER_ROUND_TRIP_PATCH = "hand-over-after-a-round-trip"
-# workflow.patched id: a move decided as its update arrives hands over in that task (`at_once`).
-HAND_OVER_AT_ONCE_PATCH = "move-hands-over-at-once"
 # The round trip answers at once; a worker lost meanwhile (or one without the activity, during
 # a rollout) has it tried again soon: the hand-over and any answer it holds wait for it.
 ROUND_TRIP_TIMEOUT = timedelta(seconds=10)
@@ -59,28 +53,6 @@ Answer = TypeVar("Answer")
 def taken() -> bool:
     """Whether this execution hands over after a round trip (asked once; a marker in the history)."""
     return patches.patched(HAND_OVER_ROUND_TRIP_PATCH)
-
-
-async def at_once(run: Run, *, woken: bool) -> bool:
-    """Hand over in this task, when a move or rewind decided by its update's arrival woke the run's wait.
-
-    Args:
-        run: The run handing over.
-        woken: The wait the run hands over from was asleep when an event woke it.
-
-    Returns:
-        Whether the run hands over now (the held answers released, every handler done); False
-        when it makes the round trip first (`settle`).
-    """
-    moved = run.migration is not None and run.migration.on_arrival and run.rewind is None
-    rewound = run.rewind is not None and run.migration is None
-    if not (woken and (moved or rewound) and handlers_idle(run) and not run.migration_asked):
-        return False
-    if not tail_carried(run) or not patches.patched(HAND_OVER_AT_ONCE_PATCH):
-        return False
-    run.handed_over = True
-    await workflow.wait_condition(workflow.all_handlers_finished)
-    return True
 
 
 def handlers_idle(run: Run) -> bool:
@@ -122,34 +94,6 @@ async def settle(run: Run, decide_move: Callable[[], Awaitable[None]]) -> None:
         await handlers_done(run, decide_move)  # one began meanwhile: then go round again
     run.handed_over = True
     await workflow.wait_condition(workflow.all_handlers_finished)
-
-
-async def after_a_round_trip(run: Run, node: str | None, wait: WaitCheckpoint | None) -> None:
-    """Decide a move due at the hand-over's place, write the trail's segment, make the round trip.
-
-    Args:
-        run: The run handing over.
-        node: The node it hands over at.
-        wait: Its wait there, if it waits.
-
-    Raises:
-        asyncio.CancelledError: The run was cancelled meanwhile.
-    """
-    await run_migration.at_boundary(run, node, wait)
-    if run.migration is None and run.replay_move_due(node, waiting=wait is not None):
-        run_migration.as_recorded(run, node, wait)
-    round_trip_first = taken()
-    decide_move = functools.partial(run_migration.at_boundary, run, node, wait)
-    if round_trip_first:
-        await handlers_done(run, decide_move)
-    else:
-        await workflow.wait_condition(workflow.all_handlers_finished)
-    await write_segment(run)
-    # Events recorded by handlers while the segment was written stay in the tail.
-    if round_trip_first:
-        await settle(run, decide_move)
-    else:
-        await workflow.wait_condition(workflow.all_handlers_finished)
 
 
 async def answered(run: Run, take: Coroutine[Any, Any, Answer]) -> Answer:

@@ -83,7 +83,7 @@ async def run_tool_node(
         pending.inside = {"index": index, "wait": due.wait.model_dump(mode="json") if due.wait else None}
         kind = due.wait.kind if due.wait is not None else "tool"
         carried = WaitCheckpoint(kind=kind, node=llm_node_id, tool_loop=loop.model_copy(deep=True))
-        raise ContinueAsNewDue(llm_node_id, carried, woken=due.woken) from None
+        raise ContinueAsNewDue(llm_node_id, carried) from None
     finally:
         state.current_node = llm_node_id
     pending.inside = None

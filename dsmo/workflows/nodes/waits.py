@@ -129,13 +129,11 @@ async def await_event(
             workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
         # An event that arrived early, kept in the inbox, resumes the run without waiting.
         kept = await take_kept(run, waiting) if state.inbox else None
-        asleep = False  # whether nothing was due when the wait began (then an event woke it)
         if kept is not None:
             state.resume_event = kept
         else:
             await give_back_while_waiting(run)  # a key that does not hold while the run waits
             remaining = max(until - workflow.now(), timedelta(0))
-            asleep = not run.continue_as_new_due()
             try:
                 await workflow.wait_condition(
                     lambda: state.resume_event is not None or run.continue_as_new_due(),
@@ -151,7 +149,7 @@ async def await_event(
                     continue
         event = state.resume_event
         if event is None:  # woken to continue as new, still waiting
-            raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt), woken=asleep)
+            raise ContinueAsNewDue(node_id, _checkpoint(waiting, attempt))
         await take_back_after_waiting(run)  # in line again for a slot given back while it waited
         updates = variables_after(event, waiting.received, waiting.requested)
         if event.type == "SIGNATURE_COMPLETED" and not updates.get("signedAt"):
@@ -227,16 +225,13 @@ async def delay_node(run: Run, node_id: str, node: DelayNode, resume: WaitCheckp
     await give_back_while_waiting(run)
     remaining = until - workflow.now()
     if remaining > timedelta(0):
-        asleep = not run.continue_as_new_due()
         try:
             await workflow.wait_condition(run.continue_as_new_due, timeout=remaining)
         except TimeoutError:
             pass
         else:
             raise ContinueAsNewDue(
-                node_id,
-                WaitCheckpoint(kind="delay", node=node_id, until=until, data={"until": until.isoformat()}),
-                woken=asleep,
+                node_id, WaitCheckpoint(kind="delay", node=node_id, until=until, data={"until": until.isoformat()})
             )
     await take_back_after_waiting(run)
     resume_run(run, node_id, {"eventType": RESUME_EVENT_FOR["delay"]})

@@ -23,10 +23,6 @@ EXTENDED_ONLY: frozenset[str] = frozenset({"ACTION_COMPLETED"})
 # trail a checkpoint carries when a segment could not be written) stays far under the 2 MB
 # Temporal allows any payload.
 TAIL_BYTES_MAX = 256 * 1024
-# A run moved while it waits hands over in the task its request arrived in, carrying a tail
-# smaller than this in its checkpoint instead of writing it as a segment (engine/hand_over.py):
-# carried tails never add up past it, as the hand-over that would pass it writes the segment.
-TAIL_CARRIED_MAX = 32 * 1024
 # What comes from outside the run (events sent to it) is recorded even while it is muted.
 FROM_OUTSIDE: frozenset[str] = frozenset({"EVENT_BUFFERED", "EVENT_REJECTED", "EVENT_EXPIRED"})
 

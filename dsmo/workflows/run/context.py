@@ -1,9 +1,9 @@
 """`Run`: everything one execution knows, passed explicitly to the functions that handle its nodes.
 
 `RunState` (state.py) is what the world sees: status, waits, the audit trail, variables.
-`Run` adds what the orchestrator needs to go on: the pinned definition and request, counters,
-the saga stack and a replay's cursors. `from_request` builds it for a new run or from a
-checkpoint; `to_checkpoint` is the inverse.
+`Run` adds what the orchestrator needs to go on: the pinned definition and request, counters
+and the saga stack, and the cursors a replay uses. `from_request` builds it for a new run or
+from a continue-as-new checkpoint; `to_checkpoint` is the inverse.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ class PendingMigration:
     request: MigrationRequest
     position: RunPosition
     plan: MigrationPlan
-    on_arrival: bool = False  # decided as its update arrived, the run waiting (engine/hand_over.py)
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,8 @@ class Run:
     saga: list[Compensation] = field(default_factory=list)
     resumes_replayed: int = 0  # a replay's cursor in the original's resumes
     actions_replayed: int = 0  # ... and in its saga actions
-    trail_segments: bool | None = None  # writes its trail in segments (trail_segments.py); None: not asked yet
+    # Whether this run writes its trail in segments (trail_segments.py); None until it matters.
+    trail_segments: bool | None = None
     # Set while the run hands over to its next generation: events are kept, not applied.
     continuing: bool = False
     # A move to another version (engine/run_migration.py): accepted, carried out at the hand-over.

@@ -15,15 +15,11 @@ class RunEnded(Exception):
 
 
 class ContinueAsNewDue(Exception):
-    """The history is long: carry the run into a fresh Temporal run at this point.
+    """The history is long: carry the run into a fresh Temporal run at this point."""
 
-    ``woken`` says that a wait that was asleep (nothing due when it began to wait) was woken to
-    hand over: by an event sent to the run, never by a result of the run's own (engine/hand_over.py).
-    """
-
-    def __init__(self, node: str | None, wait: WaitCheckpoint | None = None, *, woken: bool = False) -> None:
+    def __init__(self, node: str | None, wait: WaitCheckpoint | None = None) -> None:
         super().__init__(f"continue as new at {node}")
-        self.node, self.wait, self.woken = node, wait, woken
+        self.node, self.wait = node, wait
 
 
 class RouteTo(Exception):

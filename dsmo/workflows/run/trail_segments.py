@@ -9,9 +9,6 @@ some dozens of replies. Now:
   the next generation carries only the head (`TrailHead`);
 - a generation also continues as new once its trail holds `TAIL_BYTES_MAX` (not only when its
   history is long), so a segment, and the trail a checkpoint carries, stay bounded;
-- a run moved while it waits carries a tail under `TAIL_CARRIED_MAX` in its checkpoint instead,
-  so that no local activity comes between the move's request and the hand-over (the next
-  hand-over whose tail is larger writes it);
 - variables an event sets that are larger than `INLINE_VALUES_MAX` are written to
   `events/{run_id}/{seq}-{sha256 prefix}.json` and RUN_RESUMED records their reference, size and hash.
 
@@ -30,7 +27,7 @@ from dsmo.workflows.common import patches
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.trail_io import AuditSegment, EventValues, TrailHead, canonical_values, values_digest
 from dsmo.workflows.run.activity_calls import ActivityFailed
-from dsmo.workflows.run.audit import TAIL_BYTES_MAX, TAIL_CARRIED_MAX
+from dsmo.workflows.run.audit import TAIL_BYTES_MAX
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
@@ -50,12 +47,6 @@ def note_tail(run: Run) -> None:
     """After each record: once the tail is large, decide whether it may continue as new for it."""
     if run.trail_segments is None and run.state.audit.fresh_bytes >= TAIL_BYTES_MAX:
         segments_on(run)
-
-
-def tail_carried(run: Run) -> bool:
-    """Whether the run may carry its tail in the checkpoint instead of writing a segment now:
-    it is small (`TAIL_CARRIED_MAX`), or the run does not write segments."""
-    return run.trail_segments is False or run.state.audit.tail_bytes < TAIL_CARRIED_MAX
 
 
 async def write_segment(run: Run) -> None:

@@ -8,26 +8,30 @@ waits to be let go), so each case lands in it every time, not by chance as in th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
-from dsmo.activities.audit_log import audit_key, segment_key, verify_lines
+from dsmo.activities.audit_log import audit_key
 from dsmo.activities.messaging import FileChannel
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import HAND_OVER_ROUND_TRIP
+from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
-from dsmo.workflows.run.audit import TAIL_CARRIED_MAX
-from dsmo.workflows.run.trail_segments import INLINE_VALUES_MAX
 from tests.conftest import Harness
 from tests.integration.changes.test_cancel_racing_handover import waiting
-from tests.polling import until
+from tests.polling import until, until_value
 
 pytestmark = pytest.mark.integration
 
@@ -133,120 +137,93 @@ async def until_waiting_on(harness: Harness, run_id: str) -> Any:
     return await harness.dsmo.status(run_id)
 
 
-def first_generation_events(harness: Harness, run_id: str, first: str) -> Any:
-    return harness.dsmo.temporal.get_workflow_handle(run_id, run_id=first).fetch_history()
-
-
-def names_of(history: Any) -> list[str]:
-    return [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
-
-
-def round_trips(history: Any) -> list[int]:
-    return [
+async def test_the_task_that_hands_over_starts_after_the_round_trip_and_answers_the_move_with_it(
+    harness: Harness,
+) -> None:
+    """Why a cancel can no longer be left behind: the generation's last task is one the server
+    started for the round trip's completion (so it carries every event sent before), and the
+    move's answer goes out in that task, with the hand-over."""
+    agent = f"hand-over-{uuid.uuid4().hex[:8]}"
+    v1, v2 = chain(agent, "1"), chain(agent, "2")
+    await harness.dsmo.publish(v1)
+    await harness.dsmo.publish(v2)
+    run_id = await harness.start(v1)
+    await waiting(harness, run_id)
+    first = (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
+    ack = await harness.dsmo.migrate_run(run_id, v2, reason="longer wait")
+    assert ack.to_version == "2"
+    # Answered with the hand-over: the run is already on its next execution.
+    assert (await harness.dsmo.temporal.get_workflow_handle(run_id).describe()).run_id != first
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id, run_id=first).fetch_history()
+    names = [EventType.Name(event.event_type).removeprefix("EVENT_TYPE_") for event in history.events]
+    assert names[-1] == "WORKFLOW_EXECUTION_CONTINUED_AS_NEW", names[-6:]
+    trips = [
         index
         for index, event in enumerate(history.events)
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and event.activity_task_scheduled_event_attributes.activity_type.name == HAND_OVER_ROUND_TRIP
     ]
-
-
-async def test_a_hand_over_after_a_result_of_its_own_starts_after_the_round_trip(harness: Harness) -> None:
-    """Why a cancel can no longer be left behind: a run that hands over from between two nodes
-    (after a result of its own) does so in a task the server started for the round trip's
-    completion, which carries every event sent before it."""
-    agent = f"hand-over-{uuid.uuid4().hex[:8]}"
-    run_id = await harness.start(chain(agent, "1"), history_limit=20)
-    await waiting(harness, run_id)
-    first = ""
-    async for execution in harness.dsmo.temporal.list_workflows(f"WorkflowId = '{run_id}'"):
-        first = execution.run_id  # the oldest generation comes last
-    history = await first_generation_events(harness, run_id, first)
-    names = names_of(history)
-    assert names[-1] == "WORKFLOW_EXECUTION_CONTINUED_AS_NEW", names[-6:]
-    trips = round_trips(history)
     assert trips, f"no round trip before the hand-over: {names[-12:]}"
     last_started = max(index for index, name in enumerate(names) if name == "WORKFLOW_TASK_STARTED")
+    last_completed = max(index for index, name in enumerate(names) if name == "WORKFLOW_TASK_COMPLETED")
     assert "ACTIVITY_TASK_COMPLETED" in names[trips[-1] : last_started], names[trips[-1] :]
+    assert "WORKFLOW_EXECUTION_UPDATE_COMPLETED" in names[last_completed:], names[trips[-1] :]
     await harness.dsmo.cancel(run_id, reason="done")
 
 
-async def test_a_waiting_run_moved_hands_over_in_the_task_its_move_arrived_in(harness: Harness) -> None:
-    """A move decided by its update's arrival hands over in that task: no round trip and no
-    segment written (the small tail travels in the checkpoint), the answer with the hand-over;
-    the trail stays one chain to the export."""
-    dsmo, store = harness.dsmo, harness.store
-    agent = f"at-once-{uuid.uuid4().hex[:8]}"
+async def admitted(harness: Harness, run_id: str, update_id: str) -> bool:
+    """Whether the server holds the update (admitted: no worker has seen it yet)."""
+    request = PollWorkflowExecutionUpdateRequest(
+        namespace=harness.dsmo.temporal.namespace,
+        update_ref=UpdateRef(workflow_execution=WorkflowExecution(workflow_id=run_id), update_id=update_id),
+        wait_policy=WaitPolicy(
+            lifecycle_stage=UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
+        ),
+    )
+    try:
+        await harness.dsmo.temporal.workflow_service.poll_workflow_execution_update(request)
+    except RPCError:
+        return False
+    return True
+
+
+async def test_a_move_and_a_cancel_that_reach_the_run_in_one_task_end_it_cancelled(harness: Harness) -> None:
+    """A move and a cancel sent while no worker runs the run reach it in one workflow task: the
+    run ends cancelled, whichever the task takes first, instead of handing over to a next
+    execution that never heard of the cancel."""
+    dsmo = harness.dsmo
+    agent = f"one-task-{uuid.uuid4().hex[:8]}"
     v1, v2 = chain(agent, "1"), chain(agent, "2")
     await dsmo.publish(v1)
     await dsmo.publish(v2)
-    run_id = await harness.start(v1)
-    await waiting(harness, run_id)
-    first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
-    ack = await dsmo.migrate_run(run_id, v2, reason="new wording")
-    assert (ack.from_version, ack.to_version, ack.waiting) == ("1", "2", True)
-    # Answered with the hand-over: the run is already on its next execution.
-    assert (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id != first
-    history = await first_generation_events(harness, run_id, first)
-    names = names_of(history)
-    last_completed = max(index for index, name in enumerate(names) if name == "WORKFLOW_TASK_COMPLETED")
-    assert not round_trips(history), names[-12:]
-    # The update was taken and answered, and the run handed over, in the task it arrived in,
-    # with no local activity (a marker) in that task.
-    tail = names[last_completed:]
-    assert tail[0] == "WORKFLOW_TASK_COMPLETED" and tail[-1] == "WORKFLOW_EXECUTION_CONTINUED_AS_NEW", tail
-    assert {"WORKFLOW_EXECUTION_UPDATE_ACCEPTED", "WORKFLOW_EXECUTION_UPDATE_COMPLETED"} <= set(tail), tail
-    assert "MARKER_RECORDED" not in tail, tail
-    assert store.stored_or_none(segment_key(run_id, 1)) is None, "the move wrote a segment"
-    await waiting(harness, run_id)
-    await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "shipped"}, event_id="shipped")
-    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
-    trail = await dsmo.events(run_id)
-    assert [event.seq for event in trail] == list(range(1, len(trail) + 1))
-    assert [event.type for event in trail].count("RUN_MIGRATED") == 1
-    body = store.read_bytes(store.uri(audit_key(run_id)))
-    check = verify_lines(body, [event.model_dump(mode="json") for event in trail], (await dsmo.trail(run_id)).head)
-    assert check.ok, check.problem
+    queue = f"one-task-{uuid.uuid4().hex[:8]}"
 
+    def worker() -> Any:
+        return build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox))
 
-def listening(agent: str, version: str) -> AgentDefinition:
-    """A loop that takes messages until one says stop."""
-    return parse_definition(
-        {
-            "agent": agent,
-            "version": version,
-            "start": "listen",
-            "nodes": {
-                "listen": {
-                    "actionType": "wait_for_event",
-                    "parameters": {"event": "message", "timeout": "1h"},
-                    "transitions": [{"when": 'eventResult == "stop"', "to": "bye"}, {"to": "listen"}],
-                },
-                "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
-            },
-        }
-    )
-
-
-async def test_a_waiting_run_with_a_large_tail_writes_its_segment_and_makes_the_round_trip(harness: Harness) -> None:
-    """A tail the checkpoint may not carry is written as a segment at the move (a local
-    activity), so the run makes the round trip before it hands over."""
-    dsmo, store = harness.dsmo, harness.store
-    agent = f"large-tail-{uuid.uuid4().hex[:8]}"
-    v1, v2 = listening(agent, "1"), listening(agent, "2")
-    await dsmo.publish(v1)
-    await dsmo.publish(v2)
-    run_id = await harness.start(v1)
-    notes = "n" * (INLINE_VALUES_MAX - 200)  # kept inline in the trail, not by reference
-    for index in range(TAIL_CARRIED_MAX // len(notes) + 1):
+    async with worker():
+        run_id = (await dsmo.start(v1, task_queue=queue)).run_id
+        harness.started.append(run_id)
         await waiting(harness, run_id)
-        ack = await dsmo.deliver_event(
-            run_id, "EVENT_COMPLETED", {"result": "said", "data": {"notes": notes}}, event_id=f"m-{index}"
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    first = (await handle.describe()).run_id
+    move = asyncio.create_task(
+        handle.execute_update(
+            MIGRATE_UPDATE, MigrationRequest(definition=v2, reason="new wording"), id="move", result_type=MigrationAck
         )
-        assert ack.accepted, ack
-    await waiting(harness, run_id)
-    first = (await dsmo.temporal.get_workflow_handle(run_id).describe()).run_id
-    await dsmo.migrate_run(run_id, v2, reason="new wording")
-    history = await first_generation_events(harness, run_id, first)
-    assert round_trips(history), names_of(history)[-12:]
-    assert store.stored_or_none(segment_key(run_id, 1)) is not None, "the move carried a large tail"
-    await dsmo.cancel(run_id, reason="done")
+    )
+    await until(lambda: admitted(harness, run_id, "move"), "the move is held by the server")
+    await handle.cancel()
+    async with worker():
+        with contextlib.suppress(WorkflowUpdateFailedError):  # refused, or made: either way answered
+            await asyncio.wait_for(move, ANSWER_WITHIN)
+        generation = dsmo.temporal.get_workflow_handle(run_id, run_id=first)
+        closed = await until_value(
+            generation.describe,
+            lambda view: view.status is not WorkflowExecutionStatus.RUNNING,
+            "the execution that took both ended",
+        )
+        # Not CONTINUED_AS_NEW: a next execution would never hear of the cancel.
+        assert closed.status is WorkflowExecutionStatus.CANCELED, closed.status
+        result = await asyncio.wait_for(dsmo.result(run_id), ANSWER_WITHIN)
+    assert result.status is RunStatus.CANCELLED, result
