@@ -3,6 +3,8 @@
 
 The round trip is held by the test (the worker's `hand_over_round_trip` replaced by one that
 waits to be let go), so each case lands in it every time, not by chance as in the race test.
+A move and a cancel sent while no worker runs the run reach it in one task: why a waiting run's
+move makes the round trip too.
 """
 
 from __future__ import annotations
