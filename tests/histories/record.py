@@ -617,6 +617,32 @@ async def short_stages_early_without_generation(dsmo: DsmoClient, queue: str) ->
     return run_id
 
 
+ONE_AT_A_TIME = {
+    "agent": "golden-one-at-a-time",
+    "start": "ask",
+    "rateLimit": {"maxConcurrent": 1},
+    "nodes": {"ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
+}
+# How a flow builds a worker on a queue of its own, which it stops and starts (set by `main`).
+OWN_WORKER: dict[str, Callable[[str], Any]] = {}
+
+
+async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str) -> str:
+    """A run that holds its agent's only slot gets a reply and a cancel while no worker runs it:
+    both reach it in one workflow task, the reply first, and it settles the ending that decides."""
+    own = f"{queue}-own"
+    async with OWN_WORKER["build"](own):
+        # An agent of its own: a run of code from before the fix kept the slot it never gave back.
+        agent = {**ONE_AT_A_TIME, "agent": f"golden-one-at-a-time-{uuid.uuid4().hex[:6]}"}
+        run_id = (await dsmo.start(parse_definition(agent), task_queue=own)).run_id
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "g-reply", "text": "yes"})
+    await dsmo.cancel(run_id, reason="golden")
+    async with OWN_WORKER["build"](own):
+        await dsmo.result(run_id)
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -672,6 +698,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "long_chat_round_trip": long_chat_segments,
     # The same move, started with `revision` in its request: the round trip without a marker.
     "migrated_from_revision": migrated_from,
+    # A reply and a cancel in one task: recorded on the code from before a run settles its ending
+    # past a cancel (the cancel cut the slot's release and the trail's export short), and since.
+    "reply_and_cancel_settled_inline": reply_and_cancel_in_one_task,
+    "reply_and_cancel_settled_past_it": reply_and_cancel_in_one_task,
 }
 
 
@@ -696,6 +726,9 @@ async def main(names: list[str]) -> None:
     if "golden-shaky" not in default_registry.names():
         default_registry.register("golden-shaky", "1.0.0")(golden_shaky)
     queue = f"golden-{uuid.uuid4().hex[:6]}"
+    OWN_WORKER["build"] = lambda own: build_worker(
+        dsmo.temporal, task_queue=own, store=store, channel=FileChannel(settings.outbox_dir), actions=actions
+    )
     CHAT.start()
     async with build_worker(
         dsmo.temporal,

@@ -8,20 +8,17 @@ before, so the cancel's unwinding undoes it).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
 
 from dsmo.workflows.common import patches
+from dsmo.workflows.common.cancel_shield import through_cancel
 from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.contracts.trail_io import EventValues, canonical_values, values_digest
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.service_budgets import call_service
-
-T = TypeVar("T")
 
 # workflow.patched id: a run about a data subject records its actions' outputs sealed, by reference.
 SEALED_OUTPUT_PATCH = "sealed-action-output"
@@ -42,7 +39,7 @@ async def recorded_output(run: Run, output: dict[str, Any]) -> tuple[dict[str, A
     """
     if run.seal is None or not patches.patched(SEALED_OUTPUT_PATCH):
         return {"output": output}, False  # nothing awaited: the step is recorded in this activation
-    return await _through_cancel(_sealed_output(run, output))
+    return await through_cancel(_sealed_output(run, output))
 
 
 async def _sealed_output(run: Run, output: dict[str, Any]) -> dict[str, Any]:
@@ -60,17 +57,3 @@ async def _sealed_output(run: Run, output: dict[str, Any]) -> dict[str, Any]:
         workflow.logger.warning("action output of %s not kept: %s", state.run_id, failed.message)
         return {"outputDigest": {"bytes": size, "sha256": digest}}
     return {"outputRef": {"uri": uri, "bytes": size, "sha256": digest}}
-
-
-async def _through_cancel(work: Awaitable[T]) -> tuple[T, bool]:
-    """Await ``work`` to the end; and whether the run was asked to cancel meanwhile (the caller
-    records what it finished, then lets the cancel through)."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(task), cancelled
-        except asyncio.CancelledError:
-            cancelled = True
-            if task.done():
-                return task.result(), cancelled

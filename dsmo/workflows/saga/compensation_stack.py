@@ -11,15 +11,15 @@ result.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import RetryState
 from temporalio.workflow import ParentClosePolicy
 
 from dsmo.workflows.common import patches
+from dsmo.workflows.common.cancel_shield import shielded
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render_values
 from dsmo.workflows.contracts import activity_io as contracts
@@ -32,8 +32,6 @@ from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.routing import bounded_condition
 from dsmo.workflows.saga.action_outputs import recorded_output
 from dsmo.workflows.saga.compensation_retry import CompensationRetry, CompensationRetryRequest, retry_id
-
-T = TypeVar("T")
 
 # workflow.patched id: replays take saga actions' outcomes from the record (they ran them again).
 REPLAY_RECORDED_ACTIONS_PATCH = "replay-recorded-actions"
@@ -176,17 +174,6 @@ async def unwind_above(run: Run, depth: int, trigger: str) -> dict[str, Any] | N
         return await shielded(_unwind_all(run, trigger))
     finally:
         run.saga = kept + run.saga
-
-
-async def shielded(work: Awaitable[T]) -> T:
-    """Await ``work`` to the end even if the run is cancelled meanwhile."""
-    task = asyncio.ensure_future(work)
-    while True:
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                return task.result()
 
 
 async def _unwind_all(run: Run, trigger: str) -> dict[str, Any]:

@@ -1,0 +1,41 @@
+"""Workflow work that runs to its end even if the run is cancelled while it is under way.
+
+Temporal cancels a run by cancelling what its code awaits at that moment. Work that must not be
+cut short by that (a saga's unwinding, an action's output being recorded, a run settling the
+ending it has decided) runs as its own task behind `asyncio.shield`: the cancel lands on the
+shield, and the work goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def through_cancel(work: Awaitable[T]) -> tuple[T, bool]:
+    """Await ``work`` to the end, and say whether a cancel landed meanwhile.
+
+    Args:
+        work: What must finish.
+
+    Returns:
+        What ``work`` returned, and whether the run was asked to cancel while it ran (the caller
+        records what it finished, then lets the cancel through, or not).
+    """
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(task), cancelled
+        except asyncio.CancelledError:
+            cancelled = True
+            if task.done():
+                return task.result(), cancelled
+
+
+async def shielded(work: Awaitable[T]) -> T:
+    """Await ``work`` to the end even if the run is cancelled meanwhile (`through_cancel`)."""
+    return (await through_cancel(work))[0]
