@@ -627,14 +627,27 @@ ONE_AT_A_TIME = {
 OWN_WORKER: dict[str, Callable[[str], Any]] = {}
 
 
-async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str) -> str:
+async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str, *, raw: bool = False) -> str:
     """A run that holds its agent's only slot gets a reply and a cancel while no worker runs it:
-    both reach it in one workflow task, the reply first, and it settles the ending that decides."""
+    both reach it in one workflow task, the reply first, and it settles the ending that decides.
+    ``raw``: started as an older starter does, with no `generation` or `revision` in its request."""
+    from temporalio.common import WorkflowIDReusePolicy
+
+    from dsmo.workflows.contracts.run_records import ExecutionRequest
+
     own = f"{queue}-own"
     async with OWN_WORKER["build"](own):
         # An agent of its own: a run of code from before the fix kept the slot it never gave back.
-        agent = {**ONE_AT_A_TIME, "agent": f"golden-one-at-a-time-{uuid.uuid4().hex[:6]}"}
-        run_id = (await dsmo.start(parse_definition(agent), task_queue=own)).run_id
+        definition = parse_definition({**ONE_AT_A_TIME, "agent": f"golden-one-at-a-time-{uuid.uuid4().hex[:6]}"})
+        if raw:
+            run_id = f"{definition.agent}-{uuid.uuid4().hex[:12]}"
+            request = ExecutionRequest(definition=definition)
+            policy = WorkflowIDReusePolicy.REJECT_DUPLICATE
+            await dsmo.temporal.start_workflow(
+                "AgentExecution", request, id=run_id, task_queue=own, id_reuse_policy=policy
+            )
+        else:
+            run_id = (await dsmo.start(definition, task_queue=own)).run_id
         await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "g-reply", "text": "yes"})
     await dsmo.cancel(run_id, reason="golden")
@@ -702,6 +715,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # past a cancel (the cancel cut the slot's release and the trail's export short), and since.
     "reply_and_cancel_settled_inline": reply_and_cancel_in_one_task,
     "reply_and_cancel_settled_past_it": reply_and_cancel_in_one_task,
+    # The same started without `revision`: the change's own marker, asked as the run settles.
+    "reply_and_cancel_settled_past_it_marked": lambda dsmo, queue: reply_and_cancel_in_one_task(dsmo, queue, raw=True),
 }
 
 

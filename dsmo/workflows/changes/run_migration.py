@@ -48,6 +48,7 @@ from dsmo.workflows.definition.migration_checks import (
 from dsmo.workflows.definition.node_types import RequestDocumentNode
 from dsmo.workflows.definition.sensitive import masked_variables
 from dsmo.workflows.run.context import PendingMigration, Run
+from dsmo.workflows.run.decided_ending import past_a_cancel
 
 # workflow.patched id: a `migrate` waiting for a boundary is also decided when the run enters a wait.
 MOVE_INTO_WAIT_PATCH = "move-into-wait"
@@ -131,7 +132,7 @@ async def no_more_boundaries(run: Run, reason: str) -> None:
     run.boundaries_over = reason
     if run.migration_asked:
         run.no_boundary = reason
-        await workflow.wait_condition(lambda: not run.migration_asked)
+        await past_a_cancel(run, lambda: workflow.wait_condition(lambda: not run.migration_asked))
 
 
 def position_now(run: Run) -> RunPosition | None:

@@ -15,7 +15,6 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from dsmo.workflows.changes.rewind_point import abandon as rewind_abandon
 from dsmo.workflows.changes.run_migration import no_more_boundaries
 from dsmo.workflows.common import patches
-from dsmo.workflows.common.cancel_shield import shielded
 from dsmo.workflows.common.identifiers import run_id_problem
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
@@ -25,6 +24,7 @@ from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
+from dsmo.workflows.run.decided_ending import past_a_cancel
 from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, give_back_late, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
@@ -32,8 +32,6 @@ from dsmo.workflows.run.state import say_ending
 from dsmo.workflows.saga.compensation_stack import unwind
 
 CANCEL_REASON_DEFAULT = "cancellation requested through Temporal"
-# workflow.patched id: a cancel that lands while a run settles its decided ending waits for it.
-SETTLE_PAST_A_CANCEL_PATCH = "settle-past-a-cancel"
 
 
 def begin_ending(run: Run, status: RunStatus) -> None:
@@ -128,14 +126,7 @@ async def finish_cancelled_handing_over(run: Run, ended_first: str) -> Execution
 
 
 async def _settle(run: Run, result: ExecutionResult) -> None:
-    # The run has decided how it ends: a cancel that lands from here on (a reply and a cancel in
-    # one task: the SDK runs the reply first) is too late to change that, and must not cut the
-    # settling short (a slot not given back, the trail's export cancelled and left only in the
-    # history). Runs from before settle inline, where such a cancel reached what they awaited.
-    if patches.patched(SETTLE_PAST_A_CANCEL_PATCH):
-        await shielded(_settle_as_decided(run, result))
-    else:
-        await _settle_as_decided(run, result)
+    await past_a_cancel(run, lambda: _settle_as_decided(run, result))
 
 
 async def _settle_as_decided(run: Run, result: ExecutionResult) -> None:

@@ -20,6 +20,7 @@ from dsmo.workflows.contracts import activity_io as contracts
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded, ServiceFailed
+from dsmo.workflows.run.decided_ending import past_a_cancel
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
 
 # workflow.patched id: a replay records the dead letter it would have written instead of writing
@@ -84,5 +85,6 @@ async def service_failed(run: Run, failed: ServiceFailed) -> RunEnded:
         created_at=workflow.now(),
         seal=run.seal,
     )
-    await write_dead_letter(run, letter)
+    # The run has decided to fail: a cancel meanwhile must not leave it ended with no record.
+    await past_a_cancel(run, lambda: write_dead_letter(run, letter))
     return RunEnded(RunStatus.FAILED, start, failed.message)

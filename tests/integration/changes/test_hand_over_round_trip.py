@@ -33,6 +33,7 @@ from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, 
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.integration.changes.test_cancel_racing_handover import waiting
+from tests.integration.parked_runs import ParkedRuns
 from tests.polling import until, until_value
 
 pytestmark = pytest.mark.integration
@@ -198,15 +199,8 @@ async def test_a_move_and_a_cancel_that_reach_the_run_in_one_task_end_it_cancell
     v1, v2 = chain(agent, "1"), chain(agent, "2")
     await dsmo.publish(v1)
     await dsmo.publish(v2)
-    queue = f"one-task-{uuid.uuid4().hex[:8]}"
-
-    def worker() -> Any:
-        return build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox))
-
-    async with worker():
-        run_id = (await dsmo.start(v1, task_queue=queue)).run_id
-        harness.started.append(run_id)
-        await waiting(harness, run_id)
+    parked = ParkedRuns(harness, "one-task")
+    run_id = await parked.park(v1)
     handle = dsmo.temporal.get_workflow_handle(run_id)
     first = (await handle.describe()).run_id
     move = asyncio.create_task(
@@ -216,7 +210,7 @@ async def test_a_move_and_a_cancel_that_reach_the_run_in_one_task_end_it_cancell
     )
     await until(lambda: admitted(harness, run_id, "move"), "the move is held by the server")
     await handle.cancel()
-    async with worker():
+    async with parked.worker():
         with contextlib.suppress(WorkflowUpdateFailedError):  # refused, or made: either way answered
             await asyncio.wait_for(move, ANSWER_WITHIN)
         generation = dsmo.temporal.get_workflow_handle(run_id, run_id=first)
