@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.testservice.v1 import SleepRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -150,6 +151,16 @@ class Harness:
             return []
         records = [json.loads(path.read_text()) for path in folder.glob("*.json")]
         return sorted(records, key=lambda record: record["sentAt"])
+
+    async def patch_markers(self, run_id: str) -> list[str]:
+        """The `workflow.patched` ids the run's latest history records (local activities' markers aside)."""
+        history = await self.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+        return [
+            json.loads(event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and event.marker_recorded_event_attributes.marker_name == "core_patch"
+        ]
 
     def cli_env(self) -> dict[str, str]:
         return {**os.environ, **self.settings.with_changes(temporal={"task_queue": self.task_queue}).to_env()}

@@ -22,6 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
 from dsmo.activities.definition_store import config_key
 from dsmo.workflows.common import search_attributes as sa
+from dsmo.workflows.common.patches import NEXT_EXECUTION
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import HAND_ON
 from dsmo.workflows.contracts.run_records import ExecutionRequest
@@ -71,7 +72,7 @@ class HandOnActivities:
         request = ExecutionRequest(definition=definition, input=record["input"], origin={"handedOnEvent": event_id})
         operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             "AgentExecution",
-            request.started_on(queue),
+            request.started_on(queue).model_copy(update=NEXT_EXECUTION),  # no marker per change
             id=run_id,
             task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,

@@ -6,9 +6,11 @@ every new run for as long as the check stays in the code. A run whose request ca
 ``generation`` (`GENERATION`: a DSMO starter sets it, and the run sets it for its next execution)
 takes every change in `GENERATION_CHANGES` without asking: the request is in its history, so a
 replay decides the same, and a worker older than the field refuses the request instead of running
-it another way. Any other run (started by an older starter, or a child or batch run the workflow
-starts) reaches the first of those changes and asks `GENERATION_PATCH` instead; once that is
-granted every id in `GENERATION_CHANGES` is granted with it, without a marker of its own.
+it another way. The runs DSMO's own code starts carry it too (a child run, a debounced batch's
+run, a run a delivered message was handed on to). Any other run (started by an older starter or
+a raw Temporal start) reaches the first of those changes and asks `GENERATION_PATCH` instead;
+once that is granted every id in `GENERATION_CHANGES` is granted with it, without a marker of
+its own.
 
 Replays keep their commands. A history written before the generation has no generation marker,
 so on replay the generation is refused (memoized for the execution, as the SDK memoizes every

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import Field
 
     from dsmo.workflows.common import search_attributes as sa
+    from dsmo.workflows.common.patches import NEXT_EXECUTION
     from dsmo.workflows.common.status import RunStatus
     from dsmo.workflows.common.wire import WireModel
     from dsmo.workflows.contracts.run_records import ExecutionRequest
@@ -168,7 +169,9 @@ class StartDebouncer:
                 definition=definition,
                 input=run_input,
                 origin={"debouncedStarts": str(gathered), "debounceKey": state.key},
-            ).started_on(workflow.info().task_queue),
+            )
+            .started_on(workflow.info().task_queue)
+            .model_copy(update=NEXT_EXECUTION),  # started for this code: no marker per change
             id=run_id,
             parent_close_policy=ParentClosePolicy.ABANDON,
             search_attributes=TypedSearchAttributes(

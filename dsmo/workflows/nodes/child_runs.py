@@ -16,6 +16,7 @@ from temporalio.workflow import ParentClosePolicy
 
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.durations import format_duration
+from dsmo.workflows.common.patches import NEXT_EXECUTION
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render_values
 from dsmo.workflows.contracts import activity_io as contracts
@@ -54,7 +55,9 @@ async def trigger_agent_node(run: Run, node_id: str, node: TriggerAgentNode, res
             parent_run_id=state.run_id,
             # The child's data is its parent's subject's, unless its definition names another.
             subject=run.request.subject,
-        ).started_on(workflow.info().task_queue),
+        )
+        .started_on(workflow.info().task_queue)
+        .model_copy(update=NEXT_EXECUTION),  # started for this code: no marker per change
         id=child_id,
         result_type=ExecutionResult,
         parent_close_policy=ParentClosePolicy.REQUEST_CANCEL

@@ -422,6 +422,8 @@ async def test_starts_close_together_become_one_run_with_the_last_input(harness:
     created = (await dsmo.events(run_id))[0]
     assert (created.data["debouncedStarts"], created.data["debounceKey"]) == (3, order)
     assert (await _result_once_started(harness, other.run_id)).status is RunStatus.COMPLETED
+    # Started by the key's debouncer, for this code: it asks `workflow.patched` nothing.
+    assert await harness.patch_markers(run_id) == []
 
 
 async def test_starts_close_together_become_one_run_with_all_inputs(harness: Harness) -> None:
@@ -507,6 +509,9 @@ async def test_a_delivered_message_the_active_run_never_takes_starts_a_run_of_it
     created = next(e for e in await dsmo.events(handed) if e.type == "RUN_CREATED")
     assert created.data["handedOnEvent"] == expired[0].data["eventId"]
     await dsmo.cancel(handed, reason="done")
+    assert (await dsmo.result(handed)).status is RunStatus.CANCELLED
+    # Started by the run that handed it on, for this code: it asks `workflow.patched` nothing.
+    assert await harness.patch_markers(handed) == []
 
 
 async def test_a_holder_reset_outside_dsmo_keeps_its_slot_and_the_line_moves_on(harness: Harness) -> None:

@@ -68,6 +68,8 @@ async def test_child_waiting_shows_parent_waiting_for_agent(harness: Harness, pu
     assert result.variables["childExecutionSuccess"] is True
     assert result.variables["lastResponse"] == "listo" and result.variables["who"] == "Ana"
     assert harness.messages(run_id)[-1]["message"] == "after completed"
+    # Started for this code, as its parent's code is: the child asks `workflow.patched` nothing.
+    assert await harness.patch_markers(child_id) == [], "the child wrote patch markers"
 
 
 async def test_cancelling_the_parent_cancels_the_child(harness: Harness, published: None) -> None:
