@@ -62,6 +62,7 @@ AuditType = Literal[
     "COMPENSATION_FAILED",
     "RUN_COMPLETED",
     "RUN_ABORTED",
+    "CANCEL_TOO_LATE",
 ]
 
 
