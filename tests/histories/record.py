@@ -627,11 +627,10 @@ ONE_AT_A_TIME = {
 OWN_WORKER: dict[str, Callable[[str], Any]] = {}
 
 
-async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str, *, raw: bool = False, slot: bool = True) -> str:
+async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str, *, raw: bool = False) -> str:
     """A run that holds its agent's only slot gets a reply and a cancel while no worker runs it:
     both reach it in one workflow task, the reply first, and it settles the ending that decides.
-    ``raw``: started as an older starter does, with no `generation` or `revision` in its request.
-    ``slot``: False for a run with no slot to give back (the cancel lands on its trail's export)."""
+    ``raw``: started as an older starter does, with no `generation` or `revision` in its request."""
     from temporalio.common import WorkflowIDReusePolicy
 
     from dsmo.workflows.contracts.run_records import ExecutionRequest
@@ -639,10 +638,7 @@ async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str, *, raw: boo
     own = f"{queue}-own"
     async with OWN_WORKER["build"](own):
         # An agent of its own: a run of code from before the fix kept the slot it never gave back.
-        document = {**ONE_AT_A_TIME, "agent": f"golden-one-at-a-time-{uuid.uuid4().hex[:6]}"}
-        if not slot:
-            del document["rateLimit"]
-        definition = parse_definition(document)
+        definition = parse_definition({**ONE_AT_A_TIME, "agent": f"golden-one-at-a-time-{uuid.uuid4().hex[:6]}"})
         if raw:
             run_id = f"{definition.agent}-{uuid.uuid4().hex[:12]}"
             request = ExecutionRequest(definition=definition)
@@ -721,8 +717,6 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "reply_and_cancel_settled_past_it": reply_and_cancel_in_one_task,
     # The same started without `revision`: the change's own marker, asked as the run settles.
     "reply_and_cancel_settled_past_it_marked": lambda dsmo, queue: reply_and_cancel_in_one_task(dsmo, queue, raw=True),
-    # Since a cancel too late is recorded: with no slot, it lands on the export (exported again).
-    "reply_and_cancel_exported_twice": lambda dsmo, queue: reply_and_cancel_in_one_task(dsmo, queue, slot=False),
 }
 
 

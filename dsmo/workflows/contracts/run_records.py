@@ -62,7 +62,6 @@ AuditType = Literal[
     "COMPENSATION_FAILED",
     "RUN_COMPLETED",
     "RUN_ABORTED",
-    "CANCEL_TOO_LATE",
 ]
 
 

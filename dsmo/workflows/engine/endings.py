@@ -24,7 +24,7 @@ from dsmo.workflows.engine.beginning import STRICT_RUN_ID_PATCH, slot_call
 from dsmo.workflows.run.activity_calls import ActivityFailed
 from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.control import RunEnded
-from dsmo.workflows.run.decided_ending import past_a_cancel, settles_past_a_cancel
+from dsmo.workflows.run.decided_ending import past_a_cancel
 from dsmo.workflows.run.flow_slots import SIGNALLED_RELEASE_PATCH, give_back_all, give_back_late, hand_on_deliveries
 from dsmo.workflows.run.intake import drop_all
 from dsmo.workflows.run.service_budgets import BUDGETS, call_service, record_service_failure
@@ -153,12 +153,7 @@ async def _settle_as_decided(run: Run, result: ExecutionResult) -> None:
     # A run that ends in line leaves it (runs from before then were dropped when their turn came).
     if run.slots_held or (run.slot_asked and patches.patched(SIGNALLED_RELEASE_PATCH)):
         await give_back_all(run)
-    # A cancel that has landed since the run decided its ending is in the trail it exports; one
-    # that lands while the export is out is recorded then, and the longer trail exported again.
-    noted = _cancel_too_late(run, result)
     await _export_audit(run)
-    if not noted and _cancel_too_late(run, result):
-        await _export_audit(run)
     # In-flight update handlers would be lost if the run returned under them.
     await workflow.wait_condition(workflow.all_handlers_finished)
     # A run was told to wait for a slot this run left without a word, after it decided to: give it back.
@@ -188,21 +183,6 @@ async def _export_audit(run: Run) -> None:
         stage = state.result.failed_action_id if state.result else None
         record_service_failure(state, BUDGETS[contracts.EXPORT_AUDIT], failed.error, stage=stage)
         workflow.logger.warning("audit export failed for %s: %s", state.run_id, failed.message)
-
-
-def _cancel_too_late(run: Run, result: ExecutionResult) -> bool:
-    """Record CANCEL_TOO_LATE if a cancel has reached the run since it decided to end otherwise.
-
-    Returns:
-        Whether it was recorded now (a run whose history settled inline records nothing).
-    """
-    reason = workflow.cancellation_reason()
-    if reason is None or result.status is RunStatus.CANCELLED or not settles_past_a_cancel():
-        return False
-    by, why = _cancellation(reason)
-    data = {"cancelledBy": by, "cancelReason": why, "endedAs": result.status.value}
-    run.state.audit.record("CANCEL_TOO_LATE", at=workflow.now(), stage=result.failed_action_id, data=data)
-    return True
 
 
 def _cancellation(reason: str | None) -> tuple[str, str]:

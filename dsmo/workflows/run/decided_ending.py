@@ -23,11 +23,6 @@ T = TypeVar("T")
 SETTLE_PAST_A_CANCEL_PATCH = "settle-past-a-cancel"
 
 
-def settles_past_a_cancel() -> bool:
-    """Whether this execution settles its decided ending past a cancel (asked once; memoized)."""
-    return patches.patched(SETTLE_PAST_A_CANCEL_PATCH)
-
-
 async def past_a_cancel(run: Run, work: Callable[[], Awaitable[T]]) -> T:
     """Await ``work()``, part of settling the run's decided ending, to its end even if the run is
     cancelled meanwhile (runs written before this change await it as it is: a cancel reaches it).
@@ -39,7 +34,7 @@ async def past_a_cancel(run: Run, work: Callable[[], Awaitable[T]]) -> T:
     Returns:
         What the work returned.
     """
-    if not settles_past_a_cancel():
+    if not patches.patched(SETTLE_PAST_A_CANCEL_PATCH):
         return await work()
     writes = run.state.writes
     # The work's own task starts after a status write the run has due (`StatusWrites`): held until

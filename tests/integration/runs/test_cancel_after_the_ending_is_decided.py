@@ -88,13 +88,7 @@ async def test_a_reply_and_a_cancel_in_one_task_end_the_run_one_way_everywhere(h
     ]
     endings = [event for event in exported if event["type"] in ("RUN_COMPLETED", "RUN_ABORTED")]
     assert [event["type"] for event in endings] == [last_type], endings
-    # A cancel that came too late is in the trail, after the ending it did not change.
-    late = [event["data"] for event in exported if event["type"] == "CANCEL_TOO_LATE"]
-    if result.status is RunStatus.CANCELLED:
-        assert exported[-1]["type"] == last_type and late == [], exported[-2:]
-    else:
-        assert exported[-1]["type"] == "CANCEL_TOO_LATE", exported[-2:]
-        assert late == [{"cancelledBy": "user", "cancelReason": "customer withdrew", "endedAs": "completed"}]
+    assert exported[-1]["type"] == last_type, exported[-1]
     # Nothing the ending called (the slot's release, the export) was cut short by the cancel.
     assert not [event for event in exported if event["type"] == "SERVICE_FAILED"], exported
 
@@ -156,4 +150,4 @@ async def test_a_cancel_while_a_run_dead_letters_a_spent_service_leaves_it_faile
         json.loads(line) for line in harness.store.read_bytes(harness.store.uri(audit_key(run_id))).splitlines()
     ]
     kinds = [event["type"] for event in exported]
-    assert "DEAD_LETTERED" in kinds and kinds[-2:] == ["RUN_ABORTED", "CANCEL_TOO_LATE"], kinds
+    assert "DEAD_LETTERED" in kinds and kinds[-1] == "RUN_ABORTED", kinds
