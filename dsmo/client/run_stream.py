@@ -26,13 +26,12 @@ from dsmo.activities.progress_log import progress_folder, progress_key
 from dsmo.client import trail_pages
 from dsmo.client.client_errors import NoWorker, RunNotStarted
 from dsmo.client.core import ClientCore
-from dsmo.workflows.contracts.run_records import AuditEvent
+from dsmo.workflows.contracts.run_records import ENDING_EVENTS, AuditEvent
 
 POLL_SECONDS = 0.2  # how often a stream looks for new items while its run is active
 QUIET_POLL_SECONDS = 2.0  # how often it asks a run that has been quiet for a while
 QUIET_CHECKS = 3  # quiet looks before a stream also asks Temporal whether the run has ended
 WORKER_WAIT_SECONDS = 1.0  # how long a stream waits when no worker answers for the run
-TERMINAL = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
 # The trail events that end a stage attempt (`STAGE_ENQUEUED` of another attempt ends it too).
 ATTEMPT_ENDS = frozenset({"STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"})
 PROGRESS_KINDS = frozenset({"token", "progress"})  # what a stage's chunks may hold
@@ -190,7 +189,7 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
                 )
             cursor.seq = event.seq
             yield StreamItem(cursor.id(), "event", event.model_dump(mode="json", by_alias=True))
-            ended = ended or event.type in TERMINAL
+            ended = ended or event.type in ENDING_EVENTS
         read = 0
         for followed in list(cursor.attempts.values()):
             async for item in _tokens(store, run_id, cursor, followed):
@@ -215,7 +214,7 @@ async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
         page = await trail_pages.trail_page(core, run_id, after=seq - 1, limit=1)
     except (RunNotStarted, NoWorker):
         return False
-    return bool(page.events) and page.events[0].type in TERMINAL
+    return bool(page.events) and page.events[0].type in ENDING_EVENTS
 
 
 def _began(event: AuditEvent) -> _Attempt | None:

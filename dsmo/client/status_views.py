@@ -20,7 +20,13 @@ from dsmo.client.core import ClientCore
 from dsmo.client.trail_store import subject_erased
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.status import RunStatus
-from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, WorkflowTaskFailure
+from dsmo.workflows.contracts.run_records import (
+    ENDING_EVENTS,
+    AuditEvent,
+    ExecutionResult,
+    StatusView,
+    WorkflowTaskFailure,
+)
 
 
 def visibility_view(
@@ -117,7 +123,8 @@ def trail_view(
 
     Args:
         run_id: The run.
-        trail: Its exported trail (RUN_CREATED first, its ending last).
+        trail: Its exported trail (RUN_CREATED first; its ending, RUN_COMPLETED or RUN_ABORTED,
+            may be followed by the concurrency slots it gave back).
         config_uri: The URI of a workflow version's config snapshot.
         erased: Whether the run's data subject was erased (`subject_erased`).
 
@@ -125,7 +132,9 @@ def trail_view(
         Its agent, version, ending, path and times as the trail recorded them, and in ``problem``
         why it is shown from its trail.
     """
-    first, last = trail[0], trail[-1]
+    first = trail[0]
+    # The ending, not the last event: a run with concurrency keys gives its slots back after it.
+    last = next((event for event in reversed(trail) if event.type in ENDING_EVENTS), trail[-1])
     ended = str(last.data.get("status") or "")
     result_type = last.data.get("resultType")
     return StatusView(

@@ -63,6 +63,8 @@ AuditType = Literal[
     "RUN_COMPLETED",
     "RUN_ABORTED",
 ]
+# The events that record how a run ended (the concurrency slots it gives back may follow them).
+ENDING_EVENTS: frozenset[str] = frozenset({"RUN_COMPLETED", "RUN_ABORTED"})
 
 
 class AuditEvent(WireModel):
