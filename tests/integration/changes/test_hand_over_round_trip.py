@@ -17,19 +17,14 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType, UpdateWorkflowExecutionLifecycleStage
-from temporalio.api.update.v1 import UpdateRef, WaitPolicy
-from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from dsmo.activities.audit_log import audit_key
 from dsmo.activities.messaging import FileChannel
 from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import HAND_OVER_ROUND_TRIP
-from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.integration.changes.test_cancel_racing_handover import waiting
@@ -174,42 +169,16 @@ async def test_the_task_that_hands_over_starts_after_the_round_trip_and_answers_
     await harness.dsmo.cancel(run_id, reason="done")
 
 
-async def admitted(harness: Harness, run_id: str, update_id: str) -> bool:
-    """Whether the server holds the update (admitted: no worker has seen it yet)."""
-    request = PollWorkflowExecutionUpdateRequest(
-        namespace=harness.dsmo.temporal.namespace,
-        update_ref=UpdateRef(workflow_execution=WorkflowExecution(workflow_id=run_id), update_id=update_id),
-        wait_policy=WaitPolicy(
-            lifecycle_stage=UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
-        ),
-    )
-    try:
-        await harness.dsmo.temporal.workflow_service.poll_workflow_execution_update(request)
-    except RPCError:
-        return False
-    return True
-
-
 async def test_a_move_and_a_cancel_that_reach_the_run_in_one_task_end_it_cancelled(harness: Harness) -> None:
     """A move and a cancel sent while no worker runs the run reach it in one workflow task: the
     run ends cancelled, whichever the task takes first, instead of handing over to a next
     execution that never heard of the cancel."""
     dsmo = harness.dsmo
     agent = f"one-task-{uuid.uuid4().hex[:8]}"
-    v1, v2 = chain(agent, "1"), chain(agent, "2")
-    await dsmo.publish(v1)
-    await dsmo.publish(v2)
     parked = ParkedRuns(harness, "one-task")
-    run_id = await parked.park(v1)
-    handle = dsmo.temporal.get_workflow_handle(run_id)
-    first = (await handle.describe()).run_id
-    move = asyncio.create_task(
-        handle.execute_update(
-            MIGRATE_UPDATE, MigrationRequest(definition=v2, reason="new wording"), id="move", result_type=MigrationAck
-        )
-    )
-    await until(lambda: admitted(harness, run_id, "move"), "the move is held by the server")
-    await handle.cancel()
+    run_id, first = await parked.park_to_move(chain(agent, "1"), chain(agent, "2"))
+    move = await parked.held_move(run_id, chain(agent, "2"))
+    await dsmo.temporal.get_workflow_handle(run_id).cancel()
     async with parked.worker():
         with contextlib.suppress(WorkflowUpdateFailedError):  # refused, or made: either way answered
             await asyncio.wait_for(move, ANSWER_WITHIN)

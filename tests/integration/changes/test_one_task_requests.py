@@ -11,12 +11,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from dsmo.workflows.common.status import RunStatus
-from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
-from tests.integration.changes.test_hand_over_round_trip import admitted
 from tests.integration.parked_runs import ParkedRuns
-from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -35,29 +32,15 @@ def asking(agent: str, version: str) -> AgentDefinition:
 async def test_a_move_and_a_reply_in_one_task_are_both_taken(harness: Harness, first: str) -> None:
     dsmo = harness.dsmo
     agent = f"one-task-{uuid.uuid4().hex[:8]}"
-    v1, v2 = asking(agent, "1"), asking(agent, "2")
-    await dsmo.publish(v1)
-    await dsmo.publish(v2)
     parked = ParkedRuns(harness, "one-task")
-    run_id = await parked.park(v1)
-    handle = dsmo.temporal.get_workflow_handle(run_id)
-    first_execution = (await handle.describe()).run_id
-
-    async def reply() -> None:
-        await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "reply-1", "text": "yes"})
-
-    move: asyncio.Task[Any] | None = None
-
-    async def ask_move() -> None:
-        nonlocal move
-        request = MigrationRequest(definition=v2, reason="new wording")
-        move = asyncio.create_task(handle.execute_update(MIGRATE_UPDATE, request, id="move", result_type=MigrationAck))
-        await until(lambda: admitted(harness, run_id, "move"), "the move is held by the server")
-
-    for ask in (ask_move, reply) if first == "move" else (reply, ask_move):
-        await ask()
+    run_id, first_execution = await parked.park_to_move(asking(agent, "1"), asking(agent, "2"))
+    reply = {"event_id": "reply-1", "text": "yes"}
+    if first == "reply":
+        await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", reply)
+    move = await parked.held_move(run_id, asking(agent, "2"))
+    if first == "move":
+        await dsmo.signal_event(run_id, "MESSAGE_RECEIVED", reply)
     async with parked.worker():
-        assert move is not None
         ack = await asyncio.wait_for(move, ANSWER_WITHIN)  # the move is made, whichever came first
         result = await asyncio.wait_for(dsmo.result(run_id), ANSWER_WITHIN)
     history = await dsmo.temporal.get_workflow_handle(run_id, run_id=first_execution).fetch_history()
