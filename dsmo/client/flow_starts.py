@@ -156,7 +156,10 @@ async def admit(
             why = f": {answer.refused}" if answer.refused else f" is busy: run {holders} holds it (onBusy: reject)"
             raise KeyBusy(f"concurrency.{slot.index}: {slot.label}{why}", active_runs=answer.holders)
         if slot.on_busy == "cancel-previous":
-            reason = f"replaced by run {run_id} for {slot.label} (onBusy: cancel-previous)"
+            # The key's name, not its value: the reason goes into the cancelled run's trail, which
+            # erasing a data subject does not reach, and a key's value may name a person.
+            key_name = slot.label.removesuffix(f"={slot.key}")
+            reason = f"replaced by run {run_id} for {key_name} (onBusy: cancel-previous)"
             await asyncio.gather(*(_cancel(core, holder, reason) for holder in answer.holders))
             admission.cancelled = list(answer.holders)
         break  # the run takes this key and the next ones in line itself, in order

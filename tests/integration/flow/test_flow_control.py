@@ -158,7 +158,12 @@ async def test_a_start_for_a_busy_key_that_rejects_is_refused_naming_the_active_
 
 
 async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_run(harness: Harness) -> None:
-    dsmo, flow = _client(harness), _flow(", onBusy: cancel-previous")
+    dsmo = _client(harness)
+    # The conversation is the runs' data subject: its id is never in a trail in the clear.
+    flow = parse_definition_text(
+        FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra=", onBusy: cancel-previous")
+        + 'subject: "{{conversation.id}}"\n'
+    )
     conversation = f"c-{uuid.uuid4().hex[:6]}"
     previous = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, previous, RunStatus.WAITING)
@@ -167,9 +172,10 @@ async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_
     assert report.cancelled == [previous]
     ended = await dsmo.result(previous)
     assert ended.status is RunStatus.CANCELLED
-    assert ended.cancel_reason == (
-        f"replaced by run {report.run_id} for conversation.id={conversation} (onBusy: cancel-previous)"
-    )
+    assert ended.cancel_reason == f"replaced by run {report.run_id} for conversation.id (onBusy: cancel-previous)"
+    trail = [event.model_dump(mode="json") for event in await dsmo.events(previous)]
+    assert trail[-1]["data"]["cancelReason"] == ended.cancel_reason
+    assert "SLOT_TAKEN" in str(trail) and conversation not in str(trail)
     await _status(harness, report.run_id, RunStatus.WAITING)  # it got the slot the cancelled run gave back
     await dsmo.cancel(report.run_id, reason="done")
 
