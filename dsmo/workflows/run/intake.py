@@ -33,6 +33,7 @@ from temporalio import workflow
 from dsmo.workflows.common import patches
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import ExternalWaitNode, ExternalWaitOptions, RequestDocumentNode
+from dsmo.workflows.definition.sensitive import fingerprint
 from dsmo.workflows.definition.tools import decision_problem
 from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
 from dsmo.workflows.events.inbox import DEFAULT_POLICY, InboxEntry, InboxPolicy, event_size, full_reason
@@ -196,7 +197,11 @@ def wait_problem(run: Run, waiting: Waiting, event: ResumeEvent, scope: Conditio
     expected = waiting.data.get("expectedFrom", getattr(params, "expected_from", None))
     sender = event.data.get("from")
     if expected is not None and sender is not None and sender != expected:
-        return f"MESSAGE_RECEIVED.from: {sender!r} is not the sender {waiting.node} expects ({expected!r})"
+        # The reason may be recorded in the trail (EVENT_REJECTED): in a run about a data subject,
+        # both senders are named there by keyed fingerprints, as RUN_WAITING names expectedFrom.
+        key = run.fingerprint_key
+        said, wanted = (sender, expected) if key is None else (fingerprint(sender, key), fingerprint(expected, key))
+        return f"MESSAGE_RECEIVED.from: {said!r} is not the sender {waiting.node} expects ({wanted!r})"
     if params.match is None:
         return None
     changes = {

@@ -24,7 +24,7 @@ from dsmo.activities.artifacts import ArtifactErased, run_input_key
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.activities.sealing import MAGIC
-from dsmo.client.client_errors import InvalidInputDocument, RunNotFound
+from dsmo.client.client_errors import EventNotAccepted, InvalidInputDocument, RunNotFound
 from dsmo.client.definition_files import parse_definition_text
 from dsmo.client.erasure import SubjectHasOpenRuns
 from dsmo.client.run_archive import verify_archive
@@ -145,6 +145,37 @@ async def test_a_run_s_data_is_sealed_with_its_subject_s_key(harness: Harness) -
     assert succeeded[0].data["summary"]["name"].startswith("hmac-sha256:")
     await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"})
     assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+
+
+async def test_a_reply_from_another_sender_is_refused_naming_both_by_fingerprint(harness: Harness) -> None:
+    definition = parse_definition(
+        {
+            "agent": f"subject-sender-{uuid.uuid4().hex[:8]}",
+            "inputs": ["applicant"],
+            "subject": "{{applicant.id}}",
+            "start": "reply",
+            "nodes": {
+                "reply": {
+                    "actionType": "wait_for_response",
+                    "parameters": {"timeout": "1h", "expectedFrom": "{{applicant.phone}}"},
+                }
+            },
+        }
+    )
+    phone, other = f"+3460{uuid.uuid4().int % 10**7:07d}", f"+3461{uuid.uuid4().int % 10**7:07d}"
+    run_id = await harness.start(definition, applicant("M", phone=phone))
+    await waiting_at(harness, run_id, "reply")
+    # The update's refusal goes to its caller only; a raw signal's is recorded in the trail.
+    with pytest.raises(EventNotAccepted, match=r"'hmac-sha256:[0-9a-f]+' is not the sender reply expects") as refused:
+        await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yo", "from": other}, event_id="m-1")
+    assert phone not in str(refused.value) and other not in str(refused.value)
+    await harness.dsmo.signal_event(run_id, "MESSAGE_RECEIVED", {"event_id": "m-2", "text": "yo", "from": other})
+    await harness.dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "sí", "from": phone}, event_id="m-3")
+    assert (await harness.dsmo.result(run_id)).status is RunStatus.COMPLETED
+    trail = await harness.dsmo.events(run_id)
+    rejected = [event.data for event in trail if event.type == "EVENT_REJECTED"]
+    assert len(rejected) == 1 and "hmac-sha256:" in rejected[0]["reason"]
+    assert phone not in str([event.data for event in trail]) and other not in str(rejected)
 
 
 async def test_a_start_without_the_subject_s_value_is_refused_naming_it(harness: Harness) -> None:
