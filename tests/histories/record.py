@@ -286,6 +286,38 @@ async def migrated_to(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+async def migrated_restarting_timers(dsmo: DsmoClient, queue: str) -> str:
+    """The generation a waiting run arrived in when moved with ``restart_timers``: its wait's
+    timeout starts afresh, the reply is taken (code from before the fix timed the wait out at once)."""
+    from dsmo.workflows.common.errors import DsmoError
+    from dsmo.workflows.definition.model import parse_definition
+
+    def asking(version: str, timeout: str) -> dict[str, Any]:
+        return {
+            "agent": agent,
+            "version": version,
+            "start": "ask",
+            "nodes": {
+                "ask": {"actionType": "wait_for_response", "parameters": {"timeout": timeout}, "next": "bye"},
+                "bye": {"actionType": "send_message", "parameters": {"message": "got {{lastResponse}}"}},
+            },
+        }
+
+    agent = f"golden-restarting-{uuid.uuid4().hex[:6]}"
+    v1, v2 = parse_definition(asking("1", "1h")), parse_definition(asking("2", "2h"))
+    await dsmo.publish(v1)
+    await dsmo.publish(v2)
+    run_id = (await dsmo.start(v1, task_queue=queue)).run_id
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.migrate_run(run_id, v2, restart_timers=True, reason="golden", by="golden")
+    with contextlib.suppress(DsmoError):  # the code before the fix had ended the run already
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+        await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"}, event_id="g-1")
+    with contextlib.suppress(DsmoError):
+        await dsmo.result(run_id)
+    return run_id
+
+
 async def forked_screening(dsmo: DsmoClient, queue: str) -> str:
     """A screening forked from its goodbye with a corrected reply: the profile reused, the wait
     answered from the record, live from the goodbye on (RUN_FORKED)."""
@@ -675,6 +707,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # A run moved to another version: the generation that moved, and the one that arrived.
     "migrated_from": migrated_from,
     "migrated_to": migrated_to,
+    # A waiting run moved with restart_timers: recorded on the code that timed its wait out at
+    # once (the deadline was lost), and on the code that starts the target wait's timeout afresh.
+    "migrated_restarting_timers_lost": migrated_restarting_timers,
+    "migrated_restarting_timers": migrated_restarting_timers,
     # A fork: the record up to a node, then live.
     "forked_screening": forked_screening,
     # A rewind: the generation that went back, and the one that rebuilt its state and went on.

@@ -112,8 +112,13 @@ async def await_event(
             # the wait (status_writes.py), where it wrote WAITING and RUNNING.
             state.writes.merge_from_now()
         if resume is not None:
-            until = resume.until or workflow.now()
-            waiting = Waiting(kind, node_id, until, dict(resume.data), list(resume.requested), dict(resume.received))
+            data_kept = dict(resume.data)
+            if resume.until is not None:
+                until = resume.until
+            else:  # moved with restart_timers: the target wait's timeout starts now
+                until = workflow.now() + options.timeout
+                data_kept.update(timeout=format_duration(options.timeout), attempt=attempt)
+            waiting = Waiting(kind, node_id, until, data_kept, list(resume.requested), dict(resume.received))
             state.begin_wait(waiting, record=False)
             resume = None
         else:

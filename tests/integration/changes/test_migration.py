@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,30 @@ async def test_a_waiting_run_moves_with_everything_it_received_and_completes_on_
     assert (report.replay_status, report.replay_path, report.same_path) == ("completed", result.path, True)
     replayed = await dsmo.events(report.replay)
     assert [e.data["toVersion"] for e in replayed if e.type == "RUN_MIGRATED"] == ["2.0.0"]
+
+
+async def test_a_move_that_restarts_timers_waits_the_target_wait_s_whole_timeout(harness: Harness) -> None:
+    dsmo, agent = harness.dsmo, _agent()
+    v1 = await _published(dsmo, V1, agent)
+    # Version 3: the documents wait times out after 2 days instead of 7.
+    v3 = await _published(dsmo, V2.replace("2.0.0", "3.0.0").replace("timeout: 7d", "timeout: 2d", 1), agent)
+    run_id = await _waiting_for_documents(harness, v1)
+    before = await dsmo.status(run_id)
+    await dsmo.migrate_run(
+        run_id, v3, node_map={"documents": "papers"}, set_variables={"priority": "low"}, restart_timers=True
+    )
+    moved = await waiting_on(dsmo, run_id, v3.workflow_version)
+    assert moved.waiting_until is not None and before.waiting_until is not None
+    assert moved.waiting_data and moved.waiting_data["received"] == ["diploma", "id_card"]
+    assert moved.waiting_data["timeout"] == "2d"
+    # The deadline is two days from the move (read from the trail), not the old 7 days nor now.
+    [migrated] = [event for event in await dsmo.events(run_id) if event.type == "RUN_MIGRATED"]
+    assert migrated.data["restartTimers"] is True
+    assert abs((moved.waiting_until - migrated.at) - timedelta(days=2)) < timedelta(seconds=10)
+    data = {"document": "payslip", "url": "s3://uploads/payslip.pdf"}
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=f"{run_id}-payslip")
+    result = await dsmo.result(run_id)
+    assert result.status is RunStatus.COMPLETED and result.path == ["documents", "check", "contract", "bye"]
 
 
 async def test_each_refusal_names_its_reason_and_writes_nothing(harness: Harness) -> None:
