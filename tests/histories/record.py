@@ -327,6 +327,42 @@ async def forked_screening(dsmo: DsmoClient, queue: str) -> str:
     return fork
 
 
+async def forked_before_the_move(dsmo: DsmoClient, queue: str) -> tuple[str, str]:
+    """A run moved to version 2 while it waited, forked from that wait: the fork's first
+    generation, which replays the record up to the wait and goes live there (on the code before
+    the fix, on version 1; since, it moves to version 2 there first)."""
+    from dsmo.workflows.definition.model import parse_definition
+
+    def asking(version: str) -> dict[str, Any]:
+        return {
+            "agent": agent,
+            "version": version,
+            "start": "ask",
+            "nodes": {
+                "ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}, "next": "bye"},
+                "bye": {"actionType": "send_message", "parameters": {"message": f"v{version}: {{{{lastResponse}}}}"}},
+            },
+        }
+
+    agent = f"golden-forked-moved-{uuid.uuid4().hex[:6]}"
+    v1, v2 = parse_definition(asking("1")), parse_definition(asking("2"))
+    await dsmo.publish(v1)
+    await dsmo.publish(v2)
+    run_id = (await dsmo.start(v1, task_queue=queue)).run_id
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.migrate_run(run_id, v2, reason="golden", by="golden")
+    await dsmo.deliver_event(run_id, "MESSAGE_RECEIVED", {"text": "yes"}, event_id="g-1")
+    await dsmo.result(run_id)
+    fork = await dsmo.fork(run_id, "ask", task_queue=queue)
+    await dsmo.wait_for_status(fork, {RunStatus.WAITING})
+    await dsmo.deliver_event(fork, "MESSAGE_RECEIVED", {"text": "again"}, event_id="g-2")
+    await dsmo.result(fork)
+    handle = dsmo.temporal.get_workflow_handle(fork)
+    last = await handle.fetch_history()
+    began = last.events[0].workflow_execution_started_event_attributes
+    return fork, began.continued_execution_run_id or (await handle.describe()).run_id
+
+
 class GoldenHold:
     """A saga step for the rewound flows: done once per key, undone once per key."""
 
@@ -713,6 +749,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "migrated_restarting_timers": migrated_restarting_timers,
     # A fork: the record up to a node, then live.
     "forked_screening": forked_screening,
+    # A fork from a node before its original's move: on the code that went live on the version
+    # the original left, and on the code that goes live on the one it is on now.
+    "forked_before_the_move_stayed": forked_before_the_move,
+    "forked_before_the_move": forked_before_the_move,
     # A rewind: the generation that went back, and the one that rebuilt its state and went on.
     "rewound_from": rewound_from,
     "rewound_to": rewound_to,

@@ -126,6 +126,32 @@ async def test_a_moved_run_forks_from_a_node_of_its_new_version_and_not_from_one
     assert "\n" not in reason
 
 
+async def test_a_fork_from_before_the_move_goes_live_on_the_version_the_run_is_on_now(harness: Harness) -> None:
+    dsmo = harness.dsmo
+    v1, v2 = await _versions(dsmo)
+    run_id = await harness.start(v1, {"candidate": "ana"})
+    for name in ("id_card", "diploma"):  # both papers on version 1: it waits to sign there
+        data = {"document": name, "url": f"s3://uploads/{name}.pdf"}
+        await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", data, event_id=f"{run_id}-{name}")
+    await _waiting_at(dsmo, run_id, "contract")
+    await dsmo.migrate_run(run_id, v2, set_variables={"priority": "high"})
+    await waiting_on(dsmo, run_id, v2.workflow_version)
+
+    fork_id = await dsmo.fork(run_id, "contract", task_queue=harness.task_queue)
+    harness.started.append(fork_id)
+    forked = await _waiting_at(dsmo, fork_id, "contract")
+    assert forked.workflow_version == v2.workflow_version
+    trail = await dsmo.events(fork_id)
+    [live] = [e for e in trail if e.type == "RUN_FORKED"]
+    assert (live.stage, live.data["toVersion"]) == ("contract", "2.0.0")
+    [moved] = [e for e in trail if e.type == "RUN_MIGRATED"]
+    assert moved.data["toVersion"] == "2.0.0" and moved.data["set"] == {"priority": "high"}
+    await dsmo.deliver_event(fork_id, "SIGNATURE_COMPLETED", {"signedDocumentUrl": "s3://s"}, event_id=f"{fork_id}-s")
+    assert (await dsmo.result(fork_id)).status is RunStatus.COMPLETED
+    said = [m["message"] for m in harness.messages(fork_id) if m.get("message")]
+    assert len(said) == 1 and said[0].startswith("Welcome high, signed at"), said
+
+
 async def test_a_moved_run_goes_back_to_a_node_of_its_new_version(harness: Harness) -> None:
     dsmo = harness.dsmo
     v1, v2 = await _versions(dsmo)
