@@ -11,7 +11,7 @@ import yaml
 from dsmo.cli.bulk_commands import batch_flags, run_batch_command
 from dsmo.cli.click_context import Context, pass_context
 from dsmo.client.batches import BatchReport, RunOutcome
-from dsmo.client.definition_files import load_definition
+from dsmo.client.definition_files import load_definition, yaml_problem
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.migration import selection
 from dsmo.client.run_corrections import assignments_of
@@ -73,10 +73,11 @@ def migrate(
 
     def go(client: DsmoClient, on_outcome: Callable[[RunOutcome], None]) -> Awaitable[BatchReport]:
         async def batch() -> BatchReport:
-            target = await _target(client, to, publish=not dry_run)
+            target = to if not Path(to).is_file() else load_definition(to)  # else a version, by hash or label
             return await client.migrate(
                 agent,
                 target,
+                publish=isinstance(target, AgentDefinition),
                 from_version=from_version,
                 query=query,
                 node_map=node_map,
@@ -99,20 +100,14 @@ def migrate(
     )
 
 
-async def _target(client: DsmoClient, to: str, *, publish: bool) -> AgentDefinition | str:
-    if not Path(to).is_file():
-        return to  # a published version, by hash or label
-    definition = load_definition(to)
-    if publish:
-        await client.publish(definition)
-    return definition
-
-
 def node_map_of(maps: tuple[str, ...], map_file: str | None) -> dict[str, str]:
     """The node map of --map OLD:NEW options and a --map-file, or one line naming what is wrong."""
     node_map: dict[str, str] = {}
     if map_file:
-        loaded = yaml.safe_load(Path(map_file).read_text())
+        try:
+            loaded = yaml.safe_load(Path(map_file).read_text())
+        except yaml.YAMLError as err:
+            raise DsmoError(f"--map-file: {map_file} is not valid YAML/JSON ({yaml_problem(err)})") from None
         if not isinstance(loaded, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
         ):

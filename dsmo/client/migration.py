@@ -23,7 +23,7 @@ from dsmo.client.batches import BatchReport, RunOutcome, run_batch
 from dsmo.client.client_errors import AlreadyOnTarget, DefinitionNotFound, MigrationNotAccepted, RunClosed
 from dsmo.client.core import ClientCore
 from dsmo.client.rpc_errors import update_failure
-from dsmo.client.run_selection import Scope
+from dsmo.client.run_selection import Scope, Selection, count_current
 from dsmo.client.unanswered import closed_or_missing, update_run
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
@@ -227,17 +227,26 @@ async def migrate_agent(
     limit: int | None = None,
     concurrency: int = 20,
     on_outcome: Callable[[RunOutcome], None] | None = None,
+    publish: bool = False,
     **move: Any,
 ) -> BatchReport:
     """Move every open run of ``agent`` that the selection takes (`DsmoClient.migrate` documents it).
 
+    ``publish``: ``to`` is a definition to publish first, once the batch's own arguments are
+    checked (a batch refused for its ``from_version`` or its filter publishes nothing).
+
     Raises:
         DefinitionNotFound: ``to`` or ``from_version`` is not a published version of ``agent``.
+        InvalidQuery: Temporal refused the filter; nothing was published or touched.
     """
     target = to if isinstance(to, AgentDefinition) else await definitions_client.resolve_version(core, agent, to)
     if target.agent != agent:
         raise DefinitionNotFound(f"to: version {target.version} is of agent {target.agent!r}, not {agent!r}")
     source = await definitions_client.resolve_version(core, agent, from_version) if from_version else None
+    if publish and not dry_run:
+        # A filter Temporal refuses is reported now, before the version exists for new runs too.
+        await count_current(core.temporal, Selection(query, selection(agent, None, None), Scope.OPEN))
+        await definitions_client.publish_unchecked(core, target)
     request = _move(target if dry_run else await published_target(core, target), **move)
     return await migrate_batch(
         core,

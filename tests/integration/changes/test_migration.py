@@ -311,6 +311,18 @@ async def test_the_waiting_runs_move_through_dsmo_runs_migrate_and_a_rerun_moves
     assert report["summary"]["would"] == 3 and report["dryRun"] is True
     assert "migrate (dry run): 3 run(s): 3 would" in dry.stderr
 
+    # A batch refused for its own arguments publishes nothing: new runs still start on 1.0.0.
+    (tmp_path / "map.yaml").write_text("[documents: papers\n")
+    for wrong, says in (
+        (["--from", "77.0.0"], "77.0.0"),
+        (["--query", "Bogus = 'x'"], "--query"),
+        (["--map-file", str(tmp_path / "map.yaml")], f"--map-file: {tmp_path / 'map.yaml'} is not valid YAML/JSON"),
+    ):
+        refused = await dsmo_cli(harness, *[a for a in move if a not in ("--from", "1.0.0")], *wrong)
+        assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert (await dsmo.definition(agent)).version == "1.0.0"
+
     done = await dsmo_cli(harness, *move)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
