@@ -89,10 +89,7 @@ def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDe
         # YAML 1.2 is a superset of JSON, so one parser reads both formats.
         data = yaml.load(text, Loader=_BoundedLoader)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise DefinitionError("", f"not valid YAML/JSON ({where}{problem})", source=source) from None
+        raise DefinitionError("", f"not valid YAML/JSON ({yaml_problem(err)})", source=source) from None
     return parse_definition(data, source=source)
 
 
@@ -107,3 +104,10 @@ def names_agent(text: str) -> bool:
         True to start the agent's published definition, False to read the file.
     """
     return not Path(text).exists() and agent_name_problem(text) is None
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser's error in one line: where (``line L, column C: ``) and what."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return where + (getattr(err, "problem", None) or str(err).splitlines()[0])
