@@ -28,8 +28,12 @@ from dsmo.client.record_lines import stage_visits
 from dsmo.client.replay_runs import run_replay
 from dsmo.client.run_selection import Scope
 from dsmo.workflows.common.identifiers import derived_run_id
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
+
+# How a replay says its record has no event for a wait it reached (`Run.recorded_resume`).
+WAIT_RAN_OUT = "the original run never resumed"
 
 # How a replay's failure says the record could not answer it (not that the candidate failed).
 RECORD_LIMITS = replay.RECORD_LIMITS
@@ -203,6 +207,11 @@ async def _replay_on(
     original, candidate_path = planned.original.path, result.path
     index = replay.first_divergence(original, candidate_path)
     problem = replay.record_problem(result.error_message)
+    candidate_status = result.status.value
+    if problem and WAIT_RAN_OUT in problem and index is None and planned.original.status is RunStatus.CANCELLED:
+        # The original was cancelled while it waited here: its record ends, and the candidate,
+        # waiting at the same point, would have been cancelled with it. Same path, not an error.
+        problem, candidate_status = None, RunStatus.CANCELLED.value
     return WhatIfRun(
         run_id=run_id,
         replay_id=replay_id,
@@ -213,7 +222,7 @@ async def _replay_on(
         original_next=_at(original, index),
         candidate_next=_at(candidate_path, index),
         original_status=planned.original.status.value,
-        candidate_status=result.status.value,
+        candidate_status=candidate_status,
         problem=problem,
     )
 

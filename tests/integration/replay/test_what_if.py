@@ -220,3 +220,29 @@ async def _completed(dsmo: DsmoClient, agent: str, count: int) -> bool:
     return (
         await dsmo.temporal.count_workflows(f"AgentName = '{agent}' AND ExecutionStatus = 'Completed'")
     ).count == count
+
+
+async def test_a_run_cancelled_while_it_waited_is_the_same_path_when_the_candidate_waits_there_too(
+    harness: Harness,
+) -> None:
+    dsmo, agent = harness.dsmo, f"whatif-{uuid.uuid4().hex[:8]}"
+    v1 = parse_definition_text(flow(agent, "1", "reject"))
+    run_id = await harness.start(v1)
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.cancel(run_id, reason="no longer needed")
+    assert (await dsmo.result(run_id)).status is RunStatus.CANCELLED
+    await until(lambda: _ended_as(dsmo, agent, "Canceled"), "visibility lists the run as cancelled")
+    candidate = parse_definition_text(flow(agent, "2", "follow_up"))
+    report = await dsmo.what_if(f"AgentName = '{agent}'", candidate, task_queue=harness.task_queue)
+    harness.started.extend(run.replay_id for run in report.runs)
+    (replayed,) = report.runs
+    assert (replayed.same_path, replayed.problem) == (True, None), replayed
+    assert (replayed.original_status, replayed.candidate_status) == ("cancelled", "cancelled")
+    summary = report.summary()
+    assert (summary["samePath"], summary["errors"], summary["byStatus"]) == (1, 0, {"cancelled -> cancelled": 1})
+
+
+async def _ended_as(dsmo: DsmoClient, agent: str, status: str) -> bool:
+    """Whether visibility lists one of the agent's runs with this Temporal status."""
+    query = f"AgentName = '{agent}' AND ExecutionStatus = '{status}'"
+    return (await dsmo.temporal.count_workflows(query)).count == 1
