@@ -32,6 +32,10 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode
 
+# The fields of an `llm` node that make up what the model is asked (besides its tools).
+QUESTION_FIELDS = frozenset(
+    {"prompt", "system", "model", "temperature", "max_tokens", "output_schema", "input", "allowed_tools"}
+)
 # How a replay says its record has no event for a wait it reached (`Run.recorded_resume`).
 WAIT_RAN_OUT = "the original run never resumed"
 
@@ -184,13 +188,19 @@ async def _replay_on(
     def unchanged(node: str | None) -> bool:
         return node is not None and _same_agent(source.nodes.get(node), candidate.nodes.get(node))
 
+    def asks_the_same(node: str | None) -> bool:
+        before, after = (source.nodes.get(node or ""), candidate.nodes.get(node or ""))
+        return isinstance(before, LlmNode) and isinstance(after, LlmNode) and _question(before) == _question(after)
+
     # By visit: a loop's Nth visit reuses the original's Nth output, and reads its Nth model calls.
     reuse = {key: event.artifact_uris[0] for key, event in stage_visits(planned.events) if unchanged(event.stage)}
-    # A changed `llm` stage gets no recorded answers: the original never asked the model its question.
+    # An `llm` stage whose bounds changed (turns, budgets, approvals) runs its loop again, each
+    # model call answered from the record; one whose question changed gets no recorded answers:
+    # the original never asked the model that.
     records = (
         None
         if plan.llm_records is None
-        else {key: visit for key, visit in plan.llm_records.items() if unchanged(_node_of(key, source))}
+        else {key: visit for key, visit in plan.llm_records.items() if asks_the_same(_node_of(key, source))}
     )
     # The candidate makes none of the original's moves: it starts with the values they set.
     given = {name: value for move in plan.moves for name, value in move.request.set.items()}
@@ -244,10 +254,25 @@ def _same_agent(before: Any, after: Any) -> bool:
     """A stage whose output the candidate may reuse: the same kind of stage, agent and version."""
     if not isinstance(before, RunAgentNode | LlmNode) or type(before) is not type(after):
         return False
-    if isinstance(before, LlmNode):  # the same prompts, model and schema; where it goes next may differ
+    if isinstance(before, LlmNode):  # the same prompts, model, schema and bounds; where it goes next may differ
         routing = {"transitions", "next", "compensate"}
         return bool(before.model_dump(exclude=routing) == after.model_dump(exclude=routing))
     return (before.agent, before.agent_version, before.input) == (after.agent, after.agent_version, after.input)
+
+
+def _question(node: LlmNode) -> dict[str, Any]:
+    """What an `llm` node sends the model: its prompts, model and settings, the answer's schema,
+    its input, and the tools it offers as the model sees them (name, description, parameters).
+
+    The rest bounds or routes the loop (turns, calls, budgets, timeouts, which calls wait for a
+    person, where it goes next) and the record answers it the same, so a candidate that changes
+    only those reuses the original's model answers.
+    """
+    asked = node.model_dump(include=set(QUESTION_FIELDS))
+    asked["tools"] = [
+        {"name": tool.name, "description": tool.description, "parameters": tool.parameters} for tool in node.tools or ()
+    ]
+    return asked
 
 
 def _at(path: list[str], index: int | None) -> str | None:

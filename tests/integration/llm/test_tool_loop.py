@@ -84,8 +84,9 @@ async def test_the_model_looks_up_refunds_and_answers_each_call_made_once_and_re
 async def test_a_call_the_run_cannot_make_goes_back_to_the_model_and_nothing_is_done(
     tool_harness: Harness, chat: ChatServer, orders: OrderService
 ) -> None:
+    asked = '{"order":"A-1",  "amount": 9999}'  # as a model may space it
     chat.reply(
-        Reply(tool_calls=[("delete_everything", {}), ("refund", {"order": "A-1", "amount": 9999})]),
+        Reply(tool_calls=[("delete_everything", {}), ("refund", asked)]),
         Reply(tool_calls=[("lookup_order", {"order": "Z-9"})]),
         Reply(content=json.dumps({"reply": "I cannot refund that, a person will look"})),
     )
@@ -95,6 +96,9 @@ async def test_a_call_the_run_cannot_make_goes_back_to_the_model_and_nothing_is_
     refused = tool_messages(chat.requests[1])
     assert refused[0]["content"].startswith("error: there is no tool 'delete_everything'")
     assert "amount" in refused[1]["content"] and "500" in refused[1]["content"], refused[1]
+    # The model reads its refused calls as it made them, then why: the reason is about those arguments.
+    (answered,) = [m for m in chat.requests[1]["messages"] if m["role"] == "assistant"]
+    assert [call["function"]["arguments"] for call in answered["tool_calls"]] == ["{}", asked]
     # The action's own refusal is the call's result too.
     assert tool_messages(chat.requests[2])[-1]["content"] == "error: no order Z-9"
     assert orders.ledger == {} and orders.lookups == 1
@@ -201,6 +205,40 @@ async def test_what_if_over_tool_runs_names_exactly_the_runs_a_changed_transitio
     assert (
         len(chat.requests) == asked and (orders.lookups, len(orders.ledger)) == effects
     )  # nothing asked, nothing done
+
+
+async def test_what_if_judges_a_tighter_turn_limit_on_the_recorded_answers(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    agent = f"support-{uuid.uuid4().hex[:6]}"
+    recorded = support(agent)
+    # One run answers after a lookup (two model turns), one refunds first (three turns).
+    chat.reply(Reply(tool_calls=[("lookup_order", {"order": "A-1"})]), Reply(content=json.dumps({"reply": "ok"})))
+    short, _ = await run(tool_harness, recorded)
+    chat.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "A-1"})]),
+        Reply(tool_calls=[("refund", {"order": "A-1", "amount": 42.5})]),
+        Reply(content=json.dumps({"reply": "refunded"})),
+    )
+    long, _ = await run(tool_harness, recorded)
+    query = f"AgentName = '{agent}'"
+    await until(lambda: _listed(tool_harness, query, 2), "visibility lists both recorded runs")
+    asked, effects = len(chat.requests), (orders.lookups, len(orders.ledger))
+
+    # Version 2 allows two model answers: only the run that needed three is cut short.
+    report = await tool_harness.dsmo.what_if(
+        query, parse_definition(support(agent, maxTurns=2)), task_queue=tool_harness.task_queue
+    )
+    tool_harness.started.extend(run.replay_id for run in report.runs)
+    assert report.summary()["errors"] == 0, report.to_json()
+    by_run = {run.run_id: run for run in report.runs}
+    assert by_run[short].same_path and by_run[short].candidate_path == ["think", "answer"]
+    assert not by_run[long].same_path and by_run[long].candidate_path == ["think", "person"]
+    assert len(chat.requests) == asked and (orders.lookups, len(orders.ledger)) == effects
+
+
+async def _listed(harness: Harness, query: str, count: int) -> bool:
+    return await harness.dsmo.count_runs(query) == count
 
 
 async def test_a_100_mib_tool_result_is_refused_recorded_small_and_the_model_is_told(
