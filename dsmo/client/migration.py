@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -24,11 +24,12 @@ from dsmo.client.client_errors import AlreadyOnTarget, DefinitionNotFound, Migra
 from dsmo.client.core import ClientCore
 from dsmo.client.rpc_errors import update_failure
 from dsmo.client.run_selection import Scope, Selection, count_current
-from dsmo.client.unanswered import closed_or_missing, update_run
+from dsmo.client.unanswered import QUERY_TIMEOUT, closed_or_missing, update_run
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import agent_name_problem
 from dsmo.workflows.contracts.migration_io import (
     ALREADY_ON_TARGET,
+    MIGRATE_CHECK_QUERY,
     MIGRATE_UPDATE,
     MigrationAck,
     MigrationRequest,
@@ -88,6 +89,9 @@ async def preview(core: ClientCore, run_id: str, request: MigrationRequest) -> M
         plan = plan_migration(source, target, position, request.node_map, leave_wait=request.leave_wait)
     except MigrationRefused as err:
         raise MigrationNotAccepted(f"run {run_id!r}: {err}") from None
+    refused = await _refusal_now(core, run_id, request)
+    if refused is not None:
+        raise MigrationNotAccepted(f"run {run_id!r}: {refused}")
     # The trail does not say which document an early upload carries: it expires only when no
     # document wait lies ahead at all (the run itself also matches the document's name).
     ahead = waits_ahead(target, plan.node, include_current=True, fail_safe=True)
@@ -108,6 +112,21 @@ async def preview(core: ClientCore, run_id: str, request: MigrationRequest) -> M
         waiting=in_wait,
         expiring=expiring,
     )
+
+
+async def _refusal_now(core: ClientCore, run_id: str, request: MigrationRequest) -> str | None:
+    """What the run itself says of the move now (the checks only it can make: what the hand-over
+    would carry, whether another move or a rewind is under way), or None; a worker from before
+    the question answers nothing, and the dry run goes by its own checks."""
+    try:
+        answer = await core.temporal.get_workflow_handle(run_id).query(
+            MIGRATE_CHECK_QUERY, request, rpc_timeout=QUERY_TIMEOUT
+        )
+    except WorkflowQueryFailedError:
+        return None  # a worker that does not know the query
+    except RPCError as err:
+        raise await closed_or_missing(core.settings, core.handle(run_id), err) from None
+    return answer if isinstance(answer, str) else None
 
 
 async def kept_events(core: ClientCore, run_id: str) -> list[ResumeEvent]:

@@ -70,6 +70,16 @@ def validate(run: Run, request: MigrationRequest) -> None:
         raise _refusal(err) from None
 
 
+def refusal(run: Run, request: MigrationRequest) -> str | None:
+    """Why the run would refuse ``request`` now, by the validator's checks (the hand-over's size
+    among them), or None: the answer to a dry run's query, which writes nothing."""
+    try:
+        _check(run, request, position_now(run) or _between_nodes(run))
+    except MigrationRefused as err:
+        return str(err)
+    return None
+
+
 async def take(run: Run, request: MigrationRequest) -> MigrationAck:
     """The update's handler: decide the move where the run is, and have it carried out.
 

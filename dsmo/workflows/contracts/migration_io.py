@@ -11,6 +11,8 @@ from dsmo.workflows.definition.model import AgentDefinition
 
 # The update a run takes a move through, and the error types its refusals carry.
 MIGRATE_UPDATE = "migrate"
+# The query a dry run asks: why the run would refuse a move now (its update's checks), or null.
+MIGRATE_CHECK_QUERY = "migrate_check"
 MIGRATION_REFUSED = "MigrationRefused"
 # Not an error to a batch: the run already follows the target version (a re-run finds it there).
 ALREADY_ON_TARGET = "MigrationAlreadyOnTarget"

@@ -22,7 +22,12 @@ from dsmo.workflows.common.patches import NEXT_EXECUTION
 with workflow.unsafe.imports_passed_through():
     from dsmo.workflows.changes import fork_point, rewind_point, run_migration
     from dsmo.workflows.common.status import RunStatus
-    from dsmo.workflows.contracts.migration_io import MIGRATE_UPDATE, MigrationAck, MigrationRequest
+    from dsmo.workflows.contracts.migration_io import (
+        MIGRATE_CHECK_QUERY,
+        MIGRATE_UPDATE,
+        MigrationAck,
+        MigrationRequest,
+    )
     from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
     from dsmo.workflows.contracts.run_records import (
         AuditEvent,
@@ -173,6 +178,11 @@ class AgentExecution:
     @migrate.validator
     def _validate_migrate(self, request: MigrationRequest) -> None:
         run_migration.validate(self._run, request)
+
+    @workflow.query(name=MIGRATE_CHECK_QUERY)
+    def migrate_check(self, request: MigrationRequest) -> str | None:
+        """Why this run would refuse the move now, or None (a dry run's question; nothing is written)."""
+        return run_migration.refusal(self._run, request)
 
     # -- going back to an earlier node ----------------------------------------------------
 

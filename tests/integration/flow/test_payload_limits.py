@@ -178,9 +178,10 @@ async def test_a_move_whose_hand_over_is_too_large_is_refused_and_the_run_waits_
     await dsmo.publish(v2)
     run_id = await harness.start(v1, {"candidate": "ana", "notes": "n" * 600_000})
     await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
-    with pytest.raises(
-        MigrationNotAccepted, match=rf"definition: the move would hand over .* at most {HANDOVER_LIMIT:,}"
-    ):
+    too_large = rf"definition: the move would hand over .* at most {HANDOVER_LIMIT:,}"
+    with pytest.raises(MigrationNotAccepted, match=too_large):  # a dry run says so too
+        await dsmo.migrate_run(run_id, v2, dry_run=True)
+    with pytest.raises(MigrationNotAccepted, match=too_large):
         await dsmo.migrate_run(run_id, v2)
     view = await dsmo.status(run_id)
     assert (view.status, view.workflow_version) == (RunStatus.WAITING, v1.workflow_version)
