@@ -5,7 +5,10 @@ Calls go out on the worker's event loop through a few shared `httpx.AsyncClient`
 so a worker holds as many model calls in flight as it accepts activities. Each call leaves one
 write-once artifact beside the attempt's output: the request as sent and the response as received.
 An answer that does not match the schema is sent back with the validation error, up to the node's
-`retries`, then the stage is a contract violation (the fail-safe route). A 408, 409, 429 or 5xx
+`retries`, then the stage is a contract violation (the fail-safe route). A repair is a model call
+like any: it is made only while the run's budget and the visit's (`LlmCall.budgets`) are not
+spent; once one is, the attempt stops there and commits without an answer, saying why
+(`REPAIRS_STOPPED`), and the run routes the spent budget. A 408, 409, 429 or 5xx
 answer, or no answer, is transient: the orchestrator retries the stage.
 
 A response is read as it streams in, up to `max_response_bytes` (DSMO_LLM_MAX_RESPONSE_BYTES): a
@@ -43,7 +46,8 @@ from dsmo.activities.progress_log import ProgressLog, task_progress_folder
 from dsmo.workflows.common.errors import TemplateError
 from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts.activity_io import StageTask
-from dsmo.workflows.contracts.llm_call import LlmCall
+from dsmo.workflows.contracts.llm_call import REPAIRS_STOPPED, LlmCall, SpendLimit
+from dsmo.workflows.definition.tools import add_spend
 
 IO = Callable[..., Awaitable[Any]]  # runs a blocking store call off the event loop
 CALL_RECORD_KIND = "dsmo.llm-call/v1"
@@ -158,6 +162,7 @@ class LlmStage:
         progress = ProgressLog(self.store, task_progress_folder(task), io) if live else None
         usage: dict[str, int] = {}
         prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
+        stopped: str | None = None  # why a spent budget stopped the repairs
         for number in range(1, call.retries + 2):
             exchange = _Exchange(number, _request(call, model, messages, schema is not None, progress is not None))
             exchanges.append(exchange)
@@ -182,6 +187,10 @@ class LlmStage:
             add_usage(usage, reply)
             if problem is None:
                 break
+            if number <= call.retries:
+                stopped = _spent(call.budgets, self._spend(reply, model, usage, number))
+                if stopped is not None:
+                    break  # no repair: this call's record is written with the output, as an answer's
             await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
             if number > call.retries:
                 tries = "1 answer" if number == 1 else f"{number} answers"
@@ -197,10 +206,6 @@ class LlmStage:
             ]
         if progress is not None:
             await progress.close()
-        # Priced by the model that answered, else the one asked for (an alias's model).
-        prices = self.endpoint.prices
-        cost = cost_usd(prices, str(reply.get("model", model)), usage)
-        cost = cost if cost is not None else cost_usd(prices, model, usage)
         output = ProcessorOutput(
             document=answer,
             summary=turn if turn is not None else answer_summary(answer, call.summary_fields),
@@ -210,10 +215,11 @@ class LlmStage:
                 "temperature": call.temperature,
                 "maxTokens": call.max_tokens,
                 "promptSha256": prompt_sha,
-                "usage": usage,
-                "calls": len(exchanges),
-                **({"costUsd": cost} if cost is not None else {}),
+                **self._spend(reply, model, usage, len(exchanges)),
                 **({"toolCalls": len(turn["toolCalls"])} if turn is not None else {}),
+                # An answer still invalid when a budget stopped its repairs (the trail's, so no
+                # words of the model's): the run routes the budget.
+                **({REPAIRS_STOPPED: stopped} if stopped is not None else {}),
             },
         )
         calls = {
@@ -222,6 +228,14 @@ class LlmStage:
             "artifacts": [self.store.uri(f"{folder}llm/")],
         }
         return LlmAttempt(output, calls, unwritten=record)
+
+    def _spend(self, reply: dict[str, Any], model: str, usage: dict[str, int], calls: int) -> dict[str, Any]:
+        """What ``calls`` calls that used ``usage`` spent, as the inference says it (`add_spend` reads it)."""
+        # Priced by the model that answered, else the one asked for (an alias's model).
+        prices = self.endpoint.prices
+        cost = cost_usd(prices, str(reply.get("model", model)), usage)
+        cost = cost if cost is not None else cost_usd(prices, model, usage)
+        return {"usage": dict(usage), "calls": calls, **({"costUsd": cost} if cost is not None else {})}
 
     def _messages(self, call: LlmCall, document: Any) -> list[dict[str, str]]:
         context = {**call.variables, "input": document}
@@ -318,6 +332,18 @@ def _request(
     if streams:  # the answer's tokens as they come, and its usage at the end
         body |= {"stream": True, "stream_options": {"include_usage": True}}
     return body
+
+
+def _spent(budgets: Sequence[SpendLimit], spend: Mapping[str, Any]) -> str | None:
+    """Why one of ``budgets`` is spent once the stage's calls so far (``spend``) are added to it,
+    as the run will count them when the visit commits; None while a repair is within them all."""
+    for limit in budgets:
+        usage = dict(limit.spent)
+        add_spend(usage, spend)
+        spent = limit.budget.spent(usage)
+        if spent is not None:
+            return spent
+    return None
 
 
 def _attempt_folder(task: StageTask, run_id: str) -> str:

@@ -10,7 +10,7 @@ back to the model as that call's result, so the model can correct itself within 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dsmo.activities.artifacts import encode_json
@@ -20,10 +20,10 @@ from dsmo.activities.llm_answers import NOT_UNICODE, check_answer, content_of, j
 from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.workflows.contracts.llm_call import LlmCall
 from dsmo.workflows.contracts.tool_io import TOOL_TURN
+from dsmo.workflows.definition.conditions import ConditionError, ConditionScope, condition_references
 
 ARGUMENTS_MAX_BYTES = 64 * 1024  # one call's arguments; past this the call is refused
 CALL_ID_MAX = 64
-ASKED_MAX = 4096  # characters of a refused call's arguments its record keeps
 REASON_MAX = 1000  # bytes of the model's words beside calls that wait for approval, as a person sees them
 # Bytes of arguments the summary of one answer carries for its shown calls (and its words after
 # them): with the calls' ids and names, under the stage's 4,096-byte summary cap.
@@ -71,19 +71,25 @@ def checked_calls(calls: list[Any], tools: dict[str, ContractSchema], max_calls:
                 tools[name].check(arguments, agent="llm", what=f"tool {name} arguments")
             except ContractViolation as err:
                 problem = str(err).removeprefix("agent llm: ")
-        sent = function.get("arguments") if isinstance(function, dict) else None
         checked.append(
             {"id": call_id, "name": name, "arguments": arguments if problem is None else {}}
-            # A refused call keeps why, and what the model sent (its start), for the audit.
-            | ({"problem": problem, "asked": _asked(sent)} if problem else {})
+            # A refused call keeps why, and what the model sent: the audit reads it, and the model
+            # reads its call as it made it before the reason.
+            | ({"problem": problem, "asked": _asked(_sent(function))} if problem else {})
         )
     return checked
 
 
+def _sent(function: Any) -> Any:
+    """A call's arguments as the model sent them (text, or whatever else it put there)."""
+    return function.get("arguments") if isinstance(function, dict) else None
+
+
 def _asked(raw: Any) -> str:
-    """What a refused call's arguments were, as text of at most `ASKED_MAX` characters."""
+    """What a refused call's arguments were, as text: whole, but for arguments past
+    `ARGUMENTS_MAX_BYTES` (refused for their size), their first `ARGUMENTS_MAX_BYTES` bytes."""
     text = raw if isinstance(raw, str) else json.dumps(raw, default=str, ensure_ascii=False)
-    return valid_text(text[:ASKED_MAX])[0]
+    return valid_text(text)[0].encode()[:ARGUMENTS_MAX_BYTES].decode(errors="ignore")
 
 
 def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -102,7 +108,11 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 
 def tool_turn_output(
-    content: str | None, calls: list[dict[str, Any]], shown: Collection[str] = ()
+    content: str | None,
+    calls: list[dict[str, Any]],
+    shown: Collection[str] = (),
+    conditions: Mapping[str, str] | None = None,
+    sent: Sequence[Any] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(document, summary) of an answer that called tools.
 
@@ -112,11 +122,23 @@ def tool_turn_output(
     the graph makes): they carry their arguments, and the summary the model's words (``reason``),
     all within `SHOWN_MAX_BYTES`. A shown call whose arguments do not fit is refused, with the
     reason the model reads, so the turn's summary stays under the stage's summary cap.
+
+    Args:
+        content: The model's words beside its calls.
+        calls: The calls as `checked_calls` made them.
+        shown: The tools whose calls are shown.
+        conditions: The approval conditions of the ``shown`` tools whose calls wait only where
+            theirs holds: a call that `waits` for no one is not shown (``waits: false`` instead).
+        sent: Each call's arguments as the model sent them, kept as what a call refused here asked.
     """
     entries = [{"id": call["id"], "name": call["name"], "ok": "problem" not in call} for call in calls]
     room = SHOWN_MAX_BYTES
-    for call, entry in zip(calls, entries, strict=True):
+    for index, (call, entry) in enumerate(zip(calls, entries, strict=True)):
         if not (entry["ok"] and call["name"] in shown):
+            continue
+        condition = (conditions or {}).get(call["name"])
+        if condition is not None and not waits(condition, call["arguments"]):
+            entry["waits"] = False  # the run makes it without reading its arguments
             continue
         size = len(encode_json(call["arguments"]))
         if size > room:
@@ -124,13 +146,25 @@ def tool_turn_output(
                 f"the arguments are {size:,} bytes; the calls of one answer that wait for a person or run a node "
                 f"of the graph carry at most {SHOWN_MAX_BYTES:,} bytes of arguments together"
             )
-            call["asked"], call["arguments"], entry["ok"] = _asked(call["arguments"]), {}, False
+            asked = sent[index] if index < len(sent) else call["arguments"]
+            call["asked"], call["arguments"], entry["ok"] = _asked(asked), {}, False
             continue
         entry["arguments"], room = call["arguments"], room - size
     summary: dict[str, Any] = {"turn": TOOL_TURN, "toolCalls": entries}
     if content and any("arguments" in entry for entry in entries):
         summary["reason"] = content.encode()[: min(REASON_MAX, max(room, 0))].decode(errors="ignore")
     return {"content": content, "toolCalls": calls}, summary
+
+
+def waits(condition: str, arguments: dict[str, Any]) -> bool:
+    """Whether a call whose tool's approval is ``condition`` may wait for a person: False only
+    when the condition reads nothing but the call's arguments (``args``) and does not hold over
+    them, which the run, evaluating it again, finds the same whatever else it knows."""
+    try:
+        roots, _ = condition_references(condition)
+        return bool(roots - {"args"}) or ConditionScope({}).evaluate(condition, {"args": arguments})
+    except ConditionError:  # the run cannot evaluate it either: a person decides
+        return True
 
 
 def conversation_messages(turns: list[tuple[dict[str, Any], list[dict[str, Any] | None]]]) -> list[dict[str, Any]]:
@@ -151,7 +185,7 @@ def conversation_messages(turns: list[tuple[dict[str, Any], list[dict[str, Any] 
                     {
                         "id": call["id"],
                         "type": "function",
-                        "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))},
+                        "function": {"name": call["name"], "arguments": _arguments_text(call)},
                     }
                     for call in calls
                 ],
@@ -160,6 +194,15 @@ def conversation_messages(turns: list[tuple[dict[str, Any], list[dict[str, Any] 
         for call, record in zip(calls, records, strict=True):
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": _result_text(call, record)})
     return messages
+
+
+def _arguments_text(call: dict[str, Any]) -> str:
+    """A call's arguments as the conversation shows them: a refused call's as the model sent them
+    (the reason it reads next is about those), an accepted call's as the run took them."""
+    asked = call.get("asked")
+    if "problem" in call and isinstance(asked, str):
+        return asked
+    return json.dumps(call.get("arguments", {}))
 
 
 def _result_text(call: dict[str, Any], record: dict[str, Any] | None) -> str:
@@ -196,7 +239,9 @@ def judged(
             tool["function"]["name"]: compiled_schema(encode_json(tool["function"]["parameters"]))
             for tool in call.tools
         }
-        document, turn = tool_turn_output(content, checked_calls(calls, tools, call.max_tool_calls), call.shown_calls)
+        checked = checked_calls(calls, tools, call.max_tool_calls)
+        sent = [_sent(raw.get("function") if isinstance(raw, dict) else None) for raw in calls]
+        document, turn = tool_turn_output(content, checked, call.shown_calls, call.approval_conditions, sent)
         return content or "", reply, None, document, turn
     text = content or ""
     if not valid:  # asked again, with the reason, like any invalid answer

@@ -19,6 +19,7 @@ from dsmo.activities.llm_tools import (
     conversation_messages,
     tool_turn_output,
     turn_of,
+    waits,
 )
 from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.client.agent_catalog import missing_from
@@ -246,6 +247,26 @@ def test_calls_shown_to_the_run_carry_at_most_2_kib_of_arguments_the_rest_are_re
     assert [entry["ok"] for entry in summary["toolCalls"]] == [True, True, False]
     assert document["toolCalls"][2]["problem"].startswith("the arguments are 925 bytes; the calls of one answer")
     assert len(json.dumps(summary).encode()) < 4096  # under the stage's summary cap, whatever the words
+
+
+def test_only_calls_that_may_wait_count_toward_the_2_kib_and_a_refused_one_is_sent_back_as_asked() -> None:
+    assert waits("args.amount > 50", {"amount": 80}) and not waits("args.amount > 50", {"amount": 10})
+    assert waits("args.amount > 50 && run.usage.costUsd < 1", {"amount": 10})  # the run decides what it reads
+    assert waits("args.nope > 1", {})  # the run cannot evaluate it either: a person decides
+    calls = [
+        {"id": f"c{n}", "name": "refund", "arguments": {"amount": amount, "note": "x" * 1500}}
+        for n, amount in ((1, 10), (2, 80), (3, 90))
+    ]
+    sent = [json.dumps(call["arguments"], indent=1) for call in calls]  # as the model spaced them
+    document, summary = tool_turn_output(None, calls, ["refund"], {"refund": "args.amount > 50"}, sent)
+    assert [(entry["ok"], entry.get("waits"), "arguments" in entry) for entry in summary["toolCalls"]] == [
+        (True, False, False),  # waits for no one: made without the run reading its arguments
+        (True, None, True),
+        (False, None, False),  # 1,500 bytes more than the two that wait may carry together
+    ]
+    told = conversation_messages([(document, [{"output": {}}, {"output": {}}, None])])
+    assert told[0]["tool_calls"][2]["function"]["arguments"] == sent[2]
+    assert told[3]["content"].startswith("error: the arguments are 1,523 bytes")
 
 
 def test_a_decision_names_its_call_and_a_wildcard_key_cannot_decide() -> None:

@@ -8,6 +8,23 @@ from pydantic import Field
 
 from dsmo.workflows.common.wire import WireModel
 from dsmo.workflows.contracts.tool_io import ToolTurn
+from dsmo.workflows.definition.node_types import Budget
+
+# The inference field of a visit whose answer broke the schema and whose repairs a spent budget
+# stopped (why it is spent): the run routes the budget, and never the answer.
+REPAIRS_STOPPED = "budgetSpent"
+
+
+class SpendLimit(WireModel):
+    """A budget a stage's repair calls are made within.
+
+    Attributes:
+        budget: Its limits (a person's raises applied).
+        spent: What it had spent before the visit's stage began (`UNSPENT`'s names).
+    """
+
+    budget: Budget
+    spent: dict[str, int | float] = Field(default_factory=dict)
 
 
 class LlmCall(WireModel):
@@ -43,6 +60,11 @@ class LlmCall(WireModel):
             graph runs: the summary of an answer calling them carries their arguments and the
             model's words (the run decides, a person sees them, a node reads them as
             ``toolCall``, without reading the store).
+        approval_conditions: The conditions of ``shown_calls`` tools whose calls wait only where
+            their condition holds, by tool: a call whose condition reads only its arguments and
+            does not hold over them waits for no one, and is not shown.
+        budgets: The run's budget and a tool-using visit's, as a repair call is checked against
+            them: an invalid answer is sent back only while none is spent (`REPAIRS_STOPPED`).
     """
 
     prompt: str
@@ -62,3 +84,5 @@ class LlmCall(WireModel):
     conversation: list[ToolTurn] = Field(default_factory=list)
     shown_calls: list[str] = Field(default_factory=list)
     stream: bool = False
+    approval_conditions: dict[str, str] = Field(default_factory=dict)
+    budgets: list[SpendLimit] = Field(default_factory=list)

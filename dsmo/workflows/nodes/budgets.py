@@ -8,7 +8,9 @@ refuses limits it has already spent) and the run asks its model again; ``stop``,
 in time with ``onTimeout: continue``, routes it as without a wait. Who decided what and why goes
 into the trail. The raised limits are a few numbers, carried across continue-as-new (the run's
 in its checkpoint, a visit's in its `ToolLoop`). Before each turn of a tool-using visit,
-`within_limits` checks the run's budget, the visit's and its ``loopTimeout``.
+`within_limits` checks the run's budget, the visit's and its ``loopTimeout``. Within a stage, the
+activity checks both before each repair of an invalid answer, and stops there once one is spent
+(`repairs_stopped`): the visit commits without an answer and the run routes the budget.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from temporalio import workflow
 
 from dsmo.workflows.common import patches
 from dsmo.workflows.common.durations import format_duration
+from dsmo.workflows.contracts.llm_call import REPAIRS_STOPPED
 from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.contracts.tool_io import ToolLoop
 from dsmo.workflows.definition.node_types import LIMITS, Budget, LlmNode
@@ -100,6 +103,12 @@ async def check_budget(
         if decided.get("decision") != "raise":
             _go_on(run, node_id, on_budget, f"{reason}; {decided.get('by') or 'a person'} stopped it")
         raised.update(new)
+
+
+def repairs_stopped(inference: Mapping[str, Any]) -> bool:
+    """Whether a committed `llm` visit's answer broke its schema and a spent budget stopped its
+    repairs (its stage says so in its own inference, where the model cannot write)."""
+    return isinstance(inference.get(REPAIRS_STOPPED), str)
 
 
 def limits_of(budget: Budget) -> dict[str, int | float]:

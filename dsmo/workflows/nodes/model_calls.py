@@ -3,11 +3,12 @@ conversation so far), and, in a replay, where the original's recorded answers ar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import placeholders
-from dsmo.workflows.contracts.llm_call import LlmCall
+from dsmo.workflows.contracts.llm_call import LlmCall, SpendLimit
 from dsmo.workflows.contracts.tool_io import ToolTurn
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.run.context import Run
@@ -21,10 +22,14 @@ class TurnInput:
     Attributes:
         conversation: The earlier turns that called tools, by reference.
         offered: The names of the tools offered this turn (the node's, narrowed by `allowedTools`).
+        usage: What the visit has spent before this turn.
+        raised: The limits a person raised of the visit's budget.
     """
 
     conversation: list[ToolTurn] = field(default_factory=list)
     offered: frozenset[str] = frozenset()
+    usage: Mapping[str, int | float] = field(default_factory=dict)
+    raised: Mapping[str, int | float] = field(default_factory=dict)
 
 
 def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: int, turn: TurnInput | None) -> LlmCall:
@@ -76,4 +81,24 @@ def model_call(run: Run, node_id: str, node: LlmNode, stage_path: str, visit: in
         shown_calls=[tool.name for tool in node.tools or [] if tool.approval is not None or tool.node is not None],
         conversation=turn.conversation if turn is not None else [],
         stream=node.stream,
+        approval_conditions={
+            tool.name: tool.approval
+            for tool in node.tools or []
+            if tool.approval is not None and tool.approval != "required" and tool.node is None
+        },
+        budgets=_budgets(run, node, turn),
     )
+
+
+def _budgets(run: Run, node: LlmNode, turn: TurnInput | None) -> list[SpendLimit]:
+    """The budgets the visit's repair calls are made within: the run's, and a tool-using visit's
+    own (each of its repair calls comes after the visit's first call)."""
+    budgets = []
+    own = run.definition.budget
+    if own is not None:
+        limits = own.raised(run.state.budget_raised).model_copy(update={"ask": None})
+        budgets.append(SpendLimit(budget=limits, spent=dict(run.state.usage)))
+    if node.budget is not None and turn is not None:
+        limits = node.budget.raised(turn.raised).model_copy(update={"ask": None})
+        budgets.append(SpendLimit(budget=limits, spent=dict(turn.usage)))
+    return budgets

@@ -29,7 +29,7 @@ from dsmo.workflows.contracts.run_records import WaitCheckpoint
 from dsmo.workflows.definition.local_stages import chosen_by_default, runs_locally
 from dsmo.workflows.definition.node_types import LlmNode, RunAgentNode, StageNode
 from dsmo.workflows.definition.sensitive import masked_summary
-from dsmo.workflows.nodes.budgets import before_model_call
+from dsmo.workflows.nodes.budgets import before_model_call, repairs_stopped
 from dsmo.workflows.nodes.model_calls import TurnInput, model_call
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, SINGLE_ATTEMPT, ActivityFailed, call, failure_message
 from dsmo.workflows.run.context import Run
@@ -69,11 +69,19 @@ def classify(err: ActivityError) -> StageFailure:
 async def run_agent_node(run: Run, node_id: str, node: StageNode, resume: WaitCheckpoint | None) -> None:
     """The `run_agent` and `llm` nodes: one processor run per attempt until it commits or cannot.
 
-    An `llm` node's model is asked only within the run's budget (budgets.py).
+    An `llm` node's model is asked only within the run's budget (budgets.py). A visit whose
+    repairs of an invalid answer the budget stopped has no answer: the check routes the budget,
+    or, raised by a person, the model is asked again in a new visit.
     """
-    if isinstance(node, LlmNode):
+    if not isinstance(node, LlmNode):
+        await stage_visit(run, node_id, node)
+        return
+    while True:
         await before_model_call(run, node_id, resume)
-    await stage_visit(run, node_id, node)
+        resume = None
+        _, summary = await stage_visit(run, node_id, node)
+        if not repairs_stopped(summary.inference):
+            return
 
 
 async def stage_visit(

@@ -1,7 +1,9 @@
 """Tool calls that wait for a person to approve, edit or reject them.
 
 A tool with ``approval`` makes its calls wait until someone decides each (or the node's
-``approval`` timeout does).
+``approval`` timeout does). A condition that reads only the call's arguments is evaluated by the
+turn's stage, which carries a call's arguments to the run only if it waits (``waits: false``
+otherwise): arguments past what a turn's summary carries do not refuse a call that waits for no one.
 
 The model proposed the call; the run shows it (the tool, the arguments, the model's words) in
 the wait's ``waitingData``, takes a `TOOL_DECIDED` event for it, records who decided what and
@@ -49,6 +51,8 @@ async def decide_calls(run: Run, node_id: str, node: LlmNode, loop: ToolLoop, re
         if str(index) in pending.decided or not made.get("ok") or tool is None or tool.approval is None:
             continue
         if index < resumed_at:
+            continue
+        if made.get("waits") is False:  # its condition reads only its arguments: the stage found it false
             continue
         proposed = made.get("arguments")
         arguments: dict[str, Any] = proposed if isinstance(proposed, dict) else {}

@@ -8,7 +8,8 @@ idempotency key per call, records each in the trail (`TOOL_CALLED`, or `TOOL_REF
 the stage refused), and starts the next turn with the conversation so far, by reference. The
 first answer without a call is the node's output, and its transitions route on it as for any
 `llm` node. An answer still calling tools at `maxTurns` is a contract violation: the graph, not
-the model, bounds the loop.
+the model, bounds the loop. An answer that broke the schema until a spent budget stopped its
+repairs is no output: the run routes the budget as before any turn.
 
 A replay makes no tool call: each call's result is read from the original's record of the same
 visit and call (`run_tool` reads it), so the replay asks the model nothing and acts on nothing.
@@ -37,7 +38,7 @@ from dsmo.workflows.contracts.tool_io import (
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import LlmNode
 from dsmo.workflows.definition.tools import UNSPENT, add_spend
-from dsmo.workflows.nodes.budgets import within_limits
+from dsmo.workflows.nodes.budgets import repairs_stopped, within_limits
 from dsmo.workflows.nodes.model_calls import TurnInput
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
 from dsmo.workflows.nodes.tool_approvals import decide_calls
@@ -66,11 +67,27 @@ async def llm_node(run: Run, node_id: str, node: LlmNode, resume: WaitCheckpoint
         if loop.pending is None:
             await within_limits(run, node_id, node, loop, budget_wait)
             budget_wait = None
+            if loop.turn >= node.max_turns:  # a person raised the budget that stopped the last turn's repairs
+                contract_violation(
+                    run,
+                    node_id,
+                    f"stage {node_id} (llm): its answer at its last turn did not match outputSchema "
+                    f"(maxTurns {loop.turn})",
+                )
             loop.turn += 1
-            turn = TurnInput(conversation=list(loop.conversation), offered=_offered(run, node))
+            turn = TurnInput(
+                conversation=list(loop.conversation),
+                offered=_offered(run, node),
+                usage=dict(loop.usage),
+                raised=dict(loop.budget_raised),
+            )
             task, summary = await stage_visit(run, node_id, node, turn=turn)
             add_spend(loop.usage, summary.inference)
             _show(run, node_id, loop)
+            if repairs_stopped(summary.inference):
+                # The answer broke the schema and a spent budget stopped its repairs: the checks
+                # before the next turn find it spent, and route it (or a person raises it).
+                continue
             # A turn that called tools says so where the model cannot write: the stage's own
             # inference (an answer's summary fields are the model's, and could read like a turn's).
             called = isinstance(summary.inference.get("toolCalls"), int) and summary.summary.get("turn") == TOOL_TURN

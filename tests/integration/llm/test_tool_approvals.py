@@ -108,6 +108,33 @@ async def test_a_refund_above_the_limit_waits_and_an_approval_through_the_client
     assert len(chat.requests) == asked and len(orders.ledger) == 1 and orders.lookups == 1
 
 
+async def test_only_calls_that_wait_count_toward_the_arguments_a_turn_carries_and_a_refused_one_is_shown_as_sent(
+    tool_harness: Harness, chat: ChatServer, orders: OrderService
+) -> None:
+    small = json.dumps({"order": "A-1" + " " * 2100, "amount": 10})  # over 2 KiB, 10 needs no approval
+    large = json.dumps({"order": "B-7" + " " * 2100, "amount": 120})  # over 2 KiB, and 120 would wait
+    chat.reply(
+        Reply(tool_calls=[("refund", small), ("refund", large)]),
+        Reply(content=json.dumps({"reply": "Refunded 10.00; a person looks at the rest"})),
+    )
+    run_id = await tool_harness.start(parse_definition(support(f"support-{uuid.uuid4().hex[:6]}")), BROKEN)
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+
+    # The call no one approves is made whatever its size; the one that would wait carries too much.
+    assert result.path == ["think", "answer"], result.path
+    assert [entry["amount"] for entry in orders.ledger.values()] == [10]
+    trail = await tool_harness.dsmo.events(run_id)
+    made_or_not = {e.data["index"]: e.type for e in trail if e.type.startswith("TOOL_")}
+    assert made_or_not == {1: "TOOL_CALLED", 2: "TOOL_REFUSED"}, made_or_not
+    made, refused = tool_messages(chat.requests[1])
+    assert json.loads(made["content"]) == {"refunded": 10, "order": "A-1" + " " * 2100}
+    assert refused["content"].startswith("error: the arguments are 2,128 bytes; the calls of one answer that wait")
+    # The model reads the refused call's arguments as it sent them, not emptied.
+    (answered,) = [m for m in chat.requests[1]["messages"] if m["role"] == "assistant"]
+    shown = [call["function"]["arguments"] for call in answered["tool_calls"]]
+    assert json.loads(shown[0]) == json.loads(small) and shown[1] == large
+
+
 async def test_a_rejection_through_the_ingress_is_read_by_the_model_and_nothing_is_refunded(
     tool_harness: Harness, chat: ChatServer, orders: OrderService, tmp_path: Path
 ) -> None:

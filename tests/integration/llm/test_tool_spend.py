@@ -1,6 +1,7 @@
 """What a run's model calls spend: tokens and cost (at the worker's price table) summed per run,
-a run budget that stops it after the call that crosses it, `run.usage` in a condition, the
-status and the console's line, and OpenTelemetry's GenAI token metric."""
+a run budget that stops it after the call that crosses it (repairs of an invalid answer
+included), `run.usage` in a condition, the status and the console's line, and OpenTelemetry's
+GenAI token metric."""
 
 from __future__ import annotations
 
@@ -221,3 +222,65 @@ async def test_a_person_who_stops_a_spent_budget_from_the_command_line_sends_the
 
 async def _continued(harness: Harness, run_id: str) -> bool:
     return any(e.type == "RUN_CONTINUED" for e in await harness.dsmo.events(run_id))
+
+
+INVALID = Reply(content=json.dumps({"nope": 1}))  # breaks the support agent's outputSchema
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tools", "no-tools"])
+async def test_a_run_budget_stops_the_repairs_of_an_invalid_answer_after_the_call_that_crosses_it(
+    tool_harness: Harness, chat: ChatServer, tools: bool
+) -> None:
+    chat.reply(*[INVALID] * 5, Reply(content=json.dumps({"reply": "fixed"})))
+    spender = support(f"support-{uuid.uuid4().hex[:6]}", retries=5) | {
+        "budget": {"modelCalls": 1},
+        "onBudget": "person",
+    }
+    if not tools:  # a plain `llm` node: one visit, its repairs within the same stage
+        for field in ("tools", "maxTurns"):
+            del spender["nodes"]["think"][field]
+    run_id = await tool_harness.start(parse_definition(spender), TICKET)
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+
+    # One call spends the budget: its invalid answer is not sent back, and the run goes onBudget.
+    assert result.path == ["think", "person"] and len(chat.requests) == 1, (result.path, len(chat.requests))
+    trail = await tool_harness.dsmo.events(run_id)
+    spent = next(e for e in trail if e.type == "BUDGET_SPENT")
+    assert (spent.data["budget"], spent.data["to"], spent.data["modelCalls"]) == ("run", "person", 1)
+    assert spent.data["reason"] == "1 model calls made of a budget of 1"
+    assert (await tool_harness.dsmo.run(run_id).status()).usage["modelCalls"] == 1  # type: ignore[index]
+
+
+async def test_a_visit_budget_stops_the_repairs_of_an_invalid_answer_after_the_call_that_crosses_it(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    chat.reply(
+        Reply(tool_calls=[("lookup_order", {"order": "A-1"})]), INVALID, Reply(content=json.dumps({"reply": "x"}))
+    )
+    visit = support(f"support-{uuid.uuid4().hex[:6]}", budget={"modelCalls": 2}, onBudget="person")
+    run_id = await tool_harness.start(parse_definition(visit), TICKET)
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+
+    assert result.path == ["think", "person"] and len(chat.requests) == 2, (result.path, len(chat.requests))
+    spent = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "BUDGET_SPENT")
+    assert (spent.data["budget"], spent.data["reason"]) == ("node", "2 model calls made of a budget of 2")
+
+
+async def test_a_person_who_raises_a_budget_that_stopped_the_repairs_has_the_model_asked_again(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    chat.reply(INVALID, Reply(content=json.dumps({"reply": "on its way"})))
+    asking = support(f"support-{uuid.uuid4().hex[:6]}", retries=3) | {
+        "budget": {"modelCalls": 1, "ask": {"timeout": "1h"}},
+        "onBudget": "person",
+    }
+    run_id = await tool_harness.start(parse_definition(asking), TICKET)
+    handle = tool_harness.dsmo.run(run_id)
+    view = await handle.wait_for_status({RunStatus.WAITING}, timeout=60)
+    assert view.waiting_for == "budget" and len(chat.requests) == 1, view
+    await handle.decide_budget("raise", model_calls=5, by="ana")
+    result = await asyncio.wait_for(tool_harness.dsmo.result(run_id), 60)
+
+    # The model is asked again in the visit's next turn, which answers.
+    assert result.path == ["think", "answer"] and len(chat.requests) == 2, (result.path, len(chat.requests))
+    assert (await handle.status()).usage["modelCalls"] == 2  # type: ignore[index]
