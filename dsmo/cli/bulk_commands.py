@@ -15,6 +15,7 @@ from dsmo.client.batches import BatchReport, RunOutcome
 from dsmo.client.bulk_operations import FAILED_RUNS, default_batch_id
 from dsmo.client.client_errors import InvalidQuery
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.query_errors import given_query
 from dsmo.client.run_selection import Scope
 from dsmo.workflows.common.errors import DsmoError
 
@@ -166,7 +167,11 @@ def run_batch_command(
     """Run a batch with per-run lines, a progress bar on a terminal, a summary and ``--json``'s report.
 
     Exits 1 when any run ``failed``, 130 when interrupted (the same command again finishes it).
+
+    Raises:
+        InvalidQuery: ``query`` is empty or blank (refused before Temporal is reached).
     """
+    given_query(query)
     # rich is loaded only by the commands that draw with it: every other command starts faster.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

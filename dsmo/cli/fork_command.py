@@ -39,6 +39,10 @@ def fork(
     outcomes, and nothing is sent to anyone. From --from on it runs live, with the --set
     corrections. RUN_ID may have ended or still run; it is not touched.
     """
+    if version is None and (maps or map_file):
+        # Without --version the fork stays on the run's own version: no node of it is renamed.
+        option = "--map" if maps else "--map-file"
+        raise click.UsageError(f"{option}: only with --version (a renamed node of the version the fork goes onto)")
     corrections = assignments_of(sets)
     node_map = node_map_of(maps, map_file)
 

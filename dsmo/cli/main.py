@@ -21,6 +21,8 @@ from dsmo.cli.status_command import status
 from dsmo.cli.trail_command import print_trail, trail_options
 from dsmo.client.definition_files import load_definition, names_agent
 from dsmo.client.flow_starts import StartReport
+from dsmo.client.query_errors import given_query
+from dsmo.client.run_requests import required_reason
 from dsmo.config.settings import SettingsError
 from dsmo.runtime.exits import hard_exit
 from dsmo.workflows.common.durations import parse_duration
@@ -219,6 +221,9 @@ def cancel(obj: Context, run_id: str | None, reason: str, cancelled_by: str, que
     """
     if (run_id is None) == (query is None):
         raise click.UsageError("give either RUN_ID or --query")
+    given_query(query)
+    # Before the progress bar draws: a refused batch leaves nothing but its one line.
+    required_reason(reason, "the run is cancelled" if query is None else "the runs are cancelled")
     if query is not None:
         from dsmo.cli.bulk import cancel_matching
 

@@ -17,6 +17,7 @@ from dsmo.cli.fork_command import fork
 from dsmo.cli.migrate_command import migrate
 from dsmo.cli.render import stack_lines
 from dsmo.cli.rewind_command import rewind
+from dsmo.client.query_errors import given_query
 from dsmo.devstack.stack import DevStack
 from dsmo.workflows.common.status import RunStatus
 
@@ -151,6 +152,7 @@ def runs_list(
     as_json: bool,
 ) -> None:
     """Runs, newest first, with what each waits for and until when (from Temporal visibility)."""
+    given_query(query)
 
     async def go() -> list[Any]:
         client = await obj.client()

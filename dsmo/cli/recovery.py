@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,10 @@ def replay(
     With --query and a candidate (--definition FILE, or --version V --agent A), every ended run
     the filter selects is replayed against the candidate instead (what-if): per run, the same
     path or where it first diverges, then a summary. Exit status 0 when no path diverged, 1
-    when some did, 2 when a run could not be replayed.
+    when some did, 2 when a run could not be replayed or the filter or candidate is wrong.
     """
+    what_if_options = {"--definition": definition_file, "--version": version, "--agent": agent, "--limit": limit}
+    _one_way(run_id, from_stage, query, what_if_options)
     if query is not None:
         what_if_command(obj, query, definition_file, version, agent, task_queue, rerun_llm, limit, as_json)
         return
@@ -104,6 +107,19 @@ def replay(
     if report.problem is not None:  # the paths say nothing: the record could not answer the replay
         click.echo(f"error: the replay could not follow the record: {report.problem}", err=True)
         sys.exit(2)
+
+
+def _one_way(run_id: str | None, from_stage: str | None, query: str | None, what_if: Mapping[str, object]) -> None:
+    """Refuse an option of the other way of `dsmo replay` than the one asked: it would be ignored."""
+    if query is not None:
+        if run_id is not None:
+            raise click.UsageError("RUN_ID: not with --query (replay one run, or the runs --query selects)")
+        if from_stage is not None:
+            raise click.UsageError("--from-stage: not with --query (it replays one run from a stage)")
+        return
+    for option, value in what_if.items():
+        if value is not None:
+            raise click.UsageError(f"{option}: only with --query")
 
 
 @click.command()

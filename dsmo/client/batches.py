@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from dsmo.client.connection import first_line
 from dsmo.client.core import ClientCore
+from dsmo.client.query_errors import given_query
 from dsmo.client.run_selection import Scope, Selection, VisibilityBehind, count_current, selected
 from dsmo.workflows.common.errors import DsmoError
 
@@ -207,10 +208,12 @@ async def run_batch(
         The report, with ``finished_at`` set.
 
     Raises:
-        InvalidQuery: Temporal refused the filter (``query: <why>``), before any run was touched.
+        InvalidQuery: ``query`` is empty (``--query: ...``), or Temporal refused it (``query: <why>``),
+            before any run was touched.
         TemporalUnavailable: Temporal cannot be reached.
         ValueError: ``rate``, ``limit`` or ``concurrency`` is not positive.
     """
+    given_query(query)
     if limit is not None and limit < 1:
         raise ValueError("limit: must be at least 1")
     if concurrency < 1:

@@ -44,6 +44,7 @@ async def bulk_cancel(
     on_outcome: OnOutcome | None = None,
 ) -> BatchReport:
     """Cancel every run ``query`` selects, as `DsmoClient.cancel` does one (see there)."""
+    run_requests.required_reason(reason, "the runs are cancelled")
 
     async def cancel(run_id: str) -> RunOutcome:
         described = await _describe(core, run_id)

@@ -400,7 +400,8 @@ class DsmoClient:
             ``skipped`` (already ended, or a cancel was requested before), ``would`` or ``failed``.
 
         Raises:
-            InvalidQuery: Temporal refused the filter; no run was touched.
+            DsmoError: ``reason`` is empty or blank; no run was touched.
+            InvalidQuery: The filter is empty, or Temporal refused it; no run was touched.
         """
         return await bulk_operations.bulk_cancel(self._core, query, reason=reason, by=by, **batch)
 
@@ -416,7 +417,7 @@ class DsmoClient:
             ``skipped`` (no dead letter, or already redriven: named), ``would`` or ``failed``.
 
         Raises:
-            InvalidQuery: Temporal refused the filter; no run was touched.
+            InvalidQuery: The filter is empty, or Temporal refused it; no run was touched.
         """
         return await bulk_operations.bulk_redrive(self._core, query, **batch)
 
@@ -437,7 +438,7 @@ class DsmoClient:
 
         Raises:
             EventMalformed: The event is not well formed; nothing was sent to any run.
-            InvalidQuery: Temporal refused the filter; no run was touched.
+            InvalidQuery: The filter is empty, or Temporal refused it; no run was touched.
         """
         return await bulk_operations.bulk_deliver(self._core, query, event_type, data, batch_id=batch_id, **batch)
 
@@ -452,8 +453,9 @@ class DsmoClient:
             to: The target version: a published definition, or its hash or ``version`` label.
             **options: ``from_version`` (only runs on it), ``query`` (a visibility filter AND-ed
                 to the selection), the move's ``node_map``, ``leave_wait``, ``restart_timers``,
-                ``set_variables``, ``reason`` and ``by`` (see `RunHandle.migrate`), and the batch's
-                ``dry_run``, ``rate``, ``limit``, ``concurrency`` and ``on_outcome``.
+                ``set_variables``, ``reason`` and ``by`` (see `RunHandle.migrate`), the batch's
+                ``dry_run``, ``rate``, ``limit``, ``concurrency`` and ``on_outcome``, and
+                ``publish`` (``to`` is a definition to publish once the batch's arguments are checked).
 
         Returns:
             Each run's outcome (``done``, ``would``, ``skipped``, ``refused``, ``failed``) and a
@@ -461,7 +463,7 @@ class DsmoClient:
 
         Raises:
             DefinitionNotFound: ``to`` or ``from_version`` is not a published version of ``agent``.
-            InvalidQuery: Temporal refused the filter; no run was touched.
+            InvalidQuery: The filter is empty, or Temporal refused it; no run was touched.
         """
         return await migration.migrate_agent(self._core, agent, to, **options)
 
@@ -484,7 +486,7 @@ class DsmoClient:
             Per run: same path or where it first diverged, and both end statuses; a summary.
 
         Raises:
-            InvalidQuery: Temporal refused the filter; nothing was replayed.
+            InvalidQuery: The filter is empty, or Temporal refused it; nothing was replayed.
         """
         return await what_if.what_if(self._core, self._core.artifacts, query, candidate, **options)
 

@@ -2,7 +2,8 @@
 
 DSMO ANDs its own clauses before the user's filter (`run_selection`), and Temporal counts a
 syntax error's position in the SQL it builds around the whole text, so its position means nothing
-to the user; here it is counted again in the user's own query.
+to the user; here it is counted again in the user's own query. An empty filter is refused before
+Temporal is asked (`given_query`): with only DSMO's clauses left, it would select every run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,30 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.client.client_errors import InvalidQuery, TemporalUnavailable
 from dsmo.client.connection import first_line
+
+EMPTY_QUERY = (
+    "--query: must not be empty (to select every run, say so with a filter such as \"ExecutionStatus='Running'\")"
+)
+
+
+def given_query(query: str | None) -> str | None:
+    """``query``, a user's visibility filter (None: none given), refused when it is empty or blank.
+
+    DSMO adds only its own clauses to the user's filter, so an empty one selects every run of
+    every agent: a ``--query "$FILTER"`` whose variable is unset must not act on all of them.
+
+    Args:
+        query: The filter as given.
+
+    Returns:
+        ``query``, unchanged.
+
+    Raises:
+        InvalidQuery: ``query`` is empty or blank; nothing was asked of Temporal.
+    """
+    if query is not None and not query.strip():
+        raise InvalidQuery(EMPTY_QUERY)
+    return query
 
 
 @contextlib.asynccontextmanager

@@ -15,12 +15,11 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.client import moved_runs, replay, run_status
+from dsmo.client import moved_runs, replay, run_requests, run_status
 from dsmo.client.client_errors import RewindNotAccepted
 from dsmo.client.core import ClientCore
 from dsmo.client.rpc_errors import update_failure
 from dsmo.client.unanswered import closed_or_missing, update_run
-from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.rewind_io import REWIND_UPDATE, RewindAck, RewindRequest
 
 
@@ -36,8 +35,7 @@ async def rewind(
     by: str = "user",
 ) -> RewindAck:
     """Send ``run_id`` back to ``to_node``; what the run answered. Every refusal comes before any write."""
-    if not reason.strip():
-        raise DsmoError("--reason: say why the run goes back; it is recorded in the trail")
+    run_requests.required_reason(reason, "the run goes back")
     view = await run_status.status(core, run_id)
     if view.status.terminal:
         raise RewindNotAccepted(

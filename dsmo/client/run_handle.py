@@ -296,6 +296,7 @@ class RunHandle:
             by: Who, recorded as ``cancelledBy``.
 
         Raises:
+            DsmoError: ``reason`` is empty or blank; nothing was asked of the run.
             RunClosed: The run has ended already.
             RunNotFound: No run has this id.
         """

@@ -23,11 +23,29 @@ from dsmo.workflows.contracts.run_records import StatusView
 from dsmo.workflows.events.resume_events import DUPLICATE_NOT_RECORDED, EventAck, EventRejected, parse_signal
 
 
+def required_reason(reason: str, what: str) -> None:
+    """Refuse an empty or blank reason for a change to a run, before anything is asked of it.
+
+    The reason goes into the run's trail, where a blank one reads as no reason at all (a cancel
+    with none is recorded as Temporal's own, "cancellation requested through Temporal").
+
+    Args:
+        reason: The reason given.
+        what: What it explains, as the error says it (``"the run goes back"``).
+
+    Raises:
+        DsmoError: ``reason`` is empty or blank (``--reason: say why ...``).
+    """
+    if not reason.strip():
+        raise DsmoError(f"--reason: say why {what}; it is recorded in the trail")
+
+
 async def cancel(core: ClientCore, run_id: str, *, reason: str, by: str = "user") -> None:
     """Cancel a run in any non-terminal state (PENDING included); the run records who and why.
 
     `RunHandle.cancel` documents it.
     """
+    required_reason(reason, "the run is cancelled")
     try:
         view: StatusView | None = await run_status.status(core, run_id)
     except (WorkflowTaskFailing, NoWorker):

@@ -15,9 +15,11 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import TypedSearchAttributes
 
 from dsmo.client.batches import BatchReport, Pacer, RunOutcome, reason_class, run_batch
-from dsmo.client.bulk_operations import batch_event_id, default_batch_id, refusal
+from dsmo.client.bulk_operations import batch_event_id, bulk_cancel, default_batch_id, refusal
+from dsmo.client.client_errors import InvalidQuery
 from dsmo.client.core import ClientCore
 from dsmo.config.settings import Settings
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import MAX_EVENT_ID
 
 
@@ -126,6 +128,24 @@ async def test_runs_are_selected_among_agent_executions_with_the_operations_scop
     assert cast(FakeClient, fake).temporal.queries == [
         "WorkflowType='AgentExecution' AND AgentExecutionStatus='failed' AND (AgentName='a')"
     ]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"], ids=["empty", "blank", "whitespace"])
+async def test_an_empty_filter_is_refused_before_visibility_is_read(query: str) -> None:
+    # With only DSMO's clauses left, an empty filter would select every run of every agent.
+    fake = client("r1")
+    with pytest.raises(InvalidQuery, match=r"^--query: must not be empty \(to select every run, say so"):
+        await run_batch(fake, "cancel", query, acted)
+    assert cast(FakeClient, fake).temporal.queries == []
+
+
+@pytest.mark.parametrize("reason", ["", "  "], ids=["empty", "blank"])
+async def test_a_bulk_cancel_without_a_reason_is_refused_before_visibility_is_read(reason: str) -> None:
+    # A blank reason is recorded as if Temporal had cancelled the runs ("cancellation requested through Temporal").
+    fake = client("r1")
+    with pytest.raises(DsmoError, match=r"^--reason: say why the runs are cancelled"):
+        await bulk_cancel(fake, "AgentName='a'", reason=reason)
+    assert cast(FakeClient, fake).temporal.queries == []
 
 
 async def test_the_limit_stops_reading_the_listing() -> None:

@@ -72,7 +72,7 @@ class StartRequest(_Body):
 class CancelRequest(_Body):
     """Cancel a run (`POST /executions/{run_id}/cancel`) with the reason kept in its audit trail."""
 
-    reason: str = Field(min_length=1, max_length=500)
+    reason: str = Field(min_length=1, max_length=500, pattern=r"\S", description="why; not blank")
 
 
 class MigrateRequest(_Body):

@@ -3,6 +3,9 @@
 The class holds what Temporal calls: the run loop, the signal, update and query handlers, and
 continue-as-new. What each node does lives with its kind (`engine/node_step.py` picks the
 handler); the run's state travels as one `Run` (`run/context.py`).
+
+Longer than most modules: Temporal reads a workflow's handlers off its class, so every signal,
+update and query of a run is declared here, each handing its work to its module in a line.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ attempt (``.../{node or node.vN}/attempt={n}/output.json``); a retry that finds 
 attempt's output reuses it and the orchestrator records the duplicate. The attempt a visit
 committed (its `STAGE_SUCCEEDED`'s ``attempt``) is what a replay reads: its output, and for an
 `llm` stage the model calls recorded beside it.
+
+Longer than most modules: a stage's attempt loop, its failure policy and the visit it commits
+share the attempt's state, and split apart each would pass it back and forth.
 """
 
 from __future__ import annotations

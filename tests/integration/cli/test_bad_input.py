@@ -300,6 +300,7 @@ CASES = [
     ),
     http("run id with '..'", "GET", "/executions/a..b", None, 422, "run id", "no '..'"),
     http("cancel without a reason", "POST", "/executions/{target}/cancel", {}, 422, "reason"),
+    http("cancel with a blank reason", "POST", "/executions/{target}/cancel", {"reason": "   "}, 422, "reason"),
     http("no API key", "GET", "/executions/{target}", None, 401, "API key", key=None),
     http(
         "version as a path", "POST", "/executions", {"agent": "battery", "version": "../definitions/x"}, 422, "version"
