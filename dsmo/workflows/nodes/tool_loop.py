@@ -21,6 +21,7 @@ import asyncio
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import RetryState
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts import activity_io as contracts
@@ -37,7 +38,7 @@ from dsmo.workflows.contracts.tool_io import (
 )
 from dsmo.workflows.definition.conditions import ConditionError, ConditionScope
 from dsmo.workflows.definition.node_types import LlmNode
-from dsmo.workflows.definition.tools import UNSPENT, add_spend
+from dsmo.workflows.definition.tools import UNSPENT, ToolSpec, add_spend
 from dsmo.workflows.nodes.budgets import repairs_stopped, within_limits
 from dsmo.workflows.nodes.model_calls import TurnInput
 from dsmo.workflows.nodes.stages import run_agent_node, stage_visit
@@ -221,8 +222,24 @@ async def _tool_call(
             summary=f"{node_id}: tool {name}",
         )
     except ActivityFailed as failed:
+        # No record of its own (no attempt lived to write one): the event points at the turn's
+        # answer, whose record holds the call's arguments, and says how the call failed.
         said = {} if run.seal is not None else {"error": failed.message}  # a sealed run's words stay sealed
-        state.audit.record("TOOL_CALLED", at=workflow.now(), stage=node_id, data={**where, "ok": False, **said})
+        spent = failed.error.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED and node.retry.max_attempts > 1
+        state.audit.record(
+            "TOOL_CALLED",
+            at=workflow.now(),
+            stage=node_id,
+            artifact_uris=[pending.answer_uri],
+            data={
+                **where,
+                **_made_by(tool),
+                "ok": False,
+                "idempotencyKey": tool_task.idempotency_key,
+                **({"attempts": node.retry.max_attempts} if spent else {}),
+                **said,
+            },
+        )
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id}: tool {name} failed: {failed.message}") from None
     state.audit.record(
         "TOOL_CALLED",
@@ -231,13 +248,7 @@ async def _tool_call(
         artifact_uris=[result.uri],
         data={
             **where,
-            **(
-                {"action": tool.action}
-                if tool.action
-                else {"mcp": f"{tool.mcp.server}/{tool.mcp.tool}"}
-                if tool.mcp
-                else {"node": tool.node}
-            ),
+            **_made_by(tool),
             "ok": result.ok,
             "resultSha256": result.sha256,
             "idempotencyKey": tool_task.idempotency_key,
@@ -272,3 +283,12 @@ def _recorded_folder(run: Run, node_id: str, task: contracts.StageTask) -> str |
             f"replay diverged: the original made no tool calls at {task.stage_path}, and a replay makes none",
         )
     return recorded.folder
+
+
+def _made_by(tool: ToolSpec) -> dict[str, str]:
+    """What makes a tool's calls, as `TOOL_CALLED` names it: its action, MCP tool or graph node."""
+    if tool.action:
+        return {"action": tool.action}
+    if tool.mcp:
+        return {"mcp": f"{tool.mcp.server}/{tool.mcp.tool}"}
+    return {"node": tool.node or ""}

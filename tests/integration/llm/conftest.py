@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -51,6 +52,7 @@ async def tool_harness(
     actions.add(FunctionAction("lookup-order", orders.lookup))
     actions.add(FunctionAction("refund-order", orders.refund))
     actions.add(FunctionAction("export-everything", lambda data, ctx: {"rows": "x" * (100 << 20)}))  # 100 MiB
+    actions.add(FunctionAction("ship-order", _down))  # a service that is down: every attempt fails
     task_queue = f"tools-{uuid.uuid4().hex[:10]}"
     worker = build_worker(
         dsmo.temporal,
@@ -64,3 +66,7 @@ async def tool_harness(
         harness = Harness(dsmo, store, task_queue, tmp_path / "outbox", stack_settings)
         yield harness
     await harness.replay_all()
+
+
+def _down(data: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    raise ConnectionError("the shipping service is down")

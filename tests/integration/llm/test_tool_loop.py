@@ -241,6 +241,29 @@ async def _listed(harness: Harness, query: str, count: int) -> bool:
     return await harness.dsmo.count_runs(query) == count
 
 
+async def test_a_call_whose_action_fails_for_good_is_recorded_with_where_its_arguments_are(
+    tool_harness: Harness, chat: ChatServer
+) -> None:
+    shipping = support(f"support-{uuid.uuid4().hex[:6]}", retry={"maxAttempts": 2, "initialInterval": "100ms"})
+    shipping["nodes"]["think"]["tools"].append(
+        {
+            "name": "ship",
+            "description": "Ship an order",
+            "parameters": {"type": "object", "properties": {"order": {"type": "string"}}},
+            "action": "ship-order",
+        }
+    )
+    chat.reply(Reply(tool_calls=[("ship", {"order": "A-1"})]))
+    run_id, result = await run(tool_harness, shipping)
+
+    assert result.status is RunStatus.FAILED and "tool ship failed" in (result.error_message or "")
+    called = next(e for e in await tool_harness.dsmo.events(run_id) if e.type == "TOOL_CALLED")
+    assert called.data["ok"] is False and called.data["attempts"] == 2, called.data
+    assert called.data["action"] == "ship-order" and called.data["idempotencyKey"] == f"tool:{run_id}:think:1"
+    answer = tool_harness.store.read_bytes(called.artifact_uris[0])  # the turn's answer: the call's arguments
+    assert b"ship" in answer and b"A-1" in answer
+
+
 async def test_a_100_mib_tool_result_is_refused_recorded_small_and_the_model_is_told(
     tool_harness: Harness, chat: ChatServer
 ) -> None:
