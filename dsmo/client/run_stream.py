@@ -10,7 +10,13 @@ that item: what was missed comes first, then what happens next, nothing twice.
 
 An attempt that ends without committing (a worker lost mid-call, a failed call) is followed to
 its end, then marked ``abandoned``: its tokens are not the answer. The retried attempt begins
-with an ``attempt`` item.
+with an ``attempt`` item. A position given back is first read against the trail
+(`checked_cursor`): one this stream could not have given (from another run, past the end,
+naming an attempt never begun or already over) is refused, never followed.
+
+Longer than most modules: the cursor, its check against the trail and the stream itself share
+one rule of where an attempt begins and ends (`_begins`, `_ends`); kept together, the three
+cannot disagree on it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ ATTEMPT_ENDS = frozenset({"STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"})
 PROGRESS_KINDS = frozenset({"token", "progress"})  # what a stage's chunks may hold
 _OPEN = re.compile(r"^([A-Za-z0-9_.-]{1,200})@([0-9a-f]{1,64})@([0-9]{1,6})=([0-9]{1,9})\.([0-9]{1,6})$")
 MAX_OPEN = 64  # attempts one cursor may name (parallel stages of one run)
+# Pages of the trail (of `trail_pages.MAX_LIMIT` events) read back from a position to find the
+# attempts it names: an attempt open across more events than that is not taken as one.
+CHECKED_PAGES = 10
 
 
 class BadCursor(ValueError):
@@ -87,12 +96,12 @@ class StreamCursor:
         if not text:
             return cls()
         seq, *opened = text.split(";")
-        if not seq.isdigit() or len(opened) > MAX_OPEN:
+        if not re.fullmatch(r"[0-9]{1,12}", seq) or len(opened) > MAX_OPEN:  # ASCII digits only
             raise BadCursor(f"after: {text[:80]!r} is not a stream position (an item's id)")
         cursor = cls(seq=int(seq))
         for part in opened:
             where, _, version = part.rpartition("@")
-            found = _OPEN.match(where)
+            found = _OPEN.fullmatch(where)
             if found is None or not re.fullmatch(r"[0-9a-f]{1,64}", version):
                 raise BadCursor(f"after: {part[:80]!r} is not an attempt's position")
             stage, key, attempt, chunk, item = found.groups()
@@ -120,21 +129,30 @@ class StreamItem:
     data: dict[str, Any]
 
 
-async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> AsyncIterator[StreamItem]:
+async def follow(
+    core: ClientCore, run_id: str, *, after: str | None = None, checked: bool = False
+) -> AsyncIterator[StreamItem]:
     """A run's stream from ``after`` (None: its start), until the run has ended.
 
     While no worker answers for a run that has not ended (none is up, or one died and the next
     has not taken over), the stream waits for one.
 
+    Args:
+        core: The client's connections.
+        run_id: The run.
+        after: An item's id: the stream resumes right after that item.
+        checked: ``after`` was checked with `checked_cursor` already (by a server, before it
+            began to answer): it is not read against the trail again.
+
     Raises:
-        BadCursor: ``after`` is not an id this stream gave.
+        BadCursor: ``after`` is not an id this run's stream gave.
         RunNotFound: No run has this id.
     """
-    cursor = StreamCursor.parse(after)
-    store = core.artifacts
     # A running run's trail is asked of the run; an ended run's is read from its export (no worker
     # replays it). Temporal is asked which, when the stream opens and when the run goes quiet.
     ended_run = await core.has_ended(run_id)
+    cursor = StreamCursor.parse(after) if checked else await checked_cursor(core, run_id, after, ended=ended_run)
+    store = core.artifacts
     if cursor.seq > 0 and ended_run and await _ended_at(core, run_id, cursor.seq):  # resumed after the end
         for followed in list(cursor.attempts.values()):
             async for item in _drain(store, run_id, cursor, followed, ending=None):
@@ -171,7 +189,10 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
         for event in events:
             for followed in [a for a in cursor.attempts.values() if a.stage == event.stage]:
                 # What the attempt wrote comes before what the trail says of its stage since (a
-                # commit's STAGE_STARTED is recorded after the answer streamed).
+                # commit's STAGE_STARTED is recorded after the answer streamed), after the event
+                # that begins it (a reader resuming right after its announcement reads that next).
+                if _begins(event, followed):
+                    continue
                 if _ends(event, followed):
                     async for item in _drain(store, run_id, cursor, followed, ending=event):
                         yield item
@@ -208,6 +229,52 @@ async def follow(core: ClientCore, run_id: str, *, after: str | None = None) -> 
             await asyncio.sleep(max(wait, 0.01))
 
 
+async def checked_cursor(
+    core: ClientCore, run_id: str, after: str | None, *, ended: bool | None = None
+) -> StreamCursor:
+    """The position ``after`` names, once the run's trail shows this stream could have given it:
+    its event is in the trail, and each attempt it names began by then (its ``STAGE_ENQUEUED``, at
+    most one event later: an attempt is announced before the event that begins it) and had not
+    ended. A position from another run, from the future or forged is refused, not followed.
+
+    Args:
+        core: The client's connections.
+        run_id: The run.
+        after: An item's id (None: the stream's start).
+        ended: Whether Temporal has the run ended (None: asked here).
+
+    Raises:
+        BadCursor: ``after`` is not a position of this run's stream.
+    """
+    cursor = StreamCursor.parse(after)
+    if cursor.seq == 0 and not cursor.attempts:
+        return cursor
+    live = not (await core.has_ended(run_id) if ended is None else ended)
+    unseen, over = dict(cursor.attempts), set()
+    before: int | None = cursor.seq + 2
+    for _ in range(CHECKED_PAGES):
+        if before is None or not (unseen or before == cursor.seq + 2):
+            break
+        try:
+            page = await trail_pages.trail_page(core, run_id, before=before, limit=trail_pages.MAX_LIMIT, live=live)
+        except (RunNotStarted, NoWorker):
+            return cursor  # the run cannot say now; the stream waits for it as it would anyway
+        if before == cursor.seq + 2 and page.total < cursor.seq:
+            raise BadCursor(f"after: {cursor.seq} is past the end of run {run_id}'s trail ({page.total} events)")
+        for event in reversed(page.events):  # newest first: an attempt's end comes before its start
+            for followed in list(unseen.values()):
+                if _begins(event, followed):
+                    if followed.name in over:
+                        raise BadCursor(f"after: attempt {followed.name} had ended by {cursor.seq}")
+                    del unseen[followed.name]
+                elif event.seq <= cursor.seq and _ends(event, followed):
+                    over.add(followed.name)
+        before = page.previous_before
+    if unseen:
+        raise BadCursor(f"after: run {run_id} began no attempt {next(iter(unseen))} by {cursor.seq}")
+    return cursor
+
+
 async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
     """Whether the ended run's trail event ``seq`` is its last (read from its export)."""
     try:
@@ -228,8 +295,14 @@ def _began(event: AuditEvent) -> _Attempt | None:
     return _Attempt(event.stage, event.workflow_version, key, event.attempt or 1)
 
 
+def _begins(event: AuditEvent, followed: _Attempt) -> bool:
+    """Whether ``event`` is the `STAGE_ENQUEUED` that begins ``followed``."""
+    began = _began(event)
+    return began is not None and (began.name, began.version) == (followed.name, followed.version)
+
+
 def _ends(event: AuditEvent, followed: _Attempt) -> bool:
-    if event.stage != followed.stage:
+    if event.stage != followed.stage or _begins(event, followed):
         return False
     if event.type == "STAGE_ENQUEUED":
         return True  # the next attempt, or the stage's next visit

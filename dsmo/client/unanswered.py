@@ -61,6 +61,8 @@ async def query_error(
     timed_out = err.status == RPCStatusCode.DEADLINE_EXCEEDED or any(
         sign in str(err).lower() for sign in ("timeout expired", "h2 protocol error")
     )
+    # Temporal refuses a query at once when no worker has polled the run's queue lately.
+    no_poller = "no poller seen" in str(err).lower()
     try:
         described = await handle.describe()
         failure = await run_health.workflow_task_failure(temporal, described)
@@ -71,9 +73,9 @@ async def query_error(
     # error (an "h2 protocol error" when the failure's text overflows the reply's headers).
     if failure is not None:
         return WorkflowTaskFailing(f"run {run_id!r}: {run_health.failing_hint(failure)}")
-    if not failed_task and not timed_out:
+    if not failed_task and not timed_out and not no_poller:
         return rpc_error(settings, run_id, err)
-    if not polling:
+    if not polling or no_poller:
         return NoWorker(f"run {run_id!r}: {run_health.no_worker_hint(described.task_queue)}")
     if failed_task:
         return WorkflowTaskFailing(f"run {run_id!r}: its workflow task failed; `dsmo status {run_id}` shows why")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from dsmo.client.dsmo_client import DsmoClient
-from dsmo.client.run_stream import BadCursor, StreamCursor
+from dsmo.client.run_stream import BadCursor, StreamCursor, checked_cursor, follow
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.dependencies import can_read, dsmo_client
 from dsmo.server.ingress.problems import Problem
@@ -54,7 +54,11 @@ async def stream(
     # while no worker answers (one restarting) waits for one instead of being refused.
     if not await dsmo.core.exists(run_id):
         raise Problem(404, "run_not_found", f"no run {run_id!r}")
+    try:  # read against the run's trail before the answer begins: a 422 cannot come later
+        await checked_cursor(dsmo.core, run_id, position)
+    except BadCursor as err:
+        raise Problem(422, "invalid_position", str(err)) from None
     try:
-        return sse_response(request, dsmo.stream(run_id, after=position), key.name)
+        return sse_response(request, follow(dsmo.core, run_id, after=position, checked=True), key.name)
     except TooManyStreams as err:
         raise Problem(429, err.code, str(err)) from None

@@ -194,3 +194,25 @@ async def test_a_run_whose_workflow_task_fails_can_still_be_cancelled(harness: H
             dsmo_cli, harness.cli_env(), "cancel", run_id, "--reason", "stuck on a bad definition"
         )
         assert cancelled.returncode == 0, cancelled.stderr
+
+
+async def test_temporal_saying_no_poller_was_seen_is_a_missing_worker(harness: Harness) -> None:
+    """Temporal refuses a query at once when no worker polled the queue lately ("no poller seen"):
+    that is no worker, which a live stream waits out, not an error that ends it."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from dsmo.client.client_errors import NoWorker
+    from dsmo.client.unanswered import query_error
+
+    dsmo, queue = harness.dsmo, f"gone-{uuid.uuid4().hex[:8]}"
+    waiting = parse_definition({"agent": "gone", "start": "ask", "nodes": {"ask": {"actionType": "wait_for_response"}}})
+    async with build_worker(dsmo.temporal, task_queue=queue, store=harness.store, channel=FileChannel(harness.outbox)):
+        run_id = (await dsmo.start(waiting, task_queue=queue)).run_id
+        await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    handle = dsmo.temporal.get_workflow_handle(run_id)
+    refused = RPCError(
+        "no poller seen for task queue recently, worker may be down", RPCStatusCode.FAILED_PRECONDITION, b""
+    )
+    said = await query_error(dsmo.temporal, dsmo.settings, handle, "trail", refused)
+    assert isinstance(said, NoWorker) and queue in str(said), said
+    await handle.terminate(reason="test over")

@@ -167,6 +167,42 @@ async def test_tokens_arrive_before_the_stage_ends_and_a_reader_resumes_after_it
     assert "is not a stream position" in bad.text
 
 
+async def test_a_reader_resumes_after_any_item_with_exactly_the_rest_and_a_forged_position_is_refused(
+    tool_harness: Harness, chat: ChatServer, ingress: tuple[str, str, str]
+) -> None:
+    url, reader, _ = ingress
+    chat.reply(Reply(content=" ".join(WORDS[:20])), Reply(content=" ".join(WORDS[:5])))
+    agent = f"writer-{uuid.uuid4().hex[:6]}"
+    run_id, other = [await tool_harness.start(parse_definition(writer(agent))) for _ in range(2)]
+    for each in (run_id, other):
+        await asyncio.wait_for(tool_harness.dsmo.result(each), 60)
+    stream_url = f"{url}/executions/{run_id}/stream"
+    whole = await sse(stream_url, reader)
+    assert [item["event"] for item in whole].count("attempt") == 1 and whole[-1]["event"] == "end"
+    # After every item, the attempt's announcement too: the rest, nothing twice, nothing abandoned.
+    for index, item in enumerate(whole[:-1]):
+        rest = await sse(stream_url, reader, last_id=item["id"])
+        assert rest == whole[index + 1 :], (item, [i["event"] for i in rest])
+
+    attempt_id = next(item["id"] for item in whole if item["event"] == "attempt")
+    seq, stage_part = attempt_id.split(";", 1)
+    elsewhere = next(i["id"] for i in await sse(f"{url}/executions/{other}/stream", reader) if i["event"] == "attempt")
+    forged = {
+        "past the end": f"{len(whole) + 100}",
+        "another run's attempt": elsewhere,
+        "an attempt never begun": f"{seq};{stage_part.replace('@1=', '@9=')}",
+        "another version": f"{seq};{stage_part.rsplit('@', 1)[0]}@ffff",
+        "a digit that is not ASCII": "\u00b2",
+        "an Arabic-Indic digit": "\u0663",
+    }
+    async with httpx.AsyncClient(timeout=30) as client:
+        for what, position in forged.items():
+            answer = await client.get(
+                stream_url, params={"after": position}, headers={"Authorization": f"Bearer {reader}"}
+            )
+            assert answer.status_code == 422 and "invalid_position" in answer.text, (what, answer.text)
+
+
 async def test_a_worker_killed_mid_stream_leaves_an_abandoned_attempt_and_the_retry_streams_the_answer(
     dsmo: DsmoClient, store: ArtifactStore, stack_settings: Settings, chat: ChatServer, tmp_path: Path
 ) -> None:
