@@ -161,6 +161,9 @@ class Checkpoint(WireModel):
     rewind: RewindRecord | None = None
     # What the run's model calls spent so far (a few totals: `run.usage`); spent stays spent.
     usage: dict[str, int | float] = Field(default_factory=dict)
+    # ... of which its own model calls (not answers read from a record), which its search
+    # attributes show; None from a run before the two were told apart: all of ``usage``.
+    usage_paid: dict[str, int | float] | None = None
     # The run budget's limits a person raised (`BUDGET_DECIDED`): at most three numbers.
     budget_raised: dict[str, int | float] = Field(default_factory=dict)
 

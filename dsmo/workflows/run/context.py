@@ -180,6 +180,7 @@ class Run:
         state.path = list(checkpoint.path)
         state.config_ref = checkpoint.config_ref
         state.usage = dict(checkpoint.usage)
+        state.usage_paid = dict(checkpoint.usage if checkpoint.usage_paid is None else checkpoint.usage_paid)
         state.budget_raised = dict(checkpoint.budget_raised)
 
     def to_checkpoint(self, node: str | None, wait: WaitCheckpoint | None) -> Checkpoint:
@@ -210,6 +211,7 @@ class Run:
             inbox=state.inbox,
             first_entries=self.first_entries,
             usage=state.usage,
+            usage_paid=state.usage_paid,
             budget_raised=state.budget_raised,
         )
 

@@ -17,8 +17,11 @@ from dsmo.workflows.run.context import Run
 
 
 def count_model_calls(run: Run, inference: Mapping[str, Any]) -> None:
-    """Add one committed `llm` stage visit's spend to the run's."""
+    """Add one committed `llm` stage visit's spend to the run's (and, unless its answers were read
+    from a record, to what the run paid for)."""
     add_spend(run.state.usage, inference)
+    if not inference.get("recorded"):
+        add_spend(run.state.usage_paid, inference)
 
 
 def raise_problem(waiting: Mapping[str, Any], decided: Mapping[str, Any]) -> str | None:

@@ -34,6 +34,9 @@ ENDING_PATCH = "ending-says-so"
 # workflow.patched id: an upsert also carries the run's model spend (LlmCostUsd, LlmTokens).
 # Asked only by a run that has spent something, so runs without model calls gain no marker.
 SPEND_PATCH = "spend-search-attributes"
+# workflow.patched id: the search attributes show what a run's own model calls spent, not answers
+# a replay read from its original's record. Asked only by a run that read some.
+PAID_SPEND_PATCH = "paid-spend-only"
 
 
 @dataclass
@@ -81,6 +84,9 @@ class RunState:
     ending: RunStatus | None = None
     # What the run's model calls spent (spend.py): `run.usage` in conditions, the status's `usage`.
     usage: dict[str, int | float] = field(default_factory=dict)
+    # ... of which the run's own model calls, not answers read from a record (a replay's, a
+    # fork's before it goes live): what its search attributes show, so spend is counted once.
+    usage_paid: dict[str, int | float] = field(default_factory=dict)
     # The spend the search attributes show (this execution's last upsert), so an upsert repeats
     # it only after it changed.
     usage_published: tuple[float, int] | None = None
@@ -153,8 +159,11 @@ class RunState:
 
     def _spend_updates(self) -> list[SearchAttributeUpdate[Any]]:
         """The run's spend, when it changed since the search attributes last showed it."""
-        spent = (float(self.usage.get("costUsd", 0.0)), int(self.usage.get("tokens", 0)))
-        if not self.usage.get("modelCalls") or spent == self.usage_published:
+        shown = self.usage
+        if self.usage_paid != self.usage and patches.patched(PAID_SPEND_PATCH):
+            shown = self.usage_paid
+        spent = (float(shown.get("costUsd", 0.0)), int(shown.get("tokens", 0)))
+        if not shown.get("modelCalls") or spent == self.usage_published:
             return []
         if not patches.patched(SPEND_PATCH):
             return []

@@ -129,6 +129,31 @@ async def test_a_run_budget_stops_it_after_the_call_that_crosses_it_and_its_spen
     await until(reported, f"the worker's metrics show {wanted}")
 
 
+async def test_a_replay_counts_the_budget_it_replays_but_shows_no_spend_of_its_own(
+    priced_worker: tuple[Harness, int], chat: ChatServer
+) -> None:
+    harness, _ = priced_worker
+    chat.reply(priced(calls=[("lookup_order", {"order": "A-1"})]), priced(content=json.dumps({"reply": "done"})))
+    run_id = await harness.start(parse_definition(support(f"support-{uuid.uuid4().hex[:6]}")), TICKET)
+    assert (await asyncio.wait_for(harness.dsmo.result(run_id), 60)).status is RunStatus.COMPLETED
+    asked = len(chat.requests)
+    report = await harness.dsmo.replay(run_id, task_queue=harness.task_queue)
+    assert report.same_path and len(chat.requests) == asked  # answered from the record: no call
+
+    async def listed(which: str) -> RunSummary:
+        (row,) = [row async for row in harness.dsmo.runs(f"WorkflowId = '{which}'")]
+        return row
+
+    original = await until_value(lambda: listed(run_id), lambda row: row.llm_tokens is not None, "the spend listed")
+    assert (original.llm_tokens, original.llm_cost_usd) == (800, 1.0)
+    replayed = await until_value(
+        lambda: listed(report.replay), lambda row: row.closed_at is not None, "the replay listed as ended"
+    )
+    assert (replayed.llm_tokens, replayed.llm_cost_usd) == (None, None)  # counted once, by the run that paid
+    seen = (await harness.dsmo.run(report.replay).status()).usage
+    assert seen is not None and seen["tokens"] == 800  # its budgets saw it all
+
+
 async def test_run_usage_is_readable_in_a_condition(priced_worker: tuple[Harness, int], chat: ChatServer) -> None:
     harness, _ = priced_worker
     chat.reply(priced(content=json.dumps({"reply": "done"})))
