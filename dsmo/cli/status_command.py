@@ -21,6 +21,8 @@ def status(obj: Context, run_id: str, as_json: bool) -> None:
 
     A run Temporal no longer has (its data subject erased, or past retention) is shown from the
     audit trail it exported, and says so.
+    A run Temporal closed around DSMO (`temporal workflow terminate`, a workflow run timeout)
+    is shown `cancelled` or `timeout`, with how Temporal ended it.
 
     \b
     Example:

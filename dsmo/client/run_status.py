@@ -3,7 +3,8 @@
 A run answers the `status` query itself; when it cannot (its workflow task keeps failing, no
 worker polls its task queue, it ended and its worker is gone) the view comes from Temporal's
 own record instead: the result an ended run's history holds, else what visibility knows, with
-the reason in ``problem``.
+the reason in ``problem``. A run Temporal closed itself (terminated, timed out) is shown ended,
+though its query, which replays its history up to that close, still answers what it did last.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from dsmo.client.client_errors import NoWorker, RunNotStarted, WorkflowTaskFaili
 from dsmo.client.core import ClientCore
 from dsmo.client.places_in_line import with_place_in_line
 from dsmo.client.rpc_errors import rpc_error
-from dsmo.client.status_views import closed_record, ended_view, visibility_view
+from dsmo.client.status_views import (
+    closed_around_dsmo,
+    closed_around_view,
+    closed_record,
+    ended_view,
+    visibility_view,
+)
 from dsmo.client.unanswered import unless_failing
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import check_run_id
@@ -65,14 +72,20 @@ async def status(core: ClientCore, run_id: str) -> StatusView:
         if (ended := await _ended_view(core, described)) is None:
             raise
         return ended
+    if not view.status.terminal and described is not None and closed_around_dsmo(described):
+        # Terminated (or timed out) by Temporal: the run's code never saw its end. The describe
+        # made above tells, so a live run's status costs no call more.
+        return await closed_around_view(core.temporal, described, view)
     if view.queued_for is not None and view.status is RunStatus.PENDING:
         return await with_place_in_line(core.temporal, view)
     return view
 
 
 async def _ended_view(core: ClientCore, described: WorkflowExecutionDescription) -> StatusView | None:
-    """An ended run's view from the record its history holds (no query, no worker); None if
-    it holds none (a run terminated from outside, or cancelled before it recorded how)."""
+    """An ended run's view from the record its history holds, or from visibility and how Temporal
+    closed it (no query, no worker); None if it holds none (cancelled before it recorded how)."""
+    if closed_around_dsmo(described):
+        return await closed_around_view(core.temporal, described, visibility_view(described))
     record = await closed_record(core.temporal, described.id)
     if record is None:
         return None

@@ -1,7 +1,8 @@
 """A run's `StatusView` when the run itself cannot be asked: from visibility, its history or its trail.
 
 From visibility (a delayed start, no worker, a failing workflow task), once it has ended from the
-record its history holds, and once Temporal no longer has it (its subject erased, or past
+record its history holds, once Temporal closed it around DSMO (a termination, a run timeout) from
+Temporal's own record of that, and once Temporal no longer has it (its subject erased, or past
 retention) from the trail it exported.
 """
 
@@ -9,8 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHistoryEventFilterType,
+)
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
@@ -108,6 +116,82 @@ def ended_view(
         cancel_reason=record.cancel_reason,
         compensation=record.compensation,
     )
+
+
+# How Temporal closes a run without the run's code recording an ending. The run's own `status`
+# query cannot tell: it replays the history up to Temporal's close, which its code never sees.
+CLOSED_AROUND_DSMO = frozenset({WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT})
+
+
+def closed_around_dsmo(described: WorkflowExecutionDescription) -> bool:
+    """Whether Temporal closed the run itself (terminated, timed out), so that no ending of DSMO's is recorded."""
+    return described.status in CLOSED_AROUND_DSMO
+
+
+async def closed_around_view(temporal: Client, described: WorkflowExecutionDescription, view: StatusView) -> StatusView:
+    """The view of a run Temporal closed itself: how it ended instead of what it did last.
+
+    Args:
+        temporal: The Temporal client (a termination's reason and who asked are read from the
+            run's close event: one history call, made only for a terminated run).
+        described: The run's description; `closed_around_dsmo` holds for it.
+        view: What the run last said of itself (its `status` query), or `visibility_view`.
+
+    Returns:
+        ``view`` ended: ``cancelled`` for a termination (``cancelledBy`` the identity that asked,
+        ``cancelReason`` its reason), ``timeout`` for Temporal's run or execution timeout; the
+        node it was in as ``failedActionId``, and in ``resultSummary`` how Temporal ended it.
+    """
+    # A termination stops the run from outside as a cancel does (without the unwinding); a run
+    # or execution timeout is a timeout: the nearest statuses the status table has.
+    timed_out = described.status is WorkflowExecutionStatus.TIMED_OUT
+    status = RunStatus.TIMEOUT if timed_out else RunStatus.CANCELLED
+    update: dict[str, object] = {}
+    if timed_out:
+        how = f"timed out by Temporal ({_timeouts(described)})"
+        update |= {"result_type": "timeout"}
+    else:
+        by, reason = await _termination(temporal, described)
+        how = f"terminated through Temporal by {by}" + (f": {reason}" if reason else "")
+        update |= {"result_type": "cancelled", "cancelled_by": by, "cancel_reason": reason}
+    # What only a live run has goes: the wait it was in, its inbox, its place in a line.
+    gone = dict.fromkeys(("waiting_for", "waiting_until", "waiting_data", "pending_reason", "queued_for", "throttled"))
+    return view.model_copy(
+        update={
+            **gone,
+            **update,
+            "inbox": None,
+            "status": status,
+            "failed_action_id": view.current_node,
+            "updated_at": described.close_time,
+            "completed_at": described.close_time,
+            "result_summary": f"{how}; no compensation ran and its audit trail records no ending",
+        }
+    )
+
+
+async def _termination(temporal: Client, described: WorkflowExecutionDescription) -> tuple[str, str | None]:
+    """Who terminated the run (the client identity Temporal recorded) and why, from its close event."""
+    handle = temporal.get_workflow_handle(described.id, run_id=described.run_id)
+    try:
+        async for event in handle.fetch_history_events(event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT):
+            if event.HasField("workflow_execution_terminated_event_attributes"):
+                attrs = event.workflow_execution_terminated_event_attributes
+                return attrs.identity or "temporal", attrs.reason or None
+    except RPCError:
+        pass  # the ending stands without its reason
+    return "temporal", None
+
+
+def _timeouts(described: WorkflowExecutionDescription) -> str:
+    """The run's Temporal timeouts, one of which closed it (``workflow run timeout 0:00:05``)."""
+    config = described.raw_description.execution_config
+    timeouts = [
+        f"workflow {name} timeout {timedelta(seconds=duration.ToSeconds())}"
+        for name, duration in (("run", config.workflow_run_timeout), ("execution", config.workflow_execution_timeout))
+        if duration.ToSeconds() > 0
+    ]
+    return ", ".join(timeouts) or "its workflow timeout"
 
 
 def gone_problem(*, erased: bool) -> str:
