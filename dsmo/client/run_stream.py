@@ -15,7 +15,7 @@ with an ``attempt`` item. A position given back is first read against the trail
 naming an attempt never begun or already over) is refused, never followed.
 
 Longer than most modules: the cursor, its check against the trail and the stream itself share
-one rule of where an attempt begins and ends (`_begins`, `_ends`); kept together, the three
+one rule of where an attempt begins and ends (`begins_attempt`, `ends_attempt`); kept together, the three
 cannot disagree on it.
 """
 
@@ -53,7 +53,7 @@ class BadCursor(ValueError):
 
 
 @dataclass
-class _Attempt:
+class OpenAttempt:
     """A stage attempt the reader follows: where its chunks are, and how far it has read."""
 
     stage: str
@@ -78,7 +78,7 @@ class StreamCursor:
     """
 
     seq: int = 0
-    attempts: dict[str, _Attempt] = field(default_factory=dict)
+    attempts: dict[str, OpenAttempt] = field(default_factory=dict)
 
     def id(self) -> str:
         """The cursor as text: an item's ``id``."""
@@ -105,7 +105,7 @@ class StreamCursor:
             if found is None or not re.fullmatch(r"[0-9a-f]{1,64}", version):
                 raise BadCursor(f"after: {part[:80]!r} is not an attempt's position")
             stage, key, attempt, chunk, item = found.groups()
-            followed = _Attempt(stage, version, key, int(attempt), int(chunk), int(item))
+            followed = OpenAttempt(stage, version, key, int(attempt), int(chunk), int(item))
             cursor.attempts[followed.name] = followed
         return cursor
 
@@ -191,15 +191,15 @@ async def follow(
                 # What the attempt wrote comes before what the trail says of its stage since (a
                 # commit's STAGE_STARTED is recorded after the answer streamed), after the event
                 # that begins it (a reader resuming right after its announcement reads that next).
-                if _begins(event, followed):
+                if begins_attempt(event, followed):
                     continue
-                if _ends(event, followed):
+                if ends_attempt(event, followed):
                     async for item in _drain(store, run_id, cursor, followed, ending=event):
                         yield item
                 else:
                     async for item in _tokens(store, run_id, cursor, followed):
                         yield item
-            began = _began(event)
+            began = attempt_begun_by(event)
             if began is not None and began.name not in cursor.attempts:
                 # Announced before the event that begins it, with a position of its own: a reader
                 # resuming after it reads the event next (the attempt, known, is not announced again).
@@ -263,11 +263,11 @@ async def checked_cursor(
             raise BadCursor(f"after: {cursor.seq} is past the end of run {run_id}'s trail ({page.total} events)")
         for event in reversed(page.events):  # newest first: an attempt's end comes before its start
             for followed in list(unseen.values()):
-                if _begins(event, followed):
+                if begins_attempt(event, followed):
                     if followed.name in over:
                         raise BadCursor(f"after: attempt {followed.name} had ended by {cursor.seq}")
                     del unseen[followed.name]
-                elif event.seq <= cursor.seq and _ends(event, followed):
+                elif event.seq <= cursor.seq and ends_attempt(event, followed):
                     over.add(followed.name)
         before = page.previous_before
     if unseen:
@@ -284,7 +284,7 @@ async def _ended_at(core: ClientCore, run_id: str, seq: int) -> bool:
     return bool(page.events) and page.events[0].type in ENDING_EVENTS
 
 
-def _began(event: AuditEvent) -> _Attempt | None:
+def attempt_begun_by(event: AuditEvent) -> OpenAttempt | None:
     """The stage attempt a `STAGE_ENQUEUED` event begins, if it is one (its progress: a model's
     tokens, a plugin's reports)."""
     if event.type != "STAGE_ENQUEUED" or event.stage is None:
@@ -292,17 +292,19 @@ def _began(event: AuditEvent) -> _Attempt | None:
     key = event.data.get("idempotencyKey")
     if not isinstance(key, str):
         return None
-    return _Attempt(event.stage, event.workflow_version, key, event.attempt or 1)
+    return OpenAttempt(event.stage, event.workflow_version, key, event.attempt or 1)
 
 
-def _begins(event: AuditEvent, followed: _Attempt) -> bool:
+def begins_attempt(event: AuditEvent, followed: OpenAttempt) -> bool:
     """Whether ``event`` is the `STAGE_ENQUEUED` that begins ``followed``."""
-    began = _began(event)
+    began = attempt_begun_by(event)
     return began is not None and (began.name, began.version) == (followed.name, followed.version)
 
 
-def _ends(event: AuditEvent, followed: _Attempt) -> bool:
-    if event.stage != followed.stage or _begins(event, followed):
+def ends_attempt(event: AuditEvent, followed: OpenAttempt) -> bool:
+    """Whether ``event`` ends ``followed``: its success, failure or dead letter, or another
+    attempt or visit of its stage beginning (not the event that begins it)."""
+    if event.stage != followed.stage or begins_attempt(event, followed):
         return False
     if event.type == "STAGE_ENQUEUED":
         return True  # the next attempt, or the stage's next visit
@@ -310,7 +312,7 @@ def _ends(event: AuditEvent, followed: _Attempt) -> bool:
 
 
 async def _tokens(
-    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: _Attempt
+    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: OpenAttempt
 ) -> AsyncIterator[StreamItem]:
     """The attempt's items written since the reader last looked (the chunks there are now)."""
     folder = progress_folder(followed.version, run_id, followed.key, followed.attempt)
@@ -335,7 +337,7 @@ async def _tokens(
 
 
 async def _drain(
-    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: _Attempt, *, ending: AuditEvent | None
+    store: ArtifactStore, run_id: str, cursor: StreamCursor, followed: OpenAttempt, *, ending: AuditEvent | None
 ) -> AsyncIterator[StreamItem]:
     """An attempt the trail says has ended: the rest of its items, then whether it was abandoned."""
     async for item in _tokens(store, run_id, cursor, followed):

@@ -4,7 +4,8 @@ Each item is one SSE event (``id``, ``event``, ``data`` as JSON). A comment line
 `KEEPALIVE_SECONDS` keeps proxies from closing a quiet stream. A response ends after the
 ingress's ``stream_lifetime`` (``DSMO_INGRESS_STREAM_LIFETIME``) and the client reconnects with
 the last id it got, so no connection, and no reader behind it, outlives a proxy's idle limit or
-a deploy for long. One key (or one signed-in person) holds at most `STREAMS_PER_KEY` streams.
+a deploy for long. One key (or one signed-in person) holds at most `STREAMS_PER_KEY` streams,
+counted from the moment a stream is admitted until its response is done.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from dsmo.client.run_stream import StreamItem
 from dsmo.workflows.common.errors import DsmoError
@@ -35,28 +37,68 @@ class TooManyStreams(DsmoError):
 def sse_response(request: Request, items: AsyncIterator[StreamItem], holder: str) -> StreamingResponse:
     """``items`` as a server-sent events response, counted against ``holder``'s open streams.
 
+    The stream is counted here, when it is admitted, and given back when its response is done:
+    the run ended, the response's lifetime passed, the client went away, or anything failed.
+
     Raises:
         TooManyStreams: ``holder`` already holds `STREAMS_PER_KEY` streams.
     """
     following: dict[str, int] = request.app.state.streams_by_key
+    # The check and the count are one step (no await between them): streams opened at the same
+    # moment each see the ones admitted before them, so no burst gets past the bound.
     if following.get(holder, 0) >= STREAMS_PER_KEY:
         raise TooManyStreams(f"{holder!r} already follows {STREAMS_PER_KEY} streams; close one first")
+    held = _Held(following, holder)
     lifetime: float = request.app.state.settings.ingress.stream_lifetime
-    return StreamingResponse(
-        _events(items, following, holder, lifetime),
+    return _HeldStream(
+        held,
+        _events(items, lifetime),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-async def _events(
-    items: AsyncIterator[StreamItem], following: dict[str, int], holder: str, lifetime: float
-) -> AsyncIterator[bytes]:
+class _Held:
+    """One admitted stream in its holder's count, given back once however the stream ends."""
+
+    def __init__(self, following: dict[str, int], holder: str) -> None:
+        self.following, self.holder, self.held = following, holder, True
+        following[holder] = following.get(holder, 0) + 1
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        left = self.following.get(self.holder, 1) - 1
+        if left > 0:
+            self.following[self.holder] = left
+        else:
+            self.following.pop(self.holder, None)  # no entry kept for every key that ever streamed
+
+
+class _HeldStream(StreamingResponse):
+    """A streaming response that gives its count back when it is done, sent or not."""
+
+    def __init__(self, held: _Held, content: AsyncIterator[bytes], **options: Any) -> None:
+        super().__init__(content, **options)
+        self.held = held
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Given back before anything else can fail; then the body is closed, which stops its
+            # reader, even when the client left while an item was being sent.
+            self.held.release()
+            body = self.body_iterator
+            if isinstance(body, AsyncGenerator):
+                with contextlib.suppress(Exception):
+                    await body.aclose()
+
+
+async def _events(items: AsyncIterator[StreamItem], lifetime: float) -> AsyncIterator[bytes]:
     """The items as SSE events, with a keep-alive comment whenever the run is quiet. After
     ``lifetime`` seconds the server ends the response; the client reconnects with its last id."""
-    # Counted once the response streams, and given back in the same `finally`: a client gone
-    # before the body began holds nothing.
-    following[holder] = following.get(holder, 0) + 1
     queue: asyncio.Queue[StreamItem | BaseException | None] = asyncio.Queue(maxsize=256)
     reader = asyncio.create_task(_read(items, queue))
     loop = asyncio.get_running_loop()
@@ -82,7 +124,6 @@ async def _events(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
-        following[holder] = max(following.get(holder, 1) - 1, 0)
 
 
 async def _read(items: AsyncIterator[StreamItem], queue: asyncio.Queue[StreamItem | BaseException | None]) -> None:

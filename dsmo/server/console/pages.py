@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dsmo.client.client_errors import DefinitionNotFound, RunNotFound
+from dsmo.client.stream_positions import position_after
 from dsmo.client.task_list import PERSON_WAITS, FilterError, TaskFilter, task_page
 from dsmo.client.trail_pages import page_of
 from dsmo.runtime.storage import ArtifactErased, ArtifactMissing
@@ -131,6 +132,9 @@ async def run_context(
             "error": None,
         },
         "web_ui": app.settings.temporal.run_url(run_id),
+        # Where the page's live stream starts: after the trail it shows, with the stage attempts
+        # still open then read from their start (a model's answer under way is shown whole).
+        "stream_after": position_after(page.trail),
         "now": datetime.now(UTC),
     }
 
