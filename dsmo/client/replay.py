@@ -170,6 +170,13 @@ async def plan_replay(
     if problem is not None:  # judged by the version the run is on now
         raise DsmoError(problem)
     if from_stage is not None and from_stage not in view.path:
+        maps = [move.request.node_map for move in moves]
+        entered_as = [node for node in view.path if moved_runs.renamed(node, maps) == from_stage]
+        if entered_as:  # the wait it moved from inside of: never entered under the current name
+            raise DsmoError(
+                f"{option}: run {run_id} entered {from_stage!r} only as {entered_as[0]!r}, before it moved "
+                f"from inside it; name the node after it"
+            )
         raise DsmoError(f"{option}: run {run_id} never reached {from_stage!r} (path: {' -> '.join(view.path)})")
     recorded = moved_runs.record_definition(definition, moves)  # every node its record can name
     resumes: list[RecordedResume] = []

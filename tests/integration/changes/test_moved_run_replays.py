@@ -124,6 +124,9 @@ async def test_a_moved_run_forks_from_a_node_of_its_new_version_and_not_from_one
     reason = str(refused.value)
     assert "'documents'" in reason and "1.0.0" in reason and "2.0.0" in reason and "'papers'" in reason, reason
     assert "\n" not in reason
+    # The name it points at: the run entered it only under its old name, so the node after it.
+    with pytest.raises(DsmoError, match=r"entered 'papers' only as 'documents'.*name the node after it"):
+        await dsmo.fork(run_id, "papers", task_queue=harness.task_queue)
 
 
 async def test_a_fork_from_before_the_move_goes_live_on_the_version_the_run_is_on_now(harness: Harness) -> None:
