@@ -51,7 +51,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @cli.command()
 @click.argument("definition_file", metavar="DEFINITION_FILE|AGENT", type=click.Path(dir_okay=False))
 @click.option("--input", "input_json", default="{}", help="The run's input variables as a JSON object.")
-@click.option("--version", help="With an AGENT name: the published workflow_version to run (default: the latest).")
+@click.option(
+    "--version", help="With an AGENT name: the published version to run, its hash or label (default: the latest)."
+)
 @click.option("--id", "run_id", help="Run id (default: <agent>-<random>). Never reused.")
 @click.option("--task-queue", help="Task queue (default: DSMO_TASK_QUEUE or agent-executions).")
 @click.option("--delay", "delay_text", help="Start later (e.g. 10m, 2h); the run is pending until then.")
@@ -90,7 +92,10 @@ def start(
 
     async def go() -> tuple[AgentDefinition, StartReport, ExecutionResult | None]:
         client = await obj.client()
-        definition = loaded or await client.definition(definition_file, version)
+        # --version: a hash or a `version` label, as migrate, fork and replay take it.
+        definition = loaded or await (
+            client.definitions.resolve(definition_file, version) if version else client.definition(definition_file)
+        )
         report = (
             await client.start(
                 definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay, priority=priority

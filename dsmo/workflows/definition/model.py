@@ -579,7 +579,10 @@ def parse_definition(data: Any, *, source: str | None = None) -> AgentDefinition
 
     if not isinstance(data, dict):
         raise DefinitionError(
-            "", f"a definition is a mapping with agent, start and nodes, not {type(data).__name__}", source=source
+            "",
+            "a definition is a mapping with agent, start and nodes, not "
+            + ("an empty document" if data is None else type(data).__name__),
+            source=source,
         )
     try:
         check_document(data, field="definition", limits=DEFINITION_LIMITS)

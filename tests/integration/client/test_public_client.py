@@ -198,6 +198,16 @@ async def test_dsmo_start_takes_an_agent_name_and_a_pinned_version(harness: Harn
     assert shown["workflowVersion"] == first.workflow_version and shown["status"] == "completed"
     assert [m["message"] for m in harness.messages(shown["runId"])] == ["first"]
 
+    # A version by its label, as migrate, fork and replay take it; a label two versions share is named.
+    third = _definition_text(agent, "third").replace('"1.0.0"', '"3.0.0"')
+    await harness.dsmo.publish(parse_definition_text(third, source="third.yaml"))
+    labelled = await asyncio.to_thread(
+        dsmo_cli, "start", agent, "--version", "3.0.0", "--input", '{"name": "b"}', "--wait"
+    )
+    assert labelled.returncode == 0, labelled.stderr
+    shared = await asyncio.to_thread(dsmo_cli, "start", agent, "--version", "1.0.0")
+    assert shared.returncode == 1 and "labelled '1.0.0'" in shared.stderr and shared.stderr.strip().count("\n") == 0
+
     unknown = await asyncio.to_thread(dsmo_cli, "start", f"{agent}-nope")
     assert unknown.returncode == 1 and unknown.stderr.strip().count("\n") == 0
     assert f"{agent}-nope" in unknown.stderr and "Traceback" not in unknown.stderr
