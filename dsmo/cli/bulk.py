@@ -13,14 +13,13 @@ from temporalio.service import RPCError
 from dsmo.cli.click_context import Context
 from dsmo.cli.render import event_lines, status_lines
 from dsmo.client.batches import RunOutcome
-from dsmo.client.client_errors import RunNotFound, WorkflowTaskFailing
+from dsmo.client.client_errors import InvalidQuery, RunNotFound, WorkflowTaskFailing
 from dsmo.client.dsmo_client import DsmoClient
+from dsmo.client.run_selection import Scope
 from dsmo.client.run_stream import StreamItem
 from dsmo.config.settings import Settings
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent
-
-LIVE = "ExecutionStatus='Running'"
 
 
 def _progress(console: Console) -> Progress:
@@ -31,6 +30,7 @@ def _progress(console: Console) -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        disable=not console.is_terminal,  # a pipe or a log gets the outcome lines, not a bar
     )
 
 
@@ -57,7 +57,11 @@ async def cancel_matching(settings: Settings, query: str, *, reason: str, by: st
                 console.print(f"[yellow]{outcome.run_id}: {outcome.reason}")
             progress.advance(task)
 
-        report = await dsmo.bulk_cancel(f"{LIVE} AND ({query})", reason=reason, by=by, on_outcome=on_outcome)
+        # Open runs only, kept apart from the filter: an error in it is named in the user's own text.
+        try:
+            report = await dsmo.bulk_cancel(query, reason=reason, by=by, on_outcome=on_outcome, runs=Scope.OPEN)
+        except InvalidQuery as err:
+            raise DsmoError(f"--query: {str(err).removeprefix('query: ')}") from None
     summary = report.summary()
     return summary["done"], summary["failed"]
 

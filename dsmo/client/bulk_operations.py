@@ -42,8 +42,10 @@ async def bulk_cancel(
     rate: float | None = None,
     limit: int | None = None,
     on_outcome: OnOutcome | None = None,
+    runs: Scope = Scope.ANY,
 ) -> BatchReport:
-    """Cancel every run ``query`` selects, as `DsmoClient.cancel` does one (see there)."""
+    """Cancel every run ``query`` selects (of ``runs``: `Scope.OPEN` leaves ended ones out of the
+    batch, instead of reporting each as skipped), as `DsmoClient.cancel` does one (see there)."""
     run_requests.required_reason(reason, "the runs are cancelled")
 
     async def cancel(run_id: str) -> RunOutcome:
@@ -63,7 +65,7 @@ async def bulk_cancel(
         return RunOutcome(run_id, "done", "cancel requested", {"cancelledBy": by, "cancelReason": reason})
 
     return await run_batch(
-        core, "cancel", query, cancel, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome
+        core, "cancel", query, cancel, dry_run=dry_run, rate=rate, limit=limit, on_outcome=on_outcome, runs=runs
     )
 
 

@@ -393,7 +393,8 @@ class DsmoClient:
             reason: Why, recorded in each run as `cancelReason`.
             by: Who, recorded as `cancelledBy`.
             **batch: ``dry_run`` (send nothing; report ``would``), ``rate`` (runs a second),
-                ``limit`` (runs at most), ``on_outcome`` (called with each run's outcome).
+                ``limit`` (runs at most), ``on_outcome`` (called with each run's outcome),
+                ``runs`` (`Scope.OPEN`: only runs still open, ended ones left out of the batch).
 
         Returns:
             One outcome per run: ``done`` (cancel requested; the run unwinds on its own),

@@ -36,8 +36,9 @@ async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
         ["runs", "list", "--status", "failed", "--agent", "screening", "--query", QUERY],
         ["runs", "bulk", "cancel", "--query", QUERY, "--reason", "test", "--dry-run"],
         ["runs", "bulk", "redrive", "--query", QUERY, "--dry-run"],
+        ["cancel", "--query", QUERY, "--reason", "test"],
     ],
-    ids=["list", "list-filtered", "bulk-cancel", "bulk-redrive"],
+    ids=["list", "list-filtered", "bulk-cancel", "bulk-redrive", "cancel"],
 )
 async def test_a_syntax_error_is_placed_in_the_users_own_query(harness: Harness, command: list[str]) -> None:
     done = await cli(harness, *command)
