@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecution
 
 from dsmo.client import run_health
 from dsmo.client.run_selection import Scope, Selection, current_filter, current_rows
+from dsmo.client.status_views import closed_around_status
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.common.status import RunStatus
@@ -206,12 +207,15 @@ def run_summary(execution: WorkflowExecution) -> RunSummary:
     """A visibility row as a `RunSummary`."""
     attrs = execution.typed_search_attributes
     waiting_for = attrs.get(sa.WAITING_FOR)
+    status = attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value
+    # A run Temporal closed itself keeps its last status in visibility (no workflow code ran).
+    closed = closed_around_status(execution.status) if status in ACTIVE else None
     return RunSummary(
         run_id=execution.id,
         agent=attrs.get(sa.AGENT_NAME) or "",
-        status=attrs.get(sa.AGENT_EXECUTION_STATUS) or RunStatus.PENDING.value,
-        waiting_for=waiting_for,
-        waiting_until=attrs.get(sa.WAITING_UNTIL),
+        status=closed.value if closed else status,
+        waiting_for=None if closed else waiting_for,
+        waiting_until=None if closed else attrs.get(sa.WAITING_UNTIL),
         started_at=execution.start_time,
         closed_at=execution.close_time,
         workflow_version=attrs.get(sa.WORKFLOW_VERSION) or "",

@@ -128,6 +128,15 @@ def closed_around_dsmo(described: WorkflowExecutionDescription) -> bool:
     return described.status in CLOSED_AROUND_DSMO
 
 
+def closed_around_status(closed: WorkflowExecutionStatus | None) -> RunStatus | None:
+    """The status of a run Temporal closed itself (``closed``: how it did): a termination stops
+    the run from outside as a cancel does (without the unwinding), a run or execution timeout is
+    a timeout, the nearest statuses the status table has; None for any other close or none."""
+    if closed is WorkflowExecutionStatus.TIMED_OUT:
+        return RunStatus.TIMEOUT
+    return RunStatus.CANCELLED if closed is WorkflowExecutionStatus.TERMINATED else None
+
+
 async def closed_around_view(temporal: Client, described: WorkflowExecutionDescription, view: StatusView) -> StatusView:
     """The view of a run Temporal closed itself: how it ended instead of what it did last.
 
@@ -142,10 +151,8 @@ async def closed_around_view(temporal: Client, described: WorkflowExecutionDescr
         ``cancelReason`` its reason), ``timeout`` for Temporal's run or execution timeout; the
         node it was in as ``failedActionId``, and in ``resultSummary`` how Temporal ended it.
     """
-    # A termination stops the run from outside as a cancel does (without the unwinding); a run
-    # or execution timeout is a timeout: the nearest statuses the status table has.
-    timed_out = described.status is WorkflowExecutionStatus.TIMED_OUT
-    status = RunStatus.TIMEOUT if timed_out else RunStatus.CANCELLED
+    status = closed_around_status(described.status) or RunStatus.CANCELLED
+    timed_out = status is RunStatus.TIMEOUT
     update: dict[str, object] = {}
     if timed_out:
         how = f"timed out by Temporal ({_timeouts(described)})"

@@ -87,6 +87,14 @@ async def test_a_terminated_run_shows_cancelled_and_watch_exits(
     assert watched.returncode == 1, watched.stdout + watched.stderr
     assert f"{run_id}: cancelled" in watched.stdout and "stuck on a bad deploy" in watched.stdout, watched.stdout
 
+    # Visibility keeps the run's last own status; the list shows how Temporal ended it.
+    async def listed() -> Any:
+        rows = [row async for row in dsmo.runs(f"WorkflowId = '{run_id}'")]
+        return rows[0] if rows and rows[0].closed_at is not None else None
+
+    row = await until_value(listed, bool, "visibility lists the run as closed")
+    assert (row.status, row.waiting_for, row.waiting_until) == ("cancelled", None, None), row
+
 
 async def test_a_run_temporal_timed_out_shows_timeout(harness: Harness) -> None:
     dsmo = harness.dsmo
