@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -378,6 +379,50 @@ class GoldenHold:
         return True
 
 
+class GoldenSlowHold(GoldenHold):
+    """A saga step that takes a while: a cancel lands while it runs."""
+
+    name = "golden-slow-hold"
+
+    def execute(self, data: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        time.sleep(2)
+        return super().execute(data, ctx)
+
+
+CANCELLED_MIDSTEP = {
+    "agent": "golden-cancelled-midstep",
+    "start": "hold",
+    "nodes": {
+        "hold": {"actionType": "invoke", "action": "golden-hold", "compensate": {"kind": "annulment"}, "next": "slow"},
+        "slow": {
+            "actionType": "invoke",
+            "action": "golden-slow-hold",
+            "compensate": {"kind": "annulment"},
+            "next": "bye",
+        },
+        "bye": {"actionType": "send_message", "parameters": {"message": "bye"}},
+    },
+}
+
+
+async def cancelled_during_a_step(dsmo: DsmoClient, queue: str) -> str:
+    """A cancel while a saga step runs: on the code before the fix the run stopped waiting for it
+    and undid only the step before (the slow one's effect landed, never undone); since, the run
+    waits for the step, then undoes both."""
+    from dsmo.workflows.common.errors import DsmoError
+
+    run_id = (await dsmo.start(parse_definition(CANCELLED_MIDSTEP), task_queue=queue)).run_id
+    for _ in range(200):
+        if any(e.type == "STAGE_SUCCEEDED" for e in await dsmo.events(run_id, live=True)):
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # the slow step is under way
+    await dsmo.cancel(run_id, reason="golden")
+    with contextlib.suppress(DsmoError):
+        await dsmo.result(run_id)
+    return run_id
+
+
 REWINDING = {
     "agent": "golden-rewinding",
     "inputs": ["email"],
@@ -724,6 +769,47 @@ async def reply_and_cancel_in_one_task(dsmo: DsmoClient, queue: str, *, raw: boo
     return run_id
 
 
+RETRIED_DOCUMENTS = {
+    "agent": "golden-retried-documents",
+    "start": "documents",
+    "nodes": {
+        "documents": {
+            "actionType": "request_document",
+            "parameters": {
+                "documents": ["id_card", "cv"],
+                "timeout": "3s",
+                "onTimeout": "retry",
+                "maxRetries": 2,
+                "timeoutActions": [{"actionType": "send_message", "parameters": {"message": "still missing"}}],
+            },
+            "next": "bye",
+        },
+        "bye": {"actionType": "send_message", "parameters": {"message": "got {{documentUrls}}"}},
+    },
+}
+
+
+async def retried_documents(dsmo: DsmoClient, queue: str) -> str:
+    """A document wait retried after its first timeout with one of its two documents in: the
+    other comes in the second attempt. On the code from before the retried wait kept what it
+    had received, the first had to be sent again (a new event id)."""
+    definition = parse_definition({**RETRIED_DOCUMENTS, "agent": f"golden-retried-documents-{uuid.uuid4().hex[:6]}"})
+    run_id = (await dsmo.start(definition, task_queue=queue)).run_id
+    await dsmo.wait_for_status(run_id, {RunStatus.WAITING})
+    await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}, event_id="g-1")
+    while (view := await dsmo.status(run_id)).status is not RunStatus.WAITING or (view.waiting_data or {}).get(
+        "attempt"
+    ) != 2:
+        await asyncio.sleep(0.05)
+    ack = await dsmo.deliver_event(run_id, "DOCUMENT_UPLOADED", {"document": "cv", "url": "s3://d/2"}, event_id="g-2")
+    if ack.detail:  # still waiting for the id card: the code from before
+        await dsmo.deliver_event(
+            run_id, "DOCUMENT_UPLOADED", {"document": "id_card", "url": "s3://d/1"}, event_id="g-3"
+        )
+    assert (await dsmo.result(run_id)).status is RunStatus.COMPLETED
+    return run_id
+
+
 FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] = {
     "candidate_screening": screening,
     "triage_invoice": triage,
@@ -749,6 +835,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "migrated_restarting_timers": migrated_restarting_timers,
     # A fork: the record up to a node, then live.
     "forked_screening": forked_screening,
+    # A cancel while a saga step runs: on the code that stopped waiting for the step, and on
+    # the code that waits for it and undoes it too.
+    "cancelled_during_a_step_left": cancelled_during_a_step,
+    "cancelled_during_a_step": cancelled_during_a_step,
     # A fork from a node before its original's move: on the code that went live on the version
     # the original left, and on the code that goes live on the one it is on now.
     "forked_before_the_move_stayed": forked_before_the_move,
@@ -793,6 +883,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "reply_and_cancel_settled_past_it": reply_and_cancel_in_one_task,
     # The same started without `revision`: the change's own marker, asked as the run settles.
     "reply_and_cancel_settled_past_it_marked": lambda dsmo, queue: reply_and_cancel_in_one_task(dsmo, queue, raw=True),
+    # A document wait retried with one of its documents in: recorded on the code from before a
+    # retried wait kept what it had received (the document sent again), and since.
+    "retried_documents_forgotten": retried_documents,
+    "retried_documents_kept": retried_documents,
 }
 
 
@@ -810,6 +904,7 @@ async def main(names: list[str]) -> None:
     db.set_stock("lamp", 5)
     actions = order_actions(db)
     actions.add(GoldenHold())
+    actions.add(GoldenSlowHold())
     for tool in tool_actions():
         actions.add(tool)
     from dsmo.activities.processors import default_registry

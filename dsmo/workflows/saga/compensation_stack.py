@@ -19,7 +19,7 @@ from temporalio.exceptions import RetryState
 from temporalio.workflow import ParentClosePolicy
 
 from dsmo.workflows.common import patches
-from dsmo.workflows.common.cancel_shield import shielded
+from dsmo.workflows.common.cancel_shield import settled, shielded
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render_values
 from dsmo.workflows.contracts import activity_io as contracts
@@ -35,6 +35,9 @@ from dsmo.workflows.saga.compensation_retry import CompensationRetry, Compensati
 
 # workflow.patched id: replays take saga actions' outcomes from the record (they ran them again).
 REPLAY_RECORDED_ACTIONS_PATCH = "replay-recorded-actions"
+# workflow.patched id: a cancel waits for the saga step under way, which is then undone with the
+# others. Before, the run stopped waiting for it, and an effect that landed was never undone.
+STEP_ENDS_BEFORE_CANCEL_PATCH = "step-ends-before-cancel"
 COMPENSATION_TIMEOUT = timedelta(seconds=60)
 
 
@@ -53,15 +56,23 @@ async def invoke_node(run: Run, node_id: str, node: InvokeNode, resume: WaitChec
         input=render_values(node.input, state.variables),
         idempotency_key=f"op:{state.run_id}:{step}",
     )
+    acting = call(
+        contracts.INVOKE_ACTION,
+        task,
+        result_type=contracts.ActionResult,
+        start_to_close_timeout=node.timeout,
+        retry_policy=action_retry(node.retry),
+        summary=f"{node_id}: {node.action}",
+    )
+    cancelled_meanwhile = False
     try:
-        result = await call(
-            contracts.INVOKE_ACTION,
-            task,
-            result_type=contracts.ActionResult,
-            start_to_close_timeout=node.timeout,
-            retry_policy=action_retry(node.retry),
-            summary=f"{node_id}: {node.action}",
-        )
+        if patches.patched(STEP_ENDS_BEFORE_CANCEL_PATCH):
+            # A cancel does not abandon a step under way: its effect may land all the same. The
+            # run waits for the step, records it, and the unwinding undoes it with the others.
+            finished, cancelled_meanwhile = await settled(acting)
+            result = finished.result()
+        else:
+            result = await acting
     except ActivityFailed as failed:
         reason = failed.message
         state.audit.record(
@@ -70,6 +81,8 @@ async def invoke_node(run: Run, node_id: str, node: InvokeNode, resume: WaitChec
             stage=node_id,
             data={"action": node.action, "error": reason, **_attempts_of(failed, node.retry.max_attempts)},
         )
+        if cancelled_meanwhile:
+            raise asyncio.CancelledError from None  # the cancel came first: the run ends cancelled
         raise RunEnded(RunStatus.FAILED, node_id, f"{node_id} ({node.action}) failed: {reason}") from None
     # The step is done: it goes on the stack before anything else is awaited, so a cancel that
     # lands while its output is being recorded still undoes it, after the step is recorded.
@@ -88,7 +101,7 @@ async def invoke_node(run: Run, node_id: str, node: InvokeNode, resume: WaitChec
             **({"attempts": result.attempt} if result.attempt > 1 else {}),
         },
     )
-    if cancelled:
+    if cancelled or cancelled_meanwhile:
         raise asyncio.CancelledError
 
 
