@@ -194,6 +194,11 @@ async def test_failed_compensation_listed_then_retried_by_hand(harness: Harness,
     assert retried.returncode == 0 and "succeeded" in retried.stdout, retried.stdout + retried.stderr
     assert order_db.effects(run_id)[-1] == "refund_payment"
     assert order_db.stock("lamp") == (10, 0)
+    # Undone now: it leaves the list, and is not retried again.
+    await until_value(failed_compensations, lambda rows: retry_id not in rows, f"{retry_id} no longer listed")
+    again = await cli(harness, "compensations", "retry", retry_id)
+    assert again.returncode == 1 and "was undone already" in again.stderr, again.stdout + again.stderr
+    assert order_db.effects(run_id).count("refund_payment") == 1
 
 
 async def cli(harness: Harness, *args: str) -> subprocess.CompletedProcess[str]:
