@@ -44,6 +44,7 @@ def run_prefixes(run_id: str, versions: list[str]) -> list[str]:
         f"dlq/{run_id}/",
         f"events/{run_id}/",
         f"uploads/{run_id}/",
+        f"deliveries/{run_id}/",  # starts delivered to it (onBusy: deliver): their input and messages
     ]
 
 

@@ -22,6 +22,7 @@ from dsmo.client.history_deletion import until_gone
 from dsmo.runtime.provisioning import ensure_sweep_schedule, sweep_schedule_id
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.retention_io import SWEEP_WORKFLOW, SweepBatch, SweepCounts, SweepOutcome
+from dsmo.workflows.contracts.slot_io import delivery_key
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from dsmo.workflows.lifecycle.retention_sweep import SweepStart
 from tests.conftest import Harness
@@ -86,6 +87,9 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
     }
     markers = [store.key_of(uri)[1] for uri in store.list_uris(ENDED_PREFIX)]
     assert sorted(key.rsplit("/", 1)[1] for key in markers) == sorted(f"{runs[n]}.json" for n in ("short", "long"))
+    # A start delivered to a run (onBusy: deliver) is the run's: its input and message go with it.
+    delivered = delivery_key(runs["short"], "d-1")
+    store.put_json_once(delivered, {"input": {"text": "a person's words"}})
 
     nothing = await sweep(skipping, time_env)
     assert nothing.counts == SweepCounts() and all(exists(store, key) for key in inputs.values())
@@ -93,6 +97,7 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
     first = await sweep(skipping, time_env, timedelta(days=2))
     assert (first.counts.runs, first.counts.trails) == (1, 0) and first.counts.objects >= 1
     assert not exists(store, inputs["short"]) and exists(store, audit_key(runs["short"]))  # its trail is kept longer
+    assert not exists(store, delivered)
     assert exists(store, inputs["long"]) and exists(store, inputs["kept"])
     assert [uri.rsplit("/", 1)[1] for uri in store.list_uris(TRAILS_PREFIX)] == [f"{runs['short']}.json"]
 
