@@ -138,7 +138,18 @@ def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict
     records = ErasureLog(store).touching(str(created["subject"]))
     # The run's own data (input, outputs, large event values, documents), not the config snapshot it names.
     uris = sorted({str(uri) for event in events for uri in event.get("artifactUris") or () if is_run_object(str(uri))})
-    return uris, records[-1] if records else None
+    return uris, erasure_of(records, str(created.get("runId") or events[0].get("runId")), created.get("subjectKey"))
+
+
+def erasure_of(records: list[dict[str, Any]], run_id: str, key_id: Any) -> dict[str, Any] | None:
+    """The erasure record that erased this run: the one destroying the key its data was sealed
+    with, else one listing it, else the subject's first (a later erasure of the same subject, for
+    runs started since, did not erase this one)."""
+    for record in records:
+        if key_id is not None and key_id in (record.get("keysDestroyed") or ()):
+            return record
+    listing = [record for record in records if run_id in (record.get("runs") or ())]
+    return next(iter(listing or records), None)
 
 
 def subject_erased(store: ArtifactStore, created: dict[str, Any]) -> bool:
