@@ -20,7 +20,6 @@ the order they were started), and that key's ``onBusy`` decides:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +45,9 @@ from dsmo.workflows.definition.sensitive import key_digest
 from dsmo.workflows.events.resume_events import EventAck
 from dsmo.workflows.flow.key_lines import KeyClaimAnswer
 from dsmo.workflows.flow.key_locks import KeyLocks, KeyLocksState
+
+# How long a cancel-previous start looks for a holder whose own start has not created it yet.
+HOLDER_LOOKS, HOLDER_PAUSE_SECONDS = 20, 0.25
 
 
 @dataclass
@@ -260,5 +262,13 @@ async def _claim(
 
 
 async def _cancel(core: ClientCore, run_id: str, reason: str) -> None:
-    with contextlib.suppress(RunClosed):  # it ended meanwhile: its slot is given back all the same
-        await run_requests.cancel(core, run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
+    # A holder another start claimed the slot for a moment ago may not exist yet: it is cancelled
+    # once it does. One whose starter died never does; its lock's holder check frees the slot.
+    for _ in range(HOLDER_LOOKS):
+        try:
+            await run_requests.cancel(core, run_id, reason=reason, by="dsmo (onBusy: cancel-previous)")
+            return
+        except RunClosed:
+            return  # it ended meanwhile: its slot is given back all the same
+        except RunNotFound:
+            await asyncio.sleep(HOLDER_PAUSE_SECONDS)

@@ -180,6 +180,23 @@ async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_
     await dsmo.cancel(report.run_id, reason="done")
 
 
+async def test_starts_that_cancel_previous_at_once_each_start(harness: Harness) -> None:
+    dsmo, flow = _client(harness), _flow(", onBusy: cancel-previous")
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    # Each may find a holder whose own start has claimed the slot but not created the run yet.
+    starts = await asyncio.gather(
+        *(dsmo.start(flow, _input(conversation, f"m{n}"), task_queue=harness.task_queue) for n in range(5)),
+        return_exceptions=True,
+    )
+    assert not [start for start in starts if isinstance(start, BaseException)], starts
+    run_ids = [start.run_id for start in starts if not isinstance(start, BaseException)]
+    harness.started.extend(run_ids)
+    assert len(set(run_ids)) == 5
+    for run_id in run_ids:
+        with contextlib.suppress(Exception):
+            await dsmo.cancel(run_id, reason="done")
+
+
 async def test_a_key_that_does_not_hold_while_waiting_lets_the_next_run_in(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow(", holdWhileWaiting: false")
     conversation = f"c-{uuid.uuid4().hex[:6]}"
