@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 
 from dsmo.client.core import ClientCore
-from dsmo.client.trail_store import TrailVerification, erased_artifacts, verify_export
+from dsmo.client.trail_store import TrailVerification, cut_short, erased_artifacts, verify_export
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.contracts.run_records import AuditEvent, TrailView
 from dsmo.workflows.contracts.trail_io import TrailHead
@@ -63,13 +63,18 @@ async def verify_trail(core: ClientCore, run_id: str) -> TrailVerification:
     if body is None:
         why = await asyncio.to_thread(trails.missing_export, run_id)
         raise DsmoError(f"no exported audit trail for {run_id!r} ({why})")
+    head: TrailHead | None
     try:
         # The run's own record, from Temporal (needs a worker), not the file being verified.
         head = (await trail(core, run_id)).head
         own: list[AuditEvent] | None = await events(core, run_id, live=True)
     except DsmoError:
-        head, own = None, None  # the run itself is gone (retention, erasure): the chain alone is checked
+        # The run itself is gone (retention, erasure): the chain is checked against its write-once
+        # segments in the store, which the export must begin with.
+        head, own = await asyncio.to_thread(trails.stored_head, run_id), None
     verified = verify_export(body, own, head)
+    if verified.ok and cut_short(body):
+        return dataclasses.replace(verified, ok=False, problem="the trail ends before the run's ending (cut short)")
     if not verified.ok:
         return verified
     erased, record = await asyncio.to_thread(erased_artifacts, trails.store, body)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
-from dsmo.activities.audit_log import audit_key, read_segments, unchained, verify_lines
+from dsmo.activities.audit_log import audit_key, read_segments, segment_key, unchained, verify_lines
 from dsmo.activities.erasure_log import ErasureLog
 from dsmo.activities.retention_markers import removed_trail_key
 from dsmo.client.archive_bindings import is_run_object
-from dsmo.workflows.contracts.run_records import AuditEvent
+from dsmo.workflows.contracts.run_records import ENDING_EVENTS, AuditEvent
 from dsmo.workflows.contracts.trail_io import TrailHead
 
 SEGMENTS_CACHED = 128  # parsed audit-trail segments a client keeps (each up to ~256 KB of events)
@@ -89,6 +89,18 @@ class TrailStore:
         self._segments.move_to_end(key)
         return self._segments[key]
 
+    def stored_head(self, run_id: str) -> TrailHead | None:
+        """Where the run's segments in the store end (their last event and its chain hash), read
+        from the segments themselves; None when it wrote none. Segments are write-once: an export
+        must hold them, unchanged, as its first lines."""
+        prefix = segment_key(run_id, 1).rsplit("/", 1)[0] + "/"
+        count = sum(1 for uri in self.store.list_uris(prefix) if uri.endswith(".jsonl"))
+        lines = read_segments(self.store, run_id, count).splitlines() if count else []
+        if not lines:
+            return None
+        last = json.loads(lines[-1])
+        return TrailHead(seq=len(lines), hash=str(last.get("hash")), segments=count)
+
     def segment_events(self, run_id: str, segments: int) -> list[AuditEvent]:
         """The events a long-lived run has written to its trail's segments in the store.
 
@@ -126,6 +138,13 @@ def verify_export(body: bytes, trail: list[AuditEvent] | None, head: TrailHead |
     expected = None if trail is None else [event.model_dump(mode="json") for event in trail]
     result = verify_lines(body, expected, head)
     return TrailVerification(result.ok, result.lines, result.problem, compared=trail is not None)
+
+
+def cut_short(body: bytes) -> bool:
+    """Whether a run's exported trail lacks the ending it was written after: an export is written
+    as the run settles the ending it recorded (`RUN_COMPLETED`, `RUN_ABORTED`), so one without it
+    was cut short since."""
+    return not any(event.get("type") in ENDING_EVENTS for event in unchained(body))
 
 
 def erased_artifacts(store: ArtifactStore, body: bytes) -> tuple[list[str], dict[str, Any] | None]:

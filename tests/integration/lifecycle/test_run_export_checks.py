@@ -17,6 +17,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 
 from dsmo.activities.artifacts import run_input_key
+from dsmo.activities.audit_log import audit_key
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry
 from dsmo.activities.retention_sweeping import RetentionActivities
 from dsmo.client.definition_files import parse_definition_text
@@ -144,6 +145,14 @@ async def test_status_of_a_run_temporal_no_longer_has_is_read_from_its_trail(har
     )
     missing = await dsmo_cli(harness, "status", f"nobody-{uuid.uuid4().hex[:12]}")
     assert missing.returncode != 0 and "not found" in missing.stderr
+
+    # With nothing to compare it with, a trail cut short before its ending still fails the check.
+    assert (await dsmo_cli(harness, "audit", "verify", run_id)).returncode == 0
+    store, key = harness.store, audit_key(run_id)
+    exported = store.s3.get_object(Bucket=store.bucket, Key=key)["Body"].read().decode().splitlines()
+    store.s3.put_object(Bucket=store.bucket, Key=key, Body=("\n".join(exported[:-1]) + "\n").encode())
+    cut = await dsmo_cli(harness, "audit", "verify", run_id)
+    assert cut.returncode == 1 and "TAMPERED: the trail ends before the run's ending" in cut.stdout, cut.stdout
 
 
 async def test_audit_verify_says_retention_removed_the_trail(harness: Harness) -> None:
