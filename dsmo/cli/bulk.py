@@ -13,12 +13,13 @@ from temporalio.service import RPCError
 from dsmo.cli.click_context import Context
 from dsmo.cli.render import event_lines, status_lines
 from dsmo.client.batches import RunOutcome
-from dsmo.client.client_errors import InvalidQuery, RunNotFound, WorkflowTaskFailing
+from dsmo.client.client_errors import InvalidQuery, RunClosed, RunNotFound, WorkflowTaskFailing
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.run_selection import Scope
 from dsmo.client.run_stream import StreamItem
 from dsmo.config.settings import Settings
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.run_records import AuditEvent
 
 
@@ -35,13 +36,24 @@ def _progress(console: Console) -> Progress:
 
 
 async def cancel_one(obj: Context, run_id: str, *, reason: str, by: str) -> str:
-    """Cancel one run and wait for it to unwind; the line to print."""
+    """Cancel one run and wait for it to unwind; the line to print.
+
+    Raises:
+        RunClosed: The run had decided how it ends (failed, completed, timed out) before the
+            cancel reached it, and ended so: the cancel changed nothing, as for a run that had
+            already ended when it was sent.
+    """
     client = await obj.client()
     await client.cancel(run_id, reason=reason, by=by)
     try:
         result = await client.result(run_id)
     except WorkflowTaskFailing as failing:  # Temporal holds the request until the task runs again
         return f"cancel requested: {run_id} unwinds when its workflow task runs again ({failing})"
+    if result.status is not RunStatus.CANCELLED:
+        raise RunClosed(
+            f"{run_id} ended {result.status.value} before the cancel took effect; a cancel cannot change "
+            f"an ending the run had already decided (see `dsmo status {run_id}`)"
+        )
     return f"{result.status.value}: {run_id} by {result.cancelled_by} ({result.cancel_reason})"
 
 

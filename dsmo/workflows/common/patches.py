@@ -68,13 +68,14 @@ GENERATION_CHANGES = frozenset(
 
 
 # Changes made since the generation, each with the revision that brought it; never renumbered.
-REVISION = 5
+REVISION = 6
 REVISION_CHANGES = {
     "hand-over-after-a-round-trip": 1,
     "settle-past-a-cancel": 2,
     "fork-live-on-the-version-now": 3,
     "paid-spend-only": 4,
     "step-ends-before-cancel": 5,
+    "wait-retry-keeps-received": 6,
 }
 # What a run's next execution is started for (its request's fields): every change of this code.
 NEXT_EXECUTION = {"generation": GENERATION, "revision": REVISION}

@@ -23,8 +23,16 @@ async def send_message_node(run: Run, node_id: str, node: SendMessageNode, resum
     await send_message(run, node_id, node.parameters)
 
 
-async def send_message(run: Run, node_id: str, params: SendMessageParams) -> None:
-    """Send one message through its channel (a node, or a wait's timeout action)."""
+async def send_message(run: Run, node_id: str, params: SendMessageParams, *, key: str | None = None) -> None:
+    """Send one message through its channel (a node, or a wait's timeout action).
+
+    Args:
+        run: The run sending it.
+        node_id: The node (or timeout action) it is recorded under.
+        params: What to send, and to whom.
+        key: Its idempotency key, when one step sends it more than once (each timeout of a
+            retried wait); by default the step's key for ``node_id``.
+    """
     state = run.state
     if run.replay is not None:
         render(params.message, state.variables)  # a missing variable still fails the same way
@@ -36,7 +44,7 @@ async def send_message(run: Run, node_id: str, params: SendMessageParams) -> Non
         message=render(params.message, state.variables),
         to=render(params.to, state.variables) if params.to else None,
         channel=params.channel,
-        idempotency_key=run.message_key(node_id),
+        idempotency_key=key or run.message_key(node_id),
     )
     sent = await call_or_end(
         contracts.SEND_MESSAGE,

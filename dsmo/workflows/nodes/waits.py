@@ -4,6 +4,9 @@ The `wait_for_response`, `wait_for_event` and `delay` nodes, and the waiting eve
 that waits shares (requests, children): enter WAITING, wait for the resume event or the
 timer, apply `onTimeout` (continue, fail or retry), resume. A replay takes each wait's outcome
 from the original run's record instead of waiting.
+
+Longer than most modules: a wait's start, its resume after continue-as-new, its retry after a
+timeout and its replay build the same `Waiting` and must agree on what it holds.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ RENDER_PATCH = "render-wait-parameters"
 # workflow.patched id: a wait whose timeout ends the run says the run is ending before its
 # timeoutActions are sent (it refuses requests meanwhile). Before, it said so only after them.
 TIMEOUT_ENDS_FIRST_PATCH = "timeout-ends-before-its-actions"
+# workflow.patched id: a wait that `onTimeout: retry` begins again keeps what the one before it
+# received (documents) and showed (its request id, recipient, rendered parameters). Before, it
+# began from the node's parameters, so a document that came before the timeout was asked again.
+RETRY_KEEPS_PATCH = "wait-retry-keeps-received"
 
 
 async def wait_for_response_node(
@@ -106,6 +113,7 @@ async def await_event(
     attempt = resume.attempt if resume else 1
     if run.replay is not None:
         return await _replay_wait(run, node_id, kind, options, data)
+    timed_out: Waiting | None = None  # the attempt a retry follows
     while True:
         if state.inbox:
             # An event kept for this wait may take it at once: then the run writes no status for
@@ -123,12 +131,15 @@ async def await_event(
             resume = None
         else:
             until = workflow.now() + options.timeout
-            waiting = Waiting(
-                kind,
-                node_id,
-                until,
-                {**data, "timeout": format_duration(options.timeout), "attempt": attempt},
-                list(requested or []),
+            waiting = _retried(
+                Waiting(
+                    kind,
+                    node_id,
+                    until,
+                    {**data, "timeout": format_duration(options.timeout), "attempt": attempt},
+                    list(requested or []),
+                ),
+                timed_out,
             )
             state.begin_wait(waiting, trail_key=run.fingerprint_key)
             workflow.logger.info("Execution %s entering WAITING state (waitingFor: %s)", state.run_id, kind)
@@ -151,6 +162,7 @@ async def await_event(
                     attempt = await on_timeout(run, node_id, kind, options, attempt)
                     if attempt == 0:
                         return None
+                    timed_out = waiting
                     continue
         event = state.resume_event
         if event is None:  # woken to continue as new, still waiting
@@ -166,6 +178,24 @@ async def await_event(
         resumed = {"eventType": event.type, "eventId": event.event_id, **recorded}
         resume_run(run, node_id, resumed | ({"fromInbox": True} if kept is not None else {}))
         return event.type
+
+
+def _retried(fresh: Waiting, timed_out: Waiting | None) -> Waiting:
+    """The wait an attempt begins: ``fresh`` (its deadline and attempt) with what ``timed_out`` had.
+
+    ``timed_out`` is the attempt a retry follows (None for the first). The documents received so
+    far stay received (the wait resumes once the rest arrive), and so does what the wait showed:
+    a wait resumed from a checkpoint got its request id, recipient and rendered parameters from
+    there, not from the node. A retry with nothing to keep asks no patch, so its history gains no
+    marker; one from before the change begins afresh, as it did.
+    """
+    if timed_out is None:
+        return fresh
+    shown = {**timed_out.data, "timeout": fresh.data["timeout"], "attempt": fresh.data["attempt"]}
+    kept = Waiting(fresh.kind, fresh.node, fresh.until, shown, list(timed_out.requested), dict(timed_out.received))
+    if kept == fresh or not patches.patched(RETRY_KEEPS_PATCH):
+        return fresh
+    return kept
 
 
 async def _replay_wait(run: Run, node_id: str, kind: str, options: WaitOptions, data: dict[str, Any]) -> str | None:
@@ -197,7 +227,10 @@ async def on_timeout(run: Run, node_id: str, kind: str, options: WaitOptions, at
         # would be taken and then lost with the run, so the run refuses them from now on.
         say_ending(run.state, RunStatus.TIMEOUT)
     for index, action in enumerate(options.timeout_actions):
-        await send_message(run, f"{node_id}.timeoutActions.{index}", action.parameters)
+        action_id = f"{node_id}.timeoutActions.{index}"
+        # Each timeout is a message of its own: with one key for every attempt, the channel
+        # would deliver the first and drop the others as repeats of it.
+        await send_message(run, action_id, action.parameters, key=run.message_key(f"{action_id}.attempt-{attempt}"))
     if options.on_timeout == "continue":
         return 0
     if not retry_left:
