@@ -15,10 +15,9 @@ import hashlib
 import ipaddress
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 from temporalio import activity
@@ -27,7 +26,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.hook_store import HookStore, Subscription, body_of, signature
+from dsmo.activities.hook_store import HookStore, Subscription, body_of, shown_url, signature
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.contracts.hook_io import (
     DELIVERY_WORKFLOW,
@@ -43,6 +42,7 @@ ROUND_SECONDS = 55.0  # one activity's looks, then the workflow starts the next 
 OVERLAP_SECONDS = 10.0
 OVERLAP = timedelta(seconds=OVERLAP_SECONDS)  # how far back each look reaches again (visibility's late rows)
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
 
 
 def delivery_workflow_id(delivery_id: str) -> str:
@@ -156,15 +156,18 @@ class HookActivities:
             "DSMO-Signature": signature(subscription.secret, body),
             "User-Agent": "dsmo-webhooks/1",
         }
-        if not self.allow_private:
-            await check_public_address(subscription.url)
+        url = shown_url(subscription.url)  # what errors name: never a password the URL carries
         try:
-            async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as http:
-                answer = await http.post(subscription.url, content=body, headers=headers)
-        except httpx.HTTPError as err:
-            raise ApplicationError(f"{subscription.url}: {type(err).__name__}: {err}"[:500]) from None
+            if self.allow_private:
+                async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as http:
+                    answer = await http.post(subscription.url, content=body, headers=headers)
+            else:
+                addresses = await check_public_address(subscription.url)
+                answer = await post_pinned(subscription.url, addresses, body, headers)
+        except (httpx.HTTPError, httpx.InvalidURL) as err:
+            raise ApplicationError(f"{url}: {type(err).__name__}: {err}"[:500]) from None
         if not answer.is_success:
-            raise ApplicationError(f"{subscription.url} answered {answer.status_code}")
+            raise ApplicationError(f"{url} answered {answer.status_code}")
 
     @activity.defn(name=RECORD_FAILED_HOOK)
     async def record_failed_hook(self, delivery: HookDelivery, reason: str) -> None:
@@ -200,27 +203,73 @@ def _events(execution: WorkflowExecution, since: datetime) -> list[tuple[str, da
     return found
 
 
-async def check_public_address(url: str) -> None:
-    """Refuse a URL whose host is on this network (loopback, private, link-local such as a cloud's
-    metadata address): a subscription must not make workers reach what only they can reach.
+async def check_public_address(url: str) -> list[str]:
+    """Refuse a URL whose host is not on the internet (loopback, private, shared such as a carrier's
+    NAT or a cloud's metadata address, link-local, reserved): a subscription must not make workers
+    reach what only they can reach.
+
+    Returns:
+        Every address the host resolved to, all checked, in the resolver's order. Connect to one of
+        these (`post_pinned`), never to a fresh resolution: a name can move in between.
 
     Raises:
         ApplicationError: It is (retried: a name may resolve elsewhere later), or does not resolve.
     """
-    parsed = urlparse(url)
-    host, port = parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80)
+    parsed = httpx.URL(url)
+    host, port = parsed.raw_host.decode("ascii"), parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
         found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as err:
-        raise ApplicationError(f"{url}: {host} does not resolve ({err})") from None
-    for *_, address in found:
-        ip = ipaddress.ip_address(address[0])
-        if (
-            ip.is_private
-            or ip.is_loopback
-            or ip.is_link_local
-            or ip.is_multicast
-            or ip.is_reserved
-            or ip.is_unspecified
-        ):
-            raise ApplicationError(f"{url}: {host} is {ip}, an address of this network (DSMO_HOOKS_ALLOW_PRIVATE)")
+        raise ApplicationError(f"{shown_url(url)}: {host} does not resolve ({err})") from None
+    addresses = list(dict.fromkeys(str(address[0]) for *_, address in found))
+    if not addresses:
+        raise ApplicationError(f"{shown_url(url)}: {host} does not resolve")
+    for address in addresses:
+        if not is_public(ipaddress.ip_address(address)):
+            raise ApplicationError(
+                f"{shown_url(url)}: {host} is {address}, not an internet address (DSMO_HOOKS_ALLOW_PRIVATE)"
+            )
+    return addresses
+
+
+def is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``ip`` is a globally routable unicast address, judged by the IPv4 address it carries if any.
+
+    An IPv6 address that stands for an IPv4 one (mapped, NAT64, 6to4) reaches that one: 6to4's
+    ``2002:7f00:1::`` is loopback, and ``::ffff:8.8.8.8`` is on the internet.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return is_public(ip.ipv4_mapped)
+        if ip.sixtofour is not None:
+            return is_public(ip.sixtofour)
+        if ip in NAT64:
+            return is_public(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return ip.is_global and not ip.is_multicast
+
+
+async def post_pinned(url: str, addresses: Sequence[str], content: bytes, headers: dict[str, str]) -> httpx.Response:
+    """POST to ``url``, connecting only to ``addresses`` (those checked, at least one), each in turn until one connects.
+
+    Only the address connected to is pinned: the URL's host stays the request's ``Host`` and, for
+    https, the name TLS announces (SNI) and verifies the certificate against. The transport is
+    given, so no proxy from the environment is used: a proxy would resolve the name itself.
+
+    Raises:
+        httpx.HTTPError: No address took the connection (the last one's error), or the POST failed.
+    """
+    target = httpx.URL(url)
+    pinned = {**headers, "Host": target.netloc.decode("ascii")}
+    extensions = {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
+    transport = httpx.AsyncHTTPTransport()
+    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT, follow_redirects=False) as http:
+        for address in addresses[:-1]:
+            try:
+                return await http.post(
+                    target.copy_with(host=address), content=content, headers=pinned, extensions=extensions
+                )
+            except httpx.ConnectError:
+                continue  # this address takes no connections: the next checked one may
+        return await http.post(
+            target.copy_with(host=addresses[-1]), content=content, headers=pinned, extensions=extensions
+        )

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -22,11 +24,16 @@ from urllib.parse import urlparse
 
 from dsmo.activities.artifacts import ArtifactMissing, ArtifactStore
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import AGENT_NAME_PATTERN
 from dsmo.workflows.contracts.hook_io import HOOK_EVENTS
 
 SUBSCRIPTIONS = "hooks/subscriptions/"
 FAILED = "hooks/failed/"
 SIGNATURE_TOLERANCE = 300  # seconds a receiver accepts a signature's time off its own clock
+# A host name's label (underscores too: some internal names have them); IDN names are checked in
+# their ASCII (punycode) form.
+HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
 
 
 class HookError(DsmoError):
@@ -63,8 +70,13 @@ class Subscription:
         return event in self.events and self.agent in (None, agent)
 
     def shown(self) -> dict[str, Any]:
-        """The subscription without its secret (what listing it shows)."""
-        return {name: value for name, value in asdict(self).items() if name != "secret"}
+        """The subscription without its secret (what listing it shows), nor a password in its URL."""
+        return {name: value for name, value in asdict(self).items() if name != "secret"} | {"url": shown_url(self.url)}
+
+
+def shown_url(url: str) -> str:
+    """``url`` without the user name and password it may carry (made before they were refused)."""
+    return USERINFO.sub(r"\1[redacted]@", url)
 
 
 def signature(secret: str, body: bytes, timestamp: int | None = None) -> str:
@@ -86,24 +98,68 @@ def valid_signature(secret: str, header: str, body: bytes, *, now: float | None 
     return hmac.compare_digest(expected, parts["v1"])
 
 
-def checked(url: str, events: Sequence[str], max_attempts: int, first_retry_seconds: float) -> tuple[str, ...]:
+def checked(
+    url: str, events: Sequence[str], max_attempts: int, first_retry_seconds: float, agent: str | None = None
+) -> tuple[str, ...]:
     """The subscription's events, once its fields are known to be valid.
 
+    The one check of a subscription, whether it comes from the API, the CLI or the client.
+
     Raises:
-        HookError: A field is not valid (named).
+        HookError: A field is not valid (named, with why).
     """
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > 2000:
-        raise HookError(f"url: {url[:100]!r} is not an http(s) URL")
+    checked_url(url)
     wanted = tuple(dict.fromkeys(event.strip().upper() for event in events if event.strip()))
     unknown = [event for event in wanted if event not in HOOK_EVENTS]
     if not wanted or unknown:
         raise HookError(f"events: {', '.join(unknown) or 'none given'}: give some of {', '.join(HOOK_EVENTS)}")
+    if agent and not re.fullmatch(AGENT_NAME_PATTERN, agent):
+        raise HookError(f"agent: {agent[:100]!r} is not an agent name (lowercase letters, digits and '-', up to 63)")
     if not 1 <= max_attempts <= 100:
         raise HookError(f"max_attempts: {max_attempts} is not between 1 and 100")
     if not 0 < first_retry_seconds <= 3600:
         raise HookError(f"first_retry: {first_retry_seconds}s is not between 0 and 1 hour")
     return wanted
+
+
+def checked_url(url: str) -> None:
+    """Refuse a URL a worker could not POST to, or whose listing would show a password.
+
+    Raises:
+        HookError: It is not an http(s) URL with a host name or IP address and a port 1-65535, or
+            it carries a user name or password (named ``url``, with why).
+    """
+    shown = repr(shown_url(url)[:100])
+    if len(url) > 2000:
+        raise HookError(f"url: {shown} is over 2000 characters")
+    try:
+        parsed = urlparse(url)
+        port = parsed.port  # out of range or not a number: ValueError
+    except ValueError as err:
+        raise HookError(f"url: {shown} is not a valid URL ({err})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise HookError(f"url: {shown} is not an http(s) URL")
+    if parsed.username is not None or parsed.password is not None:
+        # It would be stored, listed and logged with the subscription: the secret signs the POSTs.
+        raise HookError(f"url: {shown} carries a user name or password; check the DSMO-Signature instead")
+    if port == 0:
+        raise HookError(f"url: {shown} has no usable port (1-65535)")
+    if not _valid_host(parsed.hostname or ""):
+        raise HookError(f"url: {shown} has no valid host (a DNS name or an IP address)")
+
+
+def _valid_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    labels = name.removesuffix(".").split(".")
+    return len(name) <= 253 and all(HOST_LABEL.fullmatch(label) for label in labels)
 
 
 class HookStore:
@@ -126,7 +182,7 @@ class HookStore:
         Raises:
             HookError: A field is not valid (named).
         """
-        wanted = checked(url, events, max_attempts, first_retry_seconds)
+        wanted = checked(url, events, max_attempts, first_retry_seconds, agent)
         made = Subscription(
             id=f"hook-{secrets.token_hex(6)}",
             url=url,

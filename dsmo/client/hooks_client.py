@@ -60,7 +60,7 @@ class Hooks:
         Raises:
             HookError: A field is not valid (named).
         """
-        checked(url, events, max_attempts, first_retry_seconds)  # a bad field starts nothing
+        checked(url, events, max_attempts, first_retry_seconds, agent)  # a bad field starts nothing
         # The dispatcher first (one per task queue; a start while it runs is the same one): a
         # subscription is never written with no one to deliver it.
         queue = self._core.settings.temporal.task_queue

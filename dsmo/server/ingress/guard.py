@@ -34,8 +34,28 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # The API's own description: public, behind the `read` scope, or not served (DSMO_INGRESS_DOCS).
 DOC_PATHS = frozenset({"/docs", "/openapi.json"})
 DOC_ASSETS = "/docs/assets/"
-# Query parameters that would carry a credential: refused, and redacted from the access log.
-CREDENTIAL_PARAMS = frozenset({"api_key", "apikey", "api-key", "key", "token", "access_token", "x-api-key", "auth"})
+# Query parameters that would carry a credential, by name once lowercased and stripped of
+# punctuation (`API_KEY`, `api-key` and `apiKey` are all `apikey`): refused, and redacted from the
+# access log, whatever their value.
+CREDENTIAL_PARAMS = frozenset(
+    {
+        "apikey",
+        "key",
+        "token",
+        "accesstoken",
+        "apitoken",
+        "authtoken",
+        "xapikey",
+        "auth",
+        "authorization",
+        "bearer",
+    }
+)
+# What a DSMO key looks like (`dsmo_` and 43 URL-safe characters), wherever it is in a query: a
+# parameter of any name carrying one (`?q=Bearer dsmo_...`), or the bare key (`?dsmo_...`). Its
+# exact shape, so that an uploaded file named `dsmo_report_...` is not one.
+KEY_LIKE = re.compile(r"(?<![A-Za-z0-9_-])dsmo_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])")
+REDACTED = "[redacted]"
 EVENTS_PATH = re.compile(r"/executions/[^/]+/events")
 # The console signs people in itself (a session cookie, CSRF tokens): no API key header there.
 # DOTALL: a console path with an encoded line break is still the console's (its page answers).
@@ -83,9 +103,9 @@ class IngressGuard:
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         path: str = scope["path"]
-        in_url = credential_params(scope.get("query_string", b"").decode("latin-1"))
-        if UPLOAD_RETURN.fullmatch(path):  # the object store names the uploaded object `key`
-            in_url = [name for name in in_url if name != "key"]
+        # The object store names the uploaded object `key` when it sends the browser back.
+        exempt = frozenset({"key"}) if UPLOAD_RETURN.fullmatch(path) else frozenset()
+        in_url = credential_params(scope.get("query_string", b"").decode("latin-1"), exempt=exempt)
         if in_url and is_console_path(path):
             message = f"{in_url[0]}: a credential in the address is refused (it would be logged); sign in with the form"
             await _page(send, 400, message)
@@ -179,20 +199,44 @@ class IngressGuard:
             await answer_refusal()
 
 
-def credential_params(query: str) -> list[str]:
-    """The names of query parameters in ``query`` that would carry a credential."""
-    return [name for name, _ in parse_qsl(query, keep_blank_values=True) if name.lower() in CREDENTIAL_PARAMS]
+def credential_params(query: str, *, exempt: frozenset[str] = frozenset()) -> list[str]:
+    """The names of query parameters in ``query`` that carry a credential, or would.
+
+    Args:
+        query: The query string, undecoded.
+        exempt: Names another party gives a meaning (compared as they are); a DSMO key as such a
+            parameter's value is still one.
+
+    Returns:
+        Each one's name as it can be shown: a name that is itself a key is shown as ``[redacted]``.
+    """
+    return [
+        REDACTED if KEY_LIKE.search(name) else name
+        for name, value in parse_qsl(query, keep_blank_values=True)
+        if _is_credential(name, value, exempt)
+    ]
+
+
+def _is_credential(name: str, value: str, exempt: frozenset[str] = frozenset()) -> bool:
+    # The name is compared without case or punctuation; the value, because a key is recognisable
+    # whatever the parameter is called.
+    named = name not in exempt and re.sub(r"[^a-z0-9]", "", name.lower()) in CREDENTIAL_PARAMS
+    return named or KEY_LIKE.search(name) is not None or KEY_LIKE.search(value) is not None
 
 
 def redact_credentials(path_with_query: str) -> str:
-    """``path_with_query`` with the value of every credential-like query parameter replaced."""
+    """``path_with_query`` with the value of every credential-like query parameter replaced (and the
+    name, if it is a key itself)."""
     path, separator, query = path_with_query.partition("?")
     if not separator or not credential_params(query):
         return path_with_query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    kept = [
-        f"{quote(name)}={'[redacted]' if name.lower() in CREDENTIAL_PARAMS else quote(value)}" for name, value in pairs
-    ]
+    kept = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if _is_credential(name, value):
+            shown_name = REDACTED if KEY_LIKE.search(name) else quote(name)
+            kept.append(f"{shown_name}={REDACTED}")
+        else:
+            kept.append(f"{quote(name)}={quote(value)}")
     return f"{path}?{'&'.join(kept)}"
 
 

@@ -1,7 +1,7 @@
 """Webhooks out, on a real stack: a receiver down for its first three POSTs gets the event once it is
 up, signed (checked with the documented recipe), with the same delivery id on every attempt, across
 a worker restart; a delivery past its budget is listed and redelivered by command; a replay sends
-nothing."""
+nothing; a subscription nobody could use is refused the same by the API and the CLI."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -26,9 +27,11 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.hooks_client import dispatcher_id
 from dsmo.config.settings import Settings
+from dsmo.server.api_keys import KeyStore
 from dsmo.worker import build_worker
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.ingress_server import serving
 from tests.polling import until
 
 pytestmark = pytest.mark.integration
@@ -193,3 +196,39 @@ async def test_a_delivery_past_its_budget_is_listed_and_redelivered_by_command(
     assert missing.returncode != 0 and "no failed delivery 'hook-nope.0'" in missing.stderr
     bad = await asyncio.to_thread(hooks_cli, "add", "ftp://x", "--events", "RUN_COMPLETED")
     assert bad.returncode != 0 and "url: 'ftp://x' is not an http(s) URL" in bad.stderr
+
+
+UNUSABLE = [
+    ({"url": "http://[::1"}, "url: 'http://[::1' is not a valid URL"),
+    ({"url": "http://example.com:99999/x"}, "url: 'http://example.com:99999/x' is not a valid URL"),
+    ({"url": "http:// /x"}, "url: 'http:// /x' has no valid host"),
+    ({"url": "http://user:pa55word@example.com/x"}, "url: 'http://[redacted]@example.com/x' carries a user name"),
+    ({"url": "https://example.com/x", "agent": "Bad Agent!"}, "agent: 'Bad Agent!' is not an agent name"),
+]
+
+
+async def test_a_subscription_nobody_could_use_is_refused_by_the_api_and_the_cli(
+    harness: Harness, tmp_path: Path
+) -> None:
+    settings = harness.settings.with_changes(
+        temporal={"task_queue": harness.task_queue}, ingress={"api_keys_file": str(tmp_path / "keys.json")}
+    )
+    key = KeyStore(settings.api_keys_path).add("ops", ["operate"])
+    with serving(settings) as url:
+        api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        for fields, why in UNUSABLE:
+            answer = await asyncio.to_thread(api.post, "/hooks", json={"events": ["RUN_COMPLETED"], **fields})
+            assert answer.status_code == 422, (fields, answer.status_code, answer.text)
+            assert answer.json()["error"]["message"].startswith(why), answer.text
+            assert "pa55word" not in answer.text
+        listed = await asyncio.to_thread(api.get, "/hooks")
+        assert listed.status_code == 200 and "pa55word" not in listed.text
+    env = harness.cli_env()
+    for fields, why in UNUSABLE:
+        agent = ["--agent", fields["agent"]] if "agent" in fields else []
+        command = [str(BIN / "dsmo"), "hooks", "add", fields["url"], "--events", "RUN_COMPLETED", *agent]
+        added = await asyncio.to_thread(
+            subprocess.run, command, check=False, capture_output=True, text=True, env=env, timeout=60
+        )
+        assert added.returncode != 0 and why in added.stderr, (fields, added.stderr)
+        assert "pa55word" not in added.stderr
