@@ -75,6 +75,8 @@ async def deliver_event(
         return ack
     except WorkflowTaskFailing as err:
         raise not_taken(err, event_type) from None
+    except NoWorker as err:  # its worker stopped while the event waited for it
+        raise NoWorker(f"{err}: send it again with event_id {event_id!r} to learn whether it was taken") from None
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type == DUPLICATE_NOT_RECORDED:

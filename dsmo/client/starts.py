@@ -39,13 +39,14 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from dsmo.client import debounced_starts, definitions_client, flow_starts, run_requests, subject_starts
-from dsmo.client.client_errors import EventNotAccepted, InvalidInputDocument, RunAlreadyExists
+from dsmo.client import debounced_starts, definitions_client, flow_starts, run_health, run_requests, subject_starts
+from dsmo.client.client_errors import EventNotAccepted, InvalidInputDocument, NoWorker, RunAlreadyExists
 from dsmo.client.core import ClientCore
 from dsmo.client.event_checks import initial_events
 from dsmo.client.flow_starts import StartReport
 from dsmo.client.rpc_errors import update_failure
 from dsmo.client.start_preparation import prepare
+from dsmo.client.unanswered import unless_failing, worker_shows
 from dsmo.runtime.telemetry import trace_carrier, tracer
 from dsmo.workflows.common import search_attributes as sa
 from dsmo.workflows.common.document_limits import INPUT_LIMITS, DocumentRefused, check_document
@@ -140,6 +141,10 @@ async def start_request(
             if given:  # the batch's run is started by the key's debouncer, with an id of its own
                 raise ValueError(f"{name}: a debounced start takes none (its batch's run has its own)")
         return await debounced_starts.join_batch(core, request, queue)
+    if first_events and not start_delay and not await worker_shows(core.worker_polling, queue):
+        # The first event goes with the start and the run would hold the caller until a worker
+        # takes it, then apply it whenever one comes: refused before anything starts instead.
+        raise NoWorker(f"events: {run_health.no_worker_hint(queue)}; nothing was started (its events need a worker)")
     request = request.started_on(queue)
     slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
     if request.definition.subject is not None:  # 2. ... and so is a missing subject
@@ -159,7 +164,7 @@ async def start_request(
         if admission is not None:
             request = request.model_copy(update={"slots_claimed": admission.claimed})
         try:
-            status = await _start(
+            status, first_ack = await _start(
                 core, request, run_id=run_id, task_queue=queue, start_delay=start_delay, events=first_events, memo=memo
             )
         except BaseException:
@@ -167,11 +172,17 @@ async def start_request(
                 places = [*admission.claimed, *([admission.in_line] if admission.in_line else [])]
                 await flow_starts.give_back(core, slots, places, run_id, queue)
             raise
+    # The run's answer to each event: one it had already seen is a duplicate, not a delivery.
+    acks = [first_ack] if first_ack is not None else []
     for event in first_events[1:]:
-        await run_requests.deliver_event(core, run_id, event["type"], event["data"], event_id=event["event_id"])
+        acks.append(
+            await run_requests.deliver_event(core, run_id, event["type"], event["data"], event_id=event["event_id"])
+        )
     if admission is None:
-        return StartReport(run_id, status.value)
-    return StartReport(run_id, status.value, admission.queued_behind, admission.ahead, list(admission.cancelled))
+        return StartReport(run_id, status.value, acks=acks)
+    return StartReport(
+        run_id, status.value, admission.queued_behind, admission.ahead, list(admission.cancelled), acks=acks
+    )
 
 
 def checked_priority(priority: int | None) -> int | None:
@@ -204,7 +215,8 @@ async def _start(
     start_delay: timedelta | None,
     events: list[dict[str, Any]],
     memo: Mapping[str, str] | None = None,
-) -> RunStatus:
+) -> tuple[RunStatus, EventAck | None]:
+    """Start the run in Temporal: its status, and its answer to the first event (None without events)."""
     definition = request.definition
     version = definition.workflow_version  # a hash of the canonical definition: computed once
     # A run whose subject's keys could not be learned here prepares itself, once it has them:
@@ -239,14 +251,20 @@ async def _start(
             ]
         ),
     )
+    ack: EventAck | None = None
     try:
         if events:
             # Start and first event in one request: the run's first workflow task holds both.
             operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
                 WORKFLOW_TYPE, request, **options
             )
-            await core.temporal.execute_update_with_start_workflow(
-                "deliver_event", events[0], start_workflow_operation=operation, result_type=EventAck
+            ack = await unless_failing(
+                core.temporal,
+                core.handle(run_id),
+                core.temporal.execute_update_with_start_workflow(
+                    "deliver_event", events[0], start_workflow_operation=operation, result_type=EventAck
+                ),
+                sent="deliver_event",
             )
         else:
             await core.temporal.start_workflow(WORKFLOW_TYPE, request, **options)
@@ -255,7 +273,7 @@ async def _start(
     except WorkflowUpdateFailedError as err:
         raise EventNotAccepted(f"events.0: {update_failure(err)} (the run started)") from None
     core.remember_trace(run_id, carrier)
-    return status
+    return status, ack
 
 
 def _start_status(request: ExecutionRequest, start_delay: timedelta | None) -> RunStatus:

@@ -8,7 +8,7 @@ the cause in one line.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -36,6 +36,9 @@ WATCH_FIRST, WATCH_MAX = 4.0, 16.0
 # times such an update is sent (each drop needs another request racing it).
 DROPPED_WITH_TASK = "due to unexpected workflow task failure"
 UPDATE_SENDS = 5
+# How long a request to a run whose queue shows no worker waits for one to show before it is
+# refused (seconds), and how often it looks: a worker that has just started has not polled yet.
+NO_WORKER_GRACE, NO_WORKER_LOOK = 3.0, 0.5
 
 
 async def query_error(
@@ -90,6 +93,24 @@ async def query_error(
     )
 
 
+async def worker_shows(worker_polling: Callable[[str], Awaitable[bool]], task_queue: str) -> bool:
+    """Whether a worker polls ``task_queue``, or starts to within `NO_WORKER_GRACE` seconds.
+
+    Args:
+        worker_polling: The client's own question (`ClientCore.worker_polling`).
+        task_queue: The queue a request is about to be sent to.
+
+    Returns:
+        False only when no worker was seen at any look.
+    """
+    deadline = asyncio.get_running_loop().time() + NO_WORKER_GRACE
+    while not await worker_polling(task_queue):
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(NO_WORKER_LOOK)
+    return True
+
+
 async def closed_or_missing(settings: Settings, handle: WorkflowHandle[Any, Any], err: RPCError) -> DsmoError:
     """NOT_FOUND for an update means either no such run or one that has ended: ask which.
 
@@ -112,24 +133,32 @@ async def closed_or_missing(settings: Settings, handle: WorkflowHandle[Any, Any]
     return rpc_error(settings, handle.id, err)
 
 
-async def unless_failing(temporal: Client, handle: WorkflowHandle[Any, Any], call: Coroutine[Any, Any, T]) -> T:
-    """Await ``call``, unless the run's workflow task is failing.
+async def unless_failing(
+    temporal: Client, handle: WorkflowHandle[Any, Any], call: Coroutine[Any, Any, T], *, sent: str | None = None
+) -> T:
+    """Await ``call``, unless the run's workflow task is failing (or, for a request, no worker is left).
 
-    A result would then wait for ever, and an update ~20 s for the server's refusal.
+    A result would then wait for ever, and an update ~20 s for the server's refusal. A request
+    to the run (``sent``) also waits for ever once no worker polls the run's queue: Temporal
+    keeps it until one does. A result is not watched for that: a run may outlive its workers'
+    restarts, and waiting for its end is what the caller asked.
 
     Args:
         temporal: The client to ask Temporal with.
         handle: The run's handle.
         call: What to await.
+        sent: The request ``call`` sends to the run (``deliver_event``), if any: the watch
+            then also gives up once no worker has polled the run's queue lately.
 
     Returns:
         What ``call`` returns.
 
     Raises:
         WorkflowTaskFailing: The run's workflow task fails, soon after it is seen failing.
+        NoWorker: ``sent``, and no worker polls the run's queue any more (seen on a later look).
     """
     outcome = asyncio.ensure_future(call)
-    watch = asyncio.ensure_future(_watch_workflow_task(temporal, handle))
+    watch = asyncio.ensure_future(_watch_workflow_task(temporal, handle, sent))
     try:
         await asyncio.wait({outcome, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -155,11 +184,15 @@ async def update_run(
 
     Raises:
         WorkflowTaskFailing: The run's workflow task fails, soon after it is seen failing.
+        NoWorker: No worker polls the run's queue any more (the update was sent: a worker that
+            polls again later may still take it).
         RPCError: What Temporal answered, when it is not a dropped update (or one dropped every time).
     """
     for attempt in range(1, UPDATE_SENDS + 1):
         try:
-            return await unless_failing(temporal, handle, handle.execute_update(name, arg, result_type=result_type))
+            return await unless_failing(
+                temporal, handle, handle.execute_update(name, arg, result_type=result_type), sent=name
+            )
         except RPCError as err:
             if DROPPED_WITH_TASK not in str(err).lower() or attempt == UPDATE_SENDS:
                 raise
@@ -171,7 +204,7 @@ def _retrieved(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-async def _watch_workflow_task(temporal: Client, handle: WorkflowHandle[Any, Any]) -> None:
+async def _watch_workflow_task(temporal: Client, handle: WorkflowHandle[Any, Any], sent: str | None) -> None:
     delay = WATCH_FIRST
     while True:
         await asyncio.sleep(delay)
@@ -179,7 +212,18 @@ async def _watch_workflow_task(temporal: Client, handle: WorkflowHandle[Any, Any
         try:
             described = await handle.describe()
             failure = await run_health.workflow_task_failure(temporal, described)
+            # Not polled within `POLLER_LIVE_FOR`: a worker merely restarting is back well before.
+            gone = (
+                sent is not None
+                and described.close_time is None
+                and not await live_pollers(temporal, described.task_queue)
+            )
         except (RPCError, TypeError, ValueError):
             continue  # the result's own call reports what is wrong with the server
         if failure is not None:
             raise WorkflowTaskFailing(f"run {handle.id!r}: {run_health.failing_hint(failure)}")
+        if gone:
+            raise NoWorker(
+                f"run {handle.id!r}: {run_health.no_worker_hint(described.task_queue)}; the {sent} request "
+                "was sent before its worker stopped, and a worker that polls the queue again may still take it"
+            )

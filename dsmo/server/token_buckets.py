@@ -40,11 +40,19 @@ class TokenBuckets:
         tokens = min(float(self.burst), bucket.tokens + (self.clock() - bucket.refilled_at) * self.rate)
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
 
-    def take(self, name: str) -> float:
-        """Take one token for ``name``.
+    def take(self, name: str, count: int = 1) -> float:
+        """Take ``count`` tokens for ``name``, all or none.
+
+        ``count`` larger than the burst goes ahead once the bucket is full and leaves it in debt
+        (below zero): the calls are counted all the same, and the next waits until they are paid
+        for. Otherwise no single batch could ever go through, nor could one slip past the rate.
+
+        Args:
+            name: Whose bucket (a key's name, an address).
+            count: How many calls at once (a start with its events); at least 1.
 
         Returns:
-            0.0 if the call may go ahead, else the seconds until a token is available.
+            0.0 if the calls may go ahead, else the seconds until enough tokens are available.
         """
         now = self.clock()
         if name not in self._buckets and len(self._buckets) >= KEPT_NAMES:
@@ -52,10 +60,11 @@ class TokenBuckets:
         bucket = self._buckets.setdefault(name, _Bucket(tokens=float(self.burst), refilled_at=now))
         bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.refilled_at) * self.rate)
         bucket.refilled_at = now
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
+        needed = float(min(count, self.burst))
+        if bucket.tokens >= needed:
+            bucket.tokens -= count
             return 0.0
-        return (1.0 - bucket.tokens) / self.rate
+        return (needed - bucket.tokens) / self.rate
 
     def _forget_full(self, now: float) -> None:
         full = [

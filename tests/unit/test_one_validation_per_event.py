@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.exceptions import ApplicationError
 
 from dsmo.client.client_errors import EventMalformed
@@ -65,8 +66,17 @@ OVERSIZED = ("oversized data", "EVENT_COMPLETED", "e1", {"data": {"blob": "x" * 
 class Temporal:
     """Stands in for Temporal: records what the client sends (a malformed event must send nothing)."""
 
+    namespace = "default"
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
+        self.workflow_service = SimpleNamespace(describe_task_queue=self._describe_task_queue)
+
+    async def _describe_task_queue(self, request: Any) -> Any:
+        # A worker polls every queue: the client asks before it sends an event (no worker: 503).
+        polled = Timestamp()
+        polled.GetCurrentTime()
+        return SimpleNamespace(pollers=[SimpleNamespace(identity="worker-1", last_access_time=polled)])
 
     def get_workflow_handle(self, run_id: str) -> Any:
         async def execute_update(name: str, event: dict[str, Any], **_: Any) -> EventAck:
@@ -77,12 +87,13 @@ class Temporal:
             self.sent.append((name, payload))
 
         async def describe() -> Any:
-            # Asked only when tracing is on (another test in the session may have turned it on):
-            # a run with no trace in its memo.
+            # Asked before an event is sent (is the run open, and its queue polled?), and when
+            # tracing is on (another test in the session may have turned it on): an open run
+            # with no trace in its memo.
             async def memo() -> dict[str, Any]:
                 return {}
 
-            return SimpleNamespace(memo=memo)
+            return SimpleNamespace(memo=memo, close_time=None, task_queue="dsmo")
 
         return SimpleNamespace(execute_update=execute_update, signal=signal, describe=describe)
 

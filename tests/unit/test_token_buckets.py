@@ -48,3 +48,21 @@ def test_many_names_do_not_grow_the_table_without_bound(monkeypatch: pytest.Monk
     clock.now += 10  # all three full again: as good as forgotten
     buckets.take("d")
     assert buckets.waiting("a") == 0.0 and len(buckets._buckets) == 1
+
+
+def test_several_tokens_are_taken_at_once_or_not_at_all() -> None:
+    clock = Clock()
+    buckets = TokenBuckets(rate=1.0, burst=5, clock=clock)
+    assert buckets.take("crm", 3) == 0.0
+    assert buckets.take("crm", 3) == pytest.approx(1.0)  # 2 left: none taken
+    assert buckets.take("crm", 2) == 0.0
+    assert buckets.take("crm") == pytest.approx(1.0)
+
+
+def test_a_batch_larger_than_the_burst_waits_for_a_full_bucket_and_leaves_a_debt() -> None:
+    clock = Clock()
+    buckets = TokenBuckets(rate=1.0, burst=5, clock=clock)
+    assert buckets.take("crm", 20) == 0.0  # a full bucket lets it through ...
+    assert buckets.take("crm") == pytest.approx(16.0)  # ... and the 15 beyond it are paid for first
+    clock.now += 16
+    assert buckets.take("crm") == 0.0

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import swagger_ui_bundle
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from dsmo.client.dsmo_client import DsmoClient
@@ -28,7 +28,8 @@ from dsmo.server.console.app import install_console, open_console
 from dsmo.server.console.uploads import MAX_UPLOAD_BYTES
 from dsmo.server.ingress import event_routes, executions, hook_routes, stream_routes
 from dsmo.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
-from dsmo.server.ingress.problems import install_error_handlers
+from dsmo.server.ingress.problems import error_response, install_error_handlers
+from dsmo.server.ingress.start_idempotency import RateLimited
 from dsmo.server.token_buckets import TokenBuckets
 
 MAX_BODY_BYTES = 64 * 1024
@@ -79,12 +80,23 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.ingress.docs != "off":
         _serve_docs(app)
     install_error_handlers(app)
+    _answer_rate_limits(app)
     app.include_router(executions.router)
     app.include_router(event_routes.router)
     app.include_router(stream_routes.router)
     app.include_router(hook_routes.router)
     install_console(app, settings)
     return app
+
+
+def _answer_rate_limits(app: FastAPI) -> None:
+    """A 429 raised by a route (a start's events) carries `Retry-After`, as the guard's own 429 does."""
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(request: Request, err: RateLimited) -> JSONResponse:
+        answer = error_response(err.status, err.code, err.message)
+        answer.headers["Retry-After"] = str(err.retry_after)
+        return answer
 
 
 def _serve_docs(app: FastAPI) -> None:

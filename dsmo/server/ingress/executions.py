@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from dsmo.client.client_errors import (
     AlreadyOnTarget,
@@ -21,6 +19,7 @@ from dsmo.client.client_errors import (
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.server.api_keys import ApiKey
+from dsmo.server.ingress import start_idempotency as once
 from dsmo.server.ingress.bodies import (
     CancelRequest,
     MigrateRequest,
@@ -39,6 +38,8 @@ from dsmo.server.ingress.dependencies import (
 from dsmo.server.ingress.problems import Problem
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
+from dsmo.workflows.definition.model import AgentDefinition
+from dsmo.workflows.events.resume_events import EventAck
 
 router = APIRouter(prefix="/executions", tags=["executions"], route_class=StrictJsonRoute)
 
@@ -46,6 +47,7 @@ router = APIRouter(prefix="/executions", tags=["executions"], route_class=Strict
 @router.post("", status_code=201, summary="Start a run of a published agent definition")
 async def start(
     body: StartRequest,
+    request: Request,
     response: Response,
     key: ApiKey = Depends(can_start),
     idempotency_key: str | None = Header(default=None),
@@ -54,31 +56,54 @@ async def start(
 ) -> dict[str, Any]:
     """201 with the new run; 200 `duplicate: true` (`eventsDelivered: 0`) for a retry of the same start.
 
-    A retry is the same key, the same `Idempotency-Key` and the same body. A `runId` that names
-    an existing run started by any other request (another `Idempotency-Key`, another body, or
-    none), or an `Idempotency-Key` reused with another body, is a 409 `run_exists` naming the
-    conflict; nothing is delivered. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
+    An `Idempotency-Key` names one start of the key that sends it, whatever the body: its run's id
+    is derived from the two alone, so Temporal's run-id uniqueness keeps it, and the run's memo
+    keeps a digest of the body. The same body again is a retry; another body (another agent,
+    input, events, ...) is a 409 `run_exists`, and so is a `runId` naming an existing run another
+    request started; nothing is delivered. A `runId` with an `Idempotency-Key` is a 422 (each names
+    the run). The start's events count against the key's event rate (429 with `Retry-After`);
+    with no worker polling the task queue, a start with events is a 503 `no_worker` (nothing starts).
+    `eventsDelivered` counts the events the run took (applied or kept), not duplicates; `events`
+    holds the run's answer to each. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
     levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is.
     """
     try:
         definition = await dsmo.definition(body.agent, body.version)
     except DefinitionNotFound as err:
         raise Problem(404, "unknown_agent", str(err)) from None
-    run_id = body.run_id
-    if run_id is None and idempotency_key and definition.debounce is None:
-        # The same key from the same caller starts one run; a retry gets that run back.
-        digest = hashlib.sha256(f"{key.name}\x1f{idempotency_key}".encode()).hexdigest()[:16]
-        run_id = f"{definition.agent}-{digest}"
     for index, event in enumerate(body.events):
         if not key.allows(f"events:{event.type}"):
             raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
+    if body.events:  # the same budget as POST /executions/{id}/events: a start is no way around it
+        once.within_event_rate(request.app.state.event_rate, key, len(body.events))
+    start = once.start_fingerprint(key, idempotency_key, body) if idempotency_key else None
+    run_id = body.run_id
+    if idempotency_key:
+        named = once.idempotent_run_id(key, idempotency_key)
+        try:
+            kept = await once.kept_start(dsmo, named)
+        except RunNotFound:
+            pass
+        else:  # a retry, or a conflict: answered before any slot is claimed or event sent
+            once.same_start(named, kept, start, idempotency_key=idempotency_key)
+            return _answer(settings, definition, named, acks=[], duplicate=True, response=response)
+        if run_id is not None:
+            raise Problem(
+                422,
+                "invalid_body",
+                "runId: give a runId or an Idempotency-Key, not both (the Idempotency-Key names the run it starts)",
+            )
+        if definition.debounce is None:  # a debounced start's batch names its run
+            run_id = named
     events = [
-        {"type": event.type, "event_id": event.event_id or _start_event_id(idempotency_key, index), "data": event.data}
+        {
+            "type": event.type,
+            "event_id": event.event_id or once.start_event_id(idempotency_key, index),
+            "data": event.data,
+        }
         for index, event in enumerate(body.events)
     ]
     flow: dict[str, Any] | None = None
-    duplicate = False
-    start = _start_fingerprint(key, idempotency_key, body) if idempotency_key else None
     try:
         report = (
             await dsmo.start(
@@ -87,81 +112,57 @@ async def start(
                 run_id=run_id,
                 events=events,
                 priority=body.priority,
-                memo={START_MEMO: start} if start else None,
+                memo={once.START_MEMO: start} if start else None,
             )
         ).started
-        run_id = report.run_id
-        if definition.concurrency:  # what the definition's flow control did with this start
-            flow = {
-                "status": report.status,
-                "queuedBehind": report.queued_behind,
-                "ahead": report.ahead,
-                "cancelled": report.cancelled,
-            }
-        if report.status == "debounced":  # joined its key's batch: the run starts once the key is quiet
-            response.status_code = 202
-            flow = {"status": report.status, "gathered": report.gathered}
-        if report.status == "delivered":  # onBusy: deliver: the key's active run took the events
-            response.status_code = 200
-            flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
     except EventNotAccepted as err:
         raise Problem(422, "invalid_event", str(err)) from None
     except RunAlreadyExists:
-        await _same_start(dsmo, str(run_id), start, derived=body.run_id is None, idempotency_key=idempotency_key)
+        if idempotency_key is None:
+            raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId") from None
+        # Two starts with the same Idempotency-Key at once: Temporal let one through.
+        once.same_start(str(run_id), await once.kept_start(dsmo, str(run_id)), start, idempotency_key=idempotency_key)
+        return _answer(settings, definition, str(run_id), acks=[], duplicate=True, response=response)
+    if definition.concurrency:  # what the definition's flow control did with this start
+        flow = {
+            "status": report.status,
+            "queuedBehind": report.queued_behind,
+            "ahead": report.ahead,
+            "cancelled": report.cancelled,
+        }
+    if report.status == "debounced":  # joined its key's batch: the run starts once the key is quiet
+        response.status_code = 202
+        flow = {"status": report.status, "gathered": report.gathered}
+    if report.status == "delivered":  # onBusy: deliver: the key's active run took the events
         response.status_code = 200
-        events, duplicate = [], True  # this answer delivered nothing: the first start did
+        flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
+    return _answer(settings, definition, report.run_id, acks=report.acks, duplicate=False, flow=flow)
+
+
+def _answer(
+    settings: Settings,
+    definition: AgentDefinition,
+    run_id: str,
+    *,
+    acks: list[EventAck],
+    duplicate: bool,
+    flow: dict[str, Any] | None = None,
+    response: Response | None = None,
+) -> dict[str, Any]:
+    """The start's answer; a duplicate is a 200 that delivered nothing (the first start did)."""
+    if duplicate and response is not None:
+        response.status_code = 200
     return {
         "runId": run_id,
         "agent": definition.agent,
         "workflowVersion": definition.workflow_version,
-        "url": settings.temporal.run_url(str(run_id)),
-        "eventsDelivered": len(events),
+        "url": settings.temporal.run_url(run_id),
+        # What the run took (applied, or kept for a wait ahead): an event it had seen is no delivery.
+        "eventsDelivered": sum(1 for ack in acks if ack.accepted and not ack.duplicate),
+        "events": [ack.model_dump(mode="json") for ack in acks],
         "duplicate": duplicate,
         **({"flow": flow} if flow is not None else {}),
     }
-
-
-# The run's memo keeps which start made it: a digest of the key, its Idempotency-Key and the body.
-START_MEMO = "ingressStart"
-
-
-def _start_fingerprint(key: ApiKey, idempotency_key: str, body: StartRequest) -> str:
-    """One start, as its caller sent it: a retry of it has the same digest, any other start another."""
-    sent = body.model_dump(mode="json", by_alias=True)
-    text = json.dumps([key.name, idempotency_key, sent], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-async def _same_start(
-    dsmo: DsmoClient, run_id: str, start: str | None, *, derived: bool, idempotency_key: str | None
-) -> None:
-    """Return if the existing ``run_id`` was made by this very start (a retry); else refuse with 409.
-
-    A run id derived from the Idempotency-Key whose run keeps no digest was started before
-    digests were kept, by the same key and Idempotency-Key: it is taken as the same start.
-    """
-    if start is None:
-        raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId")
-    memo = await (await dsmo.run(run_id).describe()).memo()
-    kept = memo.get(START_MEMO)
-    if kept == start or (kept is None and derived):
-        return
-    if derived:
-        message = (
-            f"Idempotency-Key: {idempotency_key!r} already started run {run_id!r} with a different body; "
-            "send a new Idempotency-Key for a new start"
-        )
-    else:
-        message = (
-            f"runId: run {run_id!r} already exists, started by another request (another Idempotency-Key "
-            "or body); choose another runId"
-        )
-    raise Problem(409, "run_exists", message)
-
-
-def _start_event_id(idempotency_key: str | None, index: int) -> str | None:
-    """A start's event without an id: derived from the start's Idempotency-Key, so a retry repeats it."""
-    return f"{idempotency_key}.{index}" if idempotency_key else None
 
 
 @router.get("/{run_id}", summary="A run's status (its WAITING structure)")
