@@ -35,6 +35,9 @@ WATCH_FIRST, WATCH_MAX = 4.0, 16.0
 # Temporal's answer to an update dropped with the workflow task that carried it, and how many
 # times such an update is sent (each drop needs another request racing it).
 DROPPED_WITH_TASK = "due to unexpected workflow task failure"
+# ... or whose run continued as new (or closed) before it took it: the next generation (a new
+# workflow task) takes it, or says the run has ended.
+ABORTED_WITH_RUN = "update was aborted"
 UPDATE_SENDS = 5
 # How long a request to a run whose queue shows no worker waits for one to show before it is
 # refused (seconds), and how often it looks: a worker that has just started has not polled yet.
@@ -180,7 +183,9 @@ async def update_run(
 
     Temporal drops an update whose workflow task failed as it carried it (a cancel or a signal
     that arrived meanwhile fails that task as an unhandled command): nothing of it was recorded,
-    so it is sent again, and the run answers it (takes it, or refuses it with the reason).
+    so it is sent again, and the run answers it (takes it, or refuses it with the reason). So is
+    one Temporal aborted because the run continued as new before taking it: the next generation
+    answers it (an event's id keeps a resent event from being taken twice).
 
     Raises:
         WorkflowTaskFailing: The run's workflow task fails, soon after it is seen failing.
@@ -194,7 +199,8 @@ async def update_run(
                 temporal, handle, handle.execute_update(name, arg, result_type=result_type), sent=name
             )
         except RPCError as err:
-            if DROPPED_WITH_TASK not in str(err).lower() or attempt == UPDATE_SENDS:
+            resent = any(sign in str(err).lower() for sign in (DROPPED_WITH_TASK, ABORTED_WITH_RUN))
+            if not resent or attempt == UPDATE_SENDS:
                 raise
     raise AssertionError("unreachable: the last send returns or raises")
 

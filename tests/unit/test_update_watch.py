@@ -54,3 +54,21 @@ async def test_a_wait_for_a_result_outlives_its_workers(monkeypatch: pytest.Monk
     temporal = Unpolled()
     with pytest.raises(TimeoutError):  # still waiting: a run's end may come after its worker's restart
         await asyncio.wait_for(unless_failing(temporal, temporal.handle(), never()), 0.5)  # type: ignore[arg-type]
+
+
+async def test_an_update_aborted_by_the_run_continuing_as_new_is_sent_again() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from dsmo.client.unanswered import update_run
+
+    sent: list[str] = []
+
+    async def execute_update(name: str, arg: Any, *, result_type: Any) -> str:
+        sent.append(name)
+        if len(sent) == 1:  # the run continued as new with the update admitted, not taken
+            raise RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
+        return "taken"
+
+    handle = SimpleNamespace(id="run-1", execute_update=execute_update)
+    answer = await update_run(Unpolled(), handle, "deliver_event", {}, str)  # type: ignore[arg-type]
+    assert (answer, sent) == ("taken", ["deliver_event", "deliver_event"])
