@@ -13,7 +13,8 @@ import asyncio
 from typing import Any
 
 from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
-from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 from temporalio.service import RPCError
 
 from dsmo.activities.definition_store import config_key
@@ -114,8 +115,9 @@ async def _result(core: ClientCore, run_id: str) -> ExecutionResult:
         # Failed, timed-out and cancelled runs carry the seed's record as the failure's details.
         if isinstance(cause, ApplicationError | CancelledError) and cause.details:
             return ExecutionResult.model_validate(cause.details[0])
-        if isinstance(cause, CancelledError):
-            # Temporal keeps no details on a cancelled run: read the record from the run itself.
+        if isinstance(cause, CancelledError | TerminatedError | TemporalTimeout):
+            # Temporal keeps no details on a cancelled run, and a run it terminated or timed out
+            # recorded none: the record is read from the run's status (`closed_around_view`).
             return await _record_from_queries(core, run_id)
         raise
     except RPCError as err:

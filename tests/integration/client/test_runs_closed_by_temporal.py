@@ -77,6 +77,12 @@ async def test_a_terminated_run_shows_cancelled_and_watch_exits(
     assert view.waiting_for is None and view.waiting_until is None and view.completed_at is not None
     assert "terminated through Temporal" in (view.result_summary or "")
     assert (await dsmo.wait_for_status(run_id, {RunStatus.CANCELLED}, timeout=10)).status is RunStatus.CANCELLED
+    record = await dsmo.result(run_id)  # its record, as for any ended run (not Temporal's error)
+    assert (record.status, record.cancel_reason, record.failed_action_id) == (
+        RunStatus.CANCELLED,
+        "stuck on a bad deploy",
+        "wait",
+    )
 
     shown = await asyncio.to_thread(dsmo_cli, harness.cli_env(), "status", run_id)
     assert shown.returncode == 0, shown.stderr
@@ -116,6 +122,7 @@ async def test_a_run_temporal_timed_out_shows_timeout(harness: Harness) -> None:
     view = await until_value(ended, bool, "the run timed out by Temporal shown ended", seconds=60)
     assert view.status is RunStatus.TIMEOUT and view.result_type == "timeout"
     assert "timed out by Temporal (workflow run timeout 0:00:03)" in (view.result_summary or ""), view.result_summary
+    assert (await dsmo.result(run_id)).status is RunStatus.TIMEOUT
     assert view.failed_action_id == "wait" and view.waiting_for is None
 
 
