@@ -16,13 +16,20 @@ from dsmo.server.api_keys import ApiKey, KeyStore
 from dsmo.server.ingress.problems import Problem
 
 
+def bearer_credential(authorization: str | None) -> str:
+    """The key an ``Authorization`` header carries: after its ``Bearer`` scheme, named in any case
+    (HTTP's schemes are case-insensitive), or the whole header when it names none."""
+    scheme, _, rest = (authorization or "").strip().partition(" ")
+    return rest.strip() if scheme.lower() == "bearer" else (authorization or "").strip()
+
+
 def verify_key(keys: KeyStore, scope: str, authorization: str | None, x_api_key: str | None) -> ApiKey:
     """The key presented in either header, if it exists and holds ``scope``.
 
     Raises:
         Problem: 401 without a key or with an unknown one, 403 when the key lacks ``scope``.
     """
-    presented = x_api_key or (authorization or "").removeprefix("Bearer ").strip()
+    presented = x_api_key or bearer_credential(authorization)
     if not presented:
         raise Problem(401, "unauthenticated", "send an API key: Authorization: Bearer <key> or X-API-Key")
     key = keys.verify(presented)
