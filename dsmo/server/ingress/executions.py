@@ -19,7 +19,7 @@ from dsmo.client.client_errors import (
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.server.api_keys import ApiKey
-from dsmo.server.ingress import start_idempotency as once
+from dsmo.server.ingress import start_idempotency
 from dsmo.server.ingress.bodies import (
     CancelRequest,
     MigrateRequest,
@@ -75,17 +75,17 @@ async def start(
         if not key.allows(f"events:{event.type}"):
             raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
     if body.events:  # the same budget as POST /executions/{id}/events: a start is no way around it
-        once.within_event_rate(request.app.state.event_rate, key, len(body.events))
-    start = once.start_fingerprint(key, idempotency_key, body) if idempotency_key else None
+        start_idempotency.within_event_rate(request.app.state.event_rate, key, len(body.events))
+    start = start_idempotency.start_fingerprint(key, idempotency_key, body) if idempotency_key else None
     run_id = body.run_id
     if idempotency_key:
-        named = once.idempotent_run_id(key, idempotency_key)
+        named = start_idempotency.idempotent_run_id(key, idempotency_key)
         try:
-            kept = await once.kept_start(dsmo, named)
+            kept = await start_idempotency.kept_start(dsmo, named)
         except RunNotFound:
             pass
         else:  # a retry, or a conflict: answered before any slot is claimed or event sent
-            once.same_start(named, kept, start, idempotency_key=idempotency_key)
+            start_idempotency.same_start(named, kept, start, idempotency_key=idempotency_key)
             return _answer(settings, definition, named, acks=[], duplicate=True, response=response)
         if run_id is not None:
             raise Problem(
@@ -98,7 +98,7 @@ async def start(
     events = [
         {
             "type": event.type,
-            "event_id": event.event_id or once.start_event_id(idempotency_key, index),
+            "event_id": event.event_id or start_idempotency.start_event_id(idempotency_key, index),
             "data": event.data,
         }
         for index, event in enumerate(body.events)
@@ -112,7 +112,7 @@ async def start(
                 run_id=run_id,
                 events=events,
                 priority=body.priority,
-                memo={once.START_MEMO: start} if start else None,
+                memo={start_idempotency.START_MEMO: start} if start else None,
             )
         ).started
     except EventNotAccepted as err:
@@ -121,7 +121,9 @@ async def start(
         if idempotency_key is None:
             raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId") from None
         # Two starts with the same Idempotency-Key at once: Temporal let one through.
-        once.same_start(str(run_id), await once.kept_start(dsmo, str(run_id)), start, idempotency_key=idempotency_key)
+        start_idempotency.same_start(
+            str(run_id), await start_idempotency.kept_start(dsmo, str(run_id)), start, idempotency_key=idempotency_key
+        )
         return _answer(settings, definition, str(run_id), acks=[], duplicate=True, response=response)
     if definition.concurrency:  # what the definition's flow control did with this start
         flow = {

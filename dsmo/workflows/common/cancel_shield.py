@@ -25,15 +25,8 @@ async def through_cancel(work: Awaitable[T]) -> tuple[T, bool]:
         What ``work`` returned, and whether the run was asked to cancel while it ran (the caller
         records what it finished, then lets the cancel through, or not).
     """
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(task), cancelled
-        except asyncio.CancelledError:
-            cancelled = True
-            if task.done():
-                return task.result(), cancelled
+    finished, cancelled = await settled(work)
+    return finished.result(), cancelled
 
 
 async def shielded(work: Awaitable[T]) -> T:

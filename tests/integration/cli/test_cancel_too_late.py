@@ -7,57 +7,32 @@ while it writes its dead letter and cannot change that ending (docs/concepts.md)
 from __future__ import annotations
 
 import asyncio
-import uuid
-from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from dsmo.activities.messaging import FileChannel
-from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
-from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
 from tests.integration.cli.test_cli import cli, one_line_error
-from tests.integration.runs.test_cancel_after_the_ending_is_decided import ANSWER_WITHIN, HeldDeadLetters, refused_slot
+from tests.integration.runs.test_cancel_after_the_ending_is_decided import deciding_to_fail
 from tests.polling import until
 
 pytestmark = pytest.mark.integration
 
 
 async def test_a_cancel_too_late_to_change_a_failed_ending_says_so(harness: Harness) -> None:
-    dsmo, held = harness.dsmo, HeldDeadLetters(harness)
-    raw: dict[str, Any] = {
-        "agent": f"too-late-{uuid.uuid4().hex[:8]}",
-        "start": "ask",
-        "rateLimit": {"maxConcurrent": 1},
-        "nodes": {"ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
-    }
-    queue = f"too-late-{uuid.uuid4().hex[:8]}"
-    worker = build_worker(
-        dsmo.temporal,
-        task_queue=queue,
-        store=harness.store,
-        channel=FileChannel(harness.outbox),
-        overrides=[held.write_dead_letter, refused_slot],
-    )
-    try:
-        async with worker:
-            run_id = (await dsmo.start(parse_definition(raw), task_queue=queue)).run_id
-            harness.started.append(run_id)
-            assert await asyncio.to_thread(held.writing.wait, ANSWER_WITHIN), "no dead letter was written"
-            cancel = asyncio.ensure_future(cli(harness, "cancel", run_id, "--reason", "customer withdrew"))
+    dsmo = harness.dsmo
+    async with deciding_to_fail(harness, "too-late") as (run_id, held):
+        cancel = asyncio.ensure_future(cli(harness, "cancel", run_id, "--reason", "customer withdrew"))
 
-            async def cancel_requested() -> bool:
-                history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
-                kinds = [event.event_type for event in history.events]
-                return EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in kinds
+        async def cancel_requested() -> bool:
+            history = await dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+            kinds = [event.event_type for event in history.events]
+            return EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in kinds
 
-            await until(cancel_requested, "the cancel reached the run")
-            held.let_go.set()
-            proc = await cancel
-    finally:
+        await until(cancel_requested, "the cancel reached the run")
         held.let_go.set()
+        proc = await cancel
     assert (await dsmo.result(run_id)).status is RunStatus.FAILED
     one_line_error(proc, f"{run_id} ended failed before the cancel took effect", "cannot change")
     assert proc.returncode == 1

@@ -4,27 +4,21 @@ that they ended, and how, though their own `status` query still says what they l
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowHandle
 
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import Harness
+from tests.integration.client.test_stuck_runs import dsmo_cli
 from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
-BIN = Path(sys.executable).parent
 WAITER = {
     "agent": "closed-waiter",
     "start": "wait",
@@ -33,22 +27,6 @@ WAITER = {
         "done": {"actionType": "send_message", "parameters": {"message": "ok"}},
     },
 }
-
-
-def dsmo_cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
-    )
-
-
-@pytest_asyncio.fixture
-async def cleanup(harness: Harness) -> AsyncIterator[list[str]]:
-    """Runs a test leaves open (on a queue no worker polls), terminated after it."""
-    runs: list[str] = []
-    yield runs
-    for run_id in runs:
-        with contextlib.suppress(Exception):  # already closed
-            await harness.dsmo.temporal.get_workflow_handle(run_id).terminate("test over")
 
 
 async def test_a_terminated_run_shows_cancelled_and_watch_exits(

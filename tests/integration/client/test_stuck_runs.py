@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from dsmo.activities.messaging import FileChannel
 from dsmo.client.client_errors import WorkflowTaskFailing
@@ -45,16 +42,6 @@ def dsmo_cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess
     return subprocess.run(
         [str(BIN / "dsmo"), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
     )
-
-
-@pytest_asyncio.fixture
-async def cleanup(harness: Harness) -> AsyncIterator[list[str]]:
-    """Runs that never end by themselves, terminated after the test."""
-    runs: list[str] = []
-    yield runs
-    for run_id in runs:
-        with contextlib.suppress(Exception):  # already gone
-            await harness.dsmo.temporal.get_workflow_handle(run_id).terminate("test over")
 
 
 async def test_a_failing_workflow_task_shows_in_status_runs_stuck_and_metrics(

@@ -12,9 +12,11 @@ decided gives back the run's slot and exports its trail (dsmo/workflows/run/deci
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -113,19 +115,18 @@ def refused_slot(slot: SlotRequest) -> None:
     raise ApplicationError(f"no limiter for {slot.agent}", non_retryable=True)
 
 
-async def test_a_cancel_while_a_run_dead_letters_a_spent_service_leaves_it_failed_with_its_record(
-    harness: Harness,
-) -> None:
-    """The run could not get its slot (the service refused): it has decided to fail, and a cancel
-    that lands while its dead letter is written waits for it instead of ending the run unrecorded."""
+@contextlib.asynccontextmanager
+async def deciding_to_fail(harness: Harness, prefix: str) -> AsyncIterator[tuple[str, HeldDeadLetters]]:
+    """A run that could not get its agent's slot (the service refused it), so has decided to fail,
+    held while it writes its dead letter: its id and the hold, let go when the block ends."""
     dsmo, held = harness.dsmo, HeldDeadLetters(harness)
     raw: dict[str, Any] = {
-        "agent": f"no-slot-{uuid.uuid4().hex[:8]}",
+        "agent": f"{prefix}-{uuid.uuid4().hex[:8]}",
         "start": "ask",
         "rateLimit": {"maxConcurrent": 1},
         "nodes": {"ask": {"actionType": "wait_for_response", "parameters": {"timeout": "1h"}}},
     }
-    queue = f"no-slot-{uuid.uuid4().hex[:8]}"
+    queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
     worker = build_worker(
         dsmo.temporal,
         task_queue=queue,
@@ -138,11 +139,21 @@ async def test_a_cancel_while_a_run_dead_letters_a_spent_service_leaves_it_faile
             run_id = (await dsmo.start(parse_definition(raw), task_queue=queue)).run_id
             harness.started.append(run_id)
             assert await asyncio.to_thread(held.writing.wait, ANSWER_WITHIN), "no dead letter was written"
-            await dsmo.cancel(run_id, reason="customer withdrew")
-            held.let_go.set()
-            result = await asyncio.wait_for(dsmo.result(run_id), ANSWER_WITHIN)
+            yield run_id, held
     finally:
         held.let_go.set()
+
+
+async def test_a_cancel_while_a_run_dead_letters_a_spent_service_leaves_it_failed_with_its_record(
+    harness: Harness,
+) -> None:
+    """The run could not get its slot (the service refused): it has decided to fail, and a cancel
+    that lands while its dead letter is written waits for it instead of ending the run unrecorded."""
+    dsmo = harness.dsmo
+    async with deciding_to_fail(harness, "no-slot") as (run_id, held):
+        await dsmo.cancel(run_id, reason="customer withdrew")
+        held.let_go.set()
+        result = await asyncio.wait_for(dsmo.result(run_id), ANSWER_WITHIN)
     assert result.status is RunStatus.FAILED, result
     assert (await dsmo.temporal.get_workflow_handle(run_id).describe()).status is WorkflowExecutionStatus.FAILED
     assert harness.store.read_json(harness.store.uri(f"dlq/{run_id}/ask.json"))["service"] == REQUEST_SLOT

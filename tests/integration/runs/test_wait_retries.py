@@ -52,7 +52,8 @@ async def waiting_in_attempt(harness: Harness, run_id: str, attempt: int) -> Sta
 async def test_a_retried_document_wait_keeps_the_documents_it_received(harness: Harness) -> None:
     """One document before the first timeout, the other in the second attempt: the run goes on
     with both, as if they had come within one attempt (docs: a document wait resumes when all arrived)."""
-    definition = retried_wait("request_document", {"documents": ["id_card", "cv"]}, "docs {{documentUrls}}", "6s")
+    # Long enough that the first upload lands in the first attempt however loaded the machine is.
+    definition = retried_wait("request_document", {"documents": ["id_card", "cv"]}, "docs {{documentUrls}}", "15s")
     run_id = await harness.start(definition)
     await harness.dsmo.wait_for_status(run_id, {RunStatus.WAITING})
     first = await harness.dsmo.deliver_event(
