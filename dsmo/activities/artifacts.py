@@ -232,6 +232,22 @@ class ArtifactStore:
             return False
         return True
 
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` holds an object in this bucket (one HEAD request)."""
+        if self.objects is not None:
+            try:
+                obstore.head(self.objects, key)
+            except FileNotFoundError:  # obstore's "not found"
+                return False
+            return True
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+        return True
+
     def metadata(self, key: str) -> dict[str, str]:
         """The user metadata (``x-amz-meta-*``) of an existing object."""
         found: dict[str, str] = self.s3.head_object(Bucket=self.bucket, Key=key).get("Metadata", {})

@@ -45,6 +45,11 @@ class TrailStore:
             sweep = None
         return f"removed by retention{f', in sweep {sweep}' if sweep else ''}"
 
+    def kept(self, run_id: str) -> bool:
+        """Whether the store keeps a trail of a run with this id: its export, or the first
+        segment of one that ended without exporting (terminated, say). At most two HEADs."""
+        return self.store.exists(audit_key(run_id)) or self.store.exists(segment_key(run_id, 1))
+
     def exported_events(self, run_id: str) -> list[AuditEvent] | None:
         """The exported trail's events, or None if the run exported none."""
         body = self.export(run_id)

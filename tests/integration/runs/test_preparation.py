@@ -28,6 +28,7 @@ from dsmo.activities.plugin_errors import ContractViolation
 from dsmo.activities.preparation import RunPreparer
 from dsmo.activities.processors import default_registry
 from dsmo.activities.stage import StageActivities
+from dsmo.client.client_errors import RunAlreadyExists
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import INLINE_INPUT_MAX_BYTES, PreparedRun, StageTask
@@ -155,6 +156,25 @@ async def test_a_refused_start_leaves_the_existing_runs_input_alone(
         harness.store.read_json, harness.store.uri(run_input_key(two_stages.workflow_version, run_id))
     )
     assert stored == VARIABLES  # write-once: the refused start's input was not written over it
+
+
+@pytest.mark.parametrize("kept", ["audit/{run}.jsonl", "audit/{run}/segments/000001.jsonl"])
+async def test_an_id_whose_trail_the_store_keeps_is_refused(
+    harness: Harness, two_stages: AgentDefinition, kept: str
+) -> None:
+    # What a run leaves once Temporal's retention has removed its history and the store still
+    # keeps its trail (exported at its end, or the segments of a run that never exported one).
+    run_id = f"kept-trail-{uuid.uuid4().hex[:8]}"
+    key = kept.format(run=run_id)
+    body = b'{"seq":1,"type":"RUN_STARTED"}\n'
+    await asyncio.to_thread(harness.store.put_json_bytes_once, key, body, content_type="application/x-ndjson")
+    with pytest.raises(RunAlreadyExists, match="keeps its audit trail"):
+        await harness.dsmo.start(two_stages, VARIABLES, run_id=run_id, task_queue=harness.task_queue)
+    with pytest.raises(RPCError, match="not found"):  # nothing started under the id
+        await harness.dsmo.temporal.get_workflow_handle(run_id).describe()
+    assert await asyncio.to_thread(harness.store.read_bytes, harness.store.uri(key)) == body
+    missing = run_input_key(two_stages.workflow_version, run_id)
+    assert not await asyncio.to_thread(harness.store.exists, missing)  # nothing half-written
 
 
 def test_prepared_travels_on_the_wire_and_unknown_fields_are_refused(two_stages: AgentDefinition) -> None:

@@ -13,8 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dsmo.activities.audit_log import audit_key
 from dsmo.activities.definition_store import DefinitionStore
 from dsmo.server.api_keys import KeyStore
+from dsmo.server.ingress import start_idempotency
 from tests.conftest import Harness, definition_from
 from tests.ingress_server import serving
 from tests.integration.runs.test_inbox import chat
@@ -53,6 +55,26 @@ async def test_one_idempotency_key_names_one_start_whatever_the_body(ingress: In
     )
     assert both.status_code == 422 and both.json()["error"]["message"].startswith("runId: "), both.text
     assert (await call("GET", crm, f"/executions/{own_id}")).status_code == 404
+
+
+async def test_an_idempotency_key_whose_run_temporal_forgot_is_refused(
+    ingress: Ingress, harness: Harness, tmp_path: Path
+) -> None:
+    # The pair's run ended long ago: Temporal's retention removed its history, the store keeps
+    # its trail. A retry must neither start a second run under the id nor answer with a 404.
+    idempotency_key = f"idem-{uuid.uuid4().hex[:8]}"
+    crm_key = KeyStore(tmp_path / "keys.json").named("crm")  # the ingress fixture's keys
+    assert crm_key is not None
+    run_id = start_idempotency.idempotent_run_id(crm_key, idempotency_key)
+    harness.store.put_json_bytes_once(audit_key(run_id), b'{"seq":1}\n', content_type="application/x-ndjson")
+    body = {"agent": "candidate-screening", "input": CANDIDATE}
+    refused = await call(
+        "POST", ingress.client(), "/executions", json=body, headers={"Idempotency-Key": idempotency_key}
+    )
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_exists", refused.text
+    assert refused.json()["error"]["message"].startswith("Idempotency-Key: "), refused.text
+    assert "audit trail is kept" in refused.json()["error"]["message"]
+    assert (await call("GET", ingress.client(), f"/executions/{run_id}")).status_code == 404
 
 
 async def test_a_start_reports_the_events_the_run_took_not_its_duplicates(ingress: Ingress, harness: Harness) -> None:
