@@ -1,4 +1,8 @@
-"""The artifact store: JSON documents in an S3-compatible bucket, addressed by s3:// URIs."""
+"""The artifact store: JSON documents in an S3-compatible bucket, addressed by s3:// URIs.
+
+Longer than most modules: `ArtifactStore` is one class (its write-once puts, sealed reads and the
+requests beside them share one client and one cache), and a class is not spread across files.
+"""
 
 from __future__ import annotations
 

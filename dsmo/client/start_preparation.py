@@ -1,4 +1,5 @@
-"""A run's input artifact and config snapshot, written by the starter before the run starts.
+"""What the store says of a start before the run starts: the run's input artifact and config
+snapshot, written by the starter, and whether the store keeps a trail under the run's id.
 
 The workflow would otherwise write them in a local activity at its start (two more workflow
 activations per run). If the store cannot be reached at the start, the run still starts and
@@ -55,3 +56,23 @@ async def prepare(core: ClientCore, request: ExecutionRequest, run_id: str, vers
     except Exception as err:  # noqa: BLE001 - the workflow prepares the run itself
         log.warning("run %s: preparing at start failed (%s); the workflow will prepare it", run_id, err)
         return None
+
+
+async def refuse_kept_trail(core: ClientCore, run_id: str) -> None:
+    """Refuse a run id whose earlier run's audit trail the store still keeps.
+
+    Temporal refuses an id while it keeps the run's history (`REJECT_DUPLICATE`), but forgets it
+    after the namespace's retention, and a trail is often kept for longer: a new run under the
+    id could then never export its own trail, and the old trail would read as the new run's.
+    If the store cannot be reached the start goes on, as it does when preparing fails.
+
+    Raises:
+        RunAlreadyExists: The store keeps a trail for ``run_id``.
+    """
+    try:
+        kept = await asyncio.to_thread(core.trail_store().kept, run_id)
+    except Exception as err:  # noqa: BLE001 - Temporal still refuses an id whose run it knows
+        log.warning("run %s: could not ask the store for an earlier trail (%s); starting", run_id, err)
+        return
+    if kept:
+        raise RunAlreadyExists(f"run {run_id!r} already exists: the store keeps its audit trail; choose another --id")

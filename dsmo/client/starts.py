@@ -22,7 +22,6 @@ Temporal's UI). A run started by this client is never admitted twice.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -46,7 +45,7 @@ from dsmo.client.core import ClientCore
 from dsmo.client.event_checks import initial_events
 from dsmo.client.flow_starts import StartReport
 from dsmo.client.rpc_errors import update_failure
-from dsmo.client.start_preparation import prepare
+from dsmo.client.start_preparation import prepare, refuse_kept_trail
 from dsmo.client.unanswered import unless_failing, worker_shows
 from dsmo.runtime.telemetry import trace_carrier, tracer
 from dsmo.workflows.common import search_attributes as sa
@@ -147,7 +146,7 @@ async def start_request(
         # takes it, then apply it whenever one comes: refused before anything starts instead.
         raise NoWorker(f"events: {run_health.no_worker_hint(queue)}; nothing was started (its events need a worker)")
     if run_id_given:  # a generated id is new by construction
-        await _refuse_kept_trail(core, run_id)
+        await refuse_kept_trail(core, run_id)
     request = request.started_on(queue)
     slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts
     if request.definition.subject is not None:  # 2. ... and so is a missing subject
@@ -197,26 +196,6 @@ def checked_priority(priority: int | None) -> int | None:
     if priority is not None and (isinstance(priority, bool) or not 1 <= priority <= 5):
         raise ValueError(f"priority: {priority!r} is not 1 (highest) to 5")
     return priority
-
-
-async def _refuse_kept_trail(core: ClientCore, run_id: str) -> None:
-    """Refuse a run id whose earlier run's audit trail the store still keeps.
-
-    Temporal refuses an id while it keeps the run's history (`REJECT_DUPLICATE`), but forgets it
-    after the namespace's retention, and a trail is often kept for longer: a new run under the
-    id could then never export its own trail, and the old trail would read as the new run's.
-    If the store cannot be reached the start goes on, as it does when preparing fails.
-
-    Raises:
-        RunAlreadyExists: The store keeps a trail for ``run_id``.
-    """
-    try:
-        kept = await asyncio.to_thread(core.trail_store().kept, run_id)
-    except Exception as err:  # noqa: BLE001 - Temporal still refuses an id whose run it knows
-        log.warning("run %s: could not ask the store for an earlier trail (%s); starting", run_id, err)
-        return
-    if kept:
-        raise RunAlreadyExists(f"run {run_id!r} already exists: the store keeps its audit trail; choose another --id")
 
 
 def _check_input(document: dict[str, Any]) -> None:

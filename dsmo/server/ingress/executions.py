@@ -121,16 +121,7 @@ async def start(
         if idempotency_key is None:
             raise Problem(409, "run_exists", f"runId: run {run_id!r} already exists; choose another runId") from None
         # Two starts with the same Idempotency-Key at once: Temporal let one through.
-        try:
-            kept = await start_idempotency.kept_start(dsmo, str(run_id))
-        except RunNotFound:  # its run ended long ago: Temporal forgot it, the store keeps its trail
-            raise Problem(
-                409,
-                "run_exists",
-                f"Idempotency-Key: {idempotency_key!r} started run {run_id!r}, which has ended and whose "
-                "audit trail is kept; send a new Idempotency-Key for a new start",
-            ) from None
-        start_idempotency.same_start(str(run_id), kept, start, idempotency_key=idempotency_key)
+        await start_idempotency.same_start_as_run(dsmo, str(run_id), start, idempotency_key=idempotency_key)
         return _answer(settings, definition, str(run_id), acks=[], duplicate=True, response=response)
     if definition.concurrency:  # what the definition's flow control did with this start
         flow = {

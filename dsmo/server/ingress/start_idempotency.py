@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 
+from dsmo.client.client_errors import RunNotFound
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.bodies import StartRequest
@@ -73,6 +74,25 @@ async def kept_start(dsmo: DsmoClient, run_id: str) -> str | None:
     """
     kept = (await (await dsmo.run(run_id).describe()).memo()).get(START_MEMO)
     return kept if isinstance(kept, str) else None
+
+
+async def same_start_as_run(dsmo: DsmoClient, run_id: str, start: str | None, *, idempotency_key: str) -> None:
+    """`same_start`, asking the run Temporal has under ``run_id`` for its start's digest.
+
+    Raises:
+        Problem: 409: another start made it, or it ended long ago (Temporal forgot it; the store
+            keeps its trail, so its id is not reused).
+    """
+    try:
+        kept = await kept_start(dsmo, run_id)
+    except RunNotFound:
+        raise Problem(
+            409,
+            "run_exists",
+            f"Idempotency-Key: {idempotency_key!r} started run {run_id!r}, which has ended and whose "
+            "audit trail is kept; send a new Idempotency-Key for a new start",
+        ) from None
+    same_start(run_id, kept, start, idempotency_key=idempotency_key)
 
 
 def same_start(run_id: str, kept: str | None, start: str | None, *, idempotency_key: str) -> None:
