@@ -8,8 +8,8 @@ the order they were started), and that key's ``onBusy`` decides:
 
 - ``queue``: the run starts `pending`, waits for that slot and takes the next keys itself;
 - ``reject``: nothing starts; the caller is told which run holds the key (`KeyBusy`);
-- ``cancel-previous``: the runs holding the key are cancelled, with the reason recorded and
-  their sagas undone, and the run queues for the slot they give back;
+- ``cancel-previous``: the runs holding the key and those in line for it are cancelled, with
+  the reason recorded and their sagas undone, and the run queues for the slot they give back;
 - ``deliver``: the start's events go to the run holding the key instead (its wait in progress
   takes them, or its inbox keeps them for the next wait that does), and no run starts. If that
   run takes none of them (no wait of its takes them, or it ended meanwhile), the start goes
@@ -58,7 +58,7 @@ class Admission:
         claimed: Locks whose slot the run holds from its start.
         in_line: The lock the run was put in line at (its place kept for it until it asks).
         queued_behind: The key the run waits in line for (``conversation.id=c-42``), if any.
-        ahead: How many runs held or waited for that key when it was asked.
+        ahead: How many runs held that key or waited ahead of it (by priority) when it was asked.
         cancelled: Runs cancelled to make room (``onBusy: cancel-previous``).
         delivered_to: The run that took the start's events instead (``onBusy: deliver``).
         acks: What that run answered to each event.
@@ -83,7 +83,7 @@ class StartReport:
             ``delivered`` (no run started: the active run of the key took the events) or
             ``debounced`` (the start joined its key's batch: the run starts once the key is quiet).
         queued_behind: The concurrency key the run waits in line for (``conversation.id=c-42``).
-        ahead: How many runs held or waited for that key when the run asked.
+        ahead: How many runs held that key or waited ahead of it (by priority) when the run asked.
         cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
         acks: With ``delivered``: what the active run answered to each event.
         gathered: With ``debounced``: how many starts the run's batch has gathered so far.
@@ -162,8 +162,11 @@ async def admit(
             # erasing a data subject does not reach, and a key's value may name a person.
             key_name = slot.label.removesuffix(f"={slot.key}")
             reason = f"replaced by run {run_id} for {key_name} (onBusy: cancel-previous)"
-            await asyncio.gather(*(_cancel(core, holder, reason) for holder in answer.holders))
-            admission.cancelled = list(answer.holders)
+            # Every run started before it for the key: those holding it, and those in line for it
+            # (else they would run, one after another, before the run that replaced them).
+            replaced = [*answer.holders, *answer.queued]
+            await asyncio.gather(*(_cancel(core, previous, reason) for previous in replaced))
+            admission.cancelled = replaced
         break  # the run takes this key and the next ones in line itself, in order
     return admission
 
@@ -235,6 +238,8 @@ async def _claim(
         "run_id": run_id,
         "line": line,
         "queue": queue,
+        # cancel-previous replaces the runs in line too: it goes first, and the answer names them.
+        "replaces": slot.on_busy == "cancel-previous",
         "priority": priority,
         "max_concurrent": slot.limit,
         "key": key_digest(slot.key),  # the lock keeps only the value's digest

@@ -21,7 +21,7 @@ def test_a_free_slot_is_claimed_at_once_and_a_busy_one_lines_the_run_up() -> Non
     assert line.queue == ["r2"] and line.blocked
     # Asking again changes nothing: a holder is admitted, a run in line keeps its place.
     assert line.claim("r1", {}, NOW) == (admitted, False)
-    assert line.claim("r2", {"queue": True}, NOW)[0].waiting == 1 and line.queue == ["r2"]
+    assert line.claim("r2", {"queue": True}, NOW)[0].waiting == 0 and line.queue == ["r2"]  # none ahead of it
 
 
 def test_a_start_that_does_not_queue_is_told_who_holds_the_key_and_left_out() -> None:
@@ -45,6 +45,31 @@ def test_runs_line_up_behind_their_priority_and_ahead_of_lower_ones() -> None:
     assert line.queue == ["urgent", "urgent-2", "plain", "plain-2", "low"]
     line.drop("busy")
     assert line.next_holder() == "urgent" and "urgent" not in line.priorities
+
+
+def test_a_claim_says_how_many_wait_ahead_of_it_by_priority() -> None:
+    line = SlotLine(max_concurrent=1, holders=["h"])
+    waiting = [line.claim(run, {"queue": True, "priority": level}, NOW)[0].waiting for run, level in LINE]
+    assert waiting == [0, 1, 0, 0] and line.queue == ["urgent", "usual", "low1", "low2"]
+    # Without a place in line, the whole line is ahead.
+    assert line.claim("look", {"queue": False}, NOW)[0].waiting == 4
+
+
+LINE = [("low1", 5), ("low2", 5), ("usual", None), ("urgent", 1)]
+
+
+def test_a_claim_that_replaces_the_line_goes_first_and_names_the_runs_it_replaces() -> None:
+    line = SlotLine(max_concurrent=1, holders=["h"])
+    for run, level in LINE:
+        line.claim(run, {"queue": True, "priority": level}, NOW)
+    answer, changed = line.claim("new", {"queue": True, "replaces": True, "priority": 5}, NOW)
+    assert changed and (answer.holders, answer.waiting) == (["h"], 0)
+    assert answer.queued == ["urgent", "usual", "low1", "low2"] and line.queue[0] == "new"
+    line.drop("h")
+    assert line.next_holder() == "new"  # before any run it replaces, whichever cancel lands first
+    # The answer leaves `queued` out when it names none: a starter from before it reads it as ever.
+    assert "queued" not in line.claim("other", {"queue": True}, NOW)[0].model_dump()
+    assert answer.model_dump()["queued"] == answer.queued
 
 
 def test_a_line_with_a_limit_admits_that_many_at_once() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import Field
+    from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
     from dsmo.workflows.common.wire import WireModel
 
@@ -21,11 +21,29 @@ DEFAULT_PRIORITY = 3  # a run started without a priority, as Temporal's task que
 
 
 class ClaimAnswer(WireModel):
-    """What a claim answered: the run holds a slot now, or who holds the key and how long the line is."""
+    """What a claim answered: the run holds a slot now, or who holds the key and who waits.
+
+    Attributes:
+        admitted: The run holds a slot now.
+        holders: The runs holding the slots.
+        waiting: How many runs wait in line ahead of it (in line by priority; without ``queue``,
+            the whole line).
+        queued: The runs in line it replaces, when the claim says it ``replaces`` them (a
+            ``cancel-previous`` start, which cancels them with the holders). Left out when
+            empty, so a starter from before it reads the answer as ever.
+    """
 
     admitted: bool
     holders: list[str] = Field(default_factory=list)
     waiting: int = 0
+    queued: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_queued(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if not dumped.get("queued"):
+            dumped.pop("queued", None)
+        return dumped
 
 
 class SlotLine(WireModel):
@@ -57,7 +75,8 @@ class SlotLine(WireModel):
 
     def claim(self, run_id: str, request: dict[str, Any], now: datetime) -> tuple[ClaimAnswer, bool]:
         """Give ``run_id`` a slot now if one is free and nobody waits; else say who holds the key,
-        and (with ``queue`` in ``request``) put it in line, so runs are served in the order they were started.
+        and (with ``queue`` in ``request``) put it in line, so runs are served in the order they were
+        started (by priority), or first with ``replaces`` (it replaces those in line).
 
         Returns:
             The answer, and whether the line changed.
@@ -68,12 +87,19 @@ class SlotLine(WireModel):
             self.holders.append(run_id)
             self.since[run_id] = now
             return ClaimAnswer(admitted=True), True
-        answer = ClaimAnswer(admitted=False, holders=list(self.holders), waiting=len(self.queue))
+        changed, replaced = False, []
         if request.get("queue") and run_id not in self.queue:
-            self.line_up(run_id, request.get("priority"))
+            if request.get("replaces"):
+                # First in line, ahead of the runs it replaces: whichever cancel lands first, the
+                # slot goes to it, and a run its starter never got to cancel runs after it.
+                replaced = list(self.queue)
+                self.queue.insert(0, run_id)
+            else:
+                self.line_up(run_id, request.get("priority"))
             self.since[run_id] = now
-            return answer, True  # someone waits now: the holders are checked from here on
-        return answer, False
+            changed = True  # someone waits now: the holders are checked from here on
+        ahead = self.queue.index(run_id) if run_id in self.queue else len(self.queue)
+        return ClaimAnswer(admitted=False, holders=list(self.holders), waiting=ahead, queued=replaced), changed
 
     def line_up(self, run_id: str, priority: Any) -> None:
         """In line behind every run of the same or a higher priority (1 highest; none is 3)."""

@@ -180,6 +180,31 @@ async def test_a_start_for_a_busy_key_that_cancels_previous_replaces_the_active_
     await dsmo.cancel(report.run_id, reason="done")
 
 
+async def test_a_start_that_cancels_previous_cancels_the_runs_in_line_too(harness: Harness) -> None:
+    dsmo, agent = _client(harness), f"flow-{uuid.uuid4().hex[:8]}"
+    # Two versions of one agent share its key's line: the first queues, the second replaces.
+    queued, replacing = (
+        parse_definition_text(FLOW.format(agent=agent, extra=extra)) for extra in ("", ", onBusy: cancel-previous")
+    )
+    conversation = f"c-{uuid.uuid4().hex[:6]}"
+    holder = (await dsmo.start(queued, _input(conversation), task_queue=harness.task_queue)).run_id
+    harness.started.append(holder)
+    await _status(harness, holder, RunStatus.WAITING)
+    in_line = (await dsmo.start(queued, _input(conversation), task_queue=harness.task_queue)).run_id
+    harness.started.append(in_line)
+    report = (await dsmo.start(replacing, _input(conversation, "otra"), task_queue=harness.task_queue)).started
+    harness.started.append(report.run_id)
+    assert report.cancelled == [holder, in_line]
+    for previous in (holder, in_line):
+        ended = await dsmo.result(previous)
+        assert ended.status is RunStatus.CANCELLED, previous
+        assert ended.cancel_reason == f"replaced by run {report.run_id} for conversation.id (onBusy: cancel-previous)"
+    # The run that replaced them gets the slot; the one that was in line never took it.
+    await _status(harness, report.run_id, RunStatus.WAITING)
+    assert "SLOT_TAKEN" not in [event.type for event in await dsmo.events(in_line)]
+    await dsmo.cancel(report.run_id, reason="done")
+
+
 async def test_starts_that_cancel_previous_at_once_each_start(harness: Harness) -> None:
     dsmo, flow = _client(harness), _flow(", onBusy: cancel-previous")
     conversation = f"c-{uuid.uuid4().hex[:6]}"
@@ -384,15 +409,14 @@ async def test_a_higher_priority_start_goes_ahead_in_a_key_s_line(harness: Harne
     conversation = f"c-{uuid.uuid4().hex[:6]}"
     holder = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
     await _status(harness, holder, RunStatus.WAITING)
-    low = [
-        (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=5)).run_id
-        for _ in range(2)
-    ]
-    usual = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)).run_id
-    urgent = (await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=1)).run_id
-    line = [urgent, usual, *low]  # the order the key serves them in
+    low = [(await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=5)) for _ in range(2)]
+    usual = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue)
+    urgent = await dsmo.start(flow, _input(conversation), task_queue=harness.task_queue, priority=1)
+    # How many are ahead of each (the holder, then those in line before it by priority).
+    assert [run.started.ahead for run in (*low, usual, urgent)] == [1, 2, 1, 1]
+    line = [urgent.run_id, usual.run_id, *(run.run_id for run in low)]  # the order the key serves them in
     harness.started.extend([holder, *line])
-    described = await harness.dsmo.temporal.get_workflow_handle(urgent).describe()
+    described = await harness.dsmo.temporal.get_workflow_handle(urgent.run_id).describe()
     assert described.raw_description.workflow_execution_info.priority.priority_key == 1  # Temporal's own
     for run_id in (holder, *line):
         await _status(harness, run_id, RunStatus.WAITING)
