@@ -25,6 +25,7 @@ from dsmo.workflows.definition.model import AgentDefinition, parse_definition
 from tests.conftest import Harness
 from tests.console_session import sign_in
 from tests.ingress_server import serving
+from tests.polling import until_value
 
 pytestmark = pytest.mark.integration
 
@@ -89,8 +90,13 @@ async def test_a_long_trail_is_read_a_page_at_a_time(harness: Harness, served: t
         ack = await dsmo.deliver_event(run_id, "EVENT_COMPLETED", {"result": "said", "data": {"n": index}})
         assert ack.accepted, (index, ack)
 
-    # While it runs: its trail is in segments (and the run's own tail).
-    whole = await dsmo.events(run_id, live=True)
+    # While it runs: its trail is in segments (and the run's own tail). Read once it waits again
+    # after the last message: an event's answer comes before the run records its next wait.
+    whole = await until_value(
+        lambda: dsmo.events(run_id, live=True),
+        lambda trail: trail[-1].type == "RUN_WAITING" and sum(e.type == "RUN_WAITING" for e in trail) == MESSAGES + 1,
+        "the run waiting after its last message",
+    )
     total = len(whole)
     assert [event.seq for event in whole] == list(range(1, total + 1)) and total > 3 * TRAIL_PAGE // 2
     view = await dsmo.trail(run_id)
