@@ -519,6 +519,29 @@ async def key_locks_shard(dsmo: DsmoClient, queue: str) -> str:
     return shard_of(lock_id(definition.agent, "g-2", queue))[0]
 
 
+async def throttle_bucket_ended_turn(dsmo: DsmoClient, queue: str) -> str:
+    """A throttle's bucket (one start every 2 s): the first run passes at once, the second is
+    cancelled while it waits, and its turn comes after it ended; then the third passes."""
+    from dsmo.workflows.definition.flow_control import throttle_id
+    from dsmo.workflows.definition.model import parse_definition
+
+    agent = f"golden-throttle-{uuid.uuid4().hex[:6]}"
+    definition = parse_definition(
+        {
+            "agent": agent,
+            "throttle": {"limit": 1, "period": "2s"},
+            "start": "hello",
+            "nodes": {"hello": {"actionType": "send_message", "parameters": {"message": "hola"}}},
+        }
+    )
+    first, second, third = [(await dsmo.start(definition, {}, task_queue=queue)).run_id for _ in range(3)]
+    await dsmo.result(first)
+    await dsmo.cancel(second, reason="golden: ended while it waited")
+    await dsmo.result(second)
+    await dsmo.result(third)
+    return throttle_id(agent, "*")
+
+
 def _subject_screening() -> Any:
     from dsmo.workflows.definition.model import AgentDefinition
 
@@ -852,6 +875,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "keyed_chat_sharded": keyed_chat,
     # The shard that kept those runs' line (its history so far: it runs on, idle, for a minute).
     "key_locks_shard": key_locks_shard,
+    # A throttle's bucket granting the turn of a run that ended while it waited: recorded on the
+    # code that spent the turn on it, and on the code that hands it to the next in line.
+    "throttle_bucket_ended_turn_spent": throttle_bucket_ended_turn,
+    "throttle_bucket_ended_turn_passed_on": throttle_bucket_ended_turn,
     # Data subjects: a run started by DSMO's starter, one started around it, and a retention sweep.
     "subject_screening": subject_screening,
     "subject_raw_start": subject_raw_start,

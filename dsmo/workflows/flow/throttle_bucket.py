@@ -30,6 +30,9 @@ IDLE_GRACE = timedelta(minutes=1)
 # Tokens keep accruing while runs wait and are granted together: Temporal's timers fire up to
 # about a second late, so a bucket that capped them at `burst` ran at about `burst` per second.
 OWED_TOKENS_PATCH = "throttle-owed-tokens"
+# The turn of a run that ended while it waited (cancelled, say) goes to the next in line: before,
+# its token was spent on it, and the runs behind it waited a turn longer.
+ENDED_TURNS_PATCH = "throttle-ended-turns-passed-on"
 
 
 class BucketState(WireModel):
@@ -135,13 +138,17 @@ class KeyThrottle:
         bucket = self._state
         self._refill()
         if bucket.queue and self._owes():
-            due: list[str] = []
-            while bucket.queue and (bucket.tokens or 0.0) >= 1.0:
-                due.append(bucket.queue.pop(0))
-                bucket.tokens = (bucket.tokens or 0.0) - 1.0
-            # Signalled together (one workflow task), not one round trip each.
-            await asyncio.gather(*(self._signal(run_id) for run_id in due))
-            return
+            while True:
+                due: list[str] = []
+                while bucket.queue and (bucket.tokens or 0.0) >= 1.0:
+                    due.append(bucket.queue.pop(0))
+                    bucket.tokens = (bucket.tokens or 0.0) - 1.0
+                # Signalled together (one workflow task), not one round trip each.
+                granted = await asyncio.gather(*(self._signal(run_id) for run_id in due))
+                ended = granted.count(False)
+                if not ended or not patches.patched(ENDED_TURNS_PATCH):
+                    return
+                bucket.tokens = (bucket.tokens or 0.0) + ended  # and handed on to the next in line
         while bucket.queue and (bucket.tokens or 0.0) >= 1.0:
             run_id = bucket.queue.pop(0)
             bucket.tokens = (bucket.tokens or 0.0) - 1.0
@@ -151,9 +158,11 @@ class KeyThrottle:
             except Exception:  # noqa: BLE001 - a run that ended meanwhile needs no token
                 continue
 
-    async def _signal(self, run_id: str) -> None:
+    async def _signal(self, run_id: str) -> bool:
+        """Give ``run_id`` its token; False if it has ended (it needs none)."""
         grant = {"agent": self._state.owner, "lock": workflow.info().workflow_id}
         try:
             await workflow.get_external_workflow_handle(run_id).signal("SLOT_GRANTED", grant)
         except Exception:  # noqa: BLE001 - a run that ended meanwhile needs no token
-            return
+            return False
+        return True

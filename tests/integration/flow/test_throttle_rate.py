@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.workflows.common.sandbox import sandbox_runner
 from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
+from tests.throttle_waiters import ThrottleWaiter
 
 pytestmark = pytest.mark.asyncio
 INITIATED = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
@@ -26,20 +27,24 @@ async def _grants(dsmo: DsmoClient, *, limit: int, period: float, burst: int, as
     workflow task that granted it (`workflow.now()` there), read from its history. The time a grant
     is recorded instead would depend on how long the task took, which depends on the machine."""
     queue = f"rate-{uuid.uuid4().hex[:8]}"
-    async with Worker(dsmo.temporal, task_queue=queue, workflows=[KeyThrottle], workflow_runner=sandbox_runner()):
+    workflows = [KeyThrottle, ThrottleWaiter]
+    async with Worker(dsmo.temporal, task_queue=queue, workflows=workflows, workflow_runner=sandbox_runner()):
         state = BucketState(owner="rate", key="k", limit=limit, period_seconds=period, burst=burst)
         handle = await dsmo.temporal.start_workflow(
             KeyThrottle.run, state, id=f"dsmo-throttle.{queue}", task_queue=queue
         )
         ask = {"limit": limit, "period_seconds": period, "burst": burst}
-        for index in range(asks):  # runs that do not exist: each grant is a signal that fails, as for an ended run
-            await handle.signal("ask", {**ask, "run_id": f"{queue}-{index}"})
+        for index in range(asks):  # runs that wait for their token (an ended run's turn goes to the next)
+            waiter = await dsmo.temporal.start_workflow(ThrottleWaiter.run, id=f"{queue}-{index}", task_queue=queue)
+            await handle.signal("ask", {**ask, "run_id": waiter.id})
         deadline = time.monotonic() + 120  # a hang guard; the old bucket needed ~60 s for these
         while (await handle.query(KeyThrottle.snapshot)).queue:
             assert time.monotonic() < deadline, "the bucket never granted every ask"
             await asyncio.sleep(0.2)
         history = await handle.fetch_history()
         await handle.terminate("measured")
+        for index in range(asks):  # each ended once it was granted: none is left running
+            assert (await dsmo.temporal.get_workflow_handle(f"{queue}-{index}").result()) is None
     granted, task_started = [], None
     for event in history.events:
         if event.event_type == TASK_STARTED:

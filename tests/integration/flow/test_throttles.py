@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.flow.throttle_bucket import BucketState, KeyThrottle
 from tests.conftest import Harness, start_time_skipping
 from tests.polling import until_value
+from tests.throttle_waiters import ThrottleWaiter
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,32 +44,61 @@ def _ticks(throttle: str) -> AgentDefinition:
     return parse_definition_text(TICKS.format(agent=f"tick-{uuid.uuid4().hex[:8]}", throttle=throttle))
 
 
-async def test_a_bucket_hands_out_tokens_at_its_rate_within_ten_percent(tmp_path: Path) -> None:
-    """121 asks at once of a bucket allowing 60 a minute: the grants, read from the bucket's own
-    history by the time-skipping server's clock, spread over two minutes."""
+async def _bucket_history(asks: list[tuple[str, bool]], *, limit: int, skip: timedelta) -> list[tuple[str, datetime]]:
+    """A bucket allowing ``limit`` a minute asked by each (run, whether it waits or has ended) at
+    once: to whom it sent a grant, and when by the time-skipping server's clock, over ``skip``."""
     queue = f"bucket-{uuid.uuid4().hex[:8]}"
     env = await start_time_skipping()
+    workflows = [KeyThrottle, ThrottleWaiter]
     try:
-        async with Worker(env.client, task_queue=queue, workflows=[KeyThrottle], workflow_runner=sandbox_runner()):
-            state = BucketState(owner="tick", key="c", limit=60, period_seconds=60.0)
+        async with Worker(env.client, task_queue=queue, workflows=workflows, workflow_runner=sandbox_runner()):
+            state = BucketState(owner="tick", key="c", limit=limit, period_seconds=60.0)
             handle = await env.client.start_workflow(
                 KeyThrottle.run, state, id=f"dsmo-throttle.{queue}", task_queue=queue
             )
-            for index in range(121):  # runs that do not exist: the grants are signals that fail, as for an ended run
-                await handle.signal("ask", {"run_id": f"{queue}-{index}", "limit": 60, "period_seconds": 60.0})
-            for _ in range(36):  # three minutes of the server's time, a few seconds at a time
+            for run_id, waits in asks:
+                if waits:  # else a run that does not exist: its grant is a signal that fails, as for an ended run
+                    await env.client.start_workflow(ThrottleWaiter.run, id=run_id, task_queue=queue)
+                await handle.signal("ask", {"run_id": run_id, "limit": limit, "period_seconds": 60.0})
+            for _ in range(int(skip / timedelta(seconds=5))):  # a few seconds of the server's time at a time
                 await env.sleep(timedelta(seconds=5))
             history = await handle.fetch_history()
     finally:
         await env.shutdown()
     initiated = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
-    granted = sorted(event.event_time.ToDatetime() for event in history.events if event.event_type == initiated)
+    return sorted(
+        (
+            (event.signal_external_workflow_execution_initiated_event_attributes.workflow_execution.workflow_id),
+            event.event_time.ToDatetime(),
+        )
+        for event in history.events
+        if event.event_type == initiated
+    )
+
+
+async def test_a_bucket_hands_out_tokens_at_its_rate_within_ten_percent() -> None:
+    """121 runs ask at once of a bucket allowing 60 a minute: the grants, read from the bucket's
+    own history by the time-skipping server's clock, spread over two minutes."""
+    grants = await _bucket_history([(f"waiter-{index:03d}", True) for index in range(121)], limit=60, skip=SKIP)
+    granted = sorted(at for _, at in grants)
     assert len(granted) == 121
     # 120 turns after the first: two minutes at 60 a minute.
     span = (granted[-1] - granted[0]).total_seconds()
     assert 120 * 0.9 <= span <= 120 * 1.1, span
     busiest = max(sum(1 for at in granted if start <= at < start + timedelta(minutes=1)) for start in granted)
     assert busiest <= 66, busiest  # no minute held more than the rate, and 10%
+
+
+SKIP = timedelta(minutes=3)
+
+
+async def test_the_turn_of_a_run_that_ended_while_it_waited_goes_to_the_next_in_line() -> None:
+    # One a minute: the first runs at once, the second has ended by its turn (cancelled while it
+    # waited), and the third takes that turn instead of waiting a minute more.
+    grants = dict(await _bucket_history([("a-first", True), ("b-ended", False), ("c-third", True)], limit=1, skip=SKIP))
+    assert set(grants) == {"a-first", "b-ended", "c-third"}
+    assert (grants["b-ended"] - grants["a-first"]).total_seconds() >= 59
+    assert (grants["c-third"] - grants["b-ended"]).total_seconds() < 5, grants
 
 
 async def test_a_throttled_start_waits_pending_and_says_why(harness: Harness) -> None:

@@ -1,0 +1,24 @@
+"""A run waiting for a throttle's token, and nothing else: what a bucket's grant signals reach in
+tests that drive a `KeyThrottle` alone (a grant to a run that has ended is a signal that fails)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+
+@workflow.defn(name="ThrottleWaiter")
+class ThrottleWaiter:
+    """Ends once it is granted its token (`SLOT_GRANTED`, as a run's workflow takes it)."""
+
+    def __init__(self) -> None:
+        self._granted = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self._granted)
+
+    @workflow.signal(name="SLOT_GRANTED")
+    def granted(self, grant: dict[str, Any]) -> None:
+        self._granted = True
