@@ -96,3 +96,10 @@ class KeyStore:
         temporary.write_text(json.dumps({"keys": [asdict(key) for key in keys]}, indent=2))
         os.chmod(temporary, 0o600)
         temporary.replace(self.path)
+
+
+def bearer_credential(authorization: str | None) -> str:
+    """The key an ``Authorization`` header carries: after its ``Bearer`` scheme, named in any case
+    (HTTP's schemes are case-insensitive), or the whole header when it names none."""
+    scheme, _, rest = (authorization or "").strip().partition(" ")
+    return rest.strip() if scheme.lower() == "bearer" else (authorization or "").strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsmo.server.ingress.dependencies import bearer_credential
+from dsmo.server.api_keys import bearer_credential
 
 
 @pytest.mark.parametrize(

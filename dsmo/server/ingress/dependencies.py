@@ -8,19 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import Header, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
-from dsmo.server.api_keys import ApiKey, KeyStore
+from dsmo.server.api_keys import ApiKey, KeyStore, bearer_credential
 from dsmo.server.ingress.problems import Problem
-
-
-def bearer_credential(authorization: str | None) -> str:
-    """The key an ``Authorization`` header carries: after its ``Bearer`` scheme, named in any case
-    (HTTP's schemes are case-insensitive), or the whole header when it names none."""
-    scheme, _, rest = (authorization or "").strip().partition(" ")
-    return rest.strip() if scheme.lower() == "bearer" else (authorization or "").strip()
 
 
 def verify_key(keys: KeyStore, scope: str, authorization: str | None, x_api_key: str | None) -> ApiKey:
@@ -40,15 +34,29 @@ def verify_key(keys: KeyStore, scope: str, authorization: str | None, x_api_key:
     return key
 
 
+# The two ways to present a key, as the API's description names them (its security schemes).
+# Neither refuses anything itself: `verify_key` answers in the documented error shape.
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", description="`Authorization: Bearer <key>`")
+API_KEY_HEADER = APIKeyHeader(
+    name="X-API-Key", auto_error=False, scheme_name="apiKey", description="`X-API-Key: <key>`"
+)
+
+
+def presented(
+    request: Request,
+    _: HTTPAuthorizationCredentials | None = Security(BEARER),
+    x_api_key: str | None = Security(API_KEY_HEADER),
+) -> tuple[str | None, str | None]:
+    """The ``Authorization`` and ``X-API-Key`` headers as sent (the first whole: a bare key in it
+    is read too), for `verify_key`."""
+    return request.headers.get("authorization"), x_api_key
+
+
 def caller(scope: str) -> Callable[..., ApiKey]:
     """A dependency that returns the caller's key, refusing one without ``scope``."""
 
-    def check(
-        request: Request,
-        authorization: str | None = Header(default=None),
-        x_api_key: str | None = Header(default=None),
-    ) -> ApiKey:
-        return verify_key(request.app.state.keys, scope, authorization, x_api_key)
+    def check(request: Request, sent: tuple[str | None, str | None] = Depends(presented)) -> ApiKey:
+        return verify_key(request.app.state.keys, scope, *sent)
 
     return check
 

@@ -10,27 +10,23 @@ from dsmo.client.client_errors import EventMalformed, EventNotAccepted, RunClose
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.server.api_keys import DECISION_EVENTS
 from dsmo.server.ingress.bodies import EventRequest, StrictJsonRoute
-from dsmo.server.ingress.dependencies import dsmo_client, verify_key
-from dsmo.server.ingress.problems import Problem
+from dsmo.server.ingress.dependencies import dsmo_client, presented, verify_key
+from dsmo.server.ingress.problems import Problem, documented
 
 router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"], route_class=StrictJsonRoute)
 
 
-@router.post("", status_code=202, summary="Deliver a resume event to a run")
+@router.post("", status_code=202, summary="Deliver a resume event to a run", responses=documented(404, 409, 413))
 async def deliver(
     run_id: str,
     body: EventRequest,
     request: Request,
     idempotency_key: str | None = Header(default=None),
+    sent: tuple[str | None, str | None] = Depends(presented),
     dsmo: DsmoClient = Depends(dsmo_client),
 ) -> dict[str, Any]:
     # The scope depends on the event's type, which is known only once the body is parsed.
-    key = verify_key(
-        request.app.state.keys,
-        f"events:{body.type}",
-        request.headers.get("authorization"),
-        request.headers.get("x-api-key"),
-    )
+    key = verify_key(request.app.state.keys, f"events:{body.type}", *sent)
     event_id = body.event_id or idempotency_key
     if not event_id:
         raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")

@@ -35,7 +35,7 @@ from dsmo.server.ingress.dependencies import (
     can_start,
     dsmo_client,
 )
-from dsmo.server.ingress.problems import Problem
+from dsmo.server.ingress.problems import Problem, documented
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 from dsmo.workflows.definition.model import AgentDefinition
@@ -44,7 +44,9 @@ from dsmo.workflows.events.resume_events import EventAck
 router = APIRouter(prefix="/executions", tags=["executions"], route_class=StrictJsonRoute)
 
 
-@router.post("", status_code=201, summary="Start a run of a published agent definition")
+@router.post(
+    "", status_code=201, summary="Start a run of a published agent definition", responses=documented(404, 409, 413)
+)
 async def start(
     body: StartRequest,
     request: Request,
@@ -165,7 +167,7 @@ def _answer(
     }
 
 
-@router.get("/{run_id}", summary="A run's status (its WAITING structure)")
+@router.get("/{run_id}", summary="A run's status (its WAITING structure)", responses=documented(404))
 async def status(run_id: str, _: ApiKey = Depends(can_read), dsmo: DsmoClient = Depends(dsmo_client)) -> dict[str, Any]:
     try:
         view = await dsmo.status(run_id)
@@ -197,7 +199,9 @@ async def list_runs(
     return {"runs": runs}
 
 
-@router.post("/{run_id}/cancel", status_code=202, summary="Cancel a run that has not ended")
+@router.post(
+    "/{run_id}/cancel", status_code=202, summary="Cancel a run that has not ended", responses=documented(404, 409)
+)
 async def cancel(
     run_id: str,
     body: CancelRequest,
@@ -217,7 +221,11 @@ async def cancel(
     return {"runId": run_id, "cancelRequested": True}
 
 
-@router.post("/{run_id}/migrate", summary="Move a run to another published version of its agent")
+@router.post(
+    "/{run_id}/migrate",
+    summary="Move a run to another published version of its agent",
+    responses=documented(404, 409),
+)
 async def migrate(
     run_id: str,
     body: MigrateRequest,
@@ -254,7 +262,11 @@ async def migrate(
     return {**ack.model_dump(mode="json"), "alreadyOnTarget": False, "dryRun": body.dry_run}
 
 
-@router.post("/{run_id}/rewind", summary="Send a waiting run back to an earlier node of its path")
+@router.post(
+    "/{run_id}/rewind",
+    summary="Send a waiting run back to an earlier node of its path",
+    responses=documented(404, 409),
+)
 async def rewind(
     run_id: str,
     body: RewindRequest,

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, quote
 
 from starlette.requests import Request
 
-from dsmo.server.api_keys import ApiKey, KeyStore
+from dsmo.server.api_keys import ApiKey, KeyStore, bearer_credential
 from dsmo.server.console.auth import current_viewer
 from dsmo.server.console.web import is_console_path, problem_document, security_headers
 from dsmo.server.token_buckets import TokenBuckets
@@ -145,7 +145,7 @@ class IngressGuard:
         await self._capped(scope, receive, send, limit)
 
     async def _authenticate(self, headers: dict[str, str], send: Send) -> ApiKey | None:
-        presented = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
+        presented = headers.get("x-api-key") or bearer_credential(headers.get("authorization"))
         if not presented:
             await _reply(send, 401, "unauthenticated", "send an API key: Authorization: Bearer <key> or X-API-Key")
             return None

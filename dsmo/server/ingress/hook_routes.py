@@ -11,7 +11,7 @@ from dsmo.client.hooks_client import HookError
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.bodies import HookRequest, StrictJsonRoute
 from dsmo.server.ingress.dependencies import can_operate, dsmo_client
-from dsmo.server.ingress.problems import Problem
+from dsmo.server.ingress.problems import Problem, documented
 
 router = APIRouter(prefix="/hooks", tags=["hooks"], route_class=StrictJsonRoute)
 
@@ -38,7 +38,7 @@ async def listed(key: ApiKey = Depends(can_operate), dsmo: DsmoClient = Depends(
     return {"hooks": [made.shown() for made in await dsmo.hooks()]}
 
 
-@router.delete("/{subscription_id}", summary="Remove a subscription")
+@router.delete("/{subscription_id}", summary="Remove a subscription", responses=documented(404))
 async def remove(
     subscription_id: str, key: ApiKey = Depends(can_operate), dsmo: DsmoClient = Depends(dsmo_client)
 ) -> dict[str, Any]:
@@ -52,7 +52,12 @@ async def failed(key: ApiKey = Depends(can_operate), dsmo: DsmoClient = Depends(
     return {"failed": await dsmo.hooks.failed()}
 
 
-@router.post("/failed/{delivery_id}/redeliver", status_code=202, summary="Deliver a failed delivery again")
+@router.post(
+    "/failed/{delivery_id}/redeliver",
+    status_code=202,
+    summary="Deliver a failed delivery again",
+    responses=documented(404),
+)
 async def redeliver(
     delivery_id: str, key: ApiKey = Depends(can_operate), dsmo: DsmoClient = Depends(dsmo_client)
 ) -> dict[str, Any]:

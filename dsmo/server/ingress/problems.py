@@ -9,10 +9,12 @@ Starlette's plain-text "Internal Server Error".
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dsmo.server.console.web import is_console_path, problem_page
@@ -37,6 +39,38 @@ DSMO_ERROR_STATUS = {
     "flow_control_busy": 503,
     "temporal_unavailable": 503,
 }
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="A stable, machine-readable code, for example `run_not_found`.")
+    message: str = Field(description="One line for a person: the field or run concerned, and the reason.")
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers: `{"error": {"code": ..., "message": ...}}`."""
+
+    error: ErrorDetail
+
+
+ERROR_MEANINGS = {
+    401: "No API key, or an unknown one.",
+    403: "The key lacks the scope the route needs.",
+    404: "No such run, agent, subscription or delivery.",
+    409: "The run's state refuses it: the run exists or has ended, its key is busy, or it took no such event.",
+    413: "The body is larger than the ingress takes.",
+    422: "A malformed body, parameter or value; the message names the field and the reason.",
+    429: "Too many requests or events for the key; `Retry-After` says when to try again.",
+    503: "Temporal or the store cannot be reached, or no worker serves the run's task queue.",
+}
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The API description's responses for these error statuses, each in the error shape."""
+    return {status: {"model": ErrorBody, "description": ERROR_MEANINGS[status]} for status in statuses}
+
+
+# What any API route may answer besides its success (a route adds the others it can).
+COMMON_ERRORS = documented(401, 403, 422, 429, 503)
 
 
 class Problem(Exception):

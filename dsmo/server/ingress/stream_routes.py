@@ -17,7 +17,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.client.run_stream import BadCursor, StreamCursor, checked_cursor, follow
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.dependencies import can_read, dsmo_client
-from dsmo.server.ingress.problems import Problem
+from dsmo.server.ingress.problems import Problem, documented
 from dsmo.server.sse import TooManyStreams, sse_response
 
 router = APIRouter(prefix="/executions", tags=["executions"])
@@ -32,7 +32,8 @@ router = APIRouter(prefix="/executions", tags=["executions"])
             "content": {"text/event-stream": {}},
             "description": "One event per item: `id` (resume after it with Last-Event-ID or ?after=), "
             "`event` (event, attempt, token, abandoned, end) and `data` (JSON).",
-        }
+        },
+        **documented(404),
     },
 )
 async def stream(
