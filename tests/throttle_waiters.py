@@ -10,15 +10,20 @@ from temporalio import workflow
 
 @workflow.defn(name="ThrottleWaiter")
 class ThrottleWaiter:
-    """Ends once it is granted its token (`SLOT_GRANTED`, as a run's workflow takes it)."""
+    """Takes its token (`SLOT_GRANTED`, as a run's workflow takes it), then ends, or with
+    ``stays`` waits on: the time-skipping tests keep every waiter running while the bucket works."""
 
     def __init__(self) -> None:
         self._granted = False
 
     @workflow.run
-    async def run(self) -> None:
-        await workflow.wait_condition(lambda: self._granted)
+    async def run(self, stays: bool = False) -> None:
+        await workflow.wait_condition(lambda: self._granted and not stays)
 
     @workflow.signal(name="SLOT_GRANTED")
-    def granted(self, grant: dict[str, Any]) -> None:
+    def take(self, grant: dict[str, Any]) -> None:
         self._granted = True
+
+    @workflow.query
+    def granted(self) -> bool:
+        return self._granted

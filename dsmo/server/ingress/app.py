@@ -26,7 +26,7 @@ from dsmo.config.settings import Settings
 from dsmo.server.api_keys import KeyStore
 from dsmo.server.console.app import install_console, open_console
 from dsmo.server.console.uploads import MAX_UPLOAD_BYTES
-from dsmo.server.ingress import event_routes, executions, hook_routes, stream_routes
+from dsmo.server.ingress import event_routes, executions, hook_routes, run_changes, stream_routes
 from dsmo.server.ingress.guard import DOC_ASSETS, IngressGuard, protect_access_log
 from dsmo.server.ingress.problems import COMMON_ERRORS, error_response, install_error_handlers
 from dsmo.server.ingress.start_idempotency import RateLimited
@@ -81,7 +81,8 @@ def create_app(settings: Settings) -> FastAPI:
         _serve_docs(app)
     install_error_handlers(app)
     _answer_rate_limits(app)
-    for router in (executions.router, event_routes.router, stream_routes.router, hook_routes.router):
+    routers = (executions.router, run_changes.router, event_routes.router, stream_routes.router, hook_routes.router)
+    for router in routers:
         app.include_router(router, responses=COMMON_ERRORS)
     install_console(app, settings)
     return app

@@ -56,9 +56,11 @@ async def _bucket_history(asks: list[tuple[str, bool]], *, limit: int, skip: tim
             handle = await env.client.start_workflow(
                 KeyThrottle.run, state, id=f"dsmo-throttle.{queue}", task_queue=queue
             )
-            for run_id, waits in asks:
-                if waits:  # else a run that does not exist: its grant is a signal that fails, as for an ended run
-                    await env.client.start_workflow(ThrottleWaiter.run, id=run_id, task_queue=queue)
+            for run_id, waits in asks:  # else a run that does not exist: its grant fails, as for an ended run
+                if waits:
+                    waiter = await env.client.start_workflow(ThrottleWaiter.run, True, id=run_id, task_queue=queue)
+                    await waiter.query(ThrottleWaiter.granted)  # it has begun: a grant finds it waiting
+            for run_id, _ in asks:
                 await handle.signal("ask", {"run_id": run_id, "limit": limit, "period_seconds": 60.0})
             for _ in range(int(skip / timedelta(seconds=5))):  # a few seconds of the server's time at a time
                 await env.sleep(timedelta(seconds=5))
