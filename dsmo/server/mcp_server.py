@@ -8,11 +8,13 @@ key is refused (401) before any MCP message is read, and each tool call checks i
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -122,6 +124,16 @@ class ApiKeyHeader:
         await self.app(scope, receive, send)
 
 
+class ClientLeft(logging.Filter):
+    """Drops the SDK's "Error in standalone SSE writer" when its cause is only a client that
+    closed its session (anyio's ``ClosedResourceError``): the server logged a traceback for
+    every session that ended, burying the errors worth reading."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop it) for a record whose exception is a closed stream."""
+        return not (record.exc_info and isinstance(record.exc_info[1], anyio.ClosedResourceError))
+
+
 def build_server(
     client: DsmoClient, keys: KeyStore, *, stdio_key: str | None = None, bind: str = DEFAULT_BIND
 ) -> FastMCP:
@@ -203,5 +215,6 @@ async def serve(settings: Settings, *, http: bool, bind: str | None = None) -> N
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until the process exits
         return
     host, port = split_bind(bind or DEFAULT_BIND)
+    logging.getLogger("mcp.server.streamable_http").addFilter(ClientLeft())
     app = ApiKeyHeader(mcp.streamable_http_app())
     await uvicorn.Server(server_config(app, settings, host, port, log_level="warning")).serve()

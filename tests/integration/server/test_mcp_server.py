@@ -143,14 +143,15 @@ async def test_over_stdio_a_run_is_started_answered_and_read(served: Served) -> 
 
 
 @pytest_asyncio.fixture
-async def http_server(served: Served) -> AsyncIterator[str]:
+async def http_server(served: Served, tmp_path: Path) -> AsyncIterator[str]:
     port = free_port_block(1)
     command = [sys.executable, "-m", "dsmo.cli.main", "mcp", "--http", "--bind", f"127.0.0.1:{port}"]
-    process = subprocess.Popen(command, env=served.env, cwd=REPO, stderr=subprocess.PIPE)
+    log = tmp_path / "mcp.log"
+    process = subprocess.Popen(command, env=served.env, cwd=REPO, stderr=log.open("wb"))
     try:
 
         def listening() -> bool:  # start-up takes a few seconds
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            assert process.poll() is None, log.read_text()
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
 
@@ -159,6 +160,9 @@ async def http_server(served: Served) -> AsyncIterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+    # The server has stopped, every session the test opened ended before: none left an error.
+    logged = log.read_text()
+    assert "Traceback" not in logged and "ERROR" not in logged, logged
 
 
 @asynccontextmanager
