@@ -12,8 +12,8 @@ from dsmo.workflows.common.patches import GENERATION_CHANGES, GENERATION_PATCH, 
 REPO = Path(__file__).resolve().parents[2]
 HISTORIES = REPO / "tests" / "histories"
 # Asked for its marker alone (a worker without rewinds must not run a rewound run): never folded.
-# And a throttle bucket's change: a helper workflow, whose start carries no revision.
-ON_ITS_OWN = {"rewind", "throttle-ended-turns-passed-on"}
+# And changes of helper workflows (a throttle bucket, a key lock), whose starts carry no revision.
+ON_ITS_OWN = {"rewind", "throttle-ended-turns-passed-on", "key-lock-replaces"}
 
 
 def _patch_constants() -> dict[str, str]:

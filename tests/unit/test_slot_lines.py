@@ -10,6 +10,7 @@ from dsmo.workflows.flow.key_lines import KeyLine
 from dsmo.workflows.flow.slot_line import SlotLine
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
+LATER = datetime(2026, 11, 26, 0, 1, tzinfo=UTC)
 
 
 def test_a_free_slot_is_claimed_at_once_and_a_busy_one_lines_the_run_up() -> None:
@@ -65,10 +66,15 @@ def test_a_claim_that_replaces_the_line_goes_first_and_names_the_runs_it_replace
     answer, changed = line.claim("new", {"queue": True, "replaces": True, "priority": 5}, NOW)
     assert changed and (answer.holders, answer.waiting) == (["h"], 0)
     assert answer.queued == ["urgent", "usual", "low1", "low2"] and line.queue[0] == "new"
+    assert line.next_holder() is None  # the holder is still there
+    # Asked again (a retried update whose answer was lost): the same runs, none that came since.
+    line.claim("late", {"queue": True}, LATER)
+    again, changed = line.claim("new", {"queue": True, "replaces": True, "priority": 5}, LATER)
+    assert not changed and again.queued == ["urgent", "usual", "low1", "low2"] and line.priorities["new"] == 5
     line.drop("h")
     assert line.next_holder() == "new"  # before any run it replaces, whichever cancel lands first
     # The answer leaves `queued` out when it names none: a starter from before it reads it as ever.
-    assert "queued" not in line.claim("other", {"queue": True}, NOW)[0].model_dump()
+    assert "queued" not in line.claim("other", {"queue": True}, LATER)[0].model_dump()
     assert answer.model_dump()["queued"] == answer.queued
 
 

@@ -47,7 +47,8 @@ class ConcurrencyKey(CamelModel):
             False gives it back while the run waits, and the run queues again to resume.
         on_busy: What a start for a key with no free slot does: ``queue`` (wait in line, the
             default), ``reject`` (the start is refused, naming the active run) or
-            ``cancel-previous`` (the active run is cancelled, its saga undone, and this one queues)
+            ``cancel-previous`` (the runs holding the key and those in line are cancelled, their
+            sagas undone, and this one waits first in line)
             or ``deliver`` (the start's events go to the active run instead, as a reply would:
             a second message for a busy conversation).
     """

@@ -30,6 +30,9 @@ SHARD_BUDGET = 1_000_000
 SHARD_CEILING = 1_500_000
 # workflow.patched id: a key lock tells a run its shard has no room for (it only logged it before).
 REFUSAL_PATCH = "key-lock-refusals"
+# workflow.patched id: a claim that replaces the runs in line (cancel-previous) goes first in line;
+# a lock from before put it in line by priority, and replays of its history must do the same.
+REPLACES_PATCH = "key-lock-replaces"
 ENTRY_OVERHEAD = 64  # a run's timestamp, priority and JSON punctuation beside its id's three copies
 
 # What telling a holder found: it holds the slot still, it has ended (its slot is free now), or

@@ -155,6 +155,8 @@ class KeyLocks:
         refused = line_refusal(self._state.lines, line, run_id) if lining_up and (line.full or line.queue) else None
         if refused is not None:
             return KeyClaimAnswer(admitted=False, holders=list(line.holders), waiting=len(line.queue), refused=refused)
+        if request.get("replaces") and not patches.patched(key_lines.REPLACES_PATCH):
+            request = {**request, "replaces": False}  # handled, as recorded, by a lock from before
         answer, changed = line.claim(run_id, request, workflow.now())
         if changed:
             self._due.add(name)

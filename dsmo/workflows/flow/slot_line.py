@@ -87,19 +87,27 @@ class SlotLine(WireModel):
             self.holders.append(run_id)
             self.since[run_id] = now
             return ClaimAnswer(admitted=True), True
-        changed, replaced = False, []
+        changed = False
         if request.get("queue") and run_id not in self.queue:
             if request.get("replaces"):
                 # First in line, ahead of the runs it replaces: whichever cancel lands first, the
                 # slot goes to it, and a run its starter never got to cancel runs after it.
-                replaced = list(self.queue)
                 self.queue.insert(0, run_id)
+                if request.get("priority") is not None:
+                    self.priorities[run_id] = int(request["priority"])
             else:
                 self.line_up(run_id, request.get("priority"))
             self.since[run_id] = now
             changed = True  # someone waits now: the holders are checked from here on
         ahead = self.queue.index(run_id) if run_id in self.queue else len(self.queue)
+        replaced = self._in_line_before(run_id) if request.get("replaces") and run_id in self.queue else []
         return ClaimAnswer(admitted=False, holders=list(self.holders), waiting=ahead, queued=replaced), changed
+
+    def _in_line_before(self, run_id: str) -> list[str]:
+        """The runs in line that joined it before ``run_id`` did (one with no time kept counts as
+        before): a retried claim that replaces them names the same runs, and none that came later."""
+        joined = self.since[run_id]
+        return [queued for queued in self.queue if queued != run_id and self.since.get(queued, joined) <= joined]
 
     def line_up(self, run_id: str, priority: Any) -> None:
         """In line behind every run of the same or a higher priority (1 highest; none is 3)."""
