@@ -145,7 +145,7 @@ async def start_request(
         # The first event goes with the start and the run would hold the caller until a worker
         # takes it, then apply it whenever one comes: refused before anything starts instead.
         raise NoWorker(f"events: {run_health.no_worker_hint(queue)}; nothing was started (its events need a worker)")
-    if run_id_given:  # a generated id is new by construction
+    if run_id_given:  # an id made here is new (a fork's or a redrive's own is asked about: it was given)
         await refuse_kept_trail(core, run_id)
     request = request.started_on(queue)
     slots = flow_starts.key_slots(request)  # a missing key value is refused before anything starts

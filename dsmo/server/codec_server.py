@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload, Payloads
 
 from dsmo.client.codec import CodecError, EncryptionCodec
+from dsmo.server.api_keys import bearer_credential
 
 # Temporal's payloads are at most 2 MB each; a request of several is capped well above that.
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -31,7 +32,7 @@ def create_codec_app(keys: list[tuple[str, bytes]], origins: list[str], token: s
     @app.middleware("http")
     async def authorize(request: Request, call_next: Any) -> Any:
         if token and request.method != "OPTIONS":
-            presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            presented = bearer_credential(request.headers.get("authorization"))
             # Bytes: compare_digest refuses non-ASCII str (a 500 for any such header otherwise).
             if not hmac.compare_digest(presented.encode(), token.encode()):
                 return _error(401, "unauthenticated", "a valid bearer token is required")

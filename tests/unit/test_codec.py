@@ -59,6 +59,10 @@ def test_codec_server_decodes_for_the_ui_with_a_token() -> None:
     decoded = client.post("/decode", content=_body(list(sealed)), headers={"Authorization": "Bearer t0k"})
     assert json_format.ParseDict(decoded.json(), Payloads()).payloads[0] == PLAIN
     assert client.post("/decode", content=_body(list(sealed))).status_code == 401
+    # HTTP's schemes are case-insensitive: `bearer` is read as the ingress reads it.
+    assert (
+        client.post("/decode", content=_body(list(sealed)), headers={"Authorization": "bearer t0k"}).status_code == 200
+    )
     preflight = client.options(
         "/decode", headers={"Origin": "http://localhost:8233", "Access-Control-Request-Method": "POST"}
     )

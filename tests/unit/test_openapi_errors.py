@@ -38,13 +38,13 @@ def test_every_route_names_its_key_schemes_and_its_errors_in_one_shape(settings:
         # No key header among the parameters: the schemes say it.
         assert {p["name"].lower() for p in op.get("parameters", [])} & {"authorization", "x-api-key"} == set()
         errors = {status: answer for status, answer in op["responses"].items() if status >= "400"}
-        assert {"401", "403", "422", "429", "503"} <= set(errors), (method, path)
+        assert {"400", "401", "403", "422", "429", "503"} <= set(errors), (method, path)
         for status, answer in errors.items():
             schema = answer["content"]["application/json"]["schema"]
             assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
     assert "HTTPValidationError" not in spec["components"]["schemas"]  # FastAPI's own shape, never answered
     assert "404" in spec["paths"]["/executions/{run_id}"]["get"]["responses"]
-    assert "409" in spec["paths"]["/executions"]["post"]["responses"]
+    assert {"409", "408", "413"} <= set(spec["paths"]["/executions"]["post"]["responses"])
 
 
 def test_the_errors_the_ingress_answers_match_the_described_shape(settings: Settings) -> None:

@@ -11,12 +11,14 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.server.api_keys import DECISION_EVENTS
 from dsmo.server.ingress.bodies import EventRequest, StrictJsonRoute
 from dsmo.server.ingress.dependencies import dsmo_client, presented, verify_key
-from dsmo.server.ingress.problems import Problem, documented
+from dsmo.server.ingress.problems import BODY_ERRORS, Problem, documented
 
 router = APIRouter(prefix="/executions/{run_id}/events", tags=["events"], route_class=StrictJsonRoute)
 
 
-@router.post("", status_code=202, summary="Deliver a resume event to a run", responses=documented(404, 409, 413))
+@router.post(
+    "", status_code=202, summary="Deliver a resume event to a run", responses={**documented(404, 409), **BODY_ERRORS}
+)
 async def deliver(
     run_id: str,
     body: EventRequest,

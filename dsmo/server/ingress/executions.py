@@ -30,7 +30,7 @@ from dsmo.server.ingress.dependencies import (
     can_start,
     dsmo_client,
 )
-from dsmo.server.ingress.problems import Problem, documented
+from dsmo.server.ingress.problems import BODY_ERRORS, Problem, documented
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 from dsmo.workflows.definition.model import AgentDefinition
@@ -40,7 +40,10 @@ router = APIRouter(prefix="/executions", tags=["executions"], route_class=Strict
 
 
 @router.post(
-    "", status_code=201, summary="Start a run of a published agent definition", responses=documented(404, 409, 413)
+    "",
+    status_code=201,
+    summary="Start a run of a published agent definition",
+    responses={**documented(404, 409), **BODY_ERRORS},
 )
 async def start(
     body: StartRequest,
@@ -195,7 +198,10 @@ async def list_runs(
 
 
 @router.post(
-    "/{run_id}/cancel", status_code=202, summary="Cancel a run that has not ended", responses=documented(404, 409)
+    "/{run_id}/cancel",
+    status_code=202,
+    summary="Cancel a run that has not ended",
+    responses={**documented(404, 409), **BODY_ERRORS},
 )
 async def cancel(
     run_id: str,

@@ -11,12 +11,17 @@ from dsmo.client.hooks_client import HookError
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.bodies import HookRequest, StrictJsonRoute
 from dsmo.server.ingress.dependencies import can_operate, dsmo_client
-from dsmo.server.ingress.problems import Problem, documented
+from dsmo.server.ingress.problems import BODY_ERRORS, Problem, documented
 
 router = APIRouter(prefix="/hooks", tags=["hooks"], route_class=StrictJsonRoute)
 
 
-@router.post("", status_code=201, summary="Subscribe a URL to runs' events (the secret is shown once)")
+@router.post(
+    "",
+    status_code=201,
+    summary="Subscribe a URL to runs' events (the secret is shown once)",
+    responses=BODY_ERRORS,
+)
 async def add(
     body: HookRequest, key: ApiKey = Depends(can_operate), dsmo: DsmoClient = Depends(dsmo_client)
 ) -> dict[str, Any]:

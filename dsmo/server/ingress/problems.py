@@ -53,9 +53,11 @@ class ErrorBody(BaseModel):
 
 
 ERROR_MEANINGS = {
+    400: "A body that is not JSON, or JSON no value can hold, or an API key in the URL.",
     401: "No API key, or an unknown one.",
     403: "The key lacks the scope the route needs.",
     404: "No such run, agent, subscription or delivery.",
+    408: "The body did not arrive in time.",
     409: "The run's state refuses it: the run exists or has ended, its key is busy, or it took no such event.",
     413: "The body is larger than the ingress takes.",
     422: "A malformed body, parameter or value; the message names the field and the reason.",
@@ -70,7 +72,9 @@ def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 # What any API route may answer besides its success (a route adds the others it can).
-COMMON_ERRORS = documented(401, 403, 422, 429, 503)
+COMMON_ERRORS = documented(400, 401, 403, 422, 429, 503)
+# And what a route that reads a body may answer besides.
+BODY_ERRORS = documented(408, 413)
 
 
 class Problem(Exception):

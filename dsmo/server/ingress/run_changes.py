@@ -19,7 +19,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.server.api_keys import ApiKey
 from dsmo.server.ingress.bodies import MigrateRequest, RewindRequest, StrictJsonRoute
 from dsmo.server.ingress.dependencies import can_operate, dsmo_client
-from dsmo.server.ingress.problems import Problem, documented
+from dsmo.server.ingress.problems import BODY_ERRORS, Problem, documented
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 
@@ -29,7 +29,7 @@ router = APIRouter(prefix="/executions", tags=["executions"], route_class=Strict
 @router.post(
     "/{run_id}/migrate",
     summary="Move a run to another published version of its agent",
-    responses=documented(404, 409),
+    responses={**documented(404, 409), **BODY_ERRORS},
 )
 async def migrate(
     run_id: str,
@@ -70,7 +70,7 @@ async def migrate(
 @router.post(
     "/{run_id}/rewind",
     summary="Send a waiting run back to an earlier node of its path",
-    responses=documented(404, 409),
+    responses={**documented(404, 409), **BODY_ERRORS},
 )
 async def rewind(
     run_id: str,

@@ -147,7 +147,8 @@ async def http_server(served: Served, tmp_path: Path) -> AsyncIterator[str]:
     port = free_port_block(1)
     command = [sys.executable, "-m", "dsmo.cli.main", "mcp", "--http", "--bind", f"127.0.0.1:{port}"]
     log = tmp_path / "mcp.log"
-    process = subprocess.Popen(command, env=served.env, cwd=REPO, stderr=log.open("wb"))
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, env=served.env, cwd=REPO, stderr=stderr)
     try:
 
         def listening() -> bool:  # start-up takes a few seconds
