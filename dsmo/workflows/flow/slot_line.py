@@ -106,8 +106,12 @@ class SlotLine(WireModel):
     def _in_line_before(self, run_id: str) -> list[str]:
         """The runs in line that joined it before ``run_id`` did (one with no time kept counts as
         before): a retried claim that replaces them names the same runs, and none that came later."""
-        joined = self.since[run_id]
-        return [queued for queued in self.queue if queued != run_id and self.since.get(queued, joined) <= joined]
+        joined = self.since.get(run_id)  # kept since its claim; never raise in the lock's handler
+        return [
+            queued
+            for queued in self.queue
+            if queued != run_id and (joined is None or self.since.get(queued, joined) <= joined)
+        ]
 
     def line_up(self, run_id: str, priority: Any) -> None:
         """In line behind every run of the same or a higher priority (1 highest; none is 3)."""
