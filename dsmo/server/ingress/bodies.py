@@ -180,7 +180,12 @@ class StrictJsonRoute(APIRoute):
             raw = await request.body()  # cached on the request: the parser reads the same bytes
             if raw:
                 try:
-                    check_json_text(raw.decode("utf-8", errors="replace"))
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    # FastAPI's own answer would be an unnamed "error parsing the body".
+                    raise Problem(400, "invalid_json", f"body: not UTF-8 text at byte {err.start}") from None
+                try:
+                    check_json_text(text)
                 except ValueError as err:
                     raise Problem(400, "invalid_json", str(err)) from None
             return await parse(request)

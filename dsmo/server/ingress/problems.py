@@ -103,6 +103,21 @@ def answer(request: Request, status: int, code: str, message: str) -> Response:
     return error_response(status, code, message)
 
 
+def not_json(text: Any, error: dict[str, Any]) -> str:
+    """The message for a body the JSON parser refused: its reason, and where by line and column.
+
+    The parser places it by character offset; a person finds a line and column in their editor.
+    """
+    reason = str(error.get("ctx", {}).get("error", "invalid"))
+    loc = error.get("loc", ())
+    offset = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+    if not isinstance(text, str) or offset is None:
+        return f"body: not JSON: {reason}"
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"body: not JSON: {reason} at line {line}, column {column}"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error in its documented shape (see the module's docstring)."""
 
@@ -126,6 +141,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> Response:
         first = err.errors()[0]
+        if first.get("type") == "json_invalid":
+            return answer(request, 400, "invalid_json", not_json(err.body, first))
         where = ("body", "query", "path") if is_console_path(request.url.path) else ("body",)
         field = ".".join(str(part) for part in first.get("loc", ()) if part not in where) or "body"
         return answer(request, 422, "invalid_body", f"{field}: {first.get('msg', 'invalid')}")

@@ -235,7 +235,7 @@ CASES = [
     cli("keys with an unknown scope", ["keys", "add", "x", "--scope", "everything"], "--scope", "everything"),
     cli("replay of an unknown run", ["replay", "battery-no-such-run"], "battery-no-such-run", "not found"),
     # -- HTTP bodies --------------------------------------------------------------------------
-    http("malformed JSON", "POST", "/executions", b"{not json", 422, "JSON"),
+    http("malformed JSON", "POST", "/executions", b"{not json", 400, "not JSON", "line 1, column 2"),
     http("unknown body field", "POST", "/executions", {"agent": "battery", "colour": "red"}, 422, "colour"),
     http("missing agent", "POST", "/executions", {"input": {}}, 422, "agent", "required"),
     http("runId escaping its prefix", "POST", "/executions", {"agent": "battery", "runId": "../x"}, 422, "runId"),

@@ -131,7 +131,11 @@ async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
     malformed = await call(
         "POST", crm, f"/executions/{run_id}/events", content=b"{not json", headers={"Content-Type": "application/json"}
     )
-    assert malformed.status_code == 422
+    assert malformed.status_code == 400, malformed.text
+    assert malformed.json()["error"] == {
+        "code": "invalid_json",
+        "message": "body: not JSON: Expecting property name enclosed in double quotes at line 1, column 2",
+    }
     bad_payload = await call(
         "POST",
         crm,

@@ -58,9 +58,20 @@ async def test_an_idempotency_key_reused_with_another_body_is_a_conflict(ingress
         ('{"agent": "candidate-screening", "input": {"scores": [1, 1e400]}}', "input.scores[1]: 1e400"),
         ('{"agent": "candidate-screening", "input": {"n": ' + "7" * 5000 + "}}", "input.n: an integer"),
         ('{"agent": "candidate-screening", "input": ' + "[" * 30000 + "]" * 30000 + "}", "input[0][0]"),
+        # Text that is not JSON at all: the parser's reason, placed by line and column.
+        (
+            '{"agent": "candidate-screening",\n "input": {,}}',
+            "body: not JSON: Expecting property name enclosed in double quotes at line 2, column 12",
+        ),
+        (
+            '{"agent": "candidate-screening", "input": {"name": "Jos\xe9"}}'.encode("latin-1"),
+            "body: not UTF-8 text at byte 55",
+        ),
     ],
 )
-async def test_json_no_document_can_hold_is_refused_naming_where(ingress: Ingress, text: str, field: str) -> None:
+async def test_json_no_document_can_hold_is_refused_naming_where(
+    ingress: Ingress, text: str | bytes, field: str
+) -> None:
     answer = await call(
         "POST", ingress.client(), "/executions", content=text, headers={"content-type": "application/json"}
     )
