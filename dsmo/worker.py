@@ -38,7 +38,7 @@ from dsmo.activities.limiter_signals import LimiterActivities
 from dsmo.activities.llm_stage import LlmEndpoint, LlmStage
 from dsmo.activities.maybe_async import loop_watch
 from dsmo.activities.mcp_calls import McpServers
-from dsmo.activities.messaging import Channel, MessagingActivities
+from dsmo.activities.messaging import Channel, FileChannel, MessagingActivities
 from dsmo.activities.plugin_errors import PluginError
 from dsmo.activities.plugin_loading import load_plugins, split_modules
 from dsmo.activities.plugins import default_actions, default_channels
@@ -117,7 +117,8 @@ def build_worker(
     messaging = MessagingActivities(every_channel, default_channel)
     definitions = DefinitionActivities(DefinitionStore(store))
     audit = AuditActivities(store, retention_defaults=settings.store.retention if settings else None)
-    retention = RetentionActivities(store, client)
+    outboxes = [found.outbox for found in every_channel.values() if isinstance(found, FileChannel)]
+    retention = RetentionActivities(store, client, outboxes=outboxes)
     hooks = HookActivities(store, client, task_queue, (settings or Settings.from_env()).worker.hooks_allow_private)
     side_effects = ActionActivities(default_actions if actions is None else actions, threads, settings)
     servers = mcp_servers if mcp_servers is not None else (settings.llm.mcp if settings is not None else {})

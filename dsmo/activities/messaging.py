@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -163,6 +164,21 @@ def _complete(path: Path) -> bool:
         return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
     except (OSError, UnicodeDecodeError, ValueError):
         return False
+
+
+def remove_outbox_messages(outbox: Path, run_ids: list[str]) -> int:
+    """Remove the file channel's messages of these runs (``{outbox}/{run_id}/``); how many runs had any.
+
+    Only folders directly in ``outbox`` named exactly as a run: a run id is a single path segment.
+    """
+    removed = 0
+    for run_id in run_ids:
+        folder = outbox / run_id
+        if "/" in run_id or run_id in ("", ".", "..") or folder.parent != outbox or not folder.is_dir():
+            continue
+        shutil.rmtree(folder)
+        removed += 1
+    return removed
 
 
 class WebhookChannel:

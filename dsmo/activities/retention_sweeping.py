@@ -7,7 +7,8 @@ takes the markers due, oldest first, and for each:
 1. lists the run's objects and its ended Temporal executions (every generation, from Temporal's
    histories), and writes both counts into the marker (once: a retry reads them back, whatever it
    already deleted);
-2. deletes the objects and those executions (never a running one);
+2. deletes the objects, the messages the file channel wrote for the run on this worker's machine
+   (``{outbox}/{run}/``), and those executions (never a running one);
 3. writes the trail's marker ``retention/trails/{due}/{run}.json`` (if a trail period applies);
 4. writes ``retention/done/run/{run}.json`` naming the sweep and the counts, create-only: the one
    sweep that writes it counts the run (two sweeps, or two markers of one run, count it once);
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -34,6 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import ArtifactStore
 from dsmo.activities.audit_log import audit_key
+from dsmo.activities.messaging import remove_outbox_messages
 from dsmo.activities.retention_markers import (
     DONE_PREFIX,
     ENDED_PREFIX,
@@ -57,10 +60,16 @@ class RetentionActivities:
     """The sweep's activities over one store and one Temporal client."""
 
     def __init__(
-        self, store: ArtifactStore, client: Client, *, fault: Callable[[str, str], None] | None = None
+        self,
+        store: ArtifactStore,
+        client: Client,
+        *,
+        outboxes: Sequence[Path] = (),
+        fault: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.client = client
+        self.outboxes = list(outboxes)  # the file channels' folders on this worker's machine
         self._fault = fault  # tests: told each step (and its run), may raise (a worker killed there)
 
     @activity.defn(name=SWEEP_RETENTION)
@@ -138,6 +147,8 @@ class RetentionActivities:
             self.store.s3.put_object(Bucket=self.store.bucket, Key=key, Body=json.dumps(marker).encode())
         self._step("counted", run_id)
         self.store.delete_keys(keys)
+        for outbox in self.outboxes:
+            await asyncio.to_thread(remove_outbox_messages, outbox, [run_id])
         self._step("objects deleted", run_id)
         for execution in marker["executions"]:
             await self._delete_execution(run_id, str(execution))

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.erasure_log import ErasureLog
+from dsmo.activities.messaging import remove_outbox_messages
 from dsmo.activities.run_generations import generations
 from dsmo.client import run_requests
 from dsmo.client.client_errors import RunClosed
@@ -282,18 +281,3 @@ async def _until_ended(core: ClientCore, run_ids: list[str]) -> None:
                     "(its compensations may still be running); nothing was erased, run the erasure again"
                 )
             await asyncio.sleep(0.5)
-
-
-def remove_outbox_messages(outbox: Path, run_ids: list[str]) -> int:
-    """Remove the file channel's messages of these runs (``{outbox}/{run_id}/``); how many runs had any.
-
-    Only folders directly in ``outbox`` named exactly as a run: a run id is a single path segment.
-    """
-    removed = 0
-    for run_id in run_ids:
-        folder = outbox / run_id
-        if "/" in run_id or run_id in ("", ".", "..") or folder.parent != outbox or not folder.is_dir():
-            continue
-        shutil.rmtree(folder)
-        removed += 1
-    return removed

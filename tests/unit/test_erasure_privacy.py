@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsmo.activities.contract_schemas import compile_schema
+from dsmo.activities.messaging import remove_outbox_messages
 from dsmo.activities.plugin_errors import ContractViolation
-from dsmo.client.erasure import remove_outbox_messages
 from dsmo.workflows.definition.flow_control import lock_id
 from dsmo.workflows.definition.sensitive import fingerprint, key_digest, masked_key_label, masked_wait_data
 from dsmo.workflows.flow.key_locks import KeyLocksState

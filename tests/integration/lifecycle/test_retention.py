@@ -93,10 +93,14 @@ async def test_a_sweep_removes_exactly_what_is_due(skipping: Harness, time_env: 
 
     nothing = await sweep(skipping, time_env)
     assert nothing.counts == SweepCounts() and all(exists(store, key) for key in inputs.values())
+    assert all(skipping.messages(run_id) for run_id in runs.values())
 
     first = await sweep(skipping, time_env, timedelta(days=2))
     assert (first.counts.runs, first.counts.trails) == (1, 0) and first.counts.objects >= 1
     assert not exists(store, inputs["short"]) and exists(store, audit_key(runs["short"]))  # its trail is kept longer
+    # The message the file channel wrote for it went with its data; the others' stay.
+    assert not (skipping.outbox / runs["short"]).exists()
+    assert skipping.messages(runs["long"]) and skipping.messages(runs["kept"])
     assert not exists(store, delivered)
     assert exists(store, inputs["long"]) and exists(store, inputs["kept"])
     assert [uri.rsplit("/", 1)[1] for uri in store.list_uris(TRAILS_PREFIX)] == [f"{runs['short']}.json"]
