@@ -71,12 +71,18 @@ def replay_origin(store: ArtifactStore, run_id: str) -> str | None:
     None as well when the store holds no trail of it yet (a run still running, or whose export
     failed): `redrive` then asks Temporal.
     """
+    origin = trail_origin(store, run_id)
+    return str(origin["replayOf"]) if origin and origin.get("replayOf") else None
+
+
+def trail_origin(store: ArtifactStore, run_id: str) -> dict[str, Any] | None:
+    """Where ``run_id`` came from as its trail's ``RUN_CREATED`` records it (``replayOf``,
+    ``redriveOf``...: empty for a run started afresh); None when the store holds no trail of it."""
     for key in (audit_key(run_id), segment_key(run_id, 1)):
         first = _first_event(store, key)
         if first is not None:
             data = first.get("data") if first.get("type") == "RUN_CREATED" else None
-            origin = data.get("replayOf") if isinstance(data, dict) else None
-            return str(origin) if origin else None
+            return data if isinstance(data, dict) else {}
     return None
 
 
@@ -97,24 +103,49 @@ def _first_event(store: ArtifactStore, key: str) -> dict[str, Any] | None:
 
 async def _started_as_replay(core: ClientCore, run_id: str) -> str | None:
     """The run ``run_id`` replays, from the request Temporal started it with (None: not a replay, or gone)."""
+    try:
+        origin = await _started_origin(core, run_id)
+    except RPCError as err:
+        # Not knowing is not "no": a replay's letter must never be redriven for want of an answer.
+        raise DsmoError(
+            f"run {run_id}: cannot tell whether it was a replay ({first_line(err)}); nothing was redriven"
+        ) from None
+    replayed = (origin or {}).get("replayOf")
+    return str(replayed) if replayed else None
+
+
+async def _started_origin(core: ClientCore, run_id: str) -> dict[str, Any] | None:
+    """The ``origin`` of the request Temporal started ``run_id`` with (None: Temporal has no such run).
+
+    Raises:
+        RPCError: Temporal could not answer.
+    """
     handle = core.temporal.get_workflow_handle(run_id)
     try:
         async for event in handle.fetch_history_events():
             started = event.workflow_execution_started_event_attributes
             if not started.input.payloads:
-                return None
+                return {}
             (request,) = await core.temporal.data_converter.decode(started.input.payloads[:1], [dict])
             origin = request.get("origin") if isinstance(request, dict) else None
-            replayed = origin.get("replayOf") if isinstance(origin, dict) else None
-            return str(replayed) if replayed else None
+            return origin if isinstance(origin, dict) else {}
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return None  # its history is gone: its trail in the store was the only witness
-        # Not knowing is not "no": a replay's letter must never be redriven for want of an answer.
-        raise DsmoError(
-            f"run {run_id}: cannot tell whether it was a replay ({first_line(err)}); nothing was redriven"
-        ) from None
+        raise
     return None
+
+
+async def _redrive_of(core: ClientCore, store: ArtifactStore, run_id: str) -> str | None:
+    """The run whose letter ``run_id`` redrove, from Temporal's record or else its trail."""
+    try:
+        origin = await _started_origin(core, run_id)
+    except RPCError:
+        origin = None
+    if origin is None:
+        origin = await asyncio.to_thread(trail_origin, store, run_id)
+    redriven = (origin or {}).get("redriveOf")
+    return str(redriven) if redriven else None
 
 
 def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[DeadLetterRow]:
@@ -165,11 +196,14 @@ async def redrive(
 ) -> str:
     """Reprocess from the failed stage: same definition version, config and variables.
 
-    With ``new_id``, a run of that id that exists already is the redrive an interrupted attempt
-    started before it could mark the letter: it is marked now and no second run is started.
+    With ``new_id``, a redrive of the letter's run that exists already under that id is the one
+    an interrupted attempt started before it could mark the letter: it is marked now and no
+    second run is started.
 
     Raises:
         ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
+        RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's run
+            (or kept by its trail): nothing is started or marked.
     """
     letter = read_dead_letter(store, letter_id)
     replayed = replay_origin(store, letter.run_id) or await _started_as_replay(core, letter.run_id)
@@ -194,6 +228,11 @@ async def redrive(
     except RunAlreadyExists:
         if new_id is None:
             raise
+        # Only a redrive of this letter's run is an earlier attempt's: any other run keeps its id.
+        if await _redrive_of(core, store, run_id) != letter.run_id:
+            raise RunAlreadyExists(
+                f"run id {run_id!r} is taken by a run that is not a redrive of {letter.run_id}; nothing was redriven"
+            ) from None
     store.s3.put_object(
         Bucket=store.bucket,
         Key=_marker(letter_id),

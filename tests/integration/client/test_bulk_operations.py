@@ -18,6 +18,7 @@ from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.client.batches import BatchReport
 from dsmo.client.bulk_operations import redrive_id
+from dsmo.client.client_errors import RunAlreadyExists
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.definition.model import AgentDefinition, parse_definition
@@ -222,6 +223,10 @@ async def test_bulk_redrive_dry_run_then_redrive_then_a_rerun_that_changes_nothi
     interrupted = run_ids[0]
     first_try = await harness.dsmo.redrive(letters[interrupted], new_id=redrive_id(letters[interrupted]))
     harness.store.s3.delete_object(Bucket=harness.store.bucket, Key=f"dlq/{letters[interrupted]}.redrive.json")
+    assert await redriven_as() == dict.fromkeys(run_ids)
+    # An id another run holds is no earlier attempt's: refused, and the letter left unmarked.
+    with pytest.raises(RunAlreadyExists, match=f"taken by a run that is not a redrive of {run_ids[1]}"):
+        await harness.dsmo.redrive(letters[run_ids[1]], new_id=completed)
     assert await redriven_as() == dict.fromkeys(run_ids)
     done = await harness.dsmo.bulk_redrive(query)
     assert {o.run_id for o in done.outcomes} == set(run_ids) and done.summary()["done"] == 2
