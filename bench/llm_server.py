@@ -45,6 +45,9 @@ class Reply:
     # Asked with ``stream: true``: the connection drops after this many tokens (a worker sees an
     # answer cut short).
     cut_after: int | None = None
+    # Asked with ``stream: true``: the answer stops after this many tokens until the test calls
+    # `ChatServer.go_on` (a page seen mid-answer, at a moment of the test's choosing).
+    pause_after: int | None = None
 
 
 class ChatServer:
@@ -67,6 +70,7 @@ class ChatServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.streamed_bytes = 0  # of streamed replies, what the clients took before they stopped reading
+        self._paused = threading.Event()  # set: a reply with `pause_after` goes on
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
@@ -84,6 +88,10 @@ class ChatServer:
     def reply(self, *replies: Reply) -> None:
         """Queue replies for the next requests, in order."""
         self.script.extend(replies)
+
+    def go_on(self) -> None:
+        """Let replies stopped at their `Reply.pause_after` go on (and any later one pass it)."""
+        self._paused.set()
 
     async def _stats(self, request: Request) -> Response:
         return JSONResponse(
@@ -180,6 +188,8 @@ class ChatServer:
         for index, word in enumerate(words):
             if reply.cut_after is not None and index >= reply.cut_after:
                 return
+            if index == reply.pause_after:
+                await asyncio.to_thread(self._paused.wait, 120)  # a hang guard, not a timing
             yield chunk({"content": word if index == len(words) - 1 else word + " "})
             await asyncio.sleep(reply.token_delay)
         for position, call in enumerate(message.get("tool_calls") or []):

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -92,7 +91,6 @@ class ProgressLog:
         self.loop = loop
         self.items: list[dict[str, Any]] = []
         self.chunk = 0
-        self.flushed_at = time.monotonic()
         self.closed = False
         self._flusher: asyncio.Task[None] | None = None
         self._lock = threading.Lock()  # a plugin's thread posts while the loop takes a chunk
@@ -114,13 +112,25 @@ class ProgressLog:
     async def _flush_every(self) -> None:
         while not self.closed:
             await asyncio.sleep(FLUSH_SECONDS)
+            if not self.items:
+                break  # nothing came for a tenth of a second: the next item starts another
             await self.flush()
+        self._flusher = None
+        if self.items and not self.closed:  # posted from a thread as this one was ending
+            self._start_flusher()
 
     async def add(self, item: dict[str, Any]) -> None:
-        """Keep ``item``; write the chunk when it has waited long enough or is full."""
-        self.items.append(item)
-        if len(self.items) >= MAX_ITEMS or time.monotonic() - self.flushed_at >= FLUSH_SECONDS:
+        """Keep ``item``; the chunk is written once it is full, or a tenth of a second later.
+
+        On a timer, not on the next item: a model that pauses mid-answer (thinking, or writing a
+        tool call's arguments) leaves what it wrote so far on screen, not held back until it goes on.
+        """
+        with self._lock:
+            self.items.append(item)
+        if len(self.items) >= MAX_ITEMS:
             await self.flush()
+        elif self._flusher is None and not self.closed:
+            self._start_flusher()
 
     async def flush(self, *, last: bool = False) -> None:
         """Write the items kept so far as the next chunk (the last one with ``last``)."""
@@ -130,7 +140,7 @@ class ProgressLog:
             document = {"items": self.items, "last": last}
             self.items = []
         key = progress_key(self.folder, self.chunk)
-        self.chunk, self.flushed_at = self.chunk + 1, time.monotonic()
+        self.chunk += 1
         self.closed = last
         try:
             # Not through the store's cache of what it wrote: no one on this worker reads these back.

@@ -10,6 +10,9 @@ const REDRAW_ON = new Set([
   "BUDGET_SPENT", "BUDGET_DECIDED", "CONTRACT_VIOLATION", "COMPENSATION_SUCCEEDED", "COMPENSATION_FAILED",
 ]);
 
+// Trail events that end a stage attempt: its answer is then on the page itself.
+const ENDS_ATTEMPT = new Set(["STAGE_SUCCEEDED", "STAGE_FAILED", "DEAD_LETTERED"]);
+
 const main = document.getElementById("main");
 
 // Redraw the page's content from the server, unless a person is filling in a form on it: then
@@ -26,8 +29,11 @@ async function redraw() {
     if (response.ok) {
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("main");
       if (fresh) {
+        // The answer being written is not on the server's page yet: it stays across the redraw.
+        const writing = document.getElementById("live-text");
         main.innerHTML = fresh.innerHTML;
         main.dataset.digest = fresh.dataset.digest || "";
+        if (writing) main.prepend(writing);
       }
     }
   } finally {
@@ -36,7 +42,8 @@ async function redraw() {
   }
 }
 
-// A model's answer as it is written, in a box of its own until the stage commits.
+// A model's answer as it is written, in a box of its own until its stage attempt ends. Each
+// model call of the attempt (a turn of a tool loop) starts the box afresh.
 function showToken(data) {
   let box = document.getElementById("live-text");
   if (!box) {
@@ -47,22 +54,31 @@ function showToken(data) {
     box.setAttribute("aria-label", "The model is writing");
     main.prepend(box);
   }
-  if (box.dataset.attempt !== `${data.stage}#${data.attempt}`) {
-    box.dataset.attempt = `${data.stage}#${data.attempt}`;
+  const call = `${data.stage}#${data.attempt}#${data.call}`;
+  if (box.dataset.call !== call) {
+    box.dataset.call = call;
+    box.dataset.stage = data.stage;
     box.textContent = "";
   }
   box.textContent += data.text;
+}
+
+function dropLiveText(stage) {
+  const box = document.getElementById("live-text");
+  if (box && (stage === undefined || box.dataset.stage === stage)) box.remove();
 }
 
 if (main && main.dataset.stream) {
   const after = main.dataset.after ? `?after=${encodeURIComponent(main.dataset.after)}` : "";
   const source = new EventSource(main.dataset.stream + after);
   source.addEventListener("event", (message) => {
-    if (REDRAW_ON.has(JSON.parse(message.data).type)) redraw();
+    const event = JSON.parse(message.data);
+    if (ENDS_ATTEMPT.has(event.type)) dropLiveText(event.stage);
+    if (REDRAW_ON.has(event.type)) redraw();
   });
   source.addEventListener("token", (message) => showToken(JSON.parse(message.data)));
-  source.addEventListener("abandoned", () => { const box = document.getElementById("live-text"); if (box) box.remove(); });
-  source.addEventListener("end", () => { source.close(); redraw(); });
+  source.addEventListener("abandoned", (message) => dropLiveText(JSON.parse(message.data).stage));
+  source.addEventListener("end", () => { source.close(); dropLiveText(); redraw(); });
 }
 
 if (main && main.dataset.tasksStream) {

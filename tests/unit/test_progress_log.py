@@ -1,0 +1,56 @@
+"""A stage attempt's progress chunks: written a tenth of a second after an item, whether or not
+another item follows (a model that pauses mid-answer still shows what it wrote)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from dsmo.activities.progress_log import FLUSH_SECONDS, ProgressLog
+
+
+class Written:
+    """Stands in for the store's create-only write: the chunks by key, in the order written."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, dict[str, Any]] = {}
+
+    def put_if_absent(self, key: str, body: bytes, content_type: str, metadata: dict[str, str]) -> bool:
+        assert key not in self.chunks
+        self.chunks[key] = json.loads(body)
+        return True
+
+
+async def inline(call: Callable[..., Any], *args: Any) -> Any:
+    return call(*args)
+
+
+def texts(written: Written) -> list[list[str]]:
+    return [[item["text"] for item in chunk["items"]] for chunk in written.chunks.values()]
+
+
+async def test_tokens_before_a_pause_are_written_without_waiting_for_the_next() -> None:
+    written = Written()
+    log = ProgressLog(written, "p/", inline)  # type: ignore[arg-type]
+    for word in ("Let", "me", "think"):
+        await log.add({"kind": "token", "text": word})
+    assert written.chunks == {}  # a chunk gathers a tenth of a second of tokens
+    # The model pauses: no token comes, yet the flusher, due before this sleep ends, writes them.
+    await asyncio.sleep(FLUSH_SECONDS * 3)
+    assert texts(written) == [["Let", "me", "think"]] and list(written.chunks) == ["p/000000.json"]
+    assert log._flusher is None  # idle: nothing is left running between tokens
+
+    await log.add({"kind": "token", "text": "..."})
+    await log.close()
+    assert texts(written) == [["Let", "me", "think"], ["..."]]
+    assert [chunk["last"] for chunk in written.chunks.values()] == [False, True]
+
+
+async def test_an_attempt_that_reports_nothing_writes_nothing() -> None:
+    written = Written()
+    log = ProgressLog(written, "p/", inline)  # type: ignore[arg-type]
+    await asyncio.sleep(FLUSH_SECONDS * 2)
+    await log.close()
+    assert written.chunks == {}
