@@ -519,6 +519,33 @@ async def key_locks_shard(dsmo: DsmoClient, queue: str) -> str:
     return shard_of(lock_id(definition.agent, "g-2", queue))[0]
 
 
+async def key_locks_shard_replaced(dsmo: DsmoClient, queue: str) -> str:
+    """A key lock's shard answering a start that replaces its line (`onBusy: cancel-previous`): a
+    run holds the key, a second is in line, a third replaces both, goes first and takes the slot."""
+    from dsmo.workflows.definition.flow_control import lock_id, shard_of
+    from dsmo.workflows.definition.model import parse_definition
+
+    queued, replacing = (
+        parse_definition(
+            {
+                **KEYED_CHAT,
+                "agent": "golden-key-replaced",
+                "concurrency": [{"key": "{{conversation}}", "limit": 1, **on_busy}],  # held while waiting
+            }
+        )
+        for on_busy in ({}, {"onBusy": "cancel-previous"})
+    )
+    holder = (await dsmo.start(queued, {"conversation": "g-3"}, task_queue=queue)).run_id
+    await dsmo.wait_for_status(holder, {RunStatus.WAITING})
+    in_line = (await dsmo.start(queued, {"conversation": "g-3"}, task_queue=queue)).run_id
+    report = (await dsmo.start(replacing, {"conversation": "g-3"}, task_queue=queue)).started
+    assert report.cancelled == [holder, in_line], report.cancelled
+    await dsmo.wait_for_status(report.run_id, {RunStatus.WAITING})
+    await dsmo.respond(report.run_id, "sí", event_id="golden-replaced-1")
+    await dsmo.result(report.run_id)
+    return shard_of(lock_id(queued.agent, "g-3", queue))[0]
+
+
 async def throttle_bucket_ended_turn(dsmo: DsmoClient, queue: str) -> str:
     """A throttle's bucket (one start every 2 s): the first run passes at once, the second is
     cancelled while it waits, and its turn comes after it ended; then the third passes."""
@@ -875,6 +902,8 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     "keyed_chat_sharded": keyed_chat,
     # The shard that kept those runs' line (its history so far: it runs on, idle, for a minute).
     "key_locks_shard": key_locks_shard,
+    # A shard answering a start that replaced its line (since the `key-lock-replaces` change).
+    "key_locks_shard_replaced": key_locks_shard_replaced,
     # A throttle's bucket granting the turn of a run that ended while it waited: recorded on the
     # code that spent the turn on it, and on the code that hands it to the next in line.
     "throttle_bucket_ended_turn_spent": throttle_bucket_ended_turn,
