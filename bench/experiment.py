@@ -111,6 +111,7 @@ class PaperExperiment:
         with tempfile.TemporaryDirectory(prefix="dsmo-bench-queue-") as folder, postgres(Path(folder)) as dsn:
             db = QueueDb(dsn)
             queue = QueueModes(db, dsn, self.settings, self.store, seed, self.config.ambiguity, executors)
+            queue.drain_quiet = self.config.drain_quiet
             servers = ServerRestarts(self.devstack, Path(folder))
             worker = b3_worker(self.settings, dsn=dsn, seed=seed, task_queue=self.table1_queue, slots=executors)
             async with worker as b3:

@@ -27,7 +27,6 @@ from dsmo.config.settings import Settings
 CONSUMERS = 4
 RUN_DEADLINE_S = 60.0
 WATCH_S = 0.02
-DRAIN_QUIET_S = 3.0  # nothing queued for this long: the redeliveries and duplicate chains are done
 DRAIN_LIMIT_S = 60.0
 
 
@@ -42,6 +41,7 @@ class QueueModes:
     seed: int
     ambiguity: float
     consumers: int = CONSUMERS
+    drain_quiet: float = 3.0  # seconds with nothing queued: the redeliveries and duplicate chains are done
     restarts: int = 0  # deaths of consumer processes, each started again a second later
     kills: int = 0  # of those deaths, SIGKILLs (a crash point)
     _waiting: dict[str, asyncio.Future[float | None]] = field(default_factory=dict)
@@ -104,7 +104,7 @@ class QueueModes:
         while time.monotonic() < deadline:
             if await asyncio.to_thread(self.db.pending, mode):
                 quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+            elif time.monotonic() - quiet_since >= self.drain_quiet:
                 return
             await asyncio.sleep(0.1)
 

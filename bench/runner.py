@@ -52,6 +52,9 @@ class BenchConfig:
     # Table 1's stage executors, the same in every mode: B1's and B2's consumer processes (one
     # stage at a time each, every one competing for every stage) and B3's worker activity slots.
     executors: int = 4
+    # A queue mode's drain ends once nothing has been queued for this long: every redelivery
+    # and duplicate chain of its runs has been executed (a stage takes far less).
+    drain_quiet: float = 3.0
     scale_runs: int = 200
     migration_runs: int = 300  # waiting runs migrated in one batch (bench/studies/migrate/migration_bench.py)
     what_if_runs: int = 100  # ended runs replayed against a candidate (bench/studies/what_if/what_if_bench.py)

@@ -58,6 +58,7 @@ async def test_bench_runs_on_a_tiny_workload(tmp_path: Path) -> None:
         artifact_sizes=(1_000,),
         resume_samples=2,
         paired_waves=1,
+        drain_quiet=0.5,  # a tiny workload's stages take milliseconds
     )
     config.ambiguity = 0.0  # B2 follows the graph: it reaches the crash its inputs draw, as the others do
     # The production worker configuration: no workflow sandbox, the artifact cache on.
