@@ -140,7 +140,8 @@ class IngressGuard:
             limit = self.upload_max_body
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {limit}")
+            message = f"body is {declared} bytes; the limit is {limit}"
+            await _refuse(scope, send, 413, "too_large", message, close=True)  # none of it is read
             return
         await self._capped(scope, receive, send, limit)
 
@@ -184,7 +185,7 @@ class IngressGuard:
             nonlocal replied
             if refusal is not None and not replied:
                 replied = True
-                await _refuse(scope, send, *refusal)
+                await _refuse(scope, send, *refusal, close=True)  # part of the body is still unread
 
         async def capped_send(message: Message) -> None:
             # The app turns a failed body read into its own error: send the refusal in its place.
@@ -266,18 +267,24 @@ async def _reply(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
-    """A refusal in the shape of the path: the console's page, or the API's JSON."""
+async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str, *, close: bool = False) -> None:
+    """A refusal in the shape of the path: the console's page, or the API's JSON.
+
+    With ``close``, the answer says ``connection: close`` and the server closes the connection
+    once it is sent: the rest of a body it did not read cannot be taken for the next request.
+    """
+    extra = [(b"connection", b"close")] if close else []
     if is_console_path(scope["path"]):
-        await _page(send, status, message)
+        await _page(send, status, message, extra)
     else:
-        await _reply(send, status, code, message)
+        await _reply(send, status, code, message, extra)
 
 
-async def _page(send: Send, status: int, message: str) -> None:
+async def _page(send: Send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """The console's error page, for a console path refused before it reaches the app."""
     body = problem_document(status, message).encode()
     headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     headers += [(name.encode(), value.encode()) for name, value in security_headers().items()]
+    headers += extra_headers or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
