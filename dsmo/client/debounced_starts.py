@@ -29,8 +29,13 @@ def debouncer_id(agent: str, key: str) -> str:
     return f"dsmo-debounce.{agent}.{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-async def join_batch(core: ClientCore, request: ExecutionRequest, task_queue: str) -> StartReport:
+async def join_batch(
+    core: ClientCore, request: ExecutionRequest, task_queue: str, *, idempotency_key: str | None = None
+) -> StartReport:
     """Send the start to its key value's batch; the run it becomes, and how many starts it gathered.
+
+    A start sent again with its ``idempotency_key`` while the debouncer runs joins the batch once
+    and is answered as the first time (the key is the update's id).
 
     Raises:
         InvalidInputDocument: The input lacks the value the debounce key reads, or the input and
@@ -62,5 +67,6 @@ async def join_batch(core: ClientCore, request: ExecutionRequest, task_queue: st
         ask,
         DebounceAnswer,
         what=f"debounce ({key})",
+        update_id=None if idempotency_key is None else f"start-{hashlib.sha256(idempotency_key.encode()).hexdigest()}",
     )
     return StartReport(answer.run_id, "debounced", gathered=answer.gathered)

@@ -135,6 +135,7 @@ class DsmoClient:
         events: Sequence[Mapping[str, Any]] = (),
         priority: int | None = None,
         memo: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> StartedRun:
         """Start a run. Run ids are never reused, even after a run has ended.
 
@@ -156,6 +157,9 @@ class DsmoClient:
             priority: 1 (highest) to 5: the run's tasks go ahead of lower ones on the workers' task
                 queue (none counts as 3), and ahead of them in a concurrency key's line.
             memo: Kept in the run's Temporal memo (the ingress keeps which start made the run).
+            idempotency_key: For a debounced definition (whose starts take no ``run_id``): a
+                start sent again with the same key while its key value's debouncer runs joins
+                the batch once and is told the same run. Other starts name their run instead.
 
         Returns:
             The run's handle; its ``started`` says what flow control did (runs at once, waits in
@@ -171,7 +175,7 @@ class DsmoClient:
             DefinitionNotFound: No definition is published under the agent name (or no such version).
             KeyBusy: A concurrency key of the run is busy and says ``onBusy: reject``; nothing started.
             ValueError: An option the first argument does not take (``version`` with a definition,
-                ``input`` with a request, ...).
+                ``input`` with a request, ``idempotency_key`` for a start that is not debounced, ...).
         """
         report = await starts.start(
             self._core,
@@ -186,6 +190,7 @@ class DsmoClient:
             events=events,
             priority=priority,
             memo=memo,
+            idempotency_key=idempotency_key,
         )
         return StartedRun(self._core, report)
 

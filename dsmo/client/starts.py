@@ -76,6 +76,7 @@ async def start(
     events: Sequence[Mapping[str, Any]] = (),
     priority: int | None = None,
     memo: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
 ) -> StartReport:
     """Start a run of an agent by name, a definition or a complete request; what became of it.
 
@@ -105,7 +106,14 @@ async def start(
         if history_limit is not None:
             request.history_limit = history_limit
     return await start_request(
-        core, request, run_id=run_id, task_queue=task_queue, start_delay=start_delay, events=events, memo=memo
+        core,
+        request,
+        run_id=run_id,
+        task_queue=task_queue,
+        start_delay=start_delay,
+        events=events,
+        memo=memo,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -118,6 +126,7 @@ async def start_request(
     start_delay: timedelta | None = None,
     events: Sequence[Mapping[str, Any]] = (),
     memo: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
 ) -> StartReport:
     """Admit and start a run from a complete request (the module's docstring says in what order).
 
@@ -140,7 +149,9 @@ async def start_request(
         for given, name in ((first_events, "events"), (start_delay, "start_delay"), (run_id_given, "run_id")):
             if given:  # the batch's run is started by the key's debouncer, with an id of its own
                 raise ValueError(f"{name}: a debounced start takes none (its batch's run has its own)")
-        return await debounced_starts.join_batch(core, request, queue)
+        return await debounced_starts.join_batch(core, request, queue, idempotency_key=idempotency_key)
+    if idempotency_key is not None:
+        raise ValueError("idempotency_key: only a debounced start takes one; name the run with run_id instead")
     if first_events and not start_delay and not await worker_shows(core.worker_polling, queue):
         # The first event goes with the start and the run would hold the caller until a worker
         # takes it, then apply it whenever one comes: refused before anything starts instead.

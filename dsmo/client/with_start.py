@@ -66,11 +66,14 @@ async def update_with_start(
     *,
     what: str,
     long_lived: bool = False,
+    update_id: str | None = None,
 ) -> T:
     """``update`` on ``workflow_id`` (started with ``state`` if not running); its answer.
 
     A ``long_lived`` workflow (a key lock) is usually running: it is asked with a plain update
     first, which costs the server less than update-with-start, and started only if it is not.
+    An ``update_id`` asked again of the same workflow run is answered as the first time, not
+    applied twice (Temporal deduplicates an execution's updates by id).
 
     Raises:
         FlowControlBusy: It did not take the request for `PATIENCE_SECONDS` (``what`` names it).
@@ -81,7 +84,7 @@ async def update_with_start(
         with contextlib.suppress(RPCError, WorkflowUpdateFailedError):
             async with gates.passing(workflow_id):
                 running: T = await temporal.get_workflow_handle(workflow_id).execute_update(
-                    update, arg, result_type=result_type
+                    update, arg, id=update_id, result_type=result_type
                 )
             return running
     loop = asyncio.get_running_loop()
@@ -97,7 +100,7 @@ async def update_with_start(
         try:
             async with gates.passing(workflow_id):
                 answer: T = await temporal.execute_update_with_start_workflow(
-                    update, arg, start_workflow_operation=operation, result_type=result_type
+                    update, arg, id=update_id, start_workflow_operation=operation, result_type=result_type
                 )
             return answer
         except (WorkflowUpdateFailedError, RPCError) as err:

@@ -65,7 +65,9 @@ async def start(
     with no worker polling the task queue, a start with events is a 503 `no_worker` (nothing starts).
     `eventsDelivered` counts the events the run took (applied or kept), not duplicates; `events`
     holds the run's answer to each. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
-    levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is.
+    levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is. A debounced
+    agent's start joins its key's batch (202); sent again with its `Idempotency-Key` while the
+    batch's debouncer runs, it joins once and names the same run.
     """
     try:
         definition = await dsmo.definition(body.agent, body.version)
@@ -77,7 +79,7 @@ async def start(
     if body.events:  # the same budget as POST /executions/{id}/events: a start is no way around it
         start_idempotency.within_event_rate(request.app.state.event_rate, key, len(body.events))
     start = start_idempotency.start_fingerprint(key, idempotency_key, body) if idempotency_key else None
-    run_id = body.run_id
+    run_id, debounced_key = body.run_id, None
     if idempotency_key:
         named = start_idempotency.idempotent_run_id(key, idempotency_key)
         try:
@@ -95,6 +97,8 @@ async def start(
             )
         if definition.debounce is None:  # a debounced start's batch names its run
             run_id = named
+        else:
+            debounced_key = named
     events = [
         {
             "type": event.type,
@@ -113,6 +117,7 @@ async def start(
                 events=events,
                 priority=body.priority,
                 memo={start_idempotency.START_MEMO: start} if start else None,
+                idempotency_key=debounced_key,  # a retry joins its batch once
             )
         ).started
     except EventNotAccepted as err:

@@ -480,7 +480,23 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
     )
     order = f"o-{uuid.uuid4().hex[:6]}"
     inputs = [{"order": {"id": order, "line": line}} for line in range(3)]
-    run_ids = {((await dsmo.start(flow, data, task_queue=harness.task_queue)).started).run_id for data in inputs}
+    # A start sent twice with its idempotency key (a retry after a lost answer) joins once.
+    first, again = [
+        (await dsmo.start(flow, inputs[0], task_queue=harness.task_queue, idempotency_key=f"{order}-0")).started
+        for _ in range(2)
+    ]
+    assert (
+        (again.run_id, again.status, again.gathered)
+        == (first.run_id, "debounced", first.gathered)
+        == (
+            first.run_id,
+            "debounced",
+            1,
+        )
+    )
+    later = [(await dsmo.start(flow, data, task_queue=harness.task_queue)).started for data in inputs[1:]]
+    assert [report.gathered for report in later] == [2, 3]
+    run_ids = {report.run_id for report in (first, *later)}
     (run_id,) = run_ids
     harness.started.append(run_id)
     result = await _result_once_started(harness, run_id)
@@ -489,6 +505,29 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
         await dsmo.start(flow, {"order": {}}, task_queue=harness.task_queue)
     with pytest.raises(ValueError, match=r"^run_id: a debounced start takes none"):
         await dsmo.start(flow, inputs[0], run_id=f"{flow.agent}-mine", task_queue=harness.task_queue)
+    plain = parse_definition_text(FLOW.format(agent=f"flow-{uuid.uuid4().hex[:8]}", extra=""))
+    with pytest.raises(ValueError, match=r"^idempotency_key: only a debounced start takes one"):
+        await dsmo.start(plain, _input(order), task_queue=harness.task_queue, idempotency_key="k")
+
+
+async def test_a_debounced_start_retried_over_http_joins_its_batch_once(harness: Harness, tmp_path: Path) -> None:
+    flow = parse_definition_text(
+        DEBOUNCED.format(agent=f"deb-{uuid.uuid4().hex[:8]}", mode="all", message="{{inputs}}")
+    )
+    order = f"o-{uuid.uuid4().hex[:6]}"
+    body = {"agent": flow.agent, "input": {"order": {"id": order, "line": 0}}}
+    with _ingress(harness, tmp_path, [flow], ["start", "read"]) as http:
+        # The first answer was lost on the way back: the client sends the same start again.
+        answers = [
+            await asyncio.to_thread(http.post, "/executions", json=body, headers={"Idempotency-Key": f"{order}-0"})
+            for _ in range(2)
+        ]
+    assert [answer.status_code for answer in answers] == [202, 202], [answer.text for answer in answers]
+    (run_id,) = {answer.json()["runId"] for answer in answers}
+    assert [answer.json()["flow"]["gathered"] for answer in answers] == [1, 1]
+    harness.started.append(run_id)
+    result = await _result_once_started(harness, run_id)
+    assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == [body["input"]]
 
 
 async def _result_once_started(harness: Harness, run_id: str) -> Any:
