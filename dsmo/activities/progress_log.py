@@ -93,6 +93,7 @@ class ProgressLog:
         self.chunk = 0
         self.closed = False
         self._flusher: asyncio.Task[None] | None = None
+        self._writing: asyncio.Task[None] | None = None  # the flusher's chunk being written
         self._lock = threading.Lock()  # a plugin's thread posts while the loop takes a chunk
 
     def post(self, item: dict[str, Any]) -> None:
@@ -114,7 +115,10 @@ class ProgressLog:
             await asyncio.sleep(FLUSH_SECONDS)
             if not self.items:
                 break  # nothing came for a tenth of a second: the next item starts another
-            await self.flush()
+            # Shielded: `close` stops the flusher, never a chunk half-way, whose number is taken
+            # (readers read the chunks by number: a missing one would stop them).
+            self._writing = asyncio.ensure_future(self.flush())
+            await asyncio.shield(self._writing)
         self._flusher = None
         if self.items and not self.closed:  # posted from a thread as this one was ending
             self._start_flusher()
@@ -155,6 +159,8 @@ class ProgressLog:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
+        if self._writing is not None:
+            await self._writing  # `flush` keeps its own errors
         if self.chunk == 0 and not self.items:
             self.closed = True
             return

@@ -54,3 +54,23 @@ async def test_an_attempt_that_reports_nothing_writes_nothing() -> None:
     await asyncio.sleep(FLUSH_SECONDS * 2)
     await log.close()
     assert written.chunks == {}
+
+
+async def test_closing_while_a_chunk_is_written_waits_for_it_then_writes_the_last() -> None:
+    written, started, release = Written(), asyncio.Event(), asyncio.Event()
+
+    async def slow(call: Callable[..., Any], *args: Any) -> Any:
+        started.set()
+        await release.wait()
+        return call(*args)
+
+    log = ProgressLog(written, "p/", slow)  # type: ignore[arg-type]
+    await log.add({"kind": "token", "text": "a"})
+    await started.wait()  # the flusher is writing chunk 0
+    closing = asyncio.create_task(log.close())
+    await asyncio.sleep(0)
+    release.set()
+    await closing
+    # Chunk 0 was not cut short by the close: readers, who read by number, find every chunk.
+    assert list(written.chunks) == ["p/000000.json", "p/000001.json"]
+    assert [chunk["last"] for chunk in written.chunks.values()] == [False, True]
