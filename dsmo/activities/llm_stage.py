@@ -42,7 +42,7 @@ from dsmo.activities.llm_http import CLIENT_POOLS, DEFAULT_MAX_RESPONSE_BYTES, n
 from dsmo.activities.llm_tools import conversation_messages, judged
 from dsmo.activities.plugin_errors import ContractViolation, InvalidInput
 from dsmo.activities.processors import ProcessorOutput
-from dsmo.activities.progress_log import ProgressLog, task_progress_folder
+from dsmo.activities.progress_log import ProgressLog, closing, task_progress_folder
 from dsmo.workflows.common.errors import TemplateError
 from dsmo.workflows.common.templating import render
 from dsmo.workflows.contracts.activity_io import StageTask
@@ -163,49 +163,48 @@ class LlmStage:
         usage: dict[str, int] = {}
         prompt_sha = hashlib.sha256(encode_json(messages)).hexdigest()
         stopped: str | None = None  # why a spent budget stopped the repairs
-        for number in range(1, call.retries + 2):
-            exchange = _Exchange(number, _request(call, model, messages, schema is not None, progress is not None))
-            exchanges.append(exchange)
-            if recorded_folder is not None:
-                await self._recorded(exchange, recorded_folder, io)
-            else:
-                await self._send(exchange, task.idempotency_key, progress)
-            # One write-once artifact per call: the request as sent, the response as received. The
-            # call whose answer is taken is written with the output (`LlmAttempt.unwritten`).
-            record = (f"{folder}llm/{number}.json", exchange.record())
-            try:
-                if exchange.refused is not None:
-                    raise ContractViolation(f"llm: {exchange.refused}")
-                # On the I/O threads: parsing a large answer, or checking it, must not hold the
-                # event loop every other call and stage on this worker shares.
-                content, reply, problem, answer, turn = await io(
-                    judged, exchange.status, exchange.body, exchange.error, schema, call
-                )
-            except Exception:
+        async with closing(progress):  # on failure too: its flusher stops with the attempt
+            for number in range(1, call.retries + 2):
+                exchange = _Exchange(number, _request(call, model, messages, schema is not None, progress is not None))
+                exchanges.append(exchange)
+                if recorded_folder is not None:
+                    await self._recorded(exchange, recorded_folder, io)
+                else:
+                    await self._send(exchange, task.idempotency_key, progress)
+                # One write-once artifact per call: the request as sent, the response as received. The
+                # call whose answer is taken is written with the output (`LlmAttempt.unwritten`).
+                record = (f"{folder}llm/{number}.json", exchange.record())
+                try:
+                    if exchange.refused is not None:
+                        raise ContractViolation(f"llm: {exchange.refused}")
+                    # On the I/O threads: parsing a large answer, or checking it, must not hold the
+                    # event loop every other call and stage on this worker shares.
+                    content, reply, problem, answer, turn = await io(
+                        judged, exchange.status, exchange.body, exchange.error, schema, call
+                    )
+                except Exception:
+                    await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
+                    raise
+                add_usage(usage, reply)
+                if problem is None:
+                    break
+                if number <= call.retries:
+                    stopped = _spent(call.budgets, self._spend(reply, model, usage, number))
+                    if stopped is not None:
+                        break  # no repair: this call's record is written with the output, as an answer's
                 await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
-                raise
-            add_usage(usage, reply)
-            if problem is None:
-                break
-            if number <= call.retries:
-                stopped = _spent(call.budgets, self._spend(reply, model, usage, number))
-                if stopped is not None:
-                    break  # no repair: this call's record is written with the output, as an answer's
-            await io(functools.partial(self.store.put_json_once, *record, seal=task.seal))
-            if number > call.retries:
-                tries = "1 answer" if number == 1 else f"{number} answers"
-                raise ContractViolation(f"llm: {tries} did not match outputSchema; the last: {problem}")
-            messages = [
-                *messages,
-                {"role": "assistant", "content": content},
-                {
-                    "role": "user",
-                    "content": f"Your answer is not valid: {problem}. Answer again with only a JSON object "
-                    "that matches the schema.",
-                },
-            ]
-        if progress is not None:
-            await progress.close()
+                if number > call.retries:
+                    tries = "1 answer" if number == 1 else f"{number} answers"
+                    raise ContractViolation(f"llm: {tries} did not match outputSchema; the last: {problem}")
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": content},
+                    {
+                        "role": "user",
+                        "content": f"Your answer is not valid: {problem}. Answer again with only a JSON object "
+                        "that matches the schema.",
+                    },
+                ]
         output = ProcessorOutput(
             document=answer,
             summary=turn if turn is not None else answer_summary(answer, call.summary_fields),

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -165,3 +165,13 @@ class ProgressLog:
             self.closed = True
             return
         await self.flush(last=True)
+
+
+@contextlib.asynccontextmanager
+async def closing(log: ProgressLog | None) -> AsyncIterator[ProgressLog | None]:
+    """``log`` for the block, closed when it ends however it ends (None: nothing to close)."""
+    try:
+        yield log
+    finally:
+        if log is not None:
+            await log.close()

@@ -516,16 +516,20 @@ class DsmoClient:
         Args:
             letter_id: ``RUN/STAGE``, as `dead_letters` lists it.
             task_queue: The new run's task queue (default: the failed run's).
-            new_id: The new run's id (default: ``RUN.redrive-<random>``). If a run of this id
-                exists, it is taken as this letter's redrive (an earlier attempt interrupted
-                before it marked the letter): the letter is marked and nothing is started.
+            new_id: The new run's id (default: ``RUN.redrive-<random>``). If a redrive of the
+                letter's run exists under this id, it is taken as this letter's (an earlier
+                attempt interrupted before it marked the letter): the letter is marked and
+                nothing is started.
 
         Returns:
             The new run's id.
 
         Raises:
             ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
-            DsmoError: No such dead letter, or its config snapshot is of another version.
+            RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's
+                run (or kept by its trail): nothing is started or marked.
+            DsmoError: No such dead letter, its config snapshot is of another version, or
+                whether the run under ``new_id`` is such a redrive cannot be told now.
         """
         return await redrive.redrive(self._core, self._core.artifacts, letter_id, task_queue=task_queue, new_id=new_id)
 

@@ -137,13 +137,22 @@ async def _started_origin(core: ClientCore, run_id: str) -> dict[str, Any] | Non
 
 
 async def _redrive_of(core: ClientCore, store: ArtifactStore, run_id: str) -> str | None:
-    """The run whose letter ``run_id`` redrove, from Temporal's record or else its trail."""
+    """The run whose letter ``run_id`` redrove, from Temporal's record or else its trail.
+
+    Raises:
+        DsmoError: Temporal could not answer and the store keeps no trail of the run.
+    """
+    unanswered: RPCError | None = None
     try:
         origin = await _started_origin(core, run_id)
-    except RPCError:
-        origin = None
+    except RPCError as err:
+        origin, unanswered = None, err
     if origin is None:
         origin = await asyncio.to_thread(trail_origin, store, run_id)
+    if origin is None and unanswered is not None:
+        raise DsmoError(
+            f"run {run_id}: cannot tell whether it is a redrive ({first_line(unanswered)}); nothing was redriven"
+        ) from None
     redriven = (origin or {}).get("redriveOf")
     return str(redriven) if redriven else None
 
@@ -204,6 +213,7 @@ async def redrive(
         ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
         RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's run
             (or kept by its trail): nothing is started or marked.
+        DsmoError: Whether the run under ``new_id`` is such a redrive cannot be told now.
     """
     letter = read_dead_letter(store, letter_id)
     replayed = replay_origin(store, letter.run_id) or await _started_as_replay(core, letter.run_id)

@@ -18,6 +18,8 @@ The workflow admits on its own (`workflows/engine/beginning.py`) only what canno
 held here: the agent's ``maxConcurrent`` and rate limit (they count runs across every starter),
 the slots of a delayed start, and the subject of a run started around this client (a child run,
 Temporal's UI). A run started by this client is never admitted twice.
+
+Longer than most modules: admission stays in one place, in its order, to be read as one.
 """
 
 from __future__ import annotations

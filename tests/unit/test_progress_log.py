@@ -8,7 +8,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from dsmo.activities.progress_log import FLUSH_SECONDS, ProgressLog
+import pytest
+
+from dsmo.activities.progress_log import FLUSH_SECONDS, ProgressLog, closing
 
 
 class Written:
@@ -27,6 +29,15 @@ async def inline(call: Callable[..., Any], *args: Any) -> Any:
     return call(*args)
 
 
+async def settled(done: Callable[[], bool], what: str) -> None:
+    """Let the loop run until ``done`` (a hang guard of many flush periods, not a timing)."""
+    for _ in range(600):
+        if done():
+            return
+        await asyncio.sleep(FLUSH_SECONDS)
+    raise AssertionError(f"never: {what}")
+
+
 def texts(written: Written) -> list[list[str]]:
     return [[item["text"] for item in chunk["items"]] for chunk in written.chunks.values()]
 
@@ -37,10 +48,10 @@ async def test_tokens_before_a_pause_are_written_without_waiting_for_the_next() 
     for word in ("Let", "me", "think"):
         await log.add({"kind": "token", "text": word})
     assert written.chunks == {}  # a chunk gathers a tenth of a second of tokens
-    # The model pauses: no token comes, yet the flusher, due before this sleep ends, writes them.
-    await asyncio.sleep(FLUSH_SECONDS * 3)
+    # The model pauses: no token comes, yet the flusher writes them, then stops (idle: nothing is
+    # left running between tokens).
+    await settled(lambda: log._flusher is None, "the flusher wrote the tokens and stopped")
     assert texts(written) == [["Let", "me", "think"]] and list(written.chunks) == ["p/000000.json"]
-    assert log._flusher is None  # idle: nothing is left running between tokens
 
     await log.add({"kind": "token", "text": "..."})
     await log.close()
@@ -74,3 +85,14 @@ async def test_closing_while_a_chunk_is_written_waits_for_it_then_writes_the_las
     # Chunk 0 was not cut short by the close: readers, who read by number, find every chunk.
     assert list(written.chunks) == ["p/000000.json", "p/000001.json"]
     assert [chunk["last"] for chunk in written.chunks.values()] == [False, True]
+
+
+async def test_an_attempt_that_fails_closes_its_log_and_stops_its_flusher() -> None:
+    written = Written()
+    log = ProgressLog(written, "p/", inline)  # type: ignore[arg-type]
+    with pytest.raises(ConnectionError):
+        async with closing(log):
+            await log.add({"kind": "token", "text": "half"})
+            raise ConnectionError("the model's connection dropped")
+    assert log._flusher is not None and log._flusher.done()  # nothing outlives the attempt
+    assert texts(written) == [["half"]] and [chunk["last"] for chunk in written.chunks.values()] == [True]

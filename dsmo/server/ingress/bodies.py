@@ -183,7 +183,7 @@ class StrictJsonRoute(APIRoute):
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as err:
                     # FastAPI's own answer would be an unnamed "error parsing the body".
-                    raise Problem(400, "invalid_json", f"body: not UTF-8 text at byte {err.start}") from None
+                    raise Problem(400, "invalid_json", f"body: not UTF-8 text at byte offset {err.start}") from None
                 try:
                     check_json_text(text)
                 except ValueError as err:

@@ -66,8 +66,8 @@ async def start(
     `eventsDelivered` counts the events the run took (applied or kept), not duplicates; `events`
     holds the run's answer to each. A body JSON cannot hold (`NaN`, `1e400`, nesting past 64
     levels, an integer over 4300 digits) is a 400 `invalid_json` naming where it is. A debounced
-    agent's start joins its key's batch (202); sent again with its `Idempotency-Key` while the
-    batch's debouncer runs, it joins once and names the same run.
+    agent's start joins its key's batch (202); sent again with its `Idempotency-Key` and body while
+    the batch's debouncer runs, it joins once and names the same run.
     """
     try:
         definition = await dsmo.definition(body.agent, body.version)
@@ -97,8 +97,8 @@ async def start(
             )
         if definition.debounce is None:  # a debounced start's batch names its run
             run_id = named
-        else:
-            debounced_key = named
+        else:  # the body too: another body under the key is another start, never dropped as a retry
+            debounced_key = f"{named}:{start}"
     events = [
         {
             "type": event.type,

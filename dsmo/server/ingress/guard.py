@@ -140,8 +140,7 @@ class IngressGuard:
             limit = self.upload_max_body
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            message = f"body is {declared} bytes; the limit is {limit}"
-            await _refuse(scope, send, 413, "too_large", message, close=True)  # none of it is read
+            await _refuse(scope, send, 413, "too_large", f"body is {declared} bytes; the limit is {limit}")
             return
         await self._capped(scope, receive, send, limit)
 
@@ -185,7 +184,9 @@ class IngressGuard:
             nonlocal replied
             if refusal is not None and not replied:
                 replied = True
-                await _refuse(scope, send, *refusal, close=True)  # part of the body is still unread
+                # A sender too slow for the deadline is not sending: the connection can close at
+                # once. One still sending (413) is not cut off: it would lose the answer to a reset.
+                await _refuse(scope, send, *refusal, close=refusal[0] == 408)
 
         async def capped_send(message: Message) -> None:
             # The app turns a failed body read into its own error: send the refusal in its place.
@@ -271,7 +272,7 @@ async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str
     """A refusal in the shape of the path: the console's page, or the API's JSON.
 
     With ``close``, the answer says ``connection: close`` and the server closes the connection
-    once it is sent: the rest of a body it did not read cannot be taken for the next request.
+    once it is sent, rather than keep it open for the rest of a body nobody will read.
     """
     extra = [(b"connection", b"close")] if close else []
     if is_console_path(scope["path"]):

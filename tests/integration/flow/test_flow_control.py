@@ -518,16 +518,18 @@ async def test_a_debounced_start_retried_over_http_joins_its_batch_once(harness:
     body = {"agent": flow.agent, "input": {"order": {"id": order, "line": 0}}}
     with _ingress(harness, tmp_path, [flow], ["start", "read"]) as http:
         # The first answer was lost on the way back: the client sends the same start again.
+        # Then another body under the same key: a start of its own, never dropped as a retry.
+        other = {"agent": flow.agent, "input": {"order": {"id": order, "line": 1}}}
         answers = [
-            await asyncio.to_thread(http.post, "/executions", json=body, headers={"Idempotency-Key": f"{order}-0"})
-            for _ in range(2)
+            await asyncio.to_thread(http.post, "/executions", json=sent, headers={"Idempotency-Key": f"{order}-0"})
+            for sent in (body, body, other)
         ]
-    assert [answer.status_code for answer in answers] == [202, 202], [answer.text for answer in answers]
+    assert [answer.status_code for answer in answers] == [202, 202, 202], [answer.text for answer in answers]
     (run_id,) = {answer.json()["runId"] for answer in answers}
-    assert [answer.json()["flow"]["gathered"] for answer in answers] == [1, 1]
+    assert [answer.json()["flow"]["gathered"] for answer in answers] == [1, 1, 2]
     harness.started.append(run_id)
     result = await _result_once_started(harness, run_id)
-    assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == [body["input"]]
+    assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == [body["input"], other["input"]]
 
 
 async def _result_once_started(harness: Harness, run_id: str) -> Any:

@@ -253,7 +253,7 @@ async def test_a_chunked_body_is_refused_before_it_is_read(ingress: Ingress) -> 
     bad = await call(
         "POST", anonymous, "/executions", content=b"{not json", headers={"Content-Type": "application/json"}
     )
-    assert bad.status_code == 401  # not a detailed 422: authentication comes first
+    assert bad.status_code == 401  # not a detailed 400: authentication comes first
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ async def test_an_idempotency_key_reused_with_another_body_is_a_conflict(ingress
         ),
         (
             '{"agent": "candidate-screening", "input": {"name": "Jos\xe9"}}'.encode("latin-1"),
-            "body: not UTF-8 text at byte 55",
+            "body: not UTF-8 text at byte offset 55",
         ),
     ],
 )

@@ -43,7 +43,8 @@ async function redraw() {
 }
 
 // A model's answer as it is written, in a box of its own until its stage attempt ends. Each
-// model call of the attempt (a turn of a tool loop) starts the box afresh.
+// model call of the attempt (an answer asked again because it broke the output schema) starts
+// the box afresh; each turn of a tool loop is a visit of its own, whose attempt ends it.
 function showToken(data) {
   let box = document.getElementById("live-text");
   if (!box) {
