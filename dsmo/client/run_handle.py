@@ -31,6 +31,7 @@ from dsmo.client import (
     status_views,
     trail_pages,
 )
+from dsmo.client.client_errors import RunNotFound
 from dsmo.client.core import ClientCore
 from dsmo.client.flow_starts import StartReport
 from dsmo.client.replay import ReplayReport
@@ -45,6 +46,8 @@ from dsmo.workflows.contracts.rewind_io import RewindAck
 from dsmo.workflows.contracts.run_records import AuditEvent, ExecutionResult, StatusView, TrailView
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.events.resume_events import EventAck
+
+DEBOUNCED_POLL_SECONDS = 0.5  # how often a debounced start's handle looks for its batch's run
 
 
 class RunHandle:
@@ -640,3 +643,19 @@ class StartedRun(RunHandle):
     def __init__(self, core: ClientCore, started: StartReport) -> None:
         super().__init__(core, started.run_id)
         self.started = started
+
+    async def result(self) -> ExecutionResult:
+        """Wait for the run to end (see `RunHandle.result`).
+
+        A ``debounced`` start's run does not exist until its batch is quiet and its debouncer
+        starts it: this waits for that first, however long the batch gathers.
+
+        Returns:
+            The run's final status, variables, path and outcome.
+        """
+        while self.started.status == "debounced":
+            try:
+                return await super().result()
+            except RunNotFound:
+                await asyncio.sleep(DEBOUNCED_POLL_SECONDS)
+        return await super().result()

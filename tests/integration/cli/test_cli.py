@@ -123,6 +123,30 @@ async def test_duplicate_run_id_is_refused(harness: Harness) -> None:
     one_line_error(await cli(harness, "start", str(EXAMPLE), "--id", run_id), f"run '{run_id}' already exists")
 
 
+async def test_a_debounced_start_says_it_joined_and_waits_for_its_batch_s_run(harness: Harness, tmp_path: Path) -> None:
+    definition = tmp_path / "debounced.yaml"
+    definition.write_text(
+        f"agent: cli-debounced-{harness.task_queue[-6:]}\n"
+        "inputs: [order, inputs]\n"
+        'debounce: {key: "{{order.id}}", period: 1s, mode: all}\n'
+        "start: note\n"
+        "nodes:\n"
+        '  note: {actionType: send_message, parameters: {message: "lines {{inputs[0].order.line}}"}}\n'
+    )
+    first = await cli(harness, "start", str(definition), "--input", '{"order": {"id": "o-1", "line": 1}}')
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("joined the batch of run ") and "start 1 of it" in first.stdout, first.stdout
+    # --wait waits for the batch's run to be started by its debouncer (once its key has been
+    # quiet for the period), then for its end: the run does not exist when the start is answered.
+    waited = await cli(
+        harness, "start", str(definition), "--input", '{"order": {"id": "o-2", "line": 2}}', "--wait", "--json"
+    )
+    assert waited.returncode == 0, waited.stderr
+    shown = json.loads(waited.stdout)
+    assert (shown["status"], shown["gathered"]) == ("completed", 1), shown
+    assert harness.messages(shown["runId"])[0]["message"] == "lines 2"
+
+
 SLOW = ProcessorRegistry()
 # The slow stage runs until the test lets it go.
 RELEASE = threading.Event()
