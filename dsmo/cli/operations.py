@@ -68,7 +68,7 @@ def dev_down(obj: Context) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_context
 def dev_reset(obj: Context, yes: bool) -> None:
-    """Stop the stack and delete its data: every run's history and every stored artifact.
+    """Stop the stack and delete its data: every run's history, stored artifact and outbox message.
 
     For a clean slate, e.g. before `make bench`: the dev server's database only grows, and a
     large one slows every workflow task. Logs and the examples' own files are kept.

@@ -67,6 +67,10 @@ def start(
         definition = loaded or await (
             client.definitions.resolve(definition_file, version) if version else client.definition(definition_file)
         )
+        if definition.debounce is not None:  # named as the options are, not as the client's arguments
+            for option, given in (("--id", run_id), ("--delay", delay)):
+                if given:
+                    raise DsmoError(f"{option}: a debounced definition's start takes none; its batch's run has its own")
         handle = await client.start(
             definition, variables, run_id=run_id, task_queue=task_queue, start_delay=delay, priority=priority
         )

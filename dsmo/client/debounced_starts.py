@@ -8,6 +8,7 @@ run starts once the key value has had no start for the definition's ``period``.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from dsmo.client.client_errors import InvalidInputDocument
@@ -34,8 +35,9 @@ async def join_batch(
 ) -> StartReport:
     """Send the start to its key value's batch; the run it becomes, and how many starts it gathered.
 
-    A start sent again with its ``idempotency_key`` while the debouncer runs joins the batch once
-    and is answered as the first time (the key is the update's id).
+    A start sent again with its ``idempotency_key`` (and the same input and definition) while the
+    debouncer runs joins the batch once and is answered as the first time; another start under
+    the same key is a start of its own (the key and the start are the update's id).
 
     Raises:
         InvalidInputDocument: The input lacks the value the debounce key reads, or the input and
@@ -67,6 +69,14 @@ async def join_batch(
         ask,
         DebounceAnswer,
         what=f"debounce ({key})",
-        update_id=None if idempotency_key is None else f"start-{hashlib.sha256(idempotency_key.encode()).hexdigest()}",
+        update_id=None if idempotency_key is None else _update_id(idempotency_key, ask),
     )
     return StartReport(answer.run_id, "debounced", gathered=answer.gathered)
+
+
+def _update_id(idempotency_key: str, ask: dict[str, Any]) -> str:
+    """The debouncer update's id for a start: its key and what it asks, so that only the same
+    start sent again is answered as a retry, and another body under the key is never dropped."""
+    start = json.dumps(ask, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    digest = hashlib.sha256(idempotency_key.encode() + b"\n" + start.encode()).hexdigest()
+    return f"start-{digest}"

@@ -150,8 +150,16 @@ class DevStack:
         return reports
 
     def stored_data(self) -> list[Path]:
-        """The files and directories `reset` deletes, those that exist."""
-        return [path for path in (self.settings.state_dir / name for name in STORED_DATA) if path.exists()]
+        """The files and directories `reset` deletes, those that exist.
+
+        The file channel's outbox goes too when it is under the state folder (its default): a
+        run id reused after a reset would find the old run's message there and take it as sent.
+        """
+        state = self.settings.state_dir
+        found = [state / name for name in STORED_DATA]
+        if self.settings.outbox_dir.resolve().is_relative_to(state.resolve()):
+            found.append(self.settings.outbox_dir)
+        return [path for path in found if path.exists()]
 
     async def reset(self) -> list[Path]:
         """Stop what `up` started and delete the services' data; returns what was deleted.

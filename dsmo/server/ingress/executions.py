@@ -76,6 +76,13 @@ async def start(
     for index, event in enumerate(body.events):
         if not key.allows(f"events:{event.type}"):
             raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
+    if definition.debounce is not None:  # its key's batch becomes one run, which the debouncer starts
+        for field, given in (("runId", body.run_id), ("events", body.events)):
+            if given:
+                message = (
+                    f"{field}: a start of {definition.agent!r} (debounced) takes none; its batch's run has its own"
+                )
+                raise Problem(422, "invalid_body", message)
     if body.events:  # the same budget as POST /executions/{id}/events: a start is no way around it
         start_idempotency.within_event_rate(request.app.state.event_rate, key, len(body.events))
     start = start_idempotency.start_fingerprint(key, idempotency_key, body) if idempotency_key else None

@@ -145,6 +145,10 @@ async def test_a_debounced_start_says_it_joined_and_waits_for_its_batch_s_run(ha
     shown = json.loads(waited.stdout)
     assert (shown["status"], shown["gathered"]) == ("completed", 1), shown
     assert harness.messages(shown["runId"])[0]["message"] == "lines 2"
+    one_line_error(
+        await cli(harness, "start", str(definition), "--input", '{"order": {"id": "o-3"}}', "--id", "mine"),
+        "--id: a debounced definition's start takes none",
+    )
 
 
 SLOW = ProcessorRegistry()

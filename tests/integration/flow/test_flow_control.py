@@ -494,7 +494,11 @@ async def test_starts_close_together_become_one_run_with_all_inputs(harness: Har
             1,
         )
     )
-    later = [(await dsmo.start(flow, data, task_queue=harness.task_queue)).started for data in inputs[1:]]
+    # Another input under the same key is a start of its own: it joins, never dropped as a retry.
+    later = [
+        (await dsmo.start(flow, data, task_queue=harness.task_queue, idempotency_key=key)).started
+        for data, key in ((inputs[1], f"{order}-0"), (inputs[2], None))
+    ]
     assert [report.gathered for report in later] == [2, 3]
     run_ids = {report.run_id for report in (first, *later)}
     (run_id,) = run_ids
@@ -516,7 +520,7 @@ async def test_a_debounced_start_retried_over_http_joins_its_batch_once(harness:
     )
     order = f"o-{uuid.uuid4().hex[:6]}"
     body = {"agent": flow.agent, "input": {"order": {"id": order, "line": 0}}}
-    with _ingress(harness, tmp_path, [flow], ["start", "read"]) as http:
+    with _ingress(harness, tmp_path, [flow], ["start", "read", "events:MESSAGE_RECEIVED"]) as http:
         # The first answer was lost on the way back: the client sends the same start again.
         # Then another body under the same key: a start of its own, never dropped as a retry.
         other = {"agent": flow.agent, "input": {"order": {"id": order, "line": 1}}}
@@ -524,6 +528,14 @@ async def test_a_debounced_start_retried_over_http_joins_its_batch_once(harness:
             await asyncio.to_thread(http.post, "/executions", json=sent, headers={"Idempotency-Key": f"{order}-0"})
             for sent in (body, body, other)
         ]
+        # What a debounced start cannot take is named, as any invalid body is (it was a 500).
+        for field, value in (("runId", f"{flow.agent}-mine"), ("events", [{"type": "MESSAGE_RECEIVED"}])):
+            refused = await asyncio.to_thread(http.post, "/executions", json={**body, field: value})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"] == {
+                "code": "invalid_body",
+                "message": f"{field}: a start of {flow.agent!r} (debounced) takes none; its batch's run has its own",
+            }
     assert [answer.status_code for answer in answers] == [202, 202, 202], [answer.text for answer in answers]
     (run_id,) = {answer.json()["runId"] for answer in answers}
     assert [answer.json()["flow"]["gathered"] for answer in answers] == [1, 1, 2]

@@ -113,7 +113,7 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         dsmo = await DsmoClient.connect(settings)
         store = ArtifactStore(s3_client(settings), settings.store.bucket)
         definition = definition_from(EXAMPLE)
-        channel = FileChannel(tmp_path / "outbox")
+        channel = FileChannel(settings.outbox_dir)  # the stack's own outbox, as `dsmo worker` writes it
         async with build_worker(dsmo.temporal, task_queue="restart", store=store, channel=channel):
             run_ids = [
                 (
@@ -148,8 +148,10 @@ async def test_stack_from_nothing_survives_a_restart(tmp_path: Path) -> None:
         # `dsmo dev reset`: stopped, and the stack starts again with no runs and no artifacts.
         reset = await dsmo_cli(settings, "dev", "reset", "--yes")
         assert reset.returncode == 0, reset.stderr
-        assert "temporal.db" in reset.stdout and "seaweed" in reset.stdout
+        assert "temporal.db" in reset.stdout and "seaweed" in reset.stdout and "outbox" in reset.stdout
         assert stack.stored_data() == [] and (settings.state_dir / "logs" / "temporal.log").exists()
+        # Its messages went with its runs: a run id used again finds no old message taken as sent.
+        assert not settings.outbox_dir.exists()
         assert not await temporal_reachable(settings.temporal.address, settings.temporal.namespace, timeout=1)
         await stack.up(timeout=90)
         dsmo = await DsmoClient.connect(settings)
