@@ -25,7 +25,7 @@ from dsmo.client.connection import first_line
 from dsmo.client.core import ClientCore
 from dsmo.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
-from dsmo.workflows.common.identifiers import check_run_id
+from dsmo.workflows.common.identifiers import InvalidRunId, check_run_id
 from dsmo.workflows.contracts.activity_io import DeadLetter
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 
@@ -63,6 +63,10 @@ FIRST_EVENT_BYTES = 64 * 1024
 
 class ReplayLetterRefused(DsmoError):
     """The dead letter was left by a replay or what-if run: it is never redriven."""
+
+
+class AlreadyRedriven(DsmoError):
+    """The dead letter was redriven already: a second redrive would start a second live run."""
 
 
 def replay_origin(store: ArtifactStore, run_id: str) -> str | None:
@@ -175,10 +179,7 @@ def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[D
         if replays[letter.run_id] is not None:
             continue  # left by a replay: nothing in it may act
         letter_id = f"{letter.run_id}/{letter.stage}"
-        try:
-            redriven = str(store.read_json(store.uri(_marker(letter_id))).get("runId"))
-        except ArtifactMissing:
-            redriven = None
+        redriven = _redriven_as(store, letter_id)
         rows.append(
             DeadLetterRow(
                 letter_id,
@@ -194,10 +195,25 @@ def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[D
 
 
 def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
+    run_id, slash, stage = letter_id.partition("/")
+    if not slash or not stage or "/" in stage or stage in (".", ".."):
+        raise DsmoError(f"dead letter {letter_id!r}: not RUN/STAGE (see `dsmo dlq list`)")
+    try:
+        check_run_id(run_id)  # it becomes part of an object key
+    except InvalidRunId as err:
+        raise DsmoError(f"dead letter {letter_id!r}: {err}") from None
     try:
         return DeadLetter.model_validate(store.read_json(store.uri(f"dlq/{letter_id}.json")))
     except ArtifactMissing:
         raise DsmoError(f"dead letter {letter_id!r} not found (see `dsmo dlq list`)") from None
+
+
+def _redriven_as(store: ArtifactStore, letter_id: str) -> str | None:
+    """The run that redrove the letter, as its marker says (None: not redriven)."""
+    try:
+        return str(store.read_json(store.uri(_marker(letter_id))).get("runId"))
+    except ArtifactMissing:
+        return None
 
 
 async def redrive(
@@ -211,11 +227,20 @@ async def redrive(
 
     Raises:
         ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
+        AlreadyRedriven: The letter was redriven already (as another run than ``new_id``).
         RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's run
             (or kept by its trail): nothing is started or marked.
         DsmoError: Whether the run under ``new_id`` is such a redrive cannot be told now.
     """
     letter = read_dead_letter(store, letter_id)
+    marked = _redriven_as(store, letter_id)
+    if marked is not None:
+        if marked == new_id:  # the same redrive asked again: done already
+            return marked
+        raise AlreadyRedriven(
+            f"dead letter {letter_id} was redriven already, as run {marked}; nothing was started "
+            "(if that run failed too, redrive its own dead letter)"
+        )
     replayed = replay_origin(store, letter.run_id) or await _started_as_replay(core, letter.run_id)
     if replayed is not None:
         raise ReplayLetterRefused(

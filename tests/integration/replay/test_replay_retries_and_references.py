@@ -18,7 +18,9 @@ from dsmo.activities.messaging import FileChannel
 from dsmo.activities.plugin_errors import InvalidInput
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
 from dsmo.client import replay as replays
+from dsmo.client.redrive import AlreadyRedriven
 from dsmo.worker import build_worker
+from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from dsmo.workflows.contracts.subject_io import SubjectSeal
@@ -259,6 +261,13 @@ async def test_g4_permanent_error_dead_letter_then_redrive(harness: Harness) -> 
     assert CALLS.get(redriven) is None  # prep was not run again
     listed = [row for row in await harness.dsmo.dead_letters() if row.run_id == run_id]
     assert listed[0].redriven_as == redriven
+    # Redriven once: a second redrive would start a second live run and lose the first's record.
+    with pytest.raises(AlreadyRedriven, match=f"was redriven already, as run {redriven}; nothing was started"):
+        await harness.dsmo.redrive(f"{run_id}/bill")
+    assert await harness.dsmo.redrive(f"{run_id}/bill", new_id=redriven) == redriven  # the same one: done
+    assert [row.redriven_as for row in await harness.dsmo.dead_letters(run_id=run_id)] == [redriven]
+    with pytest.raises(DsmoError, match=r"^dead letter '\.\./x/y': "):
+        await harness.dsmo.redrive("../x/y")
 
 
 # -- G5: references, not payloads ----------------------------------------------------------------
