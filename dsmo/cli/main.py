@@ -101,6 +101,10 @@ def events(
       dsmo events ana-1 --type DOCUMENT_UPLOADED --data '{"document": "id_card", "url": "s3://docs/id.pdf"}'
     """
     if event_type is None:
+        # Options that only shape an event would be dropped in silence: nothing would be sent.
+        for option, given in (("--data", data_json != "{}"), ("--event-id", event_id), ("--signal", as_signal)):
+            if given:
+                raise click.UsageError(f"{option}: give it with --type (the event to deliver); nothing was sent")
         paging = {"limit": limit, "after": after, "before": before, "show_all": show_all}
         return print_trail(obj, run_id, as_json=as_json, inbox_only=inbox_only, paging=paging)
     data = json_object(data_json, "--data")

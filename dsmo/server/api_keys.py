@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.events.resume_events import EVENT_KINDS
 
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 SCOPES = ("start", "read", "cancel", "operate", "events:*", *(f"events:{kind}" for kind in EVENT_KINDS))
 # Decisions a person takes (a tool call, a spent budget): who decided is recorded, and their
 # scopes are never granted by `events:*`.
@@ -64,6 +66,11 @@ class KeyStore:
 
     def add(self, name: str, scopes: list[str]) -> str:
         """Create a key for ``name``; returns the key (shown once, never stored)."""
+        if not KEY_NAME.fullmatch(name):
+            # The name is who a key's requests are recorded as (who cancelled, who replied).
+            raise ApiKeyError(
+                f"NAME: {name!r} is not a key name (1-64 letters, digits and . _ - @, starting with a letter or digit)"
+            )
         unknown = [scope for scope in scopes if scope not in SCOPES]
         if unknown:
             raise ApiKeyError(f"--scope: {unknown[0]!r} is not a scope ({', '.join(SCOPES)})")

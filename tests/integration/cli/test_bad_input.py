@@ -233,6 +233,8 @@ CASES = [
     ),
     cli("cancel without --reason", ["cancel", "{target}"], "--reason"),
     cli("keys with an unknown scope", ["keys", "add", "x", "--scope", "everything"], "--scope", "everything"),
+    cli("key with a blank name", ["keys", "add", " ", "--scope", "read"], "NAME", "not a key name"),
+    cli("event data without a type", ["events", "battery-no-such-run", "--data", '{"a": 1}'], "--data", "--type"),
     cli("replay of an unknown run", ["replay", "battery-no-such-run"], "battery-no-such-run", "not found"),
     # -- HTTP bodies --------------------------------------------------------------------------
     http("malformed JSON", "POST", "/executions", b"{not json", 400, "not JSON", "line 1, column 2"),
