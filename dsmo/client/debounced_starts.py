@@ -71,12 +71,21 @@ async def join_batch(
         what=f"debounce ({key})",
         update_id=None if idempotency_key is None else _update_id(idempotency_key, ask),
     )
-    return StartReport(answer.run_id, "debounced", gathered=answer.gathered)
+    return StartReport(
+        answer.run_id, "debounced", gathered=answer.gathered, debouncer=debouncer_id(definition.agent, key)
+    )
 
 
 def _update_id(idempotency_key: str, ask: dict[str, Any]) -> str:
-    """The debouncer update's id for a start: its key and what it asks, so that only the same
-    start sent again is answered as a retry, and another body under the key is never dropped."""
-    start = json.dumps(ask, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """The debouncer update's id for a start: its key, agent and input.
+
+    Only the same start sent again is answered as a retry; another body under the key is never
+    dropped.
+    """
+    # The agent and input, not the definition: a retry after a new version is published is the
+    # same start (over HTTP the ingress adds the whole body's fingerprint to the key).
+    start = json.dumps(
+        [ask["definition"].get("agent"), ask["input"]], sort_keys=True, separators=(",", ":"), default=str
+    )
     digest = hashlib.sha256(idempotency_key.encode() + b"\n" + start.encode()).hexdigest()
     return f"start-{digest}"

@@ -526,8 +526,9 @@ class DsmoClient:
 
         Raises:
             ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
-            AlreadyRedriven: The letter was redriven already (as another run than ``new_id``):
-                nothing is started; redrive that run's own dead letter if it failed too.
+            AlreadyRedriven: The letter was redriven already, as another run than ``new_id``
+                that is running or completed: nothing is started (one that failed, timed out or
+                was cancelled may be redriven again).
             RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's
                 run (or kept by its trail): nothing is started or marked.
             DsmoError: No such dead letter, its config snapshot is of another version, or

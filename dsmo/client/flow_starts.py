@@ -87,6 +87,7 @@ class StartReport:
         cancelled: Runs cancelled to make room for it (``onBusy: cancel-previous``).
         acks: With ``delivered``: what the active run answered to each event.
         gathered: With ``debounced``: how many starts the run's batch has gathered so far.
+        debouncer: With ``debounced``: the workflow id of the key's debouncer, which starts the run.
     """
 
     run_id: str
@@ -96,6 +97,7 @@ class StartReport:
     cancelled: list[str] = field(default_factory=list)
     acks: list[EventAck] = field(default_factory=list)
     gathered: int = 0
+    debouncer: str | None = None
 
 
 def key_slots(request: ExecutionRequest) -> list[KeySlot]:

@@ -4,6 +4,9 @@ A replay or what-if writes no dead letter. One written by a DSMO that still did 
 run was started as a replay: ``replayOf`` in its origin) is neither listed nor redriven: a
 redrive is a live run, and would act (send messages, run saga actions, start a version never
 published) for a run that only re-read the record.
+
+Longer than most modules: listing, reading and redriving a letter share the rules of what a
+letter is and which run redrove it.
 """
 
 from __future__ import annotations
@@ -15,17 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from dsmo.activities.artifacts import ArtifactErased, ArtifactMissing, ArtifactStore
 from dsmo.activities.audit_log import audit_key, segment_key
-from dsmo.client import starts
-from dsmo.client.client_errors import RunAlreadyExists
+from dsmo.client import run_status, starts
+from dsmo.client.client_errors import RunAlreadyExists, RunNotFound
 from dsmo.client.connection import first_line
 from dsmo.client.core import ClientCore
 from dsmo.client.replay import load_snapshot
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId, check_run_id
+from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import DeadLetter
 from dsmo.workflows.contracts.run_records import ExecutionRequest
 
@@ -195,8 +200,14 @@ def list_dead_letters(store: ArtifactStore, run_id: str | None = None) -> list[D
 
 
 def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
+    """The dead letter ``RUN/STAGE``.
+
+    Raises:
+        DsmoError: ``letter_id`` is not a letter's id, or no such letter is stored.
+    """
     run_id, slash, stage = letter_id.partition("/")
-    if not slash or not stage or "/" in stage or stage in (".", ".."):
+    # A stage's name never ends as a redrive's marker does (`dlq/RUN/STAGE.redrive.json`).
+    if not slash or not stage or "/" in stage or stage in (".", "..") or stage.endswith(".redrive"):
         raise DsmoError(f"dead letter {letter_id!r}: not RUN/STAGE (see `dsmo dlq list`)")
     try:
         check_run_id(run_id)  # it becomes part of an object key
@@ -206,6 +217,17 @@ def read_dead_letter(store: ArtifactStore, letter_id: str) -> DeadLetter:
         return DeadLetter.model_validate(store.read_json(store.uri(f"dlq/{letter_id}.json")))
     except ArtifactMissing:
         raise DsmoError(f"dead letter {letter_id!r} not found (see `dsmo dlq list`)") from None
+    except ValidationError:
+        raise DsmoError(f"dead letter {letter_id!r}: its object is not a dead letter") from None
+
+
+async def _ended_without_success(core: ClientCore, run_id: str) -> bool:
+    """Whether the run ended failed, timed out or cancelled (or Temporal no longer has it)."""
+    try:
+        view = await run_status.status(core, run_id)
+    except RunNotFound:
+        return True
+    return view.status in (RunStatus.FAILED, RunStatus.TIMEOUT, RunStatus.CANCELLED)
 
 
 def _redriven_as(store: ArtifactStore, letter_id: str) -> str | None:
@@ -227,7 +249,8 @@ async def redrive(
 
     Raises:
         ReplayLetterRefused: The letter's run is a replay or what-if: nothing is started.
-        AlreadyRedriven: The letter was redriven already (as another run than ``new_id``).
+        AlreadyRedriven: The letter was redriven already, as another run than ``new_id`` that
+            is running or completed (a redrive that failed or was cancelled may be redriven again).
         RunAlreadyExists: ``new_id`` is taken by a run that is not a redrive of the letter's run
             (or kept by its trail): nothing is started or marked.
         DsmoError: Whether the run under ``new_id`` is such a redrive cannot be told now.
@@ -237,10 +260,11 @@ async def redrive(
     if marked is not None:
         if marked == new_id:  # the same redrive asked again: done already
             return marked
-        raise AlreadyRedriven(
-            f"dead letter {letter_id} was redriven already, as run {marked}; nothing was started "
-            "(if that run failed too, redrive its own dead letter)"
-        )
+        if not await _ended_without_success(core, marked):
+            raise AlreadyRedriven(
+                f"dead letter {letter_id} was redriven already, as run {marked}, which has not failed; "
+                "nothing was started"
+            )
     replayed = replay_origin(store, letter.run_id) or await _started_as_replay(core, letter.run_id)
     if replayed is not None:
         raise ReplayLetterRefused(

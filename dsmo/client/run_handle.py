@@ -652,10 +652,32 @@ class StartedRun(RunHandle):
 
         Returns:
             The run's final status, variables, path and outcome.
+
+        Raises:
+            WorkflowTaskFailing: The run's workflow task keeps failing.
+            RunNotFound: No run has this id; for a debounced start, its debouncer ended and the
+                run still does not exist (it was never started).
         """
-        while self.started.status == "debounced":
+        debouncer = self.started.debouncer if self.started.status == "debounced" else None
+        while debouncer is not None:
             try:
                 return await super().result()
             except RunNotFound:
-                await asyncio.sleep(DEBOUNCED_POLL_SECONDS)
-        return await super().result()
+                if not await self._still_gathering(debouncer):
+                    break  # one last look below: it may have started the run as it ended
+            await asyncio.sleep(DEBOUNCED_POLL_SECONDS)
+        try:
+            return await super().result()
+        except RunNotFound:
+            if debouncer is None:
+                raise
+            raise RunNotFound(
+                f"run {self.run_id!r} was never started: its batch's debouncer ({debouncer}) has ended"
+            ) from None
+
+    async def _still_gathering(self, debouncer: str) -> bool:
+        try:
+            described = await self._core.temporal.get_workflow_handle(debouncer).describe()
+        except RPCError:
+            return False  # gone (or unreachable: the last look says which)
+        return described.close_time is None

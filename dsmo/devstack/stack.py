@@ -157,7 +157,9 @@ class DevStack:
         """
         state = self.settings.state_dir
         found = [state / name for name in STORED_DATA]
-        if self.settings.outbox_dir.resolve().is_relative_to(state.resolve()):
+        outbox = self.settings.outbox_dir.resolve()
+        inside = outbox != state.resolve() and outbox.is_relative_to(state.resolve())  # never the folder itself
+        if inside and not any(outbox.is_relative_to(path.resolve()) for path in found):  # not gone with another
             found.append(self.settings.outbox_dir)
         return [path for path in found if path.exists()]
 

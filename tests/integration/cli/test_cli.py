@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsmo.activities.processors import ProcessorOutput, ProcessorRegistry, default_registry
+from dsmo.client.client_errors import RunNotFound
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.contracts.activity_io import StageMessage
 from tests.conftest import Harness
@@ -145,6 +146,15 @@ async def test_a_debounced_start_says_it_joined_and_waits_for_its_batch_s_run(ha
     shown = json.loads(waited.stdout)
     assert (shown["status"], shown["gathered"]) == ("completed", 1), shown
     assert harness.messages(shown["runId"])[0]["message"] == "lines 2"
+    batched = first.stdout.split("joined the batch of run ", 1)[1].split(" ", 1)[0]
+
+    async def batched_run_ended() -> bool:  # it exists once its debouncer has started it
+        try:
+            return (await harness.dsmo.status(batched)).status is RunStatus.COMPLETED
+        except RunNotFound:
+            return False
+
+    await until(batched_run_ended, f"{batched} started by its debouncer and ended")
     one_line_error(
         await cli(harness, "start", str(definition), "--input", '{"order": {"id": "o-3"}}', "--id", "mine"),
         "--id: a debounced definition's start takes none",

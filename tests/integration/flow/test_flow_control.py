@@ -544,6 +544,21 @@ async def test_a_debounced_start_retried_over_http_joins_its_batch_once(harness:
     assert result.status is RunStatus.COMPLETED and result.variables["inputs"] == [body["input"], other["input"]]
 
 
+async def test_waiting_for_a_batch_s_run_that_is_never_started_ends_once_its_debouncer_has(harness: Harness) -> None:
+    from dsmo.client.client_errors import RunNotFound
+
+    dsmo = _client(harness)
+    flow = parse_definition_text(
+        DEBOUNCED.format(agent=f"deb-{uuid.uuid4().hex[:8]}", mode="last", message="never").replace("3s", "1h")
+    )
+    started = await dsmo.start(flow, {"order": {"id": "o-9"}}, task_queue=harness.task_queue)
+    assert started.started.status == "debounced" and started.started.debouncer
+    # The debouncer goes before its batch is quiet (terminated by an operator, say).
+    await harness.dsmo.temporal.get_workflow_handle(started.started.debouncer).terminate("test: gone")
+    with pytest.raises(RunNotFound, match="was never started: its batch's debouncer"):
+        await started.result()
+
+
 async def _result_once_started(harness: Harness, run_id: str) -> Any:
     from dsmo.client.client_errors import RunNotFound
 

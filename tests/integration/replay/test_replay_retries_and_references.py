@@ -251,6 +251,9 @@ async def test_g4_permanent_error_dead_letter_then_redrive(harness: Harness) -> 
     rows = [row for row in await harness.dsmo.dead_letters() if row.run_id == run_id]
     assert [(row.stage, row.error_type, row.attempts) for row in rows] == [("bill", "InvalidInput", 1)]
 
+    # Redriven before the cause is fixed: that run fails too, which leaves the letter redrivable.
+    too_soon = await harness.dsmo.redrive(f"{run_id}/bill")
+    assert (await harness.dsmo.result(too_soon)).status is RunStatus.FAILED
     FIXED.add(correlation)  # the cause is fixed (e.g. a new agent build); reprocess the stage
     redriven = await harness.dsmo.redrive(f"{run_id}/bill")
     fixed = await harness.dsmo.result(redriven)
@@ -262,7 +265,7 @@ async def test_g4_permanent_error_dead_letter_then_redrive(harness: Harness) -> 
     listed = [row for row in await harness.dsmo.dead_letters() if row.run_id == run_id]
     assert listed[0].redriven_as == redriven
     # Redriven once: a second redrive would start a second live run and lose the first's record.
-    with pytest.raises(AlreadyRedriven, match=f"was redriven already, as run {redriven}; nothing was started"):
+    with pytest.raises(AlreadyRedriven, match=f"was redriven already, as run {redriven}, which has not failed"):
         await harness.dsmo.redrive(f"{run_id}/bill")
     assert await harness.dsmo.redrive(f"{run_id}/bill", new_id=redriven) == redriven  # the same one: done
     assert [row.redriven_as for row in await harness.dsmo.dead_letters(run_id=run_id)] == [redriven]
