@@ -48,10 +48,13 @@ MAX_ALIASES = 100
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a document with more than MAX_ALIASES alias uses.
+    """PyYAML's safe loader, refusing a document with more than MAX_ALIASES alias uses, and a
+    mapping that names one key twice.
 
     An alias bomb (each level repeating the one before) is a few hundred bytes that expand to
     gigabytes; the expanded size is then checked again as a document (dsmo.workflows.common.document_limits).
+    A key given twice is an error in YAML 1.2 and JSON's advice, but PyYAML keeps the last one
+    silently: a node pasted twice under one name, with the second edited, would run as only one.
     """
 
     aliases = 0
@@ -70,6 +73,21 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # a merge key (<<) may repeat; complex keys are refused by the schema
+                key = self.construct_object(key_node)
+                if key in seen:
+                    first = seen[key].start_mark.line + 1
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice (first on line {first})", key_node.start_mark
+                    )
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDefinition:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,36 @@ def test_a_name_that_is_no_file_names_an_agent(tmp_path: Path, monkeypatch: pyte
 def test_a_file_that_is_no_mapping_says_what_it_is(text: str, said: str) -> None:
     with pytest.raises(DefinitionError, match=f"a definition is a mapping with agent, start and nodes, not {said}$"):
         parse_definition_text(text, source="d.yaml")
+
+
+def test_a_key_given_twice_is_refused_naming_it_and_both_lines() -> None:
+    text = """agent: dup
+start: A
+nodes:
+  A: {actionType: run_agent, agent: text-extract, next: B}
+  B: {actionType: run_agent, agent: text-extract}
+  A: {actionType: run_agent, agent: text-extract}
+"""
+    with pytest.raises(DefinitionError, match=r"line 6, column 3: key 'A' given twice \(first on line 4\)"):
+        parse_definition_text(text)
+    # Nested mappings, and JSON (read by the same parser), too.
+    with pytest.raises(DefinitionError, match="key 'timeout' given twice"):
+        parse_definition_text(
+            text.replace("  A: {actionType: run_agent, agent: text-extract}\n", "").replace(
+                "agent: text-extract}", "agent: text-extract, timeout: 5s, timeout: 9s}", 1
+            )
+        )
+    with pytest.raises(DefinitionError, match="key 'start' given twice"):
+        parse_definition_text('{"agent": "dup", "start": "A", "start": "B", "nodes": {}}')
+
+
+def test_a_merge_key_may_override_what_it_merges() -> None:
+    text = """agent: merged
+start: A
+nodes:
+  A: &stage {actionType: run_agent, agent: text-extract, timeout: 5s, next: B}
+  B: {<<: *stage, timeout: 9s, next: null}
+"""
+    definition = parse_definition_text(text)
+    assert definition.nodes["B"].timeout == timedelta(seconds=9)
+    assert definition.nodes["B"].next is None and definition.nodes["A"].next == "B"
