@@ -9,6 +9,7 @@ import pytest
 
 from dsmo.client.definition_files import names_agent, parse_definition_text
 from dsmo.workflows.common.errors import DefinitionError
+from dsmo.workflows.definition.node_types import RunAgentNode
 
 
 def test_a_name_that_is_no_file_names_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,5 +56,6 @@ nodes:
   B: {<<: *stage, timeout: 9s, next: null}
 """
     definition = parse_definition_text(text)
-    assert definition.nodes["B"].timeout == timedelta(seconds=9)
-    assert definition.nodes["B"].next is None and definition.nodes["A"].next == "B"
+    second = definition.nodes["B"]
+    assert isinstance(second, RunAgentNode) and second.timeout == timedelta(seconds=9)
+    assert second.next is None and definition.nodes["A"].next == "B"
