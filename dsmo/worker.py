@@ -48,7 +48,7 @@ from dsmo.activities.round_trip import hand_over_round_trip
 from dsmo.activities.stage import StageActivities
 from dsmo.activities.tool_calls import ToolActivities
 from dsmo.client.connection import connect_temporal
-from dsmo.config.settings import Settings, workflow_sandbox_from
+from dsmo.config.settings import Settings, SettingsError, workflow_sandbox_from
 from dsmo.runtime import logging_setup as worker_logging
 from dsmo.runtime.exits import hard_exit
 from dsmo.runtime.heap import freeze_startup_heap
@@ -292,10 +292,14 @@ def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> N
         extra_workflows: Workflows served beside DSMO's own (the benchmark's).
         load: Plugin modules to import besides the entry points and ``DSMO_LOAD``.
     """
+    try:
+        settings = Settings.from_env()
+    except SettingsError as err:
+        print(f"dsmo worker: {err}", file=sys.stderr)
+        hard_exit(2)
     # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
     # handler lock held and stall the whole worker (see dsmo/runtime/logging_setup.py).
-    worker_logging.install(logging.INFO)
-    settings = Settings.from_env()
+    worker_logging.install(logging.getLevelName(settings.worker.log_level.upper()))
     try:
         loaded = load_worker_plugins(settings, load)
         log.info("plugins: %s", ", ".join(loaded) or "none")

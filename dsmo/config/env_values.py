@@ -115,6 +115,24 @@ class EnvReader:
             raise SettingsError(f"{name}: {value!r} is not on or off")
         return _SWITCH[value]
 
+    def one_of(self, name: str, choices: tuple[str, ...]) -> str:
+        """The variable as one of ``choices`` (case-insensitive).
+
+        Args:
+            name: The variable.
+            choices: The values it may take, lower case.
+
+        Returns:
+            The value, lower case.
+
+        Raises:
+            SettingsError: It is none of them.
+        """
+        value = self.text(name).strip().lower()
+        if value not in choices:
+            raise SettingsError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        return value
+
 
 def port_number(value: str, name: str) -> int:
     """Check a TCP port given as text.

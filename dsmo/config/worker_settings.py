@@ -33,7 +33,11 @@ class WorkerSettings:
         hooks_allow_private: Let webhooks POST to loopback, private and link-local addresses (off:
             a subscription cannot make workers reach the inside of their network)
             [``DSMO_HOOKS_ALLOW_PRIVATE``].
+        log_level: The least severe log line the worker writes: ``debug``, ``info`` (a run's
+            state changes, about a line per step), ``warning`` or ``error`` [``DSMO_LOG_LEVEL``].
     """
+
+    LOG_LEVELS: ClassVar[tuple[str, ...]] = ("debug", "info", "warning", "error")
 
     # The variables this group reads, with their defaults.
     VARIABLES: ClassVar[dict[str, str]] = {
@@ -57,6 +61,9 @@ class WorkerSettings:
         "DSMO_SLOT_HOLDER_CHECK_SECONDS": "60",
         # Webhooks to loopback, private and link-local addresses (a receiver on the same host or network).
         "DSMO_HOOKS_ALLOW_PRIVATE": "off",
+        # The worker's log: `info` writes a line per step of every run (the run's own trail
+        # records every step too); `warning` keeps only what needs a look.
+        "DSMO_LOG_LEVEL": "info",
     }
 
     load: str = ""
@@ -68,6 +75,7 @@ class WorkerSettings:
     metrics_bind: str = "127.0.0.1:9464"
     slot_holder_check_seconds: int = 60
     hooks_allow_private: bool = False
+    log_level: str = "info"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -94,6 +102,7 @@ class WorkerSettings:
             metrics_bind="" if env.get("DSMO_METRICS_BIND") == "off" else read.text("DSMO_METRICS_BIND"),
             slot_holder_check_seconds=read.whole_number("DSMO_SLOT_HOLDER_CHECK_SECONDS", at_least=1),
             hooks_allow_private=read.switch("DSMO_HOOKS_ALLOW_PRIVATE"),
+            log_level=read.one_of("DSMO_LOG_LEVEL", cls.LOG_LEVELS),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -112,6 +121,7 @@ class WorkerSettings:
             "DSMO_METRICS_BIND": self.metrics_bind or "off",
             "DSMO_SLOT_HOLDER_CHECK_SECONDS": str(self.slot_holder_check_seconds),
             "DSMO_HOOKS_ALLOW_PRIVATE": on_off(self.hooks_allow_private),
+            "DSMO_LOG_LEVEL": self.log_level,
         }
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from bench.studies.peers.contenders import Contender
 from bench.studies.peers.fault_plan import FaultPlan
-from bench.studies.peers.peer_bench import DSMO_REGULAR, NAMES, PeerConfig
+from bench.studies.peers.peer_bench import DSMO_REGULAR, NAMES, PeerConfig, World, runner_env, runs_on_temporal
 from bench.studies.peers.peer_ledger import (
     DONE,
     EFFECT,
@@ -21,6 +22,7 @@ from bench.studies.peers.peer_ledger import (
     crash_counts,
     keyed_counts,
 )
+from bench.studies.peers.peer_rounds import TEMPORAL_LOCAL
 from bench.studies.peers.peer_work import PeerWork
 from bench.studies.peers.peers_report import repeats_table, section, waiting_table
 from bench.studies.peers.runner_config import STAGE_SLOTS, RunnerConfig
@@ -129,10 +131,12 @@ def test_dsmo_regular_runs_beside_dsmo_unless_left_out(monkeypatch: pytest.Monke
     from dsmo.workflows.definition.local_stages import runs_locally
 
     monkeypatch.delenv("PEERS_DSMO_REGULAR", raising=False)
-    assert PeerConfig().names() == ("dsmo", DSMO_REGULAR, "temporal", "langgraph", "dbos")
-    assert PeerConfig(dsmo_regular=False).names() == NAMES
+    monkeypatch.delenv("PEERS_TEMPORAL_LOCAL", raising=False)
+    assert PeerConfig().names() == ("dsmo", DSMO_REGULAR, "temporal", TEMPORAL_LOCAL, "langgraph", "dbos")
+    assert PeerConfig(dsmo_regular=False, temporal_local=False).names() == NAMES
     monkeypatch.setenv("PEERS_DSMO_REGULAR", "0")
-    assert DSMO_REGULAR not in PeerConfig.quick().names()
+    monkeypatch.setenv("PEERS_TEMPORAL_LOCAL", "0")
+    assert PeerConfig.quick().names() == NAMES
     default, regular = dsmo_peer.definition(45), dsmo_peer.definition(45, regular=True)
     stages, sends = ("A", "B", "C"), ("send", "send_timeout")
     # The send acts too, keyed by its idempotency key: a short stage like the others, local by
@@ -245,3 +249,20 @@ def test_every_runner_module_imports_and_reads_the_one_cap() -> None:
     caps = {vars(module)["STAGE_SLOTS"] for module in (dbos_peer, langgraph_peer, temporal_peer)}
     assert caps == {STAGE_SLOTS}
     assert dbos_peer.STAGES == "peer-stages" and dbos_peer._stages == []  # registered at launch, when capped
+
+
+def test_every_runner_logs_warnings_only_and_the_temporal_runners_are_known(tmp_path: Path) -> None:
+    from dsmo.devstack.stack import private_settings
+
+    world = World(private_settings(tmp_path), None, None, None, tmp_path)  # type: ignore[arg-type]
+    config = RunnerConfig("dsmo", "ledger", "", None, "q", 60.0, 0)
+    env = runner_env(Contender("dsmo", config, None), world)  # type: ignore[arg-type]
+    # The LangGraph and DBOS runners log at WARNING; DSMO's worker would write a line per step.
+    assert env["DSMO_LOG_LEVEL"] == "warning"
+    assert env["DSMO_TASK_QUEUE"] == "q"
+    assert [name for name in PeerConfig(rounds=1).names() if runs_on_temporal(name)] == [
+        "dsmo",
+        DSMO_REGULAR,
+        "temporal",
+        TEMPORAL_LOCAL,
+    ]

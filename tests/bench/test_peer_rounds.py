@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bench.studies.peers.peer_bench import PeerConfig, rounds_from_env
-from bench.studies.peers.peer_rounds import Ratio, combined, meets, turn_order, verdicts
+from bench.studies.peers.peer_rounds import TEMPORAL_LOCAL, Ratio, combined, meets, turn_order, verdicts
 from bench.studies.peers.peers_report import section, verdict_table
 
 
@@ -104,6 +104,29 @@ def test_the_section_says_how_many_rounds_and_how_often_each_target_was_met() ->
     assert text is not None
     assert "in\n2 rounds" in text and "median of the rounds" in text
     assert "round by round" in text and table in text
+    assert "Raw Temporal in DSMO's shape" not in text  # no such contender measured
+
+
+def test_raw_temporal_with_local_activities_is_judged_against_the_peers_as_dsmo_is() -> None:
+    rounds = {
+        "dsmo": [figures(2600.0, 0.20, (17.0, 11.0, 7.0), 1)],
+        TEMPORAL_LOCAL: [figures(2800.0, 0.19, (14.0, 10.0, 6.0), 1)],
+        "dbos": [figures(3000.0, 0.18, (17.0, 5.0, 5.0), 1)],
+    }
+    (floor,) = verdicts(rounds, TEMPORAL_LOCAL)
+    assert floor.throughput == Ratio(2800.0 / 3000.0, "dbos")
+    assert floor.cpu == Ratio(30.0 / 27.0, "dbos")
+    peers = {
+        "config": asdict(PeerConfig(rounds=1)),
+        "contenders": {name: combined(entries) for name, entries in rounds.items()},
+        "rounds": rounds,
+        "crash": {},
+    }
+    text = section({"command": "make bench PEERS=1", "started_at": "2026-11-30", "machine": "test", "peers": peers})
+    assert text is not None
+    assert "| raw Temporal, stages as local activities |" in text
+    floor_table = text.split("Raw Temporal in DSMO's shape")[1]
+    assert "| 1 | 0.93x (DBOS Transact) | 1.06x (DBOS Transact) | 1.11x (DBOS Transact) |" in floor_table
 
 
 def test_the_rounds_setting_is_a_whole_number_of_at_least_one() -> None:

@@ -162,6 +162,7 @@ EVERY_VARIABLE = {
     "DSMO_WORKFLOW_SANDBOX": "on",
     "DSMO_METRICS_BIND": "off",
     "DSMO_SLOT_HOLDER_CHECK_SECONDS": "5",
+    "DSMO_LOG_LEVEL": "warning",
     "DSMO_INGRESS_BIND": "0.0.0.0:8081",
     "DSMO_API_KEYS_FILE": "/keys.json",
     "DSMO_INGRESS_DOCS": "public",
@@ -232,6 +233,7 @@ def test_each_group_reads_its_own_variables() -> None:
         metrics_bind="",
         slot_holder_check_seconds=5,
         hooks_allow_private=True,
+        log_level="warning",
     )
     assert settings.ingress == IngressSettings(
         bind="0.0.0.0:8081",
@@ -309,6 +311,7 @@ def test_a_group_documents_its_fields_and_the_variables_they_come_from(group: An
         (StoreSettings, "AWS_ENDPOINT_URL_S3", "ftp://s3", "AWS_ENDPOINT_URL_S3: 'ftp://s3' is not an http"),
         (WorkerSettings, "DSMO_PROCESSOR_THREADS", "-2", "DSMO_PROCESSOR_THREADS: -2 is negative"),
         (WorkerSettings, "DSMO_MAX_CONCURRENT_ACTIVITIES", "x", "DSMO_MAX_CONCURRENT_ACTIVITIES: 'x' is not a whole"),
+        (WorkerSettings, "DSMO_LOG_LEVEL", "loud", "DSMO_LOG_LEVEL: 'loud' is not one of debug, info, warning, error"),
         (IngressSettings, "DSMO_INGRESS_EVENTS_PER_SECOND", "inf", "DSMO_INGRESS_EVENTS_PER_SECOND: 'inf' is not a"),
         (MessagingSettings, "DSMO_CHANNEL", "no such", "DSMO_CHANNEL: 'no such' is not a channel name"),
         (MessagingSettings, "DSMO_CHANNEL", "webhook", "DSMO_WEBHOOK_URL: required when DSMO_CHANNEL=webhook"),
@@ -340,3 +343,8 @@ def test_with_changes_replaces_fields_of_a_group_and_keeps_the_rest(tmp_path: Pa
         settings.with_changes(store={"task_queue": "q2"})
     with pytest.raises(TypeError, match="task_queue"):
         settings.with_changes(task_queue="q2")  # type: ignore[call-arg]  # a group's field, not a group
+
+
+def test_the_worker_log_level_takes_any_case_and_defaults_to_info() -> None:
+    assert WorkerSettings.from_env({}).log_level == "info"
+    assert WorkerSettings.from_env({"DSMO_LOG_LEVEL": " Debug "}).log_level == "debug"

@@ -127,12 +127,16 @@ class DsmoContender(Contender):
 @dataclass
 class TemporalContender(Contender):
     client: Client | None = None
+    local: bool = False  # "temporal-local": the stages and the send as local activities
 
     async def start(self, run_id: str) -> None:
         assert self.client is not None
         uri = await self._put_input(run_id)
         await self.client.start_workflow(
-            "PeerRun", args=[run_id, uri, self.config.wait_seconds], id=run_id, task_queue=self.config.task_queue
+            "PeerRun",
+            args=[run_id, uri, self.config.wait_seconds, self.local],
+            id=run_id,
+            task_queue=self.config.task_queue,
         )
 
     async def reply(self, run_id: str) -> None:

@@ -45,7 +45,7 @@ from bench.studies.peers.contenders import (
 )
 from bench.studies.peers.fault_plan import FaultPlan
 from bench.studies.peers.ledger_watch import LedgerWatch
-from bench.studies.peers.peer_rounds import ROUND, combined, turn_order
+from bench.studies.peers.peer_rounds import ROUND, TEMPORAL_LOCAL, combined, turn_order
 from bench.studies.peers.peer_servers import Postgres
 from bench.studies.peers.runner_config import STAGE_SLOTS, USER_CODE_BEGIN, USER_CODE_END, RunnerConfig
 from bench.supervisor import Supervised
@@ -53,6 +53,7 @@ from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
 from dsmo.devstack.stack import DevStack, free_port_block, private_settings
 from dsmo.runtime.storage import artifact_store
+from dsmo.runtime.task_queue_pollers import live_pollers
 
 NAMES = ("dsmo", "temporal", "langgraph", "dbos")
 CHECKOUT = Path(__file__).resolve().parents[3]  # the folder holding `bench/` and `dsmo/`
@@ -60,6 +61,8 @@ CHECKOUT = Path(__file__).resolve().parents[3]  # the folder holding `bench/` an
 # 5 s stages run as local activities (the default for short stages); the same worker and graph.
 # `PEERS_DSMO_REGULAR=0` (or `PeerConfig(dsmo_regular=False)`) leaves it out.
 DSMO_REGULAR = "dsmo-regular"
+# "temporal-local" (`peer_rounds.TEMPORAL_LOCAL`) runs right after "temporal";
+# `PEERS_TEMPORAL_LOCAL=0` (or `PeerConfig(temporal_local=False)`) leaves it out.
 HERE = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 120.0
 BEFORE, WHILE_WAITING = "before", "while_waiting"  # the two reply shapes (see `one_run`)
@@ -89,13 +92,22 @@ class PeerConfig:
     crash_wait_seconds: float = 120.0
     seed: int = 41
     dsmo_regular: bool = field(default_factory=lambda: os.environ.get("PEERS_DSMO_REGULAR", "1") != "0")
+    temporal_local: bool = field(default_factory=lambda: os.environ.get("PEERS_TEMPORAL_LOCAL", "1") != "0")
     # Rounds of the performance phases (`peer_rounds`): each a fresh runner per contender, the
     # order rotated; the tables give the medians, the verdict each round's ratios.
     rounds: int = field(default_factory=lambda: rounds_from_env(os.environ))
 
     def names(self) -> tuple[str, ...]:
-        """The contenders, "dsmo-regular" right after "dsmo" unless left out."""
-        return ("dsmo", DSMO_REGULAR, *NAMES[1:]) if self.dsmo_regular else NAMES
+        """The contenders, "dsmo-regular" right after "dsmo" and "temporal-local" right after
+        "temporal", unless left out."""
+        names: list[str] = []
+        for name in NAMES:
+            names.append(name)
+            if name == "dsmo" and self.dsmo_regular:
+                names.append(DSMO_REGULAR)
+            if name == "temporal" and self.temporal_local:
+                names.append(TEMPORAL_LOCAL)
+        return tuple(names)
 
     @classmethod
     def quick(cls) -> PeerConfig:
@@ -160,9 +172,9 @@ async def make_contender(
         dsmo = await DsmoClient.connect(w.settings.with_changes(temporal={"task_queue": queue}))
         contender: Contender = DsmoContender(name, config, store, dsmo=dsmo, regular=name == DSMO_REGULAR)
         contender.runner_argv = ["-m", "dsmo.worker", "--load", "bench.studies.peers.dsmo_peer"]
-    elif name == "temporal":
+    elif name in ("temporal", TEMPORAL_LOCAL):
         client = await Client.connect(w.settings.temporal.address, namespace=w.settings.temporal.namespace)
-        contender = TemporalContender(name, config, store, client=client)
+        contender = TemporalContender(name, config, store, client=client, local=name == TEMPORAL_LOCAL)
         contender.runner_argv = ["-m", "bench.studies.peers.temporal_peer"]
     elif name == "langgraph":
         contender = LangGraphContender(name, config, store)
@@ -171,7 +183,7 @@ async def make_contender(
         http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{config.port}", timeout=30)
         contender = DbosContender(name, config, store, http=http)
         contender.runner_argv = ["-m", "bench.studies.peers.dbos_peer"]
-    if name in ("dsmo", DSMO_REGULAR, "temporal") and temporal_pid:
+    if runs_on_temporal(name) and temporal_pid:
         contender.server_pids["server"] = temporal_pid
     return contender
 
@@ -180,6 +192,9 @@ def runner_env(contender: Contender, w: World) -> dict[str, str]:
     env = {**w.settings.to_env(), **contender.config.to_env()}
     env["DSMO_TASK_QUEUE"] = contender.config.task_queue
     env["DSMO_METRICS_BIND"] = "off"
+    # Every runner logs warnings only: the LangGraph and DBOS runners are set so, raw Temporal's
+    # SDK logs nothing per run, and DSMO's worker writes a line per step at its default `info`.
+    env["DSMO_LOG_LEVEL"] = "warning"
     # DSMO's worker takes as many activities, on as many threads, as every runner has slots.
     env["DSMO_MAX_CONCURRENT_ACTIVITIES"] = env["DSMO_PROCESSOR_THREADS"] = str(STAGE_SLOTS)
     env["PYTHONUNBUFFERED"] = "1"
@@ -194,7 +209,28 @@ async def started_runner(contender: Contender, w: World) -> Supervised:
     argv, env = [sys.executable, *contender.runner_argv], {**os.environ, **runner_env(contender, w)}
     runner = Supervised(argv, env, log_file=w.work_dir / f"{contender.name}.log")
     await runner.start()
+    if runs_on_temporal(contender.name):
+        await _until_polling(w, contender.config.task_queue, runner)
     return runner
+
+
+def runs_on_temporal(name: str) -> bool:
+    """Whether the contender's runner is a Temporal worker (DSMO's or raw Temporal's)."""
+    return name in ("dsmo", DSMO_REGULAR, "temporal", TEMPORAL_LOCAL)
+
+
+async def _until_polling(w: World, task_queue: str, runner: Supervised, timeout: float = 90.0) -> None:
+    """Wait until the runner's worker polls its task queue.
+
+    A DSMO reply is an update, which Temporal answers "no worker" after 5 s without one: on a
+    slow start (imports on a loaded machine) the warm-up's first replies failed the round.
+    """
+    client = await Client.connect(w.settings.temporal.address, namespace=w.settings.temporal.namespace)
+    deadline = time.monotonic() + timeout
+    while not any(identity.startswith(f"{runner.pid}@") for identity in await live_pollers(client, task_queue)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{task_queue}: no worker polled within {timeout:.0f} s")
+        await asyncio.sleep(0.2)
 
 
 def cpu_sample(contender: Contender, runner: Supervised, w: World) -> dict[str, float]:
@@ -307,7 +343,8 @@ def store_bytes(contender: Contender, run_id: str) -> int:
 
 def user_code_lines(name: str) -> int:
     """Non-blank, non-comment lines between the user-code markers of the contender's module."""
-    text = (HERE / f"{'dsmo' if name == DSMO_REGULAR else name}_peer.py").read_text()
+    module = {DSMO_REGULAR: "dsmo", TEMPORAL_LOCAL: "temporal"}.get(name, name)
+    text = (HERE / f"{module}_peer.py").read_text()
     body = text.split(USER_CODE_BEGIN, 1)[1].split(USER_CODE_END, 1)[0]
     return sum(1 for line in body.splitlines() if line.strip() and not line.strip().startswith("#"))
 

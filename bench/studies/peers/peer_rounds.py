@@ -18,6 +18,10 @@ from typing import Any
 
 # The peers DSMO is judged against (raw Temporal is the floor it runs on, reported beside them).
 PEERS = ("langgraph", "dbos")
+# Raw Temporal with its stages and send as local activities, beside "temporal" (regular ones): the
+# same shape as DSMO's default run, so what is left between the two is DSMO's own cost; it is
+# judged against the peers as DSMO is.
+TEMPORAL_LOCAL = "temporal-local"
 CPU_ROLES = ("runner", "server", "s3")
 # Counts over the rounds rather than a typical round.
 SUMMED = frozenset({"runner_restarts"})

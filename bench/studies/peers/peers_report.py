@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.studies.peers.peer_rounds import PEERS, TARGETS, Ratio, meets, verdicts
+from bench.studies.peers.peer_rounds import PEERS, TARGETS, TEMPORAL_LOCAL, Ratio, meets, verdicts
 
 START, END = "<!-- peers:start -->", "<!-- peers:end -->"
 LABELS = {
     "dsmo": "DSMO (short stages local, the default)",
     "dsmo-regular": "DSMO, stages as regular activities",
     "temporal": "raw Temporal",
+    "temporal-local": "raw Temporal, stages as local activities",
     "langgraph": "LangGraph + PostgresSaver",
     "dbos": "DBOS Transact",
 }
@@ -53,9 +54,9 @@ def _ratio(ratio: Ratio | None) -> str:
     return f"{ratio.value:.2f}x ({LABELS.get(ratio.peer, ratio.peer)})" if ratio else "?"
 
 
-def verdict_table(rounds: dict[str, Any]) -> str:
-    """DSMO over the best peer, round by round, against the targets; how many rounds met each."""
-    found = verdicts(rounds)
+def verdict_table(rounds: dict[str, Any], contender: str = "dsmo") -> str:
+    """``contender`` over the best peer, round by round, against the targets; how many rounds met each."""
+    found = verdicts(rounds, contender)
     if not found:
         return ""
     kinds = ("throughput", "latency", "cpu")
@@ -134,11 +135,12 @@ def crash_table(crash: dict[str, Any]) -> str:
 
 
 def _verdicts(peers: dict[str, Any]) -> str:
-    table = verdict_table(peers.get("rounds") or {})
+    rounds = peers.get("rounds") or {}
+    table = verdict_table(rounds)
     if not table:
         return ""
     names = " and ".join(LABELS[name] for name in PEERS)
-    return f"""
+    text = f"""
 **DSMO against the fastest peer, round by round.** The peers are {names}. In each round,
 DSMO's figure (short stages local, the default) over the best peer figure of that same round:
 the highest throughput, the lowest W1 p50, the lowest CPU per run; the targets are the ones DSMO
@@ -146,6 +148,17 @@ sets itself.
 
 {table}
 """
+    floor = verdict_table(rounds, TEMPORAL_LOCAL)
+    if floor:
+        text += f"""
+**Raw Temporal in DSMO's shape, against the same peers.** The same ratios for raw Temporal with
+its stages and send as local activities (one workflow task for the stages, as DSMO's default run):
+what an engine built on Temporal, with nothing of its own on top, reaches on this graph and this
+server. Where it misses a target too, the gap is Temporal's, not DSMO's.
+
+{floor}
+"""
+    return text
 
 
 def section(results: dict[str, Any]) -> str | None:

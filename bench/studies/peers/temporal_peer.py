@@ -1,9 +1,13 @@
 """Raw Temporal: the W6 graph as a workflow and activities, and its worker process.
 
 The floor: what a Temporal user writes by hand for three stages, a wait for a reply with a
-timeout (a signal and ``workflow.wait_condition``), and a send, with the same agents.
+timeout (a signal and ``workflow.wait_condition``), and a send, with the same agents. Started with
+``local=True`` (the "temporal-local" contender), the stages and the send are local activities,
+as Temporal advises for short activities, and as DSMO runs its short stages by default: what
+Temporal itself costs for this graph in the shape DSMO's default run takes.
 https://docs.temporal.io/develop/python/message-passing (signals),
-https://docs.temporal.io/develop/python/timers (wait_condition with a timeout).
+https://docs.temporal.io/develop/python/timers (wait_condition with a timeout),
+https://docs.temporal.io/local-activity (local activities).
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ class PeerRun:
         return self.waits
 
     @workflow.run
-    async def run(self, run_id: str, input_uri: str, wait_seconds: float) -> None:
+    async def run(self, run_id: str, input_uri: str, wait_seconds: float, local: bool = False) -> None:
+        call = workflow.execute_local_activity if local else workflow.execute_activity
         uri = input_uri
         for stage in ("A", "B", "C"):
-            uri = await workflow.execute_activity(
+            uri = await call(
                 "peer_stage", args=[run_id, stage, uri], result_type=str, start_to_close_timeout=STAGE_TIMEOUT
             )
         self.waits = True
@@ -53,7 +58,7 @@ class PeerRun:
             ended_by = "reply"
         except TimeoutError:
             ended_by = "timeout"
-        await workflow.execute_activity("peer_send", args=[run_id, uri, ended_by], start_to_close_timeout=STAGE_TIMEOUT)
+        await call("peer_send", args=[run_id, uri, ended_by], start_to_close_timeout=STAGE_TIMEOUT)
 
 
 def activities(work: PeerWork) -> list[Callable[..., Any]]:
