@@ -45,6 +45,10 @@ async def cancel_one(obj: Context, run_id: str, *, reason: str, by: str) -> str:
     """
     client = await obj.client()
     await client.cancel(run_id, reason=reason, by=by)
+    view = await client.status(run_id)
+    if view.problem and not view.status.terminal:
+        # No worker polls the run's queue, or its task fails: waiting for its end would hang.
+        return f"cancel requested: {run_id} unwinds when its workflow task runs again ({view.problem})"
     try:
         result = await client.result(run_id)
     except WorkflowTaskFailing as failing:  # Temporal holds the request until the task runs again

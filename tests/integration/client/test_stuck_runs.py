@@ -150,6 +150,15 @@ async def test_no_worker_is_named_at_once(
     view = await harness.dsmo.status(run_id)
     assert view.status is RunStatus.RUNNING and "no worker is polling" in (view.problem or "")
 
+    # `dsmo cancel` records the request and says the run unwinds once a worker serves it (it
+    # waited for the run's end, silently, for as long as no worker came).
+    cancelled = await asyncio.to_thread(dsmo_cli, env, "cancel", run_id, "--reason", "test", timeout=60)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancel requested: {run_id} unwinds when its workflow task runs again" in cancelled.stdout
+    assert f"no worker is polling task queue `{nobody}`" in cancelled.stdout
+    history = await harness.dsmo.temporal.get_workflow_handle(run_id).fetch_history()
+    assert any(event.HasField("workflow_execution_cancel_requested_event_attributes") for event in history.events)
+
 
 def test_start_request_model_is_what_the_raw_start_sends() -> None:
     with pytest.raises(ValueError, match="teleport"):
