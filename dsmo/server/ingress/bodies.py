@@ -170,6 +170,11 @@ def _where(frames: list[list[Any]]) -> str:
     return shown + (".…" if len(labels) > 6 else "")
 
 
+def is_json_media(media: str) -> bool:
+    """Whether a Content-Type's media type (lower case, no parameters) is one FastAPI parses as JSON."""
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 class StrictJsonRoute(APIRoute):
     """A route whose JSON body is checked by `check_json_text` before FastAPI parses it."""
 
@@ -178,6 +183,12 @@ class StrictJsonRoute(APIRoute):
 
         async def handler(request: Request) -> Response:
             raw = await request.body()  # cached on the request: the parser reads the same bytes
+            media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if raw and media and not is_json_media(media):
+                # FastAPI would not parse it and answer 422 "Input should be a valid dictionary".
+                raise Problem(
+                    415, "unsupported_media_type", f"body: send JSON with Content-Type: application/json, not {media}"
+                )
             if raw:
                 try:
                     text = raw.decode("utf-8")

@@ -9,6 +9,7 @@ Starlette's plain-text "Internal Server Error".
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -60,6 +61,7 @@ ERROR_MEANINGS = {
     408: "The body did not arrive in time.",
     409: "The run's state refuses it: the run exists or has ended, its key is busy, or it took no such event.",
     413: "The body is larger than the ingress takes.",
+    415: "A body sent as something other than JSON (`Content-Type` is not `application/json`).",
     422: "A malformed body, parameter or value; the message names the field and the reason.",
     429: "Too many requests or events for the key; `Retry-After` says when to try again.",
     503: "Temporal or the store cannot be reached, or no worker serves the run's task queue.",
@@ -74,7 +76,7 @@ def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
 # What any API route may answer besides its success (a route adds the others it can).
 COMMON_ERRORS = documented(400, 401, 403, 422, 429, 503)
 # And what a route that reads a body may answer besides.
-BODY_ERRORS = documented(408, 413)
+BODY_ERRORS = documented(408, 413, 415)
 
 
 class Problem(Exception):
@@ -96,11 +98,17 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"code": code, "message": message}})
 
 
-def answer(request: Request, status: int, code: str, message: str) -> Response:
+def answer(
+    request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> Response:
     """The error in the shape of the path asked for: a console page, or the API's JSON."""
+    response: Response
     if is_console_path(request.url.path):
-        return problem_page(request, status, message)
-    return error_response(status, code, message)
+        response = problem_page(request, status, message)
+    else:
+        response = error_response(status, code, message)
+    response.headers.update(headers or {})
+    return response
 
 
 def not_json(text: Any, error: dict[str, Any]) -> str:
@@ -129,10 +137,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
         # Routing's own answers (unknown path, wrong method) in the documented shape, not {"detail": ...}.
         codes = {404: "not_found", 405: "method_not_allowed"}
-        message = str(err.detail)
-        if err.status_code == 404 and is_console_path(request.url.path):
-            message = f"no console page at {request.url.path}"
-        return answer(request, err.status_code, codes.get(err.status_code, "http_error"), message)
+        message, path, allowed = str(err.detail), request.url.path, (err.headers or {}).get("Allow")
+        if err.status_code == 404 and is_console_path(path):
+            message = f"no console page at {path}"
+        elif err.status_code == 404 and message == "Not Found":  # routing's: the path matches no route
+            message = f"no such path: {path} (the API's paths are in /openapi.json)"
+        elif err.status_code == 405:  # the path exists; say which methods it takes (also in Allow)
+            message = f"{request.method} is not allowed on {path}" + (f"; it takes {allowed}" if allowed else "")
+        return answer(request, err.status_code, codes.get(err.status_code, "http_error"), message, err.headers)
 
     @app.exception_handler(InvalidRunId)
     async def bad_run_id(request: Request, err: InvalidRunId) -> Response:

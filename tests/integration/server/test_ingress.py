@@ -336,6 +336,12 @@ async def test_every_error_is_in_the_documented_shape(strict_ingress: Ingress) -
         answer = await call(method, crm, path)
         assert answer.status_code in (404, 405), (method, path, answer.status_code)
         assert set(answer.json()) == {"error"} and answer.json()["error"]["code"] in ("not_found", "method_not_allowed")
+    # They name the path, and a wrong method the methods the path takes (also in `Allow`, as HTTP asks).
+    missing = await call("GET", crm, "/no/such/route")
+    assert missing.json()["error"]["message"] == "no such path: /no/such/route (the API's paths are in /openapi.json)"
+    wrong = await call("PUT", crm, "/executions/r1/events")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["message"] == "PUT is not allowed on /executions/r1/events; it takes POST"
 
 
 async def test_events_are_rate_limited_per_key(strict_ingress: Ingress) -> None:

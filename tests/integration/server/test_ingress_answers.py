@@ -80,6 +80,22 @@ async def test_json_no_document_can_hold_is_refused_naming_where(
     assert answer.json()["error"]["message"].startswith(field), answer.text
 
 
+@pytest.mark.parametrize("media", ["text/plain", "application/x-www-form-urlencoded"])
+async def test_a_body_sent_as_another_type_than_json_is_refused_naming_it(ingress: Ingress, media: str) -> None:
+    body = json.dumps({"agent": "candidate-screening", "input": {}})
+    answer = await call("POST", ingress.client(), "/executions", content=body, headers={"content-type": media})
+    assert answer.status_code == 415, answer.text
+    assert answer.json()["error"] == {
+        "code": "unsupported_media_type",
+        "message": f"body: send JSON with Content-Type: application/json, not {media}",
+    }
+    # JSON types with parameters or a +json suffix are JSON; so is a body sent with no type
+    # (FastAPI parses it as JSON): the same body gets past the media check to the agent lookup.
+    for header in ({"content-type": "application/json; charset=utf-8"}, {"content-type": "application/merge+json"}, {}):
+        answer = await call("POST", ingress.client(), "/executions", content=body, headers=header)
+        assert answer.status_code != 415, (header, answer.text)
+
+
 async def test_deep_event_data_is_refused_naming_the_field(ingress: Ingress) -> None:
     text = json.dumps({"type": "MESSAGE_RECEIVED", "data": {"text": 0}}).replace("0", "[" * 8000 + "]" * 8000)
     answer = await call(
