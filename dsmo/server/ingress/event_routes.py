@@ -29,6 +29,15 @@ async def deliver(
 ) -> dict[str, Any]:
     # The scope depends on the event's type, which is known only once the body is parsed.
     key = verify_key(request.app.state.keys, f"events:{body.type}", *sent)
+    if body.event_id and idempotency_key and body.event_id != idempotency_key:
+        # Either could be the one the sender retries under: taking one silently could apply the
+        # event twice (a retry under the other) or drop a different event as a duplicate.
+        raise Problem(
+            422,
+            "invalid_body",
+            f"event_id: {body.event_id!r} differs from the Idempotency-Key header {idempotency_key!r}; "
+            "send one, or both alike",
+        )
     event_id = body.event_id or idempotency_key
     if not event_id:
         raise Problem(422, "invalid_body", "event_id: required (in the body or as the Idempotency-Key header)")

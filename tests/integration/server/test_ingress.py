@@ -111,7 +111,7 @@ async def test_a_whole_flow_over_http(ingress: Ingress) -> None:
     assert late.status_code == 409 and late.json()["error"]["code"] == "not_accepted"
 
 
-async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
+async def test_keys_scopes_and_bad_bodies(ingress: Ingress, harness: Harness) -> None:
     crm, docs, anonymous = ingress.client(), ingress.client("docs"), ingress.client(None)
     run_id = (await call("POST", crm, "/executions", json={"agent": "candidate-screening", "input": CANDIDATE})).json()[
         "runId"
@@ -150,6 +150,15 @@ async def test_keys_scopes_and_bad_bodies(ingress: Ingress) -> None:
         "POST", crm, f"/executions/{run_id}/events", json={"type": "MESSAGE_RECEIVED", "data": {"text": "x"}}
     )
     assert no_id.status_code == 422 and "Idempotency-Key" in no_id.json()["error"]["message"]
+    # An id in the body and another in the header: which one a retry comes under is unknown.
+    both = {"type": "MESSAGE_RECEIVED", "event_id": "e3", "data": {"text": "x"}}
+    conflict = await call("POST", crm, f"/executions/{run_id}/events", json=both, headers={"Idempotency-Key": "e4"})
+    assert conflict.status_code == 422, conflict.text
+    assert conflict.json()["error"] == {
+        "code": "invalid_body",
+        "message": "event_id: 'e3' differs from the Idempotency-Key header 'e4'; send one, or both alike",
+    }
+    assert not any(event.data.get("eventId") in ("e3", "e4") for event in await harness.dsmo.events(run_id))
     huge = await call(
         "POST",
         crm,
