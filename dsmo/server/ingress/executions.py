@@ -69,6 +69,9 @@ async def start(
     agent's start joins its key's batch (202); sent again with its `Idempotency-Key` and body while
     the batch's debouncer runs, it joins once and names the same run.
     """
+    if idempotency_key is not None and not idempotency_key.strip():
+        # Most often a client's variable left unset: taken as no key, every retry started a run.
+        raise Problem(422, "invalid_body", "Idempotency-Key: blank; send a key that names this start, or none")
     try:
         definition = await dsmo.definition(body.agent, body.version)
     except DefinitionNotFound as err:

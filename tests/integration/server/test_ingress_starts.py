@@ -55,6 +55,12 @@ async def test_one_idempotency_key_names_one_start_whatever_the_body(ingress: In
     )
     assert both.status_code == 422 and both.json()["error"]["message"].startswith("runId: "), both.text
     assert (await call("GET", crm, f"/executions/{own_id}")).status_code == 404
+    # A blank key (a client's variable left unset) names no start: refused, not taken as none.
+    # (Spaces around a header value are not part of it: "   " arrives as "".)
+    blank = await call("POST", crm, "/executions", json={**body, "runId": own_id}, headers={"Idempotency-Key": ""})
+    assert blank.status_code == 422, blank.text
+    assert blank.json()["error"]["message"].startswith("Idempotency-Key: blank"), blank.text
+    assert (await call("GET", crm, f"/executions/{own_id}")).status_code == 404
 
 
 async def test_an_idempotency_key_whose_run_temporal_forgot_is_refused(
