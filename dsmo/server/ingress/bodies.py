@@ -23,7 +23,6 @@ from dsmo.workflows.common.identifiers import (
     AGENT_NAME_PATTERN,
     MAX_EVENT_ID,
     RUN_ID_PATTERN,
-    WORKFLOW_VERSION_PATTERN,
 )
 from dsmo.workflows.common.wire import to_camel
 
@@ -51,8 +50,10 @@ class StartRequest(_Body):
     agent: str = Field(pattern=f"^{AGENT_NAME_PATTERN}$", examples=["candidate-screening"])
     version: str | None = Field(
         default=None,
-        pattern=f"^{WORKFLOW_VERSION_PATTERN}$",
-        description="a published workflow_version (default: the latest)",
+        min_length=1,
+        max_length=50,
+        description="a published version: its workflow_version hash or its version label (default: the latest)",
+        examples=["1.0.0"],
     )
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = Field(default=None, pattern=f"^{RUN_ID_PATTERN}$")

@@ -72,10 +72,7 @@ async def start(
     if idempotency_key is not None and not idempotency_key.strip():
         # Most often a client's variable left unset: taken as no key, every retry started a run.
         raise Problem(422, "invalid_body", "Idempotency-Key: blank; send a key that names this start, or none")
-    try:
-        definition = await dsmo.definition(body.agent, body.version)
-    except DefinitionNotFound as err:
-        raise Problem(404, "unknown_agent", str(err)) from None
+    definition = await _published(dsmo, body)
     for index, event in enumerate(body.events):
         if not key.allows(f"events:{event.type}"):
             raise Problem(403, "forbidden", f"events.{index}: key {key.name!r} lacks the scope 'events:{event.type}'")
@@ -152,6 +149,16 @@ async def start(
         response.status_code = 200
         flow = {**(flow or {}), "acks": [ack.model_dump(mode="json") for ack in report.acks]}
     return _answer(settings, definition, report.run_id, acks=report.acks, duplicate=False, flow=flow)
+
+
+async def _published(dsmo: DsmoClient, body: StartRequest) -> AgentDefinition:
+    """The published definition a start names: its version by hash or label, as `dsmo start --version` takes it."""
+    try:
+        if body.version:
+            return await dsmo.definitions.resolve(body.agent, body.version)
+        return await dsmo.definition(body.agent)
+    except DefinitionNotFound as err:
+        raise Problem(404, "unknown_agent", str(err)) from None
 
 
 def _answer(

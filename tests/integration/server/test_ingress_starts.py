@@ -172,3 +172,21 @@ async def test_an_event_for_a_run_no_worker_serves_is_refused_at_once(unserved: 
         assert again.status_code == 503, again.text  # no run was left behind under the key's name
     finally:
         await harness.dsmo.temporal.get_workflow_handle(run_id).terminate(reason="test over")
+
+
+async def test_a_start_names_its_version_by_hash_or_label(ingress: Ingress, harness: Harness) -> None:
+    store = DefinitionStore(harness.store)
+    first, second = chat(version="7.1.0"), chat(version="7.2.0")
+    assert first.workflow_version != second.workflow_version
+    for definition in (first, second):
+        store.publish(definition)
+    crm = ingress.client()
+    # By label, as `dsmo start --version` takes it (a label was a 422: only a hash matched), or by hash.
+    for version, expected in (("7.1.0", first), (second.workflow_version, second), ("7.2.0", second)):
+        started = await call("POST", crm, "/executions", json={"agent": "inbox-chat", "version": version})
+        assert started.status_code == 201, (version, started.text)
+        assert started.json()["workflowVersion"] == expected.workflow_version, version
+        harness.started.append(started.json()["runId"])
+    unknown = await call("POST", crm, "/executions", json={"agent": "inbox-chat", "version": "9.9.9"})
+    assert unknown.status_code == 404, unknown.text
+    assert "no published version '9.9.9' (hash or label)" in unknown.json()["error"]["message"]
