@@ -299,7 +299,7 @@ def main(*, extra_workflows: Sequence[type] = (), load: Sequence[str] = ()) -> N
         hard_exit(2)
     # Lock-free logging: a workflow task interrupted by the deadlock detector cannot leave a
     # handler lock held and stall the whole worker (see dsmo/runtime/logging_setup.py).
-    worker_logging.install(logging.getLevelName(settings.worker.log_level.upper()))
+    worker_logging.install(logging.getLevelNamesMapping()[settings.worker.log_level.upper()])
     try:
         loaded = load_worker_plugins(settings, load)
         log.info("plugins: %s", ", ".join(loaded) or "none")

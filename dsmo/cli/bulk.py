@@ -36,7 +36,8 @@ def _progress(console: Console) -> Progress:
 
 
 async def cancel_one(obj: Context, run_id: str, *, reason: str, by: str) -> str:
-    """Cancel one run and wait for it to unwind; the line to print.
+    """Cancel one run and wait for it to unwind (unless no worker serves it, or its task fails:
+    the cancel is then requested, and the line says so); the line to print.
 
     Raises:
         RunClosed: The run had decided how it ends (failed, completed, timed out) before the

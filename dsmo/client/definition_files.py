@@ -45,6 +45,8 @@ def load_definition(path: str | Path) -> AgentDefinition:
 
 
 MAX_ALIASES = 100
+# A merge key (<<) may repeat; a value key (=) is PyYAML's special case, not a field.
+_NOT_KEYS = frozenset({"tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -74,20 +76,22 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, Any] = {}
-            for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # a merge key (<<) may repeat; complex keys are refused by the schema
-                key = self.construct_object(key_node)
-                if key in seen:
-                    first = seen[key].start_mark.line + 1
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} given twice (first on line {first})", key_node.start_mark
-                    )
-                seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        # Checked as composed, before any merge (<<) rewrites a mapping's pairs: a key its mapping
+        # writes twice, not one it overrides from a merge. Keys compare as written, with their tag.
+        node = super().compose_mapping_node(anchor)
+        seen: dict[tuple[str, str], Any] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag in _NOT_KEYS:
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                raise yaml.composer.ComposerError(
+                    None, None, f"key {key_node.value!r} given twice (first on line {first})", key_node.start_mark
+                )
+            seen[key] = key_node
+        return node
 
 
 def parse_definition_text(text: str, *, source: str = "<definition>") -> AgentDefinition:

@@ -23,6 +23,7 @@ from dsmo.client.agent_catalog import missing_from
 from dsmo.client.client_errors import DefinitionNotFound, NotOffered
 from dsmo.client.core import ClientCore
 from dsmo.workflows.common.errors import DsmoError
+from dsmo.workflows.common.identifiers import workflow_version_problem
 from dsmo.workflows.definition.model import AgentDefinition
 from dsmo.workflows.definition.node_types import InvokeNode, LlmNode, RunAgentNode
 
@@ -128,7 +129,8 @@ class Definitions:
 
         Args:
             agent: The agent's name.
-            version: The ``workflow_version`` wanted (default: the latest).
+            version: The ``workflow_version`` wanted, or a ``version`` label as `resolve` takes
+                it (default: the latest).
 
         Returns:
             The definition, as published.
@@ -220,11 +222,13 @@ async def published_agents(core: ClientCore) -> builtins.list[PublishedAgent]:
 
 
 async def definition(core: ClientCore, agent: str, version: str | None = None) -> AgentDefinition:
-    """A published definition of ``agent``: ``version``, or the latest.
+    """A published definition of ``agent``: ``version`` (its hash, or its label), or the latest.
 
     Raises:
         DefinitionNotFound: Nothing is published under ``agent``, or not ``version`` (named).
     """
+    if version is not None and workflow_version_problem(version) is not None:  # a label, not a hash
+        return await resolve_version(core, agent, version)
     try:
         found: AgentDefinition = await asyncio.to_thread(core.definition_store().resolve, agent, version)
     except UnknownAgent as err:

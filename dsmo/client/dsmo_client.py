@@ -338,7 +338,7 @@ class DsmoClient:
         return await definitions_client.publish_unchecked(self._core, definition)
 
     async def definition(self, agent: str, version: str | None = None) -> AgentDefinition:
-        """A published definition of ``agent`` (default: its latest): `Definitions.get`."""
+        """A published definition of ``agent`` (a version by hash or label; default: its latest): `Definitions.get`."""
         return await definitions_client.definition(self._core, agent, version)
 
     async def versions(self, agent: str) -> list[str]:

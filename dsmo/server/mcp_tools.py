@@ -80,7 +80,9 @@ class DsmoTools:
         ctx: ToolContext,
         agent: Annotated[str, Field(description="The published agent's name (see list_agents).")],
         input: Annotated[dict[str, Any] | None, Field(description="The run's input variables.")] = None,
-        version: Annotated[str | None, Field(description="A published workflow_version (default: latest).")] = None,
+        version: Annotated[
+            str | None, Field(description="A published version, its workflow_version or its label (default: latest).")
+        ] = None,
         run_id: Annotated[str | None, Field(description="The run's id (default: <agent>-<random>).")] = None,
     ) -> dict[str, Any]:
         """Start a run of a published agent with input variables; returns its id and where to watch it.

@@ -260,7 +260,8 @@ def test_every_runner_logs_warnings_only_and_the_temporal_runners_are_known(tmp_
     # The LangGraph and DBOS runners log at WARNING; DSMO's worker would write a line per step.
     assert env["DSMO_LOG_LEVEL"] == "warning"
     assert env["DSMO_TASK_QUEUE"] == "q"
-    assert [name for name in PeerConfig(rounds=1).names() if runs_on_temporal(name)] == [
+    config_all = PeerConfig(rounds=1, dsmo_regular=True, temporal_local=True)
+    assert [name for name in config_all.names() if runs_on_temporal(name)] == [
         "dsmo",
         DSMO_REGULAR,
         "temporal",

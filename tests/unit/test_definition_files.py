@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dsmo.client.definition_files import names_agent, parse_definition_text
 from dsmo.workflows.common.errors import DefinitionError
@@ -59,3 +60,14 @@ nodes:
     second = definition.nodes["B"]
     assert isinstance(second, RunAgentNode) and second.timeout == timedelta(seconds=9)
     assert second.next is None and definition.nodes["A"].next == "B"
+
+
+def test_keys_are_compared_as_written_before_merges_and_the_value_key_still_loads() -> None:
+    from dsmo.client.definition_files import _BoundedLoader
+
+    # A mapping that overrides what it merges, merged again elsewhere: no key is written twice.
+    assert yaml.load("a: {b: &s {<<: {t: 1}, t: 2}}\nc: {<<: *s}\n", Loader=_BoundedLoader)["a"] == {"b": {"t": 2}}
+    # PyYAML's value key (=) is a plain string key, as safe_load reads it.
+    assert yaml.load("parameters: {=: 1}\n", Loader=_BoundedLoader) == {"parameters": {"=": 1}}
+    # A string key and a number key that read alike are two keys.
+    assert yaml.load("'1': a\n1: b\n", Loader=_BoundedLoader) == {"1": "a", 1: "b"}

@@ -185,10 +185,12 @@ class StrictJsonRoute(APIRoute):
         async def handler(request: Request) -> Response:
             raw = await request.body()  # cached on the request: the parser reads the same bytes
             media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            if raw and media and not is_json_media(media):
+            if raw and not is_json_media(media):
                 # FastAPI would not parse it and answer 422 "Input should be a valid dictionary".
                 raise Problem(
-                    415, "unsupported_media_type", f"body: send JSON with Content-Type: application/json, not {media}"
+                    415,
+                    "unsupported_media_type",
+                    f"body: send JSON with Content-Type: application/json, not {media or 'no Content-Type'}",
                 )
             if raw:
                 try:

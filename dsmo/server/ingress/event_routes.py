@@ -35,7 +35,7 @@ async def deliver(
         raise Problem(
             422,
             "invalid_body",
-            f"event_id: {body.event_id!r} differs from the Idempotency-Key header {idempotency_key!r}; "
+            f"event_id: {body.event_id[:80]!r} differs from the Idempotency-Key header {idempotency_key[:80]!r}; "
             "send one, or both alike",
         )
     event_id = body.event_id or idempotency_key

@@ -154,9 +154,7 @@ async def start(
 async def _published(dsmo: DsmoClient, body: StartRequest) -> AgentDefinition:
     """The published definition a start names: its version by hash or label, as `dsmo start --version` takes it."""
     try:
-        if body.version:
-            return await dsmo.definitions.resolve(body.agent, body.version)
-        return await dsmo.definition(body.agent)
+        return await dsmo.definition(body.agent, body.version)
     except DefinitionNotFound as err:
         raise Problem(404, "unknown_agent", str(err)) from None
 

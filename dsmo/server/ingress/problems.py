@@ -17,12 +17,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from dsmo.server.console.web import is_console_path, problem_page
 from dsmo.workflows.common.errors import DsmoError
 from dsmo.workflows.common.identifiers import InvalidRunId
 
 log = logging.getLogger("dsmo.ingress")
+
+# The methods a 405's Allow may name (the API's routes take no others).
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 # DSMO's errors by code: the status each answers with (any other DsmoError is a 500).
 DSMO_ERROR_STATUS = {
@@ -61,7 +65,7 @@ ERROR_MEANINGS = {
     408: "The body did not arrive in time.",
     409: "The run's state refuses it: the run exists or has ended, its key is busy, or it took no such event.",
     413: "The body is larger than the ingress takes.",
-    415: "A body sent as something other than JSON (`Content-Type` is not `application/json`).",
+    415: "A body sent without a JSON `Content-Type` (`application/json`, or an `application/...+json` type).",
     422: "A malformed body, parameter or value; the message names the field and the reason.",
     429: "Too many requests or events for the key; `Retry-After` says when to try again.",
     503: "Temporal or the store cannot be reached, or no worker serves the run's task queue.",
@@ -126,6 +130,21 @@ def not_json(text: Any, error: dict[str, Any]) -> str:
     return f"body: not JSON: {reason} at line {line}, column {column}"
 
 
+def methods_for(request: Request) -> str:
+    """Every method some route takes on the request's path (``GET, POST``), for a 405's ``Allow``.
+
+    Starlette's own ``Allow`` names only the first route whose path matches, and FastAPI makes a
+    route per method: ``DELETE /executions`` was told ``POST`` alone. So each method is tried
+    against the routes as the router would.
+    """
+    allowed = []
+    for method in HTTP_METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return ", ".join(allowed)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error in its documented shape (see the module's docstring)."""
 
@@ -137,14 +156,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
         # Routing's own answers (unknown path, wrong method) in the documented shape, not {"detail": ...}.
         codes = {404: "not_found", 405: "method_not_allowed"}
-        message, path, allowed = str(err.detail), request.url.path, (err.headers or {}).get("Allow")
+        message, path, headers = str(err.detail), request.url.path, dict(err.headers or {})
         if err.status_code == 404 and is_console_path(path):
             message = f"no console page at {path}"
         elif err.status_code == 404 and message == "Not Found":  # routing's: the path matches no route
-            message = f"no such path: {path} (the API's paths are in /openapi.json)"
+            message = f"no such path: {path}"
         elif err.status_code == 405:  # the path exists; say which methods it takes (also in Allow)
+            allowed = methods_for(request)
+            headers["Allow"] = allowed
             message = f"{request.method} is not allowed on {path}" + (f"; it takes {allowed}" if allowed else "")
-        return answer(request, err.status_code, codes.get(err.status_code, "http_error"), message, err.headers)
+        return answer(request, err.status_code, codes.get(err.status_code, "http_error"), message, headers)
 
     @app.exception_handler(InvalidRunId)
     async def bad_run_id(request: Request, err: InvalidRunId) -> Response:

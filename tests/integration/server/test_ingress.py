@@ -347,10 +347,16 @@ async def test_every_error_is_in_the_documented_shape(strict_ingress: Ingress) -
         assert set(answer.json()) == {"error"} and answer.json()["error"]["code"] in ("not_found", "method_not_allowed")
     # They name the path, and a wrong method the methods the path takes (also in `Allow`, as HTTP asks).
     missing = await call("GET", crm, "/no/such/route")
-    assert missing.json()["error"]["message"] == "no such path: /no/such/route (the API's paths are in /openapi.json)"
+    assert missing.json()["error"]["message"] == "no such path: /no/such/route"
     wrong = await call("PUT", crm, "/executions/r1/events")
     assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
     assert wrong.json()["error"]["message"] == "PUT is not allowed on /executions/r1/events; it takes POST"
+    # Every method the path takes, from each of its routes (Starlette named the first route's only).
+    # (`/hooks/failed` also matches `DELETE /hooks/{subscription_id}`.)
+    for method, path, allowed in [("DELETE", "/executions", "GET, POST"), ("POST", "/hooks/failed", "GET, DELETE")]:
+        wrong = await call(method, crm, path)
+        assert wrong.status_code == 405 and wrong.headers["allow"] == allowed, (path, wrong.headers, wrong.text)
+        assert wrong.json()["error"]["message"] == f"{method} is not allowed on {path}; it takes {allowed}"
 
 
 async def test_events_are_rate_limited_per_key(strict_ingress: Ingress) -> None:
