@@ -56,6 +56,9 @@ async def start(
 ) -> dict[str, Any]:
     """201 with the new run; 200 `duplicate: true` (`eventsDelivered: 0`) for a retry of the same start.
 
+    `version` names a published version by its hash or its label (404 `unknown_version`, or
+    `unknown_agent` for an agent with nothing published; the latest when absent).
+
     An `Idempotency-Key` names one start of the key that sends it, whatever the body: its run's id
     is derived from the two alone, so Temporal's run-id uniqueness keeps it, and the run's memo
     keeps a digest of the body. The same body again is a retry; another body (another agent,
@@ -154,9 +157,14 @@ async def start(
 async def _published(dsmo: DsmoClient, body: StartRequest) -> AgentDefinition:
     """The published definition a start names: its version by hash or label, as `dsmo start --version` takes it."""
     try:
-        return await dsmo.definition(body.agent, body.version)
+        if body.version:
+            await dsmo.versions(body.agent)  # an unknown agent is named so first
     except DefinitionNotFound as err:
         raise Problem(404, "unknown_agent", str(err)) from None
+    try:
+        return await dsmo.definition(body.agent, body.version)
+    except DefinitionNotFound as err:  # the agent exists (or no version was asked for)
+        raise Problem(404, "unknown_version" if body.version else "unknown_agent", str(err)) from None
 
 
 def _answer(

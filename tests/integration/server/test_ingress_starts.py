@@ -188,5 +188,7 @@ async def test_a_start_names_its_version_by_hash_or_label(ingress: Ingress, harn
         assert started.json()["workflowVersion"] == expected.workflow_version, version
         harness.started.append(started.json()["runId"])
     unknown = await call("POST", crm, "/executions", json={"agent": "inbox-chat", "version": "9.9.9"})
-    assert unknown.status_code == 404, unknown.text
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_version", unknown.text
     assert "no published version '9.9.9' (hash or label)" in unknown.json()["error"]["message"]
+    nobody = await call("POST", crm, "/executions", json={"agent": "no-such-agent", "version": "9.9.9"})
+    assert nobody.status_code == 404 and nobody.json()["error"]["code"] == "unknown_agent", nobody.text
