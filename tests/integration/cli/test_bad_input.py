@@ -304,10 +304,27 @@ CASES = [
     http("cancel without a reason", "POST", "/executions/{target}/cancel", {}, 422, "reason"),
     http("cancel with a blank reason", "POST", "/executions/{target}/cancel", {"reason": "   "}, 422, "reason"),
     http("no API key", "GET", "/executions/{target}", None, 401, "API key", key=None),
+    # A version may be a label (any text): one shaped like a path or a query is looked up among the
+    # agent's published hashes and labels, never used as a key, and names no version.
     http(
-        "version as a path", "POST", "/executions", {"agent": "battery", "version": "../definitions/x"}, 422, "version"
+        "version as a path",
+        "POST",
+        "/executions",
+        {"agent": "battery", "version": "../definitions/x"},
+        404,
+        "version",
+        "no published version '../definitions/x'",
     ),
-    http("version with a query", "POST", "/executions", {"agent": "battery", "version": "abc.json?x="}, 422, "version"),
+    http(
+        "version with a query",
+        "POST",
+        "/executions",
+        {"agent": "battery", "version": "abc.json?x="},
+        404,
+        "version",
+        "no published version 'abc.json?x='",
+    ),
+    http("version too long", "POST", "/executions", {"agent": "battery", "version": "v" * 51}, 422, "version"),
     http("agent with a NUL", "POST", "/executions", {"agent": "x\u0000"}, 422, "agent"),
     http(
         "key without the scope",
