@@ -157,14 +157,15 @@ async def start(
 async def _published(dsmo: DsmoClient, body: StartRequest) -> AgentDefinition:
     """The published definition a start names: its version by hash or label, as `dsmo start --version` takes it."""
     try:
-        if body.version:
-            await dsmo.versions(body.agent)  # an unknown agent is named so first
-    except DefinitionNotFound as err:
-        raise Problem(404, "unknown_agent", str(err)) from None
-    try:
         return await dsmo.definition(body.agent, body.version)
-    except DefinitionNotFound as err:  # the agent exists (or no version was asked for)
-        raise Problem(404, "unknown_version" if body.version else "unknown_agent", str(err)) from None
+    except DefinitionNotFound as missing:
+        if not body.version:
+            raise Problem(404, "unknown_agent", str(missing)) from None
+        try:  # only on this path: is it the agent or the version that is missing?
+            await dsmo.versions(body.agent)
+        except DefinitionNotFound as err:
+            raise Problem(404, "unknown_agent", str(err)) from None
+        raise Problem(404, "unknown_version", str(missing)) from None
 
 
 def _answer(
