@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from dsmo.config.settings import Settings
@@ -44,3 +44,11 @@ def kill_worker(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker and everything it started, and wait for it to be gone."""
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+async def until(done: Callable[[], bool], log: Path, what: str) -> None:
+    """Wait up to 60 s for ``done()``; failing, the assertion shows ``what`` and the worker's log."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: {log.read_text()}"
+        await asyncio.sleep(0.1)

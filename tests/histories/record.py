@@ -943,6 +943,10 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # retried wait kept what it had received (the document sent again), and since.
     "retried_documents_forgotten": retried_documents,
     "retried_documents_kept": retried_documents,
+    # A reply taken while the run waits, its next stage short: local in the task that took the
+    # reply on the code before (`short_stages_local`), a regular activity since, scheduled with
+    # the reply's record.
+    "short_stages_reply_recorded_first": short_stages,
 }
 
 

@@ -80,3 +80,25 @@ def test_revisions_count_up_and_a_request_cannot_claim_one_this_code_lacks() -> 
     events = json.loads((HISTORIES / "short_stages_started_in_generation.json").read_text())["history"]["events"]
     upserts = [e["upsertWorkflowSearchAttributesEventAttributes"] for e in events if "upsertWorkflow" in str(e.keys())]
     assert all("TemporalChangeVersion" not in json.dumps(u) for u in upserts)
+
+
+def _after_the_reply(name: str) -> list[str]:
+    """What the workflow task that took the reply recorded after its update, in order."""
+    events = json.loads((HISTORIES / f"{name}.json").read_text())["history"]["events"]
+    accepted = next(i for i, e in enumerate(events) if e["eventType"].endswith("_UPDATE_ACCEPTED"))
+    kinds = []
+    for event in events[accepted + 1 :]:
+        if event["eventType"].endswith("_WORKFLOW_TASK_SCHEDULED"):
+            break
+        marker = (event.get("markerRecordedEventAttributes") or {}).get("markerName")
+        kinds.append(marker or event["eventType"].removeprefix("EVENT_TYPE_"))
+    return kinds
+
+
+def test_a_short_stage_in_the_task_that_took_a_reply_is_scheduled_with_the_reply_since_revision_7() -> None:
+    # Before: run inside that task (a local activity's marker), before the reply was recorded.
+    assert "core_local_activity" in _after_the_reply("short_stages_local")
+    # Since: a regular activity the task's completion schedules, with the reply; no marker asked.
+    after = _after_the_reply("short_stages_reply_recorded_first")
+    assert "core_local_activity" not in after and "ACTIVITY_TASK_SCHEDULED" in after, after
+    assert _patch_markers("short_stages_reply_recorded_first") == []

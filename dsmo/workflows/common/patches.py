@@ -68,7 +68,7 @@ GENERATION_CHANGES = frozenset(
 
 
 # Changes made since the generation, each with the revision that brought it; never renumbered.
-REVISION = 6
+REVISION = 7
 REVISION_CHANGES = {
     "hand-over-after-a-round-trip": 1,
     "settle-past-a-cancel": 2,
@@ -76,6 +76,7 @@ REVISION_CHANGES = {
     "paid-spend-only": 4,
     "step-ends-before-cancel": 5,
     "wait-retry-keeps-received": 6,
+    "update-recorded-before-local-stages": 7,
 }
 # What a run's next execution is started for (its request's fields): every change of this code.
 NEXT_EXECUTION = {"generation": GENERATION, "revision": REVISION}

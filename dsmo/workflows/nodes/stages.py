@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
+from dsmo.workflows.common import patches
 from dsmo.workflows.common.errors import CONTRACT_VIOLATION, STAGE_PERMANENT
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.common.templating import render
@@ -35,13 +36,16 @@ from dsmo.workflows.definition.sensitive import masked_summary
 from dsmo.workflows.nodes.budgets import before_model_call, repairs_stopped
 from dsmo.workflows.nodes.model_calls import TurnInput, model_call
 from dsmo.workflows.run.activity_calls import LIVENESS_TIMEOUT, SINGLE_ATTEMPT, ActivityFailed, call, failure_message
-from dsmo.workflows.run.context import Run
+from dsmo.workflows.run.context import Run, workflow_task
 from dsmo.workflows.run.control import RunEnded
 from dsmo.workflows.run.dead_letters import write_dead_letter
 from dsmo.workflows.run.routing import contract_violation
 from dsmo.workflows.run.spend import count_model_calls
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
+
+# workflow.patched id: a stage in the workflow task that took an update runs as a regular activity.
+UPDATE_RECORDED_FIRST_PATCH = "update-recorded-before-local-stages"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ async def stage_visit(
     )
     errors: list[str] = []
     for attempt in range(1, node.retry.max_attempts + 1):
+        local_now = local and not update_unrecorded(run)
         task = contracts.StageTask(
             run_id=state.run_id,
             correlation_id=run.correlation_id,
@@ -135,7 +140,7 @@ async def stage_visit(
             input_document=input_document,
             llm=llm,
             seal=run.seal,
-            begun_mark=run.begun_marks.mark_for(workflow_task()) if local and replay is None else contracts.MARK,
+            begun_mark=run.begun_marks.mark_for(workflow_task()) if local_now and replay is None else contracts.MARK,
         )
         state.audit.record(
             "STAGE_ENQUEUED",
@@ -146,7 +151,7 @@ async def stage_visit(
             data={"agent": node.agent, "idempotencyKey": key},
         )
         try:
-            summary = await _attempt(run, node_id, node, task, local=local)
+            summary = await _attempt(run, node_id, node, task, local=local_now)
         except ActivityFailed as failed:
             failure = classify(failed.error)
             errors.append(f"attempt {attempt}: {failure.error_type}: {failure.message}")
@@ -164,6 +169,19 @@ async def stage_visit(
         _commit(run, node_id, node, task, summary)
         return task, summary
     raise AssertionError("unreachable: the last attempt commits or dead-ends")  # pragma: no cover
+
+
+def update_unrecorded(run: Run) -> bool:
+    """Whether this workflow task took an event by update, which Temporal has not recorded yet.
+
+    Temporal writes an update into the history only when the workflow task that took it
+    completes. A local attempt runs inside that task, so its effect would go out on a decision
+    the server could still lose with the task (a worker that dies, an update its caller gave up
+    on), and the run, taken over, could go down another branch and act again under another key.
+    A regular activity is scheduled by the task's completion, with the update: the attempt runs
+    as one instead. Runs from before this (their request's revision) ask `workflow.patched`.
+    """
+    return run.update_taken_in == workflow_task() and patches.patched(UPDATE_RECORDED_FIRST_PATCH)
 
 
 async def _attempt(
@@ -187,11 +205,6 @@ async def _attempt(
     finally:
         run.begun_marks.ended(began_in, workflow_task(), did_own_work=did_own_work)
         run.state.writes.release()
-
-
-def workflow_task() -> int:
-    """The current workflow task, named by its history length (run/begun_marks.py)."""
-    return workflow.info().get_current_history_length()
 
 
 async def _call_stage(

@@ -117,6 +117,9 @@ class Run:
     rewound_from: Checkpoint | None = None
     # Which local attempts of the current workflow task need a begun mark (never carried over).
     begun_marks: BegunMarks = field(default_factory=BegunMarks)
+    # The workflow task (`workflow_task`) that last took an event by update: Temporal records an
+    # update only when the task that took it completes, so no local stage runs in that task.
+    update_taken_in: int = -1
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:
@@ -303,3 +306,11 @@ class Run:
         if recorded is None:
             raise RunEnded(RunStatus.FAILED, node_id, f"replay diverged: the original run never invoked {node_id}")
         return recorded
+
+
+def workflow_task() -> int:
+    """The current workflow task, named by its history length when it started.
+
+    Every activation of one task sees the same number, on replay too (run/begun_marks.py).
+    """
+    return workflow.info().get_current_history_length()

@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import REPO, Harness
 from tests.integration.llm.support_agent import TICKET, support
-from tests.worker_processes import kill_worker, start_worker_process
+from tests.worker_processes import kill_worker, start_worker_process, until
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +40,6 @@ async def tools_worker(settings: Settings, chat: ChatServer, ledger: Path, log: 
     """A worker process serving the support tools over the ledger, its model at ``chat``."""
     env = {"DSMO_LLM_BASE_URL": chat.url, "DSMO_LOAD": "tests.support_tools_plugin", "PYTHONPATH": str(REPO)}
     return await start_worker_process(settings, log, {**env, "SUPPORT_LEDGER_DIR": str(ledger)})
-
-
-async def until(done: Callable[[], bool], log: Path, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not done():
-        assert time.monotonic() < deadline, f"{what}: {log.read_text()}"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_tool_run_survives_two_worker_kills_applies_one_refund_and_replays_with_no_calls(
