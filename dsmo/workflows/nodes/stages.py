@@ -44,7 +44,8 @@ from dsmo.workflows.run.spend import count_model_calls
 from dsmo.workflows.run.throttle_pass import pass_stage
 from dsmo.workflows.saga.compensation_stack import push
 
-# workflow.patched id: a stage in the workflow task that took an update runs as a regular activity.
+# workflow.patched id: a stage in the workflow task where a wait took an event sent by update runs
+# as a regular activity (`update_unrecorded`).
 UPDATE_RECORDED_FIRST_PATCH = "update-recorded-before-local-stages"
 
 
@@ -172,16 +173,19 @@ async def stage_visit(
 
 
 def update_unrecorded(run: Run) -> bool:
-    """Whether this workflow task took an event by update, which Temporal has not recorded yet.
+    """Whether the run acted in this workflow task on an event that came by update (a wait took
+    it), which Temporal has not recorded yet.
 
     Temporal writes an update into the history only when the workflow task that took it
     completes. A local attempt runs inside that task, so its effect would go out on a decision
-    the server could still lose with the task (a worker that dies, an update its caller gave up
-    on), and the run, taken over, could go down another branch and act again under another key.
-    A regular activity is scheduled by the task's completion, with the update: the attempt runs
-    as one instead. Runs from before this (their request's revision) ask `workflow.patched`.
+    the server could still lose with the task (a worker that dies, then an update the server
+    dropped and its caller stopped sending), and the run, taken over, could go down another
+    branch and act again under another key. A regular activity is scheduled by the task's
+    completion, with the update: the attempt runs as one instead. An event only kept for a wait
+    ahead decides nothing yet, so stages before that wait stay local. Runs from before this
+    (their request's revision) ask `workflow.patched`.
     """
-    return run.update_taken_in == workflow_task() and patches.patched(UPDATE_RECORDED_FIRST_PATCH)
+    return run.acted_on_update_in == workflow_task() and patches.patched(UPDATE_RECORDED_FIRST_PATCH)
 
 
 async def _attempt(

@@ -117,9 +117,27 @@ class Run:
     rewound_from: Checkpoint | None = None
     # Which local attempts of the current workflow task need a begun mark (never carried over).
     begun_marks: BegunMarks = field(default_factory=BegunMarks)
-    # The workflow task (`workflow_task`) that last took an event by update: Temporal records an
-    # update only when the task that took it completes, so no local stage runs in that task.
-    update_taken_in: int = -1
+    # Events taken by update: Temporal records one only when the workflow task (`workflow_task`)
+    # that took it completes. The last task in which the run acted on one (a wait took it), where
+    # no local stage may run (nodes/stages.py), and those kept for a wait ahead, by the task.
+    acted_on_update_in: int = -1
+    kept_by_update: dict[str, int] = field(default_factory=dict)
+
+    def took_update(self, event_id: str, *, applied: bool) -> None:
+        """An event came by update: ``applied`` to the wait in progress, or kept for one ahead."""
+        task = workflow_task()
+        if applied:
+            self.acted_on_update_in = task
+            return
+        # Only this task's matter: one kept in an earlier task is on record.
+        self.kept_by_update = {kept: at for kept, at in self.kept_by_update.items() if at == task}
+        self.kept_by_update[event_id] = task
+
+    def took_kept(self, event_id: str) -> None:
+        """A wait took a kept event: the run acts on it now, before its record if it came by update
+        in this task."""
+        if self.kept_by_update.pop(event_id, None) == workflow_task():
+            self.acted_on_update_in = workflow_task()
 
     @classmethod
     def from_request(cls, request: ExecutionRequest) -> Run:

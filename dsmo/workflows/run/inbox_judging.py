@@ -65,6 +65,7 @@ def _take_kept_within(
             judged.add(event.event_id)
             continue
         state.inbox.remove(entry)
+        run.took_kept(event.event_id)
         state.audit.record(
             "EVENT_CONSUMED",
             at=workflow.now(),

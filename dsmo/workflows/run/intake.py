@@ -38,7 +38,7 @@ from dsmo.workflows.definition.tools import decision_problem
 from dsmo.workflows.definition.waits_ahead import takes_kind, waits_ahead
 from dsmo.workflows.events.inbox import DEFAULT_POLICY, InboxEntry, InboxPolicy, event_size, full_reason
 from dsmo.workflows.events.resume_events import EVENT_KINDS, EventAck, EventRejected, ResumeEvent
-from dsmo.workflows.run.context import Run, workflow_task
+from dsmo.workflows.run.context import Run
 from dsmo.workflows.run.routing import activation
 from dsmo.workflows.run.spend import raise_problem
 from dsmo.workflows.run.state import RunState, Waiting
@@ -149,7 +149,7 @@ def take(run: Run, event: ResumeEvent, *, via: str) -> EventAck:
     # Taken, applied or kept: the only place a run remembers an id, so a repeat is a duplicate.
     state.seen_event_ids.add(event.event_id)
     if via == "update":
-        run.update_taken_in = workflow_task()  # not recorded until this task completes (nodes/stages.py)
+        run.took_update(event.event_id, applied=action != "keep")
     if action == "keep":
         return _keep(run, event, via=via)
     return state.apply_now(event)

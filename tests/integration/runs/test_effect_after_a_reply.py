@@ -17,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
+import tests.effect_stage_plugin  # noqa: F401 - registers the agent for the in-process worker
+from dsmo.activities.artifacts import ArtifactStore
+from dsmo.activities.messaging import FileChannel
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
+from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import REPO
@@ -90,3 +94,39 @@ async def test_a_reply_then_a_local_effect_whose_worker_dies_keeps_the_reply_bra
         and e.activity_task_scheduled_event_attributes.activity_type.name == "run_stage"
     ]
     assert len(accepted) == 1 and len(stages) == 1 and accepted[0] < stages[0], (accepted, stages)
+
+
+async def test_a_reply_kept_in_the_first_task_leaves_the_stages_before_its_wait_local(
+    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reply reaches the run before any worker has: the first workflow task takes the start
+    # and the reply together. The stages before the wait decide nothing on the reply (it is kept
+    # for the wait), so they stay local; the send, after the wait took the reply, does not.
+    monkeypatch.setenv("EFFECT_LEDGER_DIR", str(tmp_path))
+    queue = f"effect-kept-{uuid.uuid4().hex[:8]}"
+    document = replied_send(f"effect-kept-{uuid.uuid4().hex[:6]}")
+    nodes = document["nodes"]
+    assert isinstance(nodes, dict)
+    document["start"] = "prepare"
+    nodes["prepare"] = {"actionType": "run_agent", "agent": "effect-send", "timeout": "5s", "next": "check"}
+    nodes["check"] = {"actionType": "run_agent", "agent": "effect-send", "timeout": "5s", "next": "reply"}
+    nodes["reply"]["parameters"] = {"timeout": "1h"}
+    run_id = (await dsmo.start(parse_definition(document), {"order": 2}, task_queue=queue)).run_id
+    answer = asyncio.create_task(dsmo.respond(run_id, "ok", event_id=f"{run_id}-reply"))
+    await asyncio.sleep(1)  # the reply waits at the server with the start
+    async with build_worker(dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(tmp_path / "outbox")):
+        assert (await answer).accepted
+        result = await asyncio.wait_for(dsmo.result(run_id), 60)
+    assert result.status is RunStatus.COMPLETED and result.path == ["prepare", "check", "reply", "send"], result
+    events = (await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events
+    tasks = [e.event_id for e in events if e.HasField("workflow_task_completed_event_attributes")]
+    accepted = next(e.event_id for e in events if e.HasField("workflow_execution_update_accepted_event_attributes"))
+    assert accepted == tasks[0] + 1, "the first workflow task took the reply"
+    stages = [
+        e.event_id
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "run_stage"
+    ]
+    assert len(stages) == 1 and tasks[0] < stages[0] < tasks[1], (tasks, stages)  # the send
+    assert sorted(path.name.split("-")[1] for path in tmp_path.glob("effect-*")) == ["check", "prepare", "send"]
