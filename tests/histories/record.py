@@ -764,6 +764,31 @@ async def short_stages_early(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+def golden_steady(document: Any, message: Any) -> Any:
+    """Answers at once."""
+    from dsmo.activities.processors import ProcessorOutput
+
+    return ProcessorOutput(document={"checked": True}, summary={"ok": True})
+
+
+async def reply_kept_in_the_first_task(dsmo: DsmoClient, queue: str) -> str:
+    """A start that carries its reply: the first workflow task keeps it while a short stage runs,
+    then its wait takes it; the stage after the wait is a regular activity, the one before local."""
+    document = {
+        "agent": "golden-reply-with-start",
+        "start": "check",
+        "nodes": {
+            "check": {"actionType": "run_agent", "agent": "golden-steady", "timeout": "5s", "next": "reply"},
+            "reply": {"actionType": "wait_for_response", "parameters": {"timeout": "7d"}, "next": "tidy"},
+            "tidy": {"actionType": "run_agent", "agent": "golden-steady", "timeout": "5s"},
+        },
+    }
+    reply = [{"type": "MESSAGE_RECEIVED", "data": {"text": "ok"}, "event_id": "with-start-1"}]
+    run_id = (await dsmo.start(parse_definition(document), {"x": 4}, task_queue=queue, events=reply)).run_id
+    await dsmo.result(run_id)
+    return run_id
+
+
 async def short_stages_early_without_generation(dsmo: DsmoClient, queue: str) -> str:
     """`short_stages_early` started as an older starter (or a parent run) does: no `generation`."""
     from temporalio.common import WorkflowIDReusePolicy
@@ -947,6 +972,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # reply on the code before (`short_stages_local`), a regular activity since, scheduled with
     # the reply's record.
     "short_stages_reply_recorded_first": short_stages,
+    # A start carrying its reply: kept by the first workflow task while the stage before the wait
+    # runs locally, taken by the wait in that same task; the stage after it a regular activity.
+    "reply_kept_in_the_first_task": reply_kept_in_the_first_task,
 }
 
 
@@ -971,6 +999,8 @@ async def main(names: list[str]) -> None:
 
     if "golden-shaky" not in default_registry.names():
         default_registry.register("golden-shaky", "1.0.0")(golden_shaky)
+    if "golden-steady" not in default_registry.names():
+        default_registry.register("golden-steady", "1.0.0")(golden_steady)
     queue = f"golden-{uuid.uuid4().hex[:6]}"
     OWN_WORKER["build"] = lambda own: build_worker(
         dsmo.temporal, task_queue=own, store=store, channel=FileChannel(settings.outbox_dir), actions=actions

@@ -102,3 +102,8 @@ def test_a_short_stage_in_the_task_that_took_a_reply_is_scheduled_with_the_reply
     after = _after_the_reply("short_stages_reply_recorded_first")
     assert "core_local_activity" not in after and "ACTIVITY_TASK_SCHEDULED" in after, after
     assert _patch_markers("short_stages_reply_recorded_first") == []
+    # A start that carries its reply: the first task keeps it while the stage before the wait runs
+    # locally, then the wait takes it in that task and the stage after it is scheduled.
+    after = [kind for kind in _after_the_reply("reply_kept_in_the_first_task") if not kind.startswith("WORKFLOW_")]
+    assert after[:2] == ["core_local_activity", "ACTIVITY_TASK_SCHEDULED"], after
+    assert _patch_markers("reply_kept_in_the_first_task") == []

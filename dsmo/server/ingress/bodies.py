@@ -190,7 +190,7 @@ class StrictJsonRoute(APIRoute):
                 raise Problem(
                     415,
                     "unsupported_media_type",
-                    f"body: send JSON with Content-Type: application/json, not {media or 'no Content-Type'}",
+                    f"body: send JSON with Content-Type: application/json, not {media[:80] or 'no Content-Type'}",
                 )
             if raw:
                 try:

@@ -129,7 +129,7 @@ class Run:
         if applied:
             self.acted_on_update_in = task
             return
-        # Only this task's matter: one kept in an earlier task is on record.
+        # Only this task's events matter: one kept in an earlier task is on record.
         self.kept_by_update = {kept: at for kept, at in self.kept_by_update.items() if at == task}
         self.kept_by_update[event_id] = task
 
@@ -329,6 +329,8 @@ class Run:
 def workflow_task() -> int:
     """The current workflow task, named by its history length when it started.
 
-    Every activation of one task sees the same number, on replay too (run/begun_marks.py).
+    Every activation of one task sees the same number, on replay too, so it may decide the
+    commands the run sends (nodes/stages.py) as well as what a stage asks of its worker
+    (run/begun_marks.py).
     """
     return workflow.info().get_current_history_length()

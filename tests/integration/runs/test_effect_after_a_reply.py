@@ -17,12 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import tests.effect_stage_plugin  # noqa: F401 - registers the agent for the in-process worker
-from dsmo.activities.artifacts import ArtifactStore
-from dsmo.activities.messaging import FileChannel
 from dsmo.client.dsmo_client import DsmoClient
 from dsmo.config.settings import Settings
-from dsmo.worker import build_worker
 from dsmo.workflows.common.status import RunStatus
 from dsmo.workflows.definition.model import parse_definition
 from tests.conftest import REPO
@@ -39,13 +35,18 @@ def replied_send(agent: str) -> dict[str, object]:
         "nodes": {
             "reply": {
                 "actionType": "wait_for_response",
-                "parameters": {"timeout": "3s"},
+                "parameters": {"timeout": "30s"},
                 "transitions": [{"when": "lastResponse == 'ok'", "to": "send"}, {"to": "send_timeout"}],
             },
             "send": send,
             "send_timeout": send,
         },
     }
+
+
+def effect_worker_env(ledger: Path) -> dict[str, str]:
+    """A worker process's environment: it serves `effect-send` (the agent stays out of this process's registry)."""
+    return {"DSMO_LOAD": "tests.effect_stage_plugin", "PYTHONPATH": str(REPO), "EFFECT_LEDGER_DIR": str(ledger)}
 
 
 async def test_a_reply_then_a_local_effect_whose_worker_dies_keeps_the_reply_branch_and_one_key(
@@ -56,7 +57,7 @@ async def test_a_reply_then_a_local_effect_whose_worker_dies_keeps_the_reply_bra
     ledger, log = tmp_path / "ledger", tmp_path / "worker.log"
     ledger.mkdir()
     (ledger / "hold").write_text("")
-    env = {"DSMO_LOAD": "tests.effect_stage_plugin", "PYTHONPATH": str(REPO), "EFFECT_LEDGER_DIR": str(ledger)}
+    env = effect_worker_env(ledger)
     definition = parse_definition(replied_send(f"effect-{uuid.uuid4().hex[:6]}"))
 
     first = await start_worker_process(settings, log, env)
@@ -97,26 +98,28 @@ async def test_a_reply_then_a_local_effect_whose_worker_dies_keeps_the_reply_bra
 
 
 async def test_a_reply_kept_in_the_first_task_leaves_the_stages_before_its_wait_local(
-    dsmo: DsmoClient, store: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dsmo: DsmoClient, stack_settings: Settings, tmp_path: Path
 ) -> None:
-    # The reply reaches the run before any worker has: the first workflow task takes the start
-    # and the reply together. The stages before the wait decide nothing on the reply (it is kept
-    # for the wait), so they stay local; the send, after the wait took the reply, does not.
-    monkeypatch.setenv("EFFECT_LEDGER_DIR", str(tmp_path))
+    # The start carries the reply: the first workflow task takes both. The stages before the wait
+    # decide nothing on the reply (it is kept for the wait), so they stay local; the send, after
+    # the wait took the reply in that same task, does not.
     queue = f"effect-kept-{uuid.uuid4().hex[:8]}"
+    settings = stack_settings.with_changes(temporal={"task_queue": queue}, worker={"metrics_bind": ""})
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
     document = replied_send(f"effect-kept-{uuid.uuid4().hex[:6]}")
     nodes = document["nodes"]
     assert isinstance(nodes, dict)
     document["start"] = "prepare"
     nodes["prepare"] = {"actionType": "run_agent", "agent": "effect-send", "timeout": "5s", "next": "check"}
     nodes["check"] = {"actionType": "run_agent", "agent": "effect-send", "timeout": "5s", "next": "reply"}
-    nodes["reply"]["parameters"] = {"timeout": "1h"}
-    run_id = (await dsmo.start(parse_definition(document), {"order": 2}, task_queue=queue)).run_id
-    answer = asyncio.create_task(dsmo.respond(run_id, "ok", event_id=f"{run_id}-reply"))
-    await asyncio.sleep(1)  # the reply waits at the server with the start
-    async with build_worker(dsmo.temporal, task_queue=queue, store=store, channel=FileChannel(tmp_path / "outbox")):
-        assert (await answer).accepted
+    reply = [{"type": "MESSAGE_RECEIVED", "data": {"text": "ok"}}]
+    worker = await start_worker_process(settings, tmp_path / "worker.log", effect_worker_env(ledger))
+    try:
+        run_id = (await dsmo.start(parse_definition(document), {"order": 2}, task_queue=queue, events=reply)).run_id
         result = await asyncio.wait_for(dsmo.result(run_id), 60)
+    finally:
+        kill_worker(worker)
     assert result.status is RunStatus.COMPLETED and result.path == ["prepare", "check", "reply", "send"], result
     events = (await dsmo.temporal.get_workflow_handle(run_id).fetch_history()).events
     tasks = [e.event_id for e in events if e.HasField("workflow_task_completed_event_attributes")]
@@ -129,4 +132,4 @@ async def test_a_reply_kept_in_the_first_task_leaves_the_stages_before_its_wait_
         and e.activity_task_scheduled_event_attributes.activity_type.name == "run_stage"
     ]
     assert len(stages) == 1 and tasks[0] < stages[0] < tasks[1], (tasks, stages)  # the send
-    assert sorted(path.name.split("-")[1] for path in tmp_path.glob("effect-*")) == ["check", "prepare", "send"]
+    assert sorted(path.name.split("-")[1] for path in ledger.glob("effect-*")) == ["check", "prepare", "send"]
