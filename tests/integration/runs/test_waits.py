@@ -196,6 +196,19 @@ async def test_agent_default_1h_then_fail_cancels_the_child(
     assert child_result.status is RunStatus.CANCELLED
 
 
+async def _result_on_time_skipping(dsmo: DsmoClient, run_id: str) -> Any:
+    """`dsmo.result`, asked again when the time-skipping server's long poll for the run's close
+    came back empty: the SDK then raises "No completion event found" (seen once on a loaded
+    machine) although the run is still about to end."""
+    for _ in range(5):
+        try:
+            return await dsmo.result(run_id)
+        except RuntimeError as err:
+            if "No completion event found" not in str(err):
+                raise
+    return await dsmo.result(run_id)
+
+
 async def test_an_infrastructure_call_that_always_fails_ends_the_run_within_its_budget(
     store: ArtifactStore, stack_settings: Settings, tmp_path: Path
 ) -> None:
@@ -225,7 +238,7 @@ async def test_an_infrastructure_call_that_always_fails_ends_the_run_within_its_
         ):  # fmt: skip
             run_id = (await dsmo.start(definition, {"who": "x"}, task_queue=queue)).run_id
             await env.sleep(budget.total + timedelta(minutes=1))
-            result = await dsmo.result(run_id)
+            result = await _result_on_time_skipping(dsmo, run_id)
             events = await dsmo.events(run_id)
     finally:
         await env.shutdown()
