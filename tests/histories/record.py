@@ -789,6 +789,41 @@ async def reply_kept_in_the_first_task(dsmo: DsmoClient, queue: str) -> str:
     return run_id
 
 
+SLOW_ONCE: set[str] = set()
+
+
+def golden_slow_once(document: Any, message: Any) -> Any:
+    """Outlasts its 1 s timeout on its first attempt at each node of a run, then answers."""
+    import time
+
+    from dsmo.activities.processors import ProcessorOutput
+
+    key = f"{message.run_id}/{message.stage}"
+    if key not in SLOW_ONCE:
+        SLOW_ONCE.add(key)
+        time.sleep(2)
+    return ProcessorOutput(document={"checked": True}, summary={"ok": True})
+
+
+async def local_stage_timed_out(dsmo: DsmoClient, queue: str) -> str:
+    """A short stage whose first local attempt outlasts its timeout: a back-off, then attempt 2."""
+    document = {
+        "agent": "golden-local-timeout",
+        "start": "check",
+        "nodes": {
+            "check": {
+                "actionType": "run_agent",
+                "agent": "golden-slow-once",
+                "timeout": "1s",
+                "retry": {"maxAttempts": 3, "initialInterval": "200ms", "jitter": 0},
+            }
+        },
+    }
+    run_id = (await dsmo.start(parse_definition(document), {"x": 5}, task_queue=queue)).run_id
+    await dsmo.result(run_id)
+    return run_id
+
+
 async def short_stages_early_without_generation(dsmo: DsmoClient, queue: str) -> str:
     """`short_stages_early` started as an older starter (or a parent run) does: no `generation`."""
     from temporalio.common import WorkflowIDReusePolicy
@@ -975,6 +1010,9 @@ FLOWS: dict[str, Callable[[DsmoClient, str], Awaitable[str | tuple[str, str]]]] 
     # A start carrying its reply: kept by the first workflow task while the stage before the wait
     # runs locally, taken by the wait in that same task; the stage after it a regular activity.
     "reply_kept_in_the_first_task": reply_kept_in_the_first_task,
+    # A local attempt that timed out, then its back-off and the next attempt: replayed by a
+    # worker that did not run it (a crash), the recorded timeout must read as it did live.
+    "local_stage_timed_out": local_stage_timed_out,
 }
 
 
@@ -999,6 +1037,8 @@ async def main(names: list[str]) -> None:
 
     if "golden-shaky" not in default_registry.names():
         default_registry.register("golden-shaky", "1.0.0")(golden_shaky)
+    if "golden-slow-once" not in default_registry.names():
+        default_registry.register("golden-slow-once", "1.0.0")(golden_slow_once)
     if "golden-steady" not in default_registry.names():
         default_registry.register("golden-steady", "1.0.0")(golden_steady)
     queue = f"golden-{uuid.uuid4().hex[:6]}"

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from dsmo.workflows.common.errors import ACTION_PERMANENT, MESSAGING_PERMANENT
 from dsmo.workflows.common.status import RunStatus
@@ -104,12 +105,14 @@ async def call(
         if not cancellation_is_failure:
             raise_if_cancelled(err)
         raise ActivityFailed(activity, err) from None
-    except ApplicationError as err:
+    except (ApplicationError, ActivityTimeout) as err:
         if not local:
             raise
         # A local activity that raised comes back as its own error, not wrapped in an
-        # ActivityError as a regular one (or a local one that timed out) does: wrap it, so
-        # every caller sees one kind of failure.
+        # ActivityError as a regular one does; so does a local one that timed out when a worker
+        # replays it from its marker (live, its timeout came wrapped). Wrap both, so every
+        # caller sees one kind of failure, live and on replay alike (a raw timeout failed the run
+        # on replay where the live run had retried: a nondeterminism error).
         raise ActivityFailed(activity, _wrapped(activity, err)) from None
     return result
 
@@ -139,7 +142,7 @@ async def call_or_end(
         raise RunEnded(RunStatus.FAILED, node_id, f"{failed}: {failure.message}") from None
 
 
-def _wrapped(activity: str, err: ApplicationError) -> ActivityError:
+def _wrapped(activity: str, err: FailureError) -> ActivityError:
     wrapper = ActivityError(
         "Local activity error",
         scheduled_event_id=0,
